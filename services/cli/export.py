@@ -1,0 +1,60 @@
+"""`specdec contracts export DIR` and the AsyncAPI document of the topology."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+from faststream.specification import AsyncAPI
+
+from contracts.campaign import Campaign
+from contracts.catalogue import CATALOGUE, deadletter_stream
+from contracts.deadletter import DeadLetter
+from contracts.events import ALL_EVENTS
+from services.runtime import apps
+from services.runtime.broker import make_broker
+from services.runtime.bundle import BundleStore
+from services.runtime.service import bootstrap
+from services.runtime.settings import RuntimeSettings
+
+
+def event_schema(model: type) -> dict:
+    schema = model.model_json_schema(by_alias=True)
+    props = schema.get("properties", {})
+    if getattr(model, "SCHEMA", ""):
+        props["schema"]["const"] = model.SCHEMA
+        props["version"]["const"] = model.VERSION
+    return schema
+
+
+def export(directory: Path) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for model in ALL_EVENTS:
+        path = directory / f"{model.SCHEMA}.v{model.VERSION}.json"
+        path.write_bytes(orjson.dumps(event_schema(model), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+        written.append(path)
+    for name, model in (("campaign.v1.json", Campaign), ("deadletter.v1.json", DeadLetter)):
+        path = directory / name
+        path.write_bytes(orjson.dumps(model.model_json_schema(by_alias=True), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+        written.append(path)
+    return written
+
+
+def asyncapi_document() -> str:
+    """The AsyncAPI document of every built service (subscribers) and every
+    catalogue stream's producer (publishers), generated from the faststream apps."""
+    settings = RuntimeSettings(instance="doc", redis_url="redis://redis:6379/0")
+    broker = make_broker(settings)
+    for name in apps.available():
+        module = apps.load(name)
+        resources = {"bundle": BundleStore(Path("bundles"))}
+        bootstrap(name, module.routes(resources), settings=settings, broker=broker, resources=resources, in_memory=True)
+    for spec in CATALOGUE:
+        stream = spec.stream(settings.stream_prefix)
+        broker.publisher(stream=stream, title=f"{stream}:{spec.producer}", schema=spec.model,
+                         description=(spec.model.__doc__ or "").strip())
+    broker.publisher(stream=deadletter_stream(settings.stream_prefix), title="specdec.deadletter:any",
+                     schema=DeadLetter, description=(DeadLetter.__doc__ or "").strip())
+    doc = AsyncAPI(broker, title="specdec", version="1", description="specdec event topology over Redis Streams")
+    return doc.to_yaml()

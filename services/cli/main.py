@@ -1,0 +1,178 @@
+"""The `specdec` command: a thin parser; each subcommand calls one entry point."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from contracts.events import STEPS
+from services.runtime import logs
+from services.runtime.errors import SpecdecError
+from services.runtime.settings import RuntimeSettings
+
+# Offline commands of the step services register themselves when built.
+_OPTIONAL_COMMANDS = ("services.cli.profile_cmd", "services.cli.corpus_cmd", "services.cli.gate_cmd")
+
+
+def _connected(body: Callable[[Any, argparse.Namespace], Awaitable[int]]) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        from services.cli.context import connect
+
+        async def go() -> int:
+            async with connect(RuntimeSettings()) as cli:
+                return await body(cli, args)
+
+        return asyncio.run(go())
+
+    return run
+
+
+async def _submit(cli: Any, args: argparse.Namespace) -> int:
+    from services.cli.submit import submit
+
+    run_id = await submit(cli, Path(args.campaign))
+    print(run_id)
+    return 0
+
+
+async def _approve(cli: Any, args: argparse.Namespace) -> int:
+    from services.cli.ops import approve
+
+    event = await approve(cli, args.run_id, acknowledged=args.i_understand_this_mutates_cluster, out=sys.stdout)
+    print(f"published run.approved {event.event_id} for {len(event.plan_sha256s)} plan(s)")
+    return 0
+
+
+async def _request(cli: Any, args: argparse.Namespace) -> int:
+    from services.cli.ops import request
+
+    event_id = await request(cli, args.step, args.run_id, inputs=args.input, reason=args.reason)
+    print(f"published {args.step}.requested {event_id}")
+    return 0
+
+
+async def _status(cli: Any, args: argparse.Namespace) -> int:
+    from services.cli.ops import render_status, status
+
+    result = await status(cli, args.run_id)
+    print(result.model_dump_json(indent=2) if args.json else render_status(result))
+    return 1 if result.halted else 0
+
+
+async def _watch(cli: Any, args: argparse.Namespace) -> int:
+    from services.cli.ops import watch
+
+    await watch(cli, args.run_id, out=sys.stdout, from_start=args.from_start, timeout_s=args.timeout)
+    return 0
+
+
+async def _dlq(cli: Any, args: argparse.Namespace) -> int:
+    from services.cli.ops import dlq_list, dlq_replay
+
+    if args.dlq_command == "list":
+        await dlq_list(cli, sys.stdout, as_json=args.json)
+    else:
+        stream = await dlq_replay(cli, args.dead_letter_id)
+        print(f"replayed {args.dead_letter_id} onto {stream}")
+    return 0
+
+
+def _up(args: argparse.Namespace) -> int:
+    from services.cli.up import up
+
+    return up(args.services, sys.stdout)
+
+
+def _contracts(args: argparse.Namespace) -> int:
+    from services.cli.export import asyncapi_document, export
+
+    if args.contracts_command == "export":
+        for path in export(Path(args.directory)):
+            print(path)
+    else:
+        sys.stdout.write(asyncapi_document())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="specdec", description="Speculative-decoding campaigns for vLLM, with evidence.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("submit", help="validate a campaign, create its run and bundle, publish campaign.submitted")
+    p.add_argument("campaign", help="campaign YAML file (see infra/examples/campaign.yaml)")
+    p.set_defaults(func=_connected(_submit))
+
+    p = sub.add_parser("approve", help="approve a run's pending plans (they change the cluster)")
+    p.add_argument("run_id")
+    p.add_argument("--i-understand-this-mutates-cluster", action="store_true", help="typed acknowledgement; required")
+    p.set_defaults(func=_connected(_approve))
+
+    p = sub.add_parser("request", help="publish <step>.requested: start a pipeline at any step")
+    p.add_argument("step", choices=STEPS)
+    p.add_argument("run_id")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=bundle://RUN/PATH", help="replace a named input")
+    p.add_argument("--reason", help="why, recorded in the event")
+    p.set_defaults(func=_connected(_request))
+
+    p = sub.add_parser("watch", help="follow events live, one line each, with each run's step progress")
+    p.add_argument("run_id", nargs="?")
+    p.add_argument("--from-start", action="store_true", help="replay each stream from its first entry")
+    p.add_argument("--timeout", type=float, help="stop after this many seconds")
+    p.set_defaults(func=_connected(_watch))
+
+    p = sub.add_parser("status", help="each step's state for a run (exit 1 when the run halted)")
+    p.add_argument("run_id")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_connected(_status))
+
+    p = sub.add_parser("dlq", help="the dead-letter stream")
+    dlq = p.add_subparsers(dest="dlq_command", required=True)
+    q = dlq.add_parser("list", help="list dead letters with their reasons")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=_connected(_dlq))
+    q = dlq.add_parser("replay", help="put a dead letter's original payload back on its stream (once)")
+    q.add_argument("dead_letter_id")
+    q.set_defaults(func=_connected(_dlq))
+
+    p = sub.add_parser("up", help="run the registered services as local processes until Ctrl-C")
+    p.add_argument("services", nargs="*", help="services to run (default: all built)")
+    p.set_defaults(func=_up)
+
+    p = sub.add_parser("contracts", help="event and campaign schemas")
+    c = p.add_subparsers(dest="contracts_command", required=True)
+    q = c.add_parser("export", help="write the JSON Schema of every event and of the campaign file")
+    q.add_argument("directory")
+    q.set_defaults(func=_contracts)
+    q = c.add_parser("asyncapi", help="print the AsyncAPI document of the topology")
+    q.set_defaults(func=_contracts)
+
+    for module_name in _OPTIONAL_COMMANDS:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    logs.configure("cli", RuntimeSettings().log_level)
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except SpecdecError as exc:
+        print(f"specdec: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""Reading events back from the streams, for status, watch, approve and the DLQ."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+import redis.asyncio as aioredis
+
+from contracts.catalogue import CATALOGUE, deadletter_stream, stream_name
+from services.runtime.broker import decode_entry
+
+
+def _body(fields: dict[bytes, bytes]) -> tuple[dict[str, Any] | None, dict[str, str]]:
+    body, headers = decode_entry(fields)
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None, headers
+    return (data if isinstance(data, dict) else None), headers
+
+
+async def scan(client: aioredis.Redis, stream: str, *, batch: int = 500) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    """Every decodable entry of a stream, oldest first."""
+    start = "-"
+    while True:
+        entries = await client.xrange(stream, min=start, max="+", count=batch)
+        if not entries:
+            return
+        for entry_id, fields in entries:
+            data, _ = _body(fields)
+            if data is not None:
+                yield entry_id.decode(), data
+        last = entries[-1][0].decode()
+        ms, seq = last.split("-")
+        start = f"{ms}-{int(seq) + 1}"
+        if len(entries) < batch:
+            return
+
+
+async def run_events(client: aioredis.Redis, prefix: str, run_id: str) -> list[dict[str, Any]]:
+    """Every event of one run, across the catalogue's streams."""
+    found: dict[str, dict[str, Any]] = {}
+    for spec in CATALOGUE:
+        async for _, data in scan(client, stream_name(prefix, spec.schema)):
+            if data.get("run_id") == run_id:
+                found[str(data.get("event_id"))] = data
+    return list(found.values())
+
+
+async def dead_letters(client: aioredis.Redis, prefix: str) -> list[tuple[str, dict[str, Any]]]:
+    return [item async for item in scan(client, deadletter_stream(prefix))]
+
+
+async def follow(
+    client: aioredis.Redis, prefix: str, *, from_start: bool, block_ms: int = 1000
+) -> AsyncIterator[dict[str, Any] | None]:
+    """Events of every stream as they arrive; yields None on each idle block (a tick)."""
+    positions = {stream_name(prefix, spec.schema): ("0-0" if from_start else "$") for spec in CATALOGUE}
+    if not from_start:
+        # Resolve "$" to concrete IDs once, so events between two reads are not skipped.
+        for stream in positions:
+            info = await client.xinfo_stream(stream) if await client.exists(stream) else None
+            positions[stream] = info["last-generated-id"].decode() if info else "0-0"
+    while True:
+        response = await client.xread(positions, block=block_ms, count=100)
+        if not response:
+            yield None
+            continue
+        batch = []
+        for stream, entries in response:
+            name = stream.decode()
+            for entry_id, fields in entries:
+                positions[name] = entry_id.decode()
+                data, _ = _body(fields)
+                if data is not None:
+                    batch.append(data)
+        for data in sorted(batch, key=lambda d: str(d.get("produced_at", ""))):
+            yield data

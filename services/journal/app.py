@@ -1,0 +1,33 @@
+"""Journal entrypoint: every event of every stream goes into its run's events.jsonl.
+
+The journal has a consumer group of its own over every stream (the catalogue),
+so it sees each event once whatever the other services do. It is idempotent on
+event_id: a redelivered event is not appended twice.
+"""
+
+from __future__ import annotations
+
+from contracts.catalogue import CATALOGUE, JOURNAL
+from contracts.envelope import Event
+from services.runtime.bundle import BundleStore
+from services.runtime.consumer import Route, StepContext
+
+NAME = JOURNAL
+
+
+def record(bundle: BundleStore, event: Event) -> bool:
+    """Append one event to its run's journal; False when it was already there."""
+    bundle.create_run(event.run_id)
+    appended = bundle.append_event(event.run_id, event.event_id, event.to_json())
+    bundle.rebuild_manifest(event.run_id)
+    return appended
+
+
+def routes(resources: dict) -> list[Route]:
+    bundle: BundleStore = resources["bundle"]
+
+    async def handle(event: Event, ctx: StepContext) -> list[Event]:
+        record(bundle, event)
+        return []
+
+    return [Route(spec.schema, handle, step_key=lambda event: event.event_id) for spec in CATALOGUE]

@@ -1,0 +1,94 @@
+"""Broker factory and the one publisher of events (stream names and headers live here)."""
+
+from __future__ import annotations
+
+import logging
+from urllib.parse import urlsplit, urlunsplit
+
+from faststream.redis import RedisBroker
+
+from contracts.catalogue import deadletter_stream, stream_name
+from contracts.envelope import Event
+from services.runtime.settings import RuntimeSettings
+
+
+def redacted_url(url: str) -> str:
+    """The URL without its password, for logs and error messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.hostname or ""
+    if parts.username:
+        netloc = f"{parts.username}:***@{netloc}"
+    else:
+        netloc = f":***@{netloc}"
+    if parts.port:
+        netloc += f":{parts.port}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def make_broker(settings: RuntimeSettings) -> RedisBroker:
+    """A broker for the configured Redis (redis:// or rediss://, password in the URL).
+
+    Nothing connects here: `await broker.connect()` (or starting it) does.
+    faststream's own per-message log lines go to DEBUG; specdec logs its own.
+    """
+    if not settings.redis_url.startswith(("redis://", "rediss://", "unix://")):
+        raise ValueError(f"SPECDEC_REDIS_URL must start with redis://, rediss:// or unix://, not {redacted_url(settings.redis_url)}")
+    return RedisBroker(
+        settings.redis_url,
+        log_level=logging.DEBUG,
+        logger=logging.getLogger("specdec.faststream"),
+    )
+
+
+def event_headers(event: Event) -> dict[str, str]:
+    # schema and run_id travel as headers too, so `redis-cli XRANGE` shows them
+    # beside the JSON body (faststream's binary envelope keeps headers readable).
+    return {
+        "schema": event.SCHEMA,
+        "version": str(event.VERSION),
+        "run_id": event.run_id,
+        "event_id": event.event_id,
+        "content-type": "application/json",
+    }
+
+
+class Bus:
+    """Publishes events onto `<prefix>.<schema>`, and raw records onto the dead-letter stream."""
+
+    def __init__(self, broker: RedisBroker, prefix: str) -> None:
+        self.broker = broker
+        self.prefix = prefix
+
+    def stream_of(self, schema: str) -> str:
+        return stream_name(self.prefix, schema)
+
+    @property
+    def deadletter(self) -> str:
+        return deadletter_stream(self.prefix)
+
+    async def publish(self, event: Event) -> None:
+        await self.broker.publish(
+            event.to_json(),
+            stream=self.stream_of(event.SCHEMA),
+            headers=event_headers(event),
+            correlation_id=event.event_id,
+        )
+
+    async def publish_raw(self, stream: str, body: bytes, headers: dict[str, str], correlation_id: str) -> None:
+        await self.broker.publish(body, stream=stream, headers=headers, correlation_id=correlation_id)
+
+
+def decode_entry(fields: dict[bytes, bytes]) -> tuple[bytes, dict[str, str]]:
+    """Body and headers of one raw stream entry as faststream wrote it."""
+    from faststream.redis.parser.binary import BinaryMessageFormatV1
+
+    data = fields.get(b"__data__")
+    if data is None:
+        # Not written by faststream (e.g. a plain XADD): the fields are the body.
+        import orjson
+
+        return orjson.dumps({k.decode(): v.decode("utf-8", "replace") for k, v in fields.items()}), {}
+    body, headers = BinaryMessageFormatV1.parse(data)
+    return body, {str(k): str(v) for k, v in headers.items()}

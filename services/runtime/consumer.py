@@ -1,0 +1,269 @@
+"""Delivery semantics around a step handler (DESIGN.md, "Delivery semantics").
+
+For each message of a route:
+1. parse and validate; an invalid payload or unknown version is dead-lettered at once;
+2. skip (and ack) a step key that is already done: duplicates never repeat side effects;
+3. dead-letter a message delivered more than `max_deliveries` times;
+4. take the step key's in-flight lease; keep it and the message alive with a
+   heartbeat (XCLAIM ... JUSTID by the same consumer) while the handler runs;
+5. on success publish the outputs, mark the key done, then ack (at-least-once:
+   a crash before the ack redelivers, and the done mark or idempotent side
+   effects make the retry harmless); on `StepFailed` publish `<step>.failed`;
+   on any other error record it and leave the message pending for a retry
+   (reclaimed after `reclaim_idle_ms`), dead-lettering it on its last delivery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from contracts.catalogue import step_of
+from contracts.deadletter import DeadLetter
+from contracts.envelope import Event
+from contracts.events import FAILED
+from contracts.registry import ContractError, Registry, UnknownEvent
+from services.runtime.broker import Bus
+from services.runtime.errors import StepFailed
+from services.runtime.ledger import Ledger, StepKey
+from services.runtime.settings import RuntimeSettings
+
+
+@dataclass
+class StepContext:
+    """What a handler may use besides its event: publish progress, the lease, the log."""
+
+    service: str
+    settings: RuntimeSettings
+    bus: Bus
+    log: Any
+    # Set by the runtime: extra resources a service's bootstrap attached (bundle store, ...).
+    resources: dict[str, Any] = field(default_factory=dict)
+
+    async def emit(self, event: Event) -> None:
+        """Publish a progress event now (training.started, bench.trial.completed, ...)."""
+        await self.bus.publish(event)
+
+
+Handler = Callable[[Event, StepContext], Awaitable[Sequence[Event]]]
+StepKeyFn = Callable[[Event], str]
+
+
+@dataclass(frozen=True)
+class Route:
+    """One consumed stream: its schema, the handler, and how to name the step key."""
+
+    schema: str
+    handler: Handler
+    # The step key a handler is idempotent on; the default is one step per
+    # (run, schema) for this service.
+    step_key: StepKeyFn = lambda event: "step"
+    # The step whose `<step>.failed` a StepFailed becomes; default: the schema's step.
+    failure_step: str | None = None
+
+
+class Delivery:
+    """The transport-side view of one delivered message (faststream or a test double)."""
+
+    def __init__(self, message: Any, *, stream: str, consumer: str) -> None:
+        self.message = message
+        self.stream = stream
+        self.consumer = consumer
+
+    @property
+    def message_id(self) -> str:
+        ids = self.message.raw_message.get("message_ids") or [b"0-0"]
+        first = ids[0]
+        return first.decode() if isinstance(first, bytes) else str(first)
+
+    @property
+    def body(self) -> bytes:
+        return self.message.body
+
+    async def delivery_count(self) -> int:
+        return await self.message.get_delivery_count()
+
+    async def ack(self) -> None:
+        await self.message.ack()
+
+
+Touch = Callable[[str, str, str, str], Awaitable[None]]
+
+
+class Consumer:
+    """Runs one service's routes with the delivery semantics above."""
+
+    def __init__(
+        self,
+        *,
+        service: str,
+        settings: RuntimeSettings,
+        registry: Registry,
+        ledger: Ledger,
+        bus: Bus,
+        touch: Touch | None = None,
+        resources: dict[str, Any] | None = None,
+        metrics: Any = None,
+    ) -> None:
+        self.service = service
+        self.settings = settings
+        self.registry = registry
+        self.ledger = ledger
+        self.bus = bus
+        # touch(stream, group, consumer, message_id) resets a pending message's
+        # idle time (XCLAIM JUSTID); None where the transport has no PEL.
+        self.touch = touch
+        self.resources = resources or {}
+        self.metrics = metrics
+        self.log = structlog.get_logger().bind(service=service)
+        self.in_flight: set[asyncio.Task[Any]] = set()
+        # False once the instance is stopping: new deliveries are left pending
+        # (unacked) for another instance to reclaim.
+        self.accepting = True
+
+    @property
+    def lease_ttl_ms(self) -> int:
+        # Shorter than the reclaim idle time: a dead owner's lease is gone
+        # before its message can be reclaimed (see services/runtime/ledger.py).
+        return max(1, self.settings.reclaim_idle_ms * 2 // 3)
+
+    async def handle(self, route: Route, delivery: Delivery) -> None:
+        if not self.accepting:
+            return
+        started = time.perf_counter()
+        task = asyncio.current_task()
+        if task is not None:
+            self.in_flight.add(task)
+        try:
+            outcome = await self._handle(route, delivery)
+        finally:
+            if task is not None:
+                self.in_flight.discard(task)
+        if self.metrics is not None:
+            self.metrics.observe(route.schema, outcome, time.perf_counter() - started)
+
+    async def _handle(self, route: Route, delivery: Delivery) -> str:
+        message_ref = f"{self.service}:{delivery.stream}:{delivery.message_id}"
+        log = self.log.bind(stream=delivery.stream, message_id=delivery.message_id)
+        deliveries = await delivery.delivery_count()
+        try:
+            event = self.registry.parse(delivery.body)
+        except ContractError as exc:
+            kind = "unknown" if isinstance(exc, UnknownEvent) else "invalid"
+            await self._dead_letter(delivery, deliveries, kind=kind, reason=str(exc))
+            log.warning("dead-lettered", kind=kind, reason=str(exc))
+            return "dead_lettered"
+        if event.SCHEMA != route.schema:
+            reason = f"stream {delivery.stream} carries {route.schema}, not {event.SCHEMA}"
+            await self._dead_letter(delivery, deliveries, kind="invalid", reason=reason, event=event)
+            log.warning("dead-lettered", kind="invalid", reason=reason)
+            return "dead_lettered"
+
+        log = log.bind(run_id=event.run_id, event_id=event.event_id, schema=event.SCHEMA)
+        key = StepKey(self.service, event.run_id, event.SCHEMA, route.step_key(event))
+        if await self.ledger.is_done(key):
+            await delivery.ack()
+            log.info("duplicate skipped", step_key=key.step)
+            return "duplicate"
+        if deliveries > self.settings.max_deliveries:
+            error = await self.ledger.last_error(message_ref)
+            reason = (
+                f"delivered {deliveries} times (limit {self.settings.max_deliveries}) without completing; "
+                + (f"last error: {error}" if error else "no error recorded: the handling process died or hung")
+            )
+            await self._dead_letter(delivery, deliveries, kind="exhausted", reason=reason, error=error, event=event)
+            log.error("dead-lettered", kind="exhausted", deliveries=deliveries)
+            return "dead_lettered"
+        owner = f"{self.settings.instance}/{delivery.message_id}"
+        if not await self.ledger.begin(key, owner, self.lease_ttl_ms):
+            # Another live instance is doing this very step (a duplicate event):
+            # leave ours pending; once that work is done, our redelivery is acked
+            # as a duplicate, and if its owner dies, our copy runs it.
+            log.info("step in flight elsewhere; left pending", step_key=key.step)
+            return "deferred"
+
+        context = StepContext(service=self.service, settings=self.settings, bus=self.bus, log=log, resources=self.resources)
+        heartbeat = asyncio.create_task(self._heartbeat(key, owner, delivery))
+        finished = False
+        try:
+            log.info("step started", step_key=key.step, delivery=deliveries)
+            try:
+                outputs = list(await route.handler(event, context))
+            except StepFailed as exc:
+                step = route.failure_step or step_of(event.SCHEMA) or "profile"
+                failed = event.caused(
+                    FAILED[step], producer=self._producer, step=step, reason=exc.reason, error_type=exc.error_type
+                )
+                outputs = [failed]
+                log.warning("step failed", step=step, reason=exc.reason)
+            for output in outputs:
+                await self.bus.publish(output)
+            await self.ledger.finish(key, owner, [output.event_id for output in outputs])
+            finished = True
+            await delivery.ack()
+            log.info("step done", outputs=[output.SCHEMA for output in outputs])
+            return "failed_step" if outputs and outputs[0].SCHEMA.endswith(".failed") else "done"
+        except asyncio.CancelledError:
+            log.warning("step interrupted; left pending for another instance")
+            raise
+        except Exception as exc:  # noqa: BLE001 - any handler error becomes a retry or a dead letter
+            error = f"{type(exc).__name__}: {exc}"
+            await self.ledger.record_error(message_ref, error)
+            if deliveries >= self.settings.max_deliveries:
+                reason = f"handler raised on delivery {deliveries} of {self.settings.max_deliveries}"
+                await self._dead_letter(delivery, deliveries, kind="failed", reason=reason, error=error, event=event)
+                log.error("dead-lettered", kind="failed", error=error)
+                return "dead_lettered"
+            log.warning("step raised; left pending for a retry", error=error, delivery=deliveries)
+            return "retry"
+        finally:
+            heartbeat.cancel()
+            if not finished:
+                await asyncio.shield(self.ledger.release(key, owner))
+
+    @property
+    def _producer(self) -> str:
+        return f"{self.service}/{self.settings.instance}"
+
+    async def _heartbeat(self, key: StepKey, owner: str, delivery: Delivery) -> None:
+        interval = self.settings.heartbeat_s
+        while True:
+            await asyncio.sleep(interval)
+            await self.ledger.renew(key, owner, self.lease_ttl_ms)
+            if self.touch is not None:
+                await self.touch(delivery.stream, self.service, delivery.consumer, delivery.message_id)
+
+    async def _dead_letter(
+        self,
+        delivery: Delivery,
+        deliveries: int,
+        *,
+        kind: str,
+        reason: str,
+        error: str | None = None,
+        event: Event | None = None,
+    ) -> None:
+        record = DeadLetter(
+            kind=kind,
+            reason=reason,
+            error=error,
+            service=self.service,
+            consumer=delivery.consumer,
+            stream=delivery.stream,
+            message_id=delivery.message_id,
+            delivery_count=deliveries,
+            run_id=event.run_id if event else None,
+            event_schema=event.SCHEMA if event else None,
+            payload=delivery.body.decode("utf-8", errors="replace"),
+        )
+        headers = {"schema": "deadletter", "run_id": record.run_id or "", "content-type": "application/json"}
+        await self.bus.publish_raw(
+            self.bus.deadletter, record.model_dump_json(by_alias=True).encode(), headers, record.dead_letter_id
+        )
+        # Ack only after the dead letter is durable: it now holds the payload.
+        await delivery.ack()

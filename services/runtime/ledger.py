@@ -1,0 +1,159 @@
+"""Idempotency ledger: which step keys are done, which are in flight, last errors.
+
+A step key is (service, run_id, event schema, step key). Invariants:
+- `done` is written only after the step's side effects are durable and its
+  output events are published; a key that is done is never run again.
+- `in flight` is a lease with a TTL shorter than the reclaim idle time, renewed
+  by the owner's heartbeat: when an owner dies its lease has expired before its
+  message becomes reclaimable, so the reclaimer is never locked out.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+import redis.asyncio as aioredis
+
+DONE_TTL_S = 30 * 24 * 3600  # a run's idempotency memory outlives any campaign
+ERROR_TTL_S = 7 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class StepKey:
+    service: str
+    run_id: str
+    schema: str
+    step: str
+
+    def render(self) -> str:
+        return f"{self.service}:{self.run_id}:{self.schema}:{self.step}"
+
+
+class Ledger(Protocol):
+    async def is_done(self, key: StepKey) -> bool: ...
+    async def begin(self, key: StepKey, owner: str, ttl_ms: int) -> bool: ...
+    async def renew(self, key: StepKey, owner: str, ttl_ms: int) -> bool: ...
+    async def release(self, key: StepKey, owner: str) -> None: ...
+    async def finish(self, key: StepKey, owner: str, outputs: list[str]) -> None: ...
+    async def record_error(self, message_ref: str, error: str) -> None: ...
+    async def last_error(self, message_ref: str) -> str | None: ...
+    async def holders(self, service: str) -> dict[str, str]: ...
+
+
+# Renew/release only if we still own the lease (compare-and-set in one script).
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""
+
+
+class RedisLedger:
+    """The ledger in Redis under `<prefix>:ledger:`."""
+
+    def __init__(self, client: aioredis.Redis, prefix: str) -> None:
+        self.client = client
+        self.prefix = prefix
+        self._renew = client.register_script(_RENEW)
+        self._release = client.register_script(_RELEASE)
+
+    def _done(self, key: StepKey) -> str:
+        return f"{self.prefix}:ledger:done:{key.render()}"
+
+    def _inflight(self, key: StepKey) -> str:
+        return f"{self.prefix}:ledger:inflight:{key.render()}"
+
+    async def is_done(self, key: StepKey) -> bool:
+        return bool(await self.client.exists(self._done(key)))
+
+    async def begin(self, key: StepKey, owner: str, ttl_ms: int) -> bool:
+        return bool(await self.client.set(self._inflight(key), owner, nx=True, px=ttl_ms))
+
+    async def renew(self, key: StepKey, owner: str, ttl_ms: int) -> bool:
+        return bool(await self._renew(keys=[self._inflight(key)], args=[owner, ttl_ms]))
+
+    async def release(self, key: StepKey, owner: str) -> None:
+        await self._release(keys=[self._inflight(key)], args=[owner])
+
+    async def finish(self, key: StepKey, owner: str, outputs: list[str]) -> None:
+        async with self.client.pipeline(transaction=True) as pipe:
+            pipe.set(self._done(key), ",".join(outputs) or "-", ex=DONE_TTL_S)
+            pipe.delete(self._inflight(key))
+            await pipe.execute()
+
+    async def record_error(self, message_ref: str, error: str) -> None:
+        await self.client.set(f"{self.prefix}:ledger:error:{message_ref}", error[:4000], ex=ERROR_TTL_S)
+
+    async def last_error(self, message_ref: str) -> str | None:
+        value = await self.client.get(f"{self.prefix}:ledger:error:{message_ref}")
+        return value.decode() if isinstance(value, bytes) else value
+
+    async def holders(self, service: str) -> dict[str, str]:
+        """In-flight step keys of a service -> owner (for reconcile)."""
+        found: dict[str, str] = {}
+        pattern = f"{self.prefix}:ledger:inflight:{service}:*"
+        async for raw in self.client.scan_iter(match=pattern, count=500):
+            name = raw.decode() if isinstance(raw, bytes) else raw
+            owner = await self.client.get(name)
+            if owner is not None:
+                found[name.split(":ledger:inflight:", 1)[1]] = owner.decode() if isinstance(owner, bytes) else owner
+        return found
+
+
+class MemoryLedger:
+    """In-process ledger for unit tests with the in-memory broker."""
+
+    def __init__(self) -> None:
+        self.done: dict[StepKey, list[str]] = {}
+        self.inflight: dict[StepKey, tuple[str, float]] = {}
+        self.errors: dict[str, str] = {}
+
+    def _live(self, key: StepKey) -> tuple[str, float] | None:
+        held = self.inflight.get(key)
+        if held and held[1] < time.monotonic():
+            del self.inflight[key]
+            return None
+        return held
+
+    async def is_done(self, key: StepKey) -> bool:
+        return key in self.done
+
+    async def begin(self, key: StepKey, owner: str, ttl_ms: int) -> bool:
+        if self._live(key):
+            return False
+        self.inflight[key] = (owner, time.monotonic() + ttl_ms / 1000)
+        return True
+
+    async def renew(self, key: StepKey, owner: str, ttl_ms: int) -> bool:
+        held = self._live(key)
+        if not held or held[0] != owner:
+            return False
+        self.inflight[key] = (owner, time.monotonic() + ttl_ms / 1000)
+        return True
+
+    async def release(self, key: StepKey, owner: str) -> None:
+        held = self._live(key)
+        if held and held[0] == owner:
+            del self.inflight[key]
+
+    async def finish(self, key: StepKey, owner: str, outputs: list[str]) -> None:
+        self.done[key] = list(outputs)
+        self.inflight.pop(key, None)
+
+    async def record_error(self, message_ref: str, error: str) -> None:
+        self.errors[message_ref] = error
+
+    async def last_error(self, message_ref: str) -> str | None:
+        return self.errors.get(message_ref)
+
+    async def holders(self, service: str) -> dict[str, str]:
+        return {k.render(): v[0] for k, v in list(self.inflight.items()) if k.service == service and self._live(k)}

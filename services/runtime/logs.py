@@ -1,0 +1,33 @@
+"""structlog JSON logs; every line carries service (and run_id, event_id when known)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import structlog
+
+_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+
+
+def configure(service: str, level: str = "info") -> structlog.stdlib.BoundLogger:
+    """Configure JSON logs on stderr for this process and return the service's logger."""
+    numeric = _LEVELS[level]
+    logging.basicConfig(stream=sys.stderr, level=numeric, format="%(message)s", force=True)
+    structlog.configure(
+        processors=[
+            structlog.contextvars.merge_contextvars,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.format_exc_info,
+            structlog.processors.JSONRenderer(),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+    return structlog.get_logger().bind(service=service)
+
+
+def get(service: str) -> structlog.stdlib.BoundLogger:
+    return structlog.get_logger().bind(service=service)

@@ -1,0 +1,123 @@
+"""Child processes that carry an experiment label and die with their service.
+
+Every child a service starts runs in its own process group, carries
+SPECDEC_EXPERIMENT=<run-id> and SPECDEC_SERVICE=<service> in its environment
+(the label), and gets SIGKILL when its parent dies (PR_SET_PDEATHSIG). Cleanup
+selects by that label only.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+EXPERIMENT_ENV = "SPECDEC_EXPERIMENT"
+SERVICE_ENV = "SPECDEC_SERVICE"
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    # Runs in the child between fork and exec. If the parent is already gone
+    # (re-parented to init), exit at once rather than run unowned.
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def spawn(
+    argv: Sequence[str],
+    *,
+    run_id: str,
+    service: str,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+    stdout: int | object = subprocess.DEVNULL,
+    stderr: int | object = subprocess.DEVNULL,
+) -> subprocess.Popen[bytes]:
+    """Start argv (no shell) in its own process group with the experiment label."""
+    child_env = dict(os.environ if env is None else env)
+    child_env[EXPERIMENT_ENV] = run_id
+    child_env[SERVICE_ENV] = service
+    return subprocess.Popen(  # noqa: S603 - argv list, never a shell
+        list(argv),
+        env=child_env,
+        cwd=cwd,
+        stdout=stdout,
+        stderr=stderr,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=_die_with_parent,
+    )
+
+
+def kill_group(pgid: int, *, grace_s: float = 5.0) -> None:
+    """SIGTERM a process group, then SIGKILL what is left after the grace period."""
+    try:
+        os.killpg(pgid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        if not _group_alive(pgid):
+            return
+        time.sleep(0.05)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    # Zombies still count for killpg; look at their state.
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class Labelled:
+    """A process carrying the experiment label."""
+
+    pid: int
+    pgid: int
+    run_id: str
+    service: str
+
+
+def labelled_processes(service: str | None = None) -> list[Labelled]:
+    """Processes on this machine whose environment carries the experiment label."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+            pgid = os.getpgid(int(proc.name))
+        except (OSError, ProcessLookupError):
+            continue
+        env = dict(item.split(b"=", 1) for item in environ if b"=" in item)
+        run_id = env.get(EXPERIMENT_ENV.encode())
+        owner = env.get(SERVICE_ENV.encode())
+        if run_id is None or owner is None:
+            continue
+        if service is not None and owner.decode() != service:
+            continue
+        found.append(Labelled(pid=int(proc.name), pgid=pgid, run_id=run_id.decode(), service=owner.decode()))
+    return found

@@ -1,0 +1,49 @@
+"""Service settings from the environment (prefix SPECDEC_). Nothing connects here."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_instance() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+class RuntimeSettings(BaseSettings):
+    """What every specdec service reads from its environment.
+
+    Every field has a consumer in services/runtime (see docs/settings.md).
+    """
+
+    model_config = SettingsConfigDict(env_prefix="SPECDEC_", extra="forbid")
+
+    redis_url: str = Field(
+        default="redis://127.0.0.1:6379/0",
+        description="Redis URL; redis:// or rediss:// (TLS), with user:password@ when the server needs it.",
+    )
+    stream_prefix: str = Field(
+        default="specdec", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$", description="Prefix of every stream and key."
+    )
+    bundle_root: Path = Field(default=Path("bundles"), description="Root folder of the evidence bundles.")
+    instance: str = Field(default_factory=default_instance, description="Consumer name of this instance in its group.")
+    max_deliveries: int = Field(default=5, ge=1, description="Deliveries after which a message is dead-lettered.")
+    reclaim_idle_ms: int = Field(
+        default=30_000, ge=100, description="Idle time after which another instance reclaims a pending message."
+    )
+    reclaim_poll_ms: int = Field(default=1_000, ge=10, description="How often an instance looks for reclaimable work.")
+    read_block_ms: int = Field(default=1_000, ge=1, description="XREADGROUP block time; bounds shutdown latency.")
+    shutdown_grace_s: float = Field(
+        default=10.0, ge=0, description="On SIGTERM, how long in-flight work may finish before it is left pending."
+    )
+    log_level: str = Field(default="info", pattern=r"^(debug|info|warning|error)$", description="Log level.")
+
+    @property
+    def heartbeat_s(self) -> float:
+        # The owner of a long step resets its message's idle time three times per
+        # reclaim window, so a live step is never idle long enough to be stolen.
+        return self.reclaim_idle_ms / 3000.0

@@ -1,0 +1,239 @@
+"""Delivery semantics against a real Redis and real service processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+import redis
+
+from contracts.events import ProfileRequested
+from services.runtime.broker import decode_entry
+
+RUN = "toy-20261130-000000-abcdef"
+
+
+def wait_for(predicate: Callable[[], object], timeout_s: float, what: str) -> object:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def lines(path: Path) -> list[list[str]]:
+    if not path.exists():
+        return []
+    return [line.split() for line in path.read_text().splitlines() if line]
+
+
+class Workers:
+    """Starts worker processes (tests/support/worker.py) with the test's settings."""
+
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.env = env
+        self.log = log
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self, instance: str, **extra: str) -> subprocess.Popen[bytes]:
+        env = {**self.env, "WORKER_LOG": str(self.log), "SPECDEC_INSTANCE": instance, **extra}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.worker"], env=env, cwd=self.env["PYTHONPATH"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )
+        self.procs.append(proc)
+        return proc
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def workers(settings_env: dict[str, str], tmp_path: Path) -> Iterator[Workers]:
+    pool = Workers(settings_env, tmp_path / "side-effects.log")
+    yield pool
+    pool.stop_all()
+
+
+@pytest.fixture
+def client(redis_url: str) -> Iterator[redis.Redis]:
+    c = redis.Redis.from_url(redis_url)
+    yield c
+    c.close()
+
+
+def publish(client: redis.Redis, prefix: str, event) -> None:
+    """Publish the way the Bus does (faststream binary envelope), synchronously."""
+    import asyncio
+
+    from faststream.redis.parser.binary import BinaryMessageFormatV1
+
+    from services.runtime.broker import event_headers
+
+    data = asyncio.run(
+        BinaryMessageFormatV1.encode(message=event.to_json(), reply_to=None, headers=event_headers(event),
+                                     correlation_id=event.event_id)
+    )
+    client.xadd(f"{prefix}.{event.SCHEMA}", {"__data__": data})
+
+
+def stream_events(client: redis.Redis, stream: str) -> list[dict]:
+    return [orjson.loads(decode_entry(fields)[0]) for _, fields in client.xrange(stream)]
+
+
+def request() -> ProfileRequested:
+    return ProfileRequested(run_id=RUN, producer="test", requested_by="test")
+
+
+def wait_group_ready(client: redis.Redis, prefix: str) -> None:
+    stream = f"{prefix}.profile.requested"
+    wait_for(lambda: client.exists(stream) and client.xinfo_groups(stream), 20, "the worker's consumer group")
+
+
+def test_sigkill_mid_handler_is_reclaimed_and_completes_once(workers, client, prefix):
+    first = workers.start("a", WORKER_SLEEP_S="30")
+    wait_group_ready(client, prefix)
+    event = request()
+    publish(client, prefix, event)
+    wait_for(lambda: any(l[0] == "start" for l in lines(workers.log)), 20, "the first start")
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+
+    pending = client.xpending(f"{prefix}.profile.requested", "worker")
+    assert pending["pending"] == 1, "a killed handler must leave its message pending"
+
+    workers.start("b", WORKER_SLEEP_S="0")
+    wait_for(lambda: any(l[0] == "done" for l in lines(workers.log)), 30, "the reclaimed completion")
+    wait_for(lambda: client.xpending(f"{prefix}.profile.requested", "worker")["pending"] == 0, 10, "the ack")
+
+    log = lines(workers.log)
+    assert [l[0] for l in log].count("start") == 2
+    assert [l[0] for l in log].count("done") == 1, "the side effect completed exactly once"
+    outputs = stream_events(client, f"{prefix}.profile.completed")
+    assert len(outputs) == 1 and outputs[0]["causation_id"] == event.event_id
+
+
+def test_long_handler_with_heartbeat_is_not_reclaimed(workers, client, prefix):
+    # reclaim after 1.5 s idle; the handler runs 5 s while a second instance polls.
+    workers.start("a", WORKER_SLEEP_S="5")
+    workers.start("b", WORKER_SLEEP_S="0")
+    wait_group_ready(client, prefix)
+    publish(client, prefix, request())
+    wait_for(lambda: any(l[0] == "done" for l in lines(workers.log)), 30, "the completion")
+    time.sleep(1.0)
+    log = lines(workers.log)
+    assert [l[0] for l in log].count("start") == 1, f"the live step was stolen: {log}"
+    assert [l[0] for l in log].count("done") == 1
+    assert len(stream_events(client, f"{prefix}.profile.completed")) == 1
+
+
+def test_duplicate_delivery_does_not_repeat_the_side_effect(workers, client, prefix):
+    workers.start("a")
+    wait_group_ready(client, prefix)
+    event = request()
+    publish(client, prefix, event)
+    wait_for(lambda: any(l[0] == "done" for l in lines(workers.log)), 20, "the first completion")
+    # The same event again, and a second event of the same run and schema (same step key).
+    publish(client, prefix, event)
+    publish(client, prefix, request())
+    wait_for(lambda: client.xinfo_groups(f"{prefix}.profile.requested")[0]["entries-read"] == 3, 20, "all three read")
+    wait_for(lambda: client.xpending(f"{prefix}.profile.requested", "worker")["pending"] == 0, 10, "all acked")
+    assert [l[0] for l in lines(workers.log)].count("done") == 1
+    assert [l[0] for l in lines(workers.log)].count("start") == 1
+    assert len(stream_events(client, f"{prefix}.profile.completed")) == 1
+
+
+def test_poison_payload_and_unknown_version_are_dead_lettered(workers, client, prefix):
+    workers.start("a")
+    wait_group_ready(client, prefix)
+    stream = f"{prefix}.profile.requested"
+    client.xadd(stream, {"garbage": "not an event"})
+    future = orjson.loads(request().to_json())
+    future["version"] = 9
+    client.xadd(stream, {"__data__": orjson.dumps(future)})
+    invalid = orjson.loads(request().to_json())
+    invalid["requested_by"] = 42
+    client.xadd(stream, {"__data__": orjson.dumps(invalid)})
+
+    dlq = f"{prefix}.deadletter"
+    wait_for(lambda: client.xlen(dlq) == 3, 20, "three dead letters")
+    records = stream_events(client, dlq)
+    kinds = sorted(r["kind"] for r in records)
+    assert kinds == ["invalid", "invalid", "unknown"]
+    unknown = next(r for r in records if r["kind"] == "unknown")
+    assert "v9" in unknown["reason"] and orjson.loads(unknown["payload"])["version"] == 9
+    assert any("requested_by" in r["reason"] for r in records)
+    assert all(r["service"] == "worker" and r["stream"] == stream for r in records)
+    assert client.xpending(stream, "worker")["pending"] == 0
+    assert lines(workers.log) == [], "an invalid payload never reaches the handler"
+
+
+def test_failing_handler_is_dead_lettered_after_max_deliveries(workers, client, prefix):
+    # max_deliveries=3 (conftest); reclaim after 1.5 s idle.
+    workers.start("a", WORKER_FAIL="always")
+    wait_group_ready(client, prefix)
+    event = request()
+    publish(client, prefix, event)
+    dlq = f"{prefix}.deadletter"
+    wait_for(lambda: client.xlen(dlq) == 1, 30, "the dead letter")
+    record = stream_events(client, dlq)[0]
+    assert record["kind"] == "failed"
+    assert record["delivery_count"] == 3
+    assert "worker told to fail" in record["error"]
+    assert orjson.loads(record["payload"])["event_id"] == event.event_id
+    assert [l[0] for l in lines(workers.log)].count("start") == 3
+    assert client.xlen(f"{prefix}.profile.completed") == 0
+
+
+def test_sigterm_leaves_unfinished_work_pending(workers, client, prefix, settings_env):
+    first = workers.start("a", WORKER_SLEEP_S="30", SPECDEC_SHUTDOWN_GRACE_S="0.5")
+    wait_group_ready(client, prefix)
+    publish(client, prefix, request())
+    wait_for(lambda: any(l[0] == "start" for l in lines(workers.log)), 20, "the start")
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(timeout=15) == 0, first.stderr.read().decode()[-2000:] if first.stderr else ""
+    assert client.xpending(f"{prefix}.profile.requested", "worker")["pending"] == 1
+    workers.start("b")
+    wait_for(lambda: any(l[0] == "done" for l in lines(workers.log)), 30, "another instance finishing it")
+    assert [l[0] for l in lines(workers.log)].count("done") == 1
+
+
+def test_acknowledged_publishes_survive_a_redis_sigkill(redis_server):
+    """Every event whose publish returned is there after SIGKILL and restart (AOF, appendfsync always)."""
+    import asyncio
+
+    from services.runtime.broker import Bus, make_broker
+    from services.runtime.settings import RuntimeSettings
+
+    settings = RuntimeSettings(redis_url=redis_server.url, stream_prefix="durable")
+    published: list[str] = []
+
+    async def go() -> None:
+        broker = make_broker(settings)
+        await broker.connect()
+        bus = Bus(broker, settings.stream_prefix)
+        for _ in range(200):
+            event = request()
+            await bus.publish(event)
+            published.append(event.event_id)
+        await broker.stop()
+
+    asyncio.run(go())
+    redis_server.kill()
+    redis_server.start()
+    client = redis.Redis.from_url(redis_server.url)
+    found = [e["event_id"] for e in stream_events(client, "durable.profile.requested")]
+    client.close()
+    assert found == published

@@ -1,0 +1,74 @@
+"""A test-owned redis-server process: started, SIGKILLed and restarted on demand."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import redis
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class RedisServer:
+    def __init__(self, directory: Path, *, appendfsync: str = "always") -> None:
+        if shutil.which("redis-server") is None:
+            raise RuntimeError("redis-server is not installed; `make test` installs it (infra/bin/ensure-redis)")
+        self.directory = directory
+        self.appendfsync = appendfsync
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(  # noqa: S603 - fixed argv
+            [
+                "redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                "--appendonly", "yes", "--appendfsync", self.appendfsync, "--dir", str(self.directory),
+                "--logfile", str(self.directory / "redis.log"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        client = redis.Redis.from_url(self.url)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                # Answering PING is not enough after a restart: wait until the AOF is loaded.
+                if client.ping() and client.info("persistence").get("loading") == 0:
+                    client.close()
+                    return
+            except redis.exceptions.BusyLoadingError:
+                pass
+            except redis.ConnectionError:
+                pass
+            time.sleep(0.05)
+        raise RuntimeError(f"test redis-server on {self.port} did not start; see {self.directory / 'redis.log'}")
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no final fsync beyond what appendfsync did."""
+        if self.process is not None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+            self.process = None
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.kill()
+            self.process = None
