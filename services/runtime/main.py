@@ -12,10 +12,15 @@ from services.runtime.service import bootstrap, serve
 from services.runtime.settings import RuntimeSettings
 
 
+def resources_for(settings: RuntimeSettings) -> dict[str, object]:
+    """What a service's routes may use besides the broker: the bundle store."""
+    return {"bundle": BundleStore(settings.bundle_root)}
+
+
 async def run(name: str, settings: RuntimeSettings) -> None:
     log = logs.configure(name, settings.log_level).bind(instance=settings.instance)
     module = apps.load(name)
-    resources = {"bundle": BundleStore(settings.bundle_root)}
+    resources = resources_for(settings)
     service = bootstrap(name, module.routes(resources), settings=settings, resources=resources)
     cleaned = await reconcile(name, service.consumer.ledger)
     for proc in cleaned:

@@ -1,0 +1,86 @@
+"""Labelled children: parent-death signal, reconcile by label only."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from services.runtime.ledger import MemoryLedger, StepKey
+from services.runtime.procs import EXPERIMENT_ENV, kill_group, labelled_processes, spawn
+from services.runtime.reconcile import reconcile
+
+SLEEP = [sys.executable, "-c", "import time; time.sleep(120)"]
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_dead(pid: int, timeout_s: float = 10) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_spawned_child_carries_the_label_and_its_own_group():
+    child = spawn(SLEEP, run_id="toy-run-1", service="svc-label-test")
+    try:
+        found = [p for p in labelled_processes("svc-label-test") if p.pid == child.pid]
+        assert found and found[0].run_id == "toy-run-1"
+        assert os.getpgid(child.pid) == child.pid != os.getpgrp()
+    finally:
+        kill_group(child.pid, grace_s=1)
+        child.wait()
+
+
+def test_child_dies_with_its_parent(tmp_path):
+    # A parent process spawns a labelled child, prints its pid, then is SIGKILLed.
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(os.getcwd())!r})
+        from services.runtime.procs import spawn
+        child = spawn({SLEEP!r}, run_id="toy-run-2", service="svc-pdeath-test")
+        print(child.pid, flush=True)
+        time.sleep(120)
+    """)
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    child_pid = int(parent.stdout.readline())
+    assert alive(child_pid)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    assert wait_dead(child_pid), "a labelled child must die with its service"
+
+
+@pytest.mark.asyncio
+async def test_reconcile_kills_only_unheld_work_of_its_own_service():
+    ledger = MemoryLedger()
+    held = spawn(SLEEP, run_id="toy-held-run", service="svc-reconcile")
+    orphan = spawn(SLEEP, run_id="toy-orphan-run", service="svc-reconcile")
+    other = spawn(SLEEP, run_id="toy-orphan-run", service="svc-someone-else")
+    unlabelled = subprocess.Popen(SLEEP, start_new_session=True, env={k: v for k, v in os.environ.items() if k != EXPERIMENT_ENV})
+    try:
+        await ledger.begin(StepKey("svc-reconcile", "toy-held-run", "training.requested", "step"), "me", 60_000)
+        cleaned = await reconcile("svc-reconcile", ledger, grace_s=1)
+        assert [p.pid for p in cleaned] == [orphan.pid]
+        orphan.wait(timeout=5)
+        assert not alive(orphan.pid)
+        assert alive(held.pid) and alive(other.pid) and alive(unlabelled.pid)
+    finally:
+        for proc in (held, orphan, other, unlabelled):
+            if proc.poll() is None:
+                kill_group(proc.pid, grace_s=1)
+            proc.wait()

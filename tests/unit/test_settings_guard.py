@@ -1,0 +1,134 @@
+"""No inert settings: every RuntimeSettings field changes what a service does.
+
+For each field, a probe builds the observable behaviour from a base settings
+object and from one where only that field changed; the two must differ. A new
+field without a probe fails `test_every_field_has_a_probe`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from collections.abc import Callable
+from contextlib import redirect_stderr
+from typing import Any
+
+import pytest
+
+from contracts.events import ProfileRequested
+from services.runtime import logs
+from services.runtime.consumer import Consumer, Route
+from services.runtime.ledger import MemoryLedger
+from services.runtime.main import resources_for
+from services.runtime.service import bootstrap
+from services.runtime.settings import RuntimeSettings
+
+BASE = RuntimeSettings(instance="base", redis_url="redis://127.0.0.1:6379/0")
+
+
+async def _noop(event, ctx):
+    return []
+
+
+def _subscribers(settings: RuntimeSettings) -> list[tuple[Any, ...]]:
+    service = bootstrap("svc", [Route("profile.requested", _noop)], settings=settings, in_memory=True)
+    subs = []
+    for sub in service.broker.subscribers:
+        cfg = sub.stream_sub
+        subs.append((cfg.name, cfg.group, cfg.consumer, cfg.polling_interval, cfg.min_idle_time))
+    return sorted(subs, key=str)
+
+
+def _client_target(settings: RuntimeSettings) -> tuple[Any, ...]:
+    service = bootstrap("svc", [], settings=settings)
+    kwargs = service.client.connection_pool.connection_kwargs
+    return (kwargs.get("host"), kwargs.get("port"), kwargs.get("db"), kwargs.get("password"))
+
+
+class _Bus:
+    def __init__(self) -> None:
+        self.raw: list[str] = []
+        self.deadletter = "dlq"
+
+    async def publish(self, event) -> None:
+        pass
+
+    async def publish_raw(self, stream, body, headers, correlation_id) -> None:
+        self.raw.append(stream)
+
+
+class _Delivery:
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.acked = False
+        self.stream = "s.profile.requested"
+        self.consumer = "c"
+        self.message_id = "1-0"
+        self.body = ProfileRequested(run_id="toy-run-1", producer="t", requested_by="t").to_json()
+
+    async def delivery_count(self) -> int:
+        return self.count
+
+    async def ack(self) -> None:
+        self.acked = True
+
+
+def _dead_letters_at_delivery_6(settings: RuntimeSettings) -> bool:
+    bus = _Bus()
+    consumer = Consumer(service="svc", settings=settings, registry=__import__("contracts").default_registry(),
+                        ledger=MemoryLedger(), bus=bus)  # type: ignore[arg-type]
+    asyncio.run(consumer.handle(Route("profile.requested", _noop), _Delivery(6)))  # type: ignore[arg-type]
+    return bus.raw == ["dlq"]
+
+
+def _lease(settings: RuntimeSettings) -> tuple[int, float]:
+    consumer = bootstrap("svc", [], settings=settings, in_memory=True).consumer
+    return consumer.lease_ttl_ms, settings.heartbeat_s
+
+
+def _grace_waited_s(settings: RuntimeSettings) -> float:
+    service = bootstrap("svc", [], settings=settings, in_memory=True)
+
+    async def go() -> float:
+        task = asyncio.create_task(asyncio.sleep(5))
+        service.consumer.in_flight.add(task)
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        await service.stop()
+        return round(loop.time() - start, 1)
+
+    return asyncio.run(go())
+
+
+def _debug_logged(settings: RuntimeSettings) -> bool:
+    buffer = io.StringIO()
+    with redirect_stderr(buffer):
+        logs.configure("svc", settings.log_level).debug("probe line")
+    logs.configure("svc", "info")
+    return "probe line" in buffer.getvalue()
+
+
+PROBES: dict[str, tuple[Any, Callable[[RuntimeSettings], Any]]] = {
+    "redis_url": ("redis://:secret@10.0.0.9:6380/2", _client_target),
+    "stream_prefix": ("other", _subscribers),
+    "bundle_root": ("/tmp/elsewhere", lambda s: resources_for(s)["bundle"].root),
+    "instance": ("other-instance", _subscribers),
+    "max_deliveries": (10, _dead_letters_at_delivery_6),
+    "reclaim_idle_ms": (9000, lambda s: (_subscribers(s), _lease(s))),
+    "reclaim_poll_ms": (250, _subscribers),
+    "read_block_ms": (250, _subscribers),
+    "shutdown_grace_s": (0.2, _grace_waited_s),
+    "log_level": ("debug", _debug_logged),
+}
+
+
+def test_every_field_has_a_probe():
+    assert set(PROBES) == set(RuntimeSettings.model_fields)
+
+
+@pytest.mark.parametrize("field", sorted(PROBES))
+def test_changing_the_field_changes_behaviour(field):
+    value, probe = PROBES[field]
+    base = BASE.model_copy(update={"shutdown_grace_s": 0.6}) if field == "shutdown_grace_s" else BASE
+    changed = base.model_copy(update={field: value})
+    assert probe(base) != probe(changed), f"SPECDEC_{field.upper()} changed nothing observable"
