@@ -22,7 +22,6 @@ INERT: dict[str, str] = {
     "commands": _NOT_BUILT.format(service="trainer-proxy and bench-runner"),
     "capacity": _NOT_BUILT.format(service="capacity"),
     "matrix": _NOT_BUILT.format(service="bench-runner"),
-    "gate": _NOT_BUILT.format(service="gate"),
     "publish": _NOT_BUILT.format(service="publisher"),
     "acknowledgements": _NOT_BUILT.format(service="trainer-proxy, bench-runner and publisher"),
 }

@@ -14,6 +14,7 @@ from contracts.catalogue import SERVICES
 
 APP_MODULES: dict[str, str] = {
     "journal": "services.journal.app",
+    "gate": "services.gate.app",
 }
 
 

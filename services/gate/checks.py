@@ -1,0 +1,180 @@
+"""Data checks of one comparison: what makes a level inconclusive before any statistics.
+
+Each check returns reasons in words; an empty list means the check passed.
+Pure functions over `Trial`s.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from contracts.results import COMPARED_IDENTITY_FIELDS
+from services.gate.model import ArmCounts, FloorCheck
+from services.gate.results import Trial
+
+# More failed requests than this share (per arm and level, over its trials)
+# make the level inconclusive: latencies are measured on the requests that
+# succeeded, so failures can hide exactly the slow requests.
+MAX_FAILED_SHARE = 0.01
+
+
+def trial_order(trial: Trial) -> tuple[int, str]:
+    return (trial.identity.trial if trial.identity else 0, trial.source)
+
+
+def arm_counts(trials: list[Trial]) -> ArmCounts:
+    completed = sum(t.completed for t in trials)
+    failed = sum(t.failed for t in trials)
+    total = completed + failed
+    return ArmCounts(
+        trials=len(trials),
+        completed_requests=completed,
+        failed_requests=failed,
+        failed_share=failed / total if total else 0.0,
+        files=[t.source for t in trials],
+    )
+
+
+def count_problems(arm: str, counts: ArmCounts, min_trials: int) -> list[str]:
+    problems = []
+    if counts.trials < min_trials:
+        problems.append(
+            f"too few trials: the {arm} has {counts.trials} at this level, the gate needs at least {min_trials} "
+            "per arm to tell a difference from trial-to-trial noise"
+        )
+    elif counts.completed_requests == 0:
+        problems.append(f"the {arm}'s trials completed no request")
+    if counts.failed_share > MAX_FAILED_SHARE:
+        problems.append(
+            f"the {arm} failed {counts.failed_requests} of {counts.completed_requests + counts.failed_requests} "
+            f"requests ({counts.failed_share:.1%}), above the {MAX_FAILED_SHARE:.0%} the gate accepts: "
+            "latencies of the requests that succeeded are not the latencies of the load"
+        )
+    return problems
+
+
+def arm_problems(arm: str, trials: list[Trial]) -> list[str]:
+    """Consistency of one arm's trials at one level: one cell, every declared trial, no duplicates."""
+    with_identity = [t for t in trials if t.identity is not None]
+    if not with_identity:
+        return []
+    if len(with_identity) != len(trials):
+        return [f"the {arm} mixes files with and without specdec's identity block: check the file pattern"]
+    problems = []
+    described = {(t.identity.cell_id, str(t.identity.compared())) for t in with_identity}  # type: ignore[union-attr]
+    if len(described) > 1:
+        cells = sorted({cell for cell, _ in described})
+        problems.append(f"the {arm}'s trials at this level describe different measurements (cells {', '.join(cells)})")
+    indices = Counter(t.identity.trial for t in with_identity)  # type: ignore[union-attr]
+    duplicates = sorted(i for i, n in indices.items() if n > 1)
+    if duplicates:
+        problems.append(f"the {arm} has several files for trial(s) {duplicates}: one file per trial")
+    declared = max(t.identity.trial_count for t in with_identity)  # type: ignore[union-attr]
+    if len(indices) < declared:
+        missing = sorted(set(range(declared)) - set(indices))
+        problems.append(
+            f"the {arm} declared {declared} trials but trial(s) {missing} are missing: "
+            "a missing trial may be the bad one, so the rest cannot stand for the cell"
+        )
+    return problems
+
+
+def identity_problems(base: list[Trial], cand: list[Trial]) -> tuple[list[str], list[str]]:
+    """Differences between the arms in anything but the serving config, and the fields left unchecked."""
+    problems: list[str] = []
+    base_ids = [t.identity for t in base if t.identity is not None]
+    cand_ids = [t.identity for t in cand if t.identity is not None]
+    base_models = {t.model_id for t in base if t.model_id}
+    cand_models = {t.model_id for t in cand if t.model_id}
+    if base_models and cand_models and base_models != cand_models:
+        problems.append(f"the arms served different models: baseline {sorted(base_models)}, candidate {sorted(cand_models)}")
+    if not (base_ids and cand_ids):
+        # Without identity only the concurrency (grouping by max_concurrency) and
+        # vLLM's model_id can be compared.
+        unchecked = [f for f in COMPARED_IDENTITY_FIELDS if f != "concurrency" and not (f == "model" and base_models and cand_models)]
+        return problems, unchecked
+    b, c = base_ids[0], cand_ids[0]
+    b_fields, c_fields = b.compared(), c.compared()
+    for name in COMPARED_IDENTITY_FIELDS:
+        if b_fields[name] != c_fields[name]:
+            problems.append(
+                f"identity differs between the arms in {name}: baseline {b_fields[name]!r}, candidate {c_fields[name]!r}; "
+                "only the serving config may differ"
+            )
+    if b.role != "standing":
+        problems.append(f"the baseline files are cell {b.cell_id}, a {b.role} cell, not the standing cell")
+    if c.role != "candidate":
+        problems.append(f"the candidate files are cell {c.cell_id}, a {c.role} cell, not a candidate")
+    elif c.baseline_cell_id != b.cell_id:
+        problems.append(f"candidate {c.cell_id} was measured against baseline {c.baseline_cell_id}, not {b.cell_id}")
+    return problems, []
+
+
+def speculation_problems(arm: str, trials: list[Trial]) -> list[str]:
+    """The engine's own counters must show the speculation the identity declares (DESIGN.md, principle 1)."""
+    problems = []
+    for t in trials:
+        if t.identity is None:
+            continue
+        declared = t.identity.serving_config.speculative
+        sd = t.spec_decode
+        if declared is None:
+            if sd is not None and sd.num_drafts > 0:
+                problems.append(f"the {arm} declares no speculation but the engine drafted {sd.num_drafts} times ({t.source})")
+            continue
+        if sd is None or sd.num_drafts == 0:
+            problems.append(
+                f"the {arm} declares {declared.method} speculation but the engine's counters show no drafts ({t.source})"
+            )
+        elif sd.accepted_per_position and len(sd.accepted_per_position) != declared.num_speculative_tokens:
+            problems.append(
+                f"the {arm} declares {declared.num_speculative_tokens} speculative tokens but the engine counted "
+                f"{len(sd.accepted_per_position)} positions ({t.source})"
+            )
+    return problems
+
+
+def floor_checks(
+    cand: list[Trial],
+    *,
+    acceptance_floor: float | None,
+    acceptance_length_floor: float | None,
+    accuracy_floor: float | None,
+    accuracy: float | None,
+) -> tuple[list[FloorCheck], list[str]]:
+    """The candidate's floors, pooled over its trials at this level; reasons when a floor has nothing to read."""
+    checks: list[FloorCheck] = []
+    problems: list[str] = []
+    counted = [t.spec_decode for t in cand if t.spec_decode is not None and t.spec_decode.num_draft_tokens > 0]
+    complete = bool(cand) and len(counted) == len(cand)
+    drafts = sum(sd.num_drafts for sd in counted)
+    draft_tokens = sum(sd.num_draft_tokens for sd in counted)
+    accepted = sum(sd.num_accepted_tokens for sd in counted)
+    source = f"spec-decode counters pooled over {len(counted)} trial(s)"
+    for name, minimum, measured in (
+        ("acceptance_rate", acceptance_floor, accepted / draft_tokens if complete else None),
+        ("acceptance_length", acceptance_length_floor, 1 + accepted / drafts if complete and drafts else None),
+    ):
+        if minimum is None:
+            continue
+        if measured is None:
+            problems.append(
+                f"no spec-decode counters for the {name} floor to read in {len(cand) - len(counted)} of "
+                f"{len(cand)} candidate trial(s): the engine drafted nothing or the files lack the counters"
+            )
+        checks.append(_floor(name, minimum, measured, source))
+    if accuracy_floor is not None:
+        if accuracy is None:
+            problems.append("no evaluation block (accuracy or agreement_rate) for the accuracy floor to read")
+        checks.append(_floor("accuracy", accuracy_floor, accuracy, "mean of the candidate's evaluation blocks"))
+    return checks, problems
+
+
+def _floor(name: str, minimum: float, measured: float | None, source: str) -> FloorCheck:
+    return FloorCheck(
+        floor=name,  # type: ignore[arg-type]
+        minimum=minimum,
+        measured=measured,
+        passed=None if measured is None else measured >= minimum,
+        source=source,
+    )

@@ -1,0 +1,355 @@
+"""The gate's decision: per candidate and concurrency level, then over the campaign.
+
+Rules (docs/gate.md has them in full):
+
+- A level is a `win` when every floor is met, no data check failed and the
+  objective is `better`; `reject` when a floor fails (the candidate's own
+  counters say it does not draft well enough), or when the data is sound and the
+  objective is `worse`; `inconclusive` otherwise.
+- A candidate wins when it wins at every concurrency level; it is rejected when
+  it is rejected at any level; otherwise it is inconclusive.
+- The campaign promotes the winning candidate whose smallest objective gain
+  over the levels is largest; it rejects when every candidate is rejected; it
+  is inconclusive otherwise.
+- Only measured serving figures are read (results.py): training metrics never
+  count, whatever a file carries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from contracts.campaign import GateSpec
+from contracts.envelope import KEY_RE
+from services.gate import checks
+from services.gate.errors import GateInputError
+from services.gate.metrics import MetricKey, parse_objective, reported_metrics, trial_value
+from services.gate.model import (
+    CandidateDecision,
+    Decision,
+    Interval,
+    LevelDecision,
+    MetricComparison,
+    Thresholds,
+)
+from services.gate.results import Trial, load_trials
+from services.gate.stats import CONFIDENCE, MIN_TRIALS_FOR_NOISE, VERDICT_NAMES, compare
+
+CAMPAIGN_RULE = (
+    "A candidate wins a concurrency level when it meets every floor, its data passes every check and its "
+    "objective is better beyond the noise bound; it wins when it wins every level and is rejected when any level "
+    "rejects it. The campaign promotes the winning candidate with the largest smallest-gain over the levels, "
+    "rejects when every candidate is rejected, and is inconclusive otherwise. Intervals are Bonferroni-split "
+    "over the candidates; training metrics never count."
+)
+INTERVAL_METHOD = "Welch t-interval on log per-trial figures (trials are the independent units), exponentiated"
+
+Level = int | None
+
+
+def decide_files(baseline: list[Path], candidates: Mapping[str, list[Path]], spec: GateSpec) -> Decision:
+    """Load every trial file (ResultFileError names every unreadable one) and decide."""
+    if not baseline:
+        raise GateInputError("no baseline trial files: give the standing cell's result files")
+    empty = [name for name, paths in candidates.items() if not paths]
+    if empty or not candidates:
+        raise GateInputError(f"no trial files for candidate(s) {empty or '(none given)'}: give each candidate's result files")
+    shared = {str(p) for p in baseline} & {str(p) for paths in candidates.values() for p in paths}
+    if shared:
+        raise GateInputError(f"file(s) in both the baseline and a candidate: {sorted(shared)}")
+    names = list(candidates)
+    # One load for all files so that every unreadable file is named at once.
+    all_paths = [*baseline, *(p for name in names for p in candidates[name])]
+    trials = load_trials(all_paths)
+    by_source = dict(zip([str(p) for p in all_paths], trials))
+    return decide(
+        [by_source[str(p)] for p in baseline],
+        {name: [by_source[str(p)] for p in candidates[name]] for name in names},
+        spec,
+    )
+
+
+def split_by_role(trials: list[Trial]) -> tuple[list[Trial], dict[str, list[Trial]]]:
+    """Baseline and candidates of a bench run, from the trials' identity blocks (the gate service's input)."""
+    anonymous = [t.source for t in trials if t.identity is None]
+    if anonymous:
+        raise GateInputError(
+            f"{len(anonymous)} trial file(s) carry no identity block, so their arm is unknown (e.g. {anonymous[0]}): "
+            "name the arms with specdec gate --baseline/--candidate"
+        )
+    baseline = [t for t in trials if t.identity and t.identity.role == "standing"]
+    cells = sorted({t.cell_id for t in baseline if t.cell_id})
+    if len(cells) != 1:
+        raise GateInputError(f"a bench run has exactly one standing cell; these trials have {cells or 'none'}")
+    candidates: dict[str, list[Trial]] = {}
+    for t in trials:
+        if t.identity and t.identity.role == "candidate":
+            candidates.setdefault(t.identity.cell_id, []).append(t)
+    return baseline, candidates
+
+
+def decide(baseline_trials: list[Trial], candidate_trials: Mapping[str, list[Trial]], spec: GateSpec) -> Decision:
+    """Pure: the decision over every candidate and concurrency level."""
+    objective, objective_note = parse_objective(spec.objective)
+    if not baseline_trials:
+        raise GateInputError("no baseline trials")
+    bad_names = [name for name in candidate_trials if not KEY_RE.match(name)]
+    if bad_names or not candidate_trials:
+        raise GateInputError(
+            f"candidate names {bad_names or '(none)'} are not usable: give at least one, each letters, digits, '_', '.', '-'"
+        )
+    alpha = (1 - CONFIDENCE) / len(candidate_trials)
+    min_trials = max(spec.min_trials, MIN_TRIALS_FOR_NOISE)
+    base_levels = _by_level(baseline_trials)
+    keys = reported_metrics(objective)
+    decided = [
+        _decide_candidate(name, base_levels, _by_level(trials), keys, spec, alpha, min_trials)
+        for name, trials in candidate_trials.items()
+    ]
+    decided.sort(key=_rank)
+    winners = [c for c in decided if c.outcome == "win"]
+    reasons = [f"{c.candidate}: {c.outcome} - {c.reasons[0]}" for c in decided]
+    if objective_note:
+        reasons.append(objective_note)
+    if winners:
+        outcome, winner = "promote", winners[0].candidate
+        head = f"promote {winner}: it wins at every concurrency level"
+        if len(winners) > 1:
+            head += f" and has the largest smallest-gain ({winners[0].worst_gain_pct:+.1f} %) of {len(winners)} winners"
+    elif all(c.outcome == "reject" for c in decided):
+        outcome, winner, head = "reject", None, "reject: every candidate was rejected"
+    else:
+        outcome, winner = "inconclusive", None
+        head = "inconclusive: no candidate wins at every concurrency level, and not every candidate was rejected"
+    unchecked = sorted({f for c in decided for lvl in c.levels for f in lvl.unchecked_identity_fields})
+    if unchecked:
+        reasons.append(f"identity not checked (files without specdec's identity block): {', '.join(unchecked)}")
+    return Decision(
+        decision=outcome,
+        winner=winner,
+        objective=objective.name,
+        direction=objective.direction,
+        gate=spec,
+        thresholds=Thresholds(
+            confidence=CONFIDENCE,
+            per_candidate_confidence=1 - alpha,
+            min_trials=min_trials,
+            max_failed_share=checks.MAX_FAILED_SHARE,
+        ),
+        campaign_rule=CAMPAIGN_RULE,
+        baseline=_arm_name(baseline_trials, "baseline"),
+        candidates=decided,
+        unchecked_identity_fields=unchecked,
+        reasons=[head, *reasons],
+    )
+
+
+def _decide_candidate(
+    name: str,
+    base_levels: dict[Level, list[Trial]],
+    cand_levels: dict[Level, list[Trial]],
+    keys: list[MetricKey],
+    spec: GateSpec,
+    alpha: float,
+    min_trials: int,
+) -> CandidateDecision:
+    accuracies = [t.accuracy for trials in cand_levels.values() for t in trials if t.accuracy is not None]
+    accuracy = float(np.mean(accuracies)) if accuracies else None
+    levels = sorted(set(base_levels) | set(cand_levels), key=_level_order)
+    decisions = [
+        _decide_level(level, base_levels.get(level, []), cand_levels.get(level, []), keys, spec, alpha, min_trials, accuracy)
+        for level in levels
+    ]
+    gains = [_gain(d) for d in decisions]
+    worst = None if any(g is None for g in gains) else min(gains)  # type: ignore[type-var]
+    stops = _stops_paying_at(decisions)
+    outcomes = [d.outcome for d in decisions]
+    where = lambda outcome: ", ".join(_level_name(d.concurrency) for d in decisions if d.outcome == outcome)  # noqa: E731
+    if "reject" in outcomes:
+        outcome = "reject"
+        reasons = [f"rejected at {where('reject')}"]
+    elif all(o == "win" for o in outcomes):
+        outcome = "win"
+        reasons = [f"wins at every level ({where('win')}); smallest gain {worst:+.1f} %"]
+    else:
+        outcome = "inconclusive"
+        reasons = [f"inconclusive at {where('inconclusive')}"]
+    for d in decisions:
+        reasons.extend(f"{_level_name(d.concurrency)}: {r}" for r in d.reasons)
+    if stops is not None:
+        reasons.append(f"speculation stops paying at concurrency {stops}: the objective is no longer better there")
+    return CandidateDecision(
+        candidate=name,
+        outcome=outcome,
+        levels=decisions,
+        worst_gain_pct=worst,
+        stops_paying_at=stops,
+        accuracy=accuracy,
+        reasons=reasons,
+    )
+
+
+def _decide_level(
+    level: Level,
+    base: list[Trial],
+    cand: list[Trial],
+    keys: list[MetricKey],
+    spec: GateSpec,
+    alpha: float,
+    min_trials: int,
+    accuracy: float | None,
+) -> LevelDecision:
+    base, cand = sorted(base, key=checks.trial_order), sorted(cand, key=checks.trial_order)
+    base_counts, cand_counts = checks.arm_counts(base), checks.arm_counts(cand)
+    problems = [
+        *checks.count_problems("baseline", base_counts, min_trials),
+        *checks.count_problems("candidate", cand_counts, min_trials),
+        *checks.arm_problems("baseline", base),
+        *checks.arm_problems("candidate", cand),
+    ]
+    identity, unchecked = checks.identity_problems(base, cand)
+    problems += identity + checks.speculation_problems("baseline", base) + checks.speculation_problems("candidate", cand)
+    floors, floor_problems = checks.floor_checks(
+        cand,
+        acceptance_floor=spec.acceptance_floor,
+        acceptance_length_floor=spec.acceptance_length_floor,
+        accuracy_floor=spec.accuracy_floor,
+        accuracy=accuracy,
+    )
+    problems += floor_problems
+    metrics = [_compare_metric(key, base, cand, alpha) for key in keys] if base and cand else []
+    objective = metrics[0] if metrics else None
+
+    failed_floors = [f for f in floors if f.passed is False]
+    reasons = [f"{f.floor} {f.measured:.3f} is below the floor {f.minimum:.3f}" for f in failed_floors]
+    if failed_floors:
+        outcome = "reject"
+    elif problems:
+        outcome = "inconclusive"
+    elif objective is None or objective.verdict == "unavailable":
+        outcome = "inconclusive"
+        problems.append(f"the objective could not be compared: {objective.note if objective else 'no trials'}")
+    elif objective.verdict == "worse":
+        outcome = "reject"
+    elif objective.verdict == "better":
+        outcome = "win"
+    else:
+        outcome = "inconclusive"
+    reasons += problems
+    if objective is not None and objective.verdict != "unavailable":
+        reasons.append(_describe(objective))
+    reasons += [f"{f.floor} {f.measured:.3f} meets the floor {f.minimum:.3f}" for f in floors if f.passed]
+    reasons += [f"not the objective, noted: {_describe(m)}" for m in metrics[1:] if m.verdict == "worse"]
+    return LevelDecision(
+        concurrency=level,
+        outcome=outcome,  # type: ignore[arg-type]
+        objective=objective,
+        metrics=metrics,
+        floors=floors,
+        baseline=base_counts,
+        candidate=cand_counts,
+        unchecked_identity_fields=unchecked,
+        reasons=reasons or ["no reason recorded"],
+    )
+
+
+def _compare_metric(key: MetricKey, base: list[Trial], cand: list[Trial], alpha: float) -> MetricComparison:
+    b_vals = [trial_value(t, key) for t in base]
+    c_vals = [trial_value(t, key) for t in cand]
+    b_have = [v for v in b_vals if v is not None]
+    c_have = [v for v in c_vals if v is not None]
+    common = dict(
+        metric=key.name,
+        direction=key.direction,
+        unit=key.unit,
+        baseline_trial_values=b_have,
+        candidate_trial_values=c_have,
+        baseline_trials=len(b_have),
+        candidate_trials=len(c_have),
+    )
+    missing = [t.source for t, v in [*zip(base, b_vals), *zip(cand, c_vals)] if v is None]
+    note = None
+    if missing:
+        note = f"{key.name} missing in {len(missing)} trial file(s), e.g. {missing[0]}"
+    elif min(len(b_have), len(c_have)) < MIN_TRIALS_FOR_NOISE:
+        note = f"fewer than {MIN_TRIALS_FOR_NOISE} trials in an arm: trial-to-trial noise unknown"
+    elif min(b_have + c_have) <= 0:
+        note = f"{key.name} is zero in some trial: a ratio is undefined"
+    if note:
+        return MetricComparison(
+            **common, baseline_value=None, candidate_value=None, delta_pct=None, interval=None,
+            noise_bound_pct=None, verdict="unavailable", note=note,
+        )  # fmt: skip
+    cmp = compare(np.array(b_have), np.array(c_have), higher_is_better=key.higher_is_better, alpha=alpha)
+    return MetricComparison(
+        **common,
+        baseline_value=float(cmp.baseline_center),
+        candidate_value=float(cmp.candidate_center),
+        delta_pct=100 * (float(cmp.ratio) - 1),
+        interval=Interval(
+            low_pct=100 * (float(cmp.ratio_low) - 1),
+            high_pct=100 * (float(cmp.ratio_high) - 1),
+            confidence=1 - alpha,
+            method=INTERVAL_METHOD,
+        ),
+        noise_bound_pct=100 * float(cmp.noise_bound),
+        verdict=VERDICT_NAMES[int(cmp.verdict)],  # type: ignore[arg-type]
+    )
+
+
+def _describe(m: MetricComparison) -> str:
+    assert m.interval is not None and m.delta_pct is not None and m.noise_bound_pct is not None
+    return (
+        f"{m.metric}: candidate {m.candidate_value:.4g} vs baseline {m.baseline_value:.4g} {m.unit}, "
+        f"{m.delta_pct:+.1f} % (interval {m.interval.low_pct:+.1f} % to {m.interval.high_pct:+.1f} % at "
+        f"{m.interval.confidence:.1%}; noise bound {m.noise_bound_pct:.1f} %; "
+        f"{m.baseline_trials} vs {m.candidate_trials} trials): {m.verdict.replace('_', ' ')}"
+    )
+
+
+def _gain(d: LevelDecision) -> float | None:
+    """Objective improvement at a level, in %, positive is better whatever the direction."""
+    m = d.objective
+    if m is None or m.delta_pct is None:
+        return None
+    return m.delta_pct if m.direction == "higher_is_better" else -m.delta_pct
+
+
+def _stops_paying_at(decisions: list[LevelDecision]) -> int | None:
+    paid = False
+    for d in decisions:
+        if d.concurrency is None:
+            continue
+        better = d.objective is not None and d.objective.verdict == "better"
+        if paid and not better:
+            return d.concurrency
+        paid = paid or better
+    return None
+
+
+def _rank(c: CandidateDecision) -> tuple[int, float, str]:
+    order = {"win": 0, "inconclusive": 1, "reject": 2}[c.outcome]
+    return (order, -(c.worst_gain_pct if c.worst_gain_pct is not None else -np.inf), c.candidate)
+
+
+def _by_level(trials: list[Trial]) -> dict[Level, list[Trial]]:
+    levels: dict[Level, list[Trial]] = {}
+    for t in trials:
+        levels.setdefault(t.concurrency, []).append(t)
+    return levels
+
+
+def _level_order(level: Level) -> tuple[int, int]:
+    return (1, 0) if level is None else (0, level)
+
+
+def _level_name(level: Level) -> str:
+    return "unlimited concurrency" if level is None else f"concurrency {level}"
+
+
+def _arm_name(trials: list[Trial], default: str) -> str:
+    cells = {t.cell_id for t in trials}
+    return cells.pop() if len(cells) == 1 and None not in cells else default  # type: ignore[return-value]

@@ -1,0 +1,299 @@
+"""Decisions on synthetic results with known truth."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import pytest
+
+from contracts.campaign import GateSpec, SpeculativeConfig
+from contracts.results import Evaluation
+from services.gate import (
+    Decision,
+    GateInputError,
+    GateSpecError,
+    ResultFileError,
+    Trial,
+    decide,
+    decide_files,
+    parse_trial,
+    split_by_role,
+)
+from services.gate.checks import MAX_FAILED_SHARE
+from services.gate.simulate import NoiseModel, identity, spec_counters, trial_result
+
+NGRAM = SpeculativeConfig(method="ngram", num_speculative_tokens=3, prompt_lookup_min=2, prompt_lookup_max=4)
+SPEC = GateSpec(objective="tpot", acceptance_floor=0.5)
+QUIET = NoiseModel(trial_cv=0.01, request_cv=0.05)
+
+
+def arm(
+    seed: int,
+    cell: str,
+    *,
+    factor: float | dict[int, float] = 1.0,
+    levels: tuple[int, ...] = (1,),
+    trials: int = 3,
+    trial_count: int | None = None,
+    acceptance: float | None = 0.6,
+    k: int = 3,
+    noise: NoiseModel = QUIET,
+    failed: int = 0,
+    with_identity: bool = True,
+    evaluation: Evaluation | None = None,
+    extra: dict[str, Any] | None = None,
+    **overrides: Any,
+) -> list[Trial]:
+    """Trials of one cell; the standing cell when named 'standing' (no speculation, no counters)."""
+    rng = np.random.default_rng(seed)
+    standing = cell == "standing"
+    out = []
+    for level in levels:
+        for i in range(trials):
+            ident = None
+            if with_identity:
+                ident = identity(
+                    cell,
+                    concurrency=level,
+                    trial=i,
+                    trial_count=trial_count or trials,
+                    speculative=None if standing else NGRAM,
+                    baseline_cell_id=None if standing else "standing",
+                    **overrides,
+                )
+            raw = trial_result(
+                rng,
+                factor=factor[level] if isinstance(factor, dict) else factor,
+                concurrency=level,
+                noise=noise,
+                failed=failed,
+                detailed=False,
+                ident=ident,
+                counters=None if standing or acceptance is None else spec_counters(acceptance, k),
+                evaluation=evaluation,
+                extra=extra,
+            )
+            out.append(parse_trial(raw, source=f"{cell}/c{level}/trial-{i}.json"))
+    return out
+
+
+def level(decision: Decision, candidate: str, concurrency: int | None = 1):
+    cand = next(c for c in decision.candidates if c.candidate == candidate)
+    return next(lvl for lvl in cand.levels if lvl.concurrency == concurrency)
+
+
+def test_clear_win_is_promoted() -> None:
+    d = decide(arm(1, "standing"), {"ngram": arm(2, "ngram", factor=0.75)}, SPEC)
+    assert d.decision == "promote" and d.winner == "ngram"
+    lvl = level(d, "ngram")
+    assert lvl.outcome == "win" and lvl.objective is not None
+    assert lvl.objective.verdict == "better" and lvl.objective.delta_pct == pytest.approx(-25, abs=3)
+    assert lvl.objective.interval is not None and lvl.objective.interval.high_pct < 0
+    assert lvl.floors[0].passed is True and lvl.floors[0].measured == pytest.approx(0.6, abs=1e-3)
+    assert d.unchecked_identity_fields == []
+
+
+def test_clear_loss_is_rejected() -> None:
+    d = decide(arm(1, "standing"), {"ngram": arm(2, "ngram", factor=1.3)}, SPEC)
+    assert d.decision == "reject" and d.winner is None
+    assert level(d, "ngram").objective.verdict == "worse"  # type: ignore[union-attr]
+
+
+def test_tpot_win_below_the_acceptance_floor_is_rejected() -> None:
+    d = decide(arm(1, "standing"), {"ngram": arm(2, "ngram", factor=0.7, acceptance=0.3)}, SPEC)
+    lvl = level(d, "ngram")
+    assert lvl.objective.verdict == "better"  # type: ignore[union-attr]
+    assert d.decision == "reject" and lvl.floors[0].passed is False
+    assert any("below the floor" in r for r in lvl.reasons)
+
+
+def test_acceptance_length_floor() -> None:
+    spec = GateSpec(objective="tpot", acceptance_length_floor=2.5)
+    # k=3 at acceptance 0.6 -> length 1 + 1.8 = 2.8; at 0.4 -> 2.2
+    assert decide(arm(1, "standing"), {"c": arm(2, "c", factor=0.7, acceptance=0.6)}, spec).decision == "promote"
+    assert decide(arm(1, "standing"), {"c": arm(2, "c", factor=0.7, acceptance=0.4)}, spec).decision == "reject"
+
+
+def test_noisy_data_is_inconclusive() -> None:
+    noisy = NoiseModel(trial_cv=0.30, request_cv=0.30)
+    d = decide(arm(1, "standing", noise=noisy), {"ngram": arm(2, "ngram", factor=0.9, noise=noisy)}, SPEC)
+    assert d.decision == "inconclusive"
+    obj = level(d, "ngram").objective
+    assert obj is not None and obj.verdict == "within_noise"
+    assert obj.interval is not None and obj.interval.low_pct < 0 < obj.interval.high_pct
+
+
+@pytest.mark.parametrize(("failed", "expected"), [(0, "promote"), (1, "inconclusive"), (10, "inconclusive")])
+def test_failed_requests_above_the_threshold_are_inconclusive(failed: int, expected: str) -> None:
+    # 3 trials x 64 requests: one failure per trial is 1.5 %, above the 1 % threshold.
+    assert 1 / 65 > MAX_FAILED_SHARE
+    d = decide(arm(1, "standing"), {"ngram": arm(2, "ngram", factor=0.7, failed=failed)}, SPEC)
+    assert d.decision == expected
+    if failed:
+        assert any("failed" in r and "requests" in r for r in level(d, "ngram").reasons)
+
+
+def test_several_candidates_at_several_levels() -> None:
+    levels = (1, 4, 16)
+    base = arm(1, "standing", levels=levels)
+    candidates = {
+        "strong": arm(2, "strong", levels=levels, factor=0.7),
+        "steady": arm(3, "steady", levels=levels, factor=0.85),
+        "fading": arm(4, "fading", levels=levels, factor={1: 0.7, 4: 0.8, 16: 1.0}),
+        "costly": arm(5, "costly", levels=levels, factor={1: 0.8, 4: 1.0, 16: 1.3}),
+    }
+    d = decide(base, candidates, SPEC)
+    assert d.decision == "promote" and d.winner == "strong"
+    by_name = {c.candidate: c for c in d.candidates}
+    assert by_name["strong"].outcome == by_name["steady"].outcome == "win"
+    assert by_name["strong"].worst_gain_pct > by_name["steady"].worst_gain_pct  # type: ignore[operator]
+    assert by_name["fading"].outcome == "inconclusive" and by_name["fading"].stops_paying_at == 16
+    assert by_name["costly"].outcome == "reject" and by_name["costly"].stops_paying_at == 4
+    assert [c.candidate for c in d.candidates] == ["strong", "steady", "fading", "costly"]
+    assert d.thresholds.per_candidate_confidence == pytest.approx(1 - 0.05 / 4)
+    assert [lvl.concurrency for lvl in by_name["strong"].levels] == [1, 4, 16]
+
+
+def test_every_candidate_rejected_rejects_the_campaign() -> None:
+    d = decide(arm(1, "standing"), {"a": arm(2, "a", factor=1.3), "b": arm(3, "b", factor=0.7, acceptance=0.1)}, SPEC)
+    assert d.decision == "reject"
+
+
+def test_plain_vllm_files_are_accepted_and_unchecked_identity_listed() -> None:
+    base = arm(1, "standing", with_identity=False)
+    cand = arm(2, "ngram", factor=0.7, with_identity=False)
+    d = decide(base, {"ngram": cand}, SPEC)
+    assert d.decision == "promote"
+    assert set(d.unchecked_identity_fields) == {
+        "hardware", "quantization", "parallelism", "workload_shape", "regime", "graph_mode", "source_revision",
+    }  # fmt: skip
+    assert any("identity not checked" in r for r in d.reasons)
+
+
+def test_plain_files_without_counters_leave_the_floor_unread() -> None:
+    d = decide(arm(1, "standing", with_identity=False), {"c": arm(2, "c", factor=0.7, with_identity=False, acceptance=None)}, SPEC)
+    lvl = level(d, "c")
+    assert d.decision == "inconclusive" and lvl.floors[0].passed is None
+    assert any("no spec-decode counters" in r for r in lvl.reasons)
+
+
+def test_identity_that_differs_beyond_the_serving_config_is_inconclusive() -> None:
+    d = decide(arm(1, "standing"), {"ngram": arm(2, "ngram", factor=0.7, hardware="h100")}, SPEC)
+    assert d.decision == "inconclusive"
+    assert any("differs between the arms in hardware" in r for r in level(d, "ngram").reasons)
+
+
+def test_declared_speculation_must_show_in_the_counters() -> None:
+    no_drafts = decide(arm(1, "standing"), {"c": arm(2, "c", factor=0.7, acceptance=None)}, SPEC)
+    assert no_drafts.decision == "inconclusive"
+    assert any("counters show no drafts" in r for r in level(no_drafts, "c").reasons)
+    wrong_k = decide(arm(1, "standing"), {"c": arm(2, "c", factor=0.7, k=5)}, SPEC)
+    assert wrong_k.decision == "inconclusive"
+    assert any("engine counted 5 positions" in r for r in level(wrong_k, "c").reasons)
+
+
+def test_missing_declared_trial_is_inconclusive() -> None:
+    d = decide(arm(1, "standing"), {"c": arm(2, "c", factor=0.7, trial_count=4)}, SPEC)
+    assert d.decision == "inconclusive"
+    assert any("trial(s) [3] are missing" in r for r in level(d, "c").reasons)
+
+
+def test_too_few_trials_is_inconclusive() -> None:
+    d = decide(arm(1, "standing", trials=2), {"c": arm(2, "c", factor=0.6, trials=2)}, SPEC)
+    assert d.decision == "inconclusive"
+    assert any("too few trials" in r for r in level(d, "c").reasons)
+    # min_trials below 2 is raised to 2: a single trial tells nothing about noise.
+    one = decide(arm(1, "standing", trials=1), {"c": arm(2, "c", factor=0.6, trials=1)}, GateSpec(objective="tpot", min_trials=1))
+    assert one.decision == "inconclusive" and one.thresholds.min_trials == 2
+
+
+def test_a_level_only_one_arm_measured_is_inconclusive() -> None:
+    d = decide(arm(1, "standing", levels=(1, 8)), {"c": arm(2, "c", factor=0.7)}, SPEC)
+    assert d.decision == "inconclusive"
+    assert level(d, "c", 8).outcome == "inconclusive" and level(d, "c", 1).outcome == "win"
+
+
+def test_accuracy_floor() -> None:
+    spec = GateSpec(objective="tpot", acceptance_floor=0.5, accuracy_floor=0.9)
+    good, bad = Evaluation(agreement_rate=0.97), Evaluation(accuracy=0.7, agreement_rate=0.99)
+    assert decide(arm(1, "standing"), {"c": arm(2, "c", factor=0.7, evaluation=good)}, spec).decision == "promote"
+    assert decide(arm(1, "standing"), {"c": arm(2, "c", factor=0.7, evaluation=bad)}, spec).decision == "reject"
+    unmeasured = decide(arm(1, "standing"), {"c": arm(2, "c", factor=0.7)}, spec)
+    assert unmeasured.decision == "inconclusive"
+    assert any("no evaluation block" in r for r in level(unmeasured, "c").reasons)
+
+
+def test_training_metrics_never_count() -> None:
+    perfect_training = {"training_loss": 0.0, "train_accuracy": 1.0, "eval_loss": 0.0}
+    d = decide(arm(1, "standing"), {"c": arm(2, "c", factor=1.0, extra=perfect_training)}, SPEC)
+    assert d.decision != "promote"
+
+
+def test_higher_is_better_objective() -> None:
+    spec = GateSpec(objective="output_throughput", acceptance_floor=0.5)
+    d = decide(arm(1, "standing"), {"c": arm(2, "c", factor=0.7)}, spec)
+    assert d.direction == "higher_is_better" and d.decision == "promote"
+    assert level(d, "c").objective.delta_pct > 0  # type: ignore[union-attr, operator]
+
+
+def test_acceptance_objective_against_a_baseline_without_speculation() -> None:
+    d = decide(arm(1, "standing"), {"c": arm(2, "c", factor=0.7)}, GateSpec(objective="acceptance_rate", acceptance_floor=0.5))
+    assert d.decision == "inconclusive" and level(d, "c").objective.verdict == "unavailable"  # type: ignore[union-attr]
+
+
+def test_p99_objective_reads_the_p99_figure() -> None:
+    d = decide(arm(1, "standing"), {"c": arm(2, "c", factor=0.7)}, GateSpec(objective="tpot:p99", acceptance_floor=0.5))
+    obj = level(d, "c").objective
+    assert d.objective == "tpot:p99" and obj is not None and obj.metric == "tpot:p99" and obj.verdict == "better"
+
+
+def test_decision_json_round_trips_with_every_metric() -> None:
+    d = decide(arm(1, "standing"), {"ngram": arm(2, "ngram", factor=0.75)}, SPEC)
+    assert Decision.model_validate_json(d.model_dump_json()) == d
+    names = [m.metric for m in level(d, "ngram").metrics]
+    assert names[0] == "tpot:median" and "ttft:median" in names and "acceptance_rate" in names
+
+
+def test_bad_spec_and_inputs_are_errors() -> None:
+    with pytest.raises(GateSpecError, match="needs an objective"):
+        decide(arm(1, "standing"), {"c": arm(2, "c")}, GateSpec(acceptance_floor=0.5))
+    with pytest.raises(GateInputError):
+        decide(arm(1, "standing"), {"bad/name": arm(2, "c")}, SPEC)
+    with pytest.raises(GateInputError):
+        decide([], {"c": arm(2, "c")}, SPEC)
+
+
+def test_split_by_role_gives_the_service_its_arms() -> None:
+    trials = [*arm(1, "standing"), *arm(2, "a", factor=0.7), *arm(3, "b")]
+    baseline, candidates = split_by_role(trials)
+    assert {t.cell_id for t in baseline} == {"standing"} and set(candidates) == {"a", "b"}
+    assert decide(baseline, candidates, SPEC).winner == "a"
+    with pytest.raises(GateInputError, match="no identity block"):
+        split_by_role([*trials, *arm(4, "p", with_identity=False)])
+    with pytest.raises(GateInputError, match="exactly one standing cell"):
+        split_by_role(arm(2, "a"))
+
+
+def test_decide_files_reads_every_arm_and_refuses_bad_arms(tmp_path: Path) -> None:
+    rng = np.random.default_rng(12)
+    paths: dict[str, list[Path]] = {"standing": [], "ngram": []}
+    for cell, factor in (("standing", 1.0), ("ngram", 0.7)):
+        for i in range(3):
+            ident = identity(cell, concurrency=1, trial=i, speculative=None if cell == "standing" else NGRAM,
+                             baseline_cell_id=None if cell == "standing" else "standing")  # fmt: skip
+            raw = trial_result(rng, factor=factor, noise=QUIET, ident=ident,
+                               counters=None if cell == "standing" else spec_counters(0.6, 3))  # fmt: skip
+            paths[cell].append(tmp_path / f"{cell}-{i}.json")
+            paths[cell][-1].write_bytes(orjson.dumps(raw))
+    d = decide_files(paths["standing"], {"ngram": paths["ngram"]}, SPEC)
+    assert d.decision == "promote" and d.baseline == "standing"
+    assert level(d, "ngram").candidate.files == [str(p) for p in paths["ngram"]]
+    with pytest.raises(GateInputError, match="both the baseline and a candidate"):
+        decide_files(paths["standing"], {"ngram": paths["standing"][:1]}, SPEC)
+    with pytest.raises(GateInputError, match="no trial files"):
+        decide_files(paths["standing"], {"ngram": []}, SPEC)
+    with pytest.raises(ResultFileError, match="missing.json"):
+        decide_files(paths["standing"], {"ngram": [tmp_path / "missing.json"]}, SPEC)
