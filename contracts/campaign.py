@@ -158,10 +158,28 @@ class Cell(Strict):
     vllm_sweep: VllmSweep = Field(default_factory=VllmSweep, description="Optional operator serve/bench commands.")
 
 
+class LoadSpec(Strict):
+    """The measured load, identical for every cell (a controlled comparison)."""
+
+    endpoint: Literal["completions", "chat"] = Field(default="completions", description="/v1/completions or /v1/chat/completions.")
+    num_prompts: int = Field(default=32, ge=1, description="Measured requests per trial and concurrency level.")
+    warmup_requests: int = Field(default=4, ge=0, description="Requests sent before each measured window; excluded from every figure.")
+    request_rate: float | None = Field(default=None, gt=0, description="Requests/s; None sends as fast as the concurrency allows.")
+    burstiness: float = Field(default=1.0, gt=0, description="Gamma shape of inter-arrivals: 1 is Poisson, lower is burstier.")
+    max_output_tokens: int | None = Field(
+        default=None, ge=1, description="Output length cap; None takes each prompt's length from the profile/corpus."
+    )
+    ignore_eos: bool = Field(default=False, description="Generate exactly the output length (shaped workloads).")
+
+
 class Matrix(Strict):
     """The cells of the comparison, inline."""
 
     cells: list[Cell] = Field(min_length=1, description="Cells: one standing, one or more candidates.")
+    load: LoadSpec = Field(default_factory=LoadSpec, description="The measured load, the same for every cell.")
+    exploratory: bool = Field(
+        default=False, description="Allow fewer than 3 trials per cell; everything the campaign produces is marked DRAFT."
+    )
 
     @model_validator(mode="after")
     def _check_cells(self) -> Matrix:

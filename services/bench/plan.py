@@ -1,0 +1,185 @@
+"""The bench plan: every command that would run, where, in what order, and the
+cleanup — stored in the bundle, hashed, and executed only once approved.
+
+Pure: builds a plan from the campaign, the matrix and what earlier steps
+produced; refuses a matrix that cannot give a controlled comparison.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from contracts.campaign import Campaign, Cell, LoadSpec, Matrix
+from contracts.envelope import Key, RunId, Strict
+from services.bench.serving import serve_argv, speculative_config
+from services.runtime.errors import ConfigurationError
+
+PLAN_VERSION = 1
+MIN_TRIALS = 3
+PORT_PLACEHOLDER = "{port}"
+
+
+class CellPlan(Strict):
+    """One cell: its identity, the exact serve argv (port chosen at launch), bench and eval."""
+
+    cell_id: Key = Field(description="The cell.")
+    role: Literal["standing", "candidate"] = Field(description="standing (the baseline) or candidate.")
+    regime: Literal["warm", "cold"] = Field(description="warm: one server for all trials; cold: one per trial.")
+    trials: int = Field(ge=1, description="Trials per concurrency level.")
+    concurrency: list[int] = Field(min_length=1, description="Concurrency levels, one measured window each.")
+    node: str = Field(description="Node the cell is served on.")
+    identity: dict[str, Any] = Field(description="Identity fields every number of this cell carries.")
+    speculative_config: dict[str, Any] | None = Field(description="The --speculative-config the cell declares.")
+    serve_argv: list[str] = Field(description="The argv that serves the cell; '{port}' is filled at launch.")
+    serve_source: Literal["builtin", "operator"] = Field(description="Whether specdec built serve_argv or the operator did.")
+    bench: Literal["builtin"] | list[str] = Field(description="'builtin' load generator, or the operator's bench argv.")
+    eval: Literal["builtin"] | list[str] = Field(description="'builtin' agreement with the standing cell, or the operator's eval argv.")
+
+
+class Launch(Strict):
+    """One server start, in order."""
+
+    cell_id: Key = Field(description="The cell served.")
+    trials: list[int] = Field(description="Trials measured on this server (all of them when warm, one when cold).")
+
+
+class BenchPlan(Strict):
+    """Everything the bench step would do; its sha256 is what an approval names."""
+
+    version: Literal[1] = Field(default=PLAN_VERSION, description="Plan format version.")
+    run_id: RunId = Field(description="The run; also the experiment label of every process started.")
+    executor: Literal["local", "slurm", "kubernetes"] = Field(description="Where servers run.")
+    cells: list[CellPlan] = Field(min_length=1, description="Every cell, standing first.")
+    launches: list[Launch] = Field(description="Server starts in order (cold regimes interleave cells across trials).")
+    load: LoadSpec = Field(description="The measured load, the same for every cell.")
+    prompts: dict[str, Any] = Field(description="Where prompts come from: corpus heldout split (uri, sha256) or shapes.")
+    warmup: str = Field(description="What runs before each measured window, in words.")
+    deployment_changes: list[str] = Field(description="Every change to the cluster the plan makes.")
+    cleanup: list[str] = Field(description="What cleanup does, selected by the experiment label only.")
+    draft: bool = Field(description="True for an exploratory matrix (fewer than 3 trials): every result is DRAFT.")
+    readiness_timeout_s: float = Field(description="How long a server may take to answer /health.")
+
+
+def _identity(cell: Cell, campaign: Campaign, spec: dict[str, Any] | None) -> dict[str, Any]:
+    serving = cell.serving
+    return {
+        "model": serving.model or campaign.target.checkpoint,
+        "hardware": cell.hardware,
+        "quantization": serving.quantization or "none",
+        "parallelism": f"tp={serving.tensor_parallel_size}",
+        "serving_config": {"speculative": spec, "dtype": serving.dtype, "max_num_seqs": serving.max_num_seqs},
+        "workload_shape": cell.workload_shape,
+        "regime": cell.regime,
+        "graph_mode": serving.graph_mode,
+        "source_revision": cell.source_revision or campaign.source_revisions.serving,
+        "trial_count": cell.trials,
+    }
+
+
+def check_matrix(matrix: Matrix, nodes: dict[str, str]) -> None:
+    """Refuse a matrix that cannot give a controlled comparison."""
+    problems = []
+    if len(set(nodes.values())) > 1:
+        problems.append(f"cells differ in node: {nodes}; a controlled comparison runs every cell on one node")
+    modes = {cell.cell_id: cell.serving.graph_mode for cell in matrix.cells}
+    if len(set(modes.values())) > 1:
+        problems.append(f"cells differ in graph mode: {modes}")
+    few = {cell.cell_id: cell.trials for cell in matrix.cells if cell.trials < MIN_TRIALS}
+    if few and not matrix.exploratory:
+        problems.append(
+            f"cells with fewer than {MIN_TRIALS} trials: {few}; set matrix.exploratory: true to run them as a DRAFT"
+        )
+    if problems:
+        raise ConfigurationError("the matrix cannot run live: " + "; ".join(problems))
+
+
+def build_plan(
+    campaign: Campaign,
+    matrix: Matrix,
+    *,
+    run_id: str,
+    default_node: str,
+    training_output: str | None,
+    prompts: dict[str, Any],
+    readiness_timeout_s: float = 300.0,
+) -> BenchPlan:
+    nodes = {cell.cell_id: cell.node or default_node for cell in matrix.cells}
+    check_matrix(matrix, nodes)
+    ordered = sorted(matrix.cells, key=lambda cell: cell.role != "standing")
+    cells = []
+    for cell in ordered:
+        spec = speculative_config(cell.serving.speculative, training_output=training_output)
+        if cell.vllm_sweep.serve_cmd is not None:
+            argv = cell.vllm_sweep.serve_cmd.render(_operator_values(campaign, cell, run_id, spec, training_output))
+            source: Literal["builtin", "operator"] = "operator"
+        else:
+            argv = serve_argv(cell, campaign, host="127.0.0.1", port=0, training_output=training_output)
+            argv[argv.index("--port") + 1] = PORT_PLACEHOLDER
+            source = "builtin"
+        bench: Any = "builtin"
+        if cell.vllm_sweep.bench_cmd is not None:
+            bench = cell.vllm_sweep.bench_cmd.root
+        elif campaign.commands.bench != "builtin" and campaign.commands.bench is not None:
+            bench = campaign.commands.bench.argv.root
+        evaluation: Any = "builtin"
+        if campaign.commands.eval != "builtin" and campaign.commands.eval is not None:
+            evaluation = campaign.commands.eval.argv.root
+        cells.append(
+            CellPlan(
+                cell_id=cell.cell_id, role=cell.role, regime=cell.regime, trials=cell.trials,
+                concurrency=cell.concurrency, node=nodes[cell.cell_id], identity=_identity(cell, campaign, spec),
+                speculative_config=spec, serve_argv=argv, serve_source=source, bench=bench, eval=evaluation,
+            )
+        )
+    launches = _launch_order(cells)
+    return BenchPlan(
+        run_id=run_id,
+        executor=campaign.capacity.scheduler,
+        cells=cells,
+        launches=launches,
+        load=matrix.load,
+        prompts=prompts,
+        warmup=f"{matrix.load.warmup_requests} requests per server start and concurrency level, excluded from every figure",
+        deployment_changes=[
+            f"start {len(launches)} vLLM server(s) on free ports, one at a time, labelled experiment={run_id}",
+            "the standing production config is never changed; nothing is preempted",
+        ],
+        cleanup=[
+            f"after each cell: stop its server's process group (label experiment={run_id}) once results and hashes are captured",
+            f"on interruption or restart: kill every process labelled experiment={run_id} of the bench-runner, by label only",
+        ],
+        draft=matrix.exploratory and any(cell.trials < MIN_TRIALS for cell in matrix.cells),
+        readiness_timeout_s=readiness_timeout_s,
+    )
+
+
+def _operator_values(
+    campaign: Campaign, cell: Cell, run_id: str, spec: dict[str, Any] | None, training_output: str | None
+) -> dict[str, str]:
+    import json
+
+    values = {
+        "run_id": run_id,
+        "target": campaign.target.checkpoint,
+        "tokenizer": campaign.target.tokenizer_dir,
+        "model": cell.serving.model or campaign.target.checkpoint,
+        "host": "127.0.0.1",
+        "port": PORT_PLACEHOLDER,
+        "max_model_len": str(campaign.target.max_model_len),
+        "speculative_config_json": json.dumps(spec, sort_keys=True) if spec else "",
+    }
+    if training_output:
+        values["training.output"] = training_output
+    return values
+
+
+def _launch_order(cells: list[CellPlan]) -> list[Launch]:
+    """Warm cells: one launch each, in order. Cold cells: one launch per trial,
+    cells interleaved across trials (trial 0 of every cell, then trial 1, ...)."""
+    launches = [Launch(cell_id=c.cell_id, trials=list(range(c.trials))) for c in cells if c.regime == "warm"]
+    cold = [c for c in cells if c.regime == "cold"]
+    for trial in range(max((c.trials for c in cold), default=0)):
+        launches += [Launch(cell_id=c.cell_id, trials=[trial]) for c in cold if trial < c.trials]
+    return launches

@@ -1,0 +1,27 @@
+"""The review point (DESIGN.md): a plan runs only when its hash was approved.
+
+A service that changes the cluster (trainer-proxy, bench-runner):
+1. on its trigger event, builds its plan, stores it in the bundle
+   (`<step>/plan.json`, write-once, hashed) and emits `<step>.planned`;
+   if the campaign carries `i_understand_this_mutates_cluster: true` it then
+   executes at once (the plan is still produced and stored first);
+   otherwise it stops there;
+2. on `run.approved`, it executes its stored plan only when the approval
+   names that plan's sha256 and the plan's bytes still hash to it, and the
+   campaign did not pre-approve it (then step 1 already ran it).
+"""
+
+from __future__ import annotations
+
+from contracts.campaign import Campaign
+from contracts.envelope import ArtifactRef
+from contracts.events import RunApproved
+
+
+def pre_approved(campaign: Campaign) -> bool:
+    return campaign.acknowledgements.i_understand_this_mutates_cluster
+
+
+def covers(approval: RunApproved, plan: ArtifactRef) -> bool:
+    """True when the approval names this plan's hash (and carries the typed acknowledgement)."""
+    return approval.i_understand_this_mutates_cluster is True and plan.sha256 in approval.plan_sha256s
