@@ -9,7 +9,11 @@ PY := $(VENV)/bin/python
 EXTRAS ?= cpu,train,dev
 STAMP := $(VENV)/.installed-$(shell echo '$(EXTRAS)' | tr ',' '-')
 
-.PHONY: setup demo test test-unit test-integration test-e2e perf perf-quick asyncapi clean
+# Slurm for the capacity and trainer-proxy tests: a single-node cluster on loopback.
+slurm:
+	infra/bin/ensure-slurm
+
+.PHONY: slurm setup demo test test-unit test-integration test-e2e perf perf-quick asyncapi clean
 
 setup: $(STAMP)
 
@@ -25,7 +29,7 @@ $(STAMP): pyproject.toml
 demo: setup
 	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) $(PY) -m services.cli.demo
 
-test: setup
+test: setup slurm
 	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) $(PY) -m pytest tests/unit tests/integration tests/e2e -q -p no:cacheprovider
 
 test-unit: setup

@@ -71,15 +71,28 @@ class SpeculativeConfig(Strict):
 
 
 class TrafficFile(Strict):
-    """Representative traffic as JSONL (formats: the profiler's docs)."""
+    """Representative traffic as JSONL (formats: docs/profiler.md)."""
 
     path: str = Field(min_length=1, description="Path of the traffic JSONL file.")
+    reject_threshold: float = Field(
+        default=0.05, ge=0, le=1, description="Share of malformed lines above which profiling fails."
+    )
 
 
 class TrafficShapes(Strict):
     """Named synthetic workload shapes instead of traffic; no corpus, no training."""
 
     shapes: list[str] = Field(min_length=1, description="Names of bundled workload shapes.")
+
+
+class CorpusSpec(Strict):
+    """How the training corpus is drawn from the traffic."""
+
+    size: int | None = Field(
+        default=None, ge=1, description="Records to draw; None takes the largest set that still matches the profile."
+    )
+    heldout_share: float = Field(default=0.1, gt=0, lt=1, description="Share of records in the heldout split.")
+    seed: int = Field(default=0, description="Seed of the stratified sampling and the split.")
 
 
 class ArgvCommand(Strict):
@@ -260,6 +273,7 @@ class Campaign(Strict):
     target: Target = Field(description="The target model.")
     standing: SpeculativeConfig | None = Field(description="Speculative config served today; null for none.")
     traffic: TrafficFile | TrafficShapes = Field(description="Traffic JSONL path, or named workload shapes.")
+    corpus: CorpusSpec = Field(default_factory=CorpusSpec, description="Corpus size, heldout share and seed.")
     commands: Commands = Field(description="The operator's commands.")
     capacity: CapacitySpec = Field(description="Scheduler, selectors and the idle-node check.")
     matrix: Matrix | MatrixFile = Field(description="The cells, inline or as a path.")

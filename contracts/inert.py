@@ -16,11 +16,9 @@ from pydantic import BaseModel
 _NOT_BUILT = "its consuming service ({service}) is not built yet; the run halts before it"
 
 INERT: dict[str, str] = {
-    "traffic": _NOT_BUILT.format(service="profiler"),
-    "target": _NOT_BUILT.format(service="corpus, trainer-proxy and bench-runner"),
+    "target.checkpoint": _NOT_BUILT.format(service="trainer-proxy and bench-runner"),
     "standing": _NOT_BUILT.format(service="bench-runner"),
     "commands": _NOT_BUILT.format(service="trainer-proxy and bench-runner"),
-    "capacity": _NOT_BUILT.format(service="capacity"),
     "matrix": _NOT_BUILT.format(service="bench-runner"),
     "publish": _NOT_BUILT.format(service="publisher"),
     "acknowledgements": _NOT_BUILT.format(service="trainer-proxy, bench-runner and publisher"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
+import yaml
 from faststream.specification import AsyncAPI
 
 from contracts.campaign import Campaign
@@ -44,7 +45,9 @@ def export(directory: Path) -> list[Path]:
 def asyncapi_document() -> str:
     """The AsyncAPI document of every built service (subscribers) and every
     catalogue stream's producer (publishers), generated from the faststream apps."""
-    settings = RuntimeSettings(instance="doc", redis_url="redis://redis:6379/0")
+    # Pinned, not read from SPECDEC_*: the committed document must not depend on
+    # the environment of whoever regenerates it.
+    settings = RuntimeSettings(instance="doc", redis_url="redis://redis:6379/0", stream_prefix="specdec")
     broker = make_broker(settings)
     for name in apps.available():
         module = apps.load(name)
@@ -57,4 +60,6 @@ def asyncapi_document() -> str:
     broker.publisher(stream=deadletter_stream(settings.stream_prefix), title="specdec.deadletter:any",
                      schema=DeadLetter, description=(DeadLetter.__doc__ or "").strip())
     doc = AsyncAPI(broker, title="specdec", version="1", description="specdec event topology over Redis Streams")
-    return doc.to_yaml()
+    # faststream keeps subscribers in a WeakSet (id order): sort keys so the
+    # committed document only changes when the topology does.
+    return yaml.safe_dump(doc.to_specification().to_jsonable(), sort_keys=True, allow_unicode=True)

@@ -10,6 +10,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from contracts.events import STEPS
 from services.runtime import logs
 from services.runtime.errors import SpecdecError
@@ -169,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args))
     except SpecdecError as exc:
         print(f"specdec: {exc}", file=sys.stderr)
+        return 2
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors())
+        print(f"specdec: invalid input: {problems}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

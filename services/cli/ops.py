@@ -101,7 +101,7 @@ async def watch(
             seen.setdefault(run, []).append(event)
             progress = one_line(run_status(run, seen[run]))
             stamp = str(event.get("produced_at", ""))[11:19]
-            out.write(f"{stamp} {run} {event.get('schema'):<22} {progress}\n")
+            out.write(f"{stamp} {run} {str(event.get('schema')):<22} {progress}\n")
             out.flush()
             shown += 1
             last_event = now
@@ -137,10 +137,16 @@ async def dlq_replay(cli: Cli, dead_letter_id: str) -> str:
     for _, record in await dead_letters(cli.client, cli.settings.stream_prefix):
         if record.get("dead_letter_id") != dead_letter_id:
             continue
-        if not await cli.client.set(_replayed_key(cli, dead_letter_id), operator(), nx=True):
+        marker = _replayed_key(cli, dead_letter_id)
+        if not await cli.client.set(marker, operator(), nx=True):
             raise ConfigurationError(f"dead letter {dead_letter_id} was already replayed")
         headers = {"schema": record.get("event_schema") or "", "run_id": record.get("run_id") or "",
                    "replay_of": dead_letter_id, "content-type": "application/json"}
-        await cli.bus.publish_raw(record["stream"], record["payload"].encode(), headers, dead_letter_id)
+        try:
+            await cli.bus.publish_raw(record["stream"], record["payload"].encode(), headers, dead_letter_id)
+        except BaseException:
+            # Not replayed after all: let a later replay try again.
+            await cli.client.delete(marker)
+            raise
         return record["stream"]
     raise ConfigurationError(f"no dead letter {dead_letter_id}; `specdec dlq list` shows them")

@@ -60,11 +60,40 @@ def load_campaign(path: Path) -> tuple[Campaign, bytes]:
     return campaign, raw_bytes
 
 
+def _absolute(value: str | None, base: Path) -> str | None:
+    """A relative path that exists under `base` becomes absolute; anything else
+    (absolute paths, model names, placeholders) is left as written."""
+    if not value or value.startswith("{") or Path(value).is_absolute():
+        return value
+    candidate = base / value
+    return str(candidate.resolve()) if candidate.exists() else value
+
+
+def absolutize(campaign: Campaign, base: Path) -> Campaign:
+    """Resolve the campaign's relative paths against the submitting directory,
+    so services started elsewhere read the same files. The original YAML is
+    kept verbatim in the bundle beside the resolved campaign.json."""
+    data = campaign.model_dump(by_alias=True)
+    data["target"]["checkpoint"] = _absolute(data["target"]["checkpoint"], base)
+    data["target"]["tokenizer"] = _absolute(data["target"]["tokenizer"], base)
+    if "path" in data["traffic"]:
+        data["traffic"]["path"] = _absolute(data["traffic"]["path"], base)
+    if "path" in data["matrix"]:
+        data["matrix"]["path"] = _absolute(data["matrix"]["path"], base)
+    else:
+        for cell in data["matrix"]["cells"]:
+            serving = cell["serving"]
+            serving["model"] = _absolute(serving["model"], base)
+            if serving["speculative"]:
+                serving["speculative"]["model"] = _absolute(serving["speculative"]["model"], base)
+    return Campaign.model_validate(data)
+
+
 def specdec_revision() -> str:
     here = Path(__file__).resolve().parent
     try:
         out = subprocess.run(  # noqa: S603 - fixed argv
-            ["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=True
+            ["git", "-C", str(here), "describe", "--always", "--dirty", "--abbrev=40"], capture_output=True, text=True, timeout=5, check=True
         )
         return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):
@@ -81,6 +110,7 @@ def new_run_id(family: str) -> str:
 async def submit(cli: Cli, path: Path) -> str:
     """Store the campaign in a new bundle before anything runs, then publish it."""
     campaign, raw_bytes = load_campaign(path)
+    campaign = absolutize(campaign, Path.cwd())
     revisions = campaign.source_revisions.model_copy(update={"specdec": specdec_revision()})
     campaign = campaign.model_copy(update={"source_revisions": revisions})
     run_id = new_run_id(campaign.family)

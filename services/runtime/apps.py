@@ -14,6 +14,9 @@ from contracts.catalogue import SERVICES
 
 APP_MODULES: dict[str, str] = {
     "journal": "services.journal.app",
+    "profiler": "services.profiler.app",
+    "corpus": "services.corpus.app",
+    "capacity": "services.capacity.app",
     "gate": "services.gate.app",
 }
 

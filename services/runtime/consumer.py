@@ -29,6 +29,7 @@ from contracts.envelope import Event
 from contracts.events import FAILED
 from contracts.registry import ContractError, Registry, UnknownEvent
 from services.runtime.broker import Bus
+from services.runtime.bundle import ArtifactConflict
 from services.runtime.errors import StepFailed
 from services.runtime.ledger import Ledger, StepKey
 from services.runtime.settings import RuntimeSettings
@@ -193,11 +194,17 @@ class Consumer:
         try:
             log.info("step started", step_key=key.step, delivery=deliveries)
             try:
-                outputs = list(await route.handler(event, context))
+                try:
+                    outputs = list(await route.handler(event, context))
+                except ArtifactConflict as exc:
+                    # Evidence already written differs from what this run now
+                    # produced: a retry cannot fix that, the run halts.
+                    raise StepFailed(f"{exc}; start a new run instead", error_type="ArtifactConflict") from None
             except StepFailed as exc:
                 step = route.failure_step or step_of(event.SCHEMA) or "profile"
                 failed = event.caused(
-                    FAILED[step], producer=self._producer, step=step, reason=exc.reason, error_type=exc.error_type
+                    FAILED[step], producer=self._producer, step=step, reason=exc.reason, error_type=exc.error_type,
+                    artifacts=exc.artifacts,
                 )
                 outputs = [failed]
                 log.warning("step failed", step=step, reason=exc.reason)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class SpecdecError(Exception):
     """Root of every error specdec raises on purpose."""
@@ -14,10 +16,12 @@ class StepFailed(SpecdecError):
     retrying: retrying cannot fix a bad input.
     """
 
-    def __init__(self, reason: str, *, error_type: str | None = None) -> None:
+    def __init__(self, reason: str, *, error_type: str | None = None, artifacts: list[Any] | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.error_type = error_type or type(self).__name__
+        # ArtifactRefs of what the step produced before failing; the bundle keeps them.
+        self.artifacts = list(artifacts or [])
 
 
 class ConfigurationError(SpecdecError):

@@ -7,6 +7,17 @@ import sys
 
 import structlog
 
+class _Stderr:
+    """Resolves sys.stderr at each write, so a replaced stderr (tests, daemons)
+    never leaves loggers writing into a closed stream."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 
@@ -14,6 +25,8 @@ def configure(service: str, level: str = "info") -> structlog.stdlib.BoundLogger
     """Configure JSON logs on stderr for this process and return the service's logger."""
     numeric = _LEVELS[level]
     logging.basicConfig(stream=sys.stderr, level=numeric, format="%(message)s", force=True)
+    # faststream's own supervisor chatter; specdec logs each message itself.
+    logging.getLogger("specdec.faststream").setLevel(max(numeric, logging.WARNING))
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -23,7 +36,7 @@ def configure(service: str, level: str = "info") -> structlog.stdlib.BoundLogger
             structlog.processors.JSONRenderer(),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
     return structlog.get_logger().bind(service=service)

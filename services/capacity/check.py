@@ -1,0 +1,110 @@
+"""The read-only capacity check: the capacity service's step, and the check the
+trainer-proxy and bench-runner repeat right before they launch anything.
+
+    verdict = check_node(campaign.capacity, node, run_id=run_id, runner=SubprocessRunner())
+    if not verdict.idle: stop, with verdict.reasons
+
+It reads the scheduler, decides from the workloads seen (services.capacity.idle),
+and runs the operator's idle check (argv, no shell, with a timeout) on the
+candidates that survive, in name order, until one passes. It selects; it never
+reserves, cancels, evicts or preempts anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+
+from contracts.argv import ArgvError
+from contracts.campaign import CapacitySpec
+from services.capacity import kubernetes, local, slurm
+from services.capacity.errors import CapacityConfigError, CommandMissing
+from services.capacity.idle import candidates, judge, render_idle_check
+from services.capacity.model import IdleCheckRun, NodeVerdict, Verdict
+from services.capacity.observe import Observation, capture_name, to_capture
+from services.capacity.runner import Runner
+
+# The operator's idle check gets this long per node; past it the node is not idle.
+IDLE_CHECK_TIMEOUT_S = 60.0
+
+Observe = Callable[[Mapping[str, str], Runner], Observation]
+ADAPTERS: dict[str, tuple[Observe, dict[str, str]]] = {
+    "local": (local.observe, local.SELECTORS),
+    "slurm": (slurm.observe, slurm.SELECTORS),
+    "kubernetes": (kubernetes.observe, kubernetes.SELECTORS),
+}
+
+
+def validate(spec: CapacitySpec) -> None:
+    """CapacityConfigError unless the spec can be used: known selectors, an idle check."""
+    _, known = ADAPTERS[spec.scheduler]
+    unknown = sorted(set(spec.selectors) - set(known))
+    if unknown:
+        allowed = ", ".join(f"{k} ({v})" for k, v in known.items()) or "none"
+        raise CapacityConfigError(
+            f"capacity.selectors {unknown} mean nothing to scheduler {spec.scheduler}; allowed: {allowed}"
+        )
+    if spec.idle_check is None:
+        raise CapacityConfigError(
+            "capacity.idle_check is not set: give the operator's idle-node check argv (exit status 0 means idle)"
+        )
+
+
+def _run_idle_check(spec: CapacitySpec, node: str, run_id: str, runner: Runner, observation: Observation) -> IdleCheckRun:
+    if spec.idle_check is None:  # validate() refuses this; kept for callers that skip it
+        raise CapacityConfigError("capacity.idle_check is not set")
+    try:
+        argv = render_idle_check(spec.idle_check, node, run_id)
+    except ArgvError as exc:
+        raise CapacityConfigError(f"capacity.idle_check cannot be rendered: {exc}") from exc
+    try:
+        result = runner(argv, timeout_s=IDLE_CHECK_TIMEOUT_S)
+    except CommandMissing as exc:
+        raise CommandMissing(f"capacity.idle_check: {exc}") from exc
+    observation.captures.append(to_capture(f"idle-check-{capture_name(node)}", result))
+    return IdleCheckRun(
+        argv=list(result.argv),
+        exit_code=result.exit_code,
+        timed_out=result.timed_out,
+        duration_s=result.duration_s,
+        timeout_s=IDLE_CHECK_TIMEOUT_S,
+    )
+
+
+def check_node(spec: CapacitySpec, node: str | None, *, run_id: str, runner: Runner) -> Verdict:
+    """Is `node` idle now (or, with node None, which node is)? Raises CapacityError only
+    when the scheduler cannot be read or the spec cannot be used; a busy node is a verdict."""
+    validate(spec)
+    observe, _ = ADAPTERS[spec.scheduler]
+    observation = observe(spec.selectors, runner)
+    verdicts: list[NodeVerdict] = []
+    selected: str | None = None
+    for view in candidates(observation.nodes, node):
+        # The idle check runs only where the workloads leave the node a candidate.
+        survives = not view.blockers and not view.workloads
+        check = _run_idle_check(spec, view.name, run_id, runner, observation) if survives else None
+        verdict = judge(view, check)
+        verdicts.append(verdict)
+        if verdict.idle:
+            selected = view.name
+            break
+    reasons = [reason for verdict in verdicts for reason in verdict.reasons]
+    if selected is None and not verdicts:
+        named = f" named {node!r}" if node else ""
+        listed = ", ".join(sorted(v.name for v in observation.nodes)) or "none"
+        reasons = [
+            f"{spec.scheduler} lists no node{named} matching selectors {dict(spec.selectors)} (nodes listed: {listed})"
+        ]
+    return Verdict(
+        run_id=run_id,
+        scheduler=spec.scheduler,
+        selectors=dict(spec.selectors),
+        asked_node=node,
+        node=selected,
+        idle=selected is not None,
+        reasons=[] if selected else reasons,
+        nodes=observation.nodes,
+        verdicts=verdicts,
+        captures=observation.captures,
+        checked_at=datetime.now(timezone.utc),
+    )

@@ -1,0 +1,76 @@
+"""The pure decision: is a node idle?
+
+A node is idle only when
+1. no running workload is on it (jobs, pods, processes, GPU processes) -- the
+   adapters list them; a label, feature or state flag claiming idleness is
+   never enough on its own and is never read here;
+2. nothing the scheduler reports blocks it (down, drained, cordoned, NotReady,
+   or a busy state with no visible job: the scheduler may hide other users'
+   jobs, and a state that says busy is believed);
+3. and then the operator's idle check exits 0 within its timeout.
+A state or label can rule a node *out*; nothing but the absence of workloads
+plus the idle check can rule it *in*.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from contracts.argv import ArgvTemplate
+from services.capacity.model import IdleCheckRun, NodeVerdict, NodeView, Workload
+
+
+def describe(workload: Workload) -> str:
+    """One workload in words, e.g. `slurm job 12 'other' RUNNING (experiment=other-run)`."""
+    kind = {"slurm_job": "slurm job", "pod": "pod", "process": "process", "gpu_process": "GPU process"}[workload.kind]
+    text = f"{kind} {workload.ref} {workload.name!r} {workload.state}"
+    if workload.experiment:
+        text += f" (experiment={workload.experiment})"
+    if workload.detail:
+        text += f" [{workload.detail}]"
+    return text
+
+
+def workload_reasons(view: NodeView) -> list[str]:
+    """Why the workloads and blockers seen rule this node out; empty when none do."""
+    reasons = [f"node {view.name}: {blocker}" for blocker in view.blockers]
+    reasons += [f"node {view.name}: busy with {describe(w)}" for w in view.workloads]
+    return reasons
+
+
+def idle_check_reason(node: str, run: IdleCheckRun) -> str | None:
+    """Why the operator's idle check rules the node out; None when it passed."""
+    if run.timed_out:
+        return f"node {node}: idle check {run.argv!r} ran past its {run.timeout_s:g} s timeout"
+    if run.exit_code != 0:
+        return f"node {node}: idle check {run.argv!r} exited {run.exit_code} (0 means idle)"
+    return None
+
+
+def judge(view: NodeView, check: IdleCheckRun | None) -> NodeVerdict:
+    """The verdict on one node from its workloads and, when they allow, the idle check.
+
+    `check` is None only when the workloads already ruled the node out (the
+    idle check is not run then); a node with no check is never idle.
+    """
+    reasons = workload_reasons(view)
+    if not reasons:
+        if check is None:
+            reasons.append(f"node {view.name}: the idle check was not run")
+        else:
+            failed = idle_check_reason(view.name, check)
+            if failed:
+                reasons.append(failed)
+    return NodeVerdict(node=view.name, idle=not reasons, reasons=reasons, idle_check=check)
+
+
+def candidates(nodes: Iterable[NodeView], asked: str | None) -> list[NodeView]:
+    """Nodes to consider, in a stable order: the asked node only, or every node by name."""
+    if asked is not None:
+        return [n for n in nodes if n.name == asked]
+    return sorted(nodes, key=lambda n: n.name)
+
+
+def render_idle_check(template: ArgvTemplate, node: str, run_id: str) -> list[str]:
+    """The operator's idle-check argv for one node: {node} and {run_id} are filled in."""
+    return template.render({"node": node, "run_id": run_id})

@@ -1,0 +1,98 @@
+"""Running a command read-only: an argv list (never a shell) with a timeout.
+
+Adapters and the idle check take a `Runner`, so the same code runs against the
+real `sinfo`/`kubectl`/idle check and, in unit tests, against recorded outputs.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from services.capacity.errors import CommandMissing
+
+# After a timeout the killed process group gets this long to close its pipes.
+_DRAIN_S = 5.0
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What one command did. exit_code is None when it was killed at its timeout."""
+
+    argv: tuple[str, ...]
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    duration_s: float
+    timed_out: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+class Runner(Protocol):
+    """argv -> RunResult. Raises CommandMissing when argv[0] cannot be executed."""
+
+    def __call__(self, argv: Sequence[str], *, timeout_s: float) -> RunResult: ...
+
+
+class SubprocessRunner:
+    """Runs argv as a child process in its own session, no shell, stdin closed.
+
+    On timeout the whole process group is killed (an idle check that forks a
+    helper must not leave it behind) and the result says `timed_out`.
+    """
+
+    def __init__(self, env: Mapping[str, str] | None = None) -> None:
+        # Extra variables on top of this process's environment (e.g. SLURM_CONF).
+        self.env = dict(env or {})
+
+    def __call__(self, argv: Sequence[str], *, timeout_s: float) -> RunResult:
+        args = [str(a) for a in argv]
+        env = {**os.environ, **self.env}
+        started = time.monotonic()
+        try:
+            proc = subprocess.Popen(  # noqa: S603 - an argv list, never a shell
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                start_new_session=True,
+            )
+        except FileNotFoundError as exc:
+            raise CommandMissing(
+                f"{args[0]!r} is not installed or not on PATH ({exc.strerror}); install it or give its full path"
+            ) from exc
+        except PermissionError as exc:
+            raise CommandMissing(f"{args[0]!r} is not executable ({exc.strerror}); fix its permissions") from exc
+        timed_out = False
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            try:
+                out, err = proc.communicate(timeout=_DRAIN_S)
+            except subprocess.TimeoutExpired:
+                # A grandchild that left the group still holds the pipes: give up on them.
+                proc.kill()
+                out, err = b"", b""
+                proc.wait()
+        return RunResult(
+            argv=tuple(args),
+            exit_code=None if timed_out else proc.returncode,
+            stdout=out.decode("utf-8", errors="replace"),
+            stderr=err.decode("utf-8", errors="replace"),
+            duration_s=round(time.monotonic() - started, 6),
+            timed_out=timed_out,
+        )

@@ -1,0 +1,247 @@
+"""Slurm adapter, read-only: `sinfo` for the nodes, `squeue` for the jobs on them.
+
+Both are asked for machine-readable, `|`-separated formats (free text last, so
+a `|` inside a reason or comment cannot shift the fields). A job occupies the
+nodes of its node list in every state but PENDING and the finished ones; a
+node whose state says busy (mixed, allocated, completing) with no visible job
+is still busy (squeue may hide other users' jobs under PrivateData).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from services.capacity.errors import SchedulerOutputInvalid
+from services.capacity.model import NodeView, Workload
+from services.capacity.observe import Observation, read_command
+from services.capacity.runner import Runner
+
+# Selector keys this adapter reads (campaign `capacity.selectors`).
+SELECTORS: dict[str, str] = {
+    "partition": "only nodes of this partition (sinfo --partition)",
+    "nodelist": "only these nodes, a Slurm hostlist such as gpu[01-04] (sinfo/squeue --nodes)",
+}
+
+SINFO_FORMAT = "%N|%T|%c|%m|%G|%P|%f|%E"
+SQUEUE_FORMAT = "%i|%j|%u|%T|%P|%N|%k"
+_SINFO_FIELDS = 8
+_SQUEUE_FIELDS = 7
+
+# Base states (sinfo %T, flags stripped) where the node can take work.
+USABLE_STATES = frozenset({"idle", "mixed", "allocated", "completing"})
+BUSY_STATES = frozenset({"mixed", "allocated", "completing"})
+# Job states that hold no node: waiting, or done.
+NOT_ON_NODE = frozenset(
+    {
+        "PENDING",
+        "COMPLETED",
+        "CANCELLED",
+        "FAILED",
+        "TIMEOUT",
+        "PREEMPTED",
+        "NODE_FAIL",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "OUT_OF_MEMORY",
+        "REVOKED",
+        "SPECIAL_EXIT",
+    }
+)
+_EXPERIMENT_RE = re.compile(r"(?:^|[\s,;])experiment=([a-z0-9][a-z0-9-]*)")
+_NULL = {"", "(null)", "n/a", "none"}
+
+
+def sinfo_argv(selectors: Mapping[str, str]) -> list[str]:
+    argv = ["sinfo", "--Node", "--noheader", f"--format={SINFO_FORMAT}"]
+    if "partition" in selectors:
+        argv.append(f"--partition={selectors['partition']}")
+    if "nodelist" in selectors:
+        argv.append(f"--nodes={selectors['nodelist']}")
+    return argv
+
+
+def squeue_argv(selectors: Mapping[str, str]) -> list[str]:
+    # Every partition and user (--all): a job of another partition on a shared node still occupies it.
+    argv = ["squeue", "--all", "--noheader", f"--format={SQUEUE_FORMAT}"]
+    if "nodelist" in selectors:
+        argv.append(f"--nodelist={selectors['nodelist']}")
+    return argv
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """Expand a Slurm hostlist (`a1,gpu[01-03,7],r[1-2]-n[1-2]`) into node names, in order."""
+    names: list[str] = []
+    for item in _split_top(text.strip()):
+        names.extend(_expand_item(item))
+    return names
+
+
+def _split_top(text: str) -> list[str]:
+    items, depth, current = [], 0, []
+    for char in text:
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth -= 1
+            if depth < 0:
+                raise SchedulerOutputInvalid(f"unbalanced ']' in Slurm hostlist {text!r}")
+        if char == "," and depth == 0:
+            items.append("".join(current))
+            current = []
+        else:
+            current.append(char)
+    if depth != 0:
+        raise SchedulerOutputInvalid(f"unbalanced '[' in Slurm hostlist {text!r}")
+    items.append("".join(current))
+    return [item for item in items if item]
+
+
+def _expand_item(item: str) -> list[str]:
+    open_at = item.find("[")
+    if open_at < 0:
+        return [item]
+    close_at = item.index("]", open_at)
+    prefix, body, rest = item[:open_at], item[open_at + 1 : close_at], item[close_at + 1 :]
+    heads = []
+    for part in body.split(","):
+        low, _, high = part.partition("-")
+        if not low.isdigit() or (high and not high.isdigit()):
+            raise SchedulerOutputInvalid(f"range {part!r} in Slurm hostlist {item!r} is not N or N-M")
+        width = len(low)
+        for number in range(int(low), int(high or low) + 1):
+            heads.append(f"{prefix}{number:0{width}d}")
+    tails = _expand_item(rest) if rest else [""]
+    return [head + tail for head in heads for tail in tails]
+
+
+def _opt(value: str) -> str | None:
+    value = value.strip()
+    return None if value.lower() in _NULL else value
+
+
+def _number(value: str) -> float | None:
+    value = value.strip().rstrip("+")
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def _gpus(gres: str | None) -> int | None:
+    # gres like "gpu:4", "gpu:a100:8(S:0-1)", several comma-separated.
+    if gres is None:
+        return None
+    total = 0
+    for part in _split_top(gres):
+        fields = re.sub(r"\(.*\)$", "", part).split(":")
+        if fields[0] == "gpu" and fields[-1].isdigit():
+            total += int(fields[-1])
+    return total
+
+
+def base_state(state: str) -> str:
+    """sinfo %T without its flag suffixes (`*` not responding, `~` powered down, ...)."""
+    return state.strip().lower().rstrip("*~#!%$@^-+").split("+")[0]
+
+
+def state_blockers(state: str) -> list[str]:
+    """Why a node's own state rules it out (down, drained, not responding); empty when usable."""
+    text = state.strip().lower()
+    if "*" in text:
+        return [f"scheduler state {state!r}: not responding"]
+    if base_state(text) not in USABLE_STATES or "drain" in text:
+        return [f"scheduler state {state!r}: not usable (down, drained, reserved or unknown)"]
+    return []
+
+
+def parse_sinfo(text: str) -> list[NodeView]:
+    """Nodes from `sinfo --Node` with SINFO_FORMAT; a node listed once per partition is merged."""
+    nodes: dict[str, dict] = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = line.split("|", _SINFO_FIELDS - 1)
+        if len(fields) != _SINFO_FIELDS:
+            raise SchedulerOutputInvalid(f"sinfo line {number} has {len(fields)} fields, not {_SINFO_FIELDS}: {line!r}")
+        name, state, cpus, memory, gres, partition, features, reason = (f.strip() for f in fields)
+        node = nodes.setdefault(
+            name,
+            {
+                "name": name,
+                "state": state,
+                "partitions": [],
+                "cpus": _number(cpus),
+                "memory_mb": _number(memory),
+                "gpus": _gpus(_opt(gres)),
+                "labels": {},
+                "reason": _opt(reason),
+            },
+        )
+        partition = partition.rstrip("*")
+        if partition and partition not in node["partitions"]:
+            node["partitions"].append(partition)
+        for feature in (_opt(features) or "").split(","):
+            if feature:
+                node["labels"][f"feature.{feature}"] = "true"
+    views = []
+    for node in nodes.values():
+        reason = node.pop("reason")
+        blockers = state_blockers(node["state"])
+        if blockers and reason:
+            blockers = [f"{blockers[0]} (reason: {reason})"]
+        views.append(NodeView(**node, blockers=blockers))
+    return views
+
+
+def parse_squeue(text: str) -> list[tuple[list[str], Workload]]:
+    """Jobs from `squeue` with SQUEUE_FORMAT that hold nodes: (node names, job)."""
+    jobs = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = line.split("|", _SQUEUE_FIELDS - 1)
+        if len(fields) != _SQUEUE_FIELDS:
+            raise SchedulerOutputInvalid(f"squeue line {number} has {len(fields)} fields, not {_SQUEUE_FIELDS}: {line!r}")
+        job_id, name, user, state, partition, nodelist, comment = (f.strip() for f in fields)
+        if state.upper() in NOT_ON_NODE or _opt(nodelist) is None:
+            continue
+        match = _EXPERIMENT_RE.search(comment)
+        workload = Workload(
+            kind="slurm_job",
+            ref=job_id,
+            name=name,
+            state=state,
+            experiment=match.group(1) if match else None,
+            detail=f"user {user}, partition {partition}",
+        )
+        jobs.append((expand_hostlist(nodelist), workload))
+    return jobs
+
+
+def assemble(nodes: list[NodeView], jobs: list[tuple[list[str], Workload]]) -> list[NodeView]:
+    """Attach each job to its nodes; a busy state with no visible job becomes a blocker."""
+    on_node: dict[str, list[Workload]] = {}
+    for names, job in jobs:
+        for name in names:
+            on_node.setdefault(name, []).append(job)
+    out = []
+    for node in nodes:
+        workloads = on_node.get(node.name, [])
+        blockers = list(node.blockers)
+        if not workloads and not blockers and node.state and base_state(node.state) in BUSY_STATES:
+            blockers.append(
+                f"scheduler state {node.state!r} says busy but no job on it is visible "
+                "(squeue may hide other users' jobs); believed busy"
+            )
+        out.append(node.model_copy(update={"workloads": workloads, "blockers": blockers}))
+    return out
+
+
+def observe(selectors: Mapping[str, str], runner: Runner) -> Observation:
+    """Read the nodes and the jobs on them. Reads only: nothing is submitted or changed."""
+    observation = Observation()
+    nodes = parse_sinfo(read_command(observation, runner, "sinfo", sinfo_argv(selectors)))
+    jobs = parse_squeue(read_command(observation, runner, "squeue", squeue_argv(selectors)))
+    observation.nodes = assemble(nodes, jobs)
+    return observation

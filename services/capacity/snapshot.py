@@ -1,0 +1,62 @@
+"""Writing a capacity check into the evidence bundle.
+
+Layout, under the step's folder (`capacity/` for the capacity service; the
+trainer-proxy and bench-runner pass their own, e.g. `training/capacity`):
+
+    <folder>/<check_id>/raw/<nn>-<name>.stdout   every raw output, as read
+    <folder>/<check_id>/raw/<nn>-<name>.stderr
+    <folder>/<check_id>/snapshot.json            CapacitySnapshot (refs to the above)
+
+Artifacts are write-once, so every check gets a fresh `check_id` (UTC time +
+random suffix): a retried or repeated check never rewrites an earlier one.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from contracts.campaign import CapacitySpec
+from contracts.envelope import ArtifactRef
+from services.capacity.model import CapacitySnapshot, CaptureRecord, Verdict
+from services.runtime.bundle import BundleStore
+
+
+def new_check_id(verdict: Verdict) -> str:
+    return f"{verdict.checked_at:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+
+
+def write_snapshot(bundle: BundleStore, verdict: Verdict, spec: CapacitySpec, *, folder: str = "capacity") -> ArtifactRef:
+    """Store every raw output and the snapshot; return the snapshot's ref."""
+    check_id = new_check_id(verdict)
+    base = f"{folder}/{check_id}"
+    records = []
+    for number, capture in enumerate(verdict.captures, 1):
+        stem = f"{base}/raw/{number:02d}-{capture.name}"
+        records.append(
+            CaptureRecord(
+                name=capture.name,
+                source=capture.source,
+                argv=capture.argv,
+                exit_code=capture.exit_code,
+                timed_out=capture.timed_out,
+                duration_s=capture.duration_s,
+                stdout=bundle.write_bytes(verdict.run_id, f"{stem}.stdout", capture.stdout.encode()),
+                stderr=bundle.write_bytes(verdict.run_id, f"{stem}.stderr", capture.stderr.encode()),
+            )
+        )
+    snapshot = CapacitySnapshot(
+        run_id=verdict.run_id,
+        check_id=check_id,
+        scheduler=verdict.scheduler,
+        selectors=verdict.selectors,
+        idle_check=list(spec.idle_check.root) if spec.idle_check else [],
+        asked_node=verdict.asked_node,
+        node=verdict.node,
+        idle=verdict.idle,
+        reasons=verdict.reasons,
+        nodes=verdict.nodes,
+        verdicts=verdict.verdicts,
+        captures=records,
+        checked_at=verdict.checked_at,
+    )
+    return bundle.write_json(verdict.run_id, f"{base}/snapshot.json", snapshot)

@@ -1,0 +1,103 @@
+"""`specdec profile`: the profiler's offline command, the same code as the service.
+
+    specdec profile --in TRAFFIC.jsonl --out PROFILE.json [--tokenizer DIR] [--reject-threshold F] [--sample-cap N]
+    specdec profile --aa-shapes [NAME ...] --out PROFILE.json
+
+Exit 0 with PROFILE.json written; exit 2 with a message on stderr otherwise.
+When the rejected share passes the threshold, PROFILE.json is *not* written
+(a file at --out would read as a usable profile); the message lists the first
+rejected lines (redacted) so the operator can fix them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from services.runtime.errors import ConfigurationError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the `profile` subcommand to the `specdec` parser."""
+    from services.profiler.model import DEFAULT_REJECT_THRESHOLD, DEFAULT_SAMPLE_CAP
+    from services.profiler.shapes import SHAPES
+
+    p = subparsers.add_parser(
+        "profile",
+        help="profile traffic JSONL (or named workload shapes) into PROFILE.json",
+        description="Profile representative traffic, or bundled workload shapes, into PROFILE.json "
+        "(formats and rules: docs/profiler.md).",
+    )
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--in", dest="traffic", metavar="TRAFFIC.jsonl", help="traffic JSONL, one request a line")
+    source.add_argument(
+        "--aa-shapes",
+        nargs="*",
+        metavar="NAME",
+        help=f"bundled workload shapes ({', '.join(SHAPES)}); all of them when no name is given",
+    )
+    p.add_argument("--out", required=True, metavar="PROFILE.json", help="where to write the profile")
+    p.add_argument("--tokenizer", metavar="DIR", help="local Hugging Face tokenizer folder for lines without counts")
+    p.add_argument(
+        "--reject-threshold",
+        type=float,
+        metavar="F",
+        help=f"fail when more than this share of lines is rejected (default {DEFAULT_REJECT_THRESHOLD})",
+    )
+    p.add_argument(
+        "--sample-cap",
+        type=int,
+        metavar="N",
+        help=f"most records measured for content mix and repetition (default {DEFAULT_SAMPLE_CAP})",
+    )
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Profile, write --out atomically, print a one-line summary. Errors propagate as `SpecdecError`s."""
+    from services.profiler.model import DEFAULT_REJECT_THRESHOLD, DEFAULT_SAMPLE_CAP
+    from services.profiler.profile import profile_shapes, profile_traffic
+
+    if args.aa_shapes is not None:
+        # Traffic-only flags with shapes would be accepted and do nothing: refuse them.
+        stray = [flag for flag, value in (("--tokenizer", args.tokenizer), ("--reject-threshold", args.reject_threshold),
+                                          ("--sample-cap", args.sample_cap)) if value is not None]
+        if stray:
+            verb = "applies" if len(stray) == 1 else "apply"
+            raise ConfigurationError(f"{', '.join(stray)} {verb} to --in traffic only: drop it with --aa-shapes")
+        profile = profile_shapes(args.aa_shapes)
+    else:
+        profile = profile_traffic(
+            args.traffic,
+            tokenizer_dir=args.tokenizer,
+            reject_threshold=DEFAULT_REJECT_THRESHOLD if args.reject_threshold is None else args.reject_threshold,
+            sample_cap=DEFAULT_SAMPLE_CAP if args.sample_cap is None else args.sample_cap,
+        )
+    out = Path(args.out)
+    _write_atomically(out, profile.model_dump_json(indent=2).encode() + b"\n")
+    rec = profile.recommended_method
+    print(
+        f"wrote {out}: {profile.records.accepted} accepted, {profile.records.rejected} rejected; "
+        f"recommended {rec.method} (num_speculative_tokens={rec.num_speculative_tokens})",
+        file=sys.stdout,
+    )
+    return 0
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    # temp file + rename in the same folder: a reader never sees half a profile.
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise ConfigurationError(f"cannot write {path}: {exc.strerror}; check --out") from exc
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,90 @@
+"""Corpus entrypoint: profile.completed / corpus.requested -> corpus.completed.
+
+Builds the matched, redacted corpus from the run's profile and traffic in a
+scratch folder, then stores CORPUS.jsonl, its manifest and the two split files
+(train.jsonl, heldout.jsonl: the `{corpus_train}` / `{corpus_heldout}` argv
+placeholders) write-once in the bundle under corpus/. A shapes-only campaign
+records the step as skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+
+import orjson
+
+from contracts.campaign import Campaign, TrafficFile
+from contracts.catalogue import CORPUS
+from contracts.envelope import Event
+from contracts.events import CorpusCompleted
+from services.corpus.build import build_corpus
+from services.corpus.errors import CorpusError, CorpusSkipped
+from services.runtime.bundle import BundleStore
+from services.runtime.consumer import Route, StepContext
+from services.runtime.errors import StepFailed
+
+NAME = CORPUS
+PROFILE_PATH = "profile/PROFILE.json"
+
+
+def tokenizer_folder(campaign: Campaign) -> str | None:
+    folder = Path(campaign.target.tokenizer_dir)
+    return str(folder) if (folder / "tokenizer.json").is_file() else None
+
+
+def split_files(corpus: bytes) -> dict[str, bytes]:
+    splits: dict[str, list[bytes]] = {"train": [], "heldout": []}
+    for line in corpus.splitlines():
+        if line.strip():
+            splits[orjson.loads(line)["split"]].append(line + b"\n")
+    return {name: b"".join(lines) for name, lines in splits.items()}
+
+
+def run_corpus(bundle: BundleStore, event: Event, producer: str) -> CorpusCompleted:
+    run_id = event.run_id
+    campaign = Campaign.model_validate(bundle.read_json(run_id, "campaign.json"))
+    if not isinstance(campaign.traffic, TrafficFile):
+        reason = "shapes-only campaign: no traffic to build a corpus from; candidates need no training"
+        return event.caused(CorpusCompleted, producer=producer, corpus=None, manifest=None,
+                            train_records=0, heldout_records=0, skipped_reason=reason)
+    profile = bundle.resolve(bundle.ref(run_id, PROFILE_PATH).uri)
+    with tempfile.TemporaryDirectory(prefix="specdec-corpus-") as scratch:
+        out = Path(scratch) / "CORPUS.jsonl"
+        try:
+            manifest = build_corpus(
+                profile, campaign.traffic.path, out,
+                tokenizer_dir=tokenizer_folder(campaign),
+                size=campaign.corpus.size,
+                heldout_share=campaign.corpus.heldout_share,
+                seed=campaign.corpus.seed,
+                max_model_len=campaign.target.max_model_len,
+            )
+        except CorpusSkipped as exc:
+            return event.caused(CorpusCompleted, producer=producer, corpus=None, manifest=None,
+                                train_records=0, heldout_records=0, skipped_reason=str(exc))
+        except CorpusError as exc:  # messages are redacted when the error is built
+            raise StepFailed(str(exc), error_type=type(exc).__name__) from None
+        data = out.read_bytes()
+        corpus_ref = bundle.write_bytes(run_id, "corpus/CORPUS.jsonl", data)
+        manifest_ref = bundle.write_bytes(run_id, "corpus/CORPUS.jsonl.manifest.json",
+                                          out.with_name(out.name + ".manifest.json").read_bytes())
+    for name, lines in split_files(data).items():
+        bundle.write_bytes(run_id, f"corpus/{name}.jsonl", lines)
+    return event.caused(
+        CorpusCompleted, producer=producer, corpus=corpus_ref, manifest=manifest_ref,
+        train_records=manifest.records.train, heldout_records=manifest.records.heldout,
+    )
+
+
+def routes(resources: dict) -> list[Route]:
+    bundle: BundleStore = resources["bundle"]
+
+    async def handle(event: Event, ctx: StepContext) -> list[Event]:
+        return [await asyncio.to_thread(run_corpus, bundle, event, f"{NAME}/{ctx.settings.instance}")]
+
+    return [
+        Route("profile.completed", handle, failure_step="corpus"),
+        Route("corpus.requested", handle, step_key=lambda e: e.event_id, failure_step="corpus"),
+    ]

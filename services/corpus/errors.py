@@ -1,0 +1,52 @@
+"""Errors of the corpus step. Every message says what to do next.
+
+Per-record problems are *not* errors: a bad traffic line, a record without
+text or without an output count, a duplicate, a record longer than the model
+takes -- each is counted (and the first bad lines listed, redacted) in the
+manifest. Only the whole-step outcomes below raise. Messages name files,
+counts and record ids, not record content, and every message is redacted
+when the error is built, so whatever prints, logs or emits it is safe.
+"""
+
+from __future__ import annotations
+
+from services.corpus.redact import redact
+from services.runtime.errors import SpecdecError
+
+
+class CorpusError(SpecdecError):
+    """Root of every corpus-step error; its message is redacted on construction."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message)[0])
+
+
+class CorpusSkipped(CorpusError):
+    """No corpus is built for this input, by design (a shapes-only profile).
+
+    The service records the step as skipped with `reason`; it is not a failure.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = str(self)
+
+
+class ProfileUnusable(CorpusError):
+    """PROFILE.json is missing, unreadable or not a profile."""
+
+
+class TrafficUnusable(CorpusError):
+    """The traffic file is missing, unreadable, or holds no usable record."""
+
+
+class TokenizerUnusable(CorpusError):
+    """The tokenizer folder is missing or its files cannot be loaded."""
+
+
+class RenderCheckFailed(CorpusError):
+    """The chat template raised, dropped content, or a record is too long."""
+
+
+class InvalidCorpusOptions(CorpusError):
+    """An option of the build (size, held-out share, max_model_len) is out of range."""

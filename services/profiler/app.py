@@ -1,0 +1,73 @@
+"""Profiler entrypoint: campaign.submitted / profile.requested -> profile.completed.
+
+Profiles the campaign's traffic file (or its named shapes) and writes
+profile/PROFILE.json to the bundle. Token counts use the target's tokenizer
+when its folder holds a tokenizer.json, otherwise the documented estimate
+(the profile says which). A traffic file with too many malformed lines fails
+the step; the diagnosis is kept as profile/PROFILE.rejected.json.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from contracts.campaign import Campaign, TrafficFile
+from contracts.catalogue import PROFILER
+from contracts.envelope import Event
+from contracts.events import ProfileCompleted
+from services.profiler.errors import ProfilerError, TooManyRejected
+from services.profiler.profile import profile_shapes, profile_traffic
+from services.runtime.bundle import BundleStore
+from services.runtime.consumer import Route, StepContext
+from services.runtime.errors import StepFailed
+
+NAME = PROFILER
+PROFILE_PATH = "profile/PROFILE.json"
+
+
+def tokenizer_folder(campaign: Campaign) -> str | None:
+    folder = Path(campaign.target.tokenizer_dir)
+    return str(folder) if (folder / "tokenizer.json").is_file() else None
+
+
+def run_profile(bundle: BundleStore, event: Event, producer: str) -> ProfileCompleted:
+    campaign = Campaign.model_validate(bundle.read_json(event.run_id, "campaign.json"))
+    try:
+        if isinstance(campaign.traffic, TrafficFile):
+            profile = profile_traffic(
+                campaign.traffic.path,
+                tokenizer_dir=tokenizer_folder(campaign),
+                reject_threshold=campaign.traffic.reject_threshold,
+            )
+        else:
+            profile = profile_shapes(campaign.traffic.shapes)
+    except TooManyRejected as exc:
+        kept = bundle.write_json(event.run_id, "profile/PROFILE.rejected.json", exc.profile)
+        raise StepFailed(str(exc), error_type="TooManyRejected", artifacts=[kept]) from None
+    except ProfilerError as exc:
+        raise StepFailed(str(exc), error_type=type(exc).__name__) from None
+    ref = bundle.write_json(event.run_id, PROFILE_PATH, profile)
+    return event.caused(
+        ProfileCompleted,
+        producer=producer,
+        profile=ref,
+        source=profile.source,
+        records_accepted=profile.records.accepted,
+        records_rejected=profile.records.rejected,
+        recommended_method=profile.recommended_method.method,
+    )
+
+
+def routes(resources: dict) -> list[Route]:
+    bundle: BundleStore = resources["bundle"]
+
+    async def handle(event: Event, ctx: StepContext) -> list[Event]:
+        import asyncio
+
+        # Profiling reads the whole file: off the event loop, so the lease heartbeat keeps running.
+        return [await asyncio.to_thread(run_profile, bundle, event, f"{NAME}/{ctx.settings.instance}")]
+
+    return [
+        Route("campaign.submitted", handle, failure_step="profile"),
+        Route("profile.requested", handle, step_key=lambda e: e.event_id, failure_step="profile"),
+    ]

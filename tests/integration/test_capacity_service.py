@@ -1,0 +1,108 @@
+"""The capacity service through a real Redis: corpus.completed or
+capacity.requested in, capacity.selected / unavailable / failed out, with the
+snapshot and raw outputs in the run's bundle."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import redis.asyncio as aioredis
+import yaml
+
+from contracts.campaign import Campaign
+from contracts.events import CapacityRequested, CorpusCompleted
+from services.capacity import app
+from services.capacity.model import CapacitySnapshot
+from services.runtime.broker import decode_entry
+from services.runtime.bundle import BundleStore
+from services.runtime.service import Service, bootstrap
+from services.runtime.settings import RuntimeSettings
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN = "toy-20261130-000000-5e4v1c"
+
+
+def campaign(idle_exit: int) -> Campaign:
+    data = yaml.safe_load((ROOT / "infra/examples/campaign.yaml").read_text())
+    data["capacity"] = {"scheduler": "local", "selectors": {},
+                        "idle_check": [sys.executable, "-c", f"import sys; sys.exit({idle_exit})", "{node}"]}
+    return Campaign.model_validate(data)
+
+
+@pytest.fixture
+async def service(settings: RuntimeSettings) -> AsyncIterator[tuple[Service, BundleStore]]:
+    bundle = BundleStore(settings.bundle_root)
+    resources: dict[str, Any] = {"bundle": bundle}
+    svc = bootstrap(app.NAME, app.routes(resources), settings=settings, resources=resources)
+    await svc.start()
+    try:
+        yield svc, bundle
+    finally:
+        await svc.stop(grace_s=2)
+
+
+async def next_event(settings: RuntimeSettings, schema: str, timeout_s: float = 30) -> dict[str, Any]:
+    client = aioredis.Redis.from_url(settings.redis_url)
+    try:
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while asyncio.get_running_loop().time() < deadline:
+            entries = await client.xrange(f"{settings.stream_prefix}.{schema}")
+            if entries:
+                return orjson.loads(decode_entry(entries[0][1])[0])
+            await asyncio.sleep(0.1)
+    finally:
+        await client.aclose()
+    raise AssertionError(f"no {schema} within {timeout_s} s")
+
+
+def corpus_completed() -> CorpusCompleted:
+    return CorpusCompleted(run_id=RUN, producer="corpus/test", corpus=None, manifest=None, train_records=0,
+                           heldout_records=0, skipped_reason="shapes-only campaign")
+
+
+def snapshot_of(bundle: BundleStore, event: dict[str, Any]) -> CapacitySnapshot:
+    relpath = event["snapshot"]["uri"].removeprefix(f"bundle://{RUN}/")
+    assert relpath.startswith("capacity/")
+    return CapacitySnapshot.model_validate(bundle.read_json(RUN, relpath))
+
+
+async def test_corpus_completed_selects_this_idle_machine(service, settings):
+    svc, bundle = service
+    bundle.write_json(RUN, "campaign.json", campaign(idle_exit=0))
+    trigger = corpus_completed()
+    await svc.bus.publish(trigger)
+    selected = await next_event(settings, "capacity.selected")
+    snapshot = snapshot_of(bundle, selected)
+    # Fails (with the reasons seen) when this machine runs a labelled process or a vLLM server.
+    assert snapshot.idle, snapshot.reasons
+    assert selected["causation_id"] == trigger.event_id and selected["scheduler"] == "local"
+    assert selected["node"] == snapshot.node == snapshot.nodes[0].name
+    names = [c.name for c in snapshot.captures]
+    assert names[:3] == ["proc-meminfo", "proc-loadavg", "processes"] and names[-1].startswith("idle-check-")
+    meminfo = snapshot.captures[0].stdout.uri.removeprefix(f"bundle://{RUN}/")
+    assert b"MemTotal" in bundle.read_bytes(RUN, meminfo)
+
+
+async def test_failing_idle_check_is_unavailable_with_the_reason(service, settings):
+    svc, bundle = service
+    bundle.write_json(RUN, "campaign.json", campaign(idle_exit=1))
+    await svc.bus.publish(CapacityRequested(run_id=RUN, producer="cli", requested_by="test@host"))
+    unavailable = await next_event(settings, "capacity.unavailable")
+    node = snapshot_of(bundle, unavailable).nodes[0].name
+    assert unavailable["reasons"] == [
+        f"node {node}: idle check {[sys.executable, '-c', 'import sys; sys.exit(1)', node]!r} exited 1 (0 means idle)"
+    ]
+
+
+async def test_run_without_a_campaign_fails_the_capacity_step(service, settings):
+    svc, _ = service
+    await svc.bus.publish(corpus_completed())
+    failed = await next_event(settings, "capacity.failed")
+    assert failed["step"] == "capacity" and failed["error_type"] == "CampaignMissing"
+    assert "no campaign.json" in failed["reason"]

