@@ -19,15 +19,30 @@ from services.runtime import apps
 from services.runtime.procs import _die_with_parent
 
 
-def start(names: list[str]) -> dict[str, subprocess.Popen[bytes]]:
+def service_env() -> dict[str, str]:
+    """The services' environment: this one, with this interpreter's bin folder
+    first on PATH, so operator argv such as `python train.py` run in the same
+    environment as specdec (the virtualenv under `make demo`)."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+    return env
+
+
+def start(names: list[str], *, log_dir: str | None = None) -> dict[str, subprocess.Popen[bytes]]:
     children = {}
+    env = service_env()
     for name in names:
+        log = open(os.path.join(log_dir, f"{name}.log"), "ab") if log_dir else None  # noqa: SIM115 - handed to the child
         children[name] = subprocess.Popen(  # noqa: S603 - fixed argv
             [sys.executable, "-m", "services.runtime.main", name],
-            env=dict(os.environ),
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT if log else None,
             stdin=subprocess.DEVNULL,
             preexec_fn=_die_with_parent,
         )
+        if log is not None:
+            log.close()
     return children
 
 
