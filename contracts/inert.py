@@ -16,12 +16,13 @@ from pydantic import BaseModel
 _NOT_BUILT = "its consuming service ({service}) is not built yet; the run halts before it"
 
 INERT: dict[str, str] = {
-    "target.checkpoint": _NOT_BUILT.format(service="trainer-proxy and bench-runner"),
     "standing": _NOT_BUILT.format(service="bench-runner"),
-    "commands": _NOT_BUILT.format(service="trainer-proxy and bench-runner"),
+    "commands.serve": _NOT_BUILT.format(service="bench-runner"),
+    "commands.bench": _NOT_BUILT.format(service="bench-runner"),
+    "commands.eval": _NOT_BUILT.format(service="bench-runner"),
     "matrix": _NOT_BUILT.format(service="bench-runner"),
     "publish": _NOT_BUILT.format(service="publisher"),
-    "acknowledgements": _NOT_BUILT.format(service="trainer-proxy, bench-runner and publisher"),
+    "acknowledgements.i_understand_this_publishes_externally": _NOT_BUILT.format(service="publisher"),
 }
 
 
@@ -46,3 +47,10 @@ def inert_fields_set(model: BaseModel) -> dict[str, str]:
                 found[entry] = reason
                 break
     return found
+
+
+def markdown_table() -> str:
+    """The table as docs/configuration.md shows it (a test keeps the two equal)."""
+    rows = ["| campaign field | why it is inert |", "| --- | --- |"]
+    rows += [f"| `{field}` | {reason} |" for field, reason in INERT.items()]
+    return "\n".join(rows) + "\n"

@@ -17,6 +17,7 @@ APP_MODULES: dict[str, str] = {
     "profiler": "services.profiler.app",
     "corpus": "services.corpus.app",
     "capacity": "services.capacity.app",
+    "trainer-proxy": "services.trainer_proxy.app",
     "gate": "services.gate.app",
 }
 

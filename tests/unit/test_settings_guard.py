@@ -132,3 +132,12 @@ def test_changing_the_field_changes_behaviour(field):
     base = BASE.model_copy(update={"shutdown_grace_s": 0.6}) if field == "shutdown_grace_s" else BASE
     changed = base.model_copy(update={field: value})
     assert probe(base) != probe(changed), f"SPECDEC_{field.upper()} changed nothing observable"
+
+
+def test_the_documented_inert_table_is_the_code_table():
+    from pathlib import Path
+
+    from contracts.inert import markdown_table
+
+    doc = (Path(__file__).resolve().parents[2] / "docs/configuration.md").read_text()
+    assert markdown_table() in doc, "docs/configuration.md's inert table differs from contracts/inert.py"

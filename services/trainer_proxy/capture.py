@@ -1,0 +1,198 @@
+"""Everything about a trainer run, into the bundle, write-once and hashed.
+
+- `training/argv.json`: the exact argv (and for Slurm the sbatch argv), the
+  working directory and the label, written *before* anything starts;
+- `training/stdout.log`, `training/stderr.log`: the trainer's own output;
+- `training/output/...`: every file the trainer wrote, each registered with
+  its sha256 (partial or not: outputs are never deleted);
+- `training/outputs.json`: the output manifest (every file, its hash, size);
+- `training/capture.json`: exit code, signal, duration, timeout, the loss
+  scan, and references to all of the above.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from contracts.envelope import ArtifactRef, RunId, Sha256, Strict
+from services.runtime.bundle import ArtifactMissing, BundleStore, InvalidPath
+from services.trainer_proxy.errors import ExecutionUnsupported
+from services.trainer_proxy.loss import LossSummary
+from services.trainer_proxy.monitor import RunOutcome
+from services.trainer_proxy.plan import OUTPUT_DIR, LocalLaunch, SlurmLaunch, TrainingPlan
+
+CAPTURE_VERSION = 1
+ARGV_PATH = "training/argv.json"
+OUTPUTS_PATH = "training/outputs.json"
+CAPTURE_PATH = "training/capture.json"
+
+
+class OutputFile(Strict):
+    """One entry under the output directory."""
+
+    path: str = Field(description="Path relative to the output directory.")
+    kind: Literal["file", "symlink", "other"] = Field(description="Regular file, symlink (not followed) or other.")
+    sha256: Sha256 | None = Field(description="sha256 of a regular file's bytes; None for others.")
+    size_bytes: int | None = Field(description="Size of a regular file; None for others.")
+    uri: str | None = Field(description="bundle:// URI when registered as an artifact; None when the name cannot be one.")
+    note: str | None = Field(default=None, description="Why the entry is not a registered artifact, when it is not.")
+
+
+class OutputManifest(Strict):
+    """`training/outputs.json`: every output file of the trainer and its hash."""
+
+    version: Literal[1] = Field(default=CAPTURE_VERSION, description="Format version.")
+    run_id: RunId = Field(description="The run.")
+    output_dir: str = Field(description="Absolute path of the output directory.")
+    partial: bool = Field(description="True when the trainer did not finish cleanly (killed, failed): kept anyway.")
+    files: list[OutputFile] = Field(description="Every entry, sorted by path.")
+    total_bytes: int = Field(ge=0, description="Bytes of all regular files.")
+
+
+class TrainingCapture(Strict):
+    """`training/capture.json`: how the trainer ran and ended."""
+
+    version: Literal[1] = Field(default=CAPTURE_VERSION, description="Format version.")
+    run_id: RunId = Field(description="The run.")
+    plan_sha256: Sha256 = Field(description="The approved plan that ran.")
+    executor: str = Field(description="local, slurm or kubernetes.")
+    node: str = Field(description="Node the trainer ran on.")
+    handle: str = Field(description="Process ID or Slurm job ID.")
+    argv: list[str] = Field(description="The trainer's exact argv (no shell).")
+    launched_argv: list[str] = Field(description="What specdec executed: the argv itself, or the sbatch argv.")
+    cwd: str = Field(description="Working directory.")
+    exit_code: int | None = Field(description="Exit status; None when killed by a signal or cancelled.")
+    signal: int | None = Field(description="Signal that ended it, when one did.")
+    duration_s: float = Field(ge=0, description="Wall time from launch to the end of the main process, seconds.")
+    timed_out: bool = Field(description="True when it ran past timeout_s and was killed with its children.")
+    stopped_for_loss: bool = Field(description="True when a non-finite loss made specdec stop it early.")
+    interrupted: bool = Field(description="True when the service stopped or died before this run was captured.")
+    launch_error: str | None = Field(description="Why the executor failed to run the trainer (not started, job lost); None otherwise.")
+    losses: list[LossSummary] = Field(description="The loss scan of stdout and stderr.")
+    stdout: ArtifactRef = Field(description="The trainer's stdout.")
+    stderr: ArtifactRef = Field(description="The trainer's stderr.")
+    outputs: ArtifactRef = Field(description="training/outputs.json.")
+    output_files: int = Field(ge=0, description="Entries in the output manifest.")
+    scheduler_record: str | None = Field(description="Slurm's last record of the job; None locally.")
+
+
+def write_argv(bundle: BundleStore, plan: TrainingPlan) -> ArtifactRef:
+    launch = plan.launch
+    record = {
+        "executor": plan.executor,
+        "node": plan.node,
+        "argv": launch.argv,
+        "launched_argv": getattr(launch, "sbatch_argv", None) or getattr(launch, "apply_argv", None) or launch.argv,
+        "cwd": getattr(launch, "cwd", None),
+        "label": {"experiment": plan.run_id},
+        "shell": False,
+    }
+    return bundle.write_json(plan.run_id, ARGV_PATH, record)
+
+
+def _register_stream(bundle: BundleStore, run_id: str, relpath: str) -> ArtifactRef:
+    # A stream Slurm never created (job failed before starting) is recorded empty.
+    if (bundle.run_dir(run_id) / relpath).exists():
+        return bundle.register_file(run_id, relpath)
+    return bundle.write_bytes(run_id, relpath, b"")
+
+
+def _hash(path: Path) -> tuple[str, int]:
+    digest, size = hashlib.sha256(), 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+    return digest.hexdigest(), size
+
+
+def hash_outputs(bundle: BundleStore, run_id: str, *, output_dir: Path, partial: bool) -> tuple[ArtifactRef, OutputManifest]:
+    """Register every file under the output directory and write the manifest."""
+    entries: list[OutputFile] = []
+    if output_dir.is_dir():
+        for root, dirs, files in os.walk(output_dir, followlinks=False):
+            dirs.sort()
+            names = sorted(files) + sorted(d for d in dirs if os.path.islink(os.path.join(root, d)))
+            for name in names:
+                path = Path(root) / name
+                rel = path.relative_to(output_dir).as_posix()
+                entries.append(_entry(bundle, run_id, path, rel))
+    entries.sort(key=lambda entry: entry.path)
+    manifest = OutputManifest(
+        run_id=run_id,
+        output_dir=str(output_dir),
+        partial=partial,
+        files=entries,
+        total_bytes=sum(entry.size_bytes or 0 for entry in entries),
+    )
+    return bundle.write_bytes(run_id, OUTPUTS_PATH, manifest.model_dump_json(indent=2).encode() + b"\n"), manifest
+
+
+def _entry(bundle: BundleStore, run_id: str, path: Path, rel: str) -> OutputFile:
+    if path.is_symlink():
+        return OutputFile(path=rel, kind="symlink", sha256=None, size_bytes=None, uri=None,
+                          note=f"symlink to {os.readlink(path)!r}, not followed")
+    if not path.is_file():
+        return OutputFile(path=rel, kind="other", sha256=None, size_bytes=None, uri=None, note="not a regular file")
+    try:
+        ref = bundle.register_file(run_id, f"{OUTPUT_DIR}/{rel}")
+    except InvalidPath:
+        # A name the bundle cannot take as an artifact path (a leading dot, a
+        # space): still hashed and listed, where it lies.
+        sha, size = _hash(path)
+        return OutputFile(path=rel, kind="file", sha256=sha, size_bytes=size, uri=None,
+                          note="name is not a valid bundle path; hashed in place")
+    return OutputFile(path=rel, kind="file", sha256=ref.sha256, size_bytes=ref.size_bytes, uri=ref.uri)
+
+
+def capture_run(
+    bundle: BundleStore, plan: TrainingPlan, plan_sha256: str, outcome: RunOutcome
+) -> tuple[TrainingCapture, ArtifactRef, OutputManifest]:
+    """Record stdout, stderr, every output and the run's end; returns the capture and its ref."""
+    run_id = plan.run_id
+    launch = plan.launch
+    if not isinstance(launch, (LocalLaunch, SlurmLaunch)):
+        raise ExecutionUnsupported("only local and Slurm runs are captured; a Kubernetes plan is plan-only")
+    stdout = _register_stream(bundle, run_id, launch.stdout_path)
+    stderr = _register_stream(bundle, run_id, launch.stderr_path)
+    clean = outcome.exit_code == 0 and not (outcome.timed_out or outcome.stopped_for_loss or outcome.interrupted or outcome.launch_error)
+    outputs_ref, manifest = hash_outputs(bundle, run_id, output_dir=Path(plan.output_dir), partial=not clean)
+    capture = TrainingCapture(
+        run_id=run_id,
+        plan_sha256=plan_sha256,
+        executor=plan.executor,
+        node=plan.node,
+        handle=outcome.handle,
+        argv=plan.launch.argv,
+        launched_argv=outcome.launched_argv,
+        cwd=launch.cwd,
+        exit_code=outcome.exit_code,
+        signal=outcome.signal,
+        duration_s=outcome.duration_s,
+        timed_out=outcome.timed_out,
+        stopped_for_loss=outcome.stopped_for_loss,
+        interrupted=outcome.interrupted,
+        launch_error=outcome.launch_error,
+        losses=outcome.losses,
+        stdout=stdout,
+        stderr=stderr,
+        outputs=outputs_ref,
+        output_files=len(manifest.files),
+        scheduler_record=outcome.scheduler_record,
+    )
+    ref = bundle.write_bytes(run_id, CAPTURE_PATH, capture.model_dump_json(indent=2).encode() + b"\n")
+    return capture, ref, manifest
+
+
+def read_capture(bundle: BundleStore, run_id: str) -> tuple[TrainingCapture, ArtifactRef] | None:
+    """The capture of an earlier delivery of this step, when there is one."""
+    try:
+        ref = bundle.ref(run_id, CAPTURE_PATH)
+    except ArtifactMissing:
+        return None
+    return TrainingCapture.model_validate_json(bundle.read_bytes(run_id, CAPTURE_PATH)), ref

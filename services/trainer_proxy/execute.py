@@ -1,0 +1,233 @@
+"""Executing an approved training plan, once, with everything captured.
+
+Order (every stage is idempotent on redelivery, because artifacts are
+write-once and each stage first looks for its own record):
+1. an earlier delivery's capture (`training/capture.json`) is reused as is;
+   an earlier launch that was never captured (`training/argv.json` without a
+   capture: the service stopped or died) is captured now as interrupted;
+2. otherwise: the node is checked again (preflight), the argv is recorded,
+   the trainer is launched (`training.started`), watched for its end, the
+   timeout and non-finite losses, and captured: stdout, stderr, exit code,
+   duration, every output file hashed;
+3. cleanup, by the experiment label only, after the capture;
+4. the verdict: a timeout, a non-finite loss, a non-zero exit or an
+   interruption stops the campaign; otherwise the probes run on the output
+   and any failure stops it too; else `training.completed`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+
+from contracts.campaign import Campaign
+from contracts.catalogue import TRAINER as SERVICE
+from contracts.envelope import ArtifactRef, Event
+from contracts.events import TrainingCompleted, TrainingStarted
+from services.runtime.bundle import ArtifactMissing, BundleStore
+from services.runtime.consumer import StepContext
+from services.runtime.errors import StepFailed
+from services.trainer_proxy import probes
+from services.trainer_proxy.capture import ARGV_PATH, TrainingCapture, capture_run, read_capture, write_argv
+from services.trainer_proxy.errors import ExecutorError, TrainingStopped
+from services.trainer_proxy.inputs import prompt_messages
+from services.trainer_proxy.local import cleanup_local, run_local
+from services.trainer_proxy.monitor import RunOutcome
+from services.trainer_proxy.plan import CORPUS_HELDOUT_PATH, KubernetesLaunch, LocalLaunch, TrainingPlan
+from services.trainer_proxy.preflight import RecheckFn
+from services.trainer_proxy.slurm import cleanup_slurm, run_slurm
+
+STDERR_TAIL_BYTES = 600
+CLEANUP_PATH = "training/cleanup.json"
+
+
+@dataclass(frozen=True)
+class Approved:
+    """A plan cleared to run: its stored bytes hash to `ref.sha256`, which was approved."""
+
+    plan: TrainingPlan
+    ref: ArtifactRef
+    campaign: Campaign
+
+
+def stop_reason(plan: TrainingPlan, capture: TrainingCapture, stderr_tail: str) -> tuple[str, str] | None:
+    """(error_type, reason) when the run is not trustworthy; None when it may be probed (pure)."""
+    kept = f"{capture.output_files} output file(s) kept and hashed in training/outputs.json"
+    if capture.launch_error is not None:
+        return "ExecutorFailed", f"the {plan.executor} executor failed to run the trainer: {capture.launch_error}"
+    if capture.interrupted:
+        return "TrainingInterrupted", (
+            "an earlier delivery launched this plan and the service stopped before capturing it; "
+            f"{kept}; approve a new run to train again"
+        )
+    if capture.timed_out:
+        return "TrainingTimeout", (
+            f"the trainer ran past commands.train.timeout_s ({plan.timeout_s:g} s) and was killed with its "
+            f"process group; {kept}"
+        )
+    finding = next((summary.non_finite for summary in capture.losses if summary.non_finite), None)
+    if finding is not None:
+        stopped = "; the trainer was stopped at once" if capture.stopped_for_loss else ""
+        return "NonFiniteLoss", (
+            f"non-finite loss in the trainer's {finding.stream}, line {finding.line_number}: "
+            f"{finding.key}={finding.value} ({finding.line!r}){stopped}; {kept}"
+        )
+    if capture.exit_code != 0:
+        ended = f"exited {capture.exit_code}" if capture.exit_code is not None else (
+            f"was killed by signal {capture.signal}" if capture.signal else "ended without an exit status"
+        )
+        tail = f"; stderr tail: {stderr_tail}" if stderr_tail else ""
+        return "TrainerFailed", f"the trainer {ended}{tail}; {kept}"
+    return None
+
+
+def _tail(bundle: BundleStore, capture: TrainingCapture) -> str:
+    path = bundle.resolve(capture.stderr.uri)
+    try:
+        data = path.read_bytes()[-STDERR_TAIL_BYTES:]
+    except OSError:
+        return ""
+    return data.decode("utf-8", "replace").strip()
+
+
+def _resolve(path: str, cwd: str) -> Path:
+    candidate = Path(path)
+    return candidate if candidate.is_absolute() else Path(cwd) / candidate
+
+
+async def _launch(bundle: BundleStore, approved: Approved, trigger: Event, ctx: StepContext, recheck: RecheckFn) -> RunOutcome:
+    plan = approved.plan
+    launch = plan.launch
+    run_id = plan.run_id
+    if isinstance(launch, KubernetesLaunch):
+        raise StepFailed(launch.note, error_type="PlanOnly")
+    try:
+        check = await asyncio.to_thread(recheck, bundle, approved.campaign, plan.node, run_id)
+    except ExecutorError as exc:
+        raise StepFailed(f"{exc}; nothing was started", error_type="CapacityCheckFailed") from None
+    if not check.idle:
+        where = f" (snapshot: {check.snapshot.uri})" if check.snapshot else ""
+        raise StepFailed(
+            f"node {plan.node} is no longer idle, so nothing was started{where}: " + "; ".join(check.reasons),
+            error_type="NodeBusy",
+        )
+    # From here on every attempt ends in a capture, whatever happens.
+    write_argv(bundle, plan)
+    # The trainer finds {output_dir} in place (on the shared bundle storage for Slurm).
+    Path(plan.output_dir).mkdir(parents=True, exist_ok=True)
+    producer = f"{SERVICE}/{ctx.settings.instance}"
+
+    async def started(handle: str) -> None:
+        await ctx.emit(trigger.caused(
+            TrainingStarted, producer=producer, plan_sha256=approved.ref.sha256, executor=plan.executor, handle=handle,
+        ))
+
+    run_dir = bundle.run_dir(run_id).absolute()
+    try:
+        if isinstance(launch, LocalLaunch):
+            return await run_local(
+                launch, run_id=run_id, run_dir=run_dir, timeout_s=plan.timeout_s, kill_grace_s=plan.kill_grace_s,
+                on_started=started,
+            )
+        bundle.write_bytes(run_id, launch.job_script_path, launch.job_script.encode())
+        return await run_slurm(
+            launch, run_id=run_id, service=SERVICE, run_dir=run_dir, timeout_s=plan.timeout_s,
+            kill_grace_s=plan.kill_grace_s, on_started=started,
+        )
+    except ExecutorError as exc:
+        launched = launch.sbatch_argv if not isinstance(launch, LocalLaunch) else launch.argv
+        return RunOutcome(handle="none", launched_argv=list(launched), exit_code=None, signal=None,
+                          duration_s=0.0, launch_error=str(exc))
+
+
+async def _cleanup(bundle: BundleStore, plan: TrainingPlan) -> None:
+    """After capture only; selection by the experiment label only. A cleanup
+    that cannot run is recorded, not fatal: the outputs are already safe."""
+    record: dict[str, object] = {"executor": plan.executor, "selector": f"experiment={plan.run_id}"}
+    try:
+        if isinstance(plan.launch, LocalLaunch):
+            record["killed_process_groups"] = await asyncio.to_thread(cleanup_local, plan.run_id, grace_s=plan.kill_grace_s)
+        else:
+            record["cancelled_jobs"] = await cleanup_slurm(plan.run_id)
+    except ExecutorError as exc:
+        record["error"] = str(exc)
+        structlog.get_logger().bind(service=SERVICE, run_id=plan.run_id).warning("cleanup failed", error=str(exc))
+    bundle.write_json(plan.run_id, CLEANUP_PATH, record)
+
+
+def _interrupted(plan: TrainingPlan) -> RunOutcome:
+    launched = getattr(plan.launch, "sbatch_argv", None) or plan.launch.argv
+    return RunOutcome(handle="unknown", launched_argv=list(launched), exit_code=None, signal=None, duration_s=0.0, interrupted=True)
+
+
+def _launched_before(bundle: BundleStore, run_id: str) -> bool:
+    try:
+        bundle.ref(run_id, ARGV_PATH)
+    except ArtifactMissing:
+        return False
+    return True
+
+
+async def execute(
+    bundle: BundleStore, approved: Approved, trigger: Event, ctx: StepContext, recheck: RecheckFn
+) -> TrainingCompleted:
+    """Run the approved plan to a trustworthy draft, or raise TrainingStopped / StepFailed."""
+    plan = approved.plan
+    run_id = plan.run_id
+    prior = read_capture(bundle, run_id)
+    if prior is None:
+        if _launched_before(bundle, run_id):
+            outcome = _interrupted(plan)
+        else:
+            outcome = await _launch(bundle, approved, trigger, ctx, recheck)
+        capture, capture_ref, _ = await asyncio.to_thread(capture_run, bundle, plan, approved.ref.sha256, outcome)
+        await _cleanup(bundle, plan)
+    else:
+        capture, capture_ref = prior
+    evidence = [capture_ref, capture.stdout, capture.stderr, capture.outputs]
+    stopped = stop_reason(plan, capture, _tail(bundle, capture))
+    if stopped is not None:
+        raise TrainingStopped(stopped[1], error_type=stopped[0], artifacts=evidence)
+    report, report_ref = await _probe(bundle, plan)
+    if not report.passed:
+        failed = "; ".join(f"{check.name}: {check.detail}" for check in report.failures)
+        raise TrainingStopped(f"a capture-correctness probe failed: {failed}", error_type="ProbeFailed",
+                              artifacts=[*evidence, report_ref])
+    return trigger.caused(
+        TrainingCompleted,
+        producer=f"{SERVICE}/{ctx.settings.instance}",
+        output=capture.outputs,
+        checkpoint_dir=plan.output_dir,
+        duration_s=capture.duration_s,
+    )
+
+
+async def _probe(bundle: BundleStore, plan: TrainingPlan) -> tuple[probes.ProbeReport, ArtifactRef]:
+    run_id = plan.run_id
+    try:
+        ref = bundle.ref(run_id, probes.PROBES_PATH)
+    except ArtifactMissing:
+        pass
+    else:
+        return probes.ProbeReport.model_validate_json(bundle.read_bytes(run_id, probes.PROBES_PATH)), ref
+    cwd = plan.launch.cwd if not isinstance(plan.launch, KubernetesLaunch) else "."
+    heldout = bundle.read_bytes(run_id, CORPUS_HELDOUT_PATH)
+    checks = await probes.run_builtin(
+        Path(plan.output_dir),
+        target=_resolve(plan.target, cwd),
+        tokenizer=_resolve(plan.tokenizer, cwd),
+        prompts=prompt_messages(heldout, plan.probes.prompts),
+        timeout_s=plan.probes.timeout_s,
+    )
+    operator = None
+    if plan.probes.operator_argv is not None:
+        check, operator = await probes.run_operator(
+            bundle, run_id, plan.probes.operator_argv, cwd=cwd, timeout_s=plan.probes.timeout_s,
+            kill_grace_s=plan.kill_grace_s,
+        )
+        checks.append(check)
+    report = probes.report(run_id, Path(plan.output_dir), checks, operator)
+    return report, bundle.write_bytes(run_id, probes.PROBES_PATH, report.model_dump_json(indent=2).encode() + b"\n")

@@ -1,0 +1,123 @@
+"""The local executor: the trainer as a labelled child process of the service.
+
+The child is exec'd from its argv list (never a shell), in its own process
+group, with the experiment label in its environment, and dies with the
+service (parent-death signal). Its stdout and stderr go to files in the
+bundle. It is stopped — its whole process group, SIGTERM then SIGKILL — at
+the timeout, at the first non-finite loss, and when its main process exits
+(so no child it forked outlives it and keeps writing outputs that are being
+hashed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from contracts.catalogue import TRAINER as SERVICE
+from services.runtime.procs import kill_group, labelled_processes, spawn
+from services.trainer_proxy.errors import ExecutorError
+from services.trainer_proxy.monitor import OutputWatch, RunOutcome
+
+if TYPE_CHECKING:
+    from services.trainer_proxy.plan import LocalLaunch
+
+OnStarted = Callable[[str], Awaitable[None]]
+POLL_S = 0.1
+
+
+async def _no_op(_: str) -> None:
+    return None
+
+
+async def run_process(
+    argv: Sequence[str],
+    *,
+    run_id: str,
+    cwd: str,
+    stdout_path: Path,
+    stderr_path: Path,
+    timeout_s: float,
+    kill_grace_s: float,
+    watch_loss: bool,
+    on_started: OnStarted = _no_op,
+    env: dict[str, str] | None = None,
+) -> RunOutcome:
+    """Run argv to its end, the timeout or (when `watch_loss`) a non-finite loss."""
+    stdout_path.parent.mkdir(parents=True, exist_ok=True)
+    stderr_path.parent.mkdir(parents=True, exist_ok=True)
+    watch = OutputWatch({"stdout": stdout_path, "stderr": stderr_path})
+    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        started = time.monotonic()
+        try:
+            process = spawn(argv, run_id=run_id, service=SERVICE, env=env, cwd=cwd, stdout=out, stderr=err)
+        except OSError as exc:
+            raise ExecutorError(
+                f"cannot start {list(argv)!r} in {cwd}: {exc}; fix commands.train (argv[0] must be an executable "
+                "on the node's PATH or a path relative to the service's working directory)"
+            ) from None
+    timed_out = stopped_for_loss = False
+    try:
+        await on_started(str(process.pid))
+        while process.poll() is None:
+            if watch_loss and watch.poll() is not None:
+                stopped_for_loss = True
+                break
+            if time.monotonic() - started > timeout_s:
+                timed_out = True
+                break
+            await asyncio.sleep(POLL_S)
+    except BaseException:
+        # The step is failing or being cancelled (the service stops): the
+        # trainer must not run on unowned. A redelivery captures what it left.
+        kill_group(process.pid, grace_s=min(kill_grace_s, 2.0))
+        process.wait()
+        raise
+    ended = time.monotonic()
+    # The main process ended or must be stopped: stop its whole group. kill_group
+    # returns at once when the group is already gone.
+    await asyncio.to_thread(kill_group, process.pid, grace_s=kill_grace_s)
+    code = await asyncio.to_thread(process.wait)
+    losses = watch.finish() if watch_loss else []
+    return RunOutcome(
+        handle=str(process.pid),
+        launched_argv=list(argv),
+        exit_code=code if code >= 0 else None,
+        signal=-code if code < 0 else None,
+        duration_s=round(ended - started, 3),
+        timed_out=timed_out,
+        stopped_for_loss=stopped_for_loss,
+        losses=losses,
+    )
+
+
+async def run_local(
+    launch: LocalLaunch, *, run_id: str, run_dir: Path, timeout_s: float, kill_grace_s: float, on_started: OnStarted
+) -> RunOutcome:
+    return await run_process(
+        launch.argv,
+        run_id=run_id,
+        cwd=launch.cwd,
+        stdout_path=run_dir / launch.stdout_path,
+        stderr_path=run_dir / launch.stderr_path,
+        timeout_s=timeout_s,
+        kill_grace_s=kill_grace_s,
+        watch_loss=True,
+        on_started=on_started,
+    )
+
+
+def cleanup_local(run_id: str, *, grace_s: float) -> list[int]:
+    """Kill the process groups of processes still labelled with this run and this
+    service (selected by the label only); the groups killed."""
+    groups: list[int] = []
+    for proc in labelled_processes(SERVICE):
+        if proc.run_id != run_id or proc.pgid in groups or proc.pgid == os.getpgrp():
+            continue
+        groups.append(proc.pgid)
+        kill_group(proc.pgid, grace_s=grace_s)
+    return groups

@@ -1,0 +1,163 @@
+"""Non-finite loss detection in a trainer's output (pure).
+
+Documented formats (docs/trainer-proxy.md), scanned on stdout and stderr:
+- JSON lines: an object with a `loss` field (or `<name>_loss`, e.g.
+  `train_loss`), at any depth; a number, or a string holding one;
+- text: `loss=<float>` (also `train_loss=<float>`, `loss: <float>`,
+  `loss=tensor(<float>)`).
+A value is non-finite when it is NaN or infinite in any spelling: `nan`,
+`NaN`, `-nan`, `inf`, `-Infinity`, `1e999` (overflows to inf), `1.#QNAN`,
+`nan(ind)`. One such value anywhere in the output stops the campaign.
+
+The scanner is incremental: the executor feeds it bytes as the trainer
+writes them, so a NaN is seen while the trainer still runs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from pydantic import Field
+
+from contracts.envelope import Strict
+
+# Past this, an unterminated line is scanned as it stands and dropped: a
+# trainer printing megabytes without a newline must not grow memory for ever.
+MAX_LINE_BYTES = 1 << 20
+_TEXT_RE = re.compile(r"""(?<![\w])"?((?:[A-Za-z0-9]+_)*loss)"?\s*[=:]\s*"?([^\s,;"'\]}]+(?:\([^)\s]*\))?)""", re.IGNORECASE)
+_TENSOR_RE = re.compile(r"^tensor\(([^,)]+)", re.IGNORECASE)
+_MSVC_RE = re.compile(r"^[-+]?1\.#(inf|qnan|snan|ind)", re.IGNORECASE)
+_NAN_RE = re.compile(r"^[-+]?nan(\(.*)?$", re.IGNORECASE)
+
+
+class LossFinding(Strict):
+    """A non-finite loss value seen in the trainer's output."""
+
+    stream: str = Field(description="stdout or stderr.")
+    line_number: int = Field(ge=1, description="1-based line number in that stream.")
+    key: str = Field(description="The field or text key that held the value (loss, train_loss, ...).")
+    value: str = Field(description="The value as printed.")
+    line: str = Field(description="The line, shortened to 300 characters.")
+
+
+class LossSummary(Strict):
+    """What the scanner saw in one stream."""
+
+    stream: str = Field(description="stdout or stderr.")
+    lines: int = Field(ge=0, description="Lines scanned.")
+    loss_values: int = Field(ge=0, description="Loss values seen (finite or not).")
+    last_finite_loss: float | None = Field(description="The last finite loss value seen; None when none.")
+    non_finite: LossFinding | None = Field(description="The first non-finite loss; None when every loss was finite.")
+
+
+def parse_number(text: str) -> float | None:
+    """The float a printed value stands for; None when it is not a number."""
+    token = text.strip().rstrip(".,;:)]}").strip()
+    tensor = _TENSOR_RE.match(token)
+    if tensor:
+        token = tensor.group(1).strip()
+    if _MSVC_RE.match(token):
+        return math.nan
+    if _NAN_RE.match(token):
+        return math.nan
+    try:
+        return float(token)
+    except ValueError:
+        return None
+
+
+def _is_loss_key(key: str) -> bool:
+    lowered = key.lower()
+    return lowered == "loss" or lowered.endswith("_loss")
+
+
+def _json_losses(obj: Any) -> Iterator[tuple[str, str, float]]:
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            if isinstance(key, str) and _is_loss_key(key) and not isinstance(value, bool):
+                if isinstance(value, (int, float)):
+                    yield key, repr(value), float(value)
+                elif isinstance(value, str) and (number := parse_number(value)) is not None:
+                    yield key, value, number
+            if isinstance(value, (dict, list)):
+                yield from _json_losses(value)
+    elif isinstance(obj, list):
+        for item in obj:
+            yield from _json_losses(item)
+
+
+def line_losses(line: str) -> list[tuple[str, str, float]]:
+    """Every (key, printed value, number) loss in one line of output."""
+    stripped = line.strip()
+    if stripped.startswith(("{", "[")):
+        try:
+            # json accepts NaN, Infinity and -Infinity literals; a line that is
+            # not valid JSON (e.g. a bare `nan`) falls through to the text rules.
+            return list(_json_losses(json.loads(stripped)))
+        except (ValueError, RecursionError):
+            pass
+    found = []
+    for match in _TEXT_RE.finditer(line):
+        number = parse_number(match.group(2))
+        if number is not None:
+            found.append((match.group(1), match.group(2), number))
+    return found
+
+
+class LossScanner:
+    """Feed it a stream's bytes as they arrive; it keeps the first non-finite loss."""
+
+    def __init__(self, stream: str) -> None:
+        self.stream = stream
+        self._pending = b""
+        self.lines = 0
+        self.loss_values = 0
+        self.last_finite: float | None = None
+        self.finding: LossFinding | None = None
+
+    def feed(self, data: bytes) -> LossFinding | None:
+        """Scan every complete line in `data` (plus what came before); the first finding, if any."""
+        self._pending += data
+        *complete, self._pending = self._pending.split(b"\n")
+        for raw in complete:
+            self._scan(raw)
+        if len(self._pending) > MAX_LINE_BYTES:
+            self._scan(self._pending)
+            self._pending = b""
+        return self.finding
+
+    def finish(self) -> LossSummary:
+        """Scan the last, unterminated line and summarise."""
+        if self._pending:
+            self._scan(self._pending)
+            self._pending = b""
+        return LossSummary(
+            stream=self.stream,
+            lines=self.lines,
+            loss_values=self.loss_values,
+            last_finite_loss=self.last_finite,
+            non_finite=self.finding,
+        )
+
+    def _scan(self, raw: bytes) -> None:
+        self.lines += 1
+        line = raw.decode("utf-8", errors="replace").rstrip("\r")
+        for key, printed, number in line_losses(line):
+            self.loss_values += 1
+            if math.isfinite(number):
+                self.last_finite = number
+            elif self.finding is None:
+                self.finding = LossFinding(
+                    stream=self.stream, line_number=self.lines, key=key, value=printed, line=line[:300]
+                )
+
+
+def scan_bytes(stream: str, data: bytes) -> LossSummary:
+    """Scan a whole output at once."""
+    scanner = LossScanner(stream)
+    scanner.feed(data)
+    return scanner.finish()

@@ -1,0 +1,88 @@
+"""What every executor reports, and the watch over a trainer's output files.
+
+The executors (local, slurm) write the trainer's stdout and stderr to files in
+the bundle and poll them while it runs: the loss scanners see every byte as
+it lands, so a non-finite loss stops the trainer at once.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from services.trainer_proxy.errors import ExecutorError
+from services.trainer_proxy.loss import LossFinding, LossScanner, LossSummary
+
+_READ_BYTES = 4 << 20
+
+
+@dataclass
+class RunOutcome:
+    """How one trainer run ended, as its executor saw it."""
+
+    handle: str
+    launched_argv: list[str]
+    exit_code: int | None
+    signal: int | None
+    duration_s: float
+    timed_out: bool = False
+    stopped_for_loss: bool = False
+    # True when an earlier delivery launched the trainer and never captured it
+    # (the service stopped or died); what it left is captured as partial.
+    interrupted: bool = False
+    # Set when the executor failed (argv[0] missing, sbatch refused, the job vanished).
+    launch_error: str | None = None
+    losses: list[LossSummary] = field(default_factory=list)
+    # Slurm: the scheduler's last word on the job (scontrol's one-line record).
+    scheduler_record: str | None = None
+
+    @property
+    def non_finite(self) -> LossFinding | None:
+        for summary in self.losses:
+            if summary.non_finite is not None:
+                return summary.non_finite
+        return None
+
+
+class OutputWatch:
+    """Tails named files (stdout, stderr) and feeds each to its loss scanner."""
+
+    def __init__(self, files: dict[str, Path]) -> None:
+        self.files = files
+        self.offsets = {name: 0 for name in files}
+        self.scanners = {name: LossScanner(name) for name in files}
+
+    def poll(self) -> LossFinding | None:
+        """Read what was appended since the last poll; the first non-finite loss seen so far."""
+        for name, path in self.files.items():
+            try:
+                with open(path, "rb") as fh:
+                    fh.seek(self.offsets[name])
+                    while chunk := fh.read(_READ_BYTES):
+                        self.offsets[name] += len(chunk)
+                        self.scanners[name].feed(chunk)
+            except FileNotFoundError:
+                # Slurm creates the files when the job starts; nothing to read yet.
+                continue
+        for scanner in self.scanners.values():
+            if scanner.finding is not None:
+                return scanner.finding
+        return None
+
+    def finish(self) -> list[LossSummary]:
+        self.poll()
+        return [scanner.finish() for scanner in self.scanners.values()]
+
+
+def run_short(argv: Sequence[str], *, env: dict[str, str] | None = None, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
+    """A short scheduler command (sbatch, scontrol, squeue, scancel): argv list, no shell."""
+    try:
+        return subprocess.run(  # noqa: S603 - argv list, never a shell
+            list(argv), capture_output=True, text=True, timeout=timeout_s, env=env, stdin=subprocess.DEVNULL, check=False
+        )
+    except FileNotFoundError:
+        raise ExecutorError(f"{argv[0]} is not installed on this host: install the scheduler's client tools") from None
+    except subprocess.TimeoutExpired:
+        raise ExecutorError(f"{list(argv)!r} did not answer within {timeout_s:g} s; is the scheduler up?") from None

@@ -1,0 +1,298 @@
+"""The training plan: exactly what would run, where, with which inputs, how it
+stops and how it is cleaned up. Stored as `training/plan.json`; its sha256 is
+what an approval names.
+
+Pure: built from the campaign, the capacity step's node and the corpus splits
+already in the bundle. The same inputs give the same bytes (no clock, no
+random names), so a redelivered trigger finds its plan unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from contracts.argv import ArgvError, ArgvTemplate
+from contracts.campaign import Campaign, Scheduler
+from contracts.catalogue import TRAINER as SERVICE
+from contracts.envelope import ArtifactRef, RunId, Strict
+from services.runtime.procs import EXPERIMENT_ENV, SERVICE_ENV
+from services.trainer_proxy import kubernetes, slurm
+from services.trainer_proxy.errors import PlanError
+
+PLAN_VERSION = 1
+PLAN_PATH = "training/plan.json"
+OUTPUT_DIR = "training/output"
+STDOUT_PATH = "training/stdout.log"
+STDERR_PATH = "training/stderr.log"
+CORPUS_TRAIN_PATH = "training/corpus-train.jsonl"
+CORPUS_HELDOUT_PATH = "training/corpus-heldout.jsonl"
+# After SIGTERM (or scancel), how long the trainer's group may take to exit before SIGKILL.
+KILL_GRACE_S = 10.0
+# The built-in probes load a draft and run one forward pass; past this they fail.
+PROBE_TIMEOUT_S = 600.0
+PROBE_PROMPTS = 4
+
+BUILTIN_PROBES: dict[str, str] = {
+    "checkpoint_loads": "the output directory holds a checkpoint that transformers' AutoConfig and "
+    "AutoModelForCausalLM load on CPU",
+    "vocabulary_matches": "the draft's vocabulary size equals the target's, covers every token of the target's "
+    "tokenizer, and (when the output carries a tokenizer) a sample of token IDs maps to the same strings",
+    "forward_pass": "a forward pass on tokenized heldout prompts yields finite logits whose last dimension is the "
+    "target's vocabulary size",
+}
+
+
+class PlanInputs(Strict):
+    """The data the trainer sees, pinned by hash."""
+
+    corpus: ArtifactRef = Field(description="CORPUS.jsonl the splits were taken from.")
+    corpus_train: ArtifactRef = Field(description="The train split, one corpus record a line ({corpus_train}).")
+    corpus_heldout: ArtifactRef = Field(description="The heldout split ({corpus_heldout}); the probes' prompts.")
+    train_records: int = Field(ge=1, description="Records in the train split.")
+    heldout_records: int = Field(ge=0, description="Records in the heldout split.")
+    rejected_lines: int = Field(ge=0, description="Corpus lines without a valid split, left out of both files.")
+
+
+class LocalLaunch(Strict):
+    """A child process of the trainer-proxy on this machine."""
+
+    kind: Literal["local"] = Field(default="local", description="Executor kind.")
+    argv: list[str] = Field(min_length=1, description="The exact argv, exec'd directly (no shell).")
+    cwd: str = Field(description="Working directory of the trainer.")
+    env_added: dict[str, str] = Field(description="Variables added to the service's environment: the experiment label.")
+    stdout_path: str = Field(description="Bundle path of the trainer's stdout.")
+    stderr_path: str = Field(description="Bundle path of the trainer's stderr.")
+
+
+class SlurmLaunch(Strict):
+    """One batch job whose script execs the trainer's argv (no shell)."""
+
+    kind: Literal["slurm"] = Field(default="slurm", description="Executor kind.")
+    argv: list[str] = Field(min_length=1, description="The exact argv the job script execs.")
+    cwd: str = Field(description="Working directory of the job (--chdir).")
+    job_name: str = Field(description="--job-name: specdec-<run_id>.")
+    comment: str = Field(description="--comment: experiment=<run_id>, the label cleanup selects by.")
+    job_script: str = Field(description="The batch script: a Python file that execs argv; no shell reads it.")
+    job_script_path: str = Field(description="Bundle path the script is written to before submission.")
+    sbatch_argv: list[str] = Field(description="The exact sbatch argv.")
+    status_argv: list[str] = Field(description="How the job is watched; {job_id} is filled at submission.")
+    cancel_argv: list[str] = Field(description="How the job is stopped at the timeout; {job_id} as above.")
+    stdout_path: str = Field(description="Bundle path of the job's stdout (--output).")
+    stderr_path: str = Field(description="Bundle path of the job's stderr (--error).")
+
+
+class KubernetesLaunch(Strict):
+    """A labelled Job; rendered here, applied by the operator (no cluster runs next to specdec's tests)."""
+
+    kind: Literal["kubernetes"] = Field(default="kubernetes", description="Executor kind.")
+    argv: list[str] = Field(min_length=1, description="The exact container command (no shell).")
+    namespace: str = Field(description="Namespace of the Job.")
+    job_name: str = Field(description="metadata.name of the Job.")
+    manifest: dict[str, Any] = Field(description="The Job manifest, labelled experiment=<run_id>.")
+    manifest_path: str = Field(description="Bundle path the manifest is written to.")
+    apply_argv: list[str] = Field(description="The kubectl argv that would create the Job.")
+    plan_only: Literal[True] = Field(default=True, description="specdec renders this Job but does not apply it.")
+    note: str = Field(description="What the operator does with this plan, in words.")
+
+
+Launch = Annotated[LocalLaunch | SlurmLaunch | KubernetesLaunch, Field(discriminator="kind")]
+
+
+class ProbePlan(Strict):
+    """The capture-correctness probes run on the output after a clean exit."""
+
+    operator_argv: list[str] | None = Field(description="The operator's probe argv (no shell); None when not given.")
+    builtin: dict[str, str] = Field(description="Built-in probes by name, in words.")
+    prompts: int = Field(ge=1, description="Heldout prompts the forward-pass probe tokenizes.")
+    timeout_s: float = Field(gt=0, description="Time limit of each probe.")
+
+
+class TrainingPlan(Strict):
+    """Everything the training step would do; its sha256 is what an approval names."""
+
+    version: Literal[1] = Field(default=PLAN_VERSION, description="Plan format version.")
+    run_id: RunId = Field(description="The run; also the experiment label of everything started.")
+    executor: Scheduler = Field(description="Where the trainer runs: local, slurm or kubernetes.")
+    node: str = Field(description="The node the capacity step selected; the trainer is pinned to it.")
+    launch: Launch = Field(description="How the trainer is started, exactly.")
+    inputs: PlanInputs = Field(description="The data the trainer sees, with hashes.")
+    target: str = Field(description="The target checkpoint ({target}).")
+    tokenizer: str = Field(description="The target's tokenizer ({tokenizer}).")
+    output_dir: str = Field(description="Absolute path the trainer writes its checkpoint to ({output_dir}).")
+    expected_outputs: list[str] = Field(description="What the trainer must leave behind, in words.")
+    timeout_s: float = Field(gt=0, description="commands.train.timeout_s: past it the trainer's group is killed.")
+    kill_grace_s: float = Field(gt=0, description="Seconds between SIGTERM and SIGKILL when stopping the trainer.")
+    probes: ProbePlan = Field(description="Probes run on the output.")
+    stop_conditions: list[str] = Field(description="Every condition that stops the campaign with training.failed.")
+    preflight: str = Field(description="What is checked right before launch.")
+    deployment_changes: list[str] = Field(description="Every change to the cluster the plan makes.")
+    cleanup: list[str] = Field(description="What cleanup does and when; selection by the experiment label only.")
+
+
+@dataclass(frozen=True)
+class PlanPaths:
+    """Absolute paths the plan renders into argv (resolved by the caller from the bundle)."""
+
+    run_dir: str
+    cwd: str
+    corpus: str
+    corpus_train: str
+    corpus_heldout: str
+
+    @property
+    def output_dir(self) -> str:
+        return f"{self.run_dir}/{OUTPUT_DIR}"
+
+    def bundle_path(self, relpath: str) -> str:
+        return f"{self.run_dir}/{relpath}"
+
+
+def placeholder_values(campaign: Campaign, *, run_id: str, node: str, paths: PlanPaths) -> dict[str, str]:
+    """Values of the whitelisted placeholders at the training step."""
+    return {
+        "run_id": run_id,
+        "corpus": paths.corpus,
+        "corpus_train": paths.corpus_train,
+        "corpus_heldout": paths.corpus_heldout,
+        "target": campaign.target.checkpoint,
+        "tokenizer": campaign.target.tokenizer_dir,
+        "output_dir": paths.output_dir,
+        "node": node,
+        "max_model_len": str(campaign.target.max_model_len),
+    }
+
+
+def _render(template: ArgvTemplate, values: dict[str, str], what: str) -> list[str]:
+    try:
+        return template.render(values)
+    except ArgvError as exc:
+        raise PlanError(f"{what}: {exc}") from None
+
+
+def build_plan(
+    campaign: Campaign, *, run_id: str, node: str, scheduler: Scheduler, paths: PlanPaths, inputs: PlanInputs
+) -> TrainingPlan:
+    """The plan for this campaign on `node`; PlanError when it cannot be built."""
+    train = campaign.commands.train
+    if train is None:
+        raise PlanError("the campaign has no commands.train: set commands.train.argv to the operator's trainer")
+    if scheduler != campaign.capacity.scheduler:
+        raise PlanError(
+            f"capacity selected node {node!r} on {scheduler}, but the campaign runs on "
+            f"{campaign.capacity.scheduler}: re-run the capacity step (`specdec request capacity {run_id}`)"
+        )
+    values = placeholder_values(campaign, run_id=run_id, node=node, paths=paths)
+    argv = _render(train.argv, values, "commands.train.argv")
+    probe_values = {**values, "training.output": paths.output_dir}
+    probe = _render(train.probe, probe_values, "commands.train.probe") if train.probe is not None else None
+    launch = _launch(campaign, scheduler, argv=argv, run_id=run_id, node=node, paths=paths, timeout_s=train.timeout_s)
+    return TrainingPlan(
+        run_id=run_id,
+        executor=scheduler,
+        node=node,
+        launch=launch,
+        inputs=inputs,
+        target=campaign.target.checkpoint,
+        tokenizer=campaign.target.tokenizer_dir,
+        output_dir=paths.output_dir,
+        expected_outputs=[
+            f"{paths.output_dir}: a draft checkpoint directory (config.json and weights) that transformers loads",
+            f"every file under {paths.output_dir} is hashed (sha256) into training/outputs.json, partial or not",
+            f"stdout and stderr at {STDOUT_PATH} and {STDERR_PATH} in the bundle",
+        ],
+        timeout_s=train.timeout_s,
+        kill_grace_s=KILL_GRACE_S,
+        probes=ProbePlan(operator_argv=probe, builtin=dict(BUILTIN_PROBES), prompts=PROBE_PROMPTS, timeout_s=PROBE_TIMEOUT_S),
+        stop_conditions=[
+            "the trainer exits with a non-zero status",
+            "a non-finite loss (NaN or infinite, any spelling) appears anywhere in its stdout or stderr "
+            "(JSON lines with a loss field, or loss=<float> text); the trainer is stopped at once",
+            f"the trainer runs past {train.timeout_s:g} s: its whole process group (or job) is killed; "
+            "partial outputs are kept and hashed",
+            "a probe fails (the operator's probe exits non-zero, or a built-in probe fails)",
+        ],
+        preflight=f"right before launch, node {node} is checked again, read-only; if it is no longer idle, "
+        "nothing starts and training fails with the reasons",
+        deployment_changes=_changes(launch, node, run_id),
+        cleanup=_cleanup(launch, run_id),
+    )
+
+
+def _launch(
+    campaign: Campaign, scheduler: Scheduler, *, argv: list[str], run_id: str, node: str, paths: PlanPaths, timeout_s: float
+) -> LocalLaunch | SlurmLaunch | KubernetesLaunch:
+    if scheduler == "local":
+        return LocalLaunch(
+            argv=argv,
+            cwd=paths.cwd,
+            env_added={EXPERIMENT_ENV: run_id, SERVICE_ENV: SERVICE},
+            stdout_path=STDOUT_PATH,
+            stderr_path=STDERR_PATH,
+        )
+    if scheduler == "slurm":
+        script = slurm.job_script(argv, run_id=run_id, service=SERVICE)
+        return SlurmLaunch(
+            argv=argv,
+            cwd=paths.cwd,
+            job_name=slurm.job_name(run_id),
+            comment=slurm.comment(run_id),
+            job_script=script,
+            job_script_path=slurm.JOB_SCRIPT_PATH,
+            sbatch_argv=slurm.sbatch_argv(
+                run_id=run_id,
+                node=node,
+                partition=campaign.capacity.selectors.get("partition"),
+                cwd=paths.cwd,
+                stdout=paths.bundle_path(STDOUT_PATH),
+                stderr=paths.bundle_path(STDERR_PATH),
+                script=paths.bundle_path(slurm.JOB_SCRIPT_PATH),
+                timeout_s=timeout_s + KILL_GRACE_S,
+            ),
+            status_argv=slurm.status_argv("{job_id}"),
+            cancel_argv=slurm.cancel_argv("{job_id}"),
+            stdout_path=STDOUT_PATH,
+            stderr_path=STDERR_PATH,
+        )
+    try:
+        job = kubernetes.render_job(
+            argv, run_id=run_id, node=node, selectors=campaign.capacity.selectors,
+            cwd=paths.cwd, bundle_run_dir=paths.run_dir, timeout_s=timeout_s,
+        )
+    except kubernetes.KubernetesPlanError as exc:
+        raise PlanError(str(exc)) from None
+    return KubernetesLaunch(
+        argv=argv,
+        namespace=job.namespace,
+        job_name=job.name,
+        manifest=job.manifest,
+        manifest_path=kubernetes.MANIFEST_PATH,
+        apply_argv=["kubectl", "apply", "-n", job.namespace, "-f", paths.bundle_path(kubernetes.MANIFEST_PATH)],
+        note=kubernetes.PLAN_ONLY_NOTE.format(run_id=run_id, manifest=paths.bundle_path(kubernetes.MANIFEST_PATH)),
+    )
+
+
+def _changes(launch: LocalLaunch | SlurmLaunch | KubernetesLaunch, node: str, run_id: str) -> list[str]:
+    keep = "the standing workload and configuration are never changed; nothing is preempted"
+    if isinstance(launch, LocalLaunch):
+        return [f"start one process on {node} (argv above) in its own process group, labelled "
+                f"{EXPERIMENT_ENV}={run_id}; it dies with the trainer-proxy", keep]
+    if isinstance(launch, SlurmLaunch):
+        return [f"submit one batch job {launch.job_name} (comment {launch.comment}) pinned to node {node}", keep]
+    return [f"(not applied by specdec) one Job {launch.job_name} in namespace {launch.namespace} labelled "
+            f"experiment={run_id}, pinned to node {node}", keep]
+
+
+def _cleanup(launch: LocalLaunch | SlurmLaunch | KubernetesLaunch, run_id: str) -> list[str]:
+    order = "only after stdout, stderr and every output file are captured and hashed"
+    never = "outputs and volumes are never deleted: partial outputs stay in the bundle, hashed"
+    if isinstance(launch, LocalLaunch):
+        return [f"{order}: kill the process group of any process still labelled {EXPERIMENT_ENV}={run_id} "
+                f"{SERVICE_ENV}={SERVICE} (selected by that label only)", never]
+    if isinstance(launch, SlurmLaunch):
+        return [f"{order}: scancel any job still named {launch.job_name} whose comment is {launch.comment} "
+                "(selected by that label only)", never]
+    return [f"{order}: kubectl delete job -n {launch.namespace} -l experiment={run_id} "
+            "(selected by that label only; the operator runs it for a plan-only Job)", never]

@@ -1,0 +1,360 @@
+"""The trainer-proxy through a real Redis: nothing runs before its plan is approved,
+everything about the trainer lands in the bundle, and untrustworthy training stops
+the campaign (non-finite loss, a hung trainer, a failed probe, a busy node)."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import orjson
+import pytest
+import redis.asyncio as aioredis
+
+from contracts.envelope import ArtifactRef
+from contracts.events import CapacitySelected, RunApproved, TrainingRequested
+from services.runtime.broker import decode_entry
+from services.runtime.bundle import BundleStore
+from services.runtime.service import Service, bootstrap
+from services.runtime.settings import RuntimeSettings
+from services.trainer_proxy import app
+from services.trainer_proxy.preflight import Recheck
+from tests.support.services import wait_events
+from tests.unit.trainer_proxy.helpers import COPY_TRAINER, PY, ROOT, build_tiny_models, campaign, seed_run, write_script
+
+
+def idle(bundle, camp, node, run_id) -> Recheck:
+    return Recheck(idle=True, reasons=[], snapshot=None)
+
+
+def busy(bundle, camp, node, run_id) -> Recheck:
+    return Recheck(idle=False, reasons=[f"node {node}: busy with slurm job 9 'other' RUNNING"], snapshot=None)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    return build_tiny_models(tmp_path_factory.mktemp("tiny"))
+
+
+@pytest.fixture
+def run_id() -> str:
+    return f"tp-{uuid.uuid4().hex[:10]}"
+
+
+@asynccontextmanager
+async def proxy(settings: RuntimeSettings, recheck=idle) -> AsyncIterator[Service]:
+    bundle = BundleStore(settings.bundle_root)
+    resources = {"bundle": bundle, "training_recheck": recheck}
+    service = bootstrap(app.NAME, app.routes(resources), settings=settings, resources=resources)
+    await service.start()
+    try:
+        yield service
+    finally:
+        await service.stop(grace_s=1.0)
+
+
+def snapshot_ref(bundle: BundleStore, run_id: str) -> ArtifactRef:
+    return bundle.write_json(run_id, "capacity/snapshot.json", {"node": "local-node"})
+
+
+def selected(bundle: BundleStore, run_id: str, scheduler: str = "local", node: str = "local-node") -> CapacitySelected:
+    return CapacitySelected(run_id=run_id, producer="test", scheduler=scheduler, node=node, snapshot=snapshot_ref(bundle, run_id))
+
+
+async def stream_events(settings: RuntimeSettings, schema: str, run_id: str) -> list[dict]:
+    client = aioredis.Redis.from_url(settings.redis_url)
+    try:
+        entries = await client.xrange(f"{settings.stream_prefix}.{schema}")
+    finally:
+        await client.aclose()
+    events = [orjson.loads(decode_entry(fields)[0]) for _, fields in entries]
+    return [event for event in events if event["run_id"] == run_id]
+
+
+async def wait_consumed(settings: RuntimeSettings, schema: str, timeout_s: float = 20.0) -> None:
+    """Until the trainer-proxy's group has read and acked every entry of the stream."""
+    client = aioredis.Redis.from_url(settings.redis_url)
+    stream = f"{settings.stream_prefix}.{schema}"
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            groups = {g["name"].decode(): g for g in await client.xinfo_groups(stream)}
+            group = groups.get(app.NAME)
+            if group and group["pending"] == 0 and group["lag"] == 0:
+                return
+            await asyncio.sleep(0.1)
+    finally:
+        await client.aclose()
+    raise AssertionError(f"{app.NAME} did not consume {stream} within {timeout_s} s")
+
+
+def sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+async def test_nothing_runs_before_its_plan_is_approved_then_everything_is_captured(settings, models, run_id, tmp_path):
+    bundle = BundleStore(settings.bundle_root)
+    trainer = write_script(tmp_path / "trainer.py", COPY_TRAINER)
+    argv = [PY, str(trainer), "--from", str(models["draft"]), "--out", "{output_dir}", "--corpus", "{corpus_train}",
+            "--shell-test", "a;b $(touch {run_id}-pwned) `id`"]
+    seed_run(bundle, run_id, campaign(train_argv=argv, target=str(models["target"])))
+    run_dir = bundle.run_dir(run_id)
+    output = run_dir / "training/output"
+    async with proxy(settings) as service:
+        await service.bus.publish(selected(bundle, run_id))
+        events = await wait_events(settings, {"training.planned"}, run_id=run_id)
+        plan_ref = events["training.planned"]["plan"]
+        await asyncio.sleep(0.5)
+        assert not output.exists(), "the trainer ran before any approval"
+        assert await stream_events(settings, "training.started", run_id) == []
+
+        wrong = hashlib.sha256(b"another plan").hexdigest()
+        await service.bus.publish(
+            RunApproved(run_id=run_id, producer="test", i_understand_this_mutates_cluster=True, plan_sha256s=[wrong], approved_by="t")
+        )
+        await wait_consumed(settings, "run.approved")
+        assert not output.exists(), "an approval of another hash ran the plan"
+        assert await stream_events(settings, "training.started", run_id) == []
+
+        await service.bus.publish(RunApproved(
+            run_id=run_id, producer="test", i_understand_this_mutates_cluster=True,
+            plan_sha256s=[wrong, plan_ref["sha256"]], approved_by="t",
+        ))
+        events = await wait_events(settings, {"training.started", "training.completed"}, run_id=run_id, timeout_s=60)
+    completed = events["training.completed"]
+    assert "training.failed" not in events, events.get("training.failed")
+    assert events["training.started"]["plan_sha256"] == plan_ref["sha256"]
+    assert completed["checkpoint_dir"] == str(output.absolute())
+
+    # The exact argv, passed literally (no shell), with the experiment label.
+    plan = bundle.read_json(run_id, "training/plan.json")
+    seen = json.loads((output / "trainer-argv.json").read_text())
+    assert seen["argv"] == plan["launch"]["argv"][1:]  # sys.argv starts at the script
+    assert seen["argv"][-1] == f"a;b $(touch {run_id}-pwned) `id`"
+    assert seen["label"] == run_id
+    assert not (ROOT / f"{run_id}-pwned").exists()
+    assert bundle.read_json(run_id, "training/argv.json")["argv"] == plan["launch"]["argv"]
+
+    # stdout, stderr, exit code, duration and every output hash are in the bundle.
+    capture = bundle.read_json(run_id, "training/capture.json")
+    assert capture["exit_code"] == 0 and capture["plan_sha256"] == plan_ref["sha256"]
+    assert capture["launched_argv"] == plan["launch"]["argv"] and capture["duration_s"] > 0
+    assert bundle.read_bytes(run_id, "training/stdout.log").count(b'"loss"') == 3
+    assert bundle.read_bytes(run_id, "training/stderr.log") == b"trainer done\n"
+    assert capture["losses"][0]["last_finite_loss"] == pytest.approx(2.0 / 3)
+    manifest = bundle.read_json(run_id, "training/outputs.json")
+    assert completed["output"]["sha256"] == bundle.ref(run_id, "training/outputs.json").sha256
+    files = {entry["path"]: entry for entry in manifest["files"]}
+    on_disk = sorted(p.relative_to(output).as_posix() for p in output.rglob("*") if p.is_file())
+    assert sorted(files) == on_disk and "model.safetensors" in files and not manifest["partial"]
+    for rel, entry in files.items():
+        assert entry["sha256"] == sha(output / rel)
+        assert bundle.ref(run_id, f"training/output/{rel}").sha256 == entry["sha256"]
+    probes = bundle.read_json(run_id, "training/probes.json")
+    assert probes["passed"] and [c["name"] for c in probes["checks"]] == ["checkpoint_loads", "vocabulary_matches", "forward_pass"]
+    assert bundle.read_json(run_id, "training/cleanup.json")["selector"] == f"experiment={run_id}"
+
+    # One approval runs a plan once: approving the same hash again starts nothing.
+    async with proxy(settings) as service:
+        await service.bus.publish(RunApproved(
+            run_id=run_id, producer="test", i_understand_this_mutates_cluster=True,
+            plan_sha256s=[plan_ref["sha256"]], approved_by="t",
+        ))
+        await wait_consumed(settings, "run.approved")
+    assert len(await stream_events(settings, "training.started", run_id)) == 1
+    assert len(await stream_events(settings, "training.completed", run_id)) == 1
+
+
+async def test_a_trainer_printing_loss_nan_stops_the_campaign(settings, models, run_id, tmp_path):
+    bundle = BundleStore(settings.bundle_root)
+    trainer = write_script(tmp_path / "nan.py", """
+        import json, sys, time
+        print(json.dumps({"step": 0, "loss": 1.5}), flush=True)
+        print("step=1 loss=nan", flush=True)
+        time.sleep(60)
+    """)
+    seed_run(bundle, run_id, campaign(train_argv=[PY, str(trainer)], target=str(models["target"]), pre_approved=True))
+    started = time.monotonic()
+    async with proxy(settings) as service:
+        await service.bus.publish(selected(bundle, run_id))
+        events = await wait_events(settings, {"training.planned", "training.started", "training.failed"}, run_id=run_id, timeout_s=40)
+    failed = events["training.failed"]
+    assert failed["error_type"] == "NonFiniteLoss" and "loss=nan" in failed["reason"] and "line 2" in failed["reason"]
+    assert time.monotonic() - started < 30, "the trainer should be stopped at the first NaN, not run on"
+    capture = bundle.read_json(run_id, "training/capture.json")
+    assert capture["stopped_for_loss"] and capture["exit_code"] is None
+    assert {ref["uri"].rsplit("/", 1)[-1] for ref in failed["artifacts"]} >= {"capture.json", "stdout.log", "outputs.json"}
+    assert await stream_events(settings, "training.completed", run_id) == []
+
+    # The campaign pre-approved the plan: an approval of it later runs nothing again.
+    plan_sha = events["training.planned"]["plan"]["sha256"]
+    async with proxy(settings) as service:
+        await service.bus.publish(RunApproved(
+            run_id=run_id, producer="test", i_understand_this_mutates_cluster=True, plan_sha256s=[plan_sha], approved_by="t",
+        ))
+        await wait_consumed(settings, "run.approved")
+    assert len(await stream_events(settings, "training.started", run_id)) == 1
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+async def test_a_hung_trainer_is_killed_with_its_children_and_partial_outputs_are_kept(settings, models, run_id, tmp_path):
+    bundle = BundleStore(settings.bundle_root)
+    trainer = write_script(tmp_path / "hang.py", """
+        import os, subprocess, sys, time
+        out = sys.argv[1]
+        os.makedirs(out, exist_ok=True)
+        child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+        with open(os.path.join(out, "pids.txt"), "w") as fh:
+            fh.write(f"{os.getpid()} {child.pid}")
+        with open(os.path.join(out, "partial.bin"), "wb") as fh:
+            fh.write(os.urandom(4096))
+        print("loss=0.9", flush=True)
+        time.sleep(300)
+    """)
+    seed_run(bundle, run_id, campaign(train_argv=[PY, str(trainer), "{output_dir}"], target=str(models["target"]),
+                                      pre_approved=True, timeout_s=2.0))
+    async with proxy(settings) as service:
+        await service.bus.publish(selected(bundle, run_id))
+        events = await wait_events(settings, {"training.failed"}, run_id=run_id, timeout_s=40)
+    failed = events["training.failed"]
+    assert failed["error_type"] == "TrainingTimeout" and "timeout_s (2 s)" in failed["reason"]
+    output = bundle.run_dir(run_id) / "training/output"
+    parent, child = (int(p) for p in (output / "pids.txt").read_text().split())
+    assert not _alive(parent) and not _alive(child), "the trainer and its child must both be killed"
+    manifest = bundle.read_json(run_id, "training/outputs.json")
+    assert manifest["partial"] is True
+    files = {entry["path"]: entry["sha256"] for entry in manifest["files"]}
+    assert files["partial.bin"] == sha(output / "partial.bin")
+    assert bundle.ref(run_id, "training/output/partial.bin").sha256 == files["partial.bin"]
+    capture = bundle.read_json(run_id, "training/capture.json")
+    assert capture["timed_out"] and 2.0 <= capture["duration_s"] < 15
+
+
+async def test_a_checkpoint_with_a_mismatched_vocabulary_fails_the_probe(settings, models, run_id, tmp_path):
+    bundle = BundleStore(settings.bundle_root)
+    trainer = write_script(tmp_path / "trainer.py", COPY_TRAINER)
+    argv = [PY, str(trainer), "--from", str(models["draft-vocab120"]), "--out", "{output_dir}", "--corpus", "{corpus_train}"]
+    operator_probe = [PY, "-c", "import os, sys; sys.exit(0 if os.path.isdir(sys.argv[1]) else 5)", "{training.output}"]
+    seed_run(bundle, run_id, campaign(train_argv=argv, target=str(models["target"]), pre_approved=True, probe=operator_probe))
+    async with proxy(settings) as service:
+        await service.bus.publish(selected(bundle, run_id))
+        events = await wait_events(settings, {"training.failed"}, run_id=run_id, timeout_s=60)
+    failed = events["training.failed"]
+    assert failed["error_type"] == "ProbeFailed"
+    assert "vocabulary_matches" in failed["reason"] and "120" in failed["reason"]
+    report = bundle.read_json(run_id, "training/probes.json")
+    by_name = {c["name"]: c["passed"] for c in report["checks"]}
+    assert by_name == {"checkpoint_loads": True, "vocabulary_matches": False, "forward_pass": False, "operator": True}
+    assert report["operator"]["exit_code"] == 0
+
+
+async def test_a_node_that_is_no_longer_idle_starts_nothing(settings, models, run_id, tmp_path):
+    bundle = BundleStore(settings.bundle_root)
+    marker = tmp_path / "ran"
+    argv = [PY, "-c", "import sys; open(sys.argv[1], 'w').close()", str(marker)]
+    seed_run(bundle, run_id, campaign(train_argv=argv, target=str(models["target"]), pre_approved=True))
+    async with proxy(settings, recheck=busy) as service:
+        await service.bus.publish(selected(bundle, run_id))
+        events = await wait_events(settings, {"training.failed"}, run_id=run_id)
+    assert events["training.failed"]["error_type"] == "NodeBusy" and "busy with slurm job 9" in events["training.failed"]["reason"]
+    assert not marker.exists()
+    assert not (bundle.run_dir(run_id) / "training/argv.json").exists()
+
+
+async def test_an_argv_that_cannot_be_executed_fails_with_the_reason(settings, models, run_id, tmp_path):
+    bundle = BundleStore(settings.bundle_root)
+    missing = str(tmp_path / "no-such-trainer")
+    seed_run(bundle, run_id, campaign(train_argv=[missing, "{output_dir}"], target=str(models["target"]), pre_approved=True))
+    async with proxy(settings) as service:
+        await service.bus.publish(selected(bundle, run_id))
+        events = await wait_events(settings, {"training.failed"}, run_id=run_id)
+    failed = events["training.failed"]
+    assert failed["error_type"] == "ExecutorFailed" and missing in failed["reason"]
+    capture = bundle.read_json(run_id, "training/capture.json")
+    assert capture["launch_error"] and capture["exit_code"] is None and capture["launched_argv"][0] == missing
+
+
+async def test_a_shapes_only_campaign_records_training_as_skipped(settings, run_id):
+    bundle = BundleStore(settings.bundle_root)
+    seed_run(bundle, run_id, campaign(train_argv=[PY, "-c", "raise SystemExit(1)"], shapes=True))
+    async with proxy(settings) as service:
+        await service.bus.publish(selected(bundle, run_id))
+        events = await wait_events(settings, {"training.completed"}, run_id=run_id)
+    completed = events["training.completed"]
+    assert "shapes-only" in completed["skipped_reason"] and completed["output"] is None
+    assert await stream_events(settings, "training.planned", run_id) == []
+    assert not (bundle.run_dir(run_id) / "training/plan.json").exists()
+
+
+async def test_a_training_request_without_a_selected_node_fails_with_what_to_do(settings, run_id):
+    bundle = BundleStore(settings.bundle_root)
+    seed_run(bundle, run_id, campaign(train_argv=[PY, "-c", "pass"]))
+    async with proxy(settings) as service:
+        await service.bus.publish(TrainingRequested(run_id=run_id, producer="test", requested_by="test"))
+        events = await wait_events(settings, {"training.planned", "training.failed"}, run_id=run_id)
+    assert "training.planned" not in events
+    assert events["training.failed"]["error_type"] == "NoCapacity"
+    assert f"specdec request capacity {run_id}" in events["training.failed"]["reason"]
+
+    # Once the journal holds capacity.selected, a request plans on that node (and waits).
+    capacity = selected(bundle, run_id, node="journal-node")
+    bundle.append_event(run_id, capacity.event_id, capacity.to_json())
+    async with proxy(settings) as service:
+        await service.bus.publish(TrainingRequested(run_id=run_id, producer="test", requested_by="test"))
+        events = await wait_events(settings, {"training.planned"}, run_id=run_id)
+    assert events["training.planned"]["node"] == "journal-node"
+    assert bundle.read_json(run_id, "training/plan.json")["node"] == "journal-node"
+
+
+# --- Slurm ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def slurm_env() -> dict[str, str]:
+    script = ROOT / "infra/bin/ensure-slurm"
+    if not script.exists():
+        pytest.skip("infra/bin/ensure-slurm is not in this tree")
+    done = subprocess.run([str(script)], capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        pytest.skip(f"no single-node Slurm here: {done.stderr.strip()[-300:]}")
+    return dict(line.split("=", 1) for line in done.stdout.split() if "=" in line)
+
+
+async def test_the_slurm_path_runs_a_labelled_batch_job(settings, models, run_id, tmp_path, slurm_env, monkeypatch):
+    for key, value in slurm_env.items():
+        monkeypatch.setenv(key, value)
+    node = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, check=True).stdout.split()[0]
+    bundle = BundleStore(settings.bundle_root)
+    trainer = write_script(tmp_path / "trainer.py", COPY_TRAINER)
+    argv = [PY, str(trainer), "--from", str(models["draft"]), "--out", "{output_dir}", "--corpus", "{corpus_train}"]
+    seed_run(bundle, run_id, campaign(train_argv=argv, target=str(models["target"]), scheduler="slurm", pre_approved=True))
+    async with proxy(settings) as service:
+        await service.bus.publish(selected(bundle, run_id, scheduler="slurm", node=node))
+        events = await wait_events(settings, {"training.started", "training.completed"}, run_id=run_id, timeout_s=90)
+    assert "training.failed" not in events, events.get("training.failed")
+    capture = bundle.read_json(run_id, "training/capture.json")
+    job_id = events["training.started"]["handle"]
+    assert capture["handle"] == job_id and capture["exit_code"] == 0
+    assert f"JobName=specdec-{run_id}" in capture["scheduler_record"]
+    assert f"Comment=experiment={run_id}" in capture["scheduler_record"]
+    assert f"NodeList={node}" in capture["scheduler_record"]
+    assert capture["launched_argv"][0] == "sbatch"
+    assert bundle.read_bytes(run_id, "training/stdout.log").count(b'"loss"') == 3
+    assert json.loads((bundle.run_dir(run_id) / "training/output/trainer-argv.json").read_text())["label"] == run_id
+    assert bundle.read_json(run_id, "training/probes.json")["passed"]
+    assert os.environ["SLURM_CONF"] == slurm_env["SLURM_CONF"]

@@ -1,0 +1,91 @@
+"""Execution stages without Redis: an interrupted attempt is captured, never re-run;
+a cancelled step kills its trainer."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+import structlog
+
+from contracts.events import CapacitySelected
+from services.runtime.bundle import BundleStore
+from services.runtime.consumer import StepContext
+from services.runtime.settings import RuntimeSettings
+from services.trainer_proxy.app import plan_training
+from services.trainer_proxy.capture import write_argv
+from services.trainer_proxy.errors import TrainingStopped
+from services.trainer_proxy.execute import Approved, execute
+from services.trainer_proxy.preflight import Recheck
+from tests.unit.trainer_proxy.helpers import PY, campaign, seed_run, write_script
+
+RUN = "toy-20261130-020202-abcdef"
+
+
+class Bus:
+    def __init__(self) -> None:
+        self.events: list = []
+
+    async def publish(self, event) -> None:
+        self.events.append(event)
+
+
+def _ctx(bus: Bus) -> StepContext:
+    return StepContext(service="trainer-proxy", settings=RuntimeSettings(instance="unit"), bus=bus, log=structlog.get_logger())
+
+
+def _idle(bundle, camp, node, run_id) -> Recheck:
+    return Recheck(idle=True, reasons=[], snapshot=None)
+
+
+def _approved(tmp_path: Path, argv: list[str]) -> tuple[BundleStore, Approved, CapacitySelected]:
+    bundle = BundleStore(tmp_path / "bundles", fsync=False)
+    camp = campaign(train_argv=argv, pre_approved=True)
+    seed_run(bundle, RUN, camp)
+    snapshot = bundle.write_json(RUN, "capacity/snapshot.json", {})
+    trigger = CapacitySelected(run_id=RUN, producer="test", scheduler="local", node="n1", snapshot=snapshot)
+    plan, ref = plan_training(bundle, camp, trigger)
+    return bundle, Approved(plan=plan, ref=ref, campaign=camp), trigger
+
+
+async def test_an_interrupted_launch_is_captured_as_partial_and_never_run_again(tmp_path):
+    marker = tmp_path / "ran"
+    bundle, approved, trigger = _approved(tmp_path, [PY, "-c", "import sys; open(sys.argv[1], 'w').close()", str(marker)])
+    # An earlier delivery recorded its launch and left a partial output, then the service died.
+    write_argv(bundle, approved.plan)
+    output = Path(approved.plan.output_dir)
+    output.mkdir(parents=True)
+    (output / "step-100.bin").write_bytes(b"partial")
+    bus = Bus()
+    for _ in range(2):
+        with pytest.raises(TrainingStopped) as stopped:
+            await execute(bundle, approved, trigger, _ctx(bus), _idle)
+        assert stopped.value.error_type == "TrainingInterrupted"
+    assert not marker.exists() and bus.events == []
+    manifest = bundle.read_json(RUN, "training/outputs.json")
+    assert manifest["partial"] and [f["path"] for f in manifest["files"]] == ["step-100.bin"]
+    assert bundle.read_json(RUN, "training/capture.json")["interrupted"] is True
+
+
+async def test_a_cancelled_step_kills_its_trainer(tmp_path):
+    pid_file = tmp_path / "pid"
+    trainer = write_script(tmp_path / "sleep.py", f"""
+        import os, time
+        open({str(pid_file)!r}, "w").write(str(os.getpid()))
+        time.sleep(300)
+    """)
+    bundle, approved, trigger = _approved(tmp_path, [PY, str(trainer)])
+    bus = Bus()
+    task = asyncio.create_task(execute(bundle, approved, trigger, _ctx(bus), _idle))
+    deadline = time.monotonic() + 20
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline, "the trainer never started"
+        await asyncio.sleep(0.05)
+    pid = int(pid_file.read_text())
+    assert [e.SCHEMA for e in bus.events] == ["training.started"] and bus.events[0].handle == str(pid)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
