@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from contracts.campaign import Campaign, Cell, LoadSpec, Matrix
+from contracts.campaign import Campaign, Cell, LoadSpec, Matrix, SpeculativeConfig
 from contracts.envelope import Key, RunId, Strict
 from services.bench.serving import serve_argv, speculative_config
 from services.runtime.errors import ConfigurationError
@@ -78,9 +78,15 @@ def _identity(cell: Cell, campaign: Campaign, spec: dict[str, Any] | None) -> di
     }
 
 
-def check_matrix(matrix: Matrix, nodes: dict[str, str]) -> None:
+def check_matrix(matrix: Matrix, nodes: dict[str, str], standing: SpeculativeConfig | None = None) -> None:
     """Refuse a matrix that cannot give a controlled comparison."""
     problems = []
+    baseline = next(cell for cell in matrix.cells if cell.role == "standing")
+    if baseline.serving.speculative != standing:
+        problems.append(
+            f"the standing cell {baseline.cell_id} serves {baseline.serving.speculative!r} but the campaign's "
+            f"standing config is {standing!r}; the baseline must be what is served today"
+        )
     if len(set(nodes.values())) > 1:
         problems.append(f"cells differ in node: {nodes}; a controlled comparison runs every cell on one node")
     modes = {cell.cell_id: cell.serving.graph_mode for cell in matrix.cells}
@@ -106,7 +112,7 @@ def build_plan(
     readiness_timeout_s: float = 300.0,
 ) -> BenchPlan:
     nodes = {cell.cell_id: cell.node or default_node for cell in matrix.cells}
-    check_matrix(matrix, nodes)
+    check_matrix(matrix, nodes, campaign.standing)
     ordered = sorted(matrix.cells, key=lambda cell: cell.role != "standing")
     cells = []
     for cell in ordered:

@@ -37,6 +37,7 @@ def make_broker(settings: RuntimeSettings) -> RedisBroker:
         raise ValueError(f"SPECDEC_REDIS_URL must start with redis://, rediss:// or unix://, not {redacted_url(settings.redis_url)}")
     return RedisBroker(
         settings.redis_url,
+        apply_types=False,
         log_level=logging.DEBUG,
         logger=logging.getLogger("specdec.faststream"),
     )

@@ -31,7 +31,7 @@ from contracts.registry import ContractError, Registry, UnknownEvent
 from services.runtime.broker import Bus
 from services.runtime.bundle import ArtifactConflict
 from services.runtime.errors import StepFailed
-from services.runtime.ledger import Ledger, StepKey
+from services.runtime.ledger import BUSY, DONE, AckRef, Ledger, StepKey
 from services.runtime.settings import RuntimeSettings
 
 
@@ -71,10 +71,14 @@ class Route:
 class Delivery:
     """The transport-side view of one delivered message (faststream or a test double)."""
 
-    def __init__(self, message: Any, *, stream: str, consumer: str) -> None:
+    def __init__(self, message: Any, *, stream: str, consumer: str, group: str = "", fresh: bool = False) -> None:
         self.message = message
         self.stream = stream
         self.consumer = consumer
+        self.group = group
+        # A fresh read (XREADGROUP >) is by definition the first delivery:
+        # no XPENDING round trip is needed to know its count.
+        self.fresh = fresh
 
     @property
     def message_id(self) -> str:
@@ -87,6 +91,8 @@ class Delivery:
         return self.message.body
 
     async def delivery_count(self) -> int:
+        if self.fresh:
+            return 1
         return await self.message.get_delivery_count()
 
     async def ack(self) -> None:
@@ -167,11 +173,7 @@ class Consumer:
 
         log = log.bind(run_id=event.run_id, event_id=event.event_id, schema=event.SCHEMA)
         key = StepKey(self.service, event.run_id, event.SCHEMA, route.step_key(event))
-        if await self.ledger.is_done(key):
-            await delivery.ack()
-            log.info("duplicate skipped", step_key=key.step)
-            return "duplicate"
-        if deliveries > self.settings.max_deliveries:
+        if deliveries > self.settings.max_deliveries and not await self.ledger.is_done(key):
             error = await self.ledger.last_error(message_ref)
             reason = (
                 f"delivered {deliveries} times (limit {self.settings.max_deliveries}) without completing; "
@@ -181,7 +183,12 @@ class Consumer:
             log.error("dead-lettered", kind="exhausted", deliveries=deliveries)
             return "dead_lettered"
         owner = f"{self.settings.instance}/{delivery.message_id}"
-        if not await self.ledger.begin(key, owner, self.lease_ttl_ms):
+        began = await self.ledger.begin(key, owner, self.lease_ttl_ms)
+        if began == DONE:
+            await delivery.ack()
+            log.info("duplicate skipped", step_key=key.step)
+            return "duplicate"
+        if began == BUSY:
             # Another live instance is doing this very step (a duplicate event):
             # leave ours pending; once that work is done, our redelivery is acked
             # as a duplicate, and if its owner dies, our copy runs it.
@@ -192,7 +199,7 @@ class Consumer:
         heartbeat = asyncio.create_task(self._heartbeat(key, owner, delivery))
         finished = False
         try:
-            log.info("step started", step_key=key.step, delivery=deliveries)
+            log.debug("step started", step_key=key.step, delivery=deliveries)
             try:
                 try:
                     outputs = list(await route.handler(event, context))
@@ -210,9 +217,11 @@ class Consumer:
                 log.warning("step failed", step=step, reason=exc.reason)
             for output in outputs:
                 await self.bus.publish(output)
-            await self.ledger.finish(key, owner, [output.event_id for output in outputs])
+            ack = AckRef(delivery.stream, delivery.group, delivery.message_id) if delivery.group else None
+            acked = await self.ledger.finish(key, owner, [output.event_id for output in outputs], ack)
             finished = True
-            await delivery.ack()
+            if not acked:
+                await delivery.ack()
             log.info("step done", outputs=[output.SCHEMA for output in outputs])
             return "failed_step" if outputs and outputs[0].SCHEMA.endswith(".failed") else "done"
         except asyncio.CancelledError:

@@ -31,12 +31,27 @@ class StepKey:
         return f"{self.service}:{self.run_id}:{self.schema}:{self.step}"
 
 
+@dataclass(frozen=True)
+class AckRef:
+    """The stream entry a finished step acks, in the same transaction as its done mark."""
+
+    stream: str
+    group: str
+    message_id: str
+
+
+# begin() outcomes
+DONE = "done"
+BEGUN = "begun"
+BUSY = "busy"
+
+
 class Ledger(Protocol):
     async def is_done(self, key: StepKey) -> bool: ...
-    async def begin(self, key: StepKey, owner: str, ttl_ms: int) -> bool: ...
+    async def begin(self, key: StepKey, owner: str, ttl_ms: int) -> str: ...
     async def renew(self, key: StepKey, owner: str, ttl_ms: int) -> bool: ...
     async def release(self, key: StepKey, owner: str) -> None: ...
-    async def finish(self, key: StepKey, owner: str, outputs: list[str]) -> None: ...
+    async def finish(self, key: StepKey, owner: str, outputs: list[str], ack: AckRef | None = None) -> bool: ...
     async def record_error(self, message_ref: str, error: str) -> None: ...
     async def last_error(self, message_ref: str) -> str | None: ...
     async def holders(self, service: str) -> dict[str, str]: ...
@@ -48,6 +63,17 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
 return 0
+"""
+# Done-check and lease in one step: a copy finishing between a separate check
+# and lease would otherwise let a duplicate run the step again.
+_BEGIN = """
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return 'done'
+end
+if redis.call('SET', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return 'begun'
+end
+return 'busy'
 """
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -63,6 +89,7 @@ class RedisLedger:
     def __init__(self, client: aioredis.Redis, prefix: str) -> None:
         self.client = client
         self.prefix = prefix
+        self._begin = client.register_script(_BEGIN)
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
 
@@ -75,8 +102,9 @@ class RedisLedger:
     async def is_done(self, key: StepKey) -> bool:
         return bool(await self.client.exists(self._done(key)))
 
-    async def begin(self, key: StepKey, owner: str, ttl_ms: int) -> bool:
-        return bool(await self.client.set(self._inflight(key), owner, nx=True, px=ttl_ms))
+    async def begin(self, key: StepKey, owner: str, ttl_ms: int) -> str:
+        outcome = await self._begin(keys=[self._done(key), self._inflight(key)], args=[owner, ttl_ms])
+        return outcome.decode() if isinstance(outcome, bytes) else str(outcome)
 
     async def renew(self, key: StepKey, owner: str, ttl_ms: int) -> bool:
         return bool(await self._renew(keys=[self._inflight(key)], args=[owner, ttl_ms]))
@@ -84,11 +112,15 @@ class RedisLedger:
     async def release(self, key: StepKey, owner: str) -> None:
         await self._release(keys=[self._inflight(key)], args=[owner])
 
-    async def finish(self, key: StepKey, owner: str, outputs: list[str]) -> None:
+    async def finish(self, key: StepKey, owner: str, outputs: list[str], ack: AckRef | None = None) -> bool:
+        """Mark done, drop the lease and (when given) ack the entry, atomically. True when acked."""
         async with self.client.pipeline(transaction=True) as pipe:
             pipe.set(self._done(key), ",".join(outputs) or "-", ex=DONE_TTL_S)
             pipe.delete(self._inflight(key))
+            if ack is not None:
+                pipe.xack(ack.stream, ack.group, ack.message_id)
             await pipe.execute()
+        return ack is not None
 
     async def record_error(self, message_ref: str, error: str) -> None:
         await self.client.set(f"{self.prefix}:ledger:error:{message_ref}", error[:4000], ex=ERROR_TTL_S)
@@ -127,11 +159,13 @@ class MemoryLedger:
     async def is_done(self, key: StepKey) -> bool:
         return key in self.done
 
-    async def begin(self, key: StepKey, owner: str, ttl_ms: int) -> bool:
+    async def begin(self, key: StepKey, owner: str, ttl_ms: int) -> str:
+        if key in self.done:
+            return DONE
         if self._live(key):
-            return False
+            return BUSY
         self.inflight[key] = (owner, time.monotonic() + ttl_ms / 1000)
-        return True
+        return BEGUN
 
     async def renew(self, key: StepKey, owner: str, ttl_ms: int) -> bool:
         held = self._live(key)
@@ -145,9 +179,10 @@ class MemoryLedger:
         if held and held[0] == owner:
             del self.inflight[key]
 
-    async def finish(self, key: StepKey, owner: str, outputs: list[str]) -> None:
+    async def finish(self, key: StepKey, owner: str, outputs: list[str], ack: AckRef | None = None) -> bool:
         self.done[key] = list(outputs)
         self.inflight.pop(key, None)
+        return False  # no PEL here: the transport acks
 
     async def record_error(self, message_ref: str, error: str) -> None:
         self.errors[message_ref] = error

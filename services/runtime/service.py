@@ -17,7 +17,6 @@ import redis.asyncio as aioredis
 import structlog
 from faststream import AckPolicy
 from faststream.redis import RedisBroker, StreamSub
-from faststream.redis.annotations import RedisStreamMessage
 from redis.exceptions import ResponseError
 
 from contracts.registry import Registry, default_registry
@@ -83,13 +82,22 @@ class Service:
 
 def _subscriber_for(service: Service, route: Route, sub: StreamSub, consumer_name: str) -> None:
     stream = sub.name
+    fresh = not consumer_name.endswith(RECLAIM_SUFFIX)
+    context = service.broker.context
 
-    async def on_message(message: RedisStreamMessage) -> None:
-        await service.consumer.handle(route, Delivery(message, stream=stream, consumer=consumer_name))
+    async def on_message(body: Any) -> None:
+        # The broker runs without faststream's argument injection (a per-message
+        # cost); the message itself comes from faststream's context.
+        message = context.get_local("message")
+        delivery = Delivery(message, stream=stream, consumer=consumer_name, group=service.name, fresh=fresh)
+        await service.consumer.handle(route, delivery)
 
-    role = "reclaim" if consumer_name.endswith(RECLAIM_SUFFIX) else "read"
+    role = "read" if fresh else "reclaim"
     on_message.__name__ = f"{service.name}:{route.schema}:{role}"
-    service.broker.subscriber(stream=sub, ack_policy=AckPolicy.MANUAL, title=f"{stream}:{service.name}:{role}")(on_message)
+    workers = {"max_workers": service.settings.max_concurrency} if service.settings.max_concurrency > 1 else {}
+    service.broker.subscriber(
+        stream=sub, ack_policy=AckPolicy.MANUAL, title=f"{stream}:{service.name}:{role}", **workers
+    )(on_message)
 
 
 def bootstrap(
@@ -138,7 +146,10 @@ def bootstrap(
         stream = bus.stream_of(route.schema)
         reader = settings.instance
         reclaimer = settings.instance + RECLAIM_SUFFIX
-        _subscriber_for(service, route, StreamSub(stream, group=name, consumer=reader, polling_interval=settings.read_block_ms), reader)
+        # One entry per read: a read batch would sit in this instance's pending
+        # list unheartbeated, where its own reclaimer could take it.
+        reader_sub = StreamSub(stream, group=name, consumer=reader, polling_interval=settings.read_block_ms, max_records=1)
+        _subscriber_for(service, route, reader_sub, reader)
         _subscriber_for(
             service,
             route,

@@ -37,6 +37,9 @@ class RuntimeSettings(BaseSettings):
     )
     reclaim_poll_ms: int = Field(default=1_000, ge=10, description="How often an instance looks for reclaimable work.")
     read_block_ms: int = Field(default=1_000, ge=1, description="XREADGROUP block time; bounds shutdown latency.")
+    max_concurrency: int = Field(
+        default=1, ge=1, le=256, description="Messages one instance handles at once (per stream it reads)."
+    )
     shutdown_grace_s: float = Field(
         default=10.0, ge=0, description="On SIGTERM, how long in-flight work may finish before it is left pending."
     )

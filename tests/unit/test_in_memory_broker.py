@@ -15,7 +15,6 @@ import orjson
 import pytest
 import redis.asyncio as aioredis
 from faststream.redis import TestRedisBroker
-from faststream.redis.annotations import RedisStreamMessage
 
 from contracts.events import ProfileCompleted, ProfileRequested
 from services.runtime.broker import decode_entry
@@ -61,10 +60,12 @@ class InMemory:
     def _collect(self, schema: str) -> None:
         bucket = self.seen[schema]
 
-        # Annotated as a stream message: a body-typed collector would fail
-        # validation, and the in-memory broker raises that into the publisher.
-        async def collect(message: RedisStreamMessage) -> None:
-            bucket.append(message.body)
+        context = self.service.broker.context
+
+        # specdec's broker runs without argument injection: the raw message
+        # comes from faststream's context, as in services/runtime/service.py.
+        async def collect(body: Any) -> None:
+            bucket.append(context.get_local("message").body)
 
         collect.__name__ = f"collect_{schema}"
         self.service.broker.subscriber(stream=self.service.bus.stream_of(schema))(collect)

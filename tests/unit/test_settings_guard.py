@@ -118,6 +118,8 @@ PROBES: dict[str, tuple[Any, Callable[[RuntimeSettings], Any]]] = {
     "reclaim_poll_ms": (250, _subscribers),
     "read_block_ms": (250, _subscribers),
     "shutdown_grace_s": (0.2, _grace_waited_s),
+    "max_concurrency": (4, lambda s: sorted(type(sub).__name__ for sub in bootstrap(
+        "svc", [Route("profile.requested", _noop)], settings=s, in_memory=True).broker.subscribers)),
     "log_level": ("debug", _debug_logged),
 }
 
