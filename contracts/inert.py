@@ -21,8 +21,6 @@ INERT: dict[str, str] = {
     "commands.bench": _NOT_BUILT.format(service="bench-runner"),
     "commands.eval": _NOT_BUILT.format(service="bench-runner"),
     "matrix": _NOT_BUILT.format(service="bench-runner"),
-    "publish": _NOT_BUILT.format(service="publisher"),
-    "acknowledgements.i_understand_this_publishes_externally": _NOT_BUILT.format(service="publisher"),
 }
 
 

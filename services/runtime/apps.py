@@ -19,6 +19,7 @@ APP_MODULES: dict[str, str] = {
     "capacity": "services.capacity.app",
     "trainer-proxy": "services.trainer_proxy.app",
     "gate": "services.gate.app",
+    "publisher": "services.publisher.app",
 }
 
 

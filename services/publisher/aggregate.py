@@ -1,0 +1,289 @@
+"""Read a run's campaign from its evidence bundle into `CampaignData`.
+
+Inputs, all from `<bundle_root>/<run_id>/` and read through the BundleStore (so
+every artifact's bytes are checked against the sha256 recorded when written):
+`campaign.json`, `events.jsonl`, every `bench/<cell_id>/trial-<n>/result-c<k>.json`
+(parsed by the gate's own reader, so the report and the gate read the same
+figures), `gate/DECISION.json` and `bench/plan.json` when present.
+
+`read_campaign` does the I/O; `build_arms` and `step_statuses` are pure.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from pydantic import ValidationError
+
+from contracts.campaign import Campaign, Matrix
+from contracts.results import TrialIdentity
+from services.gate.metrics import MetricKey, trial_value
+from services.gate.model import Decision
+from services.gate.results import Trial, parse_trial
+from services.publisher.errors import ReportInputError
+from services.publisher.model import EVIDENCE_STEPS, ArmLevel, CampaignData, StepStatus, TrialFigures, arm_key
+from services.runtime.bundle import ArtifactMissing, BundleError, BundleStore
+
+CAMPAIGN_PATH = "campaign.json"
+DECISION_PATH = "gate/DECISION.json"
+PLAN_PATH = "bench/plan.json"
+RESULTS_GLOB = "bench/*/trial-*/result-*.json"
+_TRIAL_DIR_RE = re.compile(r"^trial-([0-9]+)$")
+_RESULT_RE = re.compile(r"^result-c([0-9]+)\.json$")
+
+# Events that settle a step: the last one of a step (journal order) decides its state.
+DONE_EVENTS: dict[str, str] = {
+    "profile.completed": "profile",
+    "corpus.completed": "corpus",
+    "capacity.selected": "capacity",
+    "training.completed": "training",
+    "bench.completed": "bench",
+    "gate.decided": "gate",
+}
+FAILED_EVENTS: dict[str, str] = {f"{step}.failed": step for step in EVIDENCE_STEPS} | {"capacity.unavailable": "capacity"}
+# Identity fields that describe the measurement; `trial` names which one it is.
+_DESCRIBING_FIELDS = tuple(name for name in TrialIdentity.model_fields if name not in ("trial", "version"))
+
+
+@dataclass(frozen=True)
+class LoadedTrial:
+    """A parsed trial and where it lies in the bundle."""
+
+    path: str  # relative to the run folder
+    sha256: str
+    trial: Trial
+
+
+def read_campaign(bundle: BundleStore, run_id: str, *, extra_events: Sequence[Mapping[str, Any]] = ()) -> CampaignData:
+    """The run's campaign. `extra_events` are events in hand that the journal may not have appended yet
+    (the gate.decided a service is reacting to)."""
+    if not bundle.exists(run_id):
+        raise ReportInputError(f"no bundle for run {run_id} under {bundle.root}: check the run ID and SPECDEC_BUNDLE_ROOT")
+    problems: list[str] = []
+    campaign = _read_model(bundle, run_id, CAMPAIGN_PATH, Campaign, problems)
+    decision = _read_model(bundle, run_id, DECISION_PATH, Decision, problems)
+    decision_sha = bundle.ref(run_id, DECISION_PATH).sha256 if decision is not None else None
+    plan = _read_json(bundle, run_id, PLAN_PATH, problems)
+    loaded = _read_trials(bundle, run_id, problems)
+    if not loaded and plan is None:
+        raise ReportInputError(
+            f"run {run_id} has no trial results (bench/<cell>/trial-<n>/result-c<k>.json) and no bench plan in its "
+            "bundle: run the bench step first (specdec request bench RUN_ID)"
+        )
+    scan = bundle.scan_events(run_id)
+    if scan.bad_lines:
+        problems.append(f"events.jsonl has {len(scan.bad_lines)} unreadable line(s): {scan.bad_lines[:5]}")
+    events = _merge_events(scan.events, extra_events)
+    bench_done = [e for e in events if e.get("schema") == "bench.completed"]
+    last_bench = bench_done[-1] if bench_done else {}
+    return CampaignData(
+        run_id=run_id,
+        campaign=campaign,
+        decision=decision,
+        decision_sha256=decision_sha,
+        plan=plan if isinstance(plan, dict) else None,
+        steps=step_statuses(events, decision_present=decision is not None),
+        journal_present=bundle.events_path(run_id).is_file(),
+        arms=build_arms(loaded, plan=plan if isinstance(plan, dict) else None, campaign=campaign),
+        bench_exploratory=bool(last_bench.get("draft")) or bool(isinstance(plan, dict) and plan.get("draft")),
+        failed_cells={str(k): str(v) for k, v in (last_bench.get("failed_cells") or {}).items()},
+        problems=problems,
+    )
+
+
+# --- pure builders -------------------------------------------------------------
+
+
+def step_statuses(events: Iterable[Mapping[str, Any]], *, decision_present: bool) -> list[StepStatus]:
+    """The last outcome of every evidence step, in flow order."""
+    last: dict[str, StepStatus] = {}
+    for event in events:
+        schema = str(event.get("schema", ""))
+        if schema in DONE_EVENTS:
+            step = DONE_EVENTS[schema]
+            skipped = event.get("skipped_reason")
+            last[step] = StepStatus(
+                step=step, state="skipped" if skipped else "done",
+                detail=f"{schema}: {skipped}" if skipped else schema,
+            )
+        elif schema in FAILED_EVENTS:
+            step = FAILED_EVENTS[schema]
+            why = event.get("reason") or "; ".join(event.get("reasons") or []) or "no reason given"
+            last[step] = StepStatus(step=step, state="failed", detail=f"{schema}: {why}")
+    if "gate" not in last and decision_present:
+        # The journal may not have appended gate.decided yet; the artifact is the evidence.
+        last["gate"] = StepStatus(step="gate", state="done", detail="gate/DECISION.json in the bundle")
+    return [last.get(step) or StepStatus(step=step, state="missing", detail=None) for step in EVIDENCE_STEPS]
+
+
+def build_arms(
+    loaded: Sequence[LoadedTrial], *, plan: Mapping[str, Any] | None, campaign: Campaign | None
+) -> list[ArmLevel]:
+    """Group trials by cell and concurrency; add declared levels that have no results."""
+    declared = _declared(plan, campaign)
+    groups: dict[tuple[str, int | None], list[LoadedTrial]] = {}
+    for item in loaded:
+        groups.setdefault((_cell_of(item), _concurrency_of(item)), []).append(item)
+    for (cell, _role, _trials, levels) in declared.values():
+        for level in levels:
+            groups.setdefault((cell, level), [])
+    standing = {cell for cell, role, _, _ in declared.values() if role == "standing"}
+    standing |= {i.trial.identity.cell_id for i in loaded if i.trial.identity and i.trial.identity.role == "standing"}
+    measured_cells = {cell for (cell, _), items in groups.items() if items}
+    arms = [
+        _arm(cell, level, items, declared.get(cell), standing, measured_cells)
+        for (cell, level), items in groups.items()
+    ]
+    return sorted(arms, key=lambda a: (a.role != "standing", a.cell_id, a.concurrency is None, a.concurrency or 0))
+
+
+def _arm(
+    cell: str,
+    level: int | None,
+    items: list[LoadedTrial],
+    declared: tuple[str, str | None, int, list[int]] | None,
+    standing: set[str],
+    measured_cells: set[str],
+) -> ArmLevel:
+    items = sorted(items, key=lambda i: (_trial_index(i) is None, _trial_index(i) or 0, i.path))
+    identities = [i.trial.identity for i in items if i.trial.identity is not None]
+    ident = identities[0] if identities else None
+    role = ident.role if ident else (declared[1] if declared else None)
+    baseline = ident.baseline_cell_id if ident else None
+    if baseline is None and role == "candidate" and len(standing) == 1:
+        baseline = next(iter(standing))
+    problems: list[str] = []
+    bare = [i.path for i in items if i.trial.identity is None]
+    if bare:
+        problems.append(f"{len(bare)} trial file(s) carry no identity block (e.g. {bare[0]})")
+    if role is None:
+        problems.append("role unknown: neither an identity block nor the plan names this cell standing or candidate")
+    if ident is not None and ident.source_revision is None:
+        problems.append("source revision unknown (identity.source_revision is null)")
+    varying = sorted({f for other in identities[1:] for f in _DESCRIBING_FIELDS if getattr(other, f) != getattr(ident, f)})
+    if varying:
+        problems.append(f"identity differs between trials in: {', '.join(varying)}")
+    if role == "candidate" and baseline is None:
+        problems.append("no named baseline: the candidate's identity names no standing cell")
+    elif role == "candidate" and baseline not in measured_cells:
+        problems.append(f"named baseline {baseline} has no results in this run")
+    counts = {i.trial_count for i in identities} | ({declared[2]} if declared and declared[2] > 0 else set())
+    trials_declared = max(counts) if counts else None
+    if trials_declared is not None and len(items) < trials_declared:
+        problems.append(f"{len(items)} of {trials_declared} declared trial(s) have results")
+    return ArmLevel(
+        key=arm_key(cell, level),
+        cell_id=cell,
+        role=role,  # type: ignore[arg-type]
+        concurrency=level,
+        baseline_cell_id=baseline,
+        identity=ident,
+        trials=[_figures(i) for i in items],
+        trials_declared=trials_declared,
+        identity_problems=problems,
+    )
+
+
+def _figures(item: LoadedTrial) -> TrialFigures:
+    trial = item.trial
+    median = {m: trial_value(trial, MetricKey(m, "median")) for m in ("ttft", "tpot", "itl", "e2el")}
+    return TrialFigures(
+        trial=_trial_index(item),
+        path=item.path,
+        sha256=item.sha256,
+        completed=trial.completed,
+        failed=trial.failed,
+        ttft_ms=median["ttft"],
+        tpot_ms=median["tpot"],
+        itl_ms=median["itl"],
+        e2el_ms=median["e2el"],
+        output_throughput_tok_per_s=trial_value(trial, MetricKey("output_throughput", None)),
+        spec_decode=trial.spec_decode,
+        accuracy=trial.accuracy,
+        identity=trial.identity,
+    )
+
+
+def _declared(plan: Mapping[str, Any] | None, campaign: Campaign | None) -> dict[str, tuple[str, str | None, int, list[int]]]:
+    """cell -> (cell, role, trials, concurrency levels) from the bench plan, else the campaign's inline matrix."""
+    out: dict[str, tuple[str, str | None, int, list[int]]] = {}
+    cells: list[Any] = []
+    if plan and isinstance(plan.get("cells"), list):
+        cells = [c for c in plan["cells"] if isinstance(c, dict)]
+    elif campaign is not None and isinstance(campaign.matrix, Matrix):
+        cells = [c.model_dump() for c in campaign.matrix.cells]
+    for cell in cells:
+        cell_id, levels = cell.get("cell_id"), cell.get("concurrency")
+        if isinstance(cell_id, str) and isinstance(levels, list):
+            trials = cell.get("trials") if isinstance(cell.get("trials"), int) else 0
+            out[cell_id] = (cell_id, cell.get("role"), trials, [int(v) for v in levels if isinstance(v, int)])
+    return out
+
+
+def _cell_of(item: LoadedTrial) -> str:
+    if item.trial.identity is not None:
+        return item.trial.identity.cell_id
+    return item.path.split("/")[1]  # bench/<cell_id>/trial-<n>/...
+
+
+def _concurrency_of(item: LoadedTrial) -> int | None:
+    if item.trial.concurrency is not None:
+        return item.trial.concurrency
+    match = _RESULT_RE.match(item.path.rsplit("/", 1)[-1])
+    return int(match.group(1)) if match else None
+
+
+def _trial_index(item: LoadedTrial) -> int | None:
+    if item.trial.identity is not None:
+        return item.trial.identity.trial
+    match = _TRIAL_DIR_RE.match(item.path.split("/")[2])
+    return int(match.group(1)) if match else None
+
+
+def _merge_events(journal: list[dict[str, Any]], extra: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    seen = {e.get("event_id") for e in journal}
+    return [*journal, *(dict(e) for e in extra if e.get("event_id") not in seen)]
+
+
+# --- I/O -------------------------------------------------------------------------
+
+
+def _read_json(bundle: BundleStore, run_id: str, relpath: str, problems: list[str]) -> Any:
+    try:
+        return bundle.read_json(run_id, relpath)
+    except ArtifactMissing:
+        return None
+    except BundleError as exc:
+        problems.append(f"{relpath}: {exc}")
+        return None
+
+
+def _read_model(bundle: BundleStore, run_id: str, relpath: str, model: type, problems: list[str]) -> Any:
+    raw = _read_json(bundle, run_id, relpath, problems)
+    if raw is None:
+        return None
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]["msg"]
+        problems.append(f"{relpath} is not a valid {model.__name__}: {exc.error_count()} error(s), first: {first}")
+        return None
+
+
+def _read_trials(bundle: BundleStore, run_id: str, problems: list[str]) -> list[LoadedTrial]:
+    run_dir = bundle.run_dir(run_id)
+    loaded = []
+    for path in sorted(run_dir.glob(RESULTS_GLOB)):
+        relpath = path.relative_to(run_dir).as_posix()
+        try:
+            data = bundle.read_bytes(run_id, relpath)
+            trial = parse_trial(orjson.loads(data), source=relpath)
+        except (BundleError, orjson.JSONDecodeError, ValueError) as exc:
+            problems.append(f"{relpath}: unreadable trial result ({exc})")
+            continue
+        loaded.append(LoadedTrial(path=relpath, sha256=bundle.ref(run_id, relpath).sha256, trial=trial))
+    return loaded

@@ -1,0 +1,105 @@
+"""Publisher entrypoint.
+
+- `gate.decided`, `report.requested` -> render the report from the bundle into
+  `report/` (write-once) -> `report.rendered` (DRAFT flag, Markdown and HTML refs);
+- `report.rendered`, `publish.requested` -> publish to the campaign's
+  `publish.target`, a dry run unless the campaign acknowledges
+  `i_understand_this_publishes_externally` -> `report.published` (target, dry
+  run or not, the hashes of what was or would be sent, the recorded response).
+
+Failures the operator must act on become `report.failed` / `publish.failed`
+with the reason. Each event is its own step (step key = event ID): a new
+request renders or publishes again, a redelivered one does not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from pydantic import ValidationError
+
+from contracts.campaign import Campaign
+from contracts.catalogue import PUBLISHER
+from contracts.envelope import Event
+from contracts.events import ReportPublished, ReportRendered
+from services.publisher.errors import PublisherError, PublishFailed
+from services.publisher.pipeline import render_run
+from services.publisher.publish import publish_run
+from services.runtime.bundle import BundleError, BundleStore
+from services.runtime.consumer import Route, StepContext
+from services.runtime.errors import StepFailed
+
+NAME = PUBLISHER
+
+
+def _by_event(event: Event) -> str:
+    return event.event_id
+
+
+def _no_inputs(event: Event) -> None:
+    inputs = getattr(event, "inputs", None)
+    if inputs:
+        raise StepFailed(
+            f"{event.SCHEMA} takes no inputs (got {sorted(inputs)}): the publisher renders and publishes from the "
+            "run's own bundle",
+            error_type="UnexpectedInputs",
+        )
+
+
+def render_event(bundle: BundleStore, event: Event, producer: str) -> ReportRendered:
+    _no_inputs(event)
+    extra = [event.model_dump(mode="json", by_alias=True)] if event.SCHEMA == "gate.decided" else []
+    try:
+        outcome = render_run(bundle, event.run_id, extra_events=extra)
+    except (PublisherError, BundleError) as exc:
+        raise StepFailed(str(exc), error_type=type(exc).__name__) from None
+    return event.caused(ReportRendered, producer=producer, markdown=outcome.markdown, html=outcome.html,
+                        draft=outcome.summary.draft)
+
+
+async def publish_event(bundle: BundleStore, event: Event, producer: str) -> ReportPublished:
+    _no_inputs(event)
+    try:
+        campaign = Campaign.model_validate(bundle.read_json(event.run_id, "campaign.json"))
+    except (BundleError, ValidationError) as exc:
+        raise StepFailed(
+            f"run {event.run_id}: cannot read its campaign.json for the publish target and acknowledgement ({exc})",
+            error_type=type(exc).__name__,
+        ) from None
+    return await publish_for(bundle, event, campaign, producer)
+
+
+async def publish_for(bundle: BundleStore, event: Event, campaign: Campaign, producer: str) -> ReportPublished:
+    """Publish to the campaign's target; live only when the campaign carries the acknowledgement."""
+    acknowledged = campaign.acknowledgements.i_understand_this_publishes_externally
+    try:
+        publication = await publish_run(
+            bundle, event.run_id, target=campaign.publish.target, key=f"ev-{event.event_id}",
+            acknowledged_by="campaign" if acknowledged else None,
+        )
+    except PublishFailed as exc:
+        raise StepFailed(exc.reason, error_type="PublishFailed", artifacts=[exc.recorded] if exc.recorded else []) from None
+    except (PublisherError, BundleError) as exc:
+        raise StepFailed(str(exc), error_type=type(exc).__name__) from None
+    return event.caused(
+        ReportPublished, producer=producer, target=publication.target, dry_run=publication.dry_run,
+        sent=[f.ref for f in publication.files], response=publication.response,
+    )
+
+
+def routes(resources: dict) -> list[Route]:
+    bundle: BundleStore = resources["bundle"]
+
+    async def render(event: Event, ctx: StepContext) -> list[Event]:
+        # Plots take a second or two of CPU: off the event loop, so the lease heartbeat keeps running.
+        return [await asyncio.to_thread(render_event, bundle, event, f"{NAME}/{ctx.settings.instance}")]
+
+    async def publish(event: Event, ctx: StepContext) -> list[Event]:
+        return [await publish_event(bundle, event, f"{NAME}/{ctx.settings.instance}")]
+
+    return [
+        Route("gate.decided", render, step_key=_by_event, failure_step="report"),
+        Route("report.requested", render, step_key=_by_event, failure_step="report"),
+        Route("report.rendered", publish, step_key=_by_event, failure_step="publish"),
+        Route("publish.requested", publish, step_key=_by_event, failure_step="publish"),
+    ]

@@ -1,0 +1,111 @@
+"""The aggregated campaign, version 1: everything a report is rendered from.
+
+`aggregate.read_campaign` builds it from a run's bundle; the report, its
+plots, the DRAFT marking and the levers are pure functions of it. Per-record
+problems (an unreadable result file, an invalid DECISION.json) are data here,
+listed in `problems` and turned into DRAFT reasons, never exceptions.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from contracts.campaign import Campaign
+from contracts.envelope import Key, RunId, Sha256, Strict
+from contracts.events import SpecDecodeDelta
+from contracts.results import TrialIdentity
+from services.gate.model import Decision
+
+AGGREGATE_VERSION = 1
+
+# The campaign steps whose evidence a report rests on, in flow order. report and
+# publish come after the report and are not part of its evidence.
+EVIDENCE_STEPS: tuple[str, ...] = ("profile", "corpus", "capacity", "training", "bench", "gate")
+StepState = Literal["done", "skipped", "failed", "missing"]
+
+
+class StepStatus(Strict):
+    """The last outcome of one campaign step, as the run's events (and artifacts) show it."""
+
+    step: str = Field(description="The step (profile, corpus, capacity, training, bench, gate).")
+    state: StepState = Field(description="done, skipped (recorded with a reason), failed or missing.")
+    detail: str | None = Field(default=None, description="The event that decided the state and its reason, in words.")
+
+
+class TrialFigures(Strict):
+    """The figures of one trial result file (one cell, one concurrency level, one trial)."""
+
+    trial: int | None = Field(description="Trial index from the identity block or the `trial-<n>` folder; None if neither.")
+    path: str = Field(description="The result file's path relative to the run's bundle.")
+    sha256: Sha256 = Field(description="sha256 of the result file as recorded in the bundle.")
+    completed: int = Field(ge=0, description="Requests that completed.")
+    failed: int = Field(ge=0, description="Requests that failed.")
+    ttft_ms: float | None = Field(description="Median time to first token over the trial's requests, ms.")
+    tpot_ms: float | None = Field(description="Median time per output token after the first, ms.")
+    itl_ms: float | None = Field(description="Median inter-chunk latency, ms.")
+    e2el_ms: float | None = Field(description="Median end-to-end latency, ms.")
+    output_throughput_tok_per_s: float | None = Field(description="Output tokens per second of the trial.")
+    spec_decode: SpecDecodeDelta | None = Field(description="Spec-decode counter deltas of the trial's window.")
+    accuracy: float | None = Field(description="Accuracy (or agreement) of the trial's outputs; None when not evaluated.")
+    identity: TrialIdentity | None = Field(description="The trial's identity block; None in a plain vLLM file.")
+
+
+class ArmLevel(Strict):
+    """One cell at one concurrency level: its trials and the identity every figure of it carries."""
+
+    key: str = Field(description="Identity pointer used by every table row and plot: '<cell_id>@c<concurrency>'.")
+    cell_id: Key = Field(description="The cell.")
+    role: Literal["standing", "candidate"] | None = Field(description="standing or candidate; None when nothing says.")
+    concurrency: int | None = Field(description="Maximum concurrency of the load; None when the load had no limit.")
+    baseline_cell_id: Key | None = Field(description="The named baseline (standing cell) a candidate is compared with.")
+    identity: TrialIdentity | None = Field(description="Identity of the lowest trial; None when no trial carries one.")
+    trials: list[TrialFigures] = Field(description="The trials found, in trial order.")
+    trials_declared: int | None = Field(description="Trials the plan (or the identity) declared; None when unknown.")
+    identity_problems: list[str] = Field(description="Why this arm's identity is incomplete or inconsistent, in words.")
+
+
+class CampaignData(Strict):
+    """A run's campaign as read from its bundle."""
+
+    version: Literal[1] = Field(default=AGGREGATE_VERSION, description="Version of this aggregate.")
+    run_id: RunId = Field(description="The run.")
+    campaign: Campaign | None = Field(description="campaign.json; None when missing or invalid (see problems).")
+    decision: Decision | None = Field(description="gate/DECISION.json; None when missing or invalid (see problems).")
+    decision_sha256: Sha256 | None = Field(description="sha256 of DECISION.json as recorded in the bundle.")
+    plan: dict[str, Any] | None = Field(description="bench/plan.json as stored; None when the bundle has none.")
+    steps: list[StepStatus] = Field(description="Every evidence step, in flow order.")
+    journal_present: bool = Field(description="Whether the bundle holds events.jsonl at all.")
+    arms: list[ArmLevel] = Field(description="Every cell x concurrency level with trials or declared by the plan.")
+    bench_exploratory: bool = Field(description="True when bench.completed or the plan marked the matrix exploratory.")
+    failed_cells: dict[str, str] = Field(description="Cells bench.completed lists as failed, with why.")
+    problems: list[str] = Field(description="Unreadable or invalid inputs (files, DECISION.json, campaign.json), in words.")
+
+    @property
+    def baseline_cell_id(self) -> str | None:
+        standing = sorted({arm.cell_id for arm in self.arms if arm.role == "standing"})
+        return standing[0] if len(standing) == 1 else None
+
+    @property
+    def levels(self) -> list[int | None]:
+        """Every concurrency level measured or declared, ascending (no limit last)."""
+        return sorted({arm.concurrency for arm in self.arms}, key=lambda c: (c is None, c or 0))
+
+    def arm(self, cell_id: str, concurrency: int | None) -> ArmLevel | None:
+        for arm in self.arms:
+            if arm.cell_id == cell_id and arm.concurrency == concurrency:
+                return arm
+        return None
+
+    def cells(self) -> list[str]:
+        """Cell IDs, standing first, then candidates in the order first seen."""
+        ordered: list[str] = []
+        for arm in sorted(self.arms, key=lambda a: a.role != "standing"):
+            if arm.cell_id not in ordered:
+                ordered.append(arm.cell_id)
+        return ordered
+
+
+def arm_key(cell_id: str, concurrency: int | None) -> str:
+    return f"{cell_id}@c{concurrency if concurrency is not None else 'inf'}"

@@ -1,0 +1,316 @@
+"""The report's content: `CampaignData` -> `Document` -> Markdown, HTML and plots.
+
+Every number in a table carries its identity: the first column of each table
+of measured numbers is a pointer to that arm's row in the identity table
+(model, hardware, quantization, parallelism, serving config, workload shape,
+concurrency, regime, graph mode, source revision, trial count, named
+baseline); the rows also repeat the cell, the concurrency, the trial count and
+the named baseline so a row read alone still says what it measured. Plots
+carry the identity line in their subtitle and pointers in their caption.
+
+Sections, in order: DRAFT reasons (when any), summary, steps, identity, gate
+verdicts, latency, throughput, acceptance, predicted against realized speedup,
+and last the next measured lever.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from contracts.campaign import ServingConfig
+from services.publisher import figures as fig
+from services.publisher.document import (
+    Anchor,
+    Bullets,
+    Document,
+    Formula,
+    Image,
+    Paragraph,
+    Ref,
+    Section,
+    Table,
+    Text,
+    to_html,
+    to_markdown,
+)
+from services.publisher.draft import draft_reasons
+from services.publisher.levers import Lever, levers
+from services.publisher.model import ArmLevel, CampaignData, arm_key
+from services.publisher.plots import Plot, render_plots
+
+SPEEDUP_FORMULA = (
+    "a_i = accepted tokens at draft position i / drafts        (pooled over the level's trials)",
+    "p_i = a_i / a_(i-1), a_0 = 1                               (acceptance at i given i-1)",
+    "predicted = tau = 1 + sum_i a_i                            (tokens per target step; free drafting, one-step verify)",
+    "realized  = TPOT(baseline) / TPOT(candidate)               (geometric means of per-trial median TPOT, same level)",
+    "efficiency = realized / predicted; overhead = predicted / realized - 1 (extra cost of a speculative step)",
+)
+
+
+@dataclass(frozen=True)
+class RenderedReport:
+    document: Document
+    markdown: bytes
+    html: bytes
+    plots: list[Plot]
+    levers: list[Lever]
+
+    @property
+    def draft(self) -> bool:
+        return self.document.draft
+
+
+def render_report(data: CampaignData) -> RenderedReport:
+    plots = render_plots(data)
+    found = levers(data)
+    doc = build_document(data, plots, found)
+    return RenderedReport(
+        document=doc, markdown=to_markdown(doc).encode(), html=to_html(doc).encode(), plots=plots, levers=found
+    )
+
+
+def build_document(data: CampaignData, plots: list[Plot], found: list[Lever]) -> Document:
+    by_name = {p.name: p for p in plots}
+    reasons = draft_reasons(data)
+    sections = [
+        *([_draft_section(reasons)] if reasons else []),
+        _summary(data),
+        _steps(data),
+        _identity(data),
+        _gate(data),
+        _latency(data, by_name),
+        _throughput(data, by_name),
+        _acceptance(data, by_name),
+        _speedup(data, by_name),
+        _levers(found),
+    ]
+    return Document(title=f"specdec report: run {data.run_id}", draft_reasons=tuple(reasons), sections=tuple(sections))
+
+
+# --- sections ----------------------------------------------------------------------
+
+
+def _draft_section(reasons: list[str]) -> Section:
+    return Section("draft", "Why this is a DRAFT", (
+        Paragraph(("These numbers are not final evidence, because:",)),
+        Bullets(tuple((r,) for r in reasons)),
+    ))
+
+
+def _summary(data: CampaignData) -> Section:
+    d, c = data.decision, data.campaign
+    lines: list[Text] = [("run: ", data.run_id)]
+    if c is not None:
+        rev = c.source_revisions
+        lines.append((f"family: {c.family}; target: {c.target.checkpoint}",))
+        lines.append((f"source revisions: target {rev.target or 'unknown'}, trainer {rev.trainer or 'unknown'}, "
+                      f"serving {rev.serving or 'unknown'}, specdec {rev.specdec or 'unknown'}",))
+    if d is not None:
+        lines.append((f"decision: {d.decision}" + (f" (winner {d.winner})" if d.winner else "") + f"; objective "
+                      f"{d.objective} ({d.direction.replace('_', ' ')}); named baseline {d.baseline}",))
+        lines.append((f"DECISION.json sha256 {data.decision_sha256}",))
+        lines += [(f"gate: {r}",) for r in d.reasons]
+    else:
+        lines.append(("decision: none (no valid gate/DECISION.json)",))
+    lines.append((f"cells: {', '.join(data.cells())}; concurrency levels: {', '.join(_lvl(v) for v in data.levels)}; "
+                  "identity of every figure above: ", *_join([Ref(a.key) for a in data.arms])))
+    return Section("summary", "Summary", (
+        Bullets(tuple(lines)),
+        Paragraph(("Every measured number below carries its identity: the ID column points to its row in the "
+                   "identity table (model, hardware, quantization, parallelism, serving config, workload shape, "
+                   "concurrency, regime, source revision, trial count, named baseline).",)),
+    ))
+
+
+def _steps(data: CampaignData) -> Section:
+    rows = tuple((s.step, s.state, s.detail or "-") for s in data.steps)
+    note = () if data.journal_present else (Paragraph(("The bundle has no events.jsonl (journal).",)),)
+    return Section("steps", "Campaign steps", (Table(("step", "state", "evidence"), rows, identity_column=False), *note))
+
+
+def _identity(data: CampaignData) -> Section:
+    rows = []
+    for arm in data.arms:
+        i = arm.identity
+        par = f"tp{i.parallelism.tensor_parallel_size} pp{i.parallelism.pipeline_parallel_size} " \
+            f"dp{i.parallelism.data_parallel_size}" if i else "unknown"
+        rows.append((
+            Anchor(arm.key), arm.cell_id, arm.role or "unknown",
+            i.model if i else "unknown", i.hardware if i else "unknown",
+            (i.quantization or "none") if i else "unknown", par,
+            _serving(i.serving_config) if i else "unknown", i.workload_shape if i else "unknown",
+            _lvl(arm.concurrency), i.regime if i else "unknown", i.graph_mode if i else "unknown",
+            (i.source_revision or "unknown") if i else "unknown",
+            f"{len(arm.trials)}/{arm.trials_declared or '?'}", arm.baseline_cell_id or "-",
+            "; ".join(arm.identity_problems) or "complete",
+        ))
+    columns = ("ID", "cell", "role", "model", "hardware", "quantization", "parallelism", "serving config",
+               "workload shape", "concurrency", "regime", "graph mode", "source revision", "trials (found/declared)",
+               "named baseline", "identity check")
+    return Section("identity", "Identity of every number", (Table(columns, tuple(rows), identity_column=False),))
+
+
+def _gate(data: CampaignData) -> Section:
+    d = data.decision
+    if d is None:
+        return Section("gate", "Gate verdicts", (Paragraph(("No valid gate decision in this bundle.",)),))
+    rows, floors = [], []
+    for cand in d.candidates:
+        for lvl in cand.levels:
+            key = _ref(data, cand.candidate, lvl.concurrency)
+            o = lvl.objective
+            interval = f"[{o.interval.low_pct:+.1f}, {o.interval.high_pct:+.1f}]" if o and o.interval else "-"
+            rows.append((
+                key, cand.candidate, _lvl(lvl.concurrency),
+                f"{lvl.candidate.trials}/{lvl.baseline.trials}", d.baseline, o.metric if o else d.objective,
+                _n(o.baseline_value) if o else "-", _n(o.candidate_value) if o else "-",
+                _pct(o.delta_pct) if o else "-", interval, _pct(o.noise_bound_pct, signed=False) if o else "-",
+                o.verdict if o else "unavailable", lvl.outcome,
+            ))
+            floors += [(key, cand.candidate, _lvl(lvl.concurrency), f"{lvl.candidate.trials}", d.baseline,
+                        f.floor, f"{f.minimum:g}", _n(f.measured), {True: "passed", False: "failed"}.get(f.passed, "unmeasured"))
+                       for f in lvl.floors]
+    outcomes = tuple((_refs(data, c.candidate), c.candidate, c.outcome, _pct(c.worst_gain_pct),
+                      _lvl(c.stops_paying_at) if c.stops_paying_at else "-", c.reasons[0]) for c in d.candidates)
+    blocks = [
+        Paragraph((f"Decision {d.decision}" + (f", winner {d.winner}" if d.winner else "") + f". Rule: {d.campaign_rule}",)),
+        Table(("ID", "candidate", "outcome", "smallest gain", "stops paying at", "why"), outcomes),
+        Table(("ID", "candidate", "concurrency", "trials (cand/base)", "named baseline", "objective", "baseline",
+               "candidate", "change", "interval (%)", "noise bound", "verdict", "level outcome"), tuple(rows)),
+    ]
+    if floors:
+        blocks.append(Table(("ID", "candidate", "concurrency", "trials", "named baseline", "floor", "minimum", "measured",
+                             "result"), tuple(floors)))
+    return Section("gate", "Gate verdicts", tuple(blocks))
+
+
+def _latency(data: CampaignData, plots: dict[str, Plot]) -> Section:
+    rows = []
+    for arm in data.arms:
+        requests = sum(t.completed + t.failed for t in arm.trials)
+        rows.append((*_id_cols(arm), *(_spread(fig.spread(arm.trials, a)) for a in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")),
+                     f"{sum(t.failed for t in arm.trials)}/{requests}"))
+    cols = ("ID", "cell", "concurrency", "trials", "named baseline", "TTFT ms", "TPOT ms", "ITL ms", "E2EL ms", "failed/requests")
+    blocks = [
+        Paragraph(("Each figure: geometric mean of the trials' medians [min - max over trials].",)),
+        Table(cols, tuple(rows)),
+    ]
+    blocks += [_image(p) for p in plots.values() if p.name.startswith("latency-")]
+    return Section("latency", "Latency per cell and concurrency (TTFT, TPOT, ITL)", tuple(blocks))
+
+
+def _throughput(data: CampaignData, plots: dict[str, Plot]) -> Section:
+    rows = tuple((*_id_cols(arm), _spread(fig.spread(arm.trials, "output_throughput_tok_per_s"))) for arm in data.arms)
+    blocks = [Table(("ID", "cell", "concurrency", "trials", "named baseline", "output tok/s"), rows)]
+    blocks += [_image(plots[n]) for n in ("throughput.png",) if n in plots]
+    return Section("throughput", "Throughput against concurrency", tuple(blocks))
+
+
+def _acceptance(data: CampaignData, plots: dict[str, Plot]) -> Section:
+    rows = []
+    for arm in data.arms:
+        acc = fig.acceptance(arm)
+        if acc is None:
+            continue
+        rows.append((*_id_cols(arm), str(acc.k), f"{acc.rate:.3f}", f"{acc.mean_length:.3f}",
+                     " / ".join(f"{a:.3f}" for a in acc.per_position), " / ".join(f"{p:.3f}" for p in acc.conditional)))
+    if not rows:
+        return Section("acceptance", "Acceptance per position", (Paragraph(("No trial carries spec-decode counters.",)),))
+    cols = ("ID", "cell", "concurrency", "trials", "named baseline", "k", "acceptance rate", "tau (mean acceptance length)",
+            "a_1 / ... / a_k", "p_1 / ... / p_k")
+    blocks = [Table(cols, tuple(rows)), *(_image(p) for p in plots.values() if p.name.startswith("acceptance-"))]
+    return Section("acceptance", "Acceptance per position", tuple(blocks))
+
+
+def _speedup(data: CampaignData, plots: dict[str, Plot]) -> Section:
+    found = fig.speedups(data)
+    rows = tuple((*_id_cols(s.candidate), Ref(s.baseline.key), f"{s.predicted:.3f}x", f"{s.realized:.3f}x",
+                  f"{s.efficiency:.0%}", f"{s.overhead:+.3f}") for s in found)
+    blocks: list = [Formula(SPEEDUP_FORMULA)]
+    if rows:
+        blocks.append(Table(("ID", "cell", "concurrency", "trials", "named baseline", "baseline ID", "predicted",
+                             "realized", "efficiency", "overhead per step"), rows))
+    else:
+        blocks.append(Paragraph(("No candidate has both spec-decode counters and a baseline TPOT at the same level.",)))
+    blocks += [_image(plots[n]) for n in ("speedup.png",) if n in plots]
+    return Section("speedup", "Predicted speedup from measured acceptance beside the realized one", tuple(blocks))
+
+
+def _levers(found: list[Lever]) -> Section:
+    def item(lever: Lever) -> tuple[Text, ...]:
+        evidence = ("evidence: ", *_join([Ref(key) for key in lever.evidence]))
+        return ((f"[{lever.rule}] finding: {lever.finding}",), (f"lever: {lever.action}",),
+                (f"gate that proves or rejects it: {lever.gate}",), evidence)
+
+    first, rest = found[0], found[1:]
+    blocks: list = [Paragraph(("The next measured lever, derived from the data by the rules of docs/publisher.md:",)),
+                    Bullets(item(first))]
+    if rest:
+        blocks.append(Paragraph(("Other levers the data supports, in rule order:",)))
+        blocks.append(Bullets(tuple(t for lever in rest for t in item(lever))))
+    return Section("next-lever", "Next measured lever", tuple(blocks))
+
+
+# --- helpers -----------------------------------------------------------------------
+
+
+def _id_cols(arm: ArmLevel) -> tuple:
+    return (Ref(arm.key), arm.cell_id, _lvl(arm.concurrency), f"{len(arm.trials)}/{arm.trials_declared or '?'}",
+            arm.baseline_cell_id or "-")
+
+
+def _image(plot: Plot) -> Image:
+    caption = (f"{plot.caption}. Identity: ", *_join([Ref(key) for key in plot.evidence]))
+    return Image(name=plot.name, title=plot.title, caption=caption, png=plot.png)
+
+
+def _serving(s: ServingConfig) -> str:
+    spec = s.speculative
+    if spec is None:
+        head = "no speculation"
+    else:
+        head = f"{spec.method} k={spec.num_speculative_tokens}"
+        if spec.model:
+            head += f" draft {spec.model}"
+        if spec.prompt_lookup_min is not None or spec.prompt_lookup_max is not None:
+            head += f" lookup {spec.prompt_lookup_min}-{spec.prompt_lookup_max}"
+    return f"{head}; dtype {s.dtype}; {s.graph_mode}; max_num_seqs {s.max_num_seqs or 'default'}"
+
+
+def _refs(data: CampaignData, cell: str) -> Text | str:
+    """Pointers to every arm of a cell (a figure over its levels)."""
+    arms = [Ref(a.key) for a in data.arms if a.cell_id == cell]
+    return _join(arms) if arms else f"{cell} (no identity in this bundle)"
+
+
+def _join(parts: list) -> Text:
+    out: list = []
+    for i, part in enumerate(parts):
+        out += ([", "] if i else []) + [part]
+    return tuple(out)
+
+
+def _ref(data: CampaignData, cell: str, level: int | None) -> Ref | str:
+    """A pointer to the arm's identity row; plain text when the bundle has no such arm (named outside the bundle)."""
+    key = arm_key(cell, level)
+    return Ref(key) if data.arm(cell, level) is not None else f"{key} (no identity in this bundle)"
+
+
+def _spread(s: fig.Spread | None) -> str:
+    return "-" if s is None else f"{_n(s.mean)} [{_n(s.low)} - {_n(s.high)}]"
+
+
+def _n(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.1f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
+def _pct(v: float | None, *, signed: bool = True) -> str:
+    if v is None:
+        return "-"
+    return f"{v:+.1f} %" if signed else f"{v:.1f} %"
+
+
+def _lvl(c: int | None) -> str:
+    return "unlimited" if c is None else str(c)

