@@ -117,8 +117,11 @@ def build_plan(
     cells = []
     for cell in ordered:
         spec = speculative_config(cell.serving.speculative, training_output=training_output)
-        if cell.vllm_sweep.serve_cmd is not None:
-            argv = cell.vllm_sweep.serve_cmd.render(_operator_values(campaign, cell, run_id, spec, training_output))
+        operator_serve = cell.vllm_sweep.serve_cmd
+        if operator_serve is None and campaign.commands.serve not in ("builtin", None):
+            operator_serve = campaign.commands.serve.argv  # type: ignore[union-attr]
+        if operator_serve is not None:
+            argv = operator_serve.render(_operator_values(campaign, cell, run_id, spec, training_output))
             source: Literal["builtin", "operator"] = "operator"
         else:
             argv = serve_argv(cell, campaign, host="127.0.0.1", port=0, training_output=training_output)

@@ -18,6 +18,7 @@ APP_MODULES: dict[str, str] = {
     "corpus": "services.corpus.app",
     "capacity": "services.capacity.app",
     "trainer-proxy": "services.trainer_proxy.app",
+    "bench-runner": "services.bench.app",
     "gate": "services.gate.app",
     "publisher": "services.publisher.app",
 }

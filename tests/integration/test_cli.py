@@ -163,7 +163,7 @@ def test_submit_creates_the_bundle_then_publishes_one_event(cli, env, client):
     assert re.fullmatch(r"toy-llama-\d{8}-\d{6}-[0-9a-f]{6}", run_id)
     run_dir = env.bundle_root / run_id
     for name in ("campaign.json", "campaign.yaml", "operator/commands.json", "operator/source_revisions.json",
-                 "manifest.json", "inert.json"):
+                 "manifest.json"):
         assert (run_dir / name).is_file(), name
     assert (run_dir / "campaign.yaml").read_bytes() == EXAMPLE.read_bytes()
     revisions = orjson.loads((run_dir / "operator/source_revisions.json").read_bytes())
@@ -172,8 +172,8 @@ def test_submit_creates_the_bundle_then_publishes_one_event(cli, env, client):
     stored = orjson.loads((run_dir / "campaign.json").read_bytes())
     assert stored["source_revisions"]["specdec"] == revisions["specdec"]
     assert orjson.loads((run_dir / "operator/commands.json").read_bytes())["serve"] == "builtin"
-    inert = orjson.loads((run_dir / "inert.json").read_bytes())
-    assert "traffic" in inert and "matrix" in inert
+    # Every campaign field has a consumer today: nothing is recorded as inert.
+    assert not (run_dir / "inert.json").exists()
     manifest = orjson.loads((run_dir / "manifest.json").read_bytes())
     assert manifest["run_id"] == run_id
     assert {a["path"] for a in manifest["artifacts"]} >= {"campaign.json", "campaign.yaml", "operator/commands.json"}
@@ -406,3 +406,12 @@ def test_watch_survives_a_stream_entry_without_a_schema(cli, env, client):
     client.xadd(f"{env.stream_prefix}.gate.decided", {"written": "by hand"})
     code, _, _ = cli("watch", "--from-start", "--timeout", "1")
     assert code == 0
+
+
+def test_a_field_in_the_inert_table_is_recorded_and_warned(cli, env, monkeypatch):
+    from contracts import inert
+
+    monkeypatch.setitem(inert.INERT, "matrix.load", "test: pretend nothing consumes it")
+    run_id = submit_ok(cli)
+    recorded = orjson.loads((env.bundle_root / run_id / "inert.json").read_bytes())
+    assert recorded == {"matrix.load": "test: pretend nothing consumes it"}

@@ -1,0 +1,235 @@
+"""The prompts a measured window sends: the corpus's heldout split, or shaped from a profile.
+
+- Heldout (a campaign with traffic): the records of CORPUS.jsonl whose `split`
+  is `heldout`, in file order, their chat `messages` as the prompt and their own
+  `output_tokens` (what the traffic produced) as the output budget. They end
+  where the model ends them (`ignore_eos` false) unless the caller asks for
+  fixed lengths.
+- Shaped (named workload shapes): synthetic prompts of exactly the shape's input
+  length (counted by the target's tokenizer when a folder is given) and an
+  output budget of exactly the shape's output length. A shape fixes the output
+  length, so these requests set `ignore_eos`: the model must not stop early.
+
+For `/v1/completions` a chat prompt is rendered with the target's chat template
+when the tokenizer folder has one, else its contents are joined with blank
+lines; `/v1/chat/completions` gets the messages and the server applies the
+template itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import numpy as np
+import orjson
+from pydantic import Field, ValidationError, model_validator
+
+from contracts.envelope import Strict
+from services.corpus.model import ChatMessage, CorpusRecord
+from services.runtime.errors import ConfigurationError
+
+
+class PromptError(ConfigurationError):
+    """The prompts of a window cannot be built; the message names the file or shape and what to do."""
+
+
+class ChatTurn(Strict):
+    """One chat message sent to /v1/chat/completions."""
+
+    role: str = Field(min_length=1, description="Chat role: system, user, assistant, tool, ...")
+    content: str = Field(description="The message text.")
+
+
+class Prompt(Strict):
+    """One request's input and output budget."""
+
+    prompt_id: str = Field(min_length=1, description="Corpus record ID, or shape name and index.")
+    messages: list[ChatTurn] = Field(min_length=1, description="The prompt in chat form (chat endpoint).")
+    text: str = Field(description="The prompt as one string (completions endpoint).")
+    input_tokens: int | None = Field(ge=0, description="Prompt length in tokens as known before sending; None if unknown.")
+    max_output_tokens: int = Field(ge=1, description="max_tokens of the request.")
+    ignore_eos: bool = Field(description="True when the output must run to max_output_tokens (fixed-length shapes).")
+
+
+class ShapeSpec(Strict):
+    """A workload shape's lengths (the profiler's `Shape` has the same fields)."""
+
+    name: str = Field(min_length=1, description="Shape name (identity).")
+    input_tokens: int = Field(ge=1, description="Prompt length, tokens.")
+    output_tokens: int = Field(ge=1, description="Output length, tokens.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_description(cls, data: object) -> object:
+        # Accept a profiler Shape dumped as a dict: its description is prose, not a length.
+        if isinstance(data, dict) and "description" in data:
+            data = {k: v for k, v in data.items() if k != "description"}
+        return data
+
+
+def heldout_prompts(
+    corpus_path: str | Path,
+    *,
+    limit: int | None = None,
+    tokenizer_dir: str | Path | None = None,
+    max_output_tokens: int | None = None,
+    ignore_eos: bool = False,
+) -> list[Prompt]:
+    """The heldout records of CORPUS.jsonl as prompts, in file order.
+
+    `max_output_tokens` overrides every record's own output length (a profile's
+    figure); records whose traffic output was empty get 1. Raises PromptError
+    naming the line when a record is malformed, and when the split is empty.
+    """
+    path = Path(corpus_path)
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError as err:
+        raise PromptError(f"cannot read corpus {path}: {err.strerror or err}; pass the CORPUS.jsonl the corpus step wrote") from err
+    render = _completion_renderer(tokenizer_dir)
+    prompts: list[Prompt] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = CorpusRecord.model_validate(orjson.loads(line))
+        except (orjson.JSONDecodeError, ValidationError) as err:
+            raise PromptError(f"{path}:{number} is not a corpus record ({_short(err)}); rebuild the corpus") from None
+        if record.split != "heldout":
+            continue
+        budget = max_output_tokens if max_output_tokens is not None else max(1, record.output_tokens)
+        prompts.append(
+            Prompt(
+                prompt_id=record.id,
+                messages=[ChatTurn(role=m.role, content=m.content) for m in record.messages],
+                text=render(record.messages),
+                input_tokens=record.input_tokens,
+                max_output_tokens=budget,
+                ignore_eos=ignore_eos,
+            )
+        )
+        if limit is not None and len(prompts) >= limit:
+            break
+    if not prompts:
+        raise PromptError(f"{path} has no heldout records; build the corpus with a heldout share above 0")
+    return prompts
+
+
+def shaped_prompts(
+    shape: ShapeSpec,
+    count: int,
+    *,
+    tokenizer_dir: str | Path | None = None,
+    seed: int = 0,
+) -> list[Prompt]:
+    """`count` synthetic prompts of the shape's input length, output fixed at its output length.
+
+    With a tokenizer folder (tokenizer.json) the text is built from random vocabulary
+    tokens and trimmed until it re-encodes to exactly `input_tokens` tokens. Without
+    one, the text is `input_tokens` common words (about one token each in BPE
+    vocabularies), and the count is marked unknown (None): the server's usage
+    then reports the real one.
+    """
+    if count < 1:
+        raise PromptError(f"a window needs at least one prompt, got count={count}")
+    rng = np.random.default_rng(seed)
+    tokenizer = _tokenizer(tokenizer_dir) if tokenizer_dir is not None else None
+    prompts = []
+    for i in range(count):
+        if tokenizer is not None:
+            text, n = _exact_text(tokenizer, shape.input_tokens, rng)
+        else:
+            text, n = " ".join(rng.choice(_WORDS, size=shape.input_tokens)), None
+        prompts.append(
+            Prompt(
+                prompt_id=f"{shape.name}-{i}",
+                messages=[ChatTurn(role="user", content=text)],
+                text=text,
+                input_tokens=n,
+                max_output_tokens=shape.output_tokens,
+                ignore_eos=True,
+            )
+        )
+    return prompts
+
+
+def cycle(prompts: list[Prompt], count: int) -> list[Prompt]:
+    """`count` prompts, reusing the list from its start when it is shorter (warm-up, long windows)."""
+    if not prompts:
+        raise PromptError("no prompts to send")
+    return [prompts[i % len(prompts)] for i in range(count)]
+
+
+# Common English words: a tokenizer-free stand-in for `input_tokens` tokens.
+_WORDS = np.array(
+    "the of and to in is that for it as was with be by on not he this are or his from at which but have an they "
+    "you were her she there one all we their been has would when if more no out so said what up its about into "
+    "than them can only other new some could time these two may then do first any my now such like our over man".split()
+)
+
+
+def _tokenizer(tokenizer_dir: str | Path):  # -> tokenizers.Tokenizer
+    from tokenizers import Tokenizer
+
+    path = Path(tokenizer_dir) / "tokenizer.json"
+    if not path.is_file():
+        raise PromptError(f"{path} does not exist; shaped prompts need the target's tokenizer folder (tokenizer.json)")
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as err:  # tokenizers raises a bare Exception on bad files
+        raise PromptError(f"cannot load {path}: {err}; pass a tokenizer.json written by `tokenizers`") from err
+
+
+def _exact_text(tokenizer, n_tokens: int, rng: np.random.Generator) -> tuple[str, int]:
+    """Text that encodes to exactly n_tokens tokens (without special tokens), as far as the vocabulary allows.
+
+    Only tokens that decode on their own to printable text are drawn: byte
+    fragments of multi-byte characters would decode to U+FFFD and re-encode
+    to other tokens. Decode -> encode can still merge neighbours, so the ids
+    are re-encoded, trimmed or extended until the count is stable.
+    """
+    special = {t.content for t in tokenizer.get_added_tokens_decoder().values() if t.special}
+    vocab = sorted(
+        tid
+        for tok, tid in tokenizer.get_vocab().items()
+        if tok not in special and (piece := tokenizer.decode([tid])).strip() and piece.isprintable() and "\ufffd" not in piece
+    )
+    if not vocab:
+        raise PromptError("the tokenizer has no printable ordinary tokens to build a prompt from")
+    vocab_arr = np.array(vocab)
+    ids = [int(i) for i in rng.choice(vocab_arr, size=n_tokens)]
+    text = tokenizer.decode(ids)
+    for _ in range(32):
+        enc = tokenizer.encode(text, add_special_tokens=False).ids
+        if len(enc) == n_tokens:
+            return text, n_tokens
+        if len(enc) > n_tokens:
+            ids = enc[:n_tokens]
+        else:
+            ids = enc + [int(i) for i in rng.choice(vocab_arr, size=n_tokens - len(enc))]
+        text = tokenizer.decode(ids)
+    return text, len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+
+def _completion_renderer(tokenizer_dir: str | Path | None):
+    template = None
+    if tokenizer_dir is not None:
+        from services.corpus.render import load_chat_template
+
+        template = load_chat_template(tokenizer_dir)
+
+    def render(messages: Iterable[ChatTurn | ChatMessage]) -> str:
+        turns = [{"role": m.role, "content": m.content} for m in messages]
+        if template is not None:
+            return template.render(turns, add_generation_prompt=True)
+        return "\n\n".join(turn["content"] for turn in turns)
+
+    return render
+
+
+def _short(err: Exception) -> str:
+    if isinstance(err, ValidationError):
+        first = err.errors()[0]
+        return f"{'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
+    return str(err)

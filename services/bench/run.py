@@ -1,0 +1,247 @@
+"""Executing an approved bench plan: serve each cell, measure, verify, record.
+
+For every launch of the plan, in order: re-check the node's idleness, start
+the server (labelled, free port), wait for /health, then for each trial and
+concurrency level drive one measured window, take the engine's spec-decode
+counter deltas around it, verify the declared speculation really ran,
+evaluate, and write the trial's result JSON. The server is stopped after its
+results and hashes are captured. A cell whose speculation is not active as
+declared fails loudly with the figures; a standing cell that fails fails the
+step (there is no baseline without it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from contracts.campaign import ServingConfig, SpeculativeConfig
+from contracts.envelope import ArtifactRef
+from contracts.events import BenchTrialCompleted
+from contracts.results import Evaluation, Parallelism, TrialIdentity, TrialResultBlocks, attach_blocks
+from services.bench.evaluate import agreement_of_windows, run_eval_command
+from services.bench.executor import ServingError, launch, wait_ready
+from services.bench.loadgen import LoadGenerator, LoadSpec, WindowRecord
+from services.bench.metrics import spec_decode_delta
+from services.bench.plan import BenchPlan, CellPlan
+from services.bench.prompts import Prompt
+from services.bench.results import build_result, dumps_result
+from services.bench.serving import speculation_problems
+from services.runtime.bundle import BundleStore
+from services.runtime.errors import SpecdecError
+from services.runtime.procs import spawn
+
+Emit = Callable[[Any], Awaitable[None]]
+Recheck = Callable[[str], Awaitable[str | None]]  # node -> None when idle, else why not
+
+
+class SpeculationNotActive(SpecdecError):
+    """The engine's counters show the declared speculation did not run as declared."""
+
+
+@dataclass
+class Outcome:
+    results: list[ArtifactRef] = field(default_factory=list)
+    failed_cells: dict[str, str] = field(default_factory=dict)
+
+
+def _identity(cell: CellPlan, *, concurrency: int, trial: int, baseline: str) -> TrialIdentity:
+    ident = cell.identity
+    spec = SpeculativeConfig.model_validate(cell.speculative_config) if cell.speculative_config else None
+    serving = ServingConfig(
+        model=ident["model"],
+        dtype=ident["serving_config"]["dtype"],
+        quantization=None if ident["quantization"] == "none" else ident["quantization"],
+        tensor_parallel_size=int(ident["parallelism"].removeprefix("tp=")),
+        graph_mode=ident["graph_mode"],
+        max_num_seqs=ident["serving_config"]["max_num_seqs"],
+        speculative=spec,
+    )
+    return TrialIdentity(
+        model=ident["model"], hardware=ident["hardware"], quantization=serving.quantization,
+        parallelism=Parallelism(tensor_parallel_size=serving.tensor_parallel_size), serving_config=serving,
+        workload_shape=ident["workload_shape"], concurrency=concurrency, regime=cell.regime,
+        graph_mode=serving.graph_mode, source_revision=ident["source_revision"], trial=trial,
+        trial_count=cell.trials, cell_id=cell.cell_id, role=cell.role,
+        baseline_cell_id=None if cell.role == "standing" else baseline,
+    )
+
+
+def _load_spec(plan: BenchPlan, cell: CellPlan, base_url: str, concurrency: int, trial: int) -> LoadSpec:
+    load = plan.load
+    return LoadSpec(
+        base_url=base_url,
+        endpoint="/v1/chat/completions" if load.endpoint == "chat" else "/v1/completions",
+        model=cell.identity["model"],
+        arrival="inf" if load.request_rate is None else "poisson",
+        request_rate_per_s=load.request_rate,
+        burstiness=load.burstiness if load.request_rate is not None else 1.0,
+        max_concurrency=concurrency,
+        warmup_requests=load.warmup_requests,
+        temperature=0.0,
+        seed=trial,
+    )
+
+
+async def scrape_metrics(base_url: str) -> str | None:
+    """/metrics text, or None when the server exports none (the verdict then says so)."""
+    import httpx
+
+    try:
+        async with httpx.AsyncClient(timeout=30.0) as client:
+            response = await client.get(f"{base_url}/metrics")
+    except httpx.HTTPError:
+        return None
+    return response.text if response.status_code == 200 else None
+
+
+class Runner:
+    """Runs one plan against the bundle; emits bench.trial.completed as it goes."""
+
+    def __init__(
+        self, plan: BenchPlan, bundle: BundleStore, prompts: list[Prompt], *, emit: Emit, recheck: Recheck,
+        event_factory: Callable[..., BenchTrialCompleted], eval_values: dict[str, str] | None = None,
+    ) -> None:
+        self.plan = plan
+        self.bundle = bundle
+        self.prompts = prompts
+        self.emit = emit
+        self.recheck = recheck
+        self.event_factory = event_factory
+        self.eval_values = eval_values or {}
+        self.run_id = plan.run_id
+        self.cells = {cell.cell_id: cell for cell in plan.cells}
+        self.baseline = next(cell.cell_id for cell in plan.cells if cell.role == "standing")
+        self.standing_windows: dict[tuple[int, int], WindowRecord] = {}
+        self.outcome = Outcome()
+
+    async def execute(self) -> Outcome:
+        for index, launch_plan in enumerate(self.plan.launches):
+            cell = self.cells[launch_plan.cell_id]
+            if cell.cell_id in self.outcome.failed_cells:
+                continue
+            busy = await self.recheck(cell.node)
+            if busy is not None:
+                self.outcome.failed_cells[cell.cell_id] = f"node {cell.node} is not idle right before launch: {busy}"
+                continue
+            try:
+                await self._serve(index, cell, launch_plan.trials)
+            except (ServingError, SpeculationNotActive, SpecdecError) as exc:
+                self.outcome.failed_cells[cell.cell_id] = str(exc)
+        return self.outcome
+
+    async def _serve(self, index: int, cell: CellPlan, trials: list[int]) -> None:
+        folder = f"bench/{cell.cell_id}/launch-{index}"
+        log_path = self.bundle.run_dir(self.run_id) / folder / "server.log"
+        server = launch(cell.serve_argv, run_id=self.run_id, log_path=log_path)
+        try:
+            self.bundle.write_json(self.run_id, f"{folder}/argv.json", {"argv": server.argv, "port": server.port})
+            ready_s = await wait_ready(server, timeout_s=self.plan.readiness_timeout_s)
+            self.bundle.write_json(self.run_id, f"{folder}/ready.json", {"ready_after_s": round(ready_s, 3)})
+            for trial in trials:
+                for concurrency in cell.concurrency:
+                    await self._trial(cell, server.base_url, trial, concurrency)
+        finally:
+            # Results and hashes are captured above; only now is the server stopped.
+            await asyncio.to_thread(server.stop)
+            self.bundle.register_file(self.run_id, f"{folder}/server.log")
+
+    async def _trial(self, cell: CellPlan, base_url: str, trial: int, concurrency: int) -> None:
+        folder = f"bench/{cell.cell_id}/trial-{trial}"
+        identity = _identity(cell, concurrency=concurrency, trial=trial, baseline=self.baseline)
+        declared = cell.speculative_config is not None
+        if cell.bench == "builtin":
+            spec = _load_spec(self.plan, cell, base_url, concurrency, trial)
+            window = await LoadGenerator(spec).run_window(self.prompts)
+            before, after = window.metrics_before, window.metrics_after
+            delta = spec_decode_delta(before, after)
+            evaluation = await self._evaluate(cell, window, base_url, trial, concurrency)
+            result = build_result(window, identity=identity, spec_decode=delta if declared else None, evaluation=evaluation)
+            summary = window.summary()
+            counts = (summary.completed, summary.failed,
+                      summary.ttft.median_ms if summary.completed else None,
+                      summary.tpot.median_ms if summary.completed else None)
+        else:
+            result, before, after = await self._operator_bench(cell, base_url, folder, trial, concurrency)
+            delta = spec_decode_delta(before, after)
+            evaluation = await self._evaluate(cell, None, base_url, trial, concurrency)
+            result = attach_blocks(result, TrialResultBlocks(
+                identity=identity, spec_decode=delta if declared else None, evaluation=evaluation))
+            counts = (int(result.get("completed", 0)), int(result.get("failed", 0)),
+                      result.get("median_ttft_ms"), result.get("median_tpot_ms"))
+        for name, text in (("before", before), ("after", after)):
+            if text is not None:
+                self.bundle.write_bytes(self.run_id, f"{folder}/metrics-{name}-c{concurrency}.txt", text.encode())
+        problems = speculation_problems(cell.speculative_config, delta)
+        if problems:
+            result["speculation_problems"] = problems
+        ref = self.bundle.write_bytes(self.run_id, f"{folder}/result-c{concurrency}.json", dumps_result(result))
+        await self.emit(self.event_factory(
+            cell_id=cell.cell_id, trial=trial, concurrency=concurrency, result=ref,
+            completed_requests=counts[0], failed_requests=counts[1], median_ttft_ms=counts[2], median_tpot_ms=counts[3],
+            spec_decode=delta if declared else None,
+        ))
+        if problems:
+            raise SpeculationNotActive(
+                f"speculation declared but not active as declared in cell {cell.cell_id} "
+                f"(trial {trial}, concurrency {concurrency}): {'; '.join(problems)}; counters: "
+                + (json.dumps(delta.model_dump()) if delta else "none exported")
+            )
+        # Only successful trials count as results the gate reads.
+        self.outcome.results.append(ref)
+
+    async def _operator_bench(
+        self, cell: CellPlan, base_url: str, folder: str, trial: int, concurrency: int
+    ) -> tuple[dict[str, Any], str | None, str | None]:
+        """Run the operator's bench argv (no shell) against the served cell; its
+        result JSON (vllm bench serve --save-result format) is accepted as is."""
+        from contracts.argv import ArgvTemplate
+
+        result_rel = f"{folder}/operator-result-c{concurrency}.json"
+        result_path = self.bundle.run_dir(self.run_id) / result_rel
+        result_path.parent.mkdir(parents=True, exist_ok=True)
+        values = {**self.eval_values, "base_url": base_url, "run_id": self.run_id, "result_path": str(result_path),
+                  "concurrency": str(concurrency), "num_prompts": str(self.plan.load.num_prompts),
+                  "port": base_url.rsplit(":", 1)[1]}
+        argv = ArgvTemplate(cell.bench).render(values)  # type: ignore[arg-type]
+        before = await scrape_metrics(base_url)
+        process = spawn(argv, run_id=self.run_id, service="bench-runner",
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _, stderr = await asyncio.to_thread(process.communicate)
+        after = await scrape_metrics(base_url)
+        if process.returncode != 0:
+            raise SpecdecError(f"the operator's bench command exited with {process.returncode}: {argv!r}; "
+                               f"stderr tail: {stderr[-2000:].decode('utf-8', 'replace')}")
+        try:
+            result = json.loads(result_path.read_bytes())
+        except (OSError, ValueError) as exc:
+            raise SpecdecError(f"the operator's bench command wrote no readable result at {result_path}: {exc}") from None
+        self.bundle.register_file(self.run_id, result_rel)
+        return result, before, after
+
+    async def _evaluate(
+        self, cell: CellPlan, window: WindowRecord | None, base_url: str, trial: int, concurrency: int
+    ) -> Evaluation | None:
+        if cell.eval != "builtin":
+            from contracts.argv import ArgvTemplate
+
+            template = ArgvTemplate(cell.eval)
+            return await asyncio.to_thread(
+                run_eval_command, template, base_url=base_url, run_id=self.run_id, values=self.eval_values
+            )
+        if window is None:
+            return None  # an operator bench command returns no outputs to compare
+        if cell.role == "standing":
+            self.standing_windows[(trial, concurrency)] = window
+            return None
+        standing = self.standing_windows.get((trial, concurrency))
+        return agreement_of_windows(standing, window) if standing is not None else None
+
+
+def read_prompts(bundle: BundleStore, run_id: str, path: Path) -> list[Prompt]:
+    lines = bundle.read_bytes(run_id, str(path)).splitlines()
+    return [Prompt.model_validate_json(line) for line in lines if line.strip()]

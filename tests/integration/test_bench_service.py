@@ -1,0 +1,128 @@
+"""The bench-runner through a real Redis, with stand-in servers (real processes,
+real HTTP): plan -> approval -> trials -> bench.completed, and the guard that a
+cell whose serve command drops its declared speculation fails loudly."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import orjson
+import yaml
+
+from contracts.campaign import Campaign
+from contracts.events import BenchRequested, RunApproved
+from services.bench import app
+from services.runtime.bundle import BundleStore
+from services.runtime.procs import labelled_processes
+from services.runtime.service import bootstrap
+from tests.support.services import wait_events
+
+ROOT = Path(__file__).resolve().parents[2]
+FAKE = [sys.executable, "-m", "tests.support.fake_vllm", "--port", "{port}"]
+
+
+def campaign(*, acknowledged: bool) -> Campaign:
+    data = yaml.safe_load((ROOT / "infra/examples/campaign.yaml").read_text())
+    data["traffic"] = {"shapes": ["short"]}
+    data["commands"].pop("train")
+    data["acknowledgements"]["i_understand_this_mutates_cluster"] = acknowledged
+    data["matrix"]["load"] = {"num_prompts": 4, "warmup_requests": 1, "max_output_tokens": 9}
+    spec = {"method": "ngram", "num_speculative_tokens": 3}
+    data["matrix"]["cells"] = [
+        {"cell_id": "standing", "role": "standing", "concurrency": [1, 2],
+         "vllm_sweep": {"serve_cmd": [*FAKE]}},
+        {"cell_id": "ngram-k3", "role": "candidate", "concurrency": [1, 2], "serving": {"speculative": spec},
+         "vllm_sweep": {"serve_cmd": [*FAKE, "--speculative-config", "{speculative_config_json}"]}},
+        # The operator's serve command drops the declared speculative config.
+        {"cell_id": "dropped", "role": "candidate", "concurrency": [1, 2], "serving": {"speculative": spec},
+         "vllm_sweep": {"serve_cmd": [*FAKE]}},
+    ]
+    return Campaign.model_validate(data)
+
+
+@asynccontextmanager
+async def bench_runner(settings) -> AsyncIterator:
+    async def idle(node: str) -> None:
+        return None
+
+    resources = {"bundle": BundleStore(settings.bundle_root), "bench_recheck": idle}
+    service = bootstrap("bench-runner", app.routes(resources), settings=settings, resources=resources)
+    await service.start()
+    try:
+        yield service
+    finally:
+        await service.stop(grace_s=1)
+
+
+async def test_nothing_runs_before_approval_then_the_matrix_is_measured(settings):
+    run_id = "toy-20261130-050505-abcdef"
+    bundle = BundleStore(settings.bundle_root)
+    bundle.write_json(run_id, "campaign.json", campaign(acknowledged=False))
+    async with bench_runner(settings) as service:
+        await service.bus.publish(BenchRequested(run_id=run_id, producer="test", requested_by="test"))
+        planned = (await wait_events(settings, {"bench.planned"}, run_id=run_id))["bench.planned"]
+        assert not list((bundle.run_dir(run_id) / "bench").glob("*/trial-*")), "nothing may run before approval"
+        assert not [p for p in labelled_processes("bench-runner") if p.run_id == run_id]
+        plan = bundle.read_json(run_id, "bench/plan.json")
+        assert [c["cell_id"] for c in plan["cells"]] == ["standing", "ngram-k3", "dropped"]
+
+        await service.bus.publish(RunApproved(run_id=run_id, producer="test", i_understand_this_mutates_cluster=True,
+                                              plan_sha256s=["f" * 64], approved_by="test"))
+        await service.bus.publish(RunApproved(run_id=run_id, producer="test", i_understand_this_mutates_cluster=True,
+                                              plan_sha256s=[planned["plan"]["sha256"]], approved_by="test"))
+        done = (await wait_events(settings, {"bench.completed"}, run_id=run_id, timeout_s=120))["bench.completed"]
+
+    assert set(done["failed_cells"]) == {"dropped"}
+    assert "speculation declared but not active as declared" in done["failed_cells"]["dropped"]
+    # 2 cells x 3 trials x 2 concurrency levels of results the gate may read.
+    assert len(done["results"]) == 12
+    result = orjson.loads(bundle.read_bytes(run_id, "bench/ngram-k3/trial-2/result-c2.json"))
+    assert result["identity"]["cell_id"] == "ngram-k3" and result["identity"]["concurrency"] == 2
+    assert result["spec_decode"]["num_drafts"] > 0 and len(result["spec_decode"]["accepted_per_position"]) == 3
+    assert result["completed"] == 4 and result["max_concurrency"] == 2
+    standing = orjson.loads(bundle.read_bytes(run_id, "bench/standing/trial-0/result-c1.json"))
+    assert standing.get("spec_decode") is None
+    assert result["evaluation"]["agreement_rate"] == 1.0
+    argv = bundle.read_json(run_id, "bench/ngram-k3/launch-1/argv.json")["argv"]
+    assert "{port}" not in " ".join(argv) and '"num_speculative_tokens": 3' in argv[-1]
+    assert not [p for p in labelled_processes("bench-runner") if p.run_id == run_id], "cleanup left a server behind"
+
+
+async def test_a_pre_approved_campaign_runs_at_its_trigger(settings):
+    run_id = "toy-20261130-060606-abcdef"
+    bundle = BundleStore(settings.bundle_root)
+    bundle.write_json(run_id, "campaign.json", campaign(acknowledged=True))
+    async with bench_runner(settings) as service:
+        await service.bus.publish(BenchRequested(run_id=run_id, producer="test", requested_by="test"))
+        events = await wait_events(settings, {"bench.planned", "bench.completed"}, run_id=run_id, timeout_s=120)
+    assert len(events["bench.completed"]["results"]) == 12
+
+
+async def test_the_operator_bench_command_is_run_and_its_result_accepted(settings, tmp_path):
+    """commands.bench as an argv: specdec runs it against the served cell and keeps its result."""
+    run_id = "toy-20261130-070707-abcdef"
+    script = tmp_path / "operator_bench.py"
+    script.write_text(
+        "import json, sys, urllib.request\n"
+        "base, out, conc = sys.argv[1], sys.argv[2], int(sys.argv[3])\n"
+        "body = json.dumps({'model': 'm', 'prompt': 'hello', 'max_tokens': 6, 'stream': True}).encode()\n"
+        "req = urllib.request.Request(base + '/v1/completions', data=body, headers={'content-type': 'application/json'})\n"
+        "urllib.request.urlopen(req).read()\n"
+        "json.dump({'completed': 1, 'failed': 0, 'max_concurrency': conc, 'median_ttft_ms': 5.0,\n"
+        "           'median_tpot_ms': 1.0, 'mean_tpot_ms': 1.0, 'duration': 0.1}, open(out, 'w'))\n"
+    )
+    data = campaign(acknowledged=True).model_dump(by_alias=True)
+    data["commands"]["bench"] = {"argv": [sys.executable, str(script), "{base_url}", "{result_path}", "{concurrency}"]}
+    data["matrix"]["cells"] = data["matrix"]["cells"][:2]
+    bundle = BundleStore(settings.bundle_root)
+    bundle.write_json(run_id, "campaign.json", Campaign.model_validate(data))
+    async with bench_runner(settings) as service:
+        await service.bus.publish(BenchRequested(run_id=run_id, producer="test", requested_by="test"))
+        done = (await wait_events(settings, {"bench.completed"}, run_id=run_id, timeout_s=120))["bench.completed"]
+    assert done["failed_cells"] == {} and len(done["results"]) == 12
+    result = orjson.loads(bundle.read_bytes(run_id, "bench/ngram-k3/trial-0/result-c2.json"))
+    assert result["median_ttft_ms"] == 5.0 and result["identity"]["concurrency"] == 2
+    assert result["spec_decode"]["num_drafts"] > 0

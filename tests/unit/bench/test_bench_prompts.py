@@ -1,0 +1,113 @@
+"""Prompts from the corpus's heldout split, or shaped from a workload shape."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+
+from services.bench.prompts import PromptError, ShapeSpec, cycle, heldout_prompts, shaped_prompts
+
+WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau "
+         "upsilon phi chi psi omega one two three four five six seven eight nine ten").split()
+
+
+def corpus_line(i: int, split: str, *, output_tokens: int = 40, turns=None) -> bytes:
+    return orjson.dumps({
+        "id": f"{i:016x}",
+        "messages": turns or [{"role": "user", "content": f"question {i}"}],
+        "reference_completion": None,
+        "input_tokens": 10 + i,
+        "output_tokens": output_tokens,
+        "content_class": "chat",
+        "split": split,
+    })
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(tmp_path_factory) -> Path:
+    """A tiny BPE tokenizer folder built locally with `tokenizers`, with a chat template."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers, decoders
+
+    folder = tmp_path_factory.mktemp("tok")
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>", "<s>", "</s>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator([" ".join(WORDS)] * 50, trainer=trainer)
+    tok.save(str(folder / "tokenizer.json"))
+    (folder / "tokenizer_config.json").write_text(json.dumps({
+        "bos_token": "<s>", "eos_token": "</s>",
+        "chat_template": "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}\n{% endfor %}"
+                         "{% if add_generation_prompt %}<|assistant|>{% endif %}",
+    }))
+    return folder
+
+
+def test_heldout_split_only_with_own_output_lengths(tmp_path):
+    path = tmp_path / "CORPUS.jsonl"
+    path.write_bytes(b"\n".join([corpus_line(0, "train"), corpus_line(1, "heldout", output_tokens=33), b"",
+                                 corpus_line(2, "heldout", output_tokens=0), corpus_line(3, "train")]) + b"\n")
+    prompts = heldout_prompts(path)
+    assert [p.prompt_id for p in prompts] == [f"{1:016x}", f"{2:016x}"]
+    assert [p.max_output_tokens for p in prompts] == [33, 1]  # an empty traffic output still asks for one token
+    assert prompts[0].messages[0].content == "question 1" and prompts[0].input_tokens == 11
+    assert prompts[0].text == "question 1" and not prompts[0].ignore_eos
+    fixed = heldout_prompts(path, max_output_tokens=64, ignore_eos=True, limit=1)
+    assert len(fixed) == 1 and fixed[0].max_output_tokens == 64 and fixed[0].ignore_eos
+
+
+def test_completion_text_rendered_with_the_chat_template(tmp_path, tokenizer_dir):
+    path = tmp_path / "CORPUS.jsonl"
+    turns = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
+    path.write_bytes(corpus_line(0, "heldout", turns=turns) + b"\n")
+    (with_template,) = heldout_prompts(path, tokenizer_dir=tokenizer_dir)
+    assert with_template.text == "<|system|>be brief\n<|user|>hi\n<|assistant|>"
+    (plain,) = heldout_prompts(path)
+    assert plain.text == "be brief\n\nhi"
+
+
+def test_heldout_errors_name_the_problem(tmp_path):
+    path = tmp_path / "CORPUS.jsonl"
+    path.write_bytes(corpus_line(0, "train") + b"\n")
+    with pytest.raises(PromptError, match="no heldout records"):
+        heldout_prompts(path)
+    path.write_bytes(corpus_line(0, "heldout") + b"\n{\"id\": 3}\n")
+    with pytest.raises(PromptError, match=r"CORPUS.jsonl:2 is not a corpus record"):
+        heldout_prompts(path)
+    with pytest.raises(PromptError, match="cannot read corpus"):
+        heldout_prompts(tmp_path / "absent.jsonl")
+
+
+def test_shaped_prompts_have_exact_token_counts(tokenizer_dir):
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+    shape = ShapeSpec(name="short", input_tokens=37, output_tokens=12)
+    prompts = shaped_prompts(shape, 5, tokenizer_dir=tokenizer_dir, seed=3)
+    assert [p.prompt_id for p in prompts] == [f"short-{i}" for i in range(5)]
+    for p in prompts:
+        assert len(tok.encode(p.text, add_special_tokens=False).ids) == 37 == p.input_tokens
+        assert p.max_output_tokens == 12 and p.ignore_eos  # a shape fixes the output length
+        assert p.messages[0].content == p.text
+    assert len({p.text for p in prompts}) == 5
+    assert shaped_prompts(shape, 2, tokenizer_dir=tokenizer_dir, seed=3)[0].text == prompts[0].text  # seeded
+
+
+def test_shaped_prompts_without_tokenizer_and_profile_shape():
+    shape = ShapeSpec.model_validate({"name": "medium", "input_tokens": 20, "output_tokens": 5, "description": "x"})
+    (p,) = shaped_prompts(shape, 1)
+    assert len(p.text.split()) == 20 and p.input_tokens is None
+    with pytest.raises(PromptError, match="tokenizer.json"):
+        shaped_prompts(shape, 1, tokenizer_dir="/nonexistent")
+
+
+def test_cycle():
+    shape = ShapeSpec(name="s", input_tokens=2, output_tokens=1)
+    prompts = shaped_prompts(shape, 2)
+    assert [p.prompt_id for p in cycle(prompts, 5)] == ["s-0", "s-1", "s-0", "s-1", "s-0"]
+    with pytest.raises(PromptError):
+        cycle([], 1)
