@@ -1,0 +1,219 @@
+"""Example operator trainer: distil a small draft model from the target for draft_model speculation.
+
+    python infra/examples/train_draft.py --corpus corpus-train.jsonl --target models/toy-target --out draft/
+
+specdec runs the operator's own trainer through its trainer-proxy (an argv, no
+shell); this script is the one the embedded default campaign names. It shows
+what specdec expects of any trainer: read the corpus, write a checkpoint to
+--out, print its loss as JSON lines on stdout (`{"step": n, "loss": x}`), exit
+non-zero on failure.
+
+What it does:
+1. reads the corpus (one JSON object a line: id, messages, reference_completion,
+   input_tokens, output_tokens, content_class, split) and keeps `split == "train"`;
+   lines that are not such records are counted and skipped;
+2. renders each prompt with the target's chat template and lets the target
+   answer it greedily (batched, --max-new-tokens): the draft must predict what
+   the target says, not what the traffic said, so the target's answers are the labels;
+3. builds the draft: the target's architecture with fewer layers (--layers),
+   started from the target's embeddings, final norm and evenly spaced layers
+   (first and last included), the usual student initialisation in distillation;
+4. trains it on the answer tokens and saves it with the target's tokenizer files,
+   so vLLM serves it as `{"method": "draft_model", "model": OUT}` (same
+   vocabulary and maximum length as the target).
+
+A summary JSON line (`{"event": "summary", ...}`) closes stdout; progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from toy_target import ToyBuildError, train_lm  # noqa: E402  (the same training loop as the toy target)
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
+
+
+class TrainDraftError(Exception):
+    """The draft cannot be trained from these inputs; the message says what to change."""
+
+
+def read_train_split(corpus: Path) -> tuple[list[list[dict[str, str]]], dict[str, int]]:
+    """The prompt messages of every `train` record, and counts of what was skipped and why."""
+    prompts: list[list[dict[str, str]]] = []
+    skipped = {"not_json": 0, "not_a_record": 0, "not_train": 0}
+    try:
+        handle = corpus.open(encoding="utf-8")
+    except OSError as exc:
+        raise TrainDraftError(f"cannot read corpus {corpus}: {exc.strerror}; pass --corpus a corpus JSONL file") from exc
+    with handle:
+        for raw in handle:
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+            except json.JSONDecodeError:
+                skipped["not_json"] += 1
+                continue
+            messages = record.get("messages") if isinstance(record, dict) else None
+            if not isinstance(messages, list) or not messages or not all(
+                isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages
+            ):
+                skipped["not_a_record"] += 1
+                continue
+            if record.get("split") != "train":
+                skipped["not_train"] += 1
+                continue
+            prompts.append([{"role": m["role"], "content": m["content"]} for m in messages])
+    if not prompts:
+        raise TrainDraftError(f"{corpus} has no record with split 'train' (skipped: {skipped}); pass the corpus's train file")
+    return prompts, skipped
+
+
+def target_answers(model, tokenizer, prompts, max_new_tokens: int, batch_size: int, max_positions: int, log):
+    """(prompt ids, answer ids) per prompt that fits, answered greedily by the target.
+
+    Prompts are batched by length with left padding; an answer ends at the end-of-sequence
+    token (kept: the draft must learn to stop where the target stops)."""
+    import torch
+
+    encoded = []
+    for messages in prompts:
+        text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        ids = tokenizer.encode(text, add_special_tokens=False)  # the template writes the special tokens
+        if len(ids) + max_new_tokens <= max_positions:
+            encoded.append(ids)
+    encoded.sort(key=len)
+    eos, pad = tokenizer.eos_token_id, tokenizer.pad_token_id
+    pairs = []
+    with torch.inference_mode():
+        for first in range(0, len(encoded), batch_size):
+            chunk = encoded[first : first + batch_size]
+            width = max(len(ids) for ids in chunk)
+            input_ids = torch.full((len(chunk), width), pad, dtype=torch.long)
+            mask = torch.zeros((len(chunk), width), dtype=torch.long)
+            for row, ids in enumerate(chunk):
+                input_ids[row, width - len(ids) :] = torch.tensor(ids)
+                mask[row, width - len(ids) :] = 1
+            out = model.generate(input_ids=input_ids, attention_mask=mask, max_new_tokens=max_new_tokens,
+                                 do_sample=False, eos_token_id=eos, pad_token_id=pad)
+            for row, ids in enumerate(chunk):
+                answer = out[row, width:].tolist()
+                if eos in answer:
+                    answer = answer[: answer.index(eos) + 1]
+                if answer:
+                    pairs.append((ids, answer))
+            log(f"target answered {min(first + batch_size, len(encoded))}/{len(encoded)} prompts")
+    return pairs, len(prompts) - len(encoded)
+
+
+def make_draft(target, layers: int):
+    """A `layers`-layer copy of the target's architecture started from its weights (see module docstring)."""
+    import copy
+
+    from transformers import LlamaForCausalLM
+
+    n = target.config.num_hidden_layers
+    if not 1 <= layers < n:
+        raise TrainDraftError(f"--layers must be between 1 and {n - 1} (the target has {n})")
+    picked = [0] if layers == 1 else [round(i * (n - 1) / (layers - 1)) for i in range(layers)]
+    config = copy.deepcopy(target.config)
+    config.num_hidden_layers = layers
+    if getattr(config, "layer_types", None):
+        config.layer_types = [config.layer_types[i] for i in picked]
+    draft = LlamaForCausalLM(config)
+    state = target.state_dict()
+    mapped = {}
+    for key, value in state.items():
+        if key.startswith("model.layers."):
+            index, rest = key[len("model.layers."):].split(".", 1)
+            if int(index) in picked:
+                mapped[f"model.layers.{picked.index(int(index))}.{rest}"] = value.clone()
+        else:
+            mapped[key] = value.clone()
+    missing, unexpected = draft.load_state_dict(mapped, strict=False)
+    if unexpected or [k for k in missing if k != "lm_head.weight"]:  # lm_head is tied to the embeddings
+        raise TrainDraftError(f"target weights do not fit the draft (missing {missing}, unexpected {unexpected})")
+    draft.tie_weights()
+    return draft, picked
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", type=Path, required=True, help="corpus JSONL (records with split train are used)")
+    parser.add_argument("--target", type=Path, required=True, help="target checkpoint folder (model + tokenizer)")
+    parser.add_argument("--out", type=Path, required=True, help="folder to write the draft checkpoint to")
+    parser.add_argument("--steps", type=int, default=150, help="training steps (default 150)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--layers", type=int, default=2, help="draft layers (default 2)")
+    parser.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (default 2e-3)")
+    parser.add_argument("--token-budget", type=int, default=2048, help="padded tokens per batch (default 2048)")
+    parser.add_argument("--max-new-tokens", type=int, default=64, help="target answer length for labels (default 64)")
+    parser.add_argument("--gen-batch", type=int, default=48, help="prompts per target generation batch (default 48)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: fastest on a shared 2-core machine)")
+    args = parser.parse_args(argv)
+    try:
+        summary = train(args)
+    except (TrainDraftError, ToyBuildError) as exc:
+        print(f"train_draft: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps({"event": "summary", **summary}), flush=True)
+    return 0
+
+
+def train(args: argparse.Namespace) -> dict:
+    import torch
+    from transformers import AutoTokenizer, GenerationConfig, LlamaForCausalLM
+
+    def log(message: str) -> None:
+        print(f"train_draft: {message}", file=sys.stderr, flush=True)
+
+    def log_loss(line: str) -> None:
+        print(line, flush=True)
+
+    started = time.monotonic()
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.threads)
+    if not (args.target / "config.json").is_file():
+        raise TrainDraftError(f"no checkpoint at {args.target} (config.json missing); pass --target the target folder")
+    prompts, skipped = read_train_split(args.corpus)
+    tokenizer = AutoTokenizer.from_pretrained(str(args.target))
+    target = LlamaForCausalLM.from_pretrained(str(args.target), dtype=torch.float32).eval()
+    max_positions = target.config.max_position_embeddings
+    log(f"{len(prompts)} train prompts ({skipped} skipped); generating target answers")
+    pairs, too_long = target_answers(target, tokenizer, prompts, args.max_new_tokens, args.gen_batch, max_positions, log)
+    generated_s = time.monotonic() - started
+    if not pairs:
+        raise TrainDraftError("the target produced no answer for any train prompt; check the target checkpoint")
+    draft, picked = make_draft(target, args.layers)
+    del target
+    log(f"draft: layers {picked} of the target; training {args.steps} steps on {len(pairs)} answers")
+    examples = [(ids + answer, len(ids)) for ids, answer in pairs]
+    loss = train_lm(draft, examples, args.steps, args.token_budget, args.lr, args.seed, tokenizer.pad_token_id, log_loss)
+    if not math.isfinite(loss):
+        raise TrainDraftError(f"final loss is {loss}; lower --lr")
+    args.out.mkdir(parents=True, exist_ok=True)
+    draft.save_pretrained(str(args.out), safe_serialization=True)
+    GenerationConfig(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                     pad_token_id=tokenizer.pad_token_id).save_pretrained(str(args.out))
+    for name in TOKENIZER_FILES:  # the same tokenizer: draft_model speculation needs the target's vocabulary
+        if (args.target / name).is_file():
+            shutil.copyfile(args.target / name, args.out / name)
+    summary = {"train_prompts": len(prompts), "skipped": skipped, "prompts_too_long": too_long,
+               "answers": len(pairs), "answer_tokens": sum(len(a) for _, a in pairs), "draft_layers_from_target": picked,
+               "steps": args.steps, "final_loss": round(loss, 4), "generate_s": round(generated_s, 1),
+               "total_s": round(time.monotonic() - started, 1)}
+    (args.out / "train-summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+if __name__ == "__main__":
+    sys.exit(main())
