@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed-$(shell echo '$(EXTRAS)' | tr ',' '-')
 slurm:
 	infra/bin/ensure-slurm
 
-.PHONY: slurm setup demo test test-unit test-integration test-e2e perf perf-quick asyncapi clean
+.PHONY: slurm setup demo test test-models test-unit test-integration test-e2e perf perf-quick asyncapi clean
 
 setup: $(STAMP)
 
@@ -30,7 +30,10 @@ demo: setup
 	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) $(PY) -m services.cli.demo
 
 test: setup slurm
-	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) $(PY) -m pytest tests/unit tests/integration tests/e2e -q -p no:cacheprovider
+	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) $(PY) -m pytest tests/unit tests/integration tests/e2e -q -p no:cacheprovider -m 'not models'
+
+test-models: setup
+	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) $(PY) -m pytest tests/e2e -q -m models
 
 test-unit: setup
 	$(PY) -m pytest tests/unit -q
