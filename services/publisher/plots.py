@@ -88,7 +88,7 @@ def _latency(data: CampaignData, arm: ArmLevel) -> Plot:
                 continue
             offsets = [x + (i - (values.n - 1) / 2) * 0.08 for i in range(values.n)]
             ax.scatter(offsets, values.values, color=color, s=28, zorder=3, label="trials" if x == len(groups) - 1 else None)
-            ax.errorbar([x + 0.3], [values.mean], yerr=[[values.mean - values.low], [values.high - values.mean]],
+            ax.errorbar([x + 0.3], [values.mean], yerr=[[max(0.0, values.mean - values.low)], [max(0.0, values.high - values.mean)]],
                         fmt="s", color=color, capsize=4, zorder=2)
         ax.set_xticks(range(len(groups)), [member.cell_id for member, _ in groups], fontsize=8)
         ax.set_xlim(-0.6, len(groups) - 0.2)
@@ -154,8 +154,9 @@ def _throughput(data: CampaignData) -> Plot | None:
                 continue
             xs.append(x + (i - 0.5) * 0.05)
             ys.append(values.mean)
-            lows.append(values.mean - values.low)
-            highs.append(values.high - values.mean)
+            # Clamped: the mean of equal trials can round a hair outside [low, high].
+            lows.append(max(0.0, values.mean - values.low))
+            highs.append(max(0.0, values.high - values.mean))
             evidence.append(arm.key)
         if xs:
             ax.errorbar(xs, ys, yerr=[lows, highs], marker="o", capsize=4, label=cell,

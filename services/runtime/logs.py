@@ -27,6 +27,8 @@ def configure(service: str, level: str = "info") -> structlog.stdlib.BoundLogger
     logging.basicConfig(stream=sys.stderr, level=numeric, format="%(message)s", force=True)
     # faststream's own supervisor chatter; specdec logs each message itself.
     logging.getLogger("specdec.faststream").setLevel(max(numeric, logging.WARNING))
+    # One line per HTTP request of the load generator would drown the service's own lines.
+    logging.getLogger("httpx").setLevel(max(numeric, logging.WARNING))
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,

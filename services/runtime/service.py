@@ -22,6 +22,7 @@ from redis.exceptions import ResponseError
 from contracts.registry import Registry, default_registry
 from services.runtime.broker import Bus, make_broker
 from services.runtime.consumer import Consumer, Delivery, Route
+from services.runtime.health import Metrics, serve_health
 from services.runtime.ledger import Ledger, MemoryLedger, RedisLedger
 from services.runtime.settings import RuntimeSettings
 
@@ -140,6 +141,7 @@ def bootstrap(
         bus=bus,
         touch=touch,
         resources=resources,
+        metrics=Metrics(name),
     )
     service = Service(name=name, settings=settings, broker=broker, bus=bus, consumer=consumer, routes=routes, client=client)
     for route in routes:
@@ -165,6 +167,13 @@ def bootstrap(
     return service
 
 
+async def start_health(service: Service) -> asyncio.AbstractServer | None:
+    """The instance's /health and /metrics endpoint on SPECDEC_HEALTH_PORT; None when it is 0 (off)."""
+    if not service.settings.health_port:
+        return None
+    return await serve_health(service, service.settings.health_port)
+
+
 async def serve(service: Service) -> None:
     """Run until SIGTERM or SIGINT, then stop gracefully."""
     log = structlog.get_logger().bind(service=service.name, instance=service.settings.instance)
@@ -173,8 +182,12 @@ async def serve(service: Service) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await service.start()
-    log.info("service started", streams=service.streams)
+    health = await start_health(service)
+    log.info("service started", streams=service.streams, health_port=service.settings.health_port or None)
     await stop.wait()
     log.info("stopping: no new work; in-flight work may finish", grace_s=service.settings.shutdown_grace_s)
     await service.stop()
+    if health is not None:
+        health.close()
+        await health.wait_closed()
     log.info("service stopped")

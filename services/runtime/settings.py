@@ -44,6 +44,10 @@ class RuntimeSettings(BaseSettings):
         default=10.0, ge=0, description="On SIGTERM, how long in-flight work may finish before it is left pending."
     )
     log_level: str = Field(default="info", pattern=r"^(debug|info|warning|error)$", description="Log level.")
+    health_port: int = Field(
+        default=0, ge=0, le=65535,
+        description="Port of this instance's /health and /metrics endpoint (docs/deployment.md); 0 turns it off.",
+    )
 
     @property
     def heartbeat_s(self) -> float:

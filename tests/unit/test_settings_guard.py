@@ -108,7 +108,26 @@ def _debug_logged(settings: RuntimeSettings) -> bool:
     return "probe line" in buffer.getvalue()
 
 
+def _health_endpoint(settings: RuntimeSettings) -> int | None:
+    from services.runtime.health import bound_port
+    from services.runtime.service import start_health
+
+    service = bootstrap("svc", [], settings=settings, in_memory=True)
+
+    async def go() -> int | None:
+        server = await start_health(service)
+        if server is None:
+            return None
+        port = bound_port(server)
+        server.close()
+        await server.wait_closed()
+        return port
+
+    return asyncio.run(go())
+
+
 PROBES: dict[str, tuple[Any, Callable[[RuntimeSettings], Any]]] = {
+    "health_port": (18097, _health_endpoint),
     "redis_url": ("redis://:secret@10.0.0.9:6380/2", _client_target),
     "stream_prefix": ("other", _subscribers),
     "bundle_root": ("/tmp/elsewhere", lambda s: resources_for(s)["bundle"].root),

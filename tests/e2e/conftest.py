@@ -1,0 +1,176 @@
+"""The one shared e2e campaign (DESIGN.md, "Tests and CI time").
+
+Session-scoped: builds (or reuses, by content hash) the toy target, starts every
+built service as its own process against a real Redis with a prefix of this
+session, submits the demo campaign at reduced sizes — a standing cell without
+speculation, an ngram candidate, a draft trained by the example trainer, and a
+cell whose operator serve command drops its declared speculation — acknowledged
+for this machine's local executor, and waits for the report to be published.
+Every e2e assertion reads what this one run left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import redis
+import yaml
+
+from contracts.catalogue import CATALOGUE
+from services.runtime import apps
+from services.runtime.broker import decode_entry
+
+ROOT = Path(__file__).resolve().parents[2]
+MODELS = ROOT / ".run" / "examples"
+RUN_TIMEOUT_S = 1500
+
+
+@dataclass
+class CampaignRun:
+    run_id: str
+    bundle_dir: Path
+    env: dict[str, str]
+    events: list[dict[str, Any]]
+    logs: Path
+    elapsed_s: float
+
+    def of(self, schema: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e.get("schema") == schema]
+
+
+def _events(client: redis.Redis, prefix: str, run_id: str) -> list[dict[str, Any]]:
+    found = []
+    for spec in CATALOGUE:
+        for _, fields in client.xrange(f"{prefix}.{spec.schema}"):
+            data = orjson.loads(decode_entry(fields)[0])
+            if data.get("run_id") == run_id:
+                found.append(data)
+    return sorted(found, key=lambda e: e["produced_at"])
+
+
+def campaign_file(path: Path, *, acknowledged: bool, target: Path) -> Path:
+    data = yaml.safe_load((ROOT / "infra/examples/demo-campaign.yaml").read_text())
+    data["target"]["checkpoint"] = str(target)
+    data["commands"]["train"]["argv"] = [
+        sys.executable, str(ROOT / "infra/examples/train_draft.py"),
+        "--corpus", "{corpus_train}", "--target", "{target}", "--out", "{output_dir}",
+    ]
+    data["acknowledgements"]["i_understand_this_mutates_cluster"] = acknowledged
+    data["matrix"]["load"].update({"num_prompts": 8, "warmup_requests": 1, "max_output_tokens": 32})
+    for cell in data["matrix"]["cells"]:
+        cell["concurrency"] = [1, 2]
+    # The operator's own serve command for this cell forgets --speculative-config:
+    # the engine's counters must expose it.
+    data["matrix"]["cells"].append({
+        "cell_id": "dropped-spec",
+        "role": "candidate",
+        "concurrency": [1, 2],
+        "serving": {"graph_mode": "eager", "speculative": {"method": "ngram", "num_speculative_tokens": 3}},
+        "vllm_sweep": {"serve_cmd": [
+            sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "{model}",
+            "--max-model-len", "{max_model_len}", "--enforce-eager", "--host", "127.0.0.1", "--port", "{port}",
+        ]},
+    })
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _wait(client: redis.Redis, prefix: str, run_id: str, done: set[str], timeout_s: float) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        events = _events(client, prefix, run_id)
+        schemas = {e["schema"] for e in events}
+        if done & schemas or any(s.endswith(".failed") and s != "bench.failed" for s in schemas) or "bench.failed" in schemas:
+            return events
+        time.sleep(2)
+    raise AssertionError(f"run {run_id} did not reach {done} within {timeout_s}s; saw {sorted(schemas)}")
+
+
+@pytest.fixture(scope="session")
+def services_env(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """Every built service as its own process, on a prefix and bundle root of this session."""
+    base = tmp_path_factory.mktemp("e2e")
+    env = dict(os.environ)
+    env.update({
+        "PYTHONPATH": str(ROOT),
+        "SPECDEC_REDIS_URL": redis_url,
+        "SPECDEC_STREAM_PREFIX": f"e2e{uuid.uuid4().hex[:8]}",
+        "SPECDEC_BUNDLE_ROOT": str(base / "bundles"),
+        "PATH": os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")]),
+    })
+    logs = base / "logs"
+    logs.mkdir()
+    env["E2E_LOGS"] = str(logs)
+    children = []
+    for name in apps.available():
+        log = (logs / f"{name}.log").open("wb")
+        children.append(subprocess.Popen([sys.executable, "-m", "services.runtime.main", name], env=env, cwd=ROOT,
+                                         stdout=log, stderr=subprocess.STDOUT))
+    try:
+        yield env
+    finally:
+        for child in children:
+            child.terminate()
+        for child in children:
+            try:
+                child.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+
+
+def _submit(env: dict[str, str], campaign: Path) -> str:
+    proc = subprocess.run([sys.executable, "-m", "services.cli.main", "submit", str(campaign)], env=env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture(scope="session")
+def toy_target() -> Path:
+    sys.path.insert(0, str(ROOT / "infra/examples"))
+    import toy_target as builder  # noqa: PLC0415 - the example builder is a script, not a package
+
+    return Path(builder.build_target(ROOT / "infra/examples/sample-traffic.jsonl", MODELS / "toy-target", seed=0))
+
+
+@pytest.fixture(scope="session")
+def campaign_run(services_env: dict[str, str], toy_target: Path, tmp_path_factory: pytest.TempPathFactory) -> CampaignRun:
+    started = time.monotonic()
+    campaign = campaign_file(tmp_path_factory.mktemp("campaign") / "campaign.yaml", acknowledged=True, target=toy_target)
+    run_id = _submit(services_env, campaign)
+    client = redis.Redis.from_url(services_env["SPECDEC_REDIS_URL"])
+    prefix = services_env["SPECDEC_STREAM_PREFIX"]
+    events = _wait(client, prefix, run_id, {"report.published"}, RUN_TIMEOUT_S)
+    # The journal may trail the last event by a moment.
+    time.sleep(3)
+    events = _events(client, prefix, run_id)
+    client.close()
+    return CampaignRun(run_id=run_id, bundle_dir=Path(services_env["SPECDEC_BUNDLE_ROOT"]) / run_id, env=services_env,
+                       events=events, logs=Path(services_env["E2E_LOGS"]), elapsed_s=time.monotonic() - started)
+
+
+@pytest.fixture(scope="session")
+def dry_run(services_env: dict[str, str], toy_target: Path, campaign_run: CampaignRun,
+            tmp_path_factory: pytest.TempPathFactory) -> CampaignRun:
+    """The same campaign without the acknowledgement: it must stop at its first plan."""
+    campaign = campaign_file(tmp_path_factory.mktemp("dry") / "campaign.yaml", acknowledged=False, target=toy_target)
+    run_id = _submit(services_env, campaign)
+    client = redis.Redis.from_url(services_env["SPECDEC_REDIS_URL"])
+    prefix = services_env["SPECDEC_STREAM_PREFIX"]
+    events = _wait(client, prefix, run_id, {"training.planned"}, 300)
+    time.sleep(5)  # anything that would (wrongly) start next has time to show
+    events = _events(client, prefix, run_id)
+    client.close()
+    return CampaignRun(run_id=run_id, bundle_dir=Path(services_env["SPECDEC_BUNDLE_ROOT"]) / run_id, env=services_env,
+                       events=events, logs=Path(services_env["E2E_LOGS"]), elapsed_s=0.0)

