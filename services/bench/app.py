@@ -119,6 +119,13 @@ def routes(resources: dict[str, Any]) -> list[Route]:
 
     async def execute(campaign: Campaign, plan: BenchPlan, event: Event, ctx: StepContext) -> list[Event]:
         producer = f"{NAME}/{ctx.settings.instance}"
+        if plan.executor != "local":
+            # The plan is stored and approved like any other, but serving on a
+            # scheduler's node is not built yet: refuse rather than run locally
+            # under a plan that says otherwise.
+            raise StepFailed(
+                f"the bench plan places servers on {plan.executor}, and the bench-runner executes only locally "
+                "in this version; use capacity.scheduler: local for the bench", error_type="ExecutorNotBuilt")
         prompts = read_prompts(bundle, event.run_id, Path(PROMPTS_PATH))
 
         async def check(node: str) -> str | None:

@@ -126,3 +126,17 @@ async def test_the_operator_bench_command_is_run_and_its_result_accepted(setting
     result = orjson.loads(bundle.read_bytes(run_id, "bench/ngram-k3/trial-0/result-c2.json"))
     assert result["median_ttft_ms"] == 5.0 and result["identity"]["concurrency"] == 2
     assert result["spec_decode"]["num_drafts"] > 0
+
+
+async def test_a_plan_for_another_scheduler_is_refused_not_run_locally(settings):
+    run_id = "toy-20261130-080808-abcdef"
+    data = campaign(acknowledged=True).model_dump(by_alias=True)
+    data["capacity"]["scheduler"] = "slurm"
+    bundle = BundleStore(settings.bundle_root)
+    bundle.write_json(run_id, "campaign.json", Campaign.model_validate(data))
+    async with bench_runner(settings) as service:
+        await service.bus.publish(BenchRequested(run_id=run_id, producer="test", requested_by="test"))
+        events = await wait_events(settings, {"bench.completed", "bench.failed"}, run_id=run_id, timeout_s=60)
+    assert "executes only locally" in events["bench.failed"]["reason"]
+    assert bundle.read_json(run_id, "bench/plan.json")["executor"] == "slurm"
+    assert not list((bundle.run_dir(run_id) / "bench").glob("*/launch-*"))
