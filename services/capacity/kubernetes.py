@@ -24,6 +24,10 @@ SELECTORS: dict[str, str] = {
     "label_selector": "only nodes matching this label selector (kubectl get nodes -l ...)",
     "tolerations": "comma-separated taint keys the trainer's and server's pods tolerate; other "
     "NoSchedule/NoExecute taints rule a node out",
+    # Placement keys the node check ignores; the trainer-proxy's Job reads them.
+    "image": "container image of the trainer's Job (read by the trainer-proxy, not by the node check)",
+    "namespace": "namespace of the trainer's Job (read by the trainer-proxy)",
+    "bundle_pvc": "PersistentVolumeClaim holding the evidence bundle, mounted by the Job (read by the trainer-proxy)",
 }
 
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})

@@ -46,3 +46,14 @@ def test_kubernetes_tolerations_change_the_decision(recorded, fixture_text):
 
     assert selected({}) is None
     assert selected({"tolerations": "nvidia.com/gpu"}) == "gpu-e"
+
+
+def test_the_trainer_jobs_placement_keys_pass_the_kubernetes_check():
+    """A Kubernetes campaign names the Job's image, namespace and bundle volume in
+    capacity.selectors; the node check must accept them (the trainer-proxy reads them)."""
+    from contracts.argv import ArgvTemplate
+    from contracts.campaign import CapacitySpec
+    from services.capacity.check import validate
+
+    validate(CapacitySpec(scheduler="kubernetes", idle_check=ArgvTemplate(["true"]),
+                          selectors={"image": "specdec:1", "namespace": "ml", "bundle_pvc": "bundles"}))
