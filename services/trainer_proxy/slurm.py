@@ -16,7 +16,6 @@ after capture by its name and comment only.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import os
 import time
@@ -50,9 +49,10 @@ def comment(run_id: str) -> str:
 
 
 def job_script(argv: list[str], *, run_id: str, service: str) -> str:
-    """The batch script: Python that execs argv directly (json.dumps of a list of
-    strings is a valid Python literal; ensure_ascii keeps it plain ASCII)."""
-    literal = json.dumps(argv, ensure_ascii=True)
+    """The batch script: Python that execs argv directly. repr() of a list of
+    str is a Python literal that round-trips every character (a JSON literal
+    would turn characters outside the BMP into lone surrogates)."""
+    literal = repr(list(argv))
     return (
         "#!/usr/bin/env python3\n"
         f"# specdec training job for run {run_id} (label experiment={run_id}).\n"
