@@ -109,6 +109,11 @@ class TrainCommand(Strict):
         default=None, description="Optional capture-correctness probe, run on the output; non-zero exit fails training."
     )
     timeout_s: float = Field(default=3600.0, gt=0, description="Wall-time limit; past it the trainer and its children are killed.")
+    kubernetes_job: str | None = Field(
+        default=None,
+        description="Path of the operator's Kubernetes Job manifest template (YAML), used with scheduler kubernetes; "
+        "specdec sets its name, experiment label, command, node and deadline. Unset: specdec renders a Job itself.",
+    )
 
 
 Builtin = Literal["builtin"]

@@ -76,6 +76,8 @@ def absolutize(campaign: Campaign, base: Path) -> Campaign:
     data = campaign.model_dump(by_alias=True)
     data["target"]["checkpoint"] = _absolute(data["target"]["checkpoint"], base)
     data["target"]["tokenizer"] = _absolute(data["target"]["tokenizer"], base)
+    if data["commands"].get("train"):
+        data["commands"]["train"]["kubernetes_job"] = _absolute(data["commands"]["train"]["kubernetes_job"], base)
     if "path" in data["traffic"]:
         data["traffic"]["path"] = _absolute(data["traffic"]["path"], base)
     if "path" in data["matrix"]:

@@ -59,6 +59,58 @@ def job_name(run_id: str) -> str:
     return f"{name[: MAX_NAME - 9].rstrip('-')}-{digest}"
 
 
+def load_template(path: str) -> dict[str, Any]:
+    """The operator's Job manifest template (YAML), checked to be a batch/v1 Job with a container."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(open(path, encoding="utf-8").read())
+    except OSError as exc:
+        raise KubernetesPlanError(f"cannot read commands.train.kubernetes_job {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise KubernetesPlanError(f"commands.train.kubernetes_job {path} is not YAML: {exc}") from None
+    containers = (((data or {}).get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or data.get("kind") != "Job" or not containers:
+        raise KubernetesPlanError(
+            f"commands.train.kubernetes_job {path} must be a Kubernetes Job with spec.template.spec.containers"
+        )
+    return data
+
+
+def apply_template(
+    template: dict[str, Any], argv: list[str], *, run_id: str, node: str, timeout_s: float
+) -> RenderedJob:
+    """The operator's Job with what specdec guarantees set on it (see the module docstring):
+    its name and experiment label, the argv as the first container's exec-form command,
+    the label env, the node, no retry and the deadline. Image, resources, volumes,
+    service account and the rest stay the operator's."""
+    import copy
+
+    manifest = copy.deepcopy(template)
+    metadata = manifest.setdefault("metadata", {})
+    name = job_name(run_id)
+    namespace = metadata.get("namespace") or "default"
+    labels = {"experiment": run_id, "app.kubernetes.io/managed-by": "specdec", "specdec.io/step": "training"}
+    metadata.update({"name": name, "namespace": namespace})
+    metadata.setdefault("labels", {}).update(labels)
+    metadata.pop("generateName", None)
+    spec = manifest.setdefault("spec", {})
+    spec["backoffLimit"] = 0
+    spec["activeDeadlineSeconds"] = max(1, math.ceil(timeout_s))
+    spec.pop("ttlSecondsAfterFinished", None)
+    pod = spec["template"]
+    pod.setdefault("metadata", {}).setdefault("labels", {}).update(labels)
+    pod_spec = pod["spec"]
+    pod_spec["restartPolicy"] = "Never"
+    pod_spec.setdefault("nodeSelector", {})["kubernetes.io/hostname"] = node
+    container = pod_spec["containers"][0]
+    container["command"] = list(argv)
+    container.pop("args", None)
+    env = [e for e in container.get("env", []) if e.get("name") not in (EXPERIMENT_ENV, SERVICE_ENV)]
+    container["env"] = env + [{"name": EXPERIMENT_ENV, "value": run_id}, {"name": SERVICE_ENV, "value": SERVICE}]
+    return RenderedJob(name=name, namespace=namespace, manifest=manifest)
+
+
 def render_job(
     argv: list[str],
     *,
@@ -68,7 +120,10 @@ def render_job(
     cwd: str,
     bundle_run_dir: str,
     timeout_s: float,
+    template: dict[str, Any] | None = None,
 ) -> RenderedJob:
+    if template is not None:
+        return apply_template(template, argv, run_id=run_id, node=node, timeout_s=timeout_s)
     image = selectors.get(IMAGE_KEY)
     if not image:
         raise KubernetesPlanError(

@@ -257,9 +257,11 @@ def _launch(
             stderr_path=STDERR_PATH,
         )
     try:
+        train = campaign.commands.train
+        template = kubernetes.load_template(train.kubernetes_job) if train and train.kubernetes_job else None
         job = kubernetes.render_job(
             argv, run_id=run_id, node=node, selectors=campaign.capacity.selectors,
-            cwd=paths.cwd, bundle_run_dir=paths.run_dir, timeout_s=timeout_s,
+            cwd=paths.cwd, bundle_run_dir=paths.run_dir, timeout_s=timeout_s, template=template,
         )
     except kubernetes.KubernetesPlanError as exc:
         raise PlanError(str(exc)) from None

@@ -61,17 +61,26 @@ def test_local_plan_renders_the_exact_argv_and_labels():
     assert any("label" in line for line in plan.cleanup) and any("never deleted" in line for line in plan.cleanup)
 
 
-def test_the_plan_is_deterministic_and_every_train_field_changes_its_hash():
+def test_the_plan_is_deterministic_and_every_train_field_changes_its_hash(tmp_path):
     base = campaign(train_argv=ARGV)
+    k8s = campaign(train_argv=ARGV, scheduler="kubernetes", selectors={"image": "registry/trainer:1"})
+    template = tmp_path / "job.yaml"
+    template.write_text("apiVersion: batch/v1\nkind: Job\nspec:\n  template:\n    spec:\n"
+                        "      containers: [{name: main, image: registry/operator:2}]\n")
+    with_template = k8s.model_dump(by_alias=True)
+    with_template["commands"]["train"]["kubernetes_job"] = str(template)
     first, second = canonical_json(_plan(base)), canonical_json(_plan(base))
     assert first == second
     variants = {
         "argv": _plan(campaign(train_argv=[*ARGV, "--extra"])),
         "timeout_s": _plan(campaign(train_argv=ARGV, timeout_s=5)),
         "probe": _plan(campaign(train_argv=ARGV, probe=["python", "probe.py", "{training.output}"])),
+        # Consumed with scheduler kubernetes: compared with the same campaign without a template.
+        "kubernetes_job": _plan(Campaign.model_validate(with_template), scheduler="kubernetes"),
     }
     assert set(variants) == set(TrainCommand.model_fields), "a new commands.train field needs a consumer and a case here"
-    others = [_plan(base, node="node-2"), _plan(campaign(train_argv=ARGV, target="models/other"))]
+    others = [_plan(base, node="node-2"), _plan(campaign(train_argv=ARGV, target="models/other")),
+              _plan(k8s, scheduler="kubernetes")]
     hashes = {hashlib.sha256(canonical_json(p)).hexdigest() for p in [*variants.values(), *others]}
     assert hashlib.sha256(first).hexdigest() not in hashes and len(hashes) == len(variants) + len(others)
 
@@ -164,3 +173,41 @@ def test_kubernetes_needs_an_image_and_names_stay_short():
     long_run = "r" + "x" * 61 + "z"
     name = kubernetes.job_name(long_run)
     assert len(name) <= 63 and name != kubernetes.job_name(long_run[:-1] + "y")
+
+
+def test_kubernetes_plan_applies_the_operators_job_template(tmp_path):
+    template = tmp_path / "job.yaml"
+    template.write_text(
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  generateName: trainer-\n  namespace: research\n"
+        "  labels: {team: ml}\nspec:\n  backoffLimit: 6\n  ttlSecondsAfterFinished: 60\n  template:\n"
+        "    spec:\n      serviceAccountName: trainer\n      containers:\n      - name: main\n"
+        "        image: registry/operator-trainer:7\n        args: [ignored]\n"
+        "        resources: {limits: {nvidia.com/gpu: 1}}\n        env: [{name: HF_HOME, value: /cache}]\n"
+    )
+    camp = campaign(train_argv=ARGV, scheduler="kubernetes")
+    data = camp.model_dump(by_alias=True)
+    data["commands"]["train"]["kubernetes_job"] = str(template)
+    plan = _plan(Campaign.model_validate(data), scheduler="kubernetes")
+    manifest = plan.launch.manifest
+    pod = manifest["spec"]["template"]
+    container = pod["spec"]["containers"][0]
+    # The operator's choices stay ...
+    assert container["image"] == "registry/operator-trainer:7" and container["resources"]["limits"]["nvidia.com/gpu"] == 1
+    assert pod["spec"]["serviceAccountName"] == "trainer" and manifest["metadata"]["labels"]["team"] == "ml"
+    assert manifest["metadata"]["namespace"] == "research" and {"name": "HF_HOME", "value": "/cache"} in container["env"]
+    # ... and what specdec guarantees is set on top.
+    assert manifest["metadata"]["name"] == kubernetes.job_name(RUN) and "generateName" not in manifest["metadata"]
+    assert manifest["metadata"]["labels"]["experiment"] == RUN and pod["metadata"]["labels"]["experiment"] == RUN
+    assert container["command"] == plan.launch.argv and "args" not in container
+    assert {"name": "SPECDEC_EXPERIMENT", "value": RUN} in container["env"]
+    assert pod["spec"]["nodeSelector"]["kubernetes.io/hostname"] == "node-1"
+    assert manifest["spec"]["backoffLimit"] == 0 and "ttlSecondsAfterFinished" not in manifest["spec"]
+
+
+def test_a_template_that_is_not_a_job_is_refused(tmp_path):
+    template = tmp_path / "pod.yaml"
+    template.write_text("apiVersion: v1\nkind: Pod\nspec: {containers: [{name: x, image: y}]}\n")
+    data = campaign(train_argv=ARGV, scheduler="kubernetes").model_dump(by_alias=True)
+    data["commands"]["train"]["kubernetes_job"] = str(template)
+    with pytest.raises(PlanError, match="must be a Kubernetes Job"):
+        _plan(Campaign.model_validate(data), scheduler="kubernetes")
