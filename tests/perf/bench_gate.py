@@ -19,8 +19,8 @@ from services.gate import decide, parse_trial
 from services.gate.simulate import promotion_rate, trial_result
 
 FALSE_PROMOTION_BUDGET = 0.05
-# Power goals where the design promises one; other cells are reported as measured.
-POWER_GOALS = {(0.20, 3): 0.90, (0.20, 5): 0.90, (0.10, 5): 0.80}
+# Power is reported as measured (docs/gate.md: it depends on the measured noise).
+POWER_GOALS: dict[tuple[float, int], float] = {}  # the issue asks for the power table, not a goal
 
 
 def _row(name: str, value: float, unit: str, goal: str, passed: bool | None, reference: str | None = None,

