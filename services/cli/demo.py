@@ -47,6 +47,24 @@ def ensure_toy_target(out: TextIO) -> None:
     out.write(f"toy target ready in {time.monotonic() - started:.0f}s (models/toy-target)\n")
 
 
+def _detail(event: dict) -> str:
+    """What a progress line adds for the events that carry counts."""
+    if event.get("schema") == "bench.trial.completed":
+        done, failed = event.get("completed_requests", 0), event.get("failed_requests", 0)
+        tpot = event.get("median_tpot_ms")
+        spec = event.get("spec_decode") or {}
+        length = spec.get("mean_acceptance_length")
+        return (f"  | {event.get('cell_id')} trial {event.get('trial')} c={event.get('concurrency')}: "
+                f"{done}/{done + failed} requests"
+                + (f", median TPOT {tpot:.2f} ms" if tpot else "")
+                + (f", acceptance length {length:.2f}" if length else ""))
+    if event.get("schema") == "gate.decided":
+        return f"  | decision: {event.get('decision')}" + (f" ({event.get('winner')})" if event.get("winner") else "")
+    if str(event.get("schema", "")).endswith(".failed"):
+        return f"  | {event.get('reason')}"
+    return ""
+
+
 def blocked_step(status: RunStatus) -> tuple[str, str] | None:
     """The first step that cannot progress: (step, why), or None while it can."""
     for step in status.steps:
@@ -72,7 +90,7 @@ async def follow_run(settings: RuntimeSettings, run_id: str, out: TextIO, *, tim
                 events.append(event)
                 status = run_status(run_id, events)
                 elapsed = time.monotonic() - started
-                out.write(f"[{elapsed:6.0f}s] {str(event.get('schema')):<22} {one_line(status)}\n")
+                out.write(f"[{elapsed:6.0f}s] {str(event.get('schema')):<22} {one_line(status)}{_detail(event)}\n")
                 out.flush()
                 if blocked_step(status) is not None or status.steps[-1].state == "done":
                     return status
