@@ -99,6 +99,39 @@ async def follow_run(settings: RuntimeSettings, run_id: str, out: TextIO, *, tim
     raise AssertionError("unreachable")
 
 
+def headline(bundle_dir: Path, out: TextIO) -> None:
+    """The decision's objective per candidate and concurrency, with the identity it holds for."""
+    import orjson
+
+    decision_path = bundle_dir / "gate" / "DECISION.json"
+    if not decision_path.is_file():
+        return
+    decision = orjson.loads(decision_path.read_bytes())
+    out.write(f"decision: {decision['decision']}" + (f", winner {decision['winner']}" if decision.get("winner") else "") + "\n")
+    for candidate in decision.get("candidates", []):
+        for level in candidate.get("levels", []):
+            obj = level.get("objective") or {}
+            if obj.get("baseline_value") is None:
+                continue
+            interval = obj.get("interval") or {}
+            out.write(
+                f"  {candidate['candidate']} @ concurrency {level['concurrency']}: {obj['metric']} "
+                f"{obj['baseline_value']:.2f} -> {obj['candidate_value']:.2f} {obj['unit']} "
+                f"({obj['delta_pct']:+.1f} %, interval {interval.get('low_pct', 0):+.1f}..{interval.get('high_pct', 0):+.1f} %, "
+                f"noise bound {obj.get('noise_bound_pct', 0):.1f} %): {obj['verdict']}, "
+                f"{obj['baseline_trials']} vs {obj['candidate_trials']} trials\n"
+            )
+    results = sorted(bundle_dir.glob("bench/*/trial-0/result-c*.json"))
+    if results:
+        ident = orjson.loads(results[0].read_bytes()).get("identity") or {}
+        out.write(
+            f"  identity: model {ident.get('model')}, hardware {ident.get('hardware')}, quantization "
+            f"{ident.get('quantization') or 'none'}, tp {ident.get('parallelism', {}).get('tensor_parallel_size')}, "
+            f"workload {ident.get('workload_shape')}, {ident.get('regime')} regime, graph mode {ident.get('graph_mode')}, "
+            f"source {ident.get('source_revision')}, baseline cell {decision.get('baseline')}\n"
+        )
+
+
 def summarize(status: RunStatus, bundle_dir: Path, out: TextIO) -> int:
     out.write("\n" + "=" * 72 + "\n")
     blocked = blocked_step(status)
@@ -107,7 +140,11 @@ def summarize(status: RunStatus, bundle_dir: Path, out: TextIO) -> int:
     for step in status.steps:
         if step.detail and step.state in ("done", "skipped"):
             out.write(f"  {step.step}: {step.detail}\n")
+    headline(bundle_dir, out)
     out.write(f"evidence bundle: {bundle_dir}\n")
+    report = bundle_dir / "report" / "report.html"
+    if report.is_file():
+        out.write(f"report: {report}\n")
     if status.steps[-1].state == "done":
         out.write("campaign complete\n")
         return 0
