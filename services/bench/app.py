@@ -24,7 +24,7 @@ from contracts.events import BenchCompleted, BenchPlanned, BenchTrialCompleted, 
 from services.bench.plan import BenchPlan, build_plan
 from services.bench.prompts import Prompt, cycle, heldout_prompts, shaped_prompts
 from services.bench.run import Runner, read_prompts
-from services.runtime.approval import covers, pre_approved
+from services.runtime.approval import approval_step_key, covers, pre_approved, stored_plan
 from services.runtime.bundle import ArtifactMissing, BundleError, BundleStore, InvalidPath
 from services.runtime.consumer import Route, StepContext
 from services.runtime.errors import SpecdecError, StepFailed
@@ -158,16 +158,9 @@ def routes(resources: dict[str, Any]) -> list[Route]:
         return await execute(campaign, plan, event, ctx)
 
     def plan_ref(run_id: str) -> ArtifactRef | None:
-        try:
-            return bundle.ref(run_id, PLAN_PATH)
-        except (ArtifactMissing, InvalidPath):
-            return None
+        return stored_plan(bundle, run_id, PLAN_PATH)
 
-    def approval_key(event: Event) -> str:
-        ref = plan_ref(event.run_id)
-        if ref is not None and isinstance(event, RunApproved) and covers(event, ref):
-            return ref.sha256
-        return f"not-covered-{event.event_id}"
+    approval_key = approval_step_key(bundle, PLAN_PATH)
 
     async def on_approved(event: Event, ctx: StepContext) -> list[Event]:
         ref = plan_ref(event.run_id)

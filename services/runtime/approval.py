@@ -13,9 +13,12 @@ A service that changes the cluster (trainer-proxy, bench-runner):
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from contracts.campaign import Campaign
-from contracts.envelope import ArtifactRef
+from contracts.envelope import ArtifactRef, Event
 from contracts.events import RunApproved
+from services.runtime.bundle import ArtifactMissing, BundleStore, InvalidPath
 
 
 def pre_approved(campaign: Campaign) -> bool:
@@ -25,3 +28,25 @@ def pre_approved(campaign: Campaign) -> bool:
 def covers(approval: RunApproved, plan: ArtifactRef) -> bool:
     """True when the approval names this plan's hash (and carries the typed acknowledgement)."""
     return approval.i_understand_this_mutates_cluster is True and plan.sha256 in approval.plan_sha256s
+
+
+def stored_plan(bundle: BundleStore, run_id: str, path: str) -> ArtifactRef | None:
+    """The ref of a service's stored plan, or None when it planned nothing for the run."""
+    try:
+        return bundle.ref(run_id, path)
+    except (ArtifactMissing, InvalidPath):
+        return None
+
+
+def approval_step_key(bundle: BundleStore, plan_path: str) -> Callable[[Event], str]:
+    """Step key of a run.approved route: the plan's sha256 when the approval covers it
+    (one approval runs a plan once), else the event's own ID (an approval that does not
+    cover the plan must not use up the plan's key)."""
+
+    def key(event: Event) -> str:
+        ref = stored_plan(bundle, event.run_id, plan_path)
+        if ref is not None and isinstance(event, RunApproved) and covers(event, ref):
+            return ref.sha256
+        return f"not-covered-{event.event_id}"
+
+    return key

@@ -24,7 +24,7 @@ from contracts.campaign import Campaign
 from contracts.catalogue import TRAINER
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import CapacitySelected, RunApproved, TrainingCompleted, TrainingFailed, TrainingPlanned, TrainingRequested
-from services.runtime.approval import covers, pre_approved
+from services.runtime.approval import approval_step_key, covers, pre_approved, stored_plan
 from services.runtime.bundle import ArtifactConflict, ArtifactMissing, BundleError, BundleStore
 from services.runtime.bundle_paths import InvalidPath, parse_uri
 from services.runtime.bundle_records import CAMPAIGN_RELPATH
@@ -195,16 +195,9 @@ def routes(resources: dict[str, Any]) -> list[Route]:
         return await run(Approved(plan=plan, ref=ref, campaign=campaign), event, ctx, producer)
 
     def plan_ref(run_id: str) -> ArtifactRef | None:
-        try:
-            return bundle.ref(run_id, PLAN_PATH)
-        except (ArtifactMissing, InvalidPath):
-            return None
+        return stored_plan(bundle, run_id, PLAN_PATH)
 
-    def approval_key(event: Event) -> str:
-        ref = plan_ref(event.run_id)
-        if ref is not None and isinstance(event, RunApproved) and covers(event, ref):
-            return ref.sha256
-        return f"not-covered-{event.event_id}"
+    approval_key = approval_step_key(bundle, PLAN_PATH)
 
     async def on_approved(event: Event, ctx: StepContext) -> list[Event]:
         ref = plan_ref(event.run_id)
