@@ -148,7 +148,10 @@ def routes(resources: dict[str, Any]) -> list[Route]:
 
     async def on_trigger(event: Event, ctx: StepContext) -> list[Event]:
         campaign = Campaign.model_validate(bundle.read_json(event.run_id, "campaign.json"))
-        plan, ref = plan_bench(bundle, campaign, event)
+        # Planning imports vLLM (to check speculative keys against its config class):
+        # seconds of synchronous work, kept off the event loop so the lease heartbeat
+        # and the broker connections keep running.
+        plan, ref = await asyncio.to_thread(plan_bench, bundle, campaign, event)
         planned = event.caused(BenchPlanned, producer=f"{NAME}/{ctx.settings.instance}", plan=ref,
                                cells=[cell.cell_id for cell in plan.cells], trials=max(c.trials for c in plan.cells))
         if not pre_approved(campaign):
