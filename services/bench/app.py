@@ -28,6 +28,7 @@ from services.runtime.approval import approval_step_key, covers, pre_approved, s
 from services.runtime.bundle import ArtifactMissing, BundleError, BundleStore, InvalidPath
 from services.runtime.consumer import Route, StepContext
 from services.runtime.errors import SpecdecError, StepFailed
+from services.runtime.target import tokenizer_folder
 
 NAME = BENCH
 STEP = "bench"
@@ -61,7 +62,7 @@ def training_output(bundle: BundleStore, event: Event) -> str | None:
 
 def build_prompts(bundle: BundleStore, campaign: Campaign, matrix: Matrix, run_id: str) -> list[Prompt]:
     load = matrix.load
-    tokenizer = campaign.target.tokenizer_dir if (Path(campaign.target.tokenizer_dir) / "tokenizer.json").is_file() else None
+    tokenizer = tokenizer_folder(campaign)
     if isinstance(campaign.traffic, TrafficFile):
         try:
             heldout = bundle.resolve(bundle.ref(run_id, "corpus/CORPUS.jsonl").uri)

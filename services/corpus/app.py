@@ -24,14 +24,11 @@ from services.corpus.errors import CorpusError, CorpusSkipped
 from services.runtime.bundle import BundleStore
 from services.runtime.consumer import Route, StepContext
 from services.runtime.errors import StepFailed
+from services.runtime.target import tokenizer_folder
 
 NAME = CORPUS
 PROFILE_PATH = "profile/PROFILE.json"
 
-
-def tokenizer_folder(campaign: Campaign) -> str | None:
-    folder = Path(campaign.target.tokenizer_dir)
-    return str(folder) if (folder / "tokenizer.json").is_file() else None
 
 
 def split_files(corpus: bytes) -> dict[str, bytes]:

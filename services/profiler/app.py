@@ -9,7 +9,6 @@ the step; the diagnosis is kept as profile/PROFILE.rejected.json.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from contracts.campaign import Campaign, TrafficFile
 from contracts.catalogue import PROFILER
@@ -20,14 +19,11 @@ from services.profiler.profile import profile_shapes, profile_traffic
 from services.runtime.bundle import BundleStore
 from services.runtime.consumer import Route, StepContext
 from services.runtime.errors import StepFailed
+from services.runtime.target import tokenizer_folder
 
 NAME = PROFILER
 PROFILE_PATH = "profile/PROFILE.json"
 
-
-def tokenizer_folder(campaign: Campaign) -> str | None:
-    folder = Path(campaign.target.tokenizer_dir)
-    return str(folder) if (folder / "tokenizer.json").is_file() else None
 
 
 def run_profile(bundle: BundleStore, event: Event, producer: str) -> ProfileCompleted:
