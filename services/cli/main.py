@@ -18,7 +18,8 @@ from services.runtime.errors import SpecdecError
 from services.runtime.settings import RuntimeSettings
 
 # Offline commands of the step services register themselves when built.
-_OPTIONAL_COMMANDS = ("services.cli.profile_cmd", "services.cli.corpus_cmd", "services.cli.gate_cmd", "services.cli.report_cmd")
+_OPTIONAL_COMMANDS = ("services.cli.profile_cmd", "services.cli.corpus_cmd", "services.cli.gate_cmd", "services.cli.report_cmd",
+                      "services.cli.plan_cmd")
 
 
 def _connected(body: Callable[[Any, argparse.Namespace], Awaitable[int]]) -> Callable[[argparse.Namespace], int]:

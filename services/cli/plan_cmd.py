@@ -1,0 +1,117 @@
+"""`specdec bench plan RUN_ID` and `specdec training plan RUN_ID`: print a stored plan.
+
+The plans are what an approval names (services/runtime/approval.py), so an
+operator reads them before `specdec approve`. Offline: read from the run's
+bundle under SPECDEC_BUNDLE_ROOT, re-hashed against the manifest (a plan whose
+bytes changed is refused, as the services refuse it), with whether an approval
+in the run's journal already covers its sha256 and whether the campaign
+pre-approved it.
+
+Exit 0 with the plan; 2 with the reason when the run has no such plan.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from typing import Any, TextIO
+
+from contracts.events import RunApproved
+from services.runtime.bundle import ArtifactMissing, BundleError, BundleStore, InvalidPath
+from services.runtime.errors import SpecdecError
+from services.runtime.settings import RuntimeSettings
+
+# step -> (plan path in the bundle, the event that announces it)
+PLANS = {"bench": ("bench/plan.json", "bench.planned"), "training": ("training/plan.json", "training.planned")}
+
+
+class PlanUnavailable(SpecdecError):
+    """The run has no readable plan for the step."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    for step, (path, _) in PLANS.items():
+        p = subparsers.add_parser(step, help=f"the {step} step's stored plan")
+        steps = p.add_subparsers(dest=f"{step}_command", required=True)
+        q = steps.add_parser(
+            "plan", help=f"print the {step} plan of a run (what an approval of its sha256 would run)",
+            description=f"Print {path} of the run's bundle: every command that would run, where, and the cleanup; "
+            "with its sha256 and whether an approval covers it.",
+        )
+        q.add_argument("run_id")
+        q.add_argument("--json", action="store_true", help="print the plan document itself (as stored)")
+        q.set_defaults(func=run_plan, step=step)
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    return show_plan(BundleStore(RuntimeSettings().bundle_root), args.step, args.run_id,
+                     as_json=args.json, out=sys.stdout)
+
+
+def show_plan(bundle: BundleStore, step: str, run_id: str, *, as_json: bool, out: TextIO) -> int:
+    path, planned = PLANS[step]
+    try:
+        ref = bundle.ref(run_id, path)
+        plan = bundle.read_json(run_id, path)  # re-hashes: a changed plan raises
+    except (ArtifactMissing, InvalidPath):
+        raise PlanUnavailable(
+            f"run {run_id} has no {step} plan ({path} under {bundle.root}); it is written when the {step} step "
+            f"plans (event {planned}): check `specdec status {run_id}`"
+        ) from None
+    except BundleError as exc:
+        raise PlanUnavailable(f"the {step} plan of run {run_id} cannot be trusted: {exc}") from None
+    if as_json:
+        out.write(json.dumps(plan, indent=2, sort_keys=True) + "\n")
+        return 0
+    approvals = [e for e in bundle.events(run_id) if e.get("schema") == RunApproved.SCHEMA
+                 and ref.sha256 in e.get("plan_sha256s", [])]
+    campaign = _campaign(bundle, run_id)
+    pre = bool(campaign.get("acknowledgements", {}).get("i_understand_this_mutates_cluster"))
+    out.write(f"{step} plan of run {run_id}\n  file: {bundle.resolve(ref.uri)}\n  sha256: {ref.sha256}\n")
+    if pre:
+        out.write("  approval: pre-approved by the campaign (acknowledgements.i_understand_this_mutates_cluster)\n")
+    elif approvals:
+        out.write(f"  approval: covered by run.approved {approvals[-1].get('event_id')} "
+                  f"({approvals[-1].get('approved_by')})\n")
+    else:
+        out.write(f"  approval: none yet; run `specdec approve {run_id} --i-understand-this-mutates-cluster`\n")
+    out.write(render(plan))
+    return 0
+
+
+def _campaign(bundle: BundleStore, run_id: str) -> dict[str, Any]:
+    try:
+        data = bundle.read_json(run_id, "campaign.json")
+    except BundleError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def render(plan: Any, indent: int = 1) -> str:
+    """The plan as indented text; an argv (a list of strings) as one shell-quoted
+    line so that it reads as it would be typed (it is executed as a list, no shell)."""
+    pad = "  " * indent
+    lines: list[str] = []
+    if isinstance(plan, dict):
+        for key, value in plan.items():
+            if _is_argv(value) and key.endswith(("argv", "_cmd", "command")):
+                lines.append(f"{pad}{key}: {shlex.join(value)}\n")
+            elif isinstance(value, (dict, list)) and value:
+                lines.append(f"{pad}{key}:\n{render(value, indent + 1)}")
+            else:
+                lines.append(f"{pad}{key}: {json.dumps(value)}\n")
+    elif isinstance(plan, list):
+        for item in plan:
+            if isinstance(item, (dict, list)) and item:
+                lines.append(f"{pad}-\n{render(item, indent + 1)}")
+            else:
+                lines.append(f"{pad}- {item if isinstance(item, str) else json.dumps(item)}\n")
+    else:
+        lines.append(f"{pad}{json.dumps(plan)}\n")
+    return "".join(lines)
+
+
+def _is_argv(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(token, str) for token in value)
