@@ -114,6 +114,12 @@ class TrainCommand(Strict):
         description="Path of the operator's Kubernetes Job manifest template (YAML), used with scheduler kubernetes; "
         "specdec sets its name, experiment label, command, node and deadline. Unset: specdec renders a Job itself.",
     )
+    reuse: bool = Field(
+        default=True,
+        description="Reuse the draft of an earlier run in the same bundle root whose training inputs were identical "
+        "(same training input key: train split, argv, target files, revisions, probe, executor) and whose draft files "
+        "still hash as recorded; the plan names that run before approval and nothing is launched. false: always train.",
+    )
 
 
 Builtin = Literal["builtin"]

@@ -26,6 +26,7 @@ from services.cli.submit import submit
 from services.cli.up import start, stop
 from services.runtime import apps
 from services.runtime.settings import RuntimeSettings
+from services.trainer_proxy.reuse import REUSE_PATH
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_CAMPAIGN = ROOT / "infra/examples/demo-campaign.yaml"
@@ -132,6 +133,21 @@ def headline(bundle_dir: Path, out: TextIO) -> None:
         )
 
 
+def draft_origin(bundle_dir: Path) -> str | None:
+    """"draft reused from <run>" when the trainer-proxy copied an earlier run's identical draft."""
+    import orjson
+
+    record = bundle_dir / REUSE_PATH
+    if not record.is_file():
+        return None
+    try:
+        reuse = orjson.loads(record.read_bytes())
+    except orjson.JSONDecodeError:
+        return f"{REUSE_PATH} is unreadable: see `specdec training plan {bundle_dir.name}`"
+    return (f"draft reused from {reuse.get('reused_from')} (identical training inputs, key "
+            f"{str(reuse.get('key'))[:12]}...; copied in {reuse.get('duration_s', 0):.1f}s, nothing trained)")
+
+
 def summarize(status: RunStatus, bundle_dir: Path, out: TextIO) -> int:
     out.write("\n" + "=" * 72 + "\n")
     blocked = blocked_step(status)
@@ -140,6 +156,9 @@ def summarize(status: RunStatus, bundle_dir: Path, out: TextIO) -> int:
     for step in status.steps:
         if step.detail and step.state in ("done", "skipped"):
             out.write(f"  {step.step}: {step.detail}\n")
+    origin = draft_origin(bundle_dir)
+    if origin:
+        out.write(origin + "\n")
     headline(bundle_dir, out)
     out.write(f"evidence bundle: {bundle_dir}\n")
     report = bundle_dir / "report" / "report.html"

@@ -4,7 +4,8 @@ Inputs, all from `<bundle_root>/<run_id>/` and read through the BundleStore (so
 every artifact's bytes are checked against the sha256 recorded when written):
 `campaign.json`, `events.jsonl`, every `bench/<cell_id>/trial-<n>/result-c<k>.json`
 (parsed by the gate's own reader, so the report and the gate read the same
-figures), `gate/DECISION.json` and `bench/plan.json` when present.
+figures), `gate/DECISION.json`, `bench/plan.json` and the trainer-proxy's
+`training/input-key.json` when present.
 
 `read_campaign` does the I/O; `build_arms` and `step_statuses` are pure.
 """
@@ -20,6 +21,7 @@ import orjson
 from pydantic import ValidationError
 
 from contracts.campaign import Campaign, Matrix
+from contracts.envelope import RUN_ID_PATTERN, SHA256_PATTERN
 from contracts.results import TrialIdentity
 from services.gate.metrics import MetricKey, trial_value
 from services.gate.model import Decision
@@ -32,6 +34,8 @@ CAMPAIGN_PATH = "campaign.json"
 DECISION_PATH = "gate/DECISION.json"
 PLAN_PATH = "bench/plan.json"
 RESULTS_GLOB = "bench/*/trial-*/result-*.json"
+# Written by the trainer-proxy when training completes: the draft's training input key.
+INPUT_KEY_PATH = "training/input-key.json"
 _TRIAL_DIR_RE = re.compile(r"^trial-([0-9]+)$")
 _RESULT_RE = re.compile(r"^result-c([0-9]+)\.json$")
 
@@ -80,6 +84,7 @@ def read_campaign(bundle: BundleStore, run_id: str, *, extra_events: Sequence[Ma
     events = _merge_events(scan.events, extra_events)
     bench_done = [e for e in events if e.get("schema") == "bench.completed"]
     last_bench = bench_done[-1] if bench_done else {}
+    reused_from, input_key = _draft_origin(bundle, run_id, events, problems)
     return CampaignData(
         run_id=run_id,
         campaign=campaign,
@@ -92,7 +97,26 @@ def read_campaign(bundle: BundleStore, run_id: str, *, extra_events: Sequence[Ma
         bench_exploratory=bool(last_bench.get("draft")) or bool(isinstance(plan, dict) and plan.get("draft")),
         failed_cells={str(k): str(v) for k, v in (last_bench.get("failed_cells") or {}).items()},
         problems=problems,
+        draft_reused_from=reused_from,
+        draft_input_key=input_key,
     )
+
+
+def _draft_origin(
+    bundle: BundleStore, run_id: str, events: Sequence[Mapping[str, Any]], problems: list[str]
+) -> tuple[str | None, str | None]:
+    """(the run whose draft was reused, the training input key), each None when the run does not say."""
+    training = [e for e in events if e.get("schema") == "training.completed"]
+    reused = training[-1].get("reused_from") if training else None
+    record = _read_json(bundle, run_id, INPUT_KEY_PATH, problems)
+    key = record.get("key") if isinstance(record, dict) else None
+    if reused is not None and not (isinstance(reused, str) and re.fullmatch(RUN_ID_PATTERN, reused)):
+        problems.append(f"training.completed names an invalid reused_from {reused!r}")
+        reused = None
+    if key is not None and not (isinstance(key, str) and re.fullmatch(SHA256_PATTERN, key)):
+        problems.append(f"{INPUT_KEY_PATH} holds an invalid key {key!r}")
+        key = None
+    return reused, key
 
 
 # --- pure builders -------------------------------------------------------------
@@ -106,10 +130,11 @@ def step_statuses(events: Iterable[Mapping[str, Any]], *, decision_present: bool
         if schema in DONE_EVENTS:
             step = DONE_EVENTS[schema]
             skipped = event.get("skipped_reason")
-            last[step] = StepStatus(
-                step=step, state="skipped" if skipped else "done",
-                detail=f"{schema}: {skipped}" if skipped else schema,
-            )
+            reused = event.get("reused_from")
+            detail = f"{schema}: {skipped}" if skipped else schema
+            if reused and not skipped:
+                detail = f"{schema}: draft model reused from run {reused} (identical training inputs; nothing trained)"
+            last[step] = StepStatus(step=step, state="skipped" if skipped else "done", detail=detail)
         elif schema in FAILED_EVENTS:
             step = FAILED_EVENTS[schema]
             why = event.get("reason") or "; ".join(event.get("reasons") or []) or "no reason given"

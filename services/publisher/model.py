@@ -81,6 +81,14 @@ class CampaignData(Strict):
     bench_exploratory: bool = Field(description="True when bench.completed or the plan marked the matrix exploratory.")
     failed_cells: dict[str, str] = Field(description="Cells bench.completed lists as failed, with why.")
     problems: list[str] = Field(description="Unreadable or invalid inputs (files, DECISION.json, campaign.json), in words.")
+    draft_reused_from: RunId | None = Field(
+        default=None,
+        description="The run whose draft model this run reused, its training inputs being identical "
+        "(training.completed reused_from); None when the draft was trained here, or none was needed.",
+    )
+    draft_input_key: Sha256 | None = Field(
+        default=None, description="The draft's training input key (training/input-key.json); None when the bundle has none."
+    )
 
     @property
     def baseline_cell_id(self) -> str | None:

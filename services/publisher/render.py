@@ -105,6 +105,11 @@ def _summary(data: CampaignData) -> Section:
         lines.append((f"family: {c.family}; target: {c.target.checkpoint}",))
         lines.append((f"source revisions: target {rev.target or 'unknown'}, trainer {rev.trainer or 'unknown'}, "
                       f"serving {rev.serving or 'unknown'}, specdec {rev.specdec or 'unknown'}",))
+    if data.draft_reused_from:
+        lines.append((f"draft model: reused from run {data.draft_reused_from}, whose training inputs were identical "
+                      f"(training input key {data.draft_input_key or 'unknown'}); nothing was trained in this run",))
+    elif data.draft_input_key:
+        lines.append((f"draft model: trained in this run (training input key {data.draft_input_key})",))
     if d is not None:
         lines.append((f"decision: {d.decision}" + (f" (winner {d.winner})" if d.winner else "") + f"; objective "
                       f"{d.objective} ({d.direction.replace('_', ' ')}); named baseline {d.baseline}",))

@@ -3,7 +3,10 @@
 Routes (every failure is `training.failed`, the run halts there):
 - `capacity.selected`, `training.requested`: the trigger. A campaign that
   needs no draft records training as skipped (`training.completed` with the
-  reason, no plan). Otherwise: the corpus splits and the plan are stored,
+  reason, no plan). Otherwise: the corpus splits are stored, the training
+  input key computed and, unless commands.train.reuse is false, the bundle
+  root searched for an earlier run's identical draft (services.trainer_proxy.
+  reuse); the plan (training, or reusing that draft) is stored,
   `training.planned` is emitted, and the plan runs at once only when the
   campaign carries the cluster acknowledgement (services.runtime.approval).
 - `run.approved`: runs the stored plan when the approval covers its sha256
@@ -15,6 +18,7 @@ Routes (every failure is `training.failed`, the run halts there):
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +34,7 @@ from services.runtime.bundle_paths import InvalidPath, parse_uri
 from services.runtime.bundle_records import CAMPAIGN_RELPATH
 from services.runtime.consumer import Route, StepContext
 from services.runtime.errors import StepFailed
-from services.trainer_proxy import kubernetes
+from services.trainer_proxy import kubernetes, reuse
 from services.trainer_proxy.errors import PlanError, TrainingStopped
 from services.trainer_proxy.execute import Approved, execute
 from services.trainer_proxy.inputs import latest_event, load_cells, skip_reason, split_corpus
@@ -136,7 +140,18 @@ def plan_training(bundle: BundleStore, campaign: Campaign, event: Event) -> tupl
         heldout_records=split.heldout_records, rejected_lines=split.rejected_lines,
     )
     try:
-        plan = build_plan(campaign, run_id=run_id, node=node, scheduler=scheduler, paths=paths, inputs=inputs)  # type: ignore[arg-type]
+        train = campaign.commands.train
+        key, why = reuse.compute_key(campaign, inputs, paths.cwd) if train is not None else (None, "")
+        found, note = None, why
+        if key is not None and train is not None and train.reuse:
+            lookup = reuse.find_reusable(bundle, key, run_id)
+            found, note = lookup.found, lookup.note
+    except OSError as exc:
+        raise StepFailed(f"the training inputs cannot be hashed: {exc}; check that the target and the files the "
+                         "trainer's argv names are readable", error_type="InputsUnreadable") from None
+    try:
+        plan = build_plan(campaign, run_id=run_id, node=node, scheduler=scheduler, paths=paths, inputs=inputs,  # type: ignore[arg-type]
+                          input_key=key, reuse=found, reuse_note=note)
     except PlanError as exc:
         raise StepFailed(str(exc), error_type=type(exc).__name__) from None
     try:
@@ -186,10 +201,12 @@ def routes(resources: dict[str, Any]) -> list[Route]:
             return [event.caused(
                 TrainingCompleted, producer=producer, output=None, checkpoint_dir=None, duration_s=0.0, skipped_reason=reason
             )]
-        plan, ref = plan_training(bundle, campaign, event)
+        # Hashing the target and verifying an earlier draft read files: off the event loop.
+        plan, ref = await asyncio.to_thread(plan_training, bundle, campaign, event)
         planned = event.caused(TrainingPlanned, producer=producer, plan=ref, executor=plan.executor, node=plan.node)
         if not pre_approved(campaign):
-            ctx.log.info("training planned; waiting for an approval of its sha256", plan_sha256=ref.sha256)
+            ctx.log.info("training planned; waiting for an approval of its sha256", plan_sha256=ref.sha256,
+                         reused_from=plan.reuse.from_run if plan.reuse else None)
             return [planned]
         await ctx.emit(planned)
         return await run(Approved(plan=plan, ref=ref, campaign=campaign), event, ctx, producer)

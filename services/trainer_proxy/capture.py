@@ -5,7 +5,8 @@
 - `training/stdout.log`, `training/stderr.log`: the trainer's own output;
 - `training/output/...`: every file the trainer wrote, each registered with
   its sha256 (partial or not: outputs are never deleted);
-- `training/outputs.json`: the output manifest (every file, its hash, size);
+- `training/outputs.json`: the output manifest (every file, its hash, size;
+  for a reused draft, the run it was copied from);
 - `training/capture.json`: exit code, signal, duration, timeout, the loss
   scan, and references to all of the above.
 """
@@ -52,6 +53,9 @@ class OutputManifest(Strict):
     partial: bool = Field(description="True when the trainer did not finish cleanly (killed, failed): kept anyway.")
     files: list[OutputFile] = Field(description="Every entry, sorted by path.")
     total_bytes: int = Field(ge=0, description="Bytes of all regular files.")
+    reused_from: RunId | None = Field(
+        default=None, description="The run whose identical draft these files were copied from; None when trained here."
+    )
 
 
 class TrainingCapture(Strict):
@@ -111,7 +115,9 @@ def _hash(path: Path) -> tuple[str, int]:
     return digest.hexdigest(), size
 
 
-def hash_outputs(bundle: BundleStore, run_id: str, *, output_dir: Path, partial: bool) -> tuple[ArtifactRef, OutputManifest]:
+def hash_outputs(
+    bundle: BundleStore, run_id: str, *, output_dir: Path, partial: bool, reused_from: str | None = None
+) -> tuple[ArtifactRef, OutputManifest]:
     """Register every file under the output directory and write the manifest."""
     entries: list[OutputFile] = []
     if output_dir.is_dir():
@@ -129,6 +135,7 @@ def hash_outputs(bundle: BundleStore, run_id: str, *, output_dir: Path, partial:
         partial=partial,
         files=entries,
         total_bytes=sum(entry.size_bytes or 0 for entry in entries),
+        reused_from=reused_from,
     )
     return bundle.write_bytes(run_id, OUTPUTS_PATH, manifest.model_dump_json(indent=2).encode() + b"\n"), manifest
 

@@ -12,7 +12,13 @@ write-once and each stage first looks for its own record):
 3. cleanup, by the experiment label only, after the capture;
 4. the verdict: a timeout, a non-finite loss, a non-zero exit or an
    interruption stops the campaign; otherwise the probes run on the output
-   and any failure stops it too; else `training.completed`.
+   and any failure stops it too; else the training input key is recorded
+   (`training/input-key.json`, for later runs to reuse this draft) and
+   `training.completed`.
+
+A plan that reuses an earlier run's draft launches nothing: the draft is
+copied and verified (services.trainer_proxy.reuse), `training/reuse.json`
+records the copy, and `training.completed` names the source in `reused_from`.
 """
 
 from __future__ import annotations
@@ -30,13 +36,13 @@ from contracts.events import TrainingCompleted, TrainingStarted
 from services.runtime.bundle import ArtifactMissing, BundleStore
 from services.runtime.consumer import StepContext
 from services.runtime.errors import StepFailed
-from services.trainer_proxy import probes
+from services.trainer_proxy import probes, reuse
 from services.trainer_proxy.capture import ARGV_PATH, TrainingCapture, capture_run, read_capture, write_argv
 from services.trainer_proxy.errors import ExecutorError, TrainingStopped
 from services.trainer_proxy.inputs import prompt_messages
 from services.trainer_proxy.local import cleanup_local, run_local
 from services.trainer_proxy.monitor import RunOutcome
-from services.trainer_proxy.plan import CORPUS_HELDOUT_PATH, KubernetesLaunch, LocalLaunch, TrainingPlan
+from services.trainer_proxy.plan import CORPUS_HELDOUT_PATH, KubernetesLaunch, LocalLaunch, SlurmLaunch, TrainingPlan
 from services.trainer_proxy.preflight import RecheckFn
 from services.trainer_proxy.slurm import cleanup_slurm, run_slurm
 
@@ -102,6 +108,7 @@ async def _launch(bundle: BundleStore, approved: Approved, trigger: Event, ctx: 
     plan = approved.plan
     launch = plan.launch
     run_id = plan.run_id
+    assert launch is not None, "a reuse plan launches nothing"
     if isinstance(launch, KubernetesLaunch):
         raise StepFailed(launch.note, error_type="PlanOnly")
     try:
@@ -159,6 +166,7 @@ async def _cleanup(bundle: BundleStore, plan: TrainingPlan) -> None:
 
 
 def _interrupted(plan: TrainingPlan) -> RunOutcome:
+    assert plan.launch is not None, "a reuse plan launches nothing"
     launched = getattr(plan.launch, "sbatch_argv", None) or plan.launch.argv
     return RunOutcome(handle="unknown", launched_argv=list(launched), exit_code=None, signal=None, duration_s=0.0, interrupted=True)
 
@@ -177,6 +185,8 @@ async def execute(
     """Run the approved plan to a trustworthy draft, or raise TrainingStopped / StepFailed."""
     plan = approved.plan
     run_id = plan.run_id
+    if plan.reuse is not None:
+        return await _reuse(bundle, approved, trigger, ctx)
     prior = read_capture(bundle, run_id)
     if prior is None:
         if _launched_before(bundle, run_id):
@@ -196,6 +206,7 @@ async def execute(
         failed = "; ".join(f"{check.name}: {check.detail}" for check in report.failures)
         raise TrainingStopped(f"a capture-correctness probe failed: {failed}", error_type="ProbeFailed",
                               artifacts=[*evidence, report_ref])
+    reuse.record_key(bundle, plan, capture.outputs, reused_from=None)
     return trigger.caused(
         TrainingCompleted,
         producer=f"{SERVICE}/{ctx.settings.instance}",
@@ -205,15 +216,35 @@ async def execute(
     )
 
 
+async def _reuse(bundle: BundleStore, approved: Approved, trigger: Event, ctx: StepContext) -> TrainingCompleted:
+    """Copy the earlier run's draft the plan names; an earlier delivery's record is re-emitted as is."""
+    plan = approved.plan
+    record = reuse.read_reuse(bundle, plan.run_id)
+    if record is None:
+        record = await asyncio.to_thread(reuse.copy_draft, bundle, plan, approved.ref.sha256)
+        bundle.write_json(plan.run_id, reuse.REUSE_PATH, record)
+    reuse.record_key(bundle, plan, record.output, reused_from=record.reused_from)
+    ctx.log.info("draft reused", reused_from=record.reused_from, files=record.files, duration_s=record.duration_s)
+    return trigger.caused(
+        TrainingCompleted,
+        producer=f"{SERVICE}/{ctx.settings.instance}",
+        output=record.output,
+        checkpoint_dir=record.checkpoint_dir,
+        duration_s=record.duration_s,
+        reused_from=record.reused_from,
+    )
+
+
 async def _probe(bundle: BundleStore, plan: TrainingPlan) -> tuple[probes.ProbeReport, ArtifactRef]:
     run_id = plan.run_id
+    assert plan.probes is not None, "a reuse plan runs no probes"
     try:
         ref = bundle.ref(run_id, probes.PROBES_PATH)
     except ArtifactMissing:
         pass
     else:
         return probes.ProbeReport.model_validate_json(bundle.read_bytes(run_id, probes.PROBES_PATH)), ref
-    cwd = plan.launch.cwd if not isinstance(plan.launch, KubernetesLaunch) else "."
+    cwd = plan.launch.cwd if isinstance(plan.launch, (LocalLaunch, SlurmLaunch)) else "."
     heldout = bundle.read_bytes(run_id, CORPUS_HELDOUT_PATH)
     checks = await probes.run_builtin(
         Path(plan.output_dir),

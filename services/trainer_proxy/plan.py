@@ -2,9 +2,12 @@
 stops and how it is cleaned up. Stored as `training/plan.json`; its sha256 is
 what an approval names.
 
-Pure: built from the campaign, the capacity step's node and the corpus splits
-already in the bundle. The same inputs give the same bytes (no clock, no
-random names), so a redelivered trigger finds its plan unchanged.
+Pure: built from the campaign, the capacity step's node, the corpus splits
+already in the bundle, the training input key and the reuse lookup (both
+computed by the caller: services.trainer_proxy.reuse). The same inputs give
+the same bytes (no clock, no random names), so a redelivered trigger finds its
+plan unchanged. A plan that reuses an earlier run's draft has no launch:
+executing it copies that draft, and the approval covers that choice.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from contracts.envelope import ArtifactRef, RunId, Strict
 from services.runtime.procs import EXPERIMENT_ENV, SERVICE_ENV
 from services.trainer_proxy import kubernetes, slurm
 from services.trainer_proxy.errors import PlanError
+from services.trainer_proxy.input_key import InputKey, ReusedDraft
 
 PLAN_VERSION = 1
 PLAN_PATH = "training/plan.json"
@@ -117,7 +121,9 @@ class TrainingPlan(Strict):
     run_id: RunId = Field(description="The run; also the experiment label of everything started.")
     executor: Scheduler = Field(description="Where the trainer runs: local, slurm or kubernetes.")
     node: str = Field(description="The node the capacity step selected; the trainer is pinned to it.")
-    launch: Launch = Field(description="How the trainer is started, exactly.")
+    launch: Launch | None = Field(
+        description="How the trainer is started, exactly; None when an earlier run's draft is reused (nothing starts)."
+    )
     inputs: PlanInputs = Field(description="The data the trainer sees, with hashes.")
     target: str = Field(description="The target checkpoint ({target}).")
     tokenizer: str = Field(description="The target's tokenizer ({tokenizer}).")
@@ -125,11 +131,15 @@ class TrainingPlan(Strict):
     expected_outputs: list[str] = Field(description="What the trainer must leave behind, in words.")
     timeout_s: float = Field(gt=0, description="commands.train.timeout_s: past it the trainer's group is killed.")
     kill_grace_s: float = Field(gt=0, description="Seconds between SIGTERM and SIGKILL when stopping the trainer.")
-    probes: ProbePlan = Field(description="Probes run on the output.")
+    probes: ProbePlan | None = Field(description="Probes run on the output; None when reused (they passed on the source).")
     stop_conditions: list[str] = Field(description="Every condition that stops the campaign with training.failed.")
     preflight: str = Field(description="What is checked right before launch.")
     deployment_changes: list[str] = Field(description="Every change to the cluster the plan makes.")
     cleanup: list[str] = Field(description="What cleanup does and when; selection by the experiment label only.")
+    input_key: InputKey | None = Field(description="The training input key and what it covers; None when it cannot be computed.")
+    reuse_enabled: bool = Field(description="commands.train.reuse: whether an earlier identical draft may be reused.")
+    reuse: ReusedDraft | None = Field(description="The earlier run's draft this plan copies instead of training; None: it trains.")
+    reuse_note: str = Field(description="Why the draft is or is not reused, in words.")
 
 
 @dataclass(frozen=True)
@@ -173,9 +183,13 @@ def _render(template: ArgvTemplate, values: dict[str, str], what: str) -> list[s
 
 
 def build_plan(
-    campaign: Campaign, *, run_id: str, node: str, scheduler: Scheduler, paths: PlanPaths, inputs: PlanInputs
+    campaign: Campaign, *, run_id: str, node: str, scheduler: Scheduler, paths: PlanPaths, inputs: PlanInputs,
+    input_key: InputKey | None = None, reuse: ReusedDraft | None = None, reuse_note: str = "",
 ) -> TrainingPlan:
-    """The plan for this campaign on `node`; PlanError when it cannot be built."""
+    """The plan for this campaign on `node`; PlanError when it cannot be built.
+
+    `reuse` is the caller's lookup result for `input_key`, `reuse_note` why it
+    found that (or nothing); with commands.train.reuse false both are ignored."""
     train = campaign.commands.train
     if train is None:
         raise PlanError("the campaign has no commands.train: set commands.train.argv to the operator's trainer")
@@ -188,23 +202,27 @@ def build_plan(
     argv = _render(train.argv, values, "commands.train.argv")
     probe_values = {**values, "training.output": paths.output_dir}
     probe = _render(train.probe, probe_values, "commands.train.probe") if train.probe is not None else None
+    if not train.reuse:
+        reuse, reuse_note = None, "off: commands.train.reuse is false, so no earlier draft is looked for; the trainer runs"
+    elif reuse is not None and (input_key is None or reuse.key != input_key.key):
+        raise PlanError(f"the draft of run {reuse.from_run} was found under another training input key than this plan's")
+    common = {
+        "run_id": run_id, "executor": scheduler, "node": node, "inputs": inputs, "target": campaign.target.checkpoint,
+        "tokenizer": campaign.target.tokenizer_dir, "output_dir": paths.output_dir, "timeout_s": train.timeout_s,
+        "kill_grace_s": KILL_GRACE_S, "input_key": input_key, "reuse_enabled": train.reuse, "reuse": reuse,
+        "reuse_note": reuse_note or "not looked up: no training input key was computed; the trainer runs",
+    }
+    if reuse is not None:
+        return _reuse_plan(reuse, common, paths=paths, node=node)
     launch = _launch(campaign, scheduler, argv=argv, run_id=run_id, node=node, paths=paths, timeout_s=train.timeout_s)
     return TrainingPlan(
-        run_id=run_id,
-        executor=scheduler,
-        node=node,
+        **common,
         launch=launch,
-        inputs=inputs,
-        target=campaign.target.checkpoint,
-        tokenizer=campaign.target.tokenizer_dir,
-        output_dir=paths.output_dir,
         expected_outputs=[
             f"{paths.output_dir}: a draft checkpoint directory (config.json and weights) that transformers loads",
             f"every file under {paths.output_dir} is hashed (sha256) into training/outputs.json, partial or not",
             f"stdout and stderr at {STDOUT_PATH} and {STDERR_PATH} in the bundle",
         ],
-        timeout_s=train.timeout_s,
-        kill_grace_s=KILL_GRACE_S,
         probes=ProbePlan(operator_argv=probe, builtin=dict(BUILTIN_PROBES), prompts=PROBE_PROMPTS, timeout_s=PROBE_TIMEOUT_S),
         stop_conditions=[
             "the trainer exits with a non-zero status",
@@ -218,6 +236,31 @@ def build_plan(
         "nothing starts and training fails with the reasons",
         deployment_changes=_changes(launch, node, run_id),
         cleanup=_cleanup(launch, run_id),
+    )
+
+
+def _reuse_plan(reuse: ReusedDraft, common: dict[str, Any], *, paths: PlanPaths, node: str) -> TrainingPlan:
+    """Nothing starts: the earlier run's draft is copied into this run's output directory."""
+    source = f"run {reuse.from_run}"
+    return TrainingPlan(
+        **common,
+        launch=None,
+        expected_outputs=[
+            f"{paths.output_dir}: a copy of the draft of {source} ({reuse.checkpoint_dir}), {reuse.files} file(s), "
+            f"{reuse.total_bytes} bytes, each with the sha256 its outputs.json ({reuse.manifest.sha256}) records",
+            f"training/outputs.json naming {source} (reused_from) and training/reuse.json with the copy's time",
+        ],
+        probes=None,
+        stop_conditions=[
+            f"a file of the draft of {source} is missing or no longer has its recorded sha256 when it is copied: "
+            "training fails with ReuseFailed and nothing is trained",
+        ],
+        preflight=f"none: nothing is started, so node {node} is not checked again",
+        deployment_changes=[
+            "none: no process, batch job or Job is started; the draft's files are copied inside the bundle root",
+            "the standing workload and configuration are never changed; nothing is preempted",
+        ],
+        cleanup=["nothing to clean up: nothing is started; the copy stays in this run's bundle, hashed"],
     )
 
 

@@ -28,7 +28,16 @@ from services.runtime.settings import RuntimeSettings
 from services.trainer_proxy import app
 from services.trainer_proxy.preflight import Recheck
 from tests.support.services import wait_events
-from tests.unit.trainer_proxy.helpers import COPY_TRAINER, PY, ROOT, build_tiny_models, campaign, seed_run, write_script
+from tests.unit.trainer_proxy.helpers import (
+    COPY_TRAINER,
+    PY,
+    ROOT,
+    build_tiny_models,
+    campaign,
+    corpus_bytes,
+    seed_run,
+    write_script,
+)
 
 
 def idle(bundle, camp, node, run_id) -> Recheck:
@@ -358,3 +367,99 @@ async def test_the_slurm_path_runs_a_labelled_batch_job(settings, models, run_id
     assert json.loads((bundle.run_dir(run_id) / "training/output/trainer-argv.json").read_text())["label"] == run_id
     assert bundle.read_json(run_id, "training/probes.json")["passed"]
     assert os.environ["SLURM_CONF"] == slurm_env["SLURM_CONF"]
+
+
+# --- draft reuse by training input key ------------------------------------------------------
+
+
+COUNTING_TRAINER = COPY_TRAINER + """
+    from pathlib import Path
+    with open(Path(__file__).with_suffix(".launches"), "a") as fh:
+        fh.write(os.environ["SPECDEC_EXPERIMENT"] + "\\n")
+"""
+
+
+def launches(trainer: Path) -> list[str]:
+    counter = trainer.with_suffix(".launches")
+    return counter.read_text().split() if counter.exists() else []
+
+
+async def first_of(settings: RuntimeSettings, schema: str, run_id: str, timeout_s: float = 60.0) -> dict:
+    """The run's first `schema` event; fails at once with the reason on training.failed."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        failed = await stream_events(settings, "training.failed", run_id)
+        assert not failed, failed[0]["reason"]
+        found = await stream_events(settings, schema, run_id)
+        if found:
+            return found[0]
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"no {schema} for {run_id} within {timeout_s} s")
+
+
+async def _train(settings, service, bundle: BundleStore, run_id: str, camp, corpus: bytes | None = None) -> dict:
+    seed_run(bundle, run_id, camp, corpus=corpus)
+    await service.bus.publish(selected(bundle, run_id))
+    return await first_of(settings, "training.completed", run_id)
+
+
+async def test_identical_inputs_reuse_the_earlier_draft_and_anything_else_trains_again(settings, models, tmp_path):
+    bundle = BundleStore(settings.bundle_root)
+    trainer = write_script(tmp_path / "trainer.py", COUNTING_TRAINER)
+    argv = [PY, str(trainer), "--from", str(models["draft"]), "--out", "{output_dir}", "--corpus", "{corpus_train}"]
+
+    def camp(**kw):
+        return campaign(train_argv=argv, target=str(models["target"]), trainer_revision="trainer@1", **kw)
+
+    first, second, off, other_corpus, after_tamper = (f"tp-{uuid.uuid4().hex[:10]}" for _ in range(5))
+    async with proxy(settings) as service:
+        done = await _train(settings, service, bundle, first, camp(pre_approved=True))
+        assert done["reused_from"] is None and launches(trainer) == [first]
+        key = bundle.read_json(first, "training/input-key.json")
+        assert key["key"] == bundle.read_json(first, "training/plan.json")["input_key"]["key"]
+        assert key["reused_from"] is None and key["output"] == done["output"]
+
+        # Same inputs, another run: the plan (what the operator approves) names the earlier run.
+        seed_run(bundle, second, camp())
+        await service.bus.publish(selected(bundle, second))
+        planned = await first_of(settings, "training.planned", second)
+        plan = bundle.read_json(second, "training/plan.json")
+        assert plan["launch"] is None and plan["reuse"]["from_run"] == first
+        assert plan["reuse"]["key"] == key["key"] and plan["reuse"]["manifest"]["sha256"] == done["output"]["sha256"]
+        assert f"reused: run {first}" in plan["reuse_note"]
+        await service.bus.publish(RunApproved(run_id=second, producer="test", i_understand_this_mutates_cluster=True,
+                                              plan_sha256s=[planned["plan"]["sha256"]], approved_by="t"))
+        reused = await first_of(settings, "training.completed", second)
+        assert reused["reused_from"] == first and launches(trainer) == [first], "a reused draft launched the trainer"
+        assert await stream_events(settings, "training.started", second) == []
+        copy = bundle.run_dir(second) / "training/output"
+        assert reused["checkpoint_dir"] == str(copy.absolute())
+        source = bundle.run_dir(first) / "training/output"
+        manifest = bundle.read_json(second, "training/outputs.json")
+        assert manifest["reused_from"] == first and reused["output"]["sha256"] == bundle.ref(second, "training/outputs.json").sha256
+        assert {f["path"]: f["sha256"] for f in manifest["files"]} == {
+            f["path"]: f["sha256"] for f in bundle.read_json(first, "training/outputs.json")["files"]}
+        assert (copy / "model.safetensors").read_bytes() == (source / "model.safetensors").read_bytes()
+        record = bundle.read_json(second, "training/reuse.json")
+        assert record["reused_from"] == first and record["plan_sha256"] == planned["plan"]["sha256"]
+        assert record["duration_s"] == reused["duration_s"]
+        assert bundle.read_json(second, "training/input-key.json")["reused_from"] == first
+
+        # Reuse turned off: it trains again, though an identical draft exists.
+        done = await _train(settings, service, bundle, off, camp(pre_approved=True, reuse=False))
+        assert done["reused_from"] is None and launches(trainer) == [first, off]
+        assert "commands.train.reuse is false" in bundle.read_json(off, "training/plan.json")["reuse_note"]
+
+        # Another corpus (one train record fewer): another key, so it trains.
+        done = await _train(settings, service, bundle, other_corpus, camp(pre_approved=True), corpus=corpus_bytes(train=5))
+        assert done["reused_from"] is None and launches(trainer) == [first, off, other_corpus]
+        assert bundle.read_json(other_corpus, "training/input-key.json")["key"] != key["key"]
+
+        # Every draft with this key tampered: none is reused, and the plan says why.
+        for run_id in (first, second, off):
+            with open(bundle.run_dir(run_id) / "training/output/model.safetensors", "r+b") as fh:
+                fh.write(b"\xff\xff")
+        done = await _train(settings, service, bundle, after_tamper, camp(pre_approved=True))
+        assert done["reused_from"] is None and launches(trainer)[-1] == after_tamper and len(launches(trainer)) == 4
+        note = bundle.read_json(after_tamper, "training/plan.json")["reuse_note"]
+        assert all(f"run {r}: its draft file model.safetensors changed" in note for r in (first, second, off))

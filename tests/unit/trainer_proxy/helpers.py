@@ -57,10 +57,14 @@ def campaign(
     probe: list[str] | None = None,
     shapes: bool = False,
     selectors: dict[str, str] | None = None,
+    reuse: bool = True,
+    trainer_revision: str | None = None,
 ) -> Campaign:
     data: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
     data["target"]["checkpoint"] = target
-    data["commands"]["train"] = {"argv": train_argv, "probe": probe, "timeout_s": timeout_s}
+    data["commands"]["train"] = {"argv": train_argv, "probe": probe, "timeout_s": timeout_s, "reuse": reuse}
+    if trainer_revision is not None:
+        data["source_revisions"]["trainer"] = trainer_revision
     data["capacity"]["scheduler"] = scheduler
     data["capacity"]["selectors"] = selectors or {}
     data["acknowledgements"]["i_understand_this_mutates_cluster"] = pre_approved

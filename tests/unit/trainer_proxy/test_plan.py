@@ -77,6 +77,8 @@ def test_the_plan_is_deterministic_and_every_train_field_changes_its_hash(tmp_pa
         "probe": _plan(campaign(train_argv=ARGV, probe=["python", "probe.py", "{training.output}"])),
         # Consumed with scheduler kubernetes: compared with the same campaign without a template.
         "kubernetes_job": _plan(Campaign.model_validate(with_template), scheduler="kubernetes"),
+        # Off: the plan says no earlier draft is looked for, whatever the lookup found.
+        "reuse": _plan(campaign(train_argv=ARGV, reuse=False)),
     }
     assert set(variants) == set(TrainCommand.model_fields), "a new commands.train field needs a consumer and a case here"
     others = [_plan(base, node="node-2"), _plan(campaign(train_argv=ARGV, target="models/other")),
