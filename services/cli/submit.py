@@ -112,6 +112,9 @@ def new_run_id(family: str) -> str:
 async def submit(cli: Cli, path: Path) -> str:
     """Store the campaign in a new bundle before anything runs, then publish it."""
     campaign, raw_bytes = load_campaign(path)
+    # Before absolutize(): it re-validates from a full dump, after which every
+    # field would look operator-set and every inert field would be warned on.
+    inert = inert_fields_set(campaign)
     campaign = absolutize(campaign, Path.cwd())
     revisions = campaign.source_revisions.model_copy(update={"specdec": specdec_revision()})
     campaign = campaign.model_copy(update={"source_revisions": revisions})
@@ -123,7 +126,6 @@ async def submit(cli: Cli, path: Path) -> str:
     ref = bundle.write_json(run_id, "campaign.json", campaign)
     bundle.write_json(run_id, "operator/commands.json", campaign.commands)
     bundle.write_json(run_id, "operator/source_revisions.json", revisions)
-    inert = inert_fields_set(campaign)
     if inert:
         bundle.write_json(run_id, "inert.json", inert)
         for entry, reason in inert.items():

@@ -415,3 +415,15 @@ def test_a_field_in_the_inert_table_is_recorded_and_warned(cli, env, monkeypatch
     run_id = submit_ok(cli)
     recorded = orjson.loads((env.bundle_root / run_id / "inert.json").read_bytes())
     assert recorded == {"matrix.load": "test: pretend nothing consumes it"}
+
+
+def test_an_inert_field_the_operator_left_unset_is_not_recorded(cli, env, monkeypatch, tmp_path):
+    from contracts import inert
+
+    monkeypatch.setitem(inert.INERT, "matrix.load", "test: pretend nothing consumes it")
+    path = write_campaign(tmp_path, lambda data: data["matrix"].pop("load"))
+    code, out, err = cli("submit", str(path))
+    assert code == 0, err
+    run_id = out.strip().splitlines()[-1]
+    assert not (env.bundle_root / run_id / "inert.json").exists()
+    assert "accepted but inert" not in err
