@@ -3,31 +3,48 @@
 A campaign field listed here is accepted by the contract but nothing consumes
 it yet; setting it logs a warning at submit and is recorded in the run's
 bundle (`inert.json`). A field leaves this table in the change that gives it a
-consumer; the guard tests fail on an operator-settable field that is neither
-consumed nor listed.
+consumer; the guard (tests/unit/guard/) fails on an operator-settable field
+that is neither shown consumed nor listed here.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, RootModel
 
 INERT: dict[str, str] = {
-    # Empty: every campaign field has a consumer (the guard tests show which).
+    "source_revisions.specdec": (
+        "`specdec submit` replaces it with specdec's own revision (git describe of its checkout, else its "
+        "package version), so the evidence names the code that really ran; the operator's value is dropped"
+    ),
 }
 
 
 def fields_set(model: BaseModel, prefix: str = "") -> list[str]:
-    """Dotted paths of every field the operator set explicitly (not defaults)."""
+    """Dotted paths of every field the operator set explicitly (not defaults).
+
+    Items of a list of models are walked too, named with `[]` as the guard
+    tests name them (`matrix.cells[].serving.dtype`), so an inert field inside
+    a cell is found as well as one at the top level.
+    """
     paths: list[str] = []
     for name in sorted(model.model_fields_set):
         path = f"{prefix}{name}"
         paths.append(path)
         value: Any = getattr(model, name)
-        if isinstance(value, BaseModel) and not hasattr(value, "root"):
+        if _is_group(value):
             paths.extend(fields_set(value, prefix=f"{path}."))
-    return paths
+        elif isinstance(value, list):
+            for item in value:
+                if _is_group(item):
+                    paths.extend(fields_set(item, prefix=f"{path}[]."))
+    return list(dict.fromkeys(paths))
+
+
+def _is_group(value: Any) -> bool:
+    # A RootModel (an argv template) is one value, not a group of fields.
+    return isinstance(value, BaseModel) and not isinstance(value, RootModel)
 
 
 def inert_fields_set(model: BaseModel) -> dict[str, str]:

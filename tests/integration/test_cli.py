@@ -427,3 +427,15 @@ def test_an_inert_field_the_operator_left_unset_is_not_recorded(cli, env, monkey
     run_id = out.strip().splitlines()[-1]
     assert not (env.bundle_root / run_id / "inert.json").exists()
     assert "accepted but inert" not in err
+
+
+def test_an_operator_specdec_revision_is_replaced_warned_and_recorded(cli, env, tmp_path):
+    path = write_campaign(tmp_path, lambda data: data["source_revisions"].update(specdec="specdec@operator-says"))
+    code, out, err = cli("submit", str(path))
+    assert code == 0, err
+    run_id = out.strip().splitlines()[-1]
+    recorded = orjson.loads((env.bundle_root / run_id / "inert.json").read_bytes())
+    assert list(recorded) == ["source_revisions.specdec"]
+    assert "accepted but inert" in err
+    stored = orjson.loads((env.bundle_root / run_id / "campaign.json").read_bytes())
+    assert stored["source_revisions"]["specdec"] not in (None, "specdec@operator-says")
