@@ -20,10 +20,20 @@ from pydantic import ValidationError
 from contracts.campaign import Campaign, Matrix, TrafficFile
 from contracts.catalogue import BENCH
 from contracts.envelope import ArtifactRef, Event
-from contracts.events import BenchCompleted, BenchPlanned, BenchTrialCompleted, RunApproved, TrainingCompleted
+from contracts.events import (
+    BenchCompleted,
+    BenchPlanned,
+    BenchTrialCompleted,
+    CapacitySelected,
+    RunApproved,
+    TrainingCompleted,
+)
+from services.bench.executor import LocalExecutor, ServingExecutor
+from services.bench.kubernetes import KubernetesExecutor, require_kubectl
 from services.bench.plan import BenchPlan, build_plan
 from services.bench.prompts import Prompt, cycle, heldout_prompts, shaped_prompts
 from services.bench.run import Runner, read_prompts
+from services.bench.slurm import SlurmExecutor
 from services.runtime.approval import approval_step_key, covers, pre_approved, stored_plan
 from services.runtime.bundle import ArtifactMissing, BundleError, BundleStore, InvalidPath
 from services.runtime.consumer import Route, StepContext
@@ -82,18 +92,40 @@ def build_prompts(bundle: BundleStore, campaign: Campaign, matrix: Matrix, run_i
     return cycle(prompts, load.num_prompts)
 
 
+def default_node(bundle: BundleStore, campaign: Campaign, run_id: str) -> str:
+    """Where cells without a node are served: this host for the local executor; on a
+    scheduler, the capacity step's latest selection in the run's journal (this host
+    when there is none, e.g. a bench requested on its own)."""
+    import socket
+
+    if campaign.capacity.scheduler != "local":
+        for past in reversed(bundle.events(run_id)):
+            if past.get("schema") == CapacitySelected.SCHEMA and past.get("node"):
+                return str(past["node"])
+    return socket.gethostname()
+
+
+def make_executor(plan: BenchPlan, bundle: BundleStore) -> ServingExecutor:
+    if plan.executor == "slurm":
+        return SlurmExecutor(plan.run_id, bundle)
+    if plan.executor == "kubernetes":
+        require_kubectl()
+        first = plan.launches[0].kubernetes if plan.launches else None
+        return KubernetesExecutor(plan.run_id, bundle, first.cleanup_argv if first else [])
+    return LocalExecutor(plan.run_id, bundle)
+
+
 def plan_bench(bundle: BundleStore, campaign: Campaign, event: Event) -> tuple[BenchPlan, ArtifactRef]:
     run_id = event.run_id
     matrix = load_matrix(campaign)
     try:
         prompts = build_prompts(bundle, campaign, matrix, run_id)
         prompts_ref = bundle.write_bytes(run_id, PROMPTS_PATH, b"".join(p.model_dump_json().encode() + b"\n" for p in prompts))
-        import socket
-
         plan = build_plan(
-            campaign, matrix, run_id=run_id, default_node=socket.gethostname(),
+            campaign, matrix, run_id=run_id, default_node=default_node(bundle, campaign, run_id),
             training_output=training_output(bundle, event),
             prompts={"source": PROMPTS_PATH, "uri": prompts_ref.uri, "sha256": prompts_ref.sha256, "count": len(prompts)},
+            run_dir=str(bundle.run_dir(run_id).absolute()), cwd=str(Path.cwd()),
         )
     except StepFailed:
         raise
@@ -120,13 +152,8 @@ def routes(resources: dict[str, Any]) -> list[Route]:
 
     async def execute(campaign: Campaign, plan: BenchPlan, event: Event, ctx: StepContext) -> list[Event]:
         producer = f"{NAME}/{ctx.settings.instance}"
-        if plan.executor != "local":
-            # The plan is stored and approved like any other, but serving on a
-            # scheduler's node is not built yet: refuse rather than run locally
-            # under a plan that says otherwise.
-            raise StepFailed(
-                f"the bench plan places servers on {plan.executor}, and the bench-runner executes only locally "
-                "in this version; use capacity.scheduler: local for the bench", error_type="ExecutorNotBuilt")
+        # Before any launch: a Kubernetes plan without kubectl fails here.
+        executor = make_executor(plan, bundle)
         prompts = read_prompts(bundle, event.run_id, Path(PROMPTS_PATH))
 
         async def check(node: str) -> str | None:
@@ -136,8 +163,11 @@ def routes(resources: dict[str, Any]) -> list[Route]:
             plan, bundle, prompts, emit=ctx.emit, recheck=check,
             event_factory=lambda **fields: event.caused(BenchTrialCompleted, producer=producer, **fields),
             eval_values={"model": plan.cells[0].identity["model"], "tokenizer": campaign.target.tokenizer_dir},
+            executor=executor,
         )
         outcome = await runner.execute()
+        if outcome.cleaned:
+            ctx.log.info("cleaned up by label", executor=plan.executor, cleaned=outcome.cleaned)
         standing = runner.baseline
         if standing in outcome.failed_cells:
             raise StepFailed(f"the standing cell {standing} failed, so nothing can be compared: "

@@ -1,6 +1,11 @@
-"""The local executor: a vLLM server as a labelled child process, ready or not.
+"""How the bench-runner gets a server for a launch, and the local executor.
 
-The server runs in its own process group with the experiment label, on a free
+`ServingExecutor` is what the Runner asks for a server: local (here), Slurm
+(services/bench/slurm.py) or Kubernetes (services/bench/kubernetes.py). Each
+starts what its plan shows, waits for /health, stops it after the cell's
+results are captured, and cleans up by the experiment label only.
+
+Local: the server runs in its own process group with the experiment label, on a free
 loopback port, its output in a log file; it dies with the bench-runner
 (parent-death signal) and is stopped by its group. Readiness polls /health
 with a deadline; a server that exits or never answers raises with the tail
@@ -16,11 +21,16 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx
 
 from services.runtime.errors import SpecdecError
-from services.runtime.procs import kill_group, spawn
+from services.runtime.procs import kill_group, labelled_processes, spawn
+
+if TYPE_CHECKING:
+    from services.bench.plan import CellPlan, Launch
+    from services.runtime.bundle import BundleStore
 
 SERVICE = "bench-runner"
 LOG_TAIL_BYTES = 4000
@@ -126,3 +136,86 @@ async def wait_ready(server: Server, *, timeout_s: float, poll_s: float = 0.5) -
                     f"log tail:\n{log_tail(server.log_path)}"
                 )
             await asyncio.sleep(poll_s)
+
+
+# --- the executor interface ---------------------------------------------------------
+
+
+class Served(Protocol):
+    """A started server of one launch, whatever runs it."""
+
+    base_url: str  # where it answers; known once wait_ready returned
+    files: list[str]  # bundle paths it leaves (its log first), registered after stop
+
+    def record(self) -> dict[str, Any]:
+        """What was started (argv, port, job ID), written to the launch's argv.json."""
+        ...
+
+    async def wait_ready(self, timeout_s: float) -> float:
+        """Seconds until /health answered; raises ServingError with the log tail otherwise."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop the server; called once its results are captured, or on failure."""
+        ...
+
+
+class ServingExecutor(Protocol):
+    async def prepare(self) -> list[str]:
+        """Before the first launch: clean what an interrupted earlier delivery left (by label)."""
+        ...
+
+    async def start(self, index: int, step: Launch, cell: CellPlan, folder: str) -> Served:
+        """Start launch `index` of the plan; `folder` is its bundle folder."""
+        ...
+
+    async def cleanup(self) -> list[str]:
+        """After the last launch, always: stop whatever still carries the run's label."""
+        ...
+
+
+class LocalServed:
+    def __init__(self, server: Server, folder: str) -> None:
+        self.server = server
+        self.base_url = server.base_url
+        self.files = [f"{folder}/{server.log_path.name}"]
+
+    def record(self) -> dict[str, Any]:
+        return {"argv": self.server.argv, "port": self.server.port}
+
+    async def wait_ready(self, timeout_s: float) -> float:
+        return await wait_ready(self.server, timeout_s=timeout_s)
+
+    async def stop(self) -> None:
+        await asyncio.to_thread(self.server.stop)
+
+
+class LocalExecutor:
+    """Servers as labelled child processes of the bench-runner, on free loopback ports."""
+
+    def __init__(self, run_id: str, bundle: BundleStore) -> None:
+        self.run_id = run_id
+        self.bundle = bundle
+
+    async def prepare(self) -> list[str]:
+        # A restarted service's reconcile already killed what a dead one left.
+        return []
+
+    async def start(self, index: int, step: Launch, cell: CellPlan, folder: str) -> LocalServed:
+        log_path = self.bundle.run_dir(self.run_id) / folder / "server.log"
+        return LocalServed(launch(cell.serve_argv, run_id=self.run_id, log_path=log_path), folder)
+
+    async def cleanup(self) -> list[str]:
+        return await asyncio.to_thread(cleanup_local, self.run_id)
+
+
+def cleanup_local(run_id: str, grace_s: float = 5.0) -> list[str]:
+    """Kill the process groups still labelled with this run and the bench-runner (label only)."""
+    groups: list[int] = []
+    for proc in labelled_processes(SERVICE):
+        if proc.run_id != run_id or proc.pgid in groups or proc.pgid == os.getpgrp():
+            continue
+        groups.append(proc.pgid)
+        kill_group(proc.pgid, grace_s=grace_s)
+    return [f"killed process group {pgid}" for pgid in groups]
+

@@ -13,12 +13,18 @@ from pydantic import Field
 
 from contracts.campaign import Campaign, Cell, LoadSpec, Matrix, SpeculativeConfig
 from contracts.envelope import Key, RunId, Strict
+from services.bench import kubernetes, slurm
+from services.bench.kubernetes import KubernetesServe
 from services.bench.serving import serve_argv, speculative_config
+from services.bench.slurm import SlurmServe
 from services.runtime.errors import ConfigurationError
 
 PLAN_VERSION = 1
 MIN_TRIALS = 3
 PORT_PLACEHOLDER = "{port}"
+# Where a server listens: loopback for a child of the bench-runner; every
+# interface on a scheduler's node, which the runner reaches over the network.
+BIND_HOST = {"local": "127.0.0.1", "slurm": "0.0.0.0", "kubernetes": "0.0.0.0"}
 
 
 class CellPlan(Strict):
@@ -43,6 +49,10 @@ class Launch(Strict):
 
     cell_id: Key = Field(description="The cell served.")
     trials: list[int] = Field(description="Trials measured on this server (all of them when warm, one when cold).")
+    slurm: SlurmServe | None = Field(
+        default=None, description="Executor slurm: the batch job (sbatch argv, job script) this launch submits.")
+    kubernetes: KubernetesServe | None = Field(
+        default=None, description="Executor kubernetes: the Pod manifest and the kubectl argv of this launch.")
 
 
 class BenchPlan(Strict):
@@ -110,7 +120,15 @@ def build_plan(
     training_output: str | None,
     prompts: dict[str, Any],
     readiness_timeout_s: float = 300.0,
+    run_dir: str | None = None,
+    cwd: str | None = None,
 ) -> BenchPlan:
+    """`run_dir` (the run's bundle folder, absolute) and `cwd` (where a job starts)
+    are rendered into a scheduler's launches; a local plan does not need them."""
+    executor = campaign.capacity.scheduler
+    if executor != "local" and not (run_dir and cwd):
+        raise ConfigurationError(f"a {executor} bench plan needs the run's bundle folder and a working folder")
+    host = BIND_HOST[executor]
     nodes = {cell.cell_id: cell.node or default_node for cell in matrix.cells}
     check_matrix(matrix, nodes, campaign.standing)
     ordered = sorted(matrix.cells, key=lambda cell: cell.role != "standing")
@@ -121,10 +139,10 @@ def build_plan(
         if operator_serve is None and campaign.commands.serve not in ("builtin", None):
             operator_serve = campaign.commands.serve.argv  # type: ignore[union-attr]
         if operator_serve is not None:
-            argv = operator_serve.render(_operator_values(campaign, cell, run_id, spec, training_output))
+            argv = operator_serve.render(_operator_values(campaign, cell, run_id, spec, training_output, host))
             source: Literal["builtin", "operator"] = "operator"
         else:
-            argv = serve_argv(cell, campaign, host="127.0.0.1", port=0, training_output=training_output)
+            argv = serve_argv(cell, campaign, host=host, port=0, training_output=training_output)
             argv[argv.index("--port") + 1] = PORT_PLACEHOLDER
             source = "builtin"
         bench: Any = "builtin"
@@ -143,29 +161,30 @@ def build_plan(
             )
         )
     launches = _launch_order(cells)
+    if executor != "local":
+        by_id = {cell.cell_id: cell for cell in cells}
+        launches = [
+            _placed(launch, by_id[launch.cell_id], index, campaign, run_id=run_id, run_dir=run_dir or "",
+                    cwd=cwd or "", readiness_timeout_s=readiness_timeout_s)
+            for index, launch in enumerate(launches)
+        ]
     return BenchPlan(
         run_id=run_id,
-        executor=campaign.capacity.scheduler,
+        executor=executor,
         cells=cells,
         launches=launches,
         load=matrix.load,
         prompts=prompts,
         warmup=f"{matrix.load.warmup_requests} requests per server start and concurrency level, excluded from every figure",
-        deployment_changes=[
-            f"start {len(launches)} vLLM server(s) on free ports, one at a time, labelled experiment={run_id}",
-            "the standing production config is never changed; nothing is preempted",
-        ],
-        cleanup=[
-            f"after each cell: stop its server's process group (label experiment={run_id}) once results and hashes are captured",
-            f"on interruption or restart: kill every process labelled experiment={run_id} of the bench-runner, by label only",
-        ],
+        deployment_changes=_changes(executor, launches, run_id),
+        cleanup=_cleanup(executor, launches, run_id),
         draft=matrix.exploratory and any(cell.trials < MIN_TRIALS for cell in matrix.cells),
         readiness_timeout_s=readiness_timeout_s,
     )
 
 
 def _operator_values(
-    campaign: Campaign, cell: Cell, run_id: str, spec: dict[str, Any] | None, training_output: str | None
+    campaign: Campaign, cell: Cell, run_id: str, spec: dict[str, Any] | None, training_output: str | None, host: str
 ) -> dict[str, str]:
     import json
 
@@ -174,7 +193,7 @@ def _operator_values(
         "target": campaign.target.checkpoint,
         "tokenizer": campaign.target.tokenizer_dir,
         "model": cell.serving.model or campaign.target.checkpoint,
-        "host": "127.0.0.1",
+        "host": host,
         "port": PORT_PLACEHOLDER,
         "max_model_len": str(campaign.target.max_model_len),
         "speculative_config_json": json.dumps(spec, sort_keys=True) if spec else "",
@@ -192,3 +211,63 @@ def _launch_order(cells: list[CellPlan]) -> list[Launch]:
     for trial in range(max((c.trials for c in cold), default=0)):
         launches += [Launch(cell_id=c.cell_id, trials=[trial]) for c in cold if trial < c.trials]
     return launches
+
+
+def launch_folder(cell_id: str, index: int) -> str:
+    """Bundle folder of launch `index` of the plan: its log, argv and (on a scheduler) job files."""
+    return f"bench/{cell_id}/launch-{index}"
+
+
+def _placed(
+    launch: Launch, cell: CellPlan, index: int, campaign: Campaign, *, run_id: str, run_dir: str, cwd: str,
+    readiness_timeout_s: float,
+) -> Launch:
+    """The launch with its scheduler block: exactly what will be submitted for it."""
+    selectors = campaign.capacity.selectors
+    folder = launch_folder(cell.cell_id, index)
+    if campaign.capacity.scheduler == "slurm":
+        block = slurm.render_launch(cell.serve_argv, run_id=run_id, node=cell.node, selectors=selectors,
+                                    run_dir=run_dir, cwd=cwd, folder=folder)
+        return launch.model_copy(update={"slurm": block})
+    pod = kubernetes.render_launch(
+        cell.serve_argv, run_id=run_id, index=index, cell_id=cell.cell_id, node=cell.node, selectors=selectors,
+        run_dir=run_dir, cwd=cwd, folder=folder, hardware=cell.identity["hardware"],
+        tensor_parallel_size=int(cell.identity["parallelism"].removeprefix("tp=")),
+        readiness_timeout_s=readiness_timeout_s,
+    )
+    return launch.model_copy(update={"kubernetes": pod})
+
+
+def _changes(executor: str, launches: list[Launch], run_id: str) -> list[str]:
+    keep = "the standing production config is never changed; nothing is preempted"
+    if executor == "slurm":
+        return [f"submit {len(launches)} batch job(s) named {slurm.job_name(run_id)} with comment "
+                f"{slurm.comment(run_id)}, one at a time, each pinned to its cell's node (sbatch argv per launch "
+                "above); each job picks a free port on its node and serves there", keep]
+    if executor == "kubernetes":
+        return [f"create {len(launches)} Pod(s) labelled experiment={run_id}, one at a time, each pinned to its "
+                "cell's node (manifest and kubectl argv per launch above); each is reached by kubectl port-forward",
+                keep]
+    return [f"start {len(launches)} vLLM server(s) on free ports, one at a time, labelled experiment={run_id}", keep]
+
+
+def _cleanup(executor: str, launches: list[Launch], run_id: str) -> list[str]:
+    if executor == "slurm":
+        return [
+            "after each launch: scancel its job once results and hashes are captured",
+            f"before the first launch and after the last, whatever happened (failure, interruption, a restarted "
+            f"runner): scancel every job named {slurm.job_name(run_id)} whose comment is {slurm.comment(run_id)} "
+            "(squeue, selected by that label only)",
+        ]
+    if executor == "kubernetes":
+        selector = kubernetes.label_selector(run_id)
+        return [
+            "after each launch: capture kubectl logs into the bundle, then delete its Pod",
+            f"before the first launch and after the last, whatever happened: kubectl delete pods -l {selector} "
+            "(selected by that label only)",
+        ]
+    return [
+        f"after each cell: stop its server's process group (label experiment={run_id}) once results and hashes are captured",
+        f"after the last launch, whatever happened, and on interruption or restart: kill every process labelled "
+        f"experiment={run_id} of the bench-runner, by label only",
+    ]

@@ -1,13 +1,15 @@
 """Executing an approved bench plan: serve each cell, measure, verify, record.
 
 For every launch of the plan, in order: re-check the node's idleness, start
-the server (labelled, free port), wait for /health, then for each trial and
-concurrency level drive one measured window, take the engine's spec-decode
-counter deltas around it, verify the declared speculation really ran,
-evaluate, and write the trial's result JSON. The server is stopped after its
-results and hashes are captured. A cell whose speculation is not active as
-declared fails loudly with the figures; a standing cell that fails fails the
-step (there is no baseline without it).
+the server through the plan's executor (a local child process, a Slurm job or
+a Kubernetes Pod; services/bench/executor.py), wait for /health, then for each
+trial and concurrency level drive one measured window, take the engine's
+spec-decode counter deltas around it, verify the declared speculation really
+ran, evaluate, and write the trial's result JSON. The server is stopped after
+its results and hashes are captured; after the last launch, whatever
+happened, the executor cleans up by the experiment label. A cell whose
+speculation is not active as declared fails loudly with the figures; a
+standing cell that fails fails the step (there is no baseline without it).
 """
 
 from __future__ import annotations
@@ -24,15 +26,15 @@ from contracts.envelope import ArtifactRef
 from contracts.events import BenchTrialCompleted
 from contracts.results import Evaluation, Parallelism, TrialIdentity, TrialResultBlocks, attach_blocks
 from services.bench.evaluate import agreement_of_windows, run_eval_command
-from services.bench.executor import ServingError, launch, wait_ready
+from services.bench.executor import LocalExecutor, ServingError, ServingExecutor
 from services.bench.loadgen import LoadGenerator, LoadSpec, WindowRecord
 from services.bench.metrics import spec_decode_delta
-from services.bench.plan import BenchPlan, CellPlan
+from services.bench.plan import BenchPlan, CellPlan, Launch, launch_folder
 from services.bench.prompts import Prompt
 from services.bench.results import build_result, dumps_result
 from services.bench.serving import speculation_problems
 from services.runtime.bundle import BundleStore
-from services.runtime.errors import SpecdecError
+from services.runtime.errors import SpecdecError, StepFailed
 from services.runtime.procs import spawn
 
 Emit = Callable[[Any], Awaitable[None]]
@@ -47,6 +49,8 @@ class SpeculationNotActive(SpecdecError):
 class Outcome:
     results: list[ArtifactRef] = field(default_factory=list)
     failed_cells: dict[str, str] = field(default_factory=dict)
+    # What the label-selected cleanups stopped (before the first launch and after the last).
+    cleaned: list[str] = field(default_factory=list)
 
 
 def _identity(cell: CellPlan, *, concurrency: int, trial: int, baseline: str) -> TrialIdentity:
@@ -105,8 +109,10 @@ class Runner:
     def __init__(
         self, plan: BenchPlan, bundle: BundleStore, prompts: list[Prompt], *, emit: Emit, recheck: Recheck,
         event_factory: Callable[..., BenchTrialCompleted], eval_values: dict[str, str] | None = None,
+        executor: ServingExecutor | None = None,
     ) -> None:
         self.plan = plan
+        self.executor = executor or LocalExecutor(plan.run_id, bundle)
         self.bundle = bundle
         self.prompts = prompts
         self.emit = emit
@@ -120,35 +126,52 @@ class Runner:
         self.outcome = Outcome()
 
     async def execute(self) -> Outcome:
-        for index, launch_plan in enumerate(self.plan.launches):
-            cell = self.cells[launch_plan.cell_id]
-            if cell.cell_id in self.outcome.failed_cells:
-                continue
-            busy = await self.recheck(cell.node)
-            if busy is not None:
-                self.outcome.failed_cells[cell.cell_id] = f"node {cell.node} is not idle right before launch: {busy}"
-                continue
+        # A restarted runner first stops what an interrupted delivery left (by label);
+        # the last cleanup runs whatever happens, cancellation included.
+        try:
+            self.outcome.cleaned += await self.executor.prepare()
+        except ServingError as exc:
+            raise StepFailed(f"the {self.plan.executor} executor cannot start: {exc}; nothing was launched",
+                             error_type="ExecutorUnavailable") from None
+        try:
+            for index, launch_plan in enumerate(self.plan.launches):
+                cell = self.cells[launch_plan.cell_id]
+                if cell.cell_id in self.outcome.failed_cells:
+                    continue
+                busy = await self.recheck(cell.node)
+                if busy is not None:
+                    self.outcome.failed_cells[cell.cell_id] = f"node {cell.node} is not idle right before launch: {busy}"
+                    continue
+                try:
+                    await self._serve(index, cell, launch_plan)
+                except (ServingError, SpeculationNotActive, SpecdecError) as exc:
+                    self.outcome.failed_cells[cell.cell_id] = str(exc)
+        finally:
             try:
-                await self._serve(index, cell, launch_plan.trials)
-            except (ServingError, SpeculationNotActive, SpecdecError) as exc:
-                self.outcome.failed_cells[cell.cell_id] = str(exc)
+                self.outcome.cleaned += await self.executor.cleanup()
+            except SpecdecError as exc:
+                # Recorded, not raised: the results above stand, and the operator
+                # learns that labelled work may be left (bench.completed's log line).
+                self.outcome.cleaned.append(f"cleanup failed: {exc}")
         return self.outcome
 
-    async def _serve(self, index: int, cell: CellPlan, trials: list[int]) -> None:
-        folder = f"bench/{cell.cell_id}/launch-{index}"
-        log_path = self.bundle.run_dir(self.run_id) / folder / "server.log"
-        server = launch(cell.serve_argv, run_id=self.run_id, log_path=log_path)
+    async def _serve(self, index: int, cell: CellPlan, launch_plan: Launch) -> None:
+        folder = launch_folder(cell.cell_id, index)
+        server = await self.executor.start(index, launch_plan, cell, folder)
         try:
-            self.bundle.write_json(self.run_id, f"{folder}/argv.json", {"argv": server.argv, "port": server.port})
-            ready_s = await wait_ready(server, timeout_s=self.plan.readiness_timeout_s)
+            self.bundle.write_json(self.run_id, f"{folder}/argv.json", server.record())
+            ready_s = await server.wait_ready(self.plan.readiness_timeout_s)
             self.bundle.write_json(self.run_id, f"{folder}/ready.json", {"ready_after_s": round(ready_s, 3)})
-            for trial in trials:
+            for trial in launch_plan.trials:
                 for concurrency in cell.concurrency:
                     await self._trial(cell, server.base_url, trial, concurrency)
         finally:
             # Results and hashes are captured above; only now is the server stopped.
-            await asyncio.to_thread(server.stop)
-            self.bundle.register_file(self.run_id, f"{folder}/server.log")
+            await server.stop()
+            for relpath in server.files:
+                # A job that never started leaves no log: nothing to register then.
+                if (self.bundle.run_dir(self.run_id) / relpath).exists():
+                    self.bundle.register_file(self.run_id, relpath)
 
     async def _trial(self, cell: CellPlan, base_url: str, trial: int, concurrency: int) -> None:
         folder = f"bench/{cell.cell_id}/trial-{trial}"

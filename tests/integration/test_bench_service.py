@@ -128,15 +128,21 @@ async def test_the_operator_bench_command_is_run_and_its_result_accepted(setting
     assert result["spec_decode"]["num_drafts"] > 0
 
 
-async def test_a_plan_for_another_scheduler_is_refused_not_run_locally(settings):
+async def test_a_kubernetes_plan_without_kubectl_fails_before_any_launch(settings, tmp_path, monkeypatch):
+    """The plan (Pods, kubectl argv) is stored; executing it needs kubectl, checked first."""
     run_id = "toy-20261130-080808-abcdef"
     data = campaign(acknowledged=True).model_dump(by_alias=True)
-    data["capacity"]["scheduler"] = "slurm"
+    data["capacity"]["scheduler"] = "kubernetes"
+    data["capacity"]["selectors"] = {"image": "registry.example/vllm:0.11"}
     bundle = BundleStore(settings.bundle_root)
     bundle.write_json(run_id, "campaign.json", Campaign.model_validate(data))
+    monkeypatch.setenv("PATH", str(tmp_path))  # a PATH without kubectl
     async with bench_runner(settings) as service:
         await service.bus.publish(BenchRequested(run_id=run_id, producer="test", requested_by="test"))
         events = await wait_events(settings, {"bench.completed", "bench.failed"}, run_id=run_id, timeout_s=60)
-    assert "executes only locally" in events["bench.failed"]["reason"]
-    assert bundle.read_json(run_id, "bench/plan.json")["executor"] == "slurm"
+    assert events["bench.failed"]["error_type"] == "KubectlMissing"
+    assert "kubectl is not on the bench-runner's PATH" in events["bench.failed"]["reason"]
+    plan = bundle.read_json(run_id, "bench/plan.json")
+    assert plan["executor"] == "kubernetes"
+    assert plan["launches"][0]["kubernetes"]["manifest"]["metadata"]["labels"]["experiment"] == run_id
     assert not list((bundle.run_dir(run_id) / "bench").glob("*/launch-*"))
