@@ -132,6 +132,12 @@ class Commands(Strict):
     serve: ArgvCommand | Builtin | None = Field(default=None, description="Serve command, or 'builtin' (vLLM's OpenAI server).")
     bench: ArgvCommand | Builtin | None = Field(default=None, description="Bench command, or 'builtin' (specdec's load generator).")
     eval: ArgvCommand | Builtin | None = Field(default=None, description="Eval command, or 'builtin' (agreement with the standing cell).")
+    serve_pod_template: str | None = Field(
+        default=None,
+        description="Path of the operator's Kubernetes Pod manifest template (YAML) for the bench servers, used with "
+        "capacity.scheduler kubernetes; specdec sets its name, experiment label, command, port, node and readiness "
+        "probe, and keeps the operator's image, resources, volumes and the rest. Unset: specdec renders a Pod itself.",
+    )
 
 
 class CapacitySpec(Strict):

@@ -108,14 +108,73 @@ def resources(selectors: dict[str, str], *, hardware: str, tensor_parallel_size:
     return out
 
 
+def load_pod_template(path: str) -> dict[str, Any]:
+    """The operator's Pod manifest template (commands.serve_pod_template), checked to be a Pod with a container."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read commands.serve_pod_template {path}: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigurationError(f"commands.serve_pod_template {path} is not YAML: {exc}") from None
+    containers = ((data.get("spec") or {}).get("containers") if isinstance(data, dict) else None)
+    if not isinstance(data, dict) or data.get("kind") != "Pod" or not containers:
+        raise ConfigurationError(f"commands.serve_pod_template {path} must be a Kubernetes Pod with spec.containers")
+    return data
+
+
+def apply_pod_template(template: dict[str, Any], rendered: dict[str, Any]) -> dict[str, Any]:
+    """The operator's Pod with what specdec guarantees set on it: name, namespace (the
+    template's own, else the rendered one), labels, annotations, restartPolicy Never,
+    the node, and on the first container the exec-form command, the label env, the
+    port, the readiness probe and the bundle mount. Image, resources, volumes, service
+    account, tolerations and the rest stay the operator's."""
+    import copy
+
+    pod = copy.deepcopy(template)
+    ours = rendered["metadata"]
+    metadata = pod.setdefault("metadata", {})
+    metadata.pop("generateName", None)
+    metadata["name"] = ours["name"]
+    metadata["namespace"] = metadata.get("namespace") or ours["namespace"]
+    metadata.setdefault("labels", {}).update(ours["labels"])
+    metadata.setdefault("annotations", {}).update(ours["annotations"])
+    spec = pod["spec"]
+    spec["restartPolicy"] = "Never"
+    spec.setdefault("nodeSelector", {}).update(rendered["spec"]["nodeSelector"])
+    server = rendered["spec"]["containers"][0]
+    container = spec["containers"][0]
+    container["command"] = server["command"]
+    container.pop("args", None)
+    if not container.get("image"):
+        container["image"] = server["image"]
+    container.setdefault("workingDir", server["workingDir"])
+    keep = {item["name"] for item in server["env"]}
+    container["env"] = [e for e in container.get("env", []) if e.get("name") not in keep] + server["env"]
+    container["ports"] = [p for p in container.get("ports", []) if p.get("containerPort") != SERVE_PORT] + server["ports"]
+    container["readinessProbe"] = server["readinessProbe"]
+    if "resources" not in container and "resources" in server:
+        container["resources"] = server["resources"]
+    mounts = [m for m in container.get("volumeMounts", []) if m.get("name") != "bundle"]
+    container["volumeMounts"] = mounts + server["volumeMounts"]
+    volumes = [v for v in spec.get("volumes", []) if v.get("name") != "bundle"]
+    spec["volumes"] = volumes + rendered["spec"]["volumes"]
+    return pod
+
+
 def render_manifest(
     argv: list[str], *, run_id: str, index: int, cell_id: str, node: str, selectors: dict[str, str],
-    run_dir: str, cwd: str, hardware: str, tensor_parallel_size: int,
+    run_dir: str, cwd: str, hardware: str, tensor_parallel_size: int, template: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     image = selectors.get(IMAGE_KEY)
+    if template is not None and not image:
+        # The template's own image serves; the rendered Pod below needs a placeholder only.
+        image = next((c.get("image") for c in template["spec"]["containers"][:1] if c.get("image")), None)
     if not image:
         raise ConfigurationError(
-            "a Kubernetes bench plan needs the serving container's image: set capacity.selectors.image"
+            "a Kubernetes bench plan needs the serving container's image: set capacity.selectors.image "
+            "or give commands.serve_pod_template a container image"
         )
     claim = selectors.get(PVC_KEY)
     volume: dict[str, Any] = (
@@ -136,7 +195,7 @@ def render_manifest(
     limits = resources(selectors, hardware=hardware, tensor_parallel_size=tensor_parallel_size)
     if limits:
         container["resources"] = limits
-    return {
+    pod = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
@@ -153,15 +212,17 @@ def render_manifest(
             "volumes": [volume],
         },
     }
+    return pod if template is None else apply_pod_template(template, pod)
 
 
 def render_launch(
     argv: list[str], *, run_id: str, index: int, cell_id: str, node: str, selectors: dict[str, str],
     run_dir: str, cwd: str, folder: str, hardware: str, tensor_parallel_size: int, readiness_timeout_s: float,
+    template: dict[str, Any] | None = None,
 ) -> KubernetesServe:
     manifest = render_manifest(
         argv, run_id=run_id, index=index, cell_id=cell_id, node=node, selectors=selectors, run_dir=run_dir,
-        cwd=cwd, hardware=hardware, tensor_parallel_size=tensor_parallel_size,
+        cwd=cwd, hardware=hardware, tensor_parallel_size=tensor_parallel_size, template=template,
     )
     namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
     manifest_rel, log_rel = f"{folder}/{MANIFEST_FILE}", f"{folder}/{LOG_FILE}"

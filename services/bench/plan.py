@@ -229,11 +229,13 @@ def _placed(
         block = slurm.render_launch(cell.serve_argv, run_id=run_id, node=cell.node, selectors=selectors,
                                     run_dir=run_dir, cwd=cwd, folder=folder)
         return launch.model_copy(update={"slurm": block})
+    path = campaign.commands.serve_pod_template
+    template = kubernetes.load_pod_template(path) if path else None
     pod = kubernetes.render_launch(
         cell.serve_argv, run_id=run_id, index=index, cell_id=cell.cell_id, node=cell.node, selectors=selectors,
         run_dir=run_dir, cwd=cwd, folder=folder, hardware=cell.identity["hardware"],
         tensor_parallel_size=int(cell.identity["parallelism"].removeprefix("tp=")),
-        readiness_timeout_s=readiness_timeout_s,
+        readiness_timeout_s=readiness_timeout_s, template=template,
     )
     return launch.model_copy(update={"kubernetes": pod})
 

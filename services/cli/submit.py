@@ -78,6 +78,8 @@ def absolutize(campaign: Campaign, base: Path) -> Campaign:
     data["target"]["tokenizer"] = _absolute(data["target"]["tokenizer"], base)
     if data["commands"].get("train"):
         data["commands"]["train"]["kubernetes_job"] = _absolute(data["commands"]["train"]["kubernetes_job"], base)
+    if data["commands"].get("serve_pod_template"):
+        data["commands"]["serve_pod_template"] = _absolute(data["commands"]["serve_pod_template"], base)
     if "path" in data["traffic"]:
         data["traffic"]["path"] = _absolute(data["traffic"]["path"], base)
     if "path" in data["matrix"]:

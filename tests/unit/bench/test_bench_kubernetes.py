@@ -21,8 +21,10 @@ RUN_DIR = f"/bundles/{RUN}"
 SELECTORS = {"image": "registry.example/vllm:0.11", "namespace": "bench", "cpu": "8", "memory": "32Gi"}
 
 
-def plan_of(scheduler: str = "kubernetes", selectors: dict[str, str] | None = None, hardware: str = "h100"):
+def plan_of(scheduler: str = "kubernetes", selectors: dict[str, str] | None = None, hardware: str = "h100",
+            template: Path | None = None):
     data = yaml.safe_load((ROOT / "infra/examples/campaign.yaml").read_text())
+    data["commands"]["serve_pod_template"] = None if template is None else str(template)
     data["traffic"] = {"shapes": ["short"]}
     data["commands"].pop("train")
     data["capacity"].update(scheduler=scheduler, selectors=SELECTORS if selectors is None else selectors)
@@ -115,3 +117,56 @@ def test_no_kubectl_on_path_fails_before_any_launch(monkeypatch: pytest.MonkeyPa
     fake.write_text(f"#!{sys.executable}\n")
     fake.chmod(0o755)
     kubernetes.require_kubectl()
+
+
+TEMPLATE = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "operator-name", "namespace": "serving", "labels": {"team": "inference"}},
+    "spec": {
+        "serviceAccountName": "bench",
+        "tolerations": [{"key": "gpu", "operator": "Exists"}],
+        "nodeSelector": {"pool": "h100"},
+        "containers": [{
+            "name": "vllm", "image": "registry.example/vllm:ops", "args": ["--ignored"],
+            "env": [{"name": "HF_HOME", "value": "/cache"}, {"name": "SPECDEC_EXPERIMENT", "value": "forged"}],
+            "resources": {"limits": {"nvidia.com/gpu": "4"}},
+            "volumeMounts": [{"name": "cache", "mountPath": "/cache"}],
+        }],
+        "volumes": [{"name": "cache", "emptyDir": {}}],
+    },
+}
+
+
+def test_the_operators_pod_template_keeps_its_own_and_gets_the_label_argv_and_node(tmp_path: Path) -> None:
+    path = tmp_path / "pod.yaml"
+    path.write_text(yaml.safe_dump(TEMPLATE))
+    plan = plan_of(selectors={"namespace": "bench"}, template=path)
+    pod = plan.launches[1].kubernetes
+    manifest = pod.manifest
+    meta = manifest["metadata"]
+    assert meta["name"] == pod.pod_name != "operator-name"
+    assert meta["namespace"] == "serving" and pod.apply_argv[3] == "serving"
+    assert meta["labels"] == {"team": "inference", "experiment": RUN, "app.kubernetes.io/managed-by": "specdec",
+                              "specdec.io/step": "bench"}
+    spec = manifest["spec"]
+    assert spec["serviceAccountName"] == "bench" and spec["tolerations"] == TEMPLATE["spec"]["tolerations"]
+    assert spec["restartPolicy"] == "Never"
+    assert spec["nodeSelector"] == {"pool": "h100", "kubernetes.io/hostname": "gpu-7"}
+    (container,) = spec["containers"]
+    assert container["image"] == "registry.example/vllm:ops" and "args" not in container
+    assert container["command"] == [t.replace("{port}", str(kubernetes.SERVE_PORT)) for t in plan.cells[1].serve_argv]
+    assert container["resources"] == {"limits": {"nvidia.com/gpu": "4"}}
+    assert {"name": "HF_HOME", "value": "/cache"} in container["env"]
+    assert [e["value"] for e in container["env"] if e["name"] == "SPECDEC_EXPERIMENT"] == [RUN]
+    assert {m["name"] for m in container["volumeMounts"]} == {"cache", "bundle"}
+    assert {v["name"] for v in spec["volumes"]} == {"cache", "bundle"}
+
+
+def test_a_template_that_is_not_a_pod_is_refused_naming_the_field(tmp_path: Path) -> None:
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump({"kind": "Job", "spec": {"template": {}}}))
+    with pytest.raises(ConfigurationError, match="commands.serve_pod_template .* must be a Kubernetes Pod"):
+        plan_of(template=path)
+    with pytest.raises(ConfigurationError, match="cannot read commands.serve_pod_template"):
+        plan_of(template=tmp_path / "missing.yaml")

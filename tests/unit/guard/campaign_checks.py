@@ -112,6 +112,8 @@ CHECKS: dict[str, Check] = {
     "commands.serve": Check(o.serve_argvs, put("commands.serve", {"argv": ["python", "serve.py", "--port", "{port}"]})),
     "commands.serve.argv": Check(o.serve_argvs, put("commands.serve.argv", ["python", "serve2.py", "--port", "{port}"]),
                                  base=put("commands.serve", {"argv": ["python", "serve.py", "--port", "{port}"]})),
+    "commands.serve_pod_template": Check(o.bench_plan, put("commands.serve_pod_template",
+                                                           lambda ctx: str(ctx.pod_template)), base=KUBERNETES),
     "commands.bench": Check(o.bench_plan, put("commands.bench", {"argv": ["python", "bench.py", "{base_url}"]})),
     "commands.bench.argv": Check(o.bench_plan, put("commands.bench.argv", ["python", "bench2.py", "{base_url}"]),
                                  base=put("commands.bench", {"argv": ["python", "bench.py", "{base_url}"]})),

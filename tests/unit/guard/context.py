@@ -49,6 +49,7 @@ class Ctx:
     matrix_a: Path  # the example's matrix as a file
     matrix_b: Path  # the same with one more concurrency level on every cell
     job_template: Path  # an operator's Kubernetes Job template
+    pod_template: Path  # an operator's Kubernetes Pod template for the bench servers
     profile: bytes  # PROFILE.json of the sample traffic
     bundle: BundleStore  # holds RUN's corpus (the bench's prompts come from its heldout split)
     gate_baseline: list[Any]
@@ -87,6 +88,9 @@ def build_context(tmp: Path) -> Ctx:
     template = tmp / "job.yaml"
     template.write_text("apiVersion: batch/v1\nkind: Job\nspec:\n  template:\n    spec:\n"
                         "      containers: [{name: main, image: registry/operator:2}]\n")
+    pod_template = tmp / "pod.yaml"
+    pod_template.write_text("apiVersion: v1\nkind: Pod\nspec:\n  serviceAccountName: bench\n"
+                            "  containers: [{name: vllm, image: registry/vllm:ops}]\n")
     profile_path = tmp / "PROFILE.json"
     profile_path.write_text(profile_traffic(TRAFFIC, reject_threshold=0.05).model_dump_json())
     corpus = tmp / "CORPUS.jsonl"
@@ -95,7 +99,7 @@ def build_context(tmp: Path) -> Ctx:
     bundle.write_bytes(RUN, "corpus/CORPUS.jsonl", corpus.read_bytes())
     return Ctx(
         tmp=tmp, traffic_other=other, traffic_dirty=dirty, matrix_a=matrix_a, matrix_b=matrix_b,
-        job_template=template, profile=profile_path.read_bytes(), bundle=bundle,
+        job_template=template, pod_template=pod_template, profile=profile_path.read_bytes(), bundle=bundle,
         gate_baseline=arm(1, "standing"), gate_candidates={"ngram-k3": arm(2, "ngram-k3", factor=0.7)},
     )
 
