@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
+from redis.exceptions import RedisError
 
 from contracts.catalogue import step_of
 from contracts.deadletter import DeadLetter
@@ -101,6 +102,11 @@ class Delivery:
 
 Touch = Callable[[str, str, str, str], Awaitable[None]]
 
+# While Redis cannot be reached, the heartbeat retries this often, so that the
+# lease is back within a moment of Redis answering again (before a reclaimer,
+# polling every SPECDEC_RECLAIM_POLL_MS, finds the message idle).
+HEARTBEAT_RETRY_S = 0.1
+
 
 class Consumer:
     """Runs one service's routes with the delivery semantics above."""
@@ -129,6 +135,11 @@ class Consumer:
         self.metrics = metrics
         self.log = structlog.get_logger().bind(service=service)
         self.in_flight: set[asyncio.Task[Any]] = set()
+        # Step keys this instance is running now. A delivery of a key that runs
+        # here is left pending without asking Redis: after a Redis outage the
+        # lease may have lapsed, and this instance's own reclaimer must not
+        # start the step a second time beside the running one.
+        self.running: set[StepKey] = set()
         # False once the instance is stopping: new deliveries are left pending
         # (unacked) for another instance to reclaim.
         self.accepting = True
@@ -173,6 +184,10 @@ class Consumer:
 
         log = log.bind(run_id=event.run_id, event_id=event.event_id, schema=event.SCHEMA)
         key = StepKey(self.service, event.run_id, event.SCHEMA, route.step_key(event))
+        if key in self.running:
+            # Its heartbeat moves the message back to the running delivery's consumer.
+            log.info("step running in this instance; left pending", step_key=key.step)
+            return "deferred"
         if deliveries > self.settings.max_deliveries and not await self.ledger.is_done(key):
             error = await self.ledger.last_error(message_ref)
             reason = (
@@ -196,7 +211,8 @@ class Consumer:
             return "deferred"
 
         context = StepContext(service=self.service, settings=self.settings, bus=self.bus, log=log, resources=self.resources)
-        heartbeat = asyncio.create_task(self._heartbeat(key, owner, delivery))
+        self.running.add(key)
+        heartbeat = asyncio.create_task(self._heartbeat(key, owner, delivery, log))
         finished = False
         try:
             log.debug("step started", step_key=key.step, delivery=deliveries)
@@ -229,7 +245,13 @@ class Consumer:
             raise
         except Exception as exc:  # noqa: BLE001 - any handler error becomes a retry or a dead letter
             error = f"{type(exc).__name__}: {exc}"
-            await self.ledger.record_error(message_ref, error)
+            try:
+                await self.ledger.record_error(message_ref, error)
+            except (RedisError, OSError):
+                # Redis itself is what failed (e.g. the publish above): the message
+                # stays pending and is reclaimed once Redis answers again.
+                log.warning("step raised and Redis is unreachable; left pending", error=error, delivery=deliveries)
+                return "retry"
             if deliveries >= self.settings.max_deliveries:
                 reason = f"handler raised on delivery {deliveries} of {self.settings.max_deliveries}"
                 await self._dead_letter(delivery, deliveries, kind="failed", reason=reason, error=error, event=event)
@@ -239,20 +261,41 @@ class Consumer:
             return "retry"
         finally:
             heartbeat.cancel()
+            self.running.discard(key)
             if not finished:
-                await asyncio.shield(self.ledger.release(key, owner))
+                try:
+                    await asyncio.shield(self.ledger.release(key, owner))
+                except (RedisError, OSError):
+                    pass  # the lease expires on its own (TTL)
 
     @property
     def _producer(self) -> str:
         return f"{self.service}/{self.settings.instance}"
 
-    async def _heartbeat(self, key: StepKey, owner: str, delivery: Delivery) -> None:
+    async def _heartbeat(self, key: StepKey, owner: str, delivery: Delivery, log: Any) -> None:
+        """Keep the lease and the message alive while the step runs. A beat that
+        cannot reach Redis (restart, failover, network) is retried until it gets
+        through: a heartbeat that stopped at the first error would let the lease
+        lapse and the message be reclaimed while the step still runs."""
         interval = self.settings.heartbeat_s
+        failing = lost = False
         while True:
-            await asyncio.sleep(interval)
-            await self.ledger.renew(key, owner, self.lease_ttl_ms)
-            if self.touch is not None:
-                await self.touch(delivery.stream, self.service, delivery.consumer, delivery.message_id)
+            await asyncio.sleep(min(interval, HEARTBEAT_RETRY_S) if failing else interval)
+            try:
+                held = await self.ledger.renew(key, owner, self.lease_ttl_ms)
+                if self.touch is not None:
+                    await self.touch(delivery.stream, self.service, delivery.consumer, delivery.message_id)
+            except (RedisError, OSError) as exc:
+                if not failing:
+                    log.warning("heartbeat cannot reach Redis; retrying", error=f"{type(exc).__name__}: {exc}")
+                failing = True
+                continue
+            if failing:
+                log.info("heartbeat reaches Redis again", lease_held=held)
+            failing = False
+            if not held and not lost:
+                log.error("lease taken by another owner while this step runs; it may run twice", step_key=key.step)
+            lost = not held
 
     async def _dead_letter(
         self,

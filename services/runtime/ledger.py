@@ -5,7 +5,9 @@ A step key is (service, run_id, event schema, step key). Invariants:
   output events are published; a key that is done is never run again.
 - `in flight` is a lease with a TTL shorter than the reclaim idle time, renewed
   by the owner's heartbeat: when an owner dies its lease has expired before its
-  message becomes reclaimable, so the reclaimer is never locked out.
+  message becomes reclaimable, so the reclaimer is never locked out. A live
+  owner whose lease lapsed while Redis was unreachable takes it back on its
+  next beat, unless another owner took it or the step is done.
 """
 
 from __future__ import annotations
@@ -57,10 +59,18 @@ class Ledger(Protocol):
     async def holders(self, service: str) -> dict[str, str]: ...
 
 
-# Renew/release only if we still own the lease (compare-and-set in one script).
+# Renew only if we still own the lease (compare-and-set in one script). A lease
+# that lapsed while Redis was unreachable (restart, failover) is taken back by
+# its owner when nobody else took it and the step is not done: the owner is
+# still running the step, and without its lease a reclaimer would run it again.
 _RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+local held = redis.call('GET', KEYS[1])
+if held == ARGV[1] then
   return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+if not held and redis.call('EXISTS', KEYS[2]) == 0 then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
 end
 return 0
 """
@@ -107,7 +117,8 @@ class RedisLedger:
         return outcome.decode() if isinstance(outcome, bytes) else str(outcome)
 
     async def renew(self, key: StepKey, owner: str, ttl_ms: int) -> bool:
-        return bool(await self._renew(keys=[self._inflight(key)], args=[owner, ttl_ms]))
+        """Extend our lease, or take it back when it lapsed and is free; False when another owner holds it."""
+        return bool(await self._renew(keys=[self._inflight(key), self._done(key)], args=[owner, ttl_ms]))
 
     async def release(self, key: StepKey, owner: str) -> None:
         await self._release(keys=[self._inflight(key)], args=[owner])
@@ -169,7 +180,7 @@ class MemoryLedger:
 
     async def renew(self, key: StepKey, owner: str, ttl_ms: int) -> bool:
         held = self._live(key)
-        if not held or held[0] != owner:
+        if (held and held[0] != owner) or (not held and key in self.done):
             return False
         self.inflight[key] = (owner, time.monotonic() + ttl_ms / 1000)
         return True

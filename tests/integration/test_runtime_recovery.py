@@ -1,0 +1,104 @@
+"""A service instance across a Redis SIGKILL and restart (AOF, appendfsync always).
+
+A step that is running when Redis dies keeps running; its heartbeat cannot
+reach Redis, so its lease lapses and its message looks idle once Redis is back.
+The step must still run once: the heartbeat retries until Redis answers and
+takes its lease back, and the instance's own reclaimer leaves alone a step that
+runs in the same instance. The instance's subscribers reconnect and take new work.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from contracts.events import ProfileRequested
+from tests.integration.test_delivery import lines, publish, request, stream_events, wait_for
+from tests.support.redis_server import RedisServer
+
+ROOT = Path(__file__).resolve().parents[2]
+PREFIX = "recovery"
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[RedisServer]:
+    srv = RedisServer(tmp_path / "redis")
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture
+def worker_env(server: RedisServer, tmp_path: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({
+        "PYTHONPATH": str(ROOT),
+        "SPECDEC_REDIS_URL": server.url,
+        "SPECDEC_STREAM_PREFIX": PREFIX,
+        "SPECDEC_BUNDLE_ROOT": str(tmp_path / "bundles"),
+        "SPECDEC_INSTANCE": "w1",
+        # Reclaim after 1.5 s idle (lease 1 s, heartbeat 0.5 s), polled every 0.1 s.
+        "SPECDEC_RECLAIM_IDLE_MS": "1500",
+        "SPECDEC_RECLAIM_POLL_MS": "100",
+        "SPECDEC_READ_BLOCK_MS": "100",
+        "SPECDEC_MAX_DELIVERIES": "3",
+        "WORKER_LOG": str(tmp_path / "side-effects.log"),
+    })
+    return env
+
+
+@pytest.fixture
+def worker(worker_env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(  # noqa: S603 - fixed argv
+        [sys.executable, "-m", "tests.support.worker"], env={**worker_env, "WORKER_SLEEP_S": "6"}, cwd=ROOT,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    yield proc
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+
+
+def _connect(server: RedisServer) -> redis.Redis:
+    return redis.Redis.from_url(server.url)
+
+
+def test_step_running_across_a_redis_restart_runs_once(server, worker, worker_env):
+    log = Path(worker_env["WORKER_LOG"])
+    client = _connect(server)
+    stream = f"{PREFIX}.profile.requested"
+    wait_for(lambda: client.exists(stream) and client.xinfo_groups(stream), 30, "the worker's consumer group")
+    event = request()
+    publish(client, PREFIX, event)
+    wait_for(lambda: any(l[0] == "start" for l in lines(log)), 20, "the step to start")
+    client.close()
+
+    server.kill()
+    # Down for longer than the lease (1 s) and the reclaim idle time (1.5 s):
+    # without the heartbeat's retry, the lease lapses and the message is reclaimed.
+    time.sleep(2.5)
+    server.start()
+
+    client = _connect(server)
+    wait_for(lambda: any(l[0] == "done" for l in lines(log)), 30, "the step to complete")
+    wait_for(lambda: client.xpending(stream, "worker")["pending"] == 0, 15, "the ack")
+    time.sleep(2.0)  # a second run, if one had started, would show by now
+    words = [l[0] for l in lines(log)]
+    assert words.count("start") == 1, f"the step ran again beside the running one: {lines(log)}"
+    assert words.count("done") == 1
+    outputs = stream_events(client, f"{PREFIX}.profile.completed")
+    assert [o["causation_id"] for o in outputs] == [event.event_id]
+    assert client.xlen(f"{PREFIX}.deadletter") == 0
+
+    # The subscribers reconnected: new work is taken and done.
+    publish(client, PREFIX, ProfileRequested(run_id="toy-20261130-000000-fedcba", producer="test", requested_by="test"))
+    wait_for(lambda: client.xlen(f"{PREFIX}.profile.completed") == 2, 30, "new work after the restart")
+    client.close()
+    assert worker.poll() is None, worker.stderr.read().decode()[-2000:] if worker.stderr else ""
