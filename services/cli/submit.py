@@ -12,7 +12,7 @@ import structlog
 import yaml
 from pydantic import ValidationError
 
-from contracts.campaign import Campaign, missing_inputs
+from contracts.campaign import Campaign, MatrixFile, TrafficFile, missing_inputs
 from contracts.events import CampaignSubmitted
 from contracts.inert import inert_fields_set
 from services.cli.context import Cli, operator
@@ -55,9 +55,22 @@ def load_campaign(path: Path) -> tuple[Campaign, bytes]:
         if not problems:
             problems.append(f"invalid: {exc}")
         raise CampaignRejected(path, problems) from None
+    problems += _missing_files(campaign)
     if problems:
         raise CampaignRejected(path, problems)
     return campaign, raw_bytes
+
+
+def _missing_files(campaign: Campaign) -> list[str]:
+    """Input files the campaign names that are not there: refused now rather than
+    failing the run at its first step (paths resolve from where submit runs)."""
+    problems = []
+    if isinstance(campaign.traffic, TrafficFile) and not Path(campaign.traffic.path).is_file():
+        problems.append(f"missing file: traffic.path {campaign.traffic.path} (from {Path.cwd()}): "
+                        "give the traffic JSONL the campaign is for")
+    if isinstance(campaign.matrix, MatrixFile) and not Path(campaign.matrix.path).is_file():
+        problems.append(f"missing file: matrix.path {campaign.matrix.path} (from {Path.cwd()})")
+    return problems
 
 
 def _absolute(value: str | None, base: Path) -> str | None:

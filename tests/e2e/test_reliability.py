@@ -247,8 +247,6 @@ def test_redis_killed_mid_run_and_restarted_loses_no_event(own_redis: RedisServe
 # --- bad inputs -------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="`specdec submit` does not check that traffic.path exists yet "
-                   "(services/cli/submit.py load_campaign); the profile step is the first to notice")
 def test_submit_refuses_a_missing_traffic_file(topology: Topology, toy_target: Path, tmp_path: Path) -> None:
     missing = tmp_path / "no-such-traffic.jsonl"
     campaign = write_campaign(tmp_path / "campaign.yaml", target=toy_target, traffic=missing,

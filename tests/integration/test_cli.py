@@ -439,3 +439,16 @@ def test_an_operator_specdec_revision_is_replaced_warned_and_recorded(cli, env, 
     assert "accepted but inert" in err
     stored = orjson.loads((env.bundle_root / run_id / "campaign.json").read_bytes())
     assert stored["source_revisions"]["specdec"] not in (None, "specdec@operator-says")
+
+
+def test_submit_refuses_a_traffic_or_matrix_file_that_is_not_there(cli, env, client, tmp_path):
+    def edit(data: dict[str, Any]) -> None:
+        data["traffic"] = {"path": str(tmp_path / "no-traffic.jsonl")}
+        data["matrix"] = {"path": str(tmp_path / "no-matrix.yaml")}
+
+    code, _, err = cli("submit", str(write_campaign(tmp_path, edit)))
+    assert code == 2
+    assert f"traffic.path {tmp_path / 'no-traffic.jsonl'}" in err and f"matrix.path {tmp_path / 'no-matrix.yaml'}" in err
+    assert "nothing was published" in err
+    assert client.xlen(f"{env.stream_prefix}.campaign.submitted") == 0
+    assert not env.bundle_root.exists() or not any(env.bundle_root.iterdir())
