@@ -34,7 +34,7 @@ from services.bench.plan import BenchPlan, build_plan
 from services.bench.prompts import Prompt, cycle, heldout_prompts, shaped_prompts
 from services.bench.run import Runner, read_prompts
 from services.bench.slurm import SlurmExecutor
-from services.runtime.approval import approval_step_key, covers, pre_approved, stored_plan
+from services.runtime.approval import announced, approval_step_key, covers, pre_approved, stored_plan
 from services.runtime.bundle import ArtifactMissing, BundleError, BundleStore, InvalidPath
 from services.runtime.consumer import Route, StepContext
 from services.runtime.errors import SpecdecError, StepFailed
@@ -185,10 +185,12 @@ def routes(resources: dict[str, Any]) -> list[Route]:
         plan, ref = await asyncio.to_thread(plan_bench, bundle, campaign, event)
         planned = event.caused(BenchPlanned, producer=f"{NAME}/{ctx.settings.instance}", plan=ref,
                                cells=[cell.cell_id for cell in plan.cells], trials=max(c.trials for c in plan.cells))
+        again = announced(bundle, event.run_id, BenchPlanned.SCHEMA, ref)
         if not pre_approved(campaign):
             ctx.log.info("bench planned; waiting for an approval of its sha256", plan_sha256=ref.sha256)
-            return [planned]
-        await ctx.emit(planned)
+            return [] if again else [planned]
+        if not again:
+            await ctx.emit(planned)
         return await execute(campaign, plan, event, ctx)
 
     def plan_ref(run_id: str) -> ArtifactRef | None:

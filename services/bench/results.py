@@ -150,6 +150,9 @@ def _detailed(window: WindowRecord) -> dict[str, list[Any]]:
         "start_times": [r.start_s for r in window.requests],
         "queue_times": [r.start_s - r.scheduled_s for r in window.requests],
         "generated_texts": [r.text for r in window.requests],
+        # Not a key of vLLM's format: which prompt each text answers, so that a
+        # resumed bench can compare a candidate with a standing trial it adopted.
+        "prompt_ids": [r.prompt_id for r in window.requests],
         "errors": [r.error or "" for r in window.requests],
     }
 

@@ -25,7 +25,8 @@ from contracts.campaign import ServingConfig, SpeculativeConfig
 from contracts.envelope import ArtifactRef
 from contracts.events import BenchTrialCompleted
 from contracts.results import Evaluation, Parallelism, TrialIdentity, TrialResultBlocks, attach_blocks
-from services.bench.evaluate import agreement_of_windows, run_eval_command
+from services.bench import resume
+from services.bench.evaluate import agreement, run_eval_command, window_outputs
 from services.bench.executor import LocalExecutor, ServingError, ServingExecutor
 from services.bench.loadgen import LoadGenerator, LoadSpec, WindowRecord
 from services.bench.metrics import spec_decode_delta
@@ -122,10 +123,13 @@ class Runner:
         self.run_id = plan.run_id
         self.cells = {cell.cell_id: cell for cell in plan.cells}
         self.baseline = next(cell.cell_id for cell in plan.cells if cell.role == "standing")
-        self.standing_windows: dict[tuple[int, int], WindowRecord] = {}
+        # (trial, concurrency) -> the standing cell's outputs, for the candidates' agreement.
+        self.standing_outputs: dict[tuple[int, int], dict[str, str]] = {}
         self.outcome = Outcome()
+        self.attempt = 1
 
     async def execute(self) -> Outcome:
+        self.attempt = resume.begin_attempt(self.bundle, self.run_id)
         # A restarted runner first stops what an interrupted delivery left (by label);
         # the last cleanup runs whatever happens, cancellation included.
         try:
@@ -156,15 +160,24 @@ class Runner:
         return self.outcome
 
     async def _serve(self, index: int, cell: CellPlan, launch_plan: Launch) -> None:
-        folder = launch_folder(cell.cell_id, index)
+        folder = resume.attempt_folder(launch_folder(cell.cell_id, index), self.attempt)
+        pending = []
+        for trial in launch_plan.trials:
+            for concurrency in cell.concurrency:
+                adopted = resume.adopt(self.bundle, self.run_id, cell.cell_id, trial, concurrency)
+                if adopted is None:
+                    pending.append((trial, concurrency))
+                else:
+                    self._adopt(cell, trial, concurrency, adopted)
+        if not pending:
+            return  # an earlier attempt measured every trial of this launch
         server = await self.executor.start(index, launch_plan, cell, folder)
         try:
             self.bundle.write_json(self.run_id, f"{folder}/argv.json", server.record())
             ready_s = await server.wait_ready(self.plan.readiness_timeout_s)
             self.bundle.write_json(self.run_id, f"{folder}/ready.json", {"ready_after_s": round(ready_s, 3)})
-            for trial in launch_plan.trials:
-                for concurrency in cell.concurrency:
-                    await self._trial(cell, server.base_url, trial, concurrency)
+            for trial, concurrency in pending:
+                await self._trial(cell, server.base_url, trial, concurrency)
         finally:
             # Results and hashes are captured above; only now is the server stopped.
             await server.stop()
@@ -173,8 +186,20 @@ class Runner:
                 if (self.bundle.run_dir(self.run_id) / relpath).exists():
                     self.bundle.register_file(self.run_id, relpath)
 
+    def _adopt(self, cell: CellPlan, trial: int, concurrency: int, adopted: resume.Adopted) -> None:
+        """Take a trial an earlier attempt recorded, as if measured now (its event was emitted then)."""
+        if adopted.problems:
+            raise SpeculationNotActive(
+                f"speculation declared but not active as declared in cell {cell.cell_id} (trial {trial}, "
+                f"concurrency {concurrency}, recorded by an earlier attempt): {'; '.join(adopted.problems)}")
+        if cell.role == "standing" and adopted.outputs:
+            self.standing_outputs[(trial, concurrency)] = adopted.outputs
+        self.outcome.results.append(adopted.ref)
+
     async def _trial(self, cell: CellPlan, base_url: str, trial: int, concurrency: int) -> None:
-        folder = f"bench/{cell.cell_id}/trial-{trial}"
+        folder = resume.trial_folder(cell.cell_id, trial)
+        # Raw files of a later attempt go beside, never over, a dead attempt's.
+        raw = resume.attempt_folder(folder, self.attempt)
         identity = _identity(cell, concurrency=concurrency, trial=trial, baseline=self.baseline)
         declared = cell.speculative_config is not None
         if cell.bench == "builtin":
@@ -189,7 +214,7 @@ class Runner:
                       summary.ttft.median_ms if summary.completed else None,
                       summary.tpot.median_ms if summary.completed else None)
         else:
-            result, before, after = await self._operator_bench(cell, base_url, folder, trial, concurrency)
+            result, before, after = await self._operator_bench(cell, base_url, raw, trial, concurrency)
             delta = spec_decode_delta(before, after)
             evaluation = await self._evaluate(cell, None, base_url, trial, concurrency)
             result = attach_blocks(result, TrialResultBlocks(
@@ -198,11 +223,11 @@ class Runner:
                       result.get("median_ttft_ms"), result.get("median_tpot_ms"))
         for name, text in (("before", before), ("after", after)):
             if text is not None:
-                self.bundle.write_bytes(self.run_id, f"{folder}/metrics-{name}-c{concurrency}.txt", text.encode())
+                self.bundle.write_bytes(self.run_id, f"{raw}/metrics-{name}-c{concurrency}.txt", text.encode())
         problems = speculation_problems(cell.speculative_config, delta)
         if problems:
             result["speculation_problems"] = problems
-        ref = self.bundle.write_bytes(self.run_id, f"{folder}/result-c{concurrency}.json", dumps_result(result))
+        ref = self.bundle.write_bytes(self.run_id, resume.result_path(cell.cell_id, trial, concurrency), dumps_result(result))
         await self.emit(self.event_factory(
             cell_id=cell.cell_id, trial=trial, concurrency=concurrency, result=ref,
             completed_requests=counts[0], failed_requests=counts[1], median_ttft_ms=counts[2], median_tpot_ms=counts[3],
@@ -258,11 +283,12 @@ class Runner:
             )
         if window is None:
             return None  # an operator bench command returns no outputs to compare
+        # Every builtin window runs greedy (temperature 0, _load_spec), so agreement is meaningful.
         if cell.role == "standing":
-            self.standing_windows[(trial, concurrency)] = window
+            self.standing_outputs[(trial, concurrency)] = window_outputs(window)
             return None
-        standing = self.standing_windows.get((trial, concurrency))
-        return agreement_of_windows(standing, window) if standing is not None else None
+        standing = self.standing_outputs.get((trial, concurrency))
+        return agreement(standing, window_outputs(window)) if standing is not None else None
 
 
 def read_prompts(bundle: BundleStore, run_id: str, path: Path) -> list[Prompt]:

@@ -50,3 +50,16 @@ def approval_step_key(bundle: BundleStore, plan_path: str) -> Callable[[Event], 
         return f"not-covered-{event.event_id}"
 
     return key
+
+
+def announced(bundle: BundleStore, run_id: str, schema: str, plan: ArtifactRef) -> bool:
+    """True when the run's journal already holds a `schema` event naming this plan.
+
+    A trigger redelivered after its first delivery announced the plan (and then
+    died running it) must not announce the same plan twice. The journal may trail
+    the streams by a moment: a delivery that died within that moment announces
+    again, which a reader sees as the same plan sha256 twice, never as two plans."""
+    return any(
+        past.get("schema") == schema and (past.get("plan") or {}).get("sha256") == plan.sha256
+        for past in bundle.events(run_id)
+    )

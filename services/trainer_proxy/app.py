@@ -28,7 +28,7 @@ from contracts.campaign import Campaign
 from contracts.catalogue import TRAINER
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import CapacitySelected, RunApproved, TrainingCompleted, TrainingFailed, TrainingPlanned, TrainingRequested
-from services.runtime.approval import approval_step_key, covers, pre_approved, stored_plan
+from services.runtime.approval import announced, approval_step_key, covers, pre_approved, stored_plan
 from services.runtime.bundle import ArtifactConflict, ArtifactMissing, BundleError, BundleStore
 from services.runtime.bundle_paths import InvalidPath, parse_uri
 from services.runtime.bundle_records import CAMPAIGN_RELPATH
@@ -204,11 +204,13 @@ def routes(resources: dict[str, Any]) -> list[Route]:
         # Hashing the target and verifying an earlier draft read files: off the event loop.
         plan, ref = await asyncio.to_thread(plan_training, bundle, campaign, event)
         planned = event.caused(TrainingPlanned, producer=producer, plan=ref, executor=plan.executor, node=plan.node)
+        again = announced(bundle, event.run_id, TrainingPlanned.SCHEMA, ref)
         if not pre_approved(campaign):
             ctx.log.info("training planned; waiting for an approval of its sha256", plan_sha256=ref.sha256,
                          reused_from=plan.reuse.from_run if plan.reuse else None)
-            return [planned]
-        await ctx.emit(planned)
+            return [] if again else [planned]
+        if not again:
+            await ctx.emit(planned)
         return await run(Approved(plan=plan, ref=ref, campaign=campaign), event, ctx, producer)
 
     def plan_ref(run_id: str) -> ArtifactRef | None:

@@ -1,0 +1,84 @@
+"""Resuming a bench step that an earlier delivery left half done.
+
+A bench-runner killed mid-bench leaves its message pending; the instance that
+reclaims it executes the same approved plan again. Bundle artifacts are
+write-once, and a trial measured again would give other bytes, so:
+
+- every execution is an **attempt**, numbered in `bench/attempts/`; the
+  first writes its launch and raw trial files where the plan says, a later
+  one under `attempt-<n>/` inside those folders (a server log, argv.json,
+  /metrics scrapes and an operator bench's output of a dead attempt stay as
+  evidence and are never overwritten);
+- a trial whose result file (`bench/<cell>/trial-<t>/result-c<c>.json`) is
+  recorded is **adopted**, not measured again: its ref joins the results, its
+  recorded speculation problems fail the cell again, and a standing trial's
+  outputs (prompt IDs beside generated texts in the result) still serve the
+  candidates' agreement; its bench.trial.completed is not emitted twice;
+- a launch whose trials are all adopted starts no server.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from contracts.envelope import ArtifactRef
+from services.runtime.bundle import ArtifactMissing, BundleError, BundleStore
+
+ATTEMPTS_DIR = "bench/attempts"
+
+
+@dataclass(frozen=True)
+class Adopted:
+    """A trial an earlier attempt measured and recorded."""
+
+    ref: ArtifactRef
+    problems: list[str] = field(default_factory=list)
+    # prompt_id -> generated text of the trial's successful requests (builtin bench only).
+    outputs: dict[str, str] = field(default_factory=dict)
+
+
+def begin_attempt(bundle: BundleStore, run_id: str) -> int:
+    """Number and record this execution of the plan: 1 for the first."""
+    folder = bundle.run_dir(run_id) / ATTEMPTS_DIR
+    attempt = 1 + (len(list(folder.glob("attempt-*.json"))) if folder.is_dir() else 0)
+    bundle.write_json(run_id, f"{ATTEMPTS_DIR}/attempt-{attempt}.json", {"attempt": attempt})
+    return attempt
+
+
+def attempt_folder(folder: str, attempt: int) -> str:
+    """Where attempt `attempt` writes the files of `folder` that are not final results."""
+    return folder if attempt == 1 else f"{folder}/attempt-{attempt}"
+
+
+def trial_folder(cell_id: str, trial: int) -> str:
+    return f"bench/{cell_id}/trial-{trial}"
+
+
+def result_path(cell_id: str, trial: int, concurrency: int) -> str:
+    return f"{trial_folder(cell_id, trial)}/result-c{concurrency}.json"
+
+
+def adopt(bundle: BundleStore, run_id: str, cell_id: str, trial: int, concurrency: int) -> Adopted | None:
+    """The recorded result of a trial, or None when it still has to be measured.
+
+    A result file that exists but is not recorded (the writer died between the
+    two) does not count: the trial is measured again and overwrites it."""
+    relpath = result_path(cell_id, trial, concurrency)
+    try:
+        ref = bundle.ref(run_id, relpath)
+        result = json.loads(bundle.read_bytes(run_id, relpath))
+    except ArtifactMissing:
+        return None
+    except (BundleError, ValueError) as exc:
+        raise BundleError(f"the recorded result {relpath} of an earlier attempt cannot be read back: {exc}") from None
+    return Adopted(ref=ref, problems=list(result.get("speculation_problems") or []), outputs=outputs_of(result))
+
+
+def outputs_of(result: dict) -> dict[str, str]:
+    """prompt_id -> text of the successful requests of a builtin result (empty for an operator's)."""
+    ids, texts, errors = result.get("prompt_ids"), result.get("generated_texts"), result.get("errors")
+    if not isinstance(ids, list) or not isinstance(texts, list) or len(ids) != len(texts):
+        return {}
+    errors = errors if isinstance(errors, list) and len(errors) == len(ids) else [""] * len(ids)
+    return {str(pid): str(text) for pid, text, error in zip(ids, texts, errors) if not error}

@@ -1,0 +1,56 @@
+"""Resuming a half-done bench (services/bench/resume.py) against a real bundle in a temp folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from services.bench import resume
+from services.runtime.bundle import BundleError, BundleStore
+
+RUN = "toy-20261130-090000-abcdef"
+
+
+@pytest.fixture
+def bundle(tmp_path: Path) -> BundleStore:
+    return BundleStore(tmp_path / "bundles", fsync=False)
+
+
+def test_attempts_are_numbered_and_a_later_one_writes_beside_the_first(bundle: BundleStore) -> None:
+    assert resume.begin_attempt(bundle, RUN) == 1
+    assert resume.begin_attempt(bundle, RUN) == 2
+    assert resume.attempt_folder("bench/ngram/launch-0", 1) == "bench/ngram/launch-0"
+    assert resume.attempt_folder("bench/ngram/launch-0", 2) == "bench/ngram/launch-0/attempt-2"
+
+
+def test_a_recorded_result_is_adopted_with_its_outputs_and_problems(bundle: BundleStore) -> None:
+    result = {"generated_texts": ["a", "b", "c"], "prompt_ids": ["p1", "p2", "p3"], "errors": ["", "timeout", ""],
+              "speculation_problems": ["no drafts"]}
+    ref = bundle.write_bytes(RUN, resume.result_path("standing", 1, 4), json.dumps(result).encode())
+    adopted = resume.adopt(bundle, RUN, "standing", 1, 4)
+    assert adopted is not None and adopted.ref == ref
+    assert adopted.outputs == {"p1": "a", "p3": "c"}
+    assert adopted.problems == ["no drafts"]
+
+
+def test_a_trial_without_a_recorded_result_is_measured_again(bundle: BundleStore) -> None:
+    assert resume.adopt(bundle, RUN, "standing", 0, 1) is None
+    # Written but never recorded (the writer died between the two): not adopted either.
+    path = bundle.run_dir(RUN) / resume.result_path("standing", 0, 1)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("{}")
+    assert resume.adopt(bundle, RUN, "standing", 0, 1) is None
+
+
+def test_a_recorded_result_changed_on_disk_is_an_error_not_a_fresh_trial(bundle: BundleStore) -> None:
+    bundle.write_bytes(RUN, resume.result_path("ngram", 0, 1), b'{"generated_texts": []}')
+    (bundle.run_dir(RUN) / resume.result_path("ngram", 0, 1)).write_text('{"generated_texts": ["forged"]}')
+    with pytest.raises(BundleError, match="cannot be read back"):
+        resume.adopt(bundle, RUN, "ngram", 0, 1)
+
+
+def test_an_operator_result_has_no_outputs_to_compare() -> None:
+    assert resume.outputs_of({"completed": 3, "median_tpot_ms": 1.0}) == {}
+    assert resume.outputs_of({"generated_texts": ["a"], "prompt_ids": ["p1", "p2"]}) == {}
