@@ -36,6 +36,8 @@ def gate_run(bundle: BundleStore, event: Event, producer: str) -> GateDecided:
         raise StepFailed(f"run {event.run_id} has no trial results in its bundle to gate", error_type="NoResults")
     try:
         baseline, candidates = split_by_role(load_trials(paths))
+        if not candidates:
+            raise StepFailed(_no_candidates(event), error_type="NoCandidates")
         decision = decide(baseline, candidates, campaign.gate)
     except GateError as exc:
         raise StepFailed(str(exc), error_type=type(exc).__name__) from None
@@ -44,6 +46,14 @@ def gate_run(bundle: BundleStore, event: Event, producer: str) -> GateDecided:
         GateDecided, producer=producer, decision=decision.decision, winner=decision.winner,
         decision_ref=ref, reasons=list(decision.reasons) or [f"decision: {decision.decision}"],
     )
+
+
+def _no_candidates(event: Event) -> str:
+    failed = event.failed_cells if isinstance(event, BenchCompleted) else {}
+    if failed:
+        why = "; ".join(f"{cell}: {reason[:500]}" for cell, reason in failed.items())
+        return f"every candidate cell failed in the bench, so there is nothing to compare with the standing cell: {why}"
+    return "the bench produced no candidate trial results: add a candidate cell to the matrix"
 
 
 def routes(resources: dict) -> list[Route]:

@@ -159,16 +159,33 @@ def plan_training(bundle: BundleStore, campaign: Campaign, event: Event) -> tupl
             bundle.write_json(run_id, kubernetes.MANIFEST_PATH, plan.launch.manifest)
         ref = bundle.write_json(run_id, PLAN_PATH, plan)
     except ArtifactConflict:
-        raise _conflict(run_id, "training plan", PLAN_PATH) from None
+        raise _conflict(run_id, "training plan", PLAN_PATH, _plan_difference(bundle, run_id, plan)) from None
     return plan, ref
 
 
-def _conflict(run_id: str, what: str, path: str) -> StepFailed:
+def _conflict(run_id: str, what: str, path: str, difference: str = "") -> StepFailed:
     return StepFailed(
-        f"run {run_id} already holds different {what} ({path}): the inputs changed since it was planned; plans, "
-        "splits and outputs are write-once, so submit a new run to train with other inputs",
+        f"run {run_id} already holds different {what} ({path}): the inputs changed since it was planned"
+        f"{difference}; plans, splits and outputs are write-once, so submit a new run to train with other inputs",
         error_type="PlanConflict",
     )
+
+
+def _plan_difference(bundle: BundleStore, run_id: str, plan: TrainingPlan) -> str:
+    """Which top-level parts of the stored plan differ from the new one, in words."""
+    try:
+        stored = bundle.read_json(run_id, PLAN_PATH)
+    except BundleError:
+        return ""
+    fresh = plan.model_dump(mode="json")
+    changed = sorted(key for key in set(stored) | set(fresh) if stored.get(key) != fresh.get(key))
+    if not changed:
+        return ""
+    note = f" (plan fields that differ: {', '.join(changed)}"
+    if "input_key" in changed:
+        note += ("; the training input key hashes every file the trainer's argv names, so a file the trainer "
+                 "or anything else rewrites between deliveries must not be named in commands.train.argv")
+    return note + ")"
 
 
 def _failed(event: Event, producer: str, exc: TrainingStopped) -> TrainingFailed:

@@ -68,3 +68,18 @@ async def test_no_results_fails_the_step_with_the_reason(settings):
         await service.bus.publish(GateRequested(run_id=RUN, producer="test", requested_by="test"))
         events = await wait_events(settings, {"gate.decided", "gate.failed"}, run_id=RUN)
     assert "no trial results" in events["gate.failed"]["reason"]
+
+
+async def test_every_candidate_failed_names_each_cell_and_why(settings):
+    bundle = BundleStore(settings.bundle_root)
+    refs = seed_bundle(bundle, factor=0.7)
+    standing_only = [ref for ref in refs if "/standing/" in ref.uri]
+    failed = {"ngram-k3": "speculation declared but not active as declared in cell ngram-k3"}
+    async with running("gate", settings) as service:
+        await service.bus.publish(BenchCompleted(run_id=RUN, producer="test", results=standing_only,
+                                                 failed_cells=failed, draft=False))
+        events = await wait_events(settings, {"gate.decided", "gate.failed"}, run_id=RUN)
+    reason = events["gate.failed"]["reason"]
+    assert reason.startswith("every candidate cell failed in the bench")
+    assert "ngram-k3: speculation declared but not active" in reason
+    assert events["gate.failed"]["error_type"] == "NoCandidates"

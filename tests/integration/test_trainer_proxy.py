@@ -463,3 +463,23 @@ async def test_identical_inputs_reuse_the_earlier_draft_and_anything_else_trains
         assert done["reused_from"] is None and launches(trainer)[-1] == after_tamper and len(launches(trainer)) == 4
         note = bundle.read_json(after_tamper, "training/plan.json")["reuse_note"]
         assert all(f"run {r}: its draft file model.safetensors changed" in note for r in (first, second, off))
+
+
+async def test_a_file_named_in_the_argv_that_changed_before_a_second_trigger_names_the_input_key(
+    settings, models, run_id, tmp_path
+):
+    bundle = BundleStore(settings.bundle_root)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("first")
+    argv = [PY, "-c", "pass", str(notes), "{output_dir}"]
+    seed_run(bundle, run_id, campaign(train_argv=argv, target=str(models["target"])))
+    async with proxy(settings) as service:
+        await service.bus.publish(selected(bundle, run_id))
+        await wait_events(settings, {"training.planned"}, run_id=run_id)
+        notes.write_text("rewritten by something else")
+        await service.bus.publish(selected(bundle, run_id))
+        events = await wait_events(settings, {"training.failed"}, run_id=run_id)
+    failed = events["training.failed"]
+    assert failed["error_type"] == "PlanConflict"
+    assert "plan fields that differ: input_key" in failed["reason"]
+    assert "must not be named in commands.train.argv" in failed["reason"]
