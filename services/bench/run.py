@@ -28,11 +28,12 @@ from contracts.results import Evaluation, Parallelism, TrialIdentity, TrialResul
 from services.bench import resume
 from services.bench.evaluate import agreement, run_eval_command, window_outputs
 from services.bench.executor import LocalExecutor, ServingError, ServingExecutor
-from services.bench.loadgen import LoadGenerator, LoadSpec, WindowRecord
+from services.bench.loadgen import LoadSpec, WindowRecord
 from services.bench.metrics import spec_decode_delta
 from services.bench.plan import BenchPlan, CellPlan, Launch, launch_folder
 from services.bench.prompts import Prompt
 from services.bench.results import build_result, dumps_result
+from services.bench.window import run_window_process
 from services.bench.serving import speculation_problems
 from services.runtime.bundle import BundleStore
 from services.runtime.errors import SpecdecError, StepFailed
@@ -204,7 +205,7 @@ class Runner:
         declared = cell.speculative_config is not None
         if cell.bench == "builtin":
             spec = _load_spec(self.plan, cell, base_url, concurrency, trial)
-            window = await LoadGenerator(spec).run_window(self.prompts)
+            window = await run_window_process(spec, self.prompts, run_id=self.run_id)
             before, after = window.metrics_before, window.metrics_after
             delta = spec_decode_delta(before, after)
             evaluation = await self._evaluate(cell, window, base_url, trial, concurrency)

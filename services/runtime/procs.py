@@ -38,6 +38,7 @@ def spawn(
     cwd: str | Path | None = None,
     stdout: int | object = subprocess.DEVNULL,
     stderr: int | object = subprocess.DEVNULL,
+    stdin: int | object = subprocess.DEVNULL,
 ) -> subprocess.Popen[bytes]:
     """Start argv (no shell) in its own process group with the experiment label."""
     child_env = dict(os.environ if env is None else env)
@@ -49,7 +50,7 @@ def spawn(
         cwd=cwd,
         stdout=stdout,
         stderr=stderr,
-        stdin=subprocess.DEVNULL,
+        stdin=stdin,
         start_new_session=True,
         preexec_fn=_die_with_parent,
     )
