@@ -51,7 +51,12 @@ def spawn(
         stdout=stdout,
         stderr=stderr,
         stdin=stdin,
-        start_new_session=True,
+        # Its own process group (killed as a group, out of reach of a terminal's
+        # Ctrl-C), but not a session of its own: with the kernel's autogroup
+        # scheduling every session is one CPU group, and a vLLM server in a group
+        # of its own, whose engine keeps a core busy, starved its API server:
+        # whole windows arrived in one burst (docs/bench-runner.md).
+        process_group=0,
         preexec_fn=_die_with_parent,
     )
 
