@@ -21,14 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 import redis
 import yaml
 
-from contracts.catalogue import CATALOGUE
 from services.runtime import apps
-from services.runtime.broker import decode_entry
+from tests.support.campaigns import run_events
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = ROOT / ".run" / "examples"
@@ -46,16 +44,6 @@ class CampaignRun:
 
     def of(self, schema: str) -> list[dict[str, Any]]:
         return [e for e in self.events if e.get("schema") == schema]
-
-
-def _events(client: redis.Redis, prefix: str, run_id: str) -> list[dict[str, Any]]:
-    found = []
-    for spec in CATALOGUE:
-        for _, fields in client.xrange(f"{prefix}.{spec.schema}"):
-            data = orjson.loads(decode_entry(fields)[0])
-            if data.get("run_id") == run_id:
-                found.append(data)
-    return sorted(found, key=lambda e: e["produced_at"])
 
 
 def campaign_file(path: Path, *, acknowledged: bool, target: Path) -> Path:
@@ -88,7 +76,7 @@ def campaign_file(path: Path, *, acknowledged: bool, target: Path) -> Path:
 def _wait(client: redis.Redis, prefix: str, run_id: str, done: set[str], timeout_s: float) -> list[dict[str, Any]]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        events = _events(client, prefix, run_id)
+        events = run_events(client, prefix, run_id)
         schemas = {e["schema"] for e in events}
         if done & schemas or any(s.endswith(".failed") and s != "bench.failed" for s in schemas) or "bench.failed" in schemas:
             return events
@@ -154,7 +142,7 @@ def campaign_run(services_env: dict[str, str], toy_target: Path, tmp_path_factor
     events = _wait(client, prefix, run_id, {"report.published"}, RUN_TIMEOUT_S)
     # The journal may trail the last event by a moment.
     time.sleep(3)
-    events = _events(client, prefix, run_id)
+    events = run_events(client, prefix, run_id)
     client.close()
     return CampaignRun(run_id=run_id, bundle_dir=Path(services_env["SPECDEC_BUNDLE_ROOT"]) / run_id, env=services_env,
                        events=events, logs=Path(services_env["E2E_LOGS"]), elapsed_s=time.monotonic() - started)
@@ -170,7 +158,7 @@ def dry_run(services_env: dict[str, str], toy_target: Path, campaign_run: Campai
     prefix = services_env["SPECDEC_STREAM_PREFIX"]
     events = _wait(client, prefix, run_id, {"training.planned"}, 300)
     time.sleep(5)  # anything that would (wrongly) start next has time to show
-    events = _events(client, prefix, run_id)
+    events = run_events(client, prefix, run_id)
     client.close()
     return CampaignRun(run_id=run_id, bundle_dir=Path(services_env["SPECDEC_BUNDLE_ROOT"]) / run_id, env=services_env,
                        events=events, logs=Path(services_env["E2E_LOGS"]), elapsed_s=0.0)

@@ -41,11 +41,11 @@ from tests.support.campaigns import (
     journal,
     leftovers,
     manifest_paths,
-    wait_for,
     write_campaign,
     write_trainer,
 )
 from tests.support.redis_server import RedisServer
+from tests.support.waiting import wait_for
 
 TRAFFIC = ROOT / "infra/examples/sample-traffic.jsonl"
 RUN_TIMEOUT_S = 180

@@ -29,6 +29,7 @@ from services.cli.main import main
 from services.runtime.broker import decode_entry
 from services.runtime.bundle import BundleStore
 from services.runtime.settings import RuntimeSettings
+from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "infra/examples/campaign.yaml"
@@ -109,16 +110,6 @@ def submit_ok(cli: Cli) -> str:
     code, out, err = cli("submit", str(EXAMPLE))
     assert code == 0, err
     return out.strip().splitlines()[-1]
-
-
-def wait_for(predicate: Callable[[], object], timeout_s: float, what: str) -> object:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
 # --- submit -------------------------------------------------------------------------

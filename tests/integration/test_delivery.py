@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -16,18 +15,9 @@ import redis
 
 from contracts.events import ProfileRequested
 from services.runtime.broker import decode_entry
+from tests.support.waiting import wait_for
 
 RUN = "toy-20261130-000000-abcdef"
-
-
-def wait_for(predicate: Callable[[], object], timeout_s: float, what: str) -> object:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
 def lines(path: Path) -> list[list[str]]:

@@ -22,7 +22,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -292,10 +293,7 @@ def run_events(client: redis.Redis, prefix: str, run_id: str) -> list[dict[str, 
 
 
 def counts(events: Iterable[dict[str, Any]]) -> dict[str, int]:
-    found: dict[str, int] = {}
-    for event in events:
-        found[event["schema"]] = found.get(event["schema"], 0) + 1
-    return found
+    return dict(Counter(event["schema"] for event in events))
 
 
 def counter_lines(path: Path) -> list[str]:
@@ -315,16 +313,6 @@ def journal(bundle_dir: Path) -> list[dict[str, Any]]:
 def manifest_paths(bundle_dir: Path) -> set[str]:
     data = orjson.loads((bundle_dir / "manifest.json").read_bytes())
     return {artifact["path"] for artifact in data["artifacts"]}
-
-
-def wait_for(predicate: Callable[[], object], timeout_s: float, what: str) -> object:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
 
 
 def drop_keys(url: str, prefix: str) -> None:
