@@ -37,7 +37,7 @@ from contracts.envelope import Strict
 from services.bench.executor import SERVICE, ServerNotReady, ServingError, free_port, log_tail
 from services.runtime.errors import ConfigurationError, SpecdecError, StepFailed
 from services.runtime.procs import EXPERIMENT_ENV, SERVICE_ENV, kill_group, spawn
-from services.trainer_proxy.kubernetes import IMAGE_KEY, NAMESPACE_KEY, PVC_KEY
+from services.trainer_proxy.kubernetes import IMAGE_KEY, NAMESPACE_KEY, bundle_volume
 from services.trainer_proxy.monitor import run_short
 
 if TYPE_CHECKING:
@@ -176,12 +176,7 @@ def render_manifest(
             "a Kubernetes bench plan needs the serving container's image: set capacity.selectors.image "
             "or give commands.serve_pod_template a container image"
         )
-    claim = selectors.get(PVC_KEY)
-    volume: dict[str, Any] = (
-        {"name": "bundle", "persistentVolumeClaim": {"claimName": claim}}
-        if claim
-        else {"name": "bundle", "hostPath": {"path": run_dir, "type": "Directory"}}
-    )
+    volume = bundle_volume(selectors, run_dir)
     container: dict[str, Any] = {
         "name": "server",
         "image": image,

@@ -50,6 +50,15 @@ class RenderedJob:
     manifest: dict[str, Any]
 
 
+def bundle_volume(selectors: dict[str, str], run_dir: str) -> dict[str, Any]:
+    """The `bundle` volume of a specdec pod: the PVC named by selectors.bundle_pvc, else the
+    run's folder from the node (hostPath), mounted at the same absolute path."""
+    claim = selectors.get(PVC_KEY)
+    if claim:
+        return {"name": "bundle", "persistentVolumeClaim": {"claimName": claim}}
+    return {"name": "bundle", "hostPath": {"path": run_dir, "type": "Directory"}}
+
+
 def job_name(run_id: str) -> str:
     """A DNS-1123 name of at most 63 characters, unique per run ID."""
     name = f"specdec-train-{run_id}"
@@ -132,14 +141,9 @@ def render_job(
     namespace = selectors.get(NAMESPACE_KEY, "default")
     name = job_name(run_id)
     labels = {"experiment": run_id, "app.kubernetes.io/managed-by": "specdec", "specdec.io/step": "training"}
-    claim = selectors.get(PVC_KEY)
     # The run's bundle folder is mounted at the same absolute path in the pod,
     # so {output_dir} and the corpus paths in argv mean the same files there.
-    volume: dict[str, Any] = (
-        {"name": "bundle", "persistentVolumeClaim": {"claimName": claim}}
-        if claim
-        else {"name": "bundle", "hostPath": {"path": bundle_run_dir, "type": "Directory"}}
-    )
+    volume = bundle_volume(selectors, bundle_run_dir)
     manifest: dict[str, Any] = {
         "apiVersion": "batch/v1",
         "kind": "Job",
