@@ -297,7 +297,7 @@ class BundleStore:
             raise ArtifactMissing(f"no file at {path}: write {relpath!r} inside the run folder first") from err
         if not stat.S_ISREG(mode):
             raise ArtifactConflict(f"{path} is not a regular file (folder or symlink); artifacts are plain files")
-        return _hash_file(path)
+        return hash_file(path)
 
     def _same_or_conflict(self, run_id: str, record: IndexRecord, sha: str, size: int) -> ArtifactRef:
         if (record.sha256, record.size_bytes) != (sha, size):
@@ -361,7 +361,7 @@ def _parse_record(data: bytes, path: Path) -> IndexRecord:
         raise ArtifactCorrupt(f"index record {path} is unreadable: {err}") from err
 
 
-def _hash_file(path: Path) -> tuple[str, int]:
+def hash_file(path: Path) -> tuple[str, int]:
     """sha256 and size of a file, read in 1 MiB chunks (trainer outputs can be GBs)."""
     digest = hashlib.sha256()
     size = 0

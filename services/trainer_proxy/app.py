@@ -139,11 +139,16 @@ def plan_training(bundle: BundleStore, campaign: Campaign, event: Event) -> tupl
         corpus=corpus, corpus_train=train, corpus_heldout=heldout, train_records=split.train_records,
         heldout_records=split.heldout_records, rejected_lines=split.rejected_lines,
     )
+    command = campaign.commands.train
+    stored = _stored_plan(bundle, run_id)
     try:
-        train = campaign.commands.train
-        key, why = reuse.compute_key(campaign, inputs, paths.cwd) if train is not None else (None, "")
+        key, why = reuse.compute_key(campaign, inputs, paths.cwd) if command is not None else (None, "")
         found, note = None, why
-        if key is not None and train is not None and train.reuse:
+        if stored is not None and stored.input_key == key:
+            # A redelivered trigger: the stored plan's reuse choice stands (other runs may
+            # have completed since); every other input is recomputed and must match it.
+            found, note = stored.reuse, stored.reuse_note
+        elif key is not None and command is not None and command.reuse:
             lookup = reuse.find_reusable(bundle, key, run_id)
             found, note = lookup.found, lookup.note
     except OSError as exc:
@@ -161,6 +166,17 @@ def plan_training(bundle: BundleStore, campaign: Campaign, event: Event) -> tupl
     except ArtifactConflict:
         raise _conflict(run_id, "training plan", PLAN_PATH, _plan_difference(bundle, run_id, plan)) from None
     return plan, ref
+
+
+def _stored_plan(bundle: BundleStore, run_id: str) -> TrainingPlan | None:
+    """The plan an earlier delivery of this step stored, if any."""
+    try:
+        return TrainingPlan.model_validate(bundle.read_json(run_id, PLAN_PATH))
+    except ArtifactMissing:
+        return None
+    except (BundleError, ValidationError) as exc:
+        raise StepFailed(f"the stored plan {PLAN_PATH} of run {run_id} cannot be trusted: {exc}",
+                         error_type="PlanCorrupt") from None
 
 
 def _conflict(run_id: str, what: str, path: str, difference: str = "") -> StepFailed:

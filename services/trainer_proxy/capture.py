@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import Literal
@@ -21,7 +20,7 @@ from typing import Literal
 from pydantic import Field
 
 from contracts.envelope import ArtifactRef, RunId, Sha256, Strict
-from services.runtime.bundle import ArtifactMissing, BundleStore, InvalidPath
+from services.runtime.bundle import ArtifactMissing, BundleStore, InvalidPath, hash_file
 from services.trainer_proxy.errors import ExecutionUnsupported
 from services.trainer_proxy.loss import LossSummary
 from services.trainer_proxy.monitor import RunOutcome
@@ -106,15 +105,6 @@ def _register_stream(bundle: BundleStore, run_id: str, relpath: str) -> Artifact
     return bundle.write_bytes(run_id, relpath, b"")
 
 
-def _hash(path: Path) -> tuple[str, int]:
-    digest, size = hashlib.sha256(), 0
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            digest.update(chunk)
-            size += len(chunk)
-    return digest.hexdigest(), size
-
-
 def hash_outputs(
     bundle: BundleStore, run_id: str, *, output_dir: Path, partial: bool, reused_from: str | None = None
 ) -> tuple[ArtifactRef, OutputManifest]:
@@ -151,7 +141,7 @@ def _entry(bundle: BundleStore, run_id: str, path: Path, rel: str) -> OutputFile
     except InvalidPath:
         # A name the bundle cannot take as an artifact path (a leading dot, a
         # space): still hashed and listed, where it lies.
-        sha, size = _hash(path)
+        sha, size = hash_file(path)
         return OutputFile(path=rel, kind="file", sha256=sha, size_bytes=size, uri=None,
                           note="name is not a valid bundle path; hashed in place")
     return OutputFile(path=rel, kind="file", sha256=ref.sha256, size_bytes=ref.size_bytes, uri=ref.uri)

@@ -18,7 +18,6 @@ identical draft, and copying it into this run's bundle.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import tempfile
@@ -31,7 +30,7 @@ from pydantic import Field, ValidationError
 
 from contracts.campaign import Campaign
 from contracts.envelope import ArtifactRef, RunId, Sha256, Strict
-from services.runtime.bundle import ArtifactMissing, BundleError, BundleStore
+from services.runtime.bundle import ArtifactMissing, BundleError, BundleStore, hash_file
 from services.trainer_proxy.capture import OUTPUTS_PATH, OutputManifest, hash_outputs
 from services.trainer_proxy.errors import TrainingStopped
 from services.trainer_proxy.input_key import (
@@ -48,7 +47,6 @@ from services.trainer_proxy.probes import PROBES_PATH
 
 INPUT_KEY_PATH = "training/input-key.json"
 REUSE_PATH = "training/reuse.json"
-_CHUNK = 1 << 20
 
 
 class KeyRecord(Strict):
@@ -90,15 +88,6 @@ class Lookup:
 # --- hashing the inputs -------------------------------------------------------------------------
 
 
-def _hash(path: Path) -> tuple[str, int]:
-    digest, size = hashlib.sha256(), 0
-    with open(path, "rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
-            size += len(chunk)
-    return digest.hexdigest(), size
-
-
 def _resolve(path: str, cwd: str) -> Path:
     candidate = Path(path)
     return candidate if candidate.is_absolute() else Path(cwd) / candidate
@@ -109,7 +98,7 @@ def tree_digest(written: str, cwd: str) -> TreeDigest | None:
     root = _resolve(written, cwd)
     files: list[FileDigest] = []
     if root.is_file():
-        sha, size = _hash(root)
+        sha, size = hash_file(root)
         files.append(FileDigest(path=root.name, size_bytes=size, sha256=sha))
     elif root.is_dir():
         # Symlinked files are followed (a Hugging Face snapshot links its blobs); folders are not.
@@ -118,7 +107,7 @@ def tree_digest(written: str, cwd: str) -> TreeDigest | None:
             for name in sorted(names):
                 path = Path(folder) / name
                 if path.is_file():
-                    sha, size = _hash(path)
+                    sha, size = hash_file(path)
                     files.append(FileDigest(path=path.relative_to(root).as_posix(), size_bytes=size, sha256=sha))
     else:
         return None
@@ -134,7 +123,7 @@ def named_files(campaign: Campaign, cwd: str) -> list[FileDigest]:
             continue
         path = _resolve(token, cwd)
         if path.is_file():
-            sha, size = _hash(path)
+            sha, size = hash_file(path)
             found.append(FileDigest(path=token, size_bytes=size, sha256=sha))
     return found
 
@@ -184,7 +173,11 @@ def _check_source(bundle: BundleStore, run_id: str, record: KeyRecord) -> tuple[
         path = source / entry.path
         if path.is_symlink() or not path.is_file():
             return None, f"its draft file {entry.path} is missing"
-        sha, size = _hash(path)
+        try:
+            sha, size = hash_file(path)
+        except OSError as exc:
+            # Another run's folder: its trouble rules out its draft, never this run's training.
+            return None, f"its draft file {entry.path} cannot be read ({exc.strerror or exc})"
         if (sha, size) != (entry.sha256, entry.size_bytes):
             return None, (f"its draft file {entry.path} changed since it was recorded "
                           f"(sha256 {sha[:12]}..., recorded {entry.sha256[:12]}...)")

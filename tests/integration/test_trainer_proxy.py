@@ -483,3 +483,29 @@ async def test_a_file_named_in_the_argv_that_changed_before_a_second_trigger_nam
     assert failed["error_type"] == "PlanConflict"
     assert "plan fields that differ: input_key" in failed["reason"]
     assert "must not be named in commands.train.argv" in failed["reason"]
+
+
+async def test_a_redelivered_trigger_keeps_its_plan_when_another_run_completed_meanwhile(settings, models, tmp_path):
+    bundle = BundleStore(settings.bundle_root)
+    trainer = write_script(tmp_path / "trainer.py", COUNTING_TRAINER)
+    argv = [PY, str(trainer), "--from", str(models["draft"]), "--out", "{output_dir}", "--corpus", "{corpus_train}"]
+
+    def camp(**kw):
+        return campaign(train_argv=argv, target=str(models["target"]), trainer_revision="trainer@1", **kw)
+
+    waiting, other = (f"tp-{uuid.uuid4().hex[:10]}" for _ in range(2))
+    async with proxy(settings) as service:
+        # Planned while no identical draft exists: it will train, once approved.
+        seed_run(bundle, waiting, camp())
+        await service.bus.publish(selected(bundle, waiting))
+        await first_of(settings, "training.planned", waiting)
+        stored = bundle.ref(waiting, "training/plan.json").sha256
+        # Another run with the same inputs completes meanwhile.
+        done = await _train(settings, service, bundle, other, camp(pre_approved=True))
+        assert done["reused_from"] is None
+        # The waiting run's trigger comes again: its plan stands, nothing fails.
+        await service.bus.publish(selected(bundle, waiting))
+        await wait_consumed(settings, "capacity.selected")
+    assert await stream_events(settings, "training.failed", waiting) == []
+    assert bundle.ref(waiting, "training/plan.json").sha256 == stored
+    assert bundle.read_json(waiting, "training/plan.json")["reuse"] is None
