@@ -100,6 +100,10 @@ async def follow_run(settings: RuntimeSettings, run_id: str, out: TextIO, *, tim
     raise AssertionError("unreachable")
 
 
+def _num(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
 def headline(bundle_dir: Path, out: TextIO) -> None:
     """The decision's objective per candidate and concurrency, with the identity it holds for."""
     import orjson
@@ -112,15 +116,15 @@ def headline(bundle_dir: Path, out: TextIO) -> None:
     for candidate in decision.get("candidates", []):
         for level in candidate.get("levels", []):
             obj = level.get("objective") or {}
-            if obj.get("baseline_value") is None:
-                continue
             interval = obj.get("interval") or {}
+            # A failed or unmeasured candidate has null figures: say n/a, never crash the summary.
             out.write(
-                f"  {candidate['candidate']} @ concurrency {level['concurrency']}: {obj['metric']} "
-                f"{obj['baseline_value']:.2f} -> {obj['candidate_value']:.2f} {obj['unit']} "
-                f"({obj['delta_pct']:+.1f} %, interval {interval.get('low_pct', 0):+.1f}..{interval.get('high_pct', 0):+.1f} %, "
-                f"noise bound {obj.get('noise_bound_pct', 0):.1f} %): {obj['verdict']}, "
-                f"{obj['baseline_trials']} vs {obj['candidate_trials']} trials\n"
+                f"  {candidate['candidate']} @ concurrency {level['concurrency']}: {obj.get('metric')} "
+                f"{_num(obj.get('baseline_value'), '.2f')} -> {_num(obj.get('candidate_value'), '.2f')} "
+                f"{obj.get('unit', '')} ({_num(obj.get('delta_pct'), '+.1f')} %, interval "
+                f"{_num(interval.get('low_pct'), '+.1f')}..{_num(interval.get('high_pct'), '+.1f')} %, noise bound "
+                f"{_num(obj.get('noise_bound_pct'), '.1f')} %): {obj.get('verdict')}, "
+                f"{obj.get('baseline_trials')} vs {obj.get('candidate_trials')} trials\n"
             )
     results = sorted(bundle_dir.glob("bench/*/trial-0/result-c*.json"))
     if results:

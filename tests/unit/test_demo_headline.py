@@ -1,0 +1,30 @@
+"""The demo's closing summary reads gate/DECISION.json, including a candidate without figures."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+from services.cli.demo import headline
+
+
+def test_a_candidate_without_figures_prints_na_instead_of_crashing(tmp_path: Path) -> None:
+    (tmp_path / "gate").mkdir()
+    measured = {"metric": "tpot:median", "unit": "ms", "baseline_value": 3.22, "candidate_value": 2.76,
+                "delta_pct": -14.3, "interval": {"low_pct": -53.5, "high_pct": 57.8}, "noise_bound_pct": 29.9,
+                "verdict": "within_noise", "baseline_trials": 3, "candidate_trials": 3}
+    failed = {"metric": "tpot:median", "unit": "ms", "baseline_value": 3.22, "candidate_value": None,
+              "delta_pct": None, "interval": None, "noise_bound_pct": None, "verdict": "unavailable",
+              "baseline_trials": 3, "candidate_trials": 0}
+    decision = {"decision": "inconclusive", "winner": None, "baseline": "standing", "candidates": [
+        {"candidate": "draft-k3", "levels": [{"concurrency": 1, "objective": measured}]},
+        {"candidate": "ngram-k3", "levels": [{"concurrency": 1, "objective": failed}]},
+    ]}
+    (tmp_path / "gate/DECISION.json").write_text(json.dumps(decision))
+    out = io.StringIO()
+    headline(tmp_path, out)
+    text = out.getvalue()
+    assert "draft-k3 @ concurrency 1: tpot:median 3.22 -> 2.76 ms (-14.3 %, interval -53.5..+57.8 %" in text
+    assert "ngram-k3 @ concurrency 1: tpot:median 3.22 -> n/a ms (n/a %, interval n/a..n/a %, noise bound n/a %): " \
+           "unavailable, 3 vs 0 trials" in text
