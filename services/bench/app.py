@@ -168,6 +168,9 @@ def routes(resources: dict[str, Any]) -> list[Route]:
         outcome = await runner.execute()
         if outcome.cleaned:
             ctx.log.info("cleaned up by label", executor=plan.executor, cleaned=outcome.cleaned)
+        if outcome.cleanup_error:
+            ctx.log.warning("cleanup by label failed: labelled work may be left; clean up by the label",
+                            executor=plan.executor, error=outcome.cleanup_error, label=f"experiment={plan.run_id}")
         standing = runner.baseline
         if standing in outcome.failed_cells:
             raise StepFailed(f"the standing cell {standing} failed, so nothing can be compared: "

@@ -314,7 +314,7 @@ class KubernetesExecutor:
         self.cleanup_argv = cleanup_argv
 
     async def prepare(self) -> list[str]:
-        require_kubectl()
+        # kubectl's presence was checked before this executor was made (app.make_executor).
         return await self.cleanup()
 
     async def start(self, index: int, step: Launch, cell: CellPlan, folder: str) -> KubernetesServed:

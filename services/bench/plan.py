@@ -163,9 +163,11 @@ def build_plan(
     launches = _launch_order(cells)
     if executor != "local":
         by_id = {cell.cell_id: cell for cell in cells}
+        path = campaign.commands.serve_pod_template
+        template = kubernetes.load_pod_template(path) if executor == "kubernetes" and path else None
         launches = [
             _placed(launch, by_id[launch.cell_id], index, campaign, run_id=run_id, run_dir=run_dir or "",
-                    cwd=cwd or "", readiness_timeout_s=readiness_timeout_s)
+                    cwd=cwd or "", readiness_timeout_s=readiness_timeout_s, template=template)
             for index, launch in enumerate(launches)
         ]
     return BenchPlan(
@@ -220,7 +222,7 @@ def launch_folder(cell_id: str, index: int) -> str:
 
 def _placed(
     launch: Launch, cell: CellPlan, index: int, campaign: Campaign, *, run_id: str, run_dir: str, cwd: str,
-    readiness_timeout_s: float,
+    readiness_timeout_s: float, template: dict[str, Any] | None,
 ) -> Launch:
     """The launch with its scheduler block: exactly what will be submitted for it."""
     selectors = campaign.capacity.selectors
@@ -229,8 +231,6 @@ def _placed(
         block = slurm.render_launch(cell.serve_argv, run_id=run_id, node=cell.node, selectors=selectors,
                                     run_dir=run_dir, cwd=cwd, folder=folder)
         return launch.model_copy(update={"slurm": block})
-    path = campaign.commands.serve_pod_template
-    template = kubernetes.load_pod_template(path) if path else None
     pod = kubernetes.render_launch(
         cell.serve_argv, run_id=run_id, index=index, cell_id=cell.cell_id, node=cell.node, selectors=selectors,
         run_dir=run_dir, cwd=cwd, folder=folder, hardware=cell.identity["hardware"],

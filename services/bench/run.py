@@ -53,6 +53,8 @@ class Outcome:
     failed_cells: dict[str, str] = field(default_factory=dict)
     # What the label-selected cleanups stopped (before the first launch and after the last).
     cleaned: list[str] = field(default_factory=list)
+    # Why the final label-selected cleanup failed, if it did: labelled work may be left.
+    cleanup_error: str | None = None
 
 
 def _identity(cell: CellPlan, *, concurrency: int, trial: int, baseline: str) -> TrialIdentity:
@@ -157,7 +159,7 @@ class Runner:
             except SpecdecError as exc:
                 # Recorded, not raised: the results above stand, and the operator
                 # learns that labelled work may be left (bench.completed's log line).
-                self.outcome.cleaned.append(f"cleanup failed: {exc}")
+                self.outcome.cleanup_error = str(exc)
         return self.outcome
 
     async def _serve(self, index: int, cell: CellPlan, launch_plan: Launch) -> None:

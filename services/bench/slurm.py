@@ -171,7 +171,6 @@ class SlurmServed:
         self.job_id = job_id
         self.run_dir = run_dir
         self.base_url = ""
-        self.log_relpath = launch.log_path
         self.files = [launch.log_path, launch.endpoint_path]
 
     def record(self) -> dict[str, Any]:

@@ -23,12 +23,11 @@ from collections.abc import Sequence
 
 import orjson
 
+from services.bench.executor import SERVICE
 from services.bench.loadgen import LoadGenerator, LoadSpec, WindowRecord
 from services.bench.prompts import Prompt
 from services.runtime.errors import SpecdecError
 from services.runtime.procs import spawn
-
-SERVICE = "bench-runner"
 
 
 class WindowProcessFailed(SpecdecError):
