@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
+import structlog
 from pydantic import Field
 
 from contracts.argv import render_token
@@ -40,6 +41,7 @@ from services.trainer_proxy.slurm import (
     ACTIVE_STATES,
     cancel_argv,
     cleanup_slurm,
+    job_state,
     comment,
     job_name,
     parse_exit,
@@ -177,12 +179,13 @@ class SlurmServed:
         return {"job_id": self.job_id, "sbatch_argv": self.launch.sbatch_argv, "job_script": self.launch.job_script_path}
 
     async def state(self) -> tuple[str, dict[str, str]]:
-        done = await _short(_fill(self.launch.status_argv, self.job_id))
-        if done.returncode != 0 or not done.stdout.strip():
-            # scontrol forgets a job MinJobAge after its end: gone means ended.
-            return "GONE", {}
-        record = parse_record(done.stdout.strip())
-        return record.get("JobState", "UNKNOWN"), record
+        """The job's state and record, read as the trainer-proxy reads its jobs (scontrol,
+        then sacct once the controller forgot the job)."""
+        try:
+            state, record = await job_state(self.job_id)
+        except SpecdecError as exc:
+            raise ServingError(str(exc)) from None
+        return state, parse_record(record)
 
     def _ended(self, state: str, record: dict[str, str], what: str) -> ServerDied:
         code, signal = parse_exit(record.get("ExitCode", ""))
@@ -222,14 +225,19 @@ class SlurmServed:
                 await asyncio.sleep(poll_s)
 
     async def stop(self) -> None:
-        """scancel, then wait (bounded) until the job has left the active states."""
-        await _short(_fill(self.launch.cancel_argv, self.job_id))
+        """scancel, then wait (bounded) until the job has left the active states. A job still
+        active after that is logged; the step's label-selected cleanup cancels it again."""
+        cancelled = await _short(_fill(self.launch.cancel_argv, self.job_id))
         deadline = time.monotonic() + STOP_WAIT_S
+        state = "UNKNOWN"
         while time.monotonic() < deadline:
             state, _ = await self.state()
             if state not in ACTIVE_STATES:
                 return
             await asyncio.sleep(POLL_S)
+        structlog.get_logger().bind(service=SERVICE, job_id=self.job_id).warning(
+            "serving job still active after scancel", state=state, scancel_exit=cancelled.returncode,
+            scancel_stderr=cancelled.stderr.strip()[-500:])
 
 
 class SlurmExecutor:

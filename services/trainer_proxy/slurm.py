@@ -139,7 +139,7 @@ def _env(run_id: str, service: str) -> dict[str, str]:
     return {**os.environ, EXPERIMENT_ENV: run_id, SERVICE_ENV: service}
 
 
-async def _state(job_id: str) -> tuple[str, str]:
+async def job_state(job_id: str) -> tuple[str, str]:
     """(JobState, the raw record) of a job; falls back to sacct once scontrol forgot it."""
     result = await asyncio.to_thread(run_short, status_argv(job_id))
     if result.returncode == 0 and result.stdout.strip():
@@ -177,7 +177,7 @@ async def run_slurm(
     timed_out = stopped_for_loss = False
     try:
         await on_started(job_id)
-        state, record = await _state(job_id)
+        state, record = await job_state(job_id)
         while state in ACTIVE_STATES:
             if watch.poll() is not None:
                 stopped_for_loss = True
@@ -186,7 +186,7 @@ async def run_slurm(
                 timed_out = True
                 break
             await asyncio.sleep(POLL_S)
-            state, record = await _state(job_id)
+            state, record = await job_state(job_id)
     except BaseException:
         # The step is failing or being cancelled: the job must not run on unowned.
         run_short(cancel_argv(job_id))
@@ -197,7 +197,7 @@ async def run_slurm(
         deadline = time.monotonic() + kill_grace_s + 30.0
         while state in ACTIVE_STATES and time.monotonic() < deadline:
             await asyncio.sleep(POLL_S)
-            state, record = await _state(job_id)
+            state, record = await job_state(job_id)
     exit_code, signal = parse_exit(parse_record(record).get("ExitCode", ""))
     if state != "COMPLETED" and exit_code == 0 and signal is None:
         # Cancelled, timed out or lost by the scheduler with a clean-looking code:
