@@ -55,6 +55,8 @@ def test_changing_the_field_changes_what_runs(field, ctx):
     if not check.may_refuse:
         for name, value in (("example", before), ("changed", after)):
             assert not isinstance(value, Refused), f"{field}: the {name} campaign was refused: {value}"
+    # Two refusals differ by the values they quote, which shows no consumer.
+    assert not (isinstance(before, Refused) and isinstance(after, Refused)), f"{field}: both campaigns were refused"
     assert before != after, f"campaign field {field} changed nothing that {check.observe.__name__} shows"
 
 
