@@ -55,6 +55,10 @@ def _spec(model: type[Event], producer: str, *consumers: str) -> StreamSpec:
     return StreamSpec(model=model, producer=producer, consumers=tuple(consumers))
 
 
+# Where the services that change the cluster store their plan in a run's bundle:
+# an approval names the sha256 of these files, and `specdec <step> plan` prints them.
+PLAN_PATHS: dict[str, str] = {"training": "training/plan.json", "bench": "bench/plan.json"}
+
 # The owner of each step: the service that consumes <step>.requested and emits <step>.failed.
 STEP_OWNER: dict[str, str] = {
     "profile": PROFILER,

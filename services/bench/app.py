@@ -18,7 +18,7 @@ import yaml
 from pydantic import ValidationError
 
 from contracts.campaign import Campaign, Matrix, TrafficFile
-from contracts.catalogue import BENCH
+from contracts.catalogue import BENCH, PLAN_PATHS
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import (
     BenchCompleted,
@@ -42,7 +42,7 @@ from services.runtime.target import tokenizer_folder
 
 NAME = BENCH
 STEP = "bench"
-PLAN_PATH = "bench/plan.json"
+PLAN_PATH = PLAN_PATHS["bench"]
 PROMPTS_PATH = "bench/prompts.jsonl"
 
 

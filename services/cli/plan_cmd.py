@@ -18,13 +18,19 @@ import shlex
 import sys
 from typing import Any, TextIO
 
-from contracts.events import RunApproved
+from pydantic import ValidationError
+
+from contracts.campaign import Campaign
+from contracts.catalogue import PLAN_PATHS
+from contracts.events import BenchPlanned, RunApproved, TrainingPlanned
+from services.runtime.approval import covers, pre_approved
 from services.runtime.bundle import ArtifactMissing, BundleError, BundleStore, InvalidPath
+from services.runtime.bundle_records import CAMPAIGN_RELPATH
 from services.runtime.errors import SpecdecError
 from services.runtime.settings import RuntimeSettings
 
 # step -> (plan path in the bundle, the event that announces it)
-PLANS = {"bench": ("bench/plan.json", "bench.planned"), "training": ("training/plan.json", "training.planned")}
+PLANS = {"bench": (PLAN_PATHS["bench"], BenchPlanned.SCHEMA), "training": (PLAN_PATHS["training"], TrainingPlanned.SCHEMA)}
 
 
 class PlanUnavailable(SpecdecError):
@@ -65,28 +71,36 @@ def show_plan(bundle: BundleStore, step: str, run_id: str, *, as_json: bool, out
     if as_json:
         out.write(json.dumps(plan, indent=2, sort_keys=True) + "\n")
         return 0
-    approvals = [e for e in bundle.events(run_id) if e.get("schema") == RunApproved.SCHEMA
-                 and ref.sha256 in e.get("plan_sha256s", [])]
-    campaign = _campaign(bundle, run_id)
-    pre = bool(campaign.get("acknowledgements", {}).get("i_understand_this_mutates_cluster"))
+    approvals = [approval for approval in _approvals(bundle, run_id) if covers(approval, ref)]
+    pre = pre_approved(_campaign(bundle, run_id))
     out.write(f"{step} plan of run {run_id}\n  file: {bundle.resolve(ref.uri)}\n  sha256: {ref.sha256}\n")
     if pre:
         out.write("  approval: pre-approved by the campaign (acknowledgements.i_understand_this_mutates_cluster)\n")
     elif approvals:
-        out.write(f"  approval: covered by run.approved {approvals[-1].get('event_id')} "
-                  f"({approvals[-1].get('approved_by')})\n")
+        out.write(f"  approval: covered by run.approved {approvals[-1].event_id} ({approvals[-1].approved_by})\n")
     else:
         out.write(f"  approval: none yet; run `specdec approve {run_id} --i-understand-this-mutates-cluster`\n")
     out.write(render(plan))
     return 0
 
 
-def _campaign(bundle: BundleStore, run_id: str) -> dict[str, Any]:
+def _campaign(bundle: BundleStore, run_id: str) -> Campaign:
     try:
-        data = bundle.read_json(run_id, "campaign.json")
-    except BundleError:
-        return {}
-    return data if isinstance(data, dict) else {}
+        return Campaign.model_validate(bundle.read_json(run_id, CAMPAIGN_RELPATH))
+    except (BundleError, ValidationError) as exc:
+        raise PlanUnavailable(f"the campaign of run {run_id} cannot be trusted, so the plan's approval state is "
+                              f"unknown: {exc}") from None
+
+
+def _approvals(bundle: BundleStore, run_id: str) -> list[RunApproved]:
+    found = []
+    for event in bundle.events(run_id):
+        if event.get("schema") == RunApproved.SCHEMA:
+            try:
+                found.append(RunApproved.model_validate(event))
+            except ValidationError:
+                continue  # not an approval the services would honour either
+    return found
 
 
 def render(plan: Any, indent: int = 1) -> str:

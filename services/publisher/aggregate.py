@@ -21,6 +21,7 @@ import orjson
 from pydantic import ValidationError
 
 from contracts.campaign import Campaign, Matrix
+from contracts.catalogue import PLAN_PATHS
 from contracts.envelope import RUN_ID_PATTERN, SHA256_PATTERN
 from contracts.results import TrialIdentity
 from services.gate.metrics import MetricKey, trial_value
@@ -32,7 +33,7 @@ from services.runtime.bundle import ArtifactMissing, BundleError, BundleStore
 
 CAMPAIGN_PATH = "campaign.json"
 DECISION_PATH = "gate/DECISION.json"
-PLAN_PATH = "bench/plan.json"
+PLAN_PATH = PLAN_PATHS["bench"]
 RESULTS_GLOB = "bench/*/trial-*/result-*.json"
 # Written by the trainer-proxy when training completes: the draft's training input key.
 INPUT_KEY_PATH = "training/input-key.json"

@@ -19,6 +19,7 @@ from pydantic import Field
 
 from contracts.argv import ArgvError, ArgvTemplate
 from contracts.campaign import Campaign, Scheduler
+from contracts.catalogue import PLAN_PATHS
 from contracts.catalogue import TRAINER as SERVICE
 from contracts.envelope import ArtifactRef, RunId, Strict
 from services.runtime.procs import EXPERIMENT_ENV, SERVICE_ENV
@@ -27,7 +28,7 @@ from services.trainer_proxy.errors import PlanError
 from services.trainer_proxy.input_key import InputKey, ReusedDraft
 
 PLAN_VERSION = 1
-PLAN_PATH = "training/plan.json"
+PLAN_PATH = PLAN_PATHS["training"]
 OUTPUT_DIR = "training/output"
 STDOUT_PATH = "training/stdout.log"
 STDERR_PATH = "training/stderr.log"

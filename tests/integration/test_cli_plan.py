@@ -11,11 +11,14 @@ from pathlib import Path
 
 import pytest
 import structlog
+import yaml
 
+from contracts.campaign import Campaign
 from contracts.events import RunApproved
 from services.cli.main import main
 from services.runtime.bundle import BundleStore
 
+ROOT = Path(__file__).resolve().parents[2]
 RUN = "plan-cli-run-1"
 PLAN = {
     "version": 1,
@@ -38,7 +41,9 @@ def _restore_logging() -> Iterator[None]:
 def bundle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> BundleStore:
     monkeypatch.setenv("SPECDEC_BUNDLE_ROOT", str(tmp_path / "bundles"))
     store = BundleStore(tmp_path / "bundles")
-    store.write_json(RUN, "campaign.json", {"acknowledgements": {"i_understand_this_mutates_cluster": False}})
+    data = yaml.safe_load((ROOT / "infra/examples/campaign.yaml").read_text())
+    data["acknowledgements"]["i_understand_this_mutates_cluster"] = False
+    store.write_json(RUN, "campaign.json", Campaign.model_validate(data))
     return store
 
 
@@ -91,3 +96,11 @@ def test_a_plan_changed_after_it_was_stored_is_refused(bundle, capsys):
     code, out, err = cli(capsys, "bench", "plan", RUN)
     assert code == 2 and out == ""
     assert "cannot be trusted" in err
+
+
+def test_a_campaign_that_cannot_be_trusted_says_the_approval_state_is_unknown(bundle, capsys):
+    bundle.write_json(RUN, "bench/plan.json", PLAN)
+    path = bundle.run_dir(RUN) / "campaign.json"
+    path.write_text(path.read_text().replace("false", "true", 1))
+    code, out, err = cli(capsys, "bench", "plan", RUN)
+    assert code == 2 and "approval state is unknown" in err
