@@ -185,7 +185,8 @@ class Consumer:
         log = log.bind(run_id=event.run_id, event_id=event.event_id, schema=event.SCHEMA)
         key = StepKey(self.service, event.run_id, event.SCHEMA, route.step_key(event))
         if key in self.running:
-            # Its heartbeat moves the message back to the running delivery's consumer.
+            # Left pending: it is delivered again later, and then finds the step done (or
+            # runs it, if the running copy failed).
             log.info("step running in this instance; left pending", step_key=key.step)
             return "deferred"
         if deliveries > self.settings.max_deliveries and not await self.ledger.is_done(key):
@@ -283,8 +284,11 @@ class Consumer:
             await asyncio.sleep(min(interval, HEARTBEAT_RETRY_S) if failing else interval)
             try:
                 held = await self.ledger.renew(key, owner, self.lease_ttl_ms)
-                if self.touch is not None:
+                # Touching claims the message for this consumer: only while this owner holds the lease.
+                if held and self.touch is not None:
                     await self.touch(delivery.stream, self.service, delivery.consumer, delivery.message_id)
+                # A beat racing the step's own finish finds it done: no other owner is involved.
+                finished = not held and await self.ledger.is_done(key)
             except (RedisError, OSError) as exc:
                 if not failing:
                     log.warning("heartbeat cannot reach Redis; retrying", error=f"{type(exc).__name__}: {exc}")
@@ -293,6 +297,8 @@ class Consumer:
             if failing:
                 log.info("heartbeat reaches Redis again", lease_held=held)
             failing = False
+            if finished:
+                return
             if not held and not lost:
                 log.error("lease taken by another owner while this step runs; it may run twice", step_key=key.step)
             lost = not held

@@ -9,6 +9,7 @@ runs in the same instance. The instance's subscribers reconnect and take new wor
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -102,3 +103,24 @@ def test_step_running_across_a_redis_restart_runs_once(server, worker, worker_en
     wait_for(lambda: client.xlen(f"{PREFIX}.profile.completed") == 2, 30, "new work after the restart")
     client.close()
     assert worker.poll() is None, worker.stderr.read().decode()[-2000:] if worker.stderr else ""
+
+
+@pytest.mark.parametrize("ledger_kind", ["redis", "memory"])
+async def test_renew_keeps_or_takes_back_a_free_lease_and_never_one_that_is_taken_or_done(redis_url, prefix, ledger_kind):
+    import redis.asyncio as aioredis
+
+    from services.runtime.ledger import MemoryLedger, RedisLedger, StepKey
+
+    client = aioredis.Redis.from_url(redis_url)
+    ledger = RedisLedger(client, prefix) if ledger_kind == "redis" else MemoryLedger()
+    key = StepKey("trainer-proxy", "toy-20261130-000000-abcdef", "capacity.selected", "e1")
+    try:
+        assert await ledger.begin(key, "a", 50) == "begun"
+        assert await ledger.renew(key, "a", 50)
+        await asyncio.sleep(0.12)  # the lease lapses while its owner still runs (a Redis outage)
+        assert await ledger.renew(key, "a", 5_000), "a lapsed, free lease is taken back by its owner"
+        assert not await ledger.renew(key, "b", 5_000), "another owner never renews a held lease"
+        await ledger.finish(key, "a", ["training.completed"])
+        assert not await ledger.renew(key, "a", 5_000), "a done step's lease is never taken back"
+    finally:
+        await client.aclose()
