@@ -202,20 +202,12 @@ def test_bench_runner_killed_mid_bench_and_restarted_completes_the_run_once(
 # --- Redis SIGKILLed mid-run ------------------------------------------------------
 
 
-@pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
-    server = RedisServer(tmp_path / "redis")
-    server.start()
-    yield server
-    server.stop()
-
-
-def test_redis_killed_mid_run_and_restarted_loses_no_event(own_redis: RedisServer, toy_target: Path, tmp_path: Path) -> None:
+def test_redis_killed_mid_run_and_restarted_loses_no_event(redis_server: RedisServer, toy_target: Path, tmp_path: Path) -> None:
     """Redis dies while the trainer runs, for longer than a step's lease and the
     reclaim idle time, and comes back from its AOF: every event published before
     the kill is still there, the running step is not run a second time beside
     itself, and the run completes with each event once in the bundle's journal."""
-    topology = Topology(redis_url=own_redis.url, prefix=f"rel{uuid.uuid4().hex[:8]}", root=tmp_path / "topology")
+    topology = Topology(redis_url=redis_server.url, prefix=f"rel{uuid.uuid4().hex[:8]}", root=tmp_path / "topology")
     try:
         topology.start_all()
         trainer = write_trainer(tmp_path / "trainer")
@@ -225,9 +217,9 @@ def test_redis_killed_mid_run_and_restarted_loses_no_event(own_redis: RedisServe
         topology.wait(run_id, {"training.started"}, timeout_s=RUN_TIMEOUT_S)
         before = {e["event_id"]: e["schema"] for e in topology.events(run_id)}
 
-        own_redis.kill()
+        redis_server.kill()
         time.sleep(4.0)  # past the lease (2 s) and the reclaim idle time (3 s)
-        own_redis.start()
+        redis_server.start()
         after = {e["event_id"] for e in topology.events(run_id)}
         lost = {event_id: schema for event_id, schema in before.items() if event_id not in after}
         assert not lost, f"events lost with Redis: {lost}"

@@ -29,19 +29,11 @@ PREFIX = "recovery"
 
 
 @pytest.fixture
-def server(tmp_path: Path) -> Iterator[RedisServer]:
-    srv = RedisServer(tmp_path / "redis")
-    srv.start()
-    yield srv
-    srv.stop()
-
-
-@pytest.fixture
-def worker_env(server: RedisServer, tmp_path: Path) -> dict[str, str]:
+def worker_env(redis_server: RedisServer, tmp_path: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.update({
         "PYTHONPATH": str(ROOT),
-        "SPECDEC_REDIS_URL": server.url,
+        "SPECDEC_REDIS_URL": redis_server.url,
         "SPECDEC_STREAM_PREFIX": PREFIX,
         "SPECDEC_BUNDLE_ROOT": str(tmp_path / "bundles"),
         "SPECDEC_INSTANCE": "w1",
@@ -56,24 +48,27 @@ def worker_env(server: RedisServer, tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def worker(worker_env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(  # noqa: S603 - fixed argv
-        [sys.executable, "-m", "tests.support.worker"], env={**worker_env, "WORKER_SLEEP_S": "6"}, cwd=ROOT,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-    )
+def worker(worker_env: dict[str, str], tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    # Its log goes to a file: a pipe nobody reads would block the worker once the
+    # reconnect errors of the outage filled it.
+    with (tmp_path / "worker.log").open("wb") as log:
+        proc = subprocess.Popen(  # noqa: S603 - fixed argv
+            [sys.executable, "-m", "tests.support.worker"], env={**worker_env, "WORKER_SLEEP_S": "6"}, cwd=ROOT,
+            stdout=subprocess.DEVNULL, stderr=log,
+        )
     yield proc
     if proc.poll() is None:
         proc.kill()
     proc.wait()
 
 
-def _connect(server: RedisServer) -> redis.Redis:
-    return redis.Redis.from_url(server.url)
+def _connect(redis_server: RedisServer) -> redis.Redis:
+    return redis.Redis.from_url(redis_server.url)
 
 
-def test_step_running_across_a_redis_restart_runs_once(server, worker, worker_env):
+def test_step_running_across_a_redis_restart_runs_once(redis_server, worker, worker_env, tmp_path):
     log = Path(worker_env["WORKER_LOG"])
-    client = _connect(server)
+    client = _connect(redis_server)
     stream = f"{PREFIX}.profile.requested"
     wait_for(lambda: client.exists(stream) and client.xinfo_groups(stream), 30, "the worker's consumer group")
     event = request()
@@ -81,13 +76,13 @@ def test_step_running_across_a_redis_restart_runs_once(server, worker, worker_en
     wait_for(lambda: any(l[0] == "start" for l in lines(log)), 20, "the step to start")
     client.close()
 
-    server.kill()
+    redis_server.kill()
     # Down for longer than the lease (1 s) and the reclaim idle time (1.5 s):
     # without the heartbeat's retry, the lease lapses and the message is reclaimed.
     time.sleep(2.5)
-    server.start()
+    redis_server.start()
 
-    client = _connect(server)
+    client = _connect(redis_server)
     wait_for(lambda: any(l[0] == "done" for l in lines(log)), 30, "the step to complete")
     wait_for(lambda: client.xpending(stream, "worker")["pending"] == 0, 15, "the ack")
     time.sleep(2.0)  # a second run, if one had started, would show by now
@@ -102,7 +97,7 @@ def test_step_running_across_a_redis_restart_runs_once(server, worker, worker_en
     publish(client, PREFIX, ProfileRequested(run_id="toy-20261130-000000-fedcba", producer="test", requested_by="test"))
     wait_for(lambda: client.xlen(f"{PREFIX}.profile.completed") == 2, 30, "new work after the restart")
     client.close()
-    assert worker.poll() is None, worker.stderr.read().decode()[-2000:] if worker.stderr else ""
+    assert worker.poll() is None, (tmp_path / "worker.log").read_text()[-2000:]
 
 
 @pytest.mark.parametrize("ledger_kind", ["redis", "memory"])
