@@ -20,7 +20,7 @@ from typing import TextIO
 
 from contracts.catalogue import STEP_OWNER
 from services.cli.context import connect
-from services.cli.progress import RunStatus, one_line, run_status
+from services.cli.progress import RunStatus, event_detail, one_line, run_status
 from services.cli.streams import follow
 from services.cli.submit import submit
 from services.cli.up import start, stop
@@ -59,10 +59,9 @@ def _detail(event: dict) -> str:
                 f"{done}/{done + failed} requests"
                 + (f", median TPOT {tpot:.2f} ms" if tpot else "")
                 + (f", acceptance length {length:.2f}" if length else ""))
-    if event.get("schema") == "gate.decided":
-        return f"  | decision: {event.get('decision')}" + (f" ({event.get('winner')})" if event.get("winner") else "")
-    if str(event.get("schema", "")).endswith(".failed"):
-        return f"  | {event.get('reason')}"
+    if event.get("schema") == "gate.decided" or str(event.get("schema", "")).endswith(".failed"):
+        text = event_detail(event)
+        return f"  | {text}" if text else ""
     return ""
 
 

@@ -53,14 +53,15 @@ class RunStatus(Strict):
     steps: list[StepState] = Field(description="Every step in flow order.")
 
 
-def _detail(event: dict[str, Any]) -> str | None:
+def event_detail(event: dict[str, Any]) -> str | None:
+    """What a status line says of the event beyond its schema (the reason of a failure, ...)."""
     schema = event.get("schema", "")
     if schema.endswith(".failed"):
         return event.get("reason")
     if event.get("skipped_reason"):
         return f"skipped: {event['skipped_reason']}"
     if schema == "gate.decided":
-        return f"decision: {event.get('decision')}"
+        return f"decision: {event.get('decision')}" + (f" ({event['winner']})" if event.get("winner") else "")
     if schema == "bench.trial.completed":
         return f"cell {event.get('cell_id')} trial {event.get('trial')} at concurrency {event.get('concurrency')}"
     if schema == "capacity.unavailable":
@@ -81,7 +82,7 @@ def run_status(run_id: str, events: Iterable[dict[str, Any]]) -> RunStatus:
         if state == "done" and event.get("skipped_reason"):
             state = "skipped"
         states[step] = StepState(
-            step=step, state=state, detail=_detail(event), last_event=event["schema"], at=str(event.get("produced_at"))
+            step=step, state=state, detail=event_detail(event), last_event=event["schema"], at=str(event.get("produced_at"))
         )
     halted = any(s.state == "failed" for s in states.values())
     return RunStatus(run_id=run_id, events=len(ordered), halted=halted, steps=list(states.values()))
