@@ -92,17 +92,24 @@ def build_prompts(bundle: BundleStore, campaign: Campaign, matrix: Matrix, run_i
     return cycle(prompts, load.num_prompts)
 
 
-def default_node(bundle: BundleStore, campaign: Campaign, run_id: str) -> str:
+def default_node(bundle: BundleStore, campaign: Campaign, matrix: Matrix, run_id: str) -> str:
     """Where cells without a node are served: this host for the local executor; on a
-    scheduler, the capacity step's latest selection in the run's journal (this host
-    when there is none, e.g. a bench requested on its own)."""
+    scheduler, the capacity step's latest selection in the run's journal. This host is
+    no scheduler node, so without a selection every cell must name its node."""
     import socket
 
-    if campaign.capacity.scheduler != "local":
-        for past in reversed(bundle.events(run_id)):
-            if past.get("schema") == CapacitySelected.SCHEMA and past.get("node"):
-                return str(past["node"])
-    return socket.gethostname()
+    if campaign.capacity.scheduler == "local":
+        return socket.gethostname()
+    for past in reversed(bundle.events(run_id)):
+        if past.get("schema") == CapacitySelected.SCHEMA and past.get("node"):
+            return str(past["node"])
+    unplaced = [cell.cell_id for cell in matrix.cells if not cell.node]
+    if unplaced:
+        raise StepFailed(
+            f"run {run_id} has no capacity.selected in its journal, so no idle {campaign.capacity.scheduler} node is "
+            f"known for cells {unplaced}: run the capacity step first (specdec request capacity {run_id}) or give "
+            "each cell its node", error_type="NoCapacity")
+    return ""  # every cell names its node
 
 
 def make_executor(plan: BenchPlan, bundle: BundleStore) -> ServingExecutor:
@@ -122,7 +129,7 @@ def plan_bench(bundle: BundleStore, campaign: Campaign, event: Event) -> tuple[B
         prompts = build_prompts(bundle, campaign, matrix, run_id)
         prompts_ref = bundle.write_bytes(run_id, PROMPTS_PATH, b"".join(p.model_dump_json().encode() + b"\n" for p in prompts))
         plan = build_plan(
-            campaign, matrix, run_id=run_id, default_node=default_node(bundle, campaign, run_id),
+            campaign, matrix, run_id=run_id, default_node=default_node(bundle, campaign, matrix, run_id),
             training_output=training_output(bundle, event),
             prompts={"source": PROMPTS_PATH, "uri": prompts_ref.uri, "sha256": prompts_ref.sha256, "count": len(prompts)},
             run_dir=str(bundle.run_dir(run_id).absolute()), cwd=str(Path.cwd()),

@@ -134,6 +134,8 @@ async def test_a_kubernetes_plan_without_kubectl_fails_before_any_launch(setting
     data = campaign(acknowledged=True).model_dump(by_alias=True)
     data["capacity"]["scheduler"] = "kubernetes"
     data["capacity"]["selectors"] = {"image": "registry.example/vllm:0.11"}
+    for cell in data["matrix"]["cells"]:
+        cell["node"] = "gpu-1"  # no capacity.selected in this run: each cell names its node
     bundle = BundleStore(settings.bundle_root)
     bundle.write_json(run_id, "campaign.json", Campaign.model_validate(data))
     monkeypatch.setenv("PATH", str(tmp_path))  # a PATH without kubectl
@@ -146,3 +148,17 @@ async def test_a_kubernetes_plan_without_kubectl_fails_before_any_launch(setting
     assert plan["executor"] == "kubernetes"
     assert plan["launches"][0]["kubernetes"]["manifest"]["metadata"]["labels"]["experiment"] == run_id
     assert not list((bundle.run_dir(run_id) / "bench").glob("*/launch-*"))
+
+
+async def test_on_a_scheduler_without_a_selected_node_a_cell_without_one_is_refused_at_planning(settings):
+    run_id = "toy-20261130-090909-abcdef"
+    data = campaign(acknowledged=True).model_dump(by_alias=True)
+    data["capacity"]["scheduler"] = "slurm"
+    bundle = BundleStore(settings.bundle_root)
+    bundle.write_json(run_id, "campaign.json", Campaign.model_validate(data))
+    async with bench_runner(settings) as service:
+        await service.bus.publish(BenchRequested(run_id=run_id, producer="test", requested_by="test"))
+        events = await wait_events(settings, {"bench.completed", "bench.failed"}, run_id=run_id, timeout_s=60)
+    failed = events["bench.failed"]
+    assert failed["error_type"] == "NoCapacity" and f"specdec request capacity {run_id}" in failed["reason"]
+    assert not (bundle.run_dir(run_id) / "bench/plan.json").exists()
