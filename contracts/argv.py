@@ -13,6 +13,8 @@ from collections.abc import Mapping
 
 from pydantic import RootModel, field_validator
 
+from contracts.errors import SpecdecError
+
 # The one whitelist of placeholders (DESIGN.md, "The campaign file").
 PLACEHOLDERS: dict[str, str] = {
     "run_id": "the run ID (also the experiment label value)",
@@ -41,8 +43,10 @@ _FIELD_RE = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 _ACK_RE = re.compile(r"i[\s_-]*understand", re.IGNORECASE)
 
 
-class ArgvError(ValueError):
-    """An argv template is invalid or cannot be rendered."""
+class ArgvError(SpecdecError, ValueError):
+    """An argv template is invalid or cannot be rendered.
+
+    A ValueError too, so pydantic reports it as a validation error of the field."""
 
 
 def _fields(token: str) -> list[str]:

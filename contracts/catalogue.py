@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from contracts import events as ev
+from contracts import layout
 from contracts.envelope import Event
 
 CLI = "cli"
@@ -55,9 +56,8 @@ def _spec(model: type[Event], producer: str, *consumers: str) -> StreamSpec:
     return StreamSpec(model=model, producer=producer, consumers=tuple(consumers))
 
 
-# Where the services that change the cluster store their plan in a run's bundle:
-# an approval names the sha256 of these files, and `specdec <step> plan` prints them.
-PLAN_PATHS: dict[str, str] = {"training": "training/plan.json", "bench": "bench/plan.json"}
+# Where the services that change the cluster store their plan (contracts.layout).
+PLAN_PATHS = layout.PLAN_PATHS
 
 # The owner of each step: the service that consumes <step>.requested and emits <step>.failed.
 STEP_OWNER: dict[str, str] = {

@@ -16,11 +16,12 @@ import orjson
 from pydantic import ValidationError
 
 from contracts.envelope import Event
+from contracts.errors import SpecdecError
 
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 
 
-class ContractError(Exception):
+class ContractError(SpecdecError):
     """Root of every contract error: the payload is not a valid specdec event."""
 
 

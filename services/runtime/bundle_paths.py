@@ -6,13 +6,14 @@ bad run ID or relative path fails before a directory is created or a file opened
 
 from __future__ import annotations
 
+from contracts import layout
 from contracts.envelope import KEY_RE, RUN_ID_RE
 from services.runtime.errors import SpecdecError
 
 URI_SCHEME = "bundle://"
-EVENTS_NAME = "events.jsonl"
-MANIFEST_NAME = "manifest.json"
-INDEX_DIR = ".index"
+EVENTS_NAME = layout.EVENTS
+MANIFEST_NAME = layout.MANIFEST
+INDEX_DIR = layout.INDEX_DIR
 # Top-level names the store owns: an artifact may not take them. (`.index`
 # already fails KEY_RE; it is listed so the rule reads in one place.)
 RESERVED_NAMES = frozenset({EVENTS_NAME, MANIFEST_NAME, INDEX_DIR})

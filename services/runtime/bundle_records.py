@@ -12,6 +12,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, Field
 
+from contracts import layout
 from contracts.envelope import RunId, Sha256, Strict
 from services.runtime.bundle_paths import InvalidContent
 
@@ -19,7 +20,7 @@ INDEX_RECORD_VERSION = 1
 MANIFEST_VERSION = 1
 # The stored campaign (a JSON dump of contracts.campaign.Campaign) the manifest
 # reads the operator's commands and the source revisions from.
-CAMPAIGN_RELPATH = "campaign.json"
+CAMPAIGN_RELPATH = layout.CAMPAIGN
 
 _JSON_OPTIONS = orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS
 

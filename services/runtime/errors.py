@@ -1,19 +1,33 @@
-"""The root of specdec's runtime errors, and the errors a step raises on purpose."""
+"""The error boundary of a step (DESIGN.md, "Delivery semantics").
+
+Two kinds of failure reach the consumer (services/runtime/consumer.py):
+
+- **permanent**: `StepFailed` and every class below it. Retrying cannot fix a
+  bad input, so the consumer publishes `<step>.failed` with the error's reason
+  and `error_type` (the class name unless the raiser names a documented code)
+  and the run halts there. Each service's own error family
+  (`CorpusError`, `GateError`, ...) derives from `StepFailed`, so a handler
+  lets them propagate: nothing re-wraps them.
+- **transient**: anything else (Redis, the disk, a timeout). The message stays
+  pending and is retried, and dead-lettered with the error on its last delivery.
+
+The same input therefore fails the same way in every service.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from contracts.errors import SpecdecError
 
-class SpecdecError(Exception):
-    """Root of every error specdec raises on purpose."""
+__all__ = ["BrokerUnavailable", "CampaignUnusable", "ConfigurationError", "SpecdecError", "StepFailed"]
 
 
 class StepFailed(SpecdecError):
     """A step failed for a reason the operator must act on; the run halts there.
 
-    A handler raises it to emit `<step>.failed` with this reason instead of
-    retrying: retrying cannot fix a bad input.
+    A handler raises it (or a subclass) to emit `<step>.failed` with this reason
+    instead of retrying: retrying cannot fix a bad input.
     """
 
     def __init__(self, reason: str, *, error_type: str | None = None, artifacts: list[Any] | None = None) -> None:
@@ -22,6 +36,10 @@ class StepFailed(SpecdecError):
         self.error_type = error_type or type(self).__name__
         # ArtifactRefs of what the step produced before failing; the bundle keeps them.
         self.artifacts = list(artifacts or [])
+
+
+class CampaignUnusable(StepFailed):
+    """The run's stored campaign is missing (`CampaignMissing`) or invalid (`CampaignInvalid`)."""
 
 
 class ConfigurationError(SpecdecError):

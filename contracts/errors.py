@@ -1,0 +1,14 @@
+"""The root of every error specdec raises on purpose.
+
+Contracts' own errors (an invalid event, an invalid argv template) and every
+service's errors derive from `SpecdecError`, so a caller that wants "any specdec
+error" catches one class. The families below it live where they are raised:
+`contracts.registry.ContractError`, `contracts.argv.ArgvError`, and in the
+services `services.runtime.errors.StepFailed` (a step's permanent failures).
+"""
+
+from __future__ import annotations
+
+
+class SpecdecError(Exception):
+    """Root of every error specdec raises on purpose."""

@@ -1,0 +1,134 @@
+"""The evidence bundle's layout: every path a step writes, or reads from another step.
+
+One module names them all, so a step reads what an upstream step wrote only
+through these names (DESIGN.md, "Evidence bundle"), and a reader of the bundle
+finds each file here. Paths are relative to a run's bundle folder; the store
+(`services/runtime/bundle.py`) validates each one before any I/O. Functions
+build the paths that carry IDs (cells, trials, launches); they take validated
+IDs (`contracts.envelope.Key`) and never touch the disk.
+
+Sections follow the flow: what `specdec submit` stores, then each step's folder.
+"""
+
+from __future__ import annotations
+
+# --- owned by the store ---------------------------------------------------------
+EVENTS = "events.jsonl"  # append-only; the journal is its one writer
+MANIFEST = "manifest.json"  # derived from the artifacts, rebuilt atomically
+INDEX_DIR = ".index"  # the store's per-artifact hash records
+
+# --- stored by `specdec submit`, before anything runs ----------------------------
+CAMPAIGN_YAML = "campaign.yaml"  # the operator's file, byte for byte
+CAMPAIGN = "campaign.json"  # the validated, resolved campaign every step reads
+OPERATOR_COMMANDS = "operator/commands.json"
+OPERATOR_REVISIONS = "operator/source_revisions.json"
+INERT = "inert.json"  # fields accepted but not consumed (contracts/inert.py)
+
+# --- profile/ --------------------------------------------------------------------
+PROFILE_DIR = "profile"
+PROFILE = f"{PROFILE_DIR}/PROFILE.json"
+PROFILE_REJECTED = f"{PROFILE_DIR}/PROFILE.rejected.json"  # kept when too many lines were rejected
+
+# --- corpus/ ---------------------------------------------------------------------
+CORPUS_DIR = "corpus"
+CORPUS = f"{CORPUS_DIR}/CORPUS.jsonl"
+CORPUS_MANIFEST = f"{CORPUS}.manifest.json"
+
+
+def corpus_split(name: str) -> str:
+    """One split of the corpus as its own file (`train`, `heldout`)."""
+    return f"{CORPUS_DIR}/{name}.jsonl"
+
+
+# --- capacity/ -------------------------------------------------------------------
+CAPACITY_DIR = "capacity"
+
+
+def capacity_check(folder: str, check_id: str) -> str:
+    """One idle check's folder under `folder` (the capacity step's, or a re-check's)."""
+    return f"{folder}/{check_id}"
+
+
+# --- training/ -------------------------------------------------------------------
+TRAINING_DIR = "training"
+TRAINING_PLAN = f"{TRAINING_DIR}/plan.json"
+TRAINING_SKIPPED = f"{TRAINING_DIR}/skipped.json"
+TRAINING_CORPUS_TRAIN = f"{TRAINING_DIR}/corpus-train.jsonl"
+TRAINING_CORPUS_HELDOUT = f"{TRAINING_DIR}/corpus-heldout.jsonl"
+TRAINING_OUTPUT_DIR = f"{TRAINING_DIR}/output"  # the draft checkpoint the trainer writes
+TRAINING_STDOUT = f"{TRAINING_DIR}/stdout.log"
+TRAINING_STDERR = f"{TRAINING_DIR}/stderr.log"
+TRAINING_ARGV = f"{TRAINING_DIR}/argv.json"
+TRAINING_OUTPUTS = f"{TRAINING_DIR}/outputs.json"  # every output file and its sha256
+TRAINING_CAPTURE = f"{TRAINING_DIR}/capture.json"
+TRAINING_CLEANUP = f"{TRAINING_DIR}/cleanup.json"
+TRAINING_PROBES = f"{TRAINING_DIR}/probes.json"
+TRAINING_PROBE_STDOUT = f"{TRAINING_DIR}/probe/stdout.log"
+TRAINING_PROBE_STDERR = f"{TRAINING_DIR}/probe/stderr.log"
+TRAINING_INPUT_KEY = f"{TRAINING_DIR}/input-key.json"
+TRAINING_REUSE = f"{TRAINING_DIR}/reuse.json"
+TRAINING_SLURM_JOB = f"{TRAINING_DIR}/slurm-job.py"
+TRAINING_K8S_JOB = f"{TRAINING_DIR}/job.json"
+TRAINING_RECHECK_DIR = f"{TRAINING_DIR}/capacity"  # the pre-launch capacity re-check
+
+# --- bench/ ----------------------------------------------------------------------
+BENCH_DIR = "bench"
+BENCH_PLAN = f"{BENCH_DIR}/plan.json"
+BENCH_PROMPTS = f"{BENCH_DIR}/prompts.jsonl"
+BENCH_RECHECK_DIR = f"{BENCH_DIR}/capacity"
+BENCH_ATTEMPTS_DIR = f"{BENCH_DIR}/attempts"
+# Inside a launch folder (the server's log, the Slurm job, the Kubernetes Pod).
+SERVER_LOG = "server.log"
+SLURM_SERVE_JOB = "serve-job.py"
+SLURM_ENDPOINT = "endpoint.json"
+K8S_POD = "pod.json"
+# The trial results the gate and the publisher read; nothing else matches it.
+RESULTS_GLOB = f"{BENCH_DIR}/*/trial-*/result-*.json"
+
+
+def bench_attempt(attempt: int) -> str:
+    return f"{BENCH_ATTEMPTS_DIR}/attempt-{attempt}.json"
+
+
+def launch_folder(cell_id: str, index: int) -> str:
+    """Where one server launch of a cell keeps its log, argv and engine files."""
+    return f"{BENCH_DIR}/{cell_id}/launch-{index}"
+
+
+def trial_folder(cell_id: str, trial: int) -> str:
+    return f"{BENCH_DIR}/{cell_id}/trial-{trial}"
+
+
+def attempt_folder(folder: str, attempt: int) -> str:
+    """A later attempt's raw files inside `folder`; the first attempt writes in `folder` itself."""
+    return folder if attempt == 1 else f"{folder}/attempt-{attempt}"
+
+
+def result_name(concurrency: int) -> str:
+    return f"result-c{concurrency}.json"
+
+
+def trial_result(cell_id: str, trial: int, concurrency: int) -> str:
+    """One trial's result JSON (`vllm bench serve` keys plus specdec's blocks)."""
+    return f"{trial_folder(cell_id, trial)}/{result_name(concurrency)}"
+
+
+def operator_result(folder: str, concurrency: int) -> str:
+    """The raw file an operator's bench command wrote, before specdec adds its blocks."""
+    return f"{folder}/operator-result-c{concurrency}.json"
+
+
+# --- gate/ -----------------------------------------------------------------------
+GATE_DIR = "gate"
+DECISION = f"{GATE_DIR}/DECISION.json"
+
+# --- report/ ---------------------------------------------------------------------
+REPORT_DIR = "report"
+REPORT_MARKDOWN = f"{REPORT_DIR}/report.md"
+REPORT_HTML = f"{REPORT_DIR}/report.html"
+REPORT_SUMMARY = f"{REPORT_DIR}/report.json"
+REPORT_PLOTS_DIR = f"{REPORT_DIR}/plots"
+
+# Where the services that change the cluster store their plan: an approval names
+# the sha256 of these files, and `specdec <step> plan` prints them.
+PLAN_PATHS: dict[str, str] = {"training": TRAINING_PLAN, "bench": BENCH_PLAN}
