@@ -1,4 +1,4 @@
-"""Health and Prometheus metrics of one service instance, over plain HTTP.
+"""The health endpoint of one service instance: /health and /metrics over plain HTTP.
 
 `serve_health(service, port)` starts a small asyncio HTTP/1.1 server (stdlib
 only: two read-only routes need no framework) answering:
@@ -13,53 +13,42 @@ only: two read-only routes need no framework) answering:
   and the group's pending count and lag, read with XINFO GROUPS at scrape time
   so they are never stale.
 
-`python -m services.runtime.health check --port N` exits 0 when the endpoint
-on 127.0.0.1:N answers 200 (the container health check; no curl needed).
+The counters live in services/runtime/metrics.py; the container's probe of
+this endpoint is services/runtime/healthcheck.py.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import sys
-import urllib.error
-import urllib.request
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import Any, Literal, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from pydantic import Field
 from redis.exceptions import RedisError, ResponseError
 
 from contracts.envelope import Strict
 from services.runtime.errors import SpecdecError
-
-if TYPE_CHECKING:
-    from services.runtime.service import Service
+from services.runtime.metrics import GroupState, Metrics
 
 HEALTH_VERSION = 1
-# The outcomes `Consumer._handle` returns (services/runtime/consumer.py).
-OUTCOMES = frozenset({"done", "failed_step", "duplicate", "deferred", "retry", "dead_lettered"})
-# Outcomes that took the message off the group as processed (acked).
-CONSUMED = frozenset({"done", "failed_step", "duplicate"})
-# Outcomes for which the step's handler ran: the ones the latency histogram times.
-HANDLER_RAN = frozenset({"done", "failed_step", "retry"})
-# Steps last from milliseconds (gate, duplicates) to hours (training, serving).
-LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 14400)
 MAX_REQUEST_BYTES = 16 * 1024
 
 
-class GroupState(Strict):
-    """This service's consumer group on one stream, as XINFO GROUPS reports it."""
+class Probed(Protocol):
+    """What the endpoint reads of a service instance (services.runtime.service.Service has it all).
 
-    stream: str = Field(description="Stream name (<prefix>.<schema>).")
-    group: str = Field(description="Consumer group (the service's name).")
-    lag: int | None = Field(description="Entries not yet delivered to the group; null when Redis cannot tell.")
-    pending: int | None = Field(description="Entries delivered but not acked (the group's PEL); null when unread.")
-    consumers: int | None = Field(description="Consumers (readers and reclaimers) in the group; null when unread.")
-    error: str | None = Field(default=None, description="Why the state could not be read, when it could not.")
+    A protocol, not the Service class: the service module starts the endpoint,
+    so the endpoint must not import it back.
+    """
+
+    name: str
+    settings: Any
+    broker: Any
+    client: Any
+    consumer: Any
+
+    @property
+    def streams(self) -> list[str]: ...
 
 
 class HealthReport(Strict):
@@ -80,97 +69,6 @@ class HealthError(SpecdecError):
     """The health endpoint cannot be served (for example the port is taken)."""
 
 
-class _GroupCollector:
-    """Scrape-time gauges from the latest XINFO GROUPS snapshot.
-
-    The endpoint refreshes `states` right before each scrape; a stream whose
-    state could not be read has no sample (absent, never a stale value).
-    """
-
-    def __init__(self, service: str) -> None:
-        self.service = service
-        self.states: list[GroupState] = []
-        self.redis_up: bool | None = None
-
-    def collect(self) -> Iterable[Metric]:
-        pending = GaugeMetricFamily(
-            "specdec_group_pending", "Entries delivered to the group but not acked.", labels=["service", "stream"]
-        )
-        lag = GaugeMetricFamily(
-            "specdec_group_lag", "Entries of the stream not yet delivered to the group.", labels=["service", "stream"]
-        )
-        for state in self.states:
-            if state.pending is not None:
-                pending.add_metric([self.service, state.stream], state.pending)
-            if state.lag is not None:
-                lag.add_metric([self.service, state.stream], state.lag)
-        up = GaugeMetricFamily("specdec_redis_up", "1 when Redis answered at the last scrape.", labels=["service"])
-        if self.redis_up is not None:
-            up.add_metric([self.service], 1.0 if self.redis_up else 0.0)
-        return [pending, lag, up]
-
-
-class Metrics:
-    """Counters and the latency histogram of one instance, in a registry of its own.
-
-    `observe(schema, outcome, seconds)` is called by the consumer after each
-    delivery. Counting rules (docs/deployment.md, "Metrics"):
-    consumed = done, failed_step, duplicate (acked as processed);
-    failed = failed_step (kind="step": the step emitted `<step>.failed`) and
-    retry (kind="error": the handler raised, the message stays pending);
-    dead_lettered = dead_lettered; the histogram times deliveries whose handler
-    ran (done, failed_step, retry). Every delivery is also counted by outcome.
-    """
-
-    def __init__(self, service: str, registry: CollectorRegistry | None = None) -> None:
-        self.service = service
-        self.registry = registry or CollectorRegistry()
-        labels = ["service", "schema"]
-        self.consumed = Counter(
-            "specdec_events_consumed", "Events handled and acked as processed.", labels, registry=self.registry
-        )
-        self.failed = Counter(
-            "specdec_events_failed",
-            "Deliveries whose step failed (kind=step) or whose handler raised (kind=error).",
-            [*labels, "kind"],
-            registry=self.registry,
-        )
-        self.dead_lettered = Counter(
-            "specdec_events_dead_lettered", "Events moved to the dead-letter stream.", labels, registry=self.registry
-        )
-        self.handled = Counter(
-            "specdec_deliveries", "Every delivery, by outcome.", [*labels, "outcome"], registry=self.registry
-        )
-        self.handler_seconds = Histogram(
-            "specdec_handler_seconds",
-            "Time to handle one delivery whose step handler ran.",
-            labels,
-            buckets=LATENCY_BUCKETS_S,
-            registry=self.registry,
-        )
-        self.groups = _GroupCollector(service)
-        self.registry.register(self.groups)  # type: ignore[arg-type]
-
-    def observe(self, schema: str, outcome: str, seconds: float) -> None:
-        # An outcome this module does not know is still counted, under a bounded
-        # label, so a new consumer outcome shows up instead of vanishing.
-        label = outcome if outcome in OUTCOMES else "unknown"
-        self.handled.labels(self.service, schema, label).inc()
-        if label in CONSUMED:
-            self.consumed.labels(self.service, schema).inc()
-        if label == "failed_step":
-            self.failed.labels(self.service, schema, "step").inc()
-        elif label == "retry":
-            self.failed.labels(self.service, schema, "error").inc()
-        elif label == "dead_lettered":
-            self.dead_lettered.labels(self.service, schema).inc()
-        if label in HANDLER_RAN:
-            self.handler_seconds.labels(self.service, schema).observe(seconds)
-
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
-
-
 def _describe(exc: BaseException) -> str:
     if isinstance(exc, TimeoutError):
         return "timed out"
@@ -184,7 +82,7 @@ def _text(value: object) -> str:
 class HealthEndpoint:
     """Builds /health and /metrics for one service; the HTTP layer is `serve_health`."""
 
-    def __init__(self, service: Service, metrics: Metrics, *, timeout_s: float = 2.0) -> None:
+    def __init__(self, service: Probed, metrics: Metrics, *, timeout_s: float = 2.0) -> None:
         self.service = service
         self.metrics = metrics
         self.timeout_s = timeout_s
@@ -316,7 +214,7 @@ async def _serve_connection(
 
 
 async def serve_health(
-    service: Service,
+    service: Probed,
     port: int,
     *,
     host: str = "0.0.0.0",  # noqa: S104 - containers are probed from outside
@@ -351,32 +249,3 @@ async def serve_health(
 
 def bound_port(server: asyncio.Server) -> int:
     return int(server.sockets[0].getsockname()[1])
-
-
-def check(port: int, host: str = "127.0.0.1", timeout_s: float = 5.0) -> tuple[bool, str]:
-    """(healthy, what was seen) for the endpoint at host:port."""
-    try:
-        with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=timeout_s) as response:  # noqa: S310
-            return response.status == 200, response.read().decode("utf-8", "replace")
-    except urllib.error.HTTPError as exc:
-        return False, exc.read().decode("utf-8", "replace")
-    except (urllib.error.URLError, OSError) as exc:
-        return False, f"no answer from {host}:{port}: {exc}"
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m services.runtime.health")
-    sub = parser.add_subparsers(dest="command", required=True)
-    probe = sub.add_parser("check", help="exit 0 when GET /health answers 200")
-    probe.add_argument("--port", type=int, required=True, help="the instance's SPECDEC_HEALTH_PORT")
-    probe.add_argument("--host", default="127.0.0.1")
-    probe.add_argument("--timeout-s", type=float, default=5.0)
-    args = parser.parse_args(argv)
-    healthy, seen = check(args.port, args.host, args.timeout_s)
-    if not healthy:
-        print(seen, file=sys.stderr)
-    return 0 if healthy else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -22,8 +22,9 @@ from redis.exceptions import ResponseError
 from contracts.registry import Registry, default_registry
 from services.runtime.broker import Bus, make_broker
 from services.runtime.consumer import Consumer, Delivery, Route
-from services.runtime.health import Metrics, serve_health
+from services.runtime.health import serve_health
 from services.runtime.ledger import Ledger, MemoryLedger, RedisLedger
+from services.runtime.metrics import Metrics
 from services.runtime.settings import RuntimeSettings
 
 RECLAIM_SUFFIX = "~reclaim"
