@@ -25,9 +25,10 @@ import numpy as np
 import orjson
 from pydantic import Field, ValidationError, model_validator
 
+from contracts.corpus import ChatMessage, CorpusRecord
 from contracts.envelope import Strict
-from services.corpus.model import ChatMessage, CorpusRecord
 from services.runtime.errors import ConfigurationError
+from services.shared.text.chat_template import load_chat_template
 
 
 class PromptError(ConfigurationError):
@@ -53,7 +54,7 @@ class Prompt(Strict):
 
 
 class ShapeSpec(Strict):
-    """A workload shape's lengths (the profiler's `Shape` has the same fields)."""
+    """A workload shape's lengths (`contracts.profile.Shape` has the same fields)."""
 
     name: str = Field(min_length=1, description="Shape name (identity).")
     input_tokens: int = Field(ge=1, description="Prompt length, tokens.")
@@ -62,7 +63,7 @@ class ShapeSpec(Strict):
     @model_validator(mode="before")
     @classmethod
     def _drop_description(cls, data: object) -> object:
-        # Accept a profiler Shape dumped as a dict: its description is prose, not a length.
+        # Accept a `Shape` dumped as a dict: its description is prose, not a length.
         if isinstance(data, dict) and "description" in data:
             data = {k: v for k, v in data.items() if k != "description"}
         return data
@@ -215,8 +216,6 @@ def _exact_text(tokenizer, n_tokens: int, rng: np.random.Generator) -> tuple[str
 def _completion_renderer(tokenizer_dir: str | Path | None):
     template = None
     if tokenizer_dir is not None:
-        from services.corpus.render import load_chat_template
-
         template = load_chat_template(tokenizer_dir)
 
     def render(messages: Iterable[ChatTurn | ChatMessage]) -> str:

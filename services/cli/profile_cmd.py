@@ -22,8 +22,8 @@ from services.runtime.errors import ConfigurationError
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `profile` subcommand to the `specdec` parser."""
-    from services.profiler.model import DEFAULT_REJECT_THRESHOLD, DEFAULT_SAMPLE_CAP
-    from services.profiler.shapes import SHAPES
+    from services.profiler.defaults import DEFAULT_REJECT_THRESHOLD, DEFAULT_SAMPLE_CAP
+    from services.shared.text.shapes import SHAPES
 
     p = subparsers.add_parser(
         "profile",
@@ -58,7 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Profile, write --out atomically, print a one-line summary. Errors propagate as `SpecdecError`s."""
-    from services.profiler.model import DEFAULT_REJECT_THRESHOLD, DEFAULT_SAMPLE_CAP
+    from services.profiler.defaults import DEFAULT_REJECT_THRESHOLD, DEFAULT_SAMPLE_CAP
     from services.profiler.profile import profile_shapes, profile_traffic
 
     if args.aa_shapes is not None:

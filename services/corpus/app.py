@@ -5,6 +5,11 @@ scratch folder, then stores CORPUS.jsonl, its manifest and the two split files
 (train.jsonl, heldout.jsonl: the `{corpus_train}` / `{corpus_heldout}` argv
 placeholders) write-once in the bundle under corpus/. A shapes-only campaign
 records the step as skipped with the reason.
+
+Failures are `StepFailed`s (`CorpusError` and the shared text errors, their
+messages redacted when built) and propagate as they are: the consumer emits
+`corpus.failed` with their class name. `CorpusSkipped` is not a failure: it
+completes the step with the reason.
 """
 
 from __future__ import annotations
@@ -15,20 +20,19 @@ from pathlib import Path
 
 import orjson
 
-from contracts.campaign import Campaign, TrafficFile
+from contracts import layout
+from contracts.campaign import TrafficFile
 from contracts.catalogue import CORPUS
 from contracts.envelope import Event
 from contracts.events import CorpusCompleted
 from services.corpus.build import build_corpus
-from services.corpus.errors import CorpusError, CorpusSkipped
+from services.corpus.errors import CorpusSkipped
 from services.runtime.bundle import BundleStore
+from services.runtime.campaign import load_campaign
 from services.runtime.consumer import Route, StepContext
-from services.runtime.errors import StepFailed
 from services.runtime.target import tokenizer_folder
 
 NAME = CORPUS
-PROFILE_PATH = "profile/PROFILE.json"
-
 
 
 def split_files(corpus: bytes) -> dict[str, bytes]:
@@ -41,14 +45,15 @@ def split_files(corpus: bytes) -> dict[str, bytes]:
 
 def run_corpus(bundle: BundleStore, event: Event, producer: str) -> CorpusCompleted:
     run_id = event.run_id
-    campaign = Campaign.model_validate(bundle.read_json(run_id, "campaign.json"))
+    campaign = load_campaign(bundle, run_id)
     if not isinstance(campaign.traffic, TrafficFile):
         reason = "shapes-only campaign: no traffic to build a corpus from; candidates need no training"
         return event.caused(CorpusCompleted, producer=producer, corpus=None, manifest=None,
                             train_records=0, heldout_records=0, skipped_reason=reason)
-    profile = bundle.resolve(bundle.ref(run_id, PROFILE_PATH).uri)
+    profile = bundle.resolve(bundle.ref(run_id, layout.PROFILE).uri)
     with tempfile.TemporaryDirectory(prefix="specdec-corpus-") as scratch:
-        out = Path(scratch) / "CORPUS.jsonl"
+        # Built under the bundle's own file name: the manifest records it (`corpus_file`).
+        out = Path(scratch) / Path(layout.CORPUS).name
         try:
             manifest = build_corpus(
                 profile, campaign.traffic.path, out,
@@ -61,14 +66,12 @@ def run_corpus(bundle: BundleStore, event: Event, producer: str) -> CorpusComple
         except CorpusSkipped as exc:
             return event.caused(CorpusCompleted, producer=producer, corpus=None, manifest=None,
                                 train_records=0, heldout_records=0, skipped_reason=str(exc))
-        except CorpusError as exc:  # messages are redacted when the error is built
-            raise StepFailed(str(exc), error_type=type(exc).__name__) from None
         data = out.read_bytes()
-        corpus_ref = bundle.write_bytes(run_id, "corpus/CORPUS.jsonl", data)
-        manifest_ref = bundle.write_bytes(run_id, "corpus/CORPUS.jsonl.manifest.json",
+        corpus_ref = bundle.write_bytes(run_id, layout.CORPUS, data)
+        manifest_ref = bundle.write_bytes(run_id, layout.CORPUS_MANIFEST,
                                           out.with_name(out.name + ".manifest.json").read_bytes())
     for name, lines in split_files(data).items():
-        bundle.write_bytes(run_id, f"corpus/{name}.jsonl", lines)
+        bundle.write_bytes(run_id, layout.corpus_split(name), lines)
     return event.caused(
         CorpusCompleted, producer=producer, corpus=corpus_ref, manifest=manifest_ref,
         train_records=manifest.records.train, heldout_records=manifest.records.heldout,

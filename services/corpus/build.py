@@ -29,17 +29,11 @@ import numpy as np
 import orjson
 from pydantic import ValidationError
 
-from services.corpus import model as m
+from contracts import corpus as m
+from contracts.profile import Profile
 from services.corpus.dedup import NEAR_DUP_THRESHOLD, NearDuplicateIndex, exact_key
-from services.corpus.errors import (
-    CorpusSkipped,
-    InvalidCorpusOptions,
-    ProfileUnusable,
-    TokenizerUnusable,
-    TrafficUnusable,
-)
-from services.corpus.redact import KINDS, merge_counts
-from services.corpus.render import ChatTemplate, load_chat_template, render_check
+from services.corpus.errors import CorpusSkipped, InvalidCorpusOptions, ProfileUnusable, TrafficUnusable
+from services.corpus.render import render_check
 from services.corpus.sample import (
     allocate,
     allocate_split,
@@ -51,10 +45,11 @@ from services.corpus.sample import (
     total_variation,
 )
 from services.corpus.traffic import Fetched, Scan, fetch, prompt_text, scan
-from services.profiler.content import CONTENT_CLASSES
-from services.profiler.errors import TokenizerError
-from services.profiler.model import Profile
-from services.profiler.tokens import TokenizerCounter
+from services.shared.text.chat_template import ChatTemplate, load_chat_template
+from services.shared.text.content import CONTENT_CLASSES
+from services.shared.text.errors import TokenizerError, TokenizerUnusable
+from services.shared.text.redact import KINDS, merge_counts
+from services.shared.text.tokens import TokenizerCounter
 
 RENDER_SAMPLE_MAX = 2000
 # A stratum's first fetch takes this share more than its quota, to cover
@@ -175,8 +170,9 @@ def build_corpus(
 ) -> m.CorpusManifest:
     """Build CORPUS.jsonl at `out_path` and `<out_path>.manifest.json`; return the manifest.
 
-    Raises CorpusSkipped for a shapes-only profile, and another CorpusError
-    (with what to do) when an input is unusable or the render check fails.
+    Raises CorpusSkipped for a shapes-only profile, another CorpusError (with
+    what to do) when an input is unusable, and the shared TokenizerUnusable /
+    RenderCheckFailed when the tokenizer folder is unusable or the render check fails.
     """
     _check_options(size, heldout_share, max_model_len)
     profile, profile_sha = load_profile(Path(profile_path))

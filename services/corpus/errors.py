@@ -3,18 +3,22 @@
 Per-record problems are *not* errors: a bad traffic line, a record without
 text or without an output count, a duplicate, a record longer than the model
 takes -- each is counted (and the first bad lines listed, redacted) in the
-manifest. Only the whole-step outcomes below raise. Messages name files,
-counts and record ids, not record content, and every message is redacted
-when the error is built, so whatever prints, logs or emits it is safe.
+manifest. Only the whole-step outcomes below raise: permanent failures
+(`StepFailed`), emitted as `corpus.failed` with the class name as
+`error_type`. Messages name files, counts and record ids, not record content,
+and every message is redacted when the error is built, so whatever prints,
+logs or emits it is safe. A tokenizer folder or chat template that cannot be
+used raises the shared `TokenizerUnusable` / `RenderCheckFailed`
+(services.shared.text.errors), redacted the same way.
 """
 
 from __future__ import annotations
 
-from services.corpus.redact import redact
-from services.runtime.errors import SpecdecError
+from services.runtime.errors import StepFailed
+from services.shared.text.redact import redact
 
 
-class CorpusError(SpecdecError):
+class CorpusError(StepFailed):
     """Root of every corpus-step error; its message is redacted on construction."""
 
     def __init__(self, message: str) -> None:
@@ -38,14 +42,6 @@ class ProfileUnusable(CorpusError):
 
 class TrafficUnusable(CorpusError):
     """The traffic file is missing, unreadable, or holds no usable record."""
-
-
-class TokenizerUnusable(CorpusError):
-    """The tokenizer folder is missing or its files cannot be loaded."""
-
-
-class RenderCheckFailed(CorpusError):
-    """The chat template raised, dropped content, or a record is too long."""
 
 
 class InvalidCorpusOptions(CorpusError):

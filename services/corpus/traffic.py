@@ -7,11 +7,11 @@ file. A fetch pass re-reads the file and returns only the wanted lines,
 *redacted*: unredacted text lives only in the local variables of one line's
 parsing and is never stored, returned or written.
 
-Lines are parsed by the profiler's own code (`services.profiler.forms`),
-counted by its precedence (the line's counts, else the tokenizer, else
-`services.profiler.tokens.estimate_tokens`) and classified by its rules
-(`services.profiler.content`), so a corpus record's numbers and class are
-the ones its line contributed to the profile.
+Lines are parsed by the code the profiler parses them with
+(`services.shared.text.forms`), counted by the same precedence (the line's
+counts, else the tokenizer, else `services.shared.text.tokens.estimate_tokens`)
+and classified by the same rules (`services.shared.text.content`), so a corpus
+record's numbers and class are the ones its line contributed to the profile.
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ import orjson
 
 from services.corpus.dedup import exact_key
 from services.corpus.errors import TrafficUnusable
-from services.corpus.redact import merge_counts, redact
-from services.profiler.content import CLASS_CODE, classify
-from services.profiler.forms import NOT_JSON, LineError, TrafficRecord, parse_object
-from services.profiler.tokens import TokenizerCounter, estimate_tokens
+from services.shared.text.content import CLASS_CODE, classify
+from services.shared.text.forms import NOT_JSON, LineError, TrafficRecord, parse_object
+from services.shared.text.redact import merge_counts, redact
+from services.shared.text.tokens import TokenizerCounter, estimate_tokens
 
 MAX_REJECTED_EXAMPLES = 10
 _UTF8_BOM = b"\xef\xbb\xbf"

@@ -1,12 +1,14 @@
 """The profiler: profile representative traffic (or named workload shapes) into PROFILE.json.
 
 Entry points: `profile_traffic(path, ...)` and `profile_shapes(names)`; the
-model is `Profile`. Pure domain logic: files in, a `Profile` out. The Redis
-service wrapper lives in `services.profiler.app`; the offline command in
+artifact's model is `contracts.profile.Profile`. Pure domain logic: files in, a
+`Profile` out. Line forms, content classes, token counts, redaction and shapes
+are the shared text utilities (`services.shared.text`). The Redis service
+wrapper lives in `services.profiler.app`; the offline command in
 `services.cli.profile_cmd`. Formats, rules and sampling: docs/profiler.md.
 
 The names below are loaded on first use (PEP 562), so that `specdec`'s parser
-can read the profiler's defaults and shape names without importing numpy.
+can read the profiler's defaults without importing numpy.
 """
 
 from __future__ import annotations
@@ -15,16 +17,12 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "DEFAULT_REJECT_THRESHOLD": "services.profiler.model",
-    "DEFAULT_SAMPLE_CAP": "services.profiler.model",
-    "PROFILE_VERSION": "services.profiler.model",
-    "Profile": "services.profiler.model",
+    "DEFAULT_REJECT_THRESHOLD": "services.profiler.defaults",
+    "DEFAULT_SAMPLE_CAP": "services.profiler.defaults",
     "EmptyTraffic": "services.profiler.errors",
     "ProfilerError": "services.profiler.errors",
-    "TokenizerError": "services.profiler.errors",
     "TooManyRejected": "services.profiler.errors",
     "TrafficNotFound": "services.profiler.errors",
-    "UnknownShape": "services.profiler.errors",
     "profile_shapes": "services.profiler.profile",
     "profile_traffic": "services.profiler.profile",
 }

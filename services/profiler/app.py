@@ -5,29 +5,30 @@ profile/PROFILE.json to the bundle. Token counts use the target's tokenizer
 when its folder holds a tokenizer.json, otherwise the documented estimate
 (the profile says which). A traffic file with too many malformed lines fails
 the step; the diagnosis is kept as profile/PROFILE.rejected.json.
+
+Failures are `StepFailed`s (the profiler's own and the shared text errors) and
+propagate as they are: the consumer emits `profile.failed` with their class name.
 """
 
 from __future__ import annotations
 
-
-from contracts.campaign import Campaign, TrafficFile
+from contracts import layout
+from contracts.campaign import TrafficFile
 from contracts.catalogue import PROFILER
 from contracts.envelope import Event
 from contracts.events import ProfileCompleted
-from services.profiler.errors import ProfilerError, TooManyRejected
+from services.profiler.errors import TooManyRejected
 from services.profiler.profile import profile_shapes, profile_traffic
 from services.runtime.bundle import BundleStore
+from services.runtime.campaign import load_campaign
 from services.runtime.consumer import Route, StepContext
-from services.runtime.errors import StepFailed
 from services.runtime.target import tokenizer_folder
 
 NAME = PROFILER
-PROFILE_PATH = "profile/PROFILE.json"
-
 
 
 def run_profile(bundle: BundleStore, event: Event, producer: str) -> ProfileCompleted:
-    campaign = Campaign.model_validate(bundle.read_json(event.run_id, "campaign.json"))
+    campaign = load_campaign(bundle, event.run_id)
     try:
         if isinstance(campaign.traffic, TrafficFile):
             profile = profile_traffic(
@@ -38,11 +39,10 @@ def run_profile(bundle: BundleStore, event: Event, producer: str) -> ProfileComp
         else:
             profile = profile_shapes(campaign.traffic.shapes)
     except TooManyRejected as exc:
-        kept = bundle.write_json(event.run_id, "profile/PROFILE.rejected.json", exc.profile)
-        raise StepFailed(str(exc), error_type="TooManyRejected", artifacts=[kept]) from None
-    except ProfilerError as exc:
-        raise StepFailed(str(exc), error_type=type(exc).__name__) from None
-    ref = bundle.write_json(event.run_id, PROFILE_PATH, profile)
+        # The diagnosis is kept, and `profile.failed` lists it.
+        exc.artifacts = [bundle.write_json(event.run_id, layout.PROFILE_REJECTED, exc.profile)]
+        raise
+    ref = bundle.write_json(event.run_id, layout.PROFILE, profile)
     return event.caused(
         ProfileCompleted,
         producer=producer,

@@ -1,21 +1,25 @@
 """Errors of the profiler. Every message says what to do next.
 
 Per-line problems are *not* errors: a bad traffic line is counted and listed in
-the profile (see `forms.LineError`); only the whole-run outcomes below raise.
+the profile (see `services.shared.text.forms.LineError`); only the whole-run
+outcomes below raise. They are permanent failures (`StepFailed`): the service
+emits `profile.failed` with the class name as `error_type`, the CLI exits 2
+with the message. A bad tokenizer folder or shape name raises the shared
+`TokenizerError` / `UnknownShape` (services.shared.text.errors).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from services.runtime.errors import SpecdecError
+from services.runtime.errors import StepFailed
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from services.profiler.model import Profile
+    from contracts.profile import Profile
 
 
-class ProfilerError(SpecdecError):
-    """Root of every profiler error (a `SpecdecError`: the CLI exits 2 with its message)."""
+class ProfilerError(StepFailed):
+    """Root of the profiler's own errors."""
 
 
 class TrafficNotFound(ProfilerError):
@@ -31,17 +35,9 @@ class TooManyRejected(ProfilerError):
 
     `profile` is the profile computed anyway (its rejected examples are
     redacted), so a caller can show the diagnosis; it must not be used as the
-    run's profile.
+    run's profile. The service stores it and lists it in `artifacts`.
     """
 
     def __init__(self, message: str, profile: Profile) -> None:
         super().__init__(message)
         self.profile = profile
-
-
-class TokenizerError(ProfilerError):
-    """The tokenizer folder is missing or holds no loadable tokenizer.json."""
-
-
-class UnknownShape(ProfilerError):
-    """A workload shape name is not one of the bundled shapes."""

@@ -16,12 +16,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from services.profiler import content as content_mod
-from services.profiler import forms, stats
-from services.profiler.errors import EmptyTraffic, ProfilerError, TooManyRejected, TrafficNotFound
-from services.profiler.model import (
-    DEFAULT_REJECT_THRESHOLD,
-    DEFAULT_SAMPLE_CAP,
+from contracts.profile import (
     Concurrency,
     ContentMix,
     CountSources,
@@ -34,10 +29,17 @@ from services.profiler.model import (
     TokenCounting,
     TokenStats,
 )
+from services.profiler import stats
+from services.profiler.counting import SideSources, TokenCounter
+from services.profiler.defaults import DEFAULT_REJECT_THRESHOLD, DEFAULT_SAMPLE_CAP
+from services.profiler.errors import EmptyTraffic, ProfilerError, TooManyRejected, TrafficNotFound
 from services.profiler.recommend import Evidence, recommend
 from services.profiler.repetition import NGRAM_N, reuse
-from services.profiler.shapes import resolve
-from services.profiler.tokens import ESTIMATE_METHOD, SideSources, TokenCounter, TokenizerCounter
+from services.shared.text import content as content_mod
+from services.shared.text import forms
+from services.shared.text.redact import redact
+from services.shared.text.shapes import resolve
+from services.shared.text.tokens import ESTIMATE_METHOD, TokenizerCounter
 
 MAX_REJECTED_EXAMPLES = 20
 EXCERPT_CHARS = 160
@@ -61,7 +63,11 @@ def profile_traffic(
     reject_threshold: float = DEFAULT_REJECT_THRESHOLD,
     sample_cap: int = DEFAULT_SAMPLE_CAP,
 ) -> Profile:
-    """Profile one traffic JSONL file. Raises a `ProfilerError` subclass on whole-run failure."""
+    """Profile one traffic JSONL file.
+
+    Raises a `ProfilerError` subclass on whole-run failure, and the shared
+    `TokenizerError` when `tokenizer_dir` holds no loadable tokenizer.json.
+    """
     if not 0.0 <= reject_threshold <= 1.0:
         raise ProfilerError(f"reject threshold {reject_threshold} is not a share: give a number from 0 to 1 (0.05 is 5 %)")
     if sample_cap < 2:
@@ -213,8 +219,6 @@ class _Scan:
     def _reject(self, line_no: int, kind: str, reason: str, raw: bytes) -> None:
         self.rejected_by_kind[kind] = self.rejected_by_kind.get(kind, 0) + 1
         if len(self.examples) < MAX_REJECTED_EXAMPLES:
-            from services.corpus.redact import redact  # lazy: only rejected lines need it
-
             text = raw[: REDACT_WINDOW_CHARS * 4].decode("utf-8", "replace")[:REDACT_WINDOW_CHARS].rstrip("\r\n")
             excerpt = redact(text)[0][:EXCERPT_CHARS]
             self.examples.append(RejectedLine(line=line_no, kind=kind, reason=redact(reason)[0], excerpt=excerpt))

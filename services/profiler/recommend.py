@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from services.profiler.model import Recommendation
+from contracts.profile import Recommendation
 
 SHORT_OUTPUT_TOKENS = 16
 SHORTISH_OUTPUT_TOKENS = 64

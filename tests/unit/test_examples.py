@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from services.corpus.redact import redact
-from services.corpus.render import load_chat_template
-from services.profiler.content import CONTENT_CLASSES, classify
-from services.profiler.forms import parse_object
-from services.profiler.tokens import estimate_tokens
+from services.shared.text.chat_template import load_chat_template
+from services.shared.text.content import CONTENT_CLASSES, classify
+from services.shared.text.forms import parse_object
+from services.shared.text.redact import redact
+from services.shared.text.tokens import estimate_tokens
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "infra" / "examples"

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from contracts.corpus import ContentClass, CorpusManifest, CorpusRecord
 from services.corpus.build import build_corpus
 from services.corpus.errors import CorpusSkipped, InvalidCorpusOptions, ProfileUnusable, TrafficUnusable
-from services.corpus.model import CorpusManifest, CorpusRecord, ContentClass
-from services.corpus.redact import KINDS
-from services.profiler.content import CONTENT_CLASSES
 from services.profiler.profile import profile_shapes
+from services.shared.text.content import CONTENT_CLASSES
+from services.shared.text.redact import KINDS
 from tests.unit.corpus.conftest import flat_rows, random_words, write_jsonl
 
 

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 
 import pytest
 
 from services.corpus.build import build_corpus
-from services.corpus.errors import RenderCheckFailed
-from services.corpus.render import load_chat_template, render_check
+from services.corpus.render import render_check
+from services.shared.text.chat_template import load_chat_template
+from services.shared.text.errors import RenderCheckFailed
 from tests.unit.corpus.conftest import random_words, write_jsonl
 
 RAISING_TEMPLATE = (
@@ -97,18 +97,6 @@ def test_folder_without_template_is_reported_not_run(traffic, make_profile, make
     manifest = build_corpus(make_profile(traffic), traffic, tmp_path / "c.jsonl", tokenizer_dir=folder)
     assert manifest.render_check.status == "not_run"
     assert "has no chat template" in (manifest.render_check.reason or "")
-
-
-def test_named_templates_and_jinja_file_are_found(make_tokenizer) -> None:
-    folder = make_tokenizer(template=None)
-    config = json.loads((folder / "tokenizer_config.json").read_text())
-    config["chat_template"] = [{"name": "tool_use", "template": "x"}, {"name": "default", "template": "D{{ messages[0]['content'] }}"}]
-    (folder / "tokenizer_config.json").write_text(json.dumps(config))
-    template = load_chat_template(folder)
-    assert template is not None and template.render([{"role": "user", "content": "hi"}]) == "Dhi"
-    (folder / "chat_template.jinja").write_text("J{{ messages[0]['content'] }}")
-    template = load_chat_template(folder)
-    assert template is not None and template.render([{"role": "user", "content": "hi"}]) == "Jhi"
 
 
 def test_render_check_failure_messages_are_redacted(make_tokenizer) -> None:

@@ -9,11 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from services.profiler.content import CONTENT_CLASSES
-from services.profiler.errors import EmptyTraffic, ProfilerError, TokenizerError, TooManyRejected, TrafficNotFound
-from services.profiler.model import Profile
+from contracts.profile import Profile
+from services.profiler.errors import EmptyTraffic, ProfilerError, TooManyRejected, TrafficNotFound
 from services.profiler.profile import MAX_REJECTED_EXAMPLES, profile_traffic
-from services.profiler.tokens import estimate_tokens
+from services.shared.text.content import CONTENT_CLASSES
+from services.shared.text.errors import TokenizerError
+from services.shared.text.tokens import estimate_tokens
 
 
 def write(path: Path, lines: list) -> Path:

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
+from contracts.profile import Profile
 from services.cli.main import main
-from services.profiler.errors import UnknownShape
-from services.profiler.model import Profile
 from services.profiler.profile import profile_shapes
-from services.profiler.shapes import SHAPES
+from services.shared.text.errors import UnknownShape
+from services.shared.text.shapes import SHAPES
 
 
 def test_all_shapes_by_default_with_their_lengths():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.corpus.redact import KINDS, PLACEHOLDERS, redact, redact_value
+from services.shared.text.redact import KINDS, PLACEHOLDERS, redact, redact_value
 
 JWT = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
 PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7v1x\nq2Vz9Yt0LgK3\n-----END RSA PRIVATE KEY-----"

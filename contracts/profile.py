@@ -1,7 +1,9 @@
 """PROFILE.json: the strict, versioned model of a traffic (or shapes) profile.
 
-PROFILE.json is `Profile.model_dump_json(indent=2)`. A field whose value cannot
-be computed is null and its section's `reason` (or `unavailable_reason`) says why.
+The profiler writes it (`services.profiler`); the corpus step reads it only
+through this model. PROFILE.json is `Profile.model_dump_json(indent=2)`. A field
+whose value cannot be computed is null and its section's `reason` (or
+`unavailable_reason`) says why.
 """
 
 from __future__ import annotations
@@ -14,10 +16,6 @@ from pydantic import Field, model_validator
 from contracts.envelope import Sha256, Strict
 
 PROFILE_VERSION = 1
-# Defaults of profile_traffic, here (not in profile.py) so the CLI parser can show
-# them without importing numpy.
-DEFAULT_REJECT_THRESHOLD = 0.05
-DEFAULT_SAMPLE_CAP = 10_000
 Method = Literal["ngram", "suffix", "draft_model", "eagle3", "none"]
 
 

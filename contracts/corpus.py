@@ -1,5 +1,8 @@
 """CORPUS.jsonl records and CORPUS.jsonl.manifest.json: strict, versioned models.
 
+The corpus step writes them (`services.corpus`); the bench-runner reads the
+heldout records only through these models.
+
 A record line is `CorpusRecord.model_dump_json()` (DESIGN.md, "Corpus
 records"); its schema version is the manifest's `record_version`, not a field
 of every line, so the lines stay exactly the documented record. The manifest
@@ -17,8 +20,8 @@ from contracts.envelope import Sha256, Strict
 CORPUS_RECORD_VERSION = 1
 MANIFEST_VERSION = 1
 
-# The profiler's content classes (services.profiler.content.CONTENT_CLASSES);
-# a unit test keeps the two in step.
+# The content classes of `services.shared.text.content.CONTENT_CLASSES` (contracts
+# import no services); a unit test keeps the two in step.
 ContentClass = Literal["code", "structured", "math", "chat", "multilingual", "agentic", "rag"]
 Split = Literal["train", "heldout"]
 

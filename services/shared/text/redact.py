@@ -3,7 +3,8 @@
 `redact(text)` returns the redacted text and the number of replacements per
 kind (only kinds that occurred appear in the dict). It is pure and
 deterministic; every string the corpus step writes -- records, logs, errors,
-rejected-line examples, the manifest -- passes through it first.
+rejected-line examples, the manifest -- passes through it first, and so do
+the rejected-line examples of the profile.
 
 Kinds, placeholders and rules (the order below is the order of application;
 an earlier kind wins where two overlap, and placeholders never match a later

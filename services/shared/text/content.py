@@ -29,7 +29,7 @@ import re
 
 import orjson
 
-from services.profiler.forms import TrafficRecord
+from services.shared.text.forms import TrafficRecord
 
 CONTENT_CLASSES: tuple[str, ...] = ("code", "structured", "math", "chat", "multilingual", "agentic", "rag")
 CLASS_CODE = {name: code for code, name in enumerate(CONTENT_CLASSES)}

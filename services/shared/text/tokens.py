@@ -10,7 +10,9 @@ Order of precedence, per side (input and output independently):
    render check measures the templated length);
 3. the documented estimate `estimate_tokens` below.
 
-The profile reports, per side, how many records took each source.
+The profiler and the corpus step both follow it, so a record's counts are the
+same in the profile and in the corpus; each reports, per side, how many records
+took each source.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import math
 import re
 from pathlib import Path
 
-from services.profiler.errors import TokenizerError
+from services.shared.text.errors import TokenizerError
 
 ESTIMATE_METHOD = (
     "ceil(ascii_chars / 4 + cjk_chars + other_non_ascii_chars / 2), at least 1 for non-empty text: "
@@ -65,42 +67,3 @@ class TokenizerCounter:
         if not text:
             return 0
         return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
-
-
-class SideSources:
-    """How many records took each count source for one side (input or output).
-
-    `from_fields` is not tallied per record (the hot path skips the counter when
-    the line carries its count): it is the rest, accepted - the other sources.
-    """
-
-    __slots__ = ("from_tokenizer", "estimated", "missing")
-
-    def __init__(self) -> None:
-        self.from_tokenizer = 0
-        self.estimated = 0
-        self.missing = 0
-
-    def from_fields(self, accepted: int) -> int:
-        return accepted - self.from_tokenizer - self.estimated - self.missing
-
-
-class TokenCounter:
-    """Resolves one side's count when the line carried none, and tallies the sources used."""
-
-    def __init__(self, tokenizer: TokenizerCounter | None) -> None:
-        self.tokenizer = tokenizer
-        self.input = SideSources()
-        self.output = SideSources()
-        self.estimated_records = 0  # records with at least one side estimated
-
-    def resolve(self, text: str | None, side: SideSources) -> tuple[int | None, bool]:
-        """(count, estimated?) for a side without a count; count is None when there is no text either."""
-        if text is None:
-            side.missing += 1
-            return None, False
-        if self.tokenizer is not None:
-            side.from_tokenizer += 1
-            return self.tokenizer.count(text), False
-        side.estimated += 1
-        return estimate_tokens(text), True

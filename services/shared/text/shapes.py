@@ -9,8 +9,8 @@ text, no times.
 
 from __future__ import annotations
 
-from services.profiler.errors import UnknownShape
-from services.profiler.model import Shape
+from contracts.profile import Shape
+from services.shared.text.errors import UnknownShape
 
 SHAPES: dict[str, Shape] = {
     s.name: s

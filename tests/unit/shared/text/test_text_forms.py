@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.profiler import forms
-from services.profiler.forms import LineError, parse_object
+from services.shared.text import forms
+from services.shared.text.forms import LineError, parse_object
 
 
 def openai_line(**over):
