@@ -1,7 +1,8 @@
-"""What specdec adds to a trial result JSON, version 1.
+"""Trial results, version 1: what specdec adds to vLLM's result JSON, and how a step reads one.
 
 A trial result is the JSON that `vllm bench serve --save-result` writes (with or
-without the `--save-detailed` arrays), keys and units unchanged. specdec's
+without the `--save-detailed` arrays), keys and units unchanged (summary
+latencies in ms, the `--save-detailed` arrays in seconds). specdec's
 bench-runner adds three top-level keys that vLLM never writes:
 
 | key | model | holds |
@@ -13,9 +14,17 @@ bench-runner adds three top-level keys that vLLM never writes:
 (vLLM itself writes `spec_decode_acceptance_rate` in percent and friends when
 it finds the counters; `spec_decode` is specdec's own block, a rate in [0, 1].)
 
-The bench-runner writes with `attach_blocks`; the gate reads with
-`read_blocks`. A plain vLLM file has none of the keys and is still a valid
+The bench-runner writes with `attach_blocks`; the gate and the publisher read
+with `parse_trial` (which calls `read_blocks`), so both read the same figures
+from the same keys. A plain vLLM file has none of the keys and is still a valid
 trial result: readers then list the identity they could not check.
+
+Reading a whole trial (its request figures and one number per metric) is
+`contracts/trials.py`.
+
+Only the keys named here are read: anything else in a file (training loss,
+metadata, labels) never reaches a decision or a report. Pure: the caller reads
+the file.
 """
 
 from __future__ import annotations
@@ -30,6 +39,11 @@ from contracts.envelope import Key, Strict
 from contracts.events import SpecDecodeDelta
 
 RESULTS_VERSION = 1
+
+# More failed requests than this share (per arm and level, over its trials)
+# make the level inconclusive: latencies are measured on the requests that
+# succeeded, so failures can hide exactly the slow requests.
+MAX_FAILED_SHARE = 0.01
 
 # Identity fields that must be equal between the two arms of a comparison: a
 # difference in any of them confounds the speculative config with something

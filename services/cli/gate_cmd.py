@@ -14,8 +14,10 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from contracts.campaign import GateSpec
+from contracts.decision import Decision
 from contracts.envelope import KEY_RE
-from services.gate import Decision, GateError, GateInputError, Trial, decide, load_trials
+from contracts.trials import Trial
+from services.gate import GateError, GateInputError, decide, load_trials
 
 EXIT_BAD_INPUT = 2
 

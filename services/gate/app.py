@@ -1,47 +1,46 @@
 """Gate entrypoint: bench.completed / gate.requested -> gate.decided.
 
 Reads every trial result of the run from the bundle (those named by
-bench.completed, or, for gate.requested, every `bench/**/result-*.json`),
-decides with the campaign's gate spec, writes gate/DECISION.json.
+bench.completed, or, for gate.requested, every result file of the run,
+`contracts.layout.RESULTS_GLOB`), decides with the campaign's gate spec,
+writes gate/DECISION.json. A GateError is a StepFailed: it becomes gate.failed
+with its class name as error_type.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from contracts.campaign import Campaign
+from contracts import layout
 from contracts.catalogue import GATE
 from contracts.envelope import Event
 from contracts.events import BenchCompleted, GateDecided
-from services.gate import GateError, decide, load_trials, split_by_role
+from services.gate import decide, load_trials, split_by_role
 from services.runtime.bundle import BundleStore
+from services.runtime.campaign import load_campaign
 from services.runtime.consumer import Route, StepContext
 from services.runtime.errors import StepFailed
+from services.shared.results import result_files
 
 NAME = GATE
-DECISION_PATH = "gate/DECISION.json"
 
 
 def result_paths(bundle: BundleStore, event: Event) -> list[Path]:
     if isinstance(event, BenchCompleted):
         return [bundle.resolve(ref.uri) for ref in event.results]
-    run_dir = bundle.run_dir(event.run_id)
-    return sorted(run_dir.glob("bench/*/trial-*/result-*.json"))
+    return result_files(bundle, event.run_id)
 
 
 def gate_run(bundle: BundleStore, event: Event, producer: str) -> GateDecided:
-    campaign = Campaign.model_validate(bundle.read_json(event.run_id, "campaign.json"))
+    campaign = load_campaign(bundle, event.run_id)
     paths = result_paths(bundle, event)
     if not paths:
         raise StepFailed(f"run {event.run_id} has no trial results in its bundle to gate", error_type="NoResults")
-    try:
-        baseline, candidates = split_by_role(load_trials(paths))
-        if not candidates:
-            raise StepFailed(_no_candidates(event), error_type="NoCandidates")
-        decision = decide(baseline, candidates, campaign.gate)
-    except GateError as exc:
-        raise StepFailed(str(exc), error_type=type(exc).__name__) from None
-    ref = bundle.write_bytes(event.run_id, DECISION_PATH, decision.model_dump_json(indent=2).encode() + b"\n")
+    baseline, candidates = split_by_role(load_trials(paths))
+    if not candidates:
+        raise StepFailed(_no_candidates(event), error_type="NoCandidates")
+    decision = decide(baseline, candidates, campaign.gate)
+    ref = bundle.write_bytes(event.run_id, layout.DECISION, decision.model_dump_json(indent=2).encode() + b"\n")
     return event.caused(
         GateDecided, producer=producer, decision=decision.decision, winner=decision.winner,
         decision_ref=ref, reasons=list(decision.reasons) or [f"decision: {decision.decision}"],

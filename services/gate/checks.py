@@ -8,14 +8,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from contracts.results import COMPARED_IDENTITY_FIELDS
-from services.gate.model import ArmCounts, FloorCheck
-from services.gate.results import Trial
-
-# More failed requests than this share (per arm and level, over its trials)
-# make the level inconclusive: latencies are measured on the requests that
-# succeeded, so failures can hide exactly the slow requests.
-MAX_FAILED_SHARE = 0.01
+from contracts.decision import ArmCounts, FloorCheck
+from contracts.results import COMPARED_IDENTITY_FIELDS, MAX_FAILED_SHARE
+from contracts.trials import Trial
 
 
 def trial_order(trial: Trial) -> tuple[int, str]:

@@ -11,8 +11,8 @@ Rules (docs/gate.md has them in full):
 - The campaign promotes the winning candidate whose smallest objective gain
   over the levels is largest; it rejects when every candidate is rejected; it
   is inconclusive otherwise.
-- Only measured serving figures are read (results.py): training metrics never
-  count, whatever a file carries.
+- Only measured serving figures are read (contracts.results): training metrics
+  never count, whatever a file carries.
 """
 
 from __future__ import annotations
@@ -23,11 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from contracts.campaign import GateSpec
-from contracts.envelope import KEY_RE
-from services.gate import checks
-from services.gate.errors import GateInputError
-from services.gate.metrics import MetricKey, parse_objective, reported_metrics, trial_value
-from services.gate.model import (
+from contracts.decision import (
     CandidateDecision,
     Decision,
     Interval,
@@ -35,7 +31,13 @@ from services.gate.model import (
     MetricComparison,
     Thresholds,
 )
-from services.gate.results import Trial, load_trials
+from contracts.envelope import KEY_RE
+from contracts.results import MAX_FAILED_SHARE
+from contracts.trials import MetricKey, Trial, trial_value
+from services.gate import checks
+from services.gate.errors import GateInputError
+from services.gate.metrics import parse_objective, reported_metrics
+from services.gate.results import load_trials
 from services.gate.stats import CONFIDENCE, MIN_TRIALS_FOR_NOISE, VERDICT_NAMES, compare
 
 CAMPAIGN_RULE = (
@@ -137,7 +139,7 @@ def decide(baseline_trials: list[Trial], candidate_trials: Mapping[str, list[Tri
             confidence=CONFIDENCE,
             per_candidate_confidence=1 - alpha,
             min_trials=min_trials,
-            max_failed_share=checks.MAX_FAILED_SHARE,
+            max_failed_share=MAX_FAILED_SHARE,
         ),
         campaign_rule=CAMPAIGN_RULE,
         baseline=_arm_name(baseline_trials, "baseline"),

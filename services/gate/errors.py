@@ -3,11 +3,11 @@ a weak or incomplete measurement is never an error: it is an `inconclusive` deci
 
 from __future__ import annotations
 
-from services.runtime.errors import SpecdecError
+from services.runtime.errors import StepFailed
 
 
-class GateError(SpecdecError):
-    """Root of every gate error."""
+class GateError(StepFailed):
+    """Root of every gate error: a permanent failure, `gate.failed` with the class name as error_type."""
 
 
 class GateSpecError(GateError):

@@ -3,9 +3,11 @@
 Inputs, all from `<bundle_root>/<run_id>/` and read through the BundleStore (so
 every artifact's bytes are checked against the sha256 recorded when written):
 `campaign.json`, `events.jsonl`, every `bench/<cell_id>/trial-<n>/result-c<k>.json`
-(parsed by the gate's own reader, so the report and the gate read the same
-figures), `gate/DECISION.json`, `bench/plan.json` and the trainer-proxy's
-`training/input-key.json` when present.
+(parsed by `contracts.results.parse_trial`, the gate's own reader, so the report
+and the gate read the same figures), `gate/DECISION.json`, `bench/plan.json` and
+the trainer-proxy's `training/input-key.json` (`contracts.training.KeyRecord`)
+when present. Paths are `contracts.layout`'s. A missing campaign.json is
+tolerated (the report says so), unlike in the steps that need one.
 
 `read_campaign` does the I/O; `build_arms` and `step_statuses` are pure.
 """
@@ -20,23 +22,20 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from contracts import layout
 from contracts.campaign import Campaign, Matrix
-from contracts.catalogue import PLAN_PATHS
-from contracts.envelope import RUN_ID_PATTERN, SHA256_PATTERN
+from contracts.decision import Decision
+from contracts.envelope import RUN_ID_PATTERN
 from contracts.results import TrialIdentity
-from services.gate.metrics import MetricKey, trial_value
-from services.gate.model import Decision
-from services.gate.results import Trial, parse_trial
+from contracts.trials import MetricKey, Trial, parse_trial, trial_value
+from contracts.training import KeyRecord
 from services.publisher.errors import ReportInputError
 from services.publisher.model import EVIDENCE_STEPS, ArmLevel, CampaignData, StepStatus, TrialFigures, arm_key
 from services.runtime.bundle import ArtifactMissing, BundleError, BundleStore
+from services.shared.results import result_files
 
-CAMPAIGN_PATH = "campaign.json"
-DECISION_PATH = "gate/DECISION.json"
-PLAN_PATH = PLAN_PATHS["bench"]
-RESULTS_GLOB = "bench/*/trial-*/result-*.json"
-# Written by the trainer-proxy when training completes: the draft's training input key.
-INPUT_KEY_PATH = "training/input-key.json"
+# The parts of a trial result's path (contracts.layout.trial_result) that name
+# its trial and concurrency, for files without an identity block.
 _TRIAL_DIR_RE = re.compile(r"^trial-([0-9]+)$")
 _RESULT_RE = re.compile(r"^result-c([0-9]+)\.json$")
 
@@ -69,19 +68,19 @@ def read_campaign(bundle: BundleStore, run_id: str, *, extra_events: Sequence[Ma
     if not bundle.exists(run_id):
         raise ReportInputError(f"no bundle for run {run_id} under {bundle.root}: check the run ID and SPECDEC_BUNDLE_ROOT")
     problems: list[str] = []
-    campaign = _read_model(bundle, run_id, CAMPAIGN_PATH, Campaign, problems)
-    decision = _read_model(bundle, run_id, DECISION_PATH, Decision, problems)
-    decision_sha = bundle.ref(run_id, DECISION_PATH).sha256 if decision is not None else None
-    plan = _read_json(bundle, run_id, PLAN_PATH, problems)
+    campaign = _read_model(bundle, run_id, layout.CAMPAIGN, Campaign, problems)
+    decision = _read_model(bundle, run_id, layout.DECISION, Decision, problems)
+    decision_sha = bundle.ref(run_id, layout.DECISION).sha256 if decision is not None else None
+    plan = _read_json(bundle, run_id, layout.BENCH_PLAN, problems)
     loaded = _read_trials(bundle, run_id, problems)
     if not loaded and plan is None:
         raise ReportInputError(
-            f"run {run_id} has no trial results (bench/<cell>/trial-<n>/result-c<k>.json) and no bench plan in its "
+            f"run {run_id} has no trial results ({layout.trial_result('<cell>', '<n>', '<k>')}) and no bench plan in its "
             "bundle: run the bench step first (specdec request bench RUN_ID)"
         )
     scan = bundle.scan_events(run_id)
     if scan.bad_lines:
-        problems.append(f"events.jsonl has {len(scan.bad_lines)} unreadable line(s): {scan.bad_lines[:5]}")
+        problems.append(f"{layout.EVENTS} has {len(scan.bad_lines)} unreadable line(s): {scan.bad_lines[:5]}")
     events = _merge_events(scan.events, extra_events)
     bench_done = [e for e in events if e.get("schema") == "bench.completed"]
     last_bench = bench_done[-1] if bench_done else {}
@@ -109,15 +108,12 @@ def _draft_origin(
     """(the run whose draft was reused, the training input key), each None when the run does not say."""
     training = [e for e in events if e.get("schema") == "training.completed"]
     reused = training[-1].get("reused_from") if training else None
-    record = _read_json(bundle, run_id, INPUT_KEY_PATH, problems)
-    key = record.get("key") if isinstance(record, dict) else None
+    # The trainer-proxy's own record model: an invalid record is a problem, and its key is not shown.
+    record = _read_model(bundle, run_id, layout.TRAINING_INPUT_KEY, KeyRecord, problems)
     if reused is not None and not (isinstance(reused, str) and re.fullmatch(RUN_ID_PATTERN, reused)):
         problems.append(f"training.completed names an invalid reused_from {reused!r}")
         reused = None
-    if key is not None and not (isinstance(key, str) and re.fullmatch(SHA256_PATTERN, key)):
-        problems.append(f"{INPUT_KEY_PATH} holds an invalid key {key!r}")
-        key = None
-    return reused, key
+    return reused, record.key if record is not None else None
 
 
 # --- pure builders -------------------------------------------------------------
@@ -142,7 +138,7 @@ def step_statuses(events: Iterable[Mapping[str, Any]], *, decision_present: bool
             last[step] = StepStatus(step=step, state="failed", detail=f"{schema}: {why}")
     if "gate" not in last and decision_present:
         # The journal may not have appended gate.decided yet; the artifact is the evidence.
-        last["gate"] = StepStatus(step="gate", state="done", detail="gate/DECISION.json in the bundle")
+        last["gate"] = StepStatus(step="gate", state="done", detail=f"{layout.DECISION} in the bundle")
     return [last.get(step) or StepStatus(step=step, state="missing", detail=None) for step in EVIDENCE_STEPS]
 
 
@@ -253,7 +249,7 @@ def _declared(plan: Mapping[str, Any] | None, campaign: Campaign | None) -> dict
 def _cell_of(item: LoadedTrial) -> str:
     if item.trial.identity is not None:
         return item.trial.identity.cell_id
-    return item.path.split("/")[1]  # bench/<cell_id>/trial-<n>/...
+    return item.path.split("/")[1]  # contracts.layout.trial_result: bench/<cell_id>/trial-<n>/...
 
 
 def _concurrency_of(item: LoadedTrial) -> int | None:
@@ -303,7 +299,7 @@ def _read_model(bundle: BundleStore, run_id: str, relpath: str, model: type, pro
 def _read_trials(bundle: BundleStore, run_id: str, problems: list[str]) -> list[LoadedTrial]:
     run_dir = bundle.run_dir(run_id)
     loaded = []
-    for path in sorted(run_dir.glob(RESULTS_GLOB)):
+    for path in result_files(bundle, run_id):
         relpath = path.relative_to(run_dir).as_posix()
         try:
             data = bundle.read_bytes(run_id, relpath)

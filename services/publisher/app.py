@@ -8,7 +8,8 @@
   run or not, the hashes of what was or would be sent, the recorded response).
 
 Failures the operator must act on become `report.failed` / `publish.failed`
-with the reason. Each event is its own step (step key = event ID): a new
+with the reason: a PublisherError is a StepFailed and propagates as it is; a
+bundle error (a corrupt or conflicting artifact) is permanent here too. Each event is its own step (step key = event ID): a new
 request renders or publishes again, a redelivered one does not.
 """
 
@@ -16,16 +17,15 @@ from __future__ import annotations
 
 import asyncio
 
-from pydantic import ValidationError
-
 from contracts.campaign import Campaign
 from contracts.catalogue import PUBLISHER
 from contracts.envelope import Event
 from contracts.events import ReportPublished, ReportRendered
-from services.publisher.errors import PublisherError, PublishFailed
+from services.publisher.errors import PublishFailed
 from services.publisher.pipeline import render_run
 from services.publisher.publish import publish_run
 from services.runtime.bundle import BundleError, BundleStore
+from services.runtime.campaign import load_campaign
 from services.runtime.consumer import Route, StepContext
 from services.runtime.errors import StepFailed
 
@@ -51,7 +51,7 @@ def render_event(bundle: BundleStore, event: Event, producer: str) -> ReportRend
     extra = [event.model_dump(mode="json", by_alias=True)] if event.SCHEMA == "gate.decided" else []
     try:
         outcome = render_run(bundle, event.run_id, extra_events=extra)
-    except (PublisherError, BundleError) as exc:
+    except BundleError as exc:
         raise StepFailed(str(exc), error_type=type(exc).__name__) from None
     return event.caused(ReportRendered, producer=producer, markdown=outcome.markdown, html=outcome.html,
                         draft=outcome.summary.draft)
@@ -59,14 +59,8 @@ def render_event(bundle: BundleStore, event: Event, producer: str) -> ReportRend
 
 async def publish_event(bundle: BundleStore, event: Event, producer: str) -> ReportPublished:
     _no_inputs(event)
-    try:
-        campaign = Campaign.model_validate(bundle.read_json(event.run_id, "campaign.json"))
-    except (BundleError, ValidationError) as exc:
-        raise StepFailed(
-            f"run {event.run_id}: cannot read its campaign.json for the publish target and acknowledgement ({exc})",
-            error_type=type(exc).__name__,
-        ) from None
-    return await publish_for(bundle, event, campaign, producer)
+    # The publish target and the acknowledgement come from the campaign: without one, nothing is sent.
+    return await publish_for(bundle, event, load_campaign(bundle, event.run_id), producer)
 
 
 async def publish_for(bundle: BundleStore, event: Event, campaign: Campaign, producer: str) -> ReportPublished:
@@ -79,7 +73,7 @@ async def publish_for(bundle: BundleStore, event: Event, campaign: Campaign, pro
         )
     except PublishFailed as exc:
         raise StepFailed(exc.reason, error_type="PublishFailed", artifacts=[exc.recorded] if exc.recorded else []) from None
-    except (PublisherError, BundleError) as exc:
+    except BundleError as exc:
         raise StepFailed(str(exc), error_type=type(exc).__name__) from None
     return event.caused(
         ReportPublished, producer=producer, target=publication.target, dry_run=publication.dry_run,

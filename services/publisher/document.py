@@ -108,7 +108,7 @@ def anchor_id(key: str) -> str:
 # --- Markdown ----------------------------------------------------------------------
 
 
-def to_markdown(doc: Document, *, plots_dir: str = "plots") -> str:
+def to_markdown(doc: Document, *, plots_dir: str) -> str:
     out = [f"# {doc.full_title}", ""]
     for section in doc.sections:
         out += [f'<a id="{section.id}"></a>', "", f"## {doc.heading(section)}", ""]

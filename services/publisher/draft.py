@@ -19,6 +19,7 @@ Pure: a function of `CampaignData`.
 
 from __future__ import annotations
 
+from contracts import layout
 from services.publisher.model import CampaignData
 
 
@@ -30,7 +31,7 @@ def draft_reasons(data: CampaignData) -> list[str]:
 def _step_reasons(data: CampaignData) -> list[str]:
     reasons = []
     if not data.journal_present:
-        reasons.append("no events.jsonl in the bundle: the steps that produced this evidence cannot be verified")
+        reasons.append(f"no {layout.EVENTS} in the bundle: the steps that produced this evidence cannot be verified")
     for status in data.steps:
         if status.state == "failed":
             reasons.append(f"step {status.step} failed ({status.detail})")
@@ -44,7 +45,7 @@ def _step_reasons(data: CampaignData) -> list[str]:
 
 def _gate_reasons(data: CampaignData) -> list[str]:
     if data.decision is None:
-        return ["no valid gate decision (gate/DECISION.json): nothing is promoted or rejected"]
+        return [f"no valid gate decision ({layout.DECISION}): nothing is promoted or rejected"]
     if data.decision.decision == "inconclusive":
         return [f"the gate is inconclusive: {data.decision.reasons[0].removeprefix('inconclusive: ')}"]
     return []
@@ -62,7 +63,7 @@ def _other_reasons(data: CampaignData) -> list[str]:
     reasons = []
     if data.bench_exploratory:
         reasons.append("the matrix is exploratory (fewer than 3 trials per cell): every figure is a DRAFT")
-    if data.campaign is None and not any(p.startswith("campaign.json") for p in data.problems):
-        reasons.append("no campaign.json in the bundle: the campaign's gate spec and revisions are unknown")
+    if data.campaign is None and not any(p.startswith(layout.CAMPAIGN) for p in data.problems):
+        reasons.append(f"no {layout.CAMPAIGN} in the bundle: the campaign's gate spec and revisions are unknown")
     reasons.extend(f"unreadable input: {problem}" for problem in data.problems)
     return reasons

@@ -4,11 +4,12 @@ publish outright, with a message that says what to do."""
 
 from __future__ import annotations
 
-from services.runtime.errors import SpecdecError
+from services.runtime.errors import StepFailed
 
 
-class PublisherError(SpecdecError):
-    """Root of every publisher error."""
+class PublisherError(StepFailed):
+    """Root of every publisher error: a permanent failure, `report.failed` / `publish.failed` with the
+    class name as error_type."""
 
 
 class ReportInputError(PublisherError):
@@ -32,6 +33,5 @@ class PublishFailed(PublisherError):
 
     def __init__(self, reason: str, *, recorded: object | None = None) -> None:
         super().__init__(reason)
-        self.reason = reason
         # ArtifactRef of the recorded attempts (response.json), when written.
         self.recorded = recorded

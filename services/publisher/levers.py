@@ -27,7 +27,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from services.gate.checks import MAX_FAILED_SHARE
+from contracts import layout
+from contracts.results import MAX_FAILED_SHARE
 from services.publisher.figures import Acceptance, acceptance, failed_share, speedups
 from services.publisher.model import ArmLevel, CampaignData, arm_key
 
@@ -96,7 +97,7 @@ def _failed_requests(data: CampaignData) -> list[Lever]:
         rule="failed-requests",
         finding=f"{len(bad)} arm(s) failed more than {MAX_FAILED_SHARE:.0%} of requests; worst {worst.key}: {share:.1%}",
         action=f"find why {worst.cell_id} fails requests at concurrency {_level(worst.concurrency)} (server log in "
-        f"bench/{worst.cell_id}/), fix it, and re-bench: latencies of the survivors hide the slow requests",
+        f"{layout.BENCH_DIR}/{worst.cell_id}/), fix it, and re-bench: latencies of the survivors hide the slow requests",
         gate=gate_text(data, levels=sorted({a.concurrency for a, _ in bad}, key=_order)),
         evidence=tuple(arm.key for arm, _ in bad),
     )]

@@ -13,10 +13,10 @@ from typing import Any, Literal
 from pydantic import Field
 
 from contracts.campaign import Campaign
+from contracts.decision import Decision
 from contracts.envelope import Key, RunId, Sha256, Strict
 from contracts.events import SpecDecodeDelta
 from contracts.results import TrialIdentity
-from services.gate.model import Decision
 
 AGGREGATE_VERSION = 1
 

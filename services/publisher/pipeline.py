@@ -1,8 +1,8 @@
 """Render a run's report into its bundle (the service and `specdec report` share this).
 
 Written, write-once, under `report/` of the run's bundle:
-`report/plots/<name>.png`, `report/report.json` (ReportSummary: DRAFT flag and
-reasons, plots, levers), `report/report.html`, `report/report.md`. A re-render
+`report/plots/<name>.png`, `report/report.json` (`contracts.report.ReportSummary`:
+DRAFT flag and reasons, plots, levers), `report/report.html`, `report/report.md`. A re-render
 of the same evidence gives the same bytes and is a no-op; a re-render from
 other evidence (a new gate decision, more events) would change the report and
 is refused before anything is written (ReportConflict): render a copy outside
@@ -15,36 +15,21 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import Field
-
-from contracts.envelope import ArtifactRef, RunId, Sha256, Strict
+from contracts import layout
+from contracts.envelope import ArtifactRef
+from contracts.report import ReportSummary
 from services.publisher.aggregate import read_campaign
 from services.publisher.errors import ReportConflict
 from services.publisher.render import RenderedReport, render_report
 from services.runtime.bundle import ArtifactMissing, BundleStore
 from services.runtime.bundle_records import canonical_json
 
-REPORT_DIR = "report"
-MARKDOWN_PATH = f"{REPORT_DIR}/report.md"
-HTML_PATH = f"{REPORT_DIR}/report.html"
-SUMMARY_PATH = f"{REPORT_DIR}/report.json"
-PLOTS_DIR = f"{REPORT_DIR}/plots"
-SUMMARY_VERSION = 1
 
-
-class ReportSummary(Strict):
-    """report/report.json: what the rendered report says about itself."""
-
-    version: Literal[1] = Field(default=SUMMARY_VERSION, description="Version of this summary.")
-    run_id: RunId = Field(description="The run.")
-    draft: bool = Field(description="True when the report is marked DRAFT.")
-    draft_reasons: list[str] = Field(description="Every reason for the DRAFT marking; empty for a final report.")
-    decision: str | None = Field(description="The gate's decision the report shows; None without one.")
-    decision_sha256: Sha256 | None = Field(description="sha256 of the DECISION.json the report was rendered from.")
-    plots: list[str] = Field(description="Plot files under report/plots/, in report order.")
-    levers: list[str] = Field(description="Rules of the levers in the last section, the next one first.")
+def report_name(relpath: str) -> str:
+    """A report file's name under report/ (`plots/speedup.png`), as a copy and a publication name it."""
+    return relpath.removeprefix(f"{layout.REPORT_DIR}/")
 
 
 @dataclass(frozen=True)
@@ -61,17 +46,19 @@ def render_run(bundle: BundleStore, run_id: str, *, extra_events: Sequence[Mappi
     report, summary = _render(bundle, run_id, extra_events)
     files = report_files(report, summary)
     _refuse_conflicts(bundle, run_id, files)
-    refs = [bundle.write_bytes(run_id, f"{REPORT_DIR}/{name}", data) for name, data in files.items()]
-    by_path = {ref.uri.split("/", 3)[-1]: ref for ref in refs}
-    return RenderOutcome(report=report, summary=summary, markdown=by_path[MARKDOWN_PATH], html=by_path[HTML_PATH], refs=refs)
+    refs = [bundle.write_bytes(run_id, relpath, data) for relpath, data in files.items()]
+    by_path = dict(zip(files, refs))
+    return RenderOutcome(
+        report=report, summary=summary, markdown=by_path[layout.REPORT_MARKDOWN], html=by_path[layout.REPORT_HTML], refs=refs
+    )
 
 
 def render_copy(bundle: BundleStore, run_id: str, out: Path) -> tuple[RenderedReport, ReportSummary, list[Path]]:
     """Render from the bundle into `out` (a copy outside the bundle; files there are overwritten)."""
     report, summary = _render(bundle, run_id, ())
     written = []
-    for name, data in report_files(report, summary).items():
-        path = out / name
+    for relpath, data in report_files(report, summary).items():
+        path = out / report_name(relpath)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
         written.append(path)
@@ -96,24 +83,24 @@ def _render(
 
 
 def report_files(report: RenderedReport, summary: ReportSummary) -> dict[str, bytes]:
-    """Every file of the report by its name under report/, in write order (the Markdown last: its presence
+    """Every file of the report by its bundle path, in write order (the Markdown last: its presence
     means the rest is there)."""
-    files = {f"plots/{p.name}": p.png for p in report.plots}
-    files["report.json"] = canonical_json(summary)
-    files["report.html"] = report.html
-    files["report.md"] = report.markdown
+    files = {layout.report_plot(p.name): p.png for p in report.plots}
+    files[layout.REPORT_SUMMARY] = canonical_json(summary)
+    files[layout.REPORT_HTML] = report.html
+    files[layout.REPORT_MARKDOWN] = report.markdown
     return files
 
 
 def _refuse_conflicts(bundle: BundleStore, run_id: str, files: dict[str, bytes]) -> None:
     differing = []
-    for name, data in files.items():
+    for relpath, data in files.items():
         try:
-            ref = bundle.ref(run_id, f"{REPORT_DIR}/{name}")
+            ref = bundle.ref(run_id, relpath)
         except ArtifactMissing:
             continue
         if ref.sha256 != hashlib.sha256(data).hexdigest():
-            differing.append(name)
+            differing.append(report_name(relpath))
     if differing:
         raise ReportConflict(
             f"run {run_id} already holds a different report ({', '.join(differing[:3])}"

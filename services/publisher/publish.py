@@ -41,9 +41,11 @@ from typing import Literal
 import httpx
 from pydantic import Field
 
+from contracts import layout
 from contracts.envelope import ArtifactRef, RunId, Strict
+from contracts.report import ReportSummary
 from services.publisher.errors import PublishConflict, PublishFailed, PublishTargetError, ReportInputError
-from services.publisher.pipeline import REPORT_DIR, SUMMARY_PATH, ReportSummary
+from services.publisher.pipeline import report_name
 from services.publisher.transport import HttpRecord, Part, RetryPolicy, Sleep, post_report
 from services.runtime.bundle import ArtifactConflict, ArtifactMissing, BundleStore, InvalidPath
 from services.runtime.bundle_paths import validate_relpath
@@ -135,16 +137,16 @@ class Outbox:
 def outbox(bundle: BundleStore, run_id: str) -> Outbox:
     """The rendered report's files from the bundle (hash-checked on read)."""
     try:
-        summary = ReportSummary.model_validate(bundle.read_json(run_id, SUMMARY_PATH))
+        summary = ReportSummary.model_validate(bundle.read_json(run_id, layout.REPORT_SUMMARY))
     except ArtifactMissing:
         raise ReportInputError(
-            f"run {run_id} has no rendered report ({SUMMARY_PATH}): render it first with `specdec report {run_id}` "
+            f"run {run_id} has no rendered report ({layout.REPORT_SUMMARY}): render it first with `specdec report {run_id}` "
             f"or `specdec request report {run_id}`"
         ) from None
-    names = [*(f"plots/{p}" for p in summary.plots), "report.html", "report.md"]
+    relpaths = [*(layout.report_plot(p) for p in summary.plots), layout.REPORT_HTML, layout.REPORT_MARKDOWN]
     files, data = [], {}
-    for name in names:
-        relpath = f"{REPORT_DIR}/{name}"
+    for relpath in relpaths:
+        name = report_name(relpath)
         data[name] = bundle.read_bytes(run_id, relpath)
         content_type = CONTENT_TYPES[Path(name).suffix]
         files.append(SentFile(name=name, content_type=content_type, ref=bundle.ref(run_id, relpath)))
@@ -181,7 +183,7 @@ async def publish_run(
 ) -> Publication:
     """Publish (or dry-run) the run's rendered report to `target`; see the module doc."""
     parsed = parse_target(target)
-    record_path = f"publish/{key}/publication.json"
+    record_path = layout.publication(key)
     if record:
         try:
             return Publication.model_validate(bundle.read_json(run_id, record_path))
@@ -216,7 +218,7 @@ def _destination(bundle: BundleStore, run_id: str, parsed: FileTarget | HttpTarg
 
 
 def _write_files(bundle: BundleStore, run_id: str, target: FileTarget, box: Outbox) -> list[str]:
-    files = {**box.data, "manifest.json": box.manifest}
+    files = {**box.data, layout.PUBLISHED_MANIFEST: box.manifest}
     if target.relpath is not None:
         try:
             return [bundle.write_bytes(run_id, f"{target.relpath}/{name}", data).uri for name, data in files.items()]
@@ -251,7 +253,7 @@ async def _send_http(
     bundle: BundleStore, run_id: str, target: HttpTarget, box: Outbox, key: str, *,
     policy: RetryPolicy, sleep: Sleep, transport: httpx.AsyncBaseTransport | None, record: bool,
 ) -> ArtifactRef | None:
-    response_path = f"publish/{key}/response.json"
+    response_path = layout.publication_response(key)
     previous = _previous_record(bundle, run_id, response_path) if record else None
     result = previous or await post_report(
         target.url,

@@ -15,8 +15,10 @@ and last the next measured lever.
 
 from __future__ import annotations
 
+import posixpath
 from dataclasses import dataclass
 
+from contracts import layout
 from contracts.campaign import ServingConfig
 from services.publisher import figures as fig
 from services.publisher.document import (
@@ -38,6 +40,8 @@ from services.publisher.levers import Lever, levers
 from services.publisher.model import ArmLevel, CampaignData, arm_key
 from services.publisher.plots import Plot, render_plots
 
+# report.md links its plots relative to itself: report/plots/ seen from report/.
+PLOTS_LINK = posixpath.relpath(layout.REPORT_PLOTS_DIR, posixpath.dirname(layout.REPORT_MARKDOWN))
 SPEEDUP_FORMULA = (
     "a_i = accepted tokens at draft position i / drafts        (pooled over the level's trials)",
     "p_i = a_i / a_(i-1), a_0 = 1                               (acceptance at i given i-1)",
@@ -65,7 +69,8 @@ def render_report(data: CampaignData) -> RenderedReport:
     found = levers(data)
     doc = build_document(data, plots, found)
     return RenderedReport(
-        document=doc, markdown=to_markdown(doc).encode(), html=to_html(doc).encode(), plots=plots, levers=found
+        document=doc, markdown=to_markdown(doc, plots_dir=PLOTS_LINK).encode(), html=to_html(doc).encode(),
+        plots=plots, levers=found,
     )
 
 
@@ -116,7 +121,7 @@ def _summary(data: CampaignData) -> Section:
         lines.append((f"DECISION.json sha256 {data.decision_sha256}",))
         lines += [(f"gate: {r}",) for r in d.reasons]
     else:
-        lines.append(("decision: none (no valid gate/DECISION.json)",))
+        lines.append((f"decision: none (no valid {layout.DECISION})",))
     lines.append((f"cells: {', '.join(data.cells())}; concurrency levels: {', '.join(_lvl(v) for v in data.levels)}; "
                   "identity of every figure above: ", *_join([Ref(a.key) for a in data.arms])))
     return Section("summary", "Summary", (
@@ -129,7 +134,7 @@ def _summary(data: CampaignData) -> Section:
 
 def _steps(data: CampaignData) -> Section:
     rows = tuple((s.step, s.state, s.detail or "-") for s in data.steps)
-    note = () if data.journal_present else (Paragraph(("The bundle has no events.jsonl (journal).",)),)
+    note = () if data.journal_present else (Paragraph((f"The bundle has no {layout.EVENTS} (journal).",)),)
     return Section("steps", "Campaign steps", (Table(("step", "state", "evidence"), rows, identity_column=False), *note))
 
 

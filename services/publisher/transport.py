@@ -25,6 +25,7 @@ from typing import Literal
 import httpx
 from pydantic import Field
 
+from contracts import layout
 from contracts.envelope import Strict
 
 RECORD_VERSION = 1
@@ -93,7 +94,7 @@ async def post_report(
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> HttpRecord:
     """POST until accepted, refused, or out of attempts; never raises for an HTTP outcome."""
-    files = [("manifest", ("manifest.json", manifest, "application/json"))]
+    files = [("manifest", (layout.PUBLISHED_MANIFEST, manifest, "application/json"))]
     files += [("file", (p.name, p.data, p.content_type)) for p in parts]
     sent_headers = {**headers, "Idempotency-Key": idempotency_key}
     attempts: list[Attempt] = []

@@ -5,8 +5,8 @@
 - `training/stdout.log`, `training/stderr.log`: the trainer's own output;
 - `training/output/...`: every file the trainer wrote, each registered with
   its sha256 (partial or not: outputs are never deleted);
-- `training/outputs.json`: the output manifest (every file, its hash, size;
-  for a reused draft, the run it was copied from);
+- `training/outputs.json`: the output manifest (`contracts.training.OutputManifest`:
+  every file, its hash, size; for a reused draft, the run it was copied from);
 - `training/capture.json`: exit code, signal, duration, timeout, the loss
   scan, and references to all of the above.
 """
@@ -20,41 +20,18 @@ from typing import Literal
 from pydantic import Field
 
 from contracts.envelope import ArtifactRef, RunId, Sha256, Strict
+from contracts.training import OutputFile, OutputManifest
 from services.runtime.bundle import ArtifactMissing, BundleStore, InvalidPath, hash_file
 from services.trainer_proxy.errors import ExecutionUnsupported
 from services.trainer_proxy.loss import LossSummary
+from services.trainer_proxy.launch import LocalLaunch, SlurmLaunch
 from services.trainer_proxy.monitor import RunOutcome
-from services.trainer_proxy.plan import OUTPUT_DIR, LocalLaunch, SlurmLaunch, TrainingPlan
+from services.trainer_proxy.plan import OUTPUT_DIR, TrainingPlan
 
 CAPTURE_VERSION = 1
 ARGV_PATH = "training/argv.json"
 OUTPUTS_PATH = "training/outputs.json"
 CAPTURE_PATH = "training/capture.json"
-
-
-class OutputFile(Strict):
-    """One entry under the output directory."""
-
-    path: str = Field(description="Path relative to the output directory.")
-    kind: Literal["file", "symlink", "other"] = Field(description="Regular file, symlink (not followed) or other.")
-    sha256: Sha256 | None = Field(description="sha256 of a regular file's bytes; None for others.")
-    size_bytes: int | None = Field(description="Size of a regular file; None for others.")
-    uri: str | None = Field(description="bundle:// URI when registered as an artifact; None when the name cannot be one.")
-    note: str | None = Field(default=None, description="Why the entry is not a registered artifact, when it is not.")
-
-
-class OutputManifest(Strict):
-    """`training/outputs.json`: every output file of the trainer and its hash."""
-
-    version: Literal[1] = Field(default=CAPTURE_VERSION, description="Format version.")
-    run_id: RunId = Field(description="The run.")
-    output_dir: str = Field(description="Absolute path of the output directory.")
-    partial: bool = Field(description="True when the trainer did not finish cleanly (killed, failed): kept anyway.")
-    files: list[OutputFile] = Field(description="Every entry, sorted by path.")
-    total_bytes: int = Field(ge=0, description="Bytes of all regular files.")
-    reused_from: RunId | None = Field(
-        default=None, description="The run whose identical draft these files were copied from; None when trained here."
-    )
 
 
 class TrainingCapture(Strict):

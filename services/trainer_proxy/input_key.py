@@ -7,82 +7,24 @@ trainer_proxy.reuse). Run-specific values never enter the key: the argv is
 rendered with the run's own paths ({output_dir}, {corpus_train}, {run_id},
 {node}, ...) left as their role, so the same inputs in another run give the
 same key. What the files are is hashed by the caller (reuse.py); this module
-only combines the digests.
+only combines the digests. The records (`InputKey`, `FileDigest`, `TreeDigest`)
+are `contracts.training`'s: later runs and the publisher read them.
 """
 
 from __future__ import annotations
 
 import hashlib
-from typing import Literal
-
-from pydantic import Field
 
 from contracts.argv import ArgvTemplate
-from contracts.campaign import Campaign, Scheduler
-from contracts.envelope import ArtifactRef, RunId, Sha256, Strict
+from contracts.campaign import Campaign
+from contracts.training import KEY_VERSION, FileDigest, InputKey, TreeDigest
 from services.runtime.bundle_records import canonical_json
 
-KEY_VERSION = 1
 # Placeholders whose value differs from run to run without changing what is trained:
 # where the run's files lie, its ID and its node. They enter the key as their role.
 RUN_SPECIFIC = ("run_id", "corpus", "corpus_train", "corpus_heldout", "output_dir", "node", "training.output")
 # Placeholders through which the trainer (or probe) reads the heldout records.
 SEES_HELDOUT = frozenset({"corpus", "corpus_heldout"})
-
-
-class FileDigest(Strict):
-    """One file, by content."""
-
-    path: str = Field(description="The path as named (relative to its tree, or to the working directory).")
-    size_bytes: int = Field(ge=0, description="Size in bytes.")
-    sha256: Sha256 = Field(description="sha256 of the bytes.")
-
-
-class TreeDigest(Strict):
-    """A checkpoint directory (or file), by the content of every file in it."""
-
-    path: str = Field(description="The path as the campaign writes it.")
-    files: int = Field(ge=0, description="Regular files hashed (symlinks to files are followed).")
-    total_bytes: int = Field(ge=0, description="Bytes of all the files.")
-    sha256: Sha256 = Field(description="sha256 over every file's relative path, size and sha256, sorted by path.")
-
-
-class InputKey(Strict):
-    """Everything that determines the draft, and the key over it."""
-
-    version: Literal[1] = Field(default=KEY_VERSION, description="Key format version; part of the key.")
-    key: Sha256 = Field(description="sha256 over every other field of this record (canonical JSON).")
-    train_sha256: Sha256 = Field(description="sha256 of the train split ({corpus_train}).")
-    heldout_sha256: Sha256 | None = Field(
-        description="sha256 of the heldout split when the trainer's or probe's argv reads it ({corpus_heldout} or "
-        "{corpus}); None otherwise."
-    )
-    corpus_sha256: Sha256 | None = Field(description="sha256 of CORPUS.jsonl when an argv names {corpus}; None otherwise.")
-    argv_template: list[str] = Field(description="commands.train.argv as written.")
-    argv: list[str] = Field(description="The argv rendered with run-specific placeholders left as their role.")
-    probe_template: list[str] | None = Field(description="commands.train.probe as written; None when unset.")
-    probe: list[str] | None = Field(description="The probe argv rendered like argv; None when unset.")
-    named_files: list[FileDigest] = Field(
-        description="Regular files named literally in argv or probe (the trainer's script, a config), by content."
-    )
-    target: TreeDigest = Field(description="The target checkpoint ({target}), every file by content.")
-    tokenizer: TreeDigest | None = Field(description="The tokenizer folder when it is not the target's; None otherwise.")
-    max_model_len: int = Field(description="target.max_model_len ({max_model_len}).")
-    trainer_revision: str | None = Field(description="campaign.source_revisions.trainer.")
-    target_revision: str | None = Field(description="campaign.source_revisions.target.")
-    executor: Scheduler = Field(description="The executor kind: local, slurm or kubernetes.")
-
-
-class ReusedDraft(Strict):
-    """An earlier run's draft, trained with the same input key, verified file by file at plan time."""
-
-    from_run: RunId = Field(description="The run whose draft is reused.")
-    key: Sha256 = Field(description="The training input key both runs share.")
-    manifest: ArtifactRef = Field(description="That run's training/outputs.json; its sha256 pins every draft file.")
-    checkpoint_dir: str = Field(description="That run's draft directory, copied from.")
-    files: int = Field(ge=1, description="Draft files copied.")
-    total_bytes: int = Field(ge=0, description="Bytes copied.")
-    probes: ArtifactRef | None = Field(description="That run's training/probes.json (every probe passed there).")
 
 
 def role_values(campaign: Campaign) -> dict[str, str]:

@@ -30,34 +30,16 @@ from pydantic import Field, ValidationError
 
 from contracts.campaign import Campaign
 from contracts.envelope import ArtifactRef, RunId, Sha256, Strict
+from contracts.training import FileDigest, InputKey, KeyRecord, OutputManifest, ReusedDraft, TreeDigest
 from services.runtime.bundle import ArtifactMissing, BundleError, BundleStore, hash_file
-from services.trainer_proxy.capture import OUTPUTS_PATH, OutputManifest, hash_outputs
+from services.trainer_proxy.capture import OUTPUTS_PATH, hash_outputs
 from services.trainer_proxy.errors import TrainingStopped
-from services.trainer_proxy.input_key import (
-    FileDigest,
-    InputKey,
-    ReusedDraft,
-    TreeDigest,
-    input_key,
-    literal_tokens,
-    tree_sha256,
-)
+from services.trainer_proxy.input_key import input_key, literal_tokens, tree_sha256
 from services.trainer_proxy.plan import OUTPUT_DIR, PlanInputs, TrainingPlan
 from services.trainer_proxy.probes import PROBES_PATH
 
 INPUT_KEY_PATH = "training/input-key.json"
 REUSE_PATH = "training/reuse.json"
-
-
-class KeyRecord(Strict):
-    """`training/input-key.json`: a completed training's key, for later runs to find."""
-
-    version: Literal[1] = Field(default=1, description="Format version.")
-    run_id: RunId = Field(description="The run whose training completed.")
-    key: Sha256 = Field(description="Its training input key.")
-    inputs: InputKey = Field(description="What the key was computed over.")
-    output: ArtifactRef = Field(description="The run's training/outputs.json: its draft, every file by sha256.")
-    reused_from: RunId | None = Field(description="The run it reused the draft of; None when it trained.")
 
 
 class ReuseRecord(Strict):

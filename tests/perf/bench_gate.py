@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from contracts.campaign import GateSpec
-from services.gate import decide, parse_trial
+from contracts.trials import parse_trial
+from services.gate import decide
 from services.gate.simulate import promotion_rate, trial_result
 
 FALSE_PROMOTION_BUDGET = 0.05

@@ -10,8 +10,8 @@ import orjson
 import pytest
 
 from contracts.campaign import SpeculativeConfig
+from contracts.decision import Decision
 from services.cli import gate_cmd
-from services.gate import Decision
 from services.gate.simulate import NoiseModel, identity, spec_counters, trial_result
 
 NGRAM = SpeculativeConfig(method="ngram", num_speculative_tokens=3, prompt_lookup_min=2, prompt_lookup_max=4)

@@ -10,19 +10,10 @@ import orjson
 import pytest
 
 from contracts.campaign import GateSpec, SpeculativeConfig
-from contracts.results import Evaluation
-from services.gate import (
-    Decision,
-    GateInputError,
-    GateSpecError,
-    ResultFileError,
-    Trial,
-    decide,
-    decide_files,
-    parse_trial,
-    split_by_role,
-)
-from services.gate.checks import MAX_FAILED_SHARE
+from contracts.decision import Decision
+from contracts.results import MAX_FAILED_SHARE, Evaluation
+from contracts.trials import Trial, parse_trial
+from services.gate import GateInputError, GateSpecError, ResultFileError, decide, decide_files, split_by_role
 from services.gate.simulate import NoiseModel, identity, spec_counters, trial_result
 
 NGRAM = SpeculativeConfig(method="ngram", num_speculative_tokens=3, prompt_lookup_min=2, prompt_lookup_max=4)

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from contracts.campaign import GateSpec, SpeculativeConfig
-from services.gate import decide, parse_trial
+from contracts.trials import parse_trial
+from services.gate import decide
 from services.gate.simulate import (
     NoiseModel,
     identity,

@@ -9,7 +9,8 @@ import pytest
 
 from contracts.campaign import Campaign
 from contracts.envelope import ArtifactRef
-from services.trainer_proxy.input_key import FileDigest, TreeDigest, input_key, tree_sha256
+from contracts.training import FileDigest, TreeDigest
+from services.trainer_proxy.input_key import input_key, tree_sha256
 from services.trainer_proxy.plan import PlanInputs
 from services.trainer_proxy.reuse import compute_key, named_files, tree_digest
 from tests.unit.trainer_proxy.helpers import campaign

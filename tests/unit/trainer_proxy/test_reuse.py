@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 from contracts.envelope import ArtifactRef
+from contracts.training import FileDigest, InputKey, KeyRecord, TreeDigest
 from services.runtime.bundle import BundleStore
 from services.trainer_proxy.capture import hash_outputs
 from services.trainer_proxy.errors import TrainingStopped
-from services.trainer_proxy.input_key import FileDigest, InputKey, TreeDigest, input_key
+from services.trainer_proxy.input_key import input_key
 from services.trainer_proxy.plan import PlanInputs, PlanPaths, build_plan
-from services.trainer_proxy.reuse import INPUT_KEY_PATH, KeyRecord, copy_draft, find_reusable, read_reuse
+from services.trainer_proxy.reuse import INPUT_KEY_PATH, copy_draft, find_reusable, read_reuse
 from tests.unit.trainer_proxy.helpers import campaign
 
 ARGV = ["python", "train.py", "--corpus", "{corpus_train}", "--out", "{output_dir}"]

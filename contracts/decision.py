@@ -1,4 +1,8 @@
-"""DECISION.json, version 1: the gate's decision and everything it rests on."""
+"""gate/DECISION.json, version 1: the gate's decision and everything it rests on.
+
+The gate writes it (services.gate.decide); the publisher reads it back from the
+bundle to render the report. No I/O here.
+"""
 
 from __future__ import annotations
 
