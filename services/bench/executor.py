@@ -1,6 +1,6 @@
 """How the bench-runner gets a server for a launch, and the local executor.
 
-`ServingExecutor` is what the Runner asks for a server: local (here), Slurm
+`ServingExecutor` is what the bench run (services/bench/run.py) asks for a server: local (here), Slurm
 (services/bench/slurm.py) or Kubernetes (services/bench/kubernetes.py). Each
 starts what its plan shows, waits for /health, stops it after the cell's
 results are captured, and cleans up by the experiment label only.
@@ -18,34 +18,20 @@ import asyncio
 import os
 import socket
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-import httpx
+from contracts import layout
+from contracts.catalogue import BENCH as SERVICE
+from services.bench.errors import ServerDied, ServerNotReady
+from services.bench.plan_types import CellPlan, Launch
+from services.runtime.bundle import BundleStore
+from services.runtime.procs import kill_group, spawn
+from services.shared.scheduler.health import wait_healthy
+from services.shared.scheduler.local import kill_labelled
 
-from services.runtime.errors import SpecdecError
-from services.runtime.procs import kill_group, labelled_processes, spawn
-
-if TYPE_CHECKING:
-    from services.bench.plan import CellPlan, Launch
-    from services.runtime.bundle import BundleStore
-
-SERVICE = "bench-runner"
 LOG_TAIL_BYTES = 4000
-
-
-class ServingError(SpecdecError):
-    """A server could not be started or did not become ready."""
-
-
-class ServerDied(ServingError):
-    """The server process exited before it was ready or during a measurement."""
-
-
-class ServerNotReady(ServingError):
-    """The server did not answer /health before its deadline."""
 
 
 def free_port() -> int:
@@ -116,26 +102,22 @@ def launch(argv_template: list[str], *, run_id: str, log_path: Path, env: dict[s
 
 async def wait_ready(server: Server, *, timeout_s: float, poll_s: float = 0.5) -> float:
     """Seconds until /health answered 200; raises with the log tail otherwise."""
-    started = time.monotonic()
-    async with httpx.AsyncClient(timeout=2.0) as client:
-        while True:
-            if not server.alive():
-                raise ServerDied(
-                    f"server exited with {server.process.returncode} before it was ready; "
-                    f"argv: {server.argv}\nlog tail:\n{log_tail(server.log_path)}"
-                )
-            try:
-                response = await client.get(f"{server.base_url}/health")
-                if response.status_code == 200:
-                    return time.monotonic() - started
-            except httpx.TransportError:
-                pass
-            if time.monotonic() - started > timeout_s:
-                raise ServerNotReady(
-                    f"server did not answer /health within {timeout_s:.0f}s; argv: {server.argv}\n"
-                    f"log tail:\n{log_tail(server.log_path)}"
-                )
-            await asyncio.sleep(poll_s)
+
+    async def locate() -> str:
+        if not server.alive():
+            raise ServerDied(
+                f"server exited with {server.process.returncode} before it was ready; "
+                f"argv: {server.argv}\nlog tail:\n{log_tail(server.log_path)}"
+            )
+        return server.base_url
+
+    def not_ready() -> ServerNotReady:
+        return ServerNotReady(
+            f"server did not answer /health within {timeout_s:.0f}s; argv: {server.argv}\n"
+            f"log tail:\n{log_tail(server.log_path)}"
+        )
+
+    return await wait_healthy(locate, timeout_s=timeout_s, poll_s=poll_s, not_ready=not_ready)
 
 
 # --- the executor interface ---------------------------------------------------------
@@ -202,7 +184,7 @@ class LocalExecutor:
         return []
 
     async def start(self, index: int, step: Launch, cell: CellPlan, folder: str) -> LocalServed:
-        log_path = self.bundle.run_dir(self.run_id) / folder / "server.log"
+        log_path = self.bundle.run_dir(self.run_id) / folder / layout.SERVER_LOG
         return LocalServed(launch(cell.serve_argv, run_id=self.run_id, log_path=log_path), folder)
 
     async def cleanup(self) -> list[str]:
@@ -211,11 +193,5 @@ class LocalExecutor:
 
 def cleanup_local(run_id: str, grace_s: float = 5.0) -> list[str]:
     """Kill the process groups still labelled with this run and the bench-runner (label only)."""
-    groups: list[int] = []
-    for proc in labelled_processes(SERVICE):
-        if proc.run_id != run_id or proc.pgid in groups or proc.pgid == os.getpgrp():
-            continue
-        groups.append(proc.pgid)
-        kill_group(proc.pgid, grace_s=grace_s)
-    return [f"killed process group {pgid}" for pgid in groups]
+    return [f"killed process group {pgid}" for pgid in kill_labelled(run_id, SERVICE, grace_s=grace_s)]
 

@@ -11,13 +11,14 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from contracts import layout
 from contracts.campaign import Campaign, Cell, LoadSpec, Matrix, SpeculativeConfig
-from contracts.envelope import Key, RunId, Strict
-from services.bench import kubernetes, slurm
-from services.bench.kubernetes import KubernetesServe
+from contracts.envelope import RunId, Strict
+from services.bench import kubernetes_pod, slurm_job
+from services.bench.plan_types import CellPlan, Launch
 from services.bench.serving import serve_argv, speculative_config
-from services.bench.slurm import SlurmServe
 from services.runtime.errors import ConfigurationError
+from services.shared.scheduler import slurm
 
 PLAN_VERSION = 1
 MIN_TRIALS = 3
@@ -25,34 +26,6 @@ PORT_PLACEHOLDER = "{port}"
 # Where a server listens: loopback for a child of the bench-runner; every
 # interface on a scheduler's node, which the runner reaches over the network.
 BIND_HOST = {"local": "127.0.0.1", "slurm": "0.0.0.0", "kubernetes": "0.0.0.0"}
-
-
-class CellPlan(Strict):
-    """One cell: its identity, the exact serve argv (port chosen at launch), bench and eval."""
-
-    cell_id: Key = Field(description="The cell.")
-    role: Literal["standing", "candidate"] = Field(description="standing (the baseline) or candidate.")
-    regime: Literal["warm", "cold"] = Field(description="warm: one server for all trials; cold: one per trial.")
-    trials: int = Field(ge=1, description="Trials per concurrency level.")
-    concurrency: list[int] = Field(min_length=1, description="Concurrency levels, one measured window each.")
-    node: str = Field(description="Node the cell is served on.")
-    identity: dict[str, Any] = Field(description="Identity fields every number of this cell carries.")
-    speculative_config: dict[str, Any] | None = Field(description="The --speculative-config the cell declares.")
-    serve_argv: list[str] = Field(description="The argv that serves the cell; '{port}' is filled at launch.")
-    serve_source: Literal["builtin", "operator"] = Field(description="Whether specdec built serve_argv or the operator did.")
-    bench: Literal["builtin"] | list[str] = Field(description="'builtin' load generator, or the operator's bench argv.")
-    eval: Literal["builtin"] | list[str] = Field(description="'builtin' agreement with the standing cell, or the operator's eval argv.")
-
-
-class Launch(Strict):
-    """One server start, in order."""
-
-    cell_id: Key = Field(description="The cell served.")
-    trials: list[int] = Field(description="Trials measured on this server (all of them when warm, one when cold).")
-    slurm: SlurmServe | None = Field(
-        default=None, description="Executor slurm: the batch job (sbatch argv, job script) this launch submits.")
-    kubernetes: KubernetesServe | None = Field(
-        default=None, description="Executor kubernetes: the Pod manifest and the kubectl argv of this launch.")
 
 
 class BenchPlan(Strict):
@@ -164,7 +137,7 @@ def build_plan(
     if executor != "local":
         by_id = {cell.cell_id: cell for cell in cells}
         path = campaign.commands.serve_pod_template
-        template = kubernetes.load_pod_template(path) if executor == "kubernetes" and path else None
+        template = kubernetes_pod.load_pod_template(path) if executor == "kubernetes" and path else None
         launches = [
             _placed(launch, by_id[launch.cell_id], index, campaign, run_id=run_id, run_dir=run_dir or "",
                     cwd=cwd or "", readiness_timeout_s=readiness_timeout_s, template=template)
@@ -215,23 +188,18 @@ def _launch_order(cells: list[CellPlan]) -> list[Launch]:
     return launches
 
 
-def launch_folder(cell_id: str, index: int) -> str:
-    """Bundle folder of launch `index` of the plan: its log, argv and (on a scheduler) job files."""
-    return f"bench/{cell_id}/launch-{index}"
-
-
 def _placed(
     launch: Launch, cell: CellPlan, index: int, campaign: Campaign, *, run_id: str, run_dir: str, cwd: str,
     readiness_timeout_s: float, template: dict[str, Any] | None,
 ) -> Launch:
     """The launch with its scheduler block: exactly what will be submitted for it."""
     selectors = campaign.capacity.selectors
-    folder = launch_folder(cell.cell_id, index)
+    folder = layout.launch_folder(cell.cell_id, index)
     if campaign.capacity.scheduler == "slurm":
-        block = slurm.render_launch(cell.serve_argv, run_id=run_id, node=cell.node, selectors=selectors,
+        block = slurm_job.render_launch(cell.serve_argv, run_id=run_id, node=cell.node, selectors=selectors,
                                     run_dir=run_dir, cwd=cwd, folder=folder)
         return launch.model_copy(update={"slurm": block})
-    pod = kubernetes.render_launch(
+    pod = kubernetes_pod.render_launch(
         cell.serve_argv, run_id=run_id, index=index, cell_id=cell.cell_id, node=cell.node, selectors=selectors,
         run_dir=run_dir, cwd=cwd, folder=folder, hardware=cell.identity["hardware"],
         tensor_parallel_size=int(cell.identity["parallelism"].removeprefix("tp=")),
@@ -262,7 +230,7 @@ def _cleanup(executor: str, launches: list[Launch], run_id: str) -> list[str]:
             "(squeue, selected by that label only)",
         ]
     if executor == "kubernetes":
-        selector = kubernetes.label_selector(run_id)
+        selector = kubernetes_pod.label_selector(run_id)
         return [
             "after each launch: capture kubectl logs into the bundle, then delete its Pod",
             f"before the first launch and after the last, whatever happened: kubectl delete pods -l {selector} "

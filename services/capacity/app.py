@@ -4,7 +4,9 @@ The handler loads the run's campaign from the bundle, runs the read-only check
 (off the event loop, so the step's lease heartbeat keeps running), stores the
 snapshot and raw outputs under `capacity/`, and turns the verdict into an event.
 A scheduler that cannot be read, or a capacity section that cannot be used,
-is `capacity.failed` with the reason: the operator must act, a retry would not help.
+is `capacity.failed` with the reason: the check's errors are `StepFailed`
+(services.shared.capacity.errors, services.shared.scheduler.errors), so they
+propagate as they are. The operator must act, a retry would not help.
 """
 
 from __future__ import annotations
@@ -12,45 +14,25 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from pydantic import ValidationError
-
-from contracts.campaign import Campaign
 from contracts.catalogue import CAPACITY
 from contracts.envelope import Event
 from contracts.events import CapacitySelected, CapacityUnavailable, CorpusCompleted
-from services.capacity.check import check_node
-from services.capacity.errors import CapacityError
-from services.capacity.runner import Runner, SubprocessRunner
-from services.capacity.snapshot import write_snapshot
-from services.runtime.bundle import ArtifactMissing, BundleError, BundleStore
-from services.runtime.bundle_records import CAMPAIGN_RELPATH
+from services.runtime.bundle import BundleStore
+from services.runtime.campaign import load_campaign
 from services.runtime.consumer import Route, StepContext
-from services.runtime.errors import StepFailed
+from services.shared.capacity.check import check_node
+from services.shared.capacity.snapshot import write_snapshot
+from services.shared.scheduler.runner import CommandRunner, SubprocessRunner
 
 NAME = CAPACITY
 STEP = "capacity"
 
 
-def load_campaign(bundle: BundleStore, run_id: str) -> Campaign:
-    try:
-        return Campaign.model_validate(bundle.read_json(run_id, CAMPAIGN_RELPATH))
-    except ArtifactMissing as exc:
-        raise StepFailed(
-            f"run {run_id} has no {CAMPAIGN_RELPATH} in its bundle: submit the campaign (specdec submit) first",
-            error_type="CampaignMissing",
-        ) from exc
-    except (BundleError, ValidationError) as exc:
-        raise StepFailed(f"the stored campaign of run {run_id} is unusable: {exc}", error_type="CampaignInvalid") from exc
-
-
-def run_step(bundle: BundleStore, runner: Runner, event: Event, producer: str) -> Event:
+def run_step(bundle: BundleStore, runner: CommandRunner, event: Event, producer: str) -> Event:
     """The whole step, synchronously: campaign -> check -> snapshot -> event."""
     campaign = load_campaign(bundle, event.run_id)
     spec = campaign.capacity
-    try:
-        verdict = check_node(spec, None, run_id=event.run_id, runner=runner)
-    except CapacityError as exc:
-        raise StepFailed(str(exc), error_type=type(exc).__name__) from exc
+    verdict = check_node(spec, None, run_id=event.run_id, runner=runner)
     snapshot = write_snapshot(bundle, verdict, spec)
     if verdict.idle and verdict.node is not None:
         return event.caused(CapacitySelected, producer=producer, scheduler=spec.scheduler, node=verdict.node, snapshot=snapshot)
@@ -62,7 +44,7 @@ def run_step(bundle: BundleStore, runner: Runner, event: Event, producer: str) -
 def routes(resources: dict[str, Any]) -> list[Route]:
     bundle: BundleStore = resources["bundle"]
     # Tests may attach a runner (e.g. one that sets SLURM_CONF); production runs the real commands.
-    runner: Runner = resources.get("capacity_runner") or SubprocessRunner()
+    runner: CommandRunner = resources.get("capacity_runner") or SubprocessRunner()
 
     async def handle(event: Event, ctx: StepContext) -> list[Event]:
         producer = f"{ctx.service}/{ctx.settings.instance}"

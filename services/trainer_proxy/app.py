@@ -19,11 +19,13 @@ Routes (every failure is `training.failed`, the run halts there):
 from __future__ import annotations
 
 import asyncio
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
+from contracts import layout
 from contracts.campaign import Campaign
 from contracts.catalogue import TRAINER
 from contracts.envelope import ArtifactRef, Event
@@ -34,21 +36,22 @@ from services.runtime.bundle_paths import InvalidPath, parse_uri
 from services.runtime.bundle_records import CAMPAIGN_RELPATH
 from services.runtime.consumer import Route, StepContext
 from services.runtime.errors import StepFailed
+from services.shared.capacity.recheck import RecheckFn
+from services.shared.capacity.recheck import recheck as capacity_recheck
 from services.trainer_proxy import kubernetes, reuse
 from services.trainer_proxy.errors import PlanError, TrainingStopped
 from services.trainer_proxy.execute import Approved, execute
 from services.trainer_proxy.inputs import latest_event, load_cells, skip_reason, split_corpus
+from services.trainer_proxy.launch import KubernetesLaunch
 from services.trainer_proxy.plan import (
     CORPUS_HELDOUT_PATH,
     CORPUS_TRAIN_PATH,
     PLAN_PATH,
-    KubernetesLaunch,
     PlanInputs,
     PlanPaths,
     TrainingPlan,
     build_plan,
 )
-from services.trainer_proxy.preflight import RecheckFn, capacity_recheck
 
 NAME = TRAINER
 STEP = "training"
@@ -213,7 +216,7 @@ def _failed(event: Event, producer: str, exc: TrainingStopped) -> TrainingFailed
 def routes(resources: dict[str, Any]) -> list[Route]:
     bundle: BundleStore = resources["bundle"]
     # Tests may attach their own pre-launch check; production repeats the capacity check.
-    recheck: RecheckFn = resources.get("training_recheck") or capacity_recheck
+    recheck: RecheckFn = resources.get("training_recheck") or partial(capacity_recheck, folder=layout.TRAINING_RECHECK_DIR)
 
     async def run(approved: Approved, event: Event, ctx: StepContext, producer: str) -> list[Event]:
         try:

@@ -1,12 +1,17 @@
-"""Errors of the trainer-proxy. Every message says what to do next."""
+"""Errors of the trainer-proxy. Every message says what to do next.
+
+`TrainerProxyError` is a `StepFailed`: one that propagates is `training.failed`
+with its reason and the class name as `error_type`. The executors' failures
+(`ExecutorError`) are caught where they happen and recorded in the capture;
+`TrainingStopped` names the evidence kept.
+"""
 
 from __future__ import annotations
 
-from contracts.envelope import ArtifactRef
-from services.runtime.errors import SpecdecError
+from services.runtime.errors import StepFailed
 
 
-class TrainerProxyError(SpecdecError):
+class TrainerProxyError(StepFailed):
     """Root of every error the trainer-proxy raises on purpose."""
 
 
@@ -25,12 +30,8 @@ class ExecutionUnsupported(ExecutorError):
 class TrainingStopped(TrainerProxyError):
     """Training ran and is not trustworthy; the run halts with `training.failed`.
 
-    Carries what was captured before stopping (stdout, stderr, output hashes),
-    so the failure event names the evidence that stays in the bundle.
+    Raised with the error_type that names why (TrainingTimeout, NonFiniteLoss,
+    ProbeFailed, ...) and the artifacts captured before stopping (stdout,
+    stderr, output hashes), so the failure event names the evidence that stays
+    in the bundle.
     """
-
-    def __init__(self, reason: str, *, error_type: str, artifacts: list[ArtifactRef] | None = None) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.error_type = error_type
-        self.artifacts = list(artifacts or [])

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import structlog
 
+from contracts import layout
 from contracts.campaign import Campaign
 from contracts.catalogue import TRAINER as SERVICE
 from contracts.envelope import ArtifactRef, Event
@@ -36,18 +37,20 @@ from contracts.events import TrainingCompleted, TrainingStarted
 from services.runtime.bundle import ArtifactMissing, BundleStore
 from services.runtime.consumer import StepContext
 from services.runtime.errors import StepFailed
+from services.shared.capacity.recheck import RecheckFailed, RecheckFn
+from services.shared.scheduler.errors import SchedulerError
+from services.shared.scheduler.slurm import cancel_labelled
 from services.trainer_proxy import probes, reuse
 from services.trainer_proxy.capture import ARGV_PATH, TrainingCapture, capture_run, read_capture, write_argv
 from services.trainer_proxy.errors import ExecutorError, TrainingStopped
 from services.trainer_proxy.inputs import prompt_messages
+from services.trainer_proxy.launch import KubernetesLaunch, LocalLaunch, SlurmLaunch
 from services.trainer_proxy.local import cleanup_local, run_local
 from services.trainer_proxy.monitor import RunOutcome
-from services.trainer_proxy.plan import CORPUS_HELDOUT_PATH, KubernetesLaunch, LocalLaunch, SlurmLaunch, TrainingPlan
-from services.trainer_proxy.preflight import RecheckFn
-from services.trainer_proxy.slurm import cleanup_slurm, run_slurm
+from services.trainer_proxy.plan import TrainingPlan
+from services.trainer_proxy.slurm import run_slurm
 
 STDERR_TAIL_BYTES = 600
-CLEANUP_PATH = "training/cleanup.json"
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,7 @@ class Approved:
 
 def stop_reason(plan: TrainingPlan, capture: TrainingCapture, stderr_tail: str) -> tuple[str, str] | None:
     """(error_type, reason) when the run is not trustworthy; None when it may be probed (pure)."""
-    kept = f"{capture.output_files} output file(s) kept and hashed in training/outputs.json"
+    kept = f"{capture.output_files} output file(s) kept and hashed in {layout.TRAINING_OUTPUTS}"
     if capture.launch_error is not None:
         return "ExecutorFailed", f"the {plan.executor} executor failed to run the trainer: {capture.launch_error}"
     if capture.interrupted:
@@ -113,8 +116,11 @@ async def _launch(bundle: BundleStore, approved: Approved, trigger: Event, ctx: 
         raise StepFailed(launch.note, error_type="PlanOnly")
     try:
         check = await asyncio.to_thread(recheck, bundle, approved.campaign, plan.node, run_id)
-    except ExecutorError as exc:
-        raise StepFailed(f"{exc}; nothing was started", error_type="CapacityCheckFailed") from None
+    except RecheckFailed as exc:
+        raise StepFailed(
+            f"the capacity check before launch could not run: {exc}; nothing was started",
+            error_type="CapacityCheckFailed",
+        ) from None
     if not check.idle:
         where = f" (snapshot: {check.snapshot.uri})" if check.snapshot else ""
         raise StepFailed(
@@ -144,7 +150,7 @@ async def _launch(bundle: BundleStore, approved: Approved, trigger: Event, ctx: 
             launch, run_id=run_id, service=SERVICE, run_dir=run_dir, timeout_s=plan.timeout_s,
             kill_grace_s=plan.kill_grace_s, on_started=started,
         )
-    except ExecutorError as exc:
+    except (ExecutorError, SchedulerError) as exc:
         launched = launch.sbatch_argv if not isinstance(launch, LocalLaunch) else launch.argv
         return RunOutcome(handle="none", launched_argv=list(launched), exit_code=None, signal=None,
                           duration_s=0.0, launch_error=str(exc))
@@ -158,11 +164,11 @@ async def _cleanup(bundle: BundleStore, plan: TrainingPlan) -> None:
         if isinstance(plan.launch, LocalLaunch):
             record["killed_process_groups"] = await asyncio.to_thread(cleanup_local, plan.run_id, grace_s=plan.kill_grace_s)
         else:
-            record["cancelled_jobs"] = await cleanup_slurm(plan.run_id)
-    except ExecutorError as exc:
+            record["cancelled_jobs"] = await cancel_labelled(plan.run_id)
+    except (ExecutorError, SchedulerError) as exc:
         record["error"] = str(exc)
         structlog.get_logger().bind(service=SERVICE, run_id=plan.run_id).warning("cleanup failed", error=str(exc))
-    bundle.write_json(plan.run_id, CLEANUP_PATH, record)
+    bundle.write_json(plan.run_id, layout.TRAINING_CLEANUP, record)
 
 
 def _interrupted(plan: TrainingPlan) -> RunOutcome:
@@ -239,13 +245,13 @@ async def _probe(bundle: BundleStore, plan: TrainingPlan) -> tuple[probes.ProbeR
     run_id = plan.run_id
     assert plan.probes is not None, "a reuse plan runs no probes"
     try:
-        ref = bundle.ref(run_id, probes.PROBES_PATH)
+        ref = bundle.ref(run_id, layout.TRAINING_PROBES)
     except ArtifactMissing:
         pass
     else:
-        return probes.ProbeReport.model_validate_json(bundle.read_bytes(run_id, probes.PROBES_PATH)), ref
+        return probes.ProbeReport.model_validate_json(bundle.read_bytes(run_id, layout.TRAINING_PROBES)), ref
     cwd = plan.launch.cwd if isinstance(plan.launch, (LocalLaunch, SlurmLaunch)) else "."
-    heldout = bundle.read_bytes(run_id, CORPUS_HELDOUT_PATH)
+    heldout = bundle.read_bytes(run_id, layout.TRAINING_CORPUS_HELDOUT)
     checks = await probes.run_builtin(
         Path(plan.output_dir),
         target=_resolve(plan.target, cwd),
@@ -261,4 +267,4 @@ async def _probe(bundle: BundleStore, plan: TrainingPlan) -> tuple[probes.ProbeR
         )
         checks.append(check)
     report = probes.report(run_id, Path(plan.output_dir), checks, operator)
-    return report, bundle.write_bytes(run_id, probes.PROBES_PATH, report.model_dump_json(indent=2).encode() + b"\n")
+    return report, bundle.write_bytes(run_id, layout.TRAINING_PROBES, report.model_dump_json(indent=2).encode() + b"\n")

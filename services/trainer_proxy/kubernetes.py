@@ -16,27 +16,26 @@ with `training.failed` saying so, and the operator applies the manifest
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass
 from typing import Any
 
+from contracts import layout
 from contracts.catalogue import TRAINER as SERVICE
 from services.runtime.procs import EXPERIMENT_ENV, SERVICE_ENV
+from services.shared.scheduler.kubernetes import IMAGE_KEY, NAMESPACE_KEY, bundle_volume, dns_name, labels
 from services.trainer_proxy.errors import PlanError
 
-MANIFEST_PATH = "training/job.json"
-MAX_NAME = 63
+MANIFEST_PATH = layout.TRAINING_K8S_JOB
+STEP = "training"  # the specdec.io/step label of the Job
 PLAN_ONLY_NOTE = (
     "specdec renders this Job but does not apply it (this release drives no Kubernetes cluster): run the "
     "apply_argv yourself, wait for the Job, then continue at the bench step (`specdec request bench {run_id}`, "
     "naming the draft as its training.output input); an approval of this plan makes training fail with this "
     "note. Manifest: {manifest}"
 )
-# Selector keys the Job reads (capacity.selectors); the capacity step reads label_selector.
-IMAGE_KEY = "image"
-NAMESPACE_KEY = "namespace"
-PVC_KEY = "bundle_pvc"
+# The Job reads capacity.selectors image, namespace and bundle_pvc
+# (services.shared.scheduler.kubernetes); the capacity step reads label_selector.
 
 
 class KubernetesPlanError(PlanError):
@@ -50,22 +49,9 @@ class RenderedJob:
     manifest: dict[str, Any]
 
 
-def bundle_volume(selectors: dict[str, str], run_dir: str) -> dict[str, Any]:
-    """The `bundle` volume of a specdec pod: the PVC named by selectors.bundle_pvc, else the
-    run's folder from the node (hostPath), mounted at the same absolute path."""
-    claim = selectors.get(PVC_KEY)
-    if claim:
-        return {"name": "bundle", "persistentVolumeClaim": {"claimName": claim}}
-    return {"name": "bundle", "hostPath": {"path": run_dir, "type": "Directory"}}
-
-
 def job_name(run_id: str) -> str:
     """A DNS-1123 name of at most 63 characters, unique per run ID."""
-    name = f"specdec-train-{run_id}"
-    if len(name) <= MAX_NAME:
-        return name
-    digest = hashlib.sha256(run_id.encode()).hexdigest()[:8]
-    return f"{name[: MAX_NAME - 9].rstrip('-')}-{digest}"
+    return dns_name(f"specdec-train-{run_id}", run_id)
 
 
 def load_template(path: str) -> dict[str, Any]:
@@ -99,16 +85,16 @@ def apply_template(
     metadata = manifest.setdefault("metadata", {})
     name = job_name(run_id)
     namespace = metadata.get("namespace") or "default"
-    labels = {"experiment": run_id, "app.kubernetes.io/managed-by": "specdec", "specdec.io/step": "training"}
+    job_labels = labels(run_id, STEP)
     metadata.update({"name": name, "namespace": namespace})
-    metadata.setdefault("labels", {}).update(labels)
+    metadata.setdefault("labels", {}).update(job_labels)
     metadata.pop("generateName", None)
     spec = manifest.setdefault("spec", {})
     spec["backoffLimit"] = 0
     spec["activeDeadlineSeconds"] = max(1, math.ceil(timeout_s))
     spec.pop("ttlSecondsAfterFinished", None)
     pod = spec["template"]
-    pod.setdefault("metadata", {}).setdefault("labels", {}).update(labels)
+    pod.setdefault("metadata", {}).setdefault("labels", {}).update(job_labels)
     pod_spec = pod["spec"]
     pod_spec["restartPolicy"] = "Never"
     pod_spec.setdefault("nodeSelector", {})["kubernetes.io/hostname"] = node
@@ -140,19 +126,19 @@ def render_job(
         )
     namespace = selectors.get(NAMESPACE_KEY, "default")
     name = job_name(run_id)
-    labels = {"experiment": run_id, "app.kubernetes.io/managed-by": "specdec", "specdec.io/step": "training"}
+    job_labels = labels(run_id, STEP)
     # The run's bundle folder is mounted at the same absolute path in the pod,
     # so {output_dir} and the corpus paths in argv mean the same files there.
     volume = bundle_volume(selectors, bundle_run_dir)
     manifest: dict[str, Any] = {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "metadata": {"name": name, "namespace": namespace, "labels": job_labels},
         "spec": {
             "backoffLimit": 0,
             "activeDeadlineSeconds": max(1, math.ceil(timeout_s)),
             "template": {
-                "metadata": {"labels": labels},
+                "metadata": {"labels": job_labels},
                 "spec": {
                     "restartPolicy": "Never",
                     "nodeSelector": {"kubernetes.io/hostname": node},

@@ -12,19 +12,16 @@ hashed).
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from contracts.catalogue import TRAINER as SERVICE
-from services.runtime.procs import kill_group, labelled_processes, spawn
+from services.runtime.procs import kill_group, spawn
+from services.shared.scheduler.local import kill_labelled
 from services.trainer_proxy.errors import ExecutorError
+from services.trainer_proxy.launch import LocalLaunch
 from services.trainer_proxy.monitor import OutputWatch, RunOutcome
-
-if TYPE_CHECKING:
-    from services.trainer_proxy.plan import LocalLaunch
 
 OnStarted = Callable[[str], Awaitable[None]]
 POLL_S = 0.1
@@ -114,10 +111,4 @@ async def run_local(
 def cleanup_local(run_id: str, *, grace_s: float) -> list[int]:
     """Kill the process groups of processes still labelled with this run and this
     service (selected by the label only); the groups killed."""
-    groups: list[int] = []
-    for proc in labelled_processes(SERVICE):
-        if proc.run_id != run_id or proc.pgid in groups or proc.pgid == os.getpgrp():
-            continue
-        groups.append(proc.pgid)
-        kill_group(proc.pgid, grace_s=grace_s)
-    return groups
+    return kill_labelled(run_id, SERVICE, grace_s=grace_s)

@@ -7,12 +7,9 @@ it lands, so a non-finite loss stops the trainer at once.
 
 from __future__ import annotations
 
-import subprocess
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from services.trainer_proxy.errors import ExecutorError
 from services.trainer_proxy.loss import LossFinding, LossScanner, LossSummary
 
 _READ_BYTES = 4 << 20
@@ -74,15 +71,3 @@ class OutputWatch:
     def finish(self) -> list[LossSummary]:
         self.poll()
         return [scanner.finish() for scanner in self.scanners.values()]
-
-
-def run_short(argv: Sequence[str], *, env: dict[str, str] | None = None, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
-    """A short scheduler command (sbatch, scontrol, squeue, scancel): argv list, no shell."""
-    try:
-        return subprocess.run(  # noqa: S603 - argv list, never a shell
-            list(argv), capture_output=True, text=True, timeout=timeout_s, env=env, stdin=subprocess.DEVNULL, check=False
-        )
-    except FileNotFoundError:
-        raise ExecutorError(f"{argv[0]} is not installed on this host: install the scheduler's client tools") from None
-    except subprocess.TimeoutExpired:
-        raise ExecutorError(f"{list(argv)!r} did not answer within {timeout_s:g} s; is the scheduler up?") from None

@@ -12,28 +12,32 @@ executing it copies that draft, and the approval covers that choice.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
+from contracts import layout
 from contracts.argv import ArgvError, ArgvTemplate
 from contracts.campaign import Campaign, Scheduler
-from contracts.catalogue import PLAN_PATHS
 from contracts.catalogue import TRAINER as SERVICE
 from contracts.envelope import ArtifactRef, RunId, Strict
+from contracts.training import InputKey, ReusedDraft
 from services.runtime.procs import EXPERIMENT_ENV, SERVICE_ENV
-from services.trainer_proxy import kubernetes, slurm
+from services.shared.scheduler import slurm
+from services.trainer_proxy import kubernetes
 from services.trainer_proxy.errors import PlanError
-from services.trainer_proxy.input_key import InputKey, ReusedDraft
+from services.trainer_proxy.launch import KubernetesLaunch, Launch, LocalLaunch, SlurmLaunch
+from services.trainer_proxy.slurm_job import job_script
 
 PLAN_VERSION = 1
-PLAN_PATH = PLAN_PATHS["training"]
-OUTPUT_DIR = "training/output"
-STDOUT_PATH = "training/stdout.log"
-STDERR_PATH = "training/stderr.log"
-CORPUS_TRAIN_PATH = "training/corpus-train.jsonl"
-CORPUS_HELDOUT_PATH = "training/corpus-heldout.jsonl"
+# The bundle paths of the plan and of what the trainer reads and writes. The
+# trainer-proxy's other modules (app, capture, reuse) still import these names.
+PLAN_PATH = layout.PLAN_PATHS["training"]
+OUTPUT_DIR = layout.TRAINING_OUTPUT_DIR
+CORPUS_TRAIN_PATH = layout.TRAINING_CORPUS_TRAIN
+CORPUS_HELDOUT_PATH = layout.TRAINING_CORPUS_HELDOUT
 # After SIGTERM (or scancel), how long the trainer's group may take to exit before SIGKILL.
 KILL_GRACE_S = 10.0
 # The built-in probes load a draft and run one forward pass; past this they fail.
@@ -59,51 +63,6 @@ class PlanInputs(Strict):
     train_records: int = Field(ge=1, description="Records in the train split.")
     heldout_records: int = Field(ge=0, description="Records in the heldout split.")
     rejected_lines: int = Field(ge=0, description="Corpus lines without a valid split, left out of both files.")
-
-
-class LocalLaunch(Strict):
-    """A child process of the trainer-proxy on this machine."""
-
-    kind: Literal["local"] = Field(default="local", description="Executor kind.")
-    argv: list[str] = Field(min_length=1, description="The exact argv, exec'd directly (no shell).")
-    cwd: str = Field(description="Working directory of the trainer.")
-    env_added: dict[str, str] = Field(description="Variables added to the service's environment: the experiment label.")
-    stdout_path: str = Field(description="Bundle path of the trainer's stdout.")
-    stderr_path: str = Field(description="Bundle path of the trainer's stderr.")
-
-
-class SlurmLaunch(Strict):
-    """One batch job whose script execs the trainer's argv (no shell)."""
-
-    kind: Literal["slurm"] = Field(default="slurm", description="Executor kind.")
-    argv: list[str] = Field(min_length=1, description="The exact argv the job script execs.")
-    cwd: str = Field(description="Working directory of the job (--chdir).")
-    job_name: str = Field(description="--job-name: specdec-<run_id>.")
-    comment: str = Field(description="--comment: experiment=<run_id>, the label cleanup selects by.")
-    job_script: str = Field(description="The batch script: a Python file that execs argv; no shell reads it.")
-    job_script_path: str = Field(description="Bundle path the script is written to before submission.")
-    sbatch_argv: list[str] = Field(description="The exact sbatch argv.")
-    status_argv: list[str] = Field(description="How the job is watched; {job_id} is filled at submission.")
-    cancel_argv: list[str] = Field(description="How the job is stopped at the timeout; {job_id} as above.")
-    stdout_path: str = Field(description="Bundle path of the job's stdout (--output).")
-    stderr_path: str = Field(description="Bundle path of the job's stderr (--error).")
-
-
-class KubernetesLaunch(Strict):
-    """A labelled Job; rendered here, applied by the operator (no cluster runs next to specdec's tests)."""
-
-    kind: Literal["kubernetes"] = Field(default="kubernetes", description="Executor kind.")
-    argv: list[str] = Field(min_length=1, description="The exact container command (no shell).")
-    namespace: str = Field(description="Namespace of the Job.")
-    job_name: str = Field(description="metadata.name of the Job.")
-    manifest: dict[str, Any] = Field(description="The Job manifest, labelled experiment=<run_id>.")
-    manifest_path: str = Field(description="Bundle path the manifest is written to.")
-    apply_argv: list[str] = Field(description="The kubectl argv that would create the Job.")
-    plan_only: Literal[True] = Field(default=True, description="specdec renders this Job but does not apply it.")
-    note: str = Field(description="What the operator does with this plan, in words.")
-
-
-Launch = Annotated[LocalLaunch | SlurmLaunch | KubernetesLaunch, Field(discriminator="kind")]
 
 
 class ProbePlan(Strict):
@@ -221,8 +180,8 @@ def build_plan(
         launch=launch,
         expected_outputs=[
             f"{paths.output_dir}: a draft checkpoint directory (config.json and weights) that transformers loads",
-            f"every file under {paths.output_dir} is hashed (sha256) into training/outputs.json, partial or not",
-            f"stdout and stderr at {STDOUT_PATH} and {STDERR_PATH} in the bundle",
+            f"every file under {paths.output_dir} is hashed (sha256) into {layout.TRAINING_OUTPUTS}, partial or not",
+            f"stdout and stderr at {layout.TRAINING_STDOUT} and {layout.TRAINING_STDERR} in the bundle",
         ],
         probes=ProbePlan(operator_argv=probe, builtin=dict(BUILTIN_PROBES), prompts=PROBE_PROMPTS, timeout_s=PROBE_TIMEOUT_S),
         stop_conditions=[
@@ -249,7 +208,7 @@ def _reuse_plan(reuse: ReusedDraft, common: dict[str, Any], *, paths: PlanPaths,
         expected_outputs=[
             f"{paths.output_dir}: a copy of the draft of {source} ({reuse.checkpoint_dir}), {reuse.files} file(s), "
             f"{reuse.total_bytes} bytes, each with the sha256 its outputs.json ({reuse.manifest.sha256}) records",
-            f"training/outputs.json naming {source} (reused_from) and training/reuse.json with the copy's time",
+            f"{layout.TRAINING_OUTPUTS} naming {source} (reused_from) and {layout.TRAINING_REUSE} with the copy's time",
         ],
         probes=None,
         stop_conditions=[
@@ -273,32 +232,33 @@ def _launch(
             argv=argv,
             cwd=paths.cwd,
             env_added={EXPERIMENT_ENV: run_id, SERVICE_ENV: SERVICE},
-            stdout_path=STDOUT_PATH,
-            stderr_path=STDERR_PATH,
+            stdout_path=layout.TRAINING_STDOUT,
+            stderr_path=layout.TRAINING_STDERR,
         )
     if scheduler == "slurm":
-        script = slurm.job_script(argv, run_id=run_id, service=SERVICE)
+        script = job_script(argv, run_id=run_id, service=SERVICE)
         return SlurmLaunch(
             argv=argv,
             cwd=paths.cwd,
             job_name=slurm.job_name(run_id),
             comment=slurm.comment(run_id),
             job_script=script,
-            job_script_path=slurm.JOB_SCRIPT_PATH,
+            job_script_path=layout.TRAINING_SLURM_JOB,
             sbatch_argv=slurm.sbatch_argv(
                 run_id=run_id,
                 node=node,
                 partition=campaign.capacity.selectors.get("partition"),
                 cwd=paths.cwd,
-                stdout=paths.bundle_path(STDOUT_PATH),
-                stderr=paths.bundle_path(STDERR_PATH),
-                script=paths.bundle_path(slurm.JOB_SCRIPT_PATH),
-                timeout_s=timeout_s + KILL_GRACE_S,
+                stdout=paths.bundle_path(layout.TRAINING_STDOUT),
+                stderr=paths.bundle_path(layout.TRAINING_STDERR),
+                script=[paths.bundle_path(layout.TRAINING_SLURM_JOB)],
+                # --time backs up specdec's own timeout and the kill grace (whole minutes, rounded up).
+                time_minutes=max(1, math.ceil((timeout_s + KILL_GRACE_S) / 60)) + 1,
             ),
             status_argv=slurm.status_argv("{job_id}"),
             cancel_argv=slurm.cancel_argv("{job_id}"),
-            stdout_path=STDOUT_PATH,
-            stderr_path=STDERR_PATH,
+            stdout_path=layout.TRAINING_STDOUT,
+            stderr_path=layout.TRAINING_STDERR,
         )
     try:
         train = campaign.commands.train

@@ -27,14 +27,13 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from contracts import layout
 from contracts.envelope import ArtifactRef, RunId, Strict
 from services.runtime.bundle import BundleStore
 from services.trainer_proxy.errors import ExecutorError
 from services.trainer_proxy.local import run_process
 
-PROBES_PATH = "training/probes.json"
-PROBE_STDOUT = "training/probe/stdout.log"
-PROBE_STDERR = "training/probe/stderr.log"
+PROBES_PATH = layout.TRAINING_PROBES  # reuse.py reads the probes' report by this name
 MAX_PROMPT_TOKENS = 64
 SAMPLE_IDS = 32
 FALLBACK_PROMPT = "specdec probe: the quick brown fox jumps over the lazy dog."
@@ -216,25 +215,26 @@ async def run_operator(
     bundle: BundleStore, run_id: str, argv: list[str], *, cwd: str, timeout_s: float, kill_grace_s: float
 ) -> tuple[ProbeCheck, OperatorProbeRun]:
     run_dir = bundle.run_dir(run_id)
+    out_path, err_path = layout.TRAINING_PROBE_STDOUT, layout.TRAINING_PROBE_STDERR
     try:
         outcome = await run_process(
-            argv, run_id=run_id, cwd=cwd, stdout_path=run_dir / PROBE_STDOUT, stderr_path=run_dir / PROBE_STDERR,
+            argv, run_id=run_id, cwd=cwd, stdout_path=run_dir / out_path, stderr_path=run_dir / err_path,
             timeout_s=timeout_s, kill_grace_s=kill_grace_s, watch_loss=False,
         )
     except ExecutorError as exc:  # a probe that cannot start is a failed probe
-        stdout = bundle.write_bytes(run_id, PROBE_STDOUT, b"")
-        stderr = bundle.write_bytes(run_id, PROBE_STDERR, str(exc).encode())
+        stdout = bundle.write_bytes(run_id, out_path, b"")
+        stderr = bundle.write_bytes(run_id, err_path, str(exc).encode())
         run = OperatorProbeRun(argv=argv, exit_code=None, timed_out=False, duration_s=0.0, stdout=stdout, stderr=stderr)
         return _fail("operator", f"the operator's probe did not start: {exc}"), run
     run = OperatorProbeRun(
         argv=argv, exit_code=outcome.exit_code, timed_out=outcome.timed_out, duration_s=outcome.duration_s,
-        stdout=bundle.register_file(run_id, PROBE_STDOUT), stderr=bundle.register_file(run_id, PROBE_STDERR),
+        stdout=bundle.register_file(run_id, out_path), stderr=bundle.register_file(run_id, err_path),
     )
     if outcome.timed_out:
         return _fail("operator", f"the operator's probe {argv!r} ran past {timeout_s:g} s and was killed"), run
     if outcome.exit_code != 0:
         ended = f"exited {outcome.exit_code}" if outcome.exit_code is not None else f"was killed by signal {outcome.signal}"
-        tail = (run_dir / PROBE_STDERR).read_bytes()[-500:].decode("utf-8", "replace").strip()
+        tail = (run_dir / err_path).read_bytes()[-500:].decode("utf-8", "replace").strip()
         return _fail("operator", f"the operator's probe {argv!r} {ended}" + (f"; stderr tail: {tail}" if tail else "")), run
     return _ok("operator", f"the operator's probe {argv!r} exited 0 in {outcome.duration_s:g} s"), run
 

@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from services.bench.executor import ServerDied, ServerNotReady, launch, wait_ready
+from services.bench.errors import ServerDied, ServerNotReady
+from services.bench.executor import launch, wait_ready
 from services.runtime.procs import labelled_processes
 
 HEALTHY = [sys.executable, "-c", """

@@ -18,11 +18,11 @@ import yaml
 from contracts.campaign import Campaign
 from contracts.events import CapacityRequested, CorpusCompleted
 from services.capacity import app
-from services.capacity.model import CapacitySnapshot
 from services.runtime.broker import decode_entry
 from services.runtime.bundle import BundleStore
 from services.runtime.service import Service, bootstrap
 from services.runtime.settings import RuntimeSettings
+from services.shared.capacity.model import CapacitySnapshot
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = "toy-20261130-000000-5e4v1c"

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from contracts.campaign import CapacitySpec
-from services.capacity.check import check_node
-from services.capacity.runner import SubprocessRunner
+from services.shared.capacity.check import check_node
+from services.shared.scheduler.runner import SubprocessRunner
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = "toy-20261130-000000-51u4m0"

@@ -25,8 +25,8 @@ from services.runtime.broker import decode_entry
 from services.runtime.bundle import BundleStore
 from services.runtime.service import Service, bootstrap
 from services.runtime.settings import RuntimeSettings
+from services.shared.capacity.recheck import Recheck
 from services.trainer_proxy import app
-from services.trainer_proxy.preflight import Recheck
 from tests.support.services import wait_events
 from tests.unit.trainer_proxy.helpers import (
     COPY_TRAINER,

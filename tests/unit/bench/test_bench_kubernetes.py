@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from contracts.campaign import Campaign, Matrix
-from services.bench import kubernetes
+from services.bench import kubernetes, kubernetes_pod
 from services.bench.plan import build_plan
 from services.runtime.errors import ConfigurationError, StepFailed
 
@@ -55,13 +55,13 @@ def test_each_launch_renders_a_labelled_pod_pinned_to_the_node() -> None:
     (container,) = spec["containers"]
     cell = plan.cells[1]
     # Exec form, the cell's argv with the Pod's own fixed port; no shell anywhere.
-    assert container["command"] == [t.replace("{port}", str(kubernetes.SERVE_PORT)) for t in cell.serve_argv]
+    assert container["command"] == [t.replace("{port}", str(kubernetes_pod.SERVE_PORT)) for t in cell.serve_argv]
     assert container["command"][container["command"].index("--host") + 1] == "0.0.0.0"
     assert container["image"] == SELECTORS["image"]
     assert {"name": "SPECDEC_EXPERIMENT", "value": RUN} in container["env"]
     assert container["resources"] == {"requests": {"cpu": "8", "memory": "32Gi"},
                                       "limits": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"}}
-    assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": kubernetes.SERVE_PORT}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/health", "port": kubernetes_pod.SERVE_PORT}
     assert container["volumeMounts"] == [{"name": "bundle", "mountPath": RUN_DIR}]
     assert spec["volumes"][0]["hostPath"]["path"] == RUN_DIR
 
@@ -96,7 +96,7 @@ def test_the_plan_needs_the_serving_image() -> None:
 
 def test_pod_names_stay_valid_for_long_run_ids() -> None:
     long_run = "a" + "b" * 61 + "c"
-    names = {kubernetes.pod_name(long_run, index) for index in range(12)}
+    names = {kubernetes_pod.pod_name(long_run, index) for index in range(12)}
     assert len(names) == 12 and all(len(name) <= 63 and not name.endswith("-") for name in names)
 
 
@@ -155,7 +155,7 @@ def test_the_operators_pod_template_keeps_its_own_and_gets_the_label_argv_and_no
     assert spec["nodeSelector"] == {"pool": "h100", "kubernetes.io/hostname": "gpu-7"}
     (container,) = spec["containers"]
     assert container["image"] == "registry.example/vllm:ops" and "args" not in container
-    assert container["command"] == [t.replace("{port}", str(kubernetes.SERVE_PORT)) for t in plan.cells[1].serve_argv]
+    assert container["command"] == [t.replace("{port}", str(kubernetes_pod.SERVE_PORT)) for t in plan.cells[1].serve_argv]
     assert container["resources"] == {"limits": {"nvidia.com/gpu": "4"}}
     assert {"name": "HF_HOME", "value": "/cache"} in container["env"]
     assert [e["value"] for e in container["env"] if e["name"] == "SPECDEC_EXPERIMENT"] == [RUN]

@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from contracts.campaign import Campaign, Matrix
-from services.bench import slurm
+from services.bench import slurm, slurm_job
+from services.bench.errors import ServingError
 from services.bench.plan import build_plan
 from services.runtime.bundle_records import canonical_json
 from services.runtime.errors import ConfigurationError
@@ -112,7 +113,7 @@ HOSTILE = ["$(touch pwned)", "`touch pwned`", "a; touch pwned", "it's \"quoted\"
 def test_the_job_script_fills_a_port_writes_the_endpoint_and_execs_every_token_verbatim(tmp_path: Path) -> None:
     shown = "import json, os, sys; print(json.dumps([sys.argv[1:], os.environ['SPECDEC_EXPERIMENT']]))"
     script = tmp_path / "serve-job.py"
-    script.write_text(slurm.job_script([sys.executable, "-c", shown, *HOSTILE], run_id=RUN), encoding="utf-8")
+    script.write_text(slurm_job.job_script([sys.executable, "-c", shown, *HOSTILE], run_id=RUN), encoding="utf-8")
     endpoint = tmp_path / "endpoint.json"
     out = subprocess.run([sys.executable, str(script), str(endpoint)], cwd=tmp_path, capture_output=True, text=True,
                          timeout=30)
@@ -132,9 +133,9 @@ def test_the_job_script_refuses_what_it_cannot_render() -> None:
     from services.runtime.bundle_paths import InvalidPath
 
     with pytest.raises(InvalidPath):
-        slurm.job_script(["true"], run_id="toy-1; rm -rf ~")
-    with pytest.raises(slurm.ServingError):
-        slurm.job_script([], run_id=RUN)
+        slurm_job.job_script(["true"], run_id="toy-1; rm -rf ~")
+    with pytest.raises(ServingError):
+        slurm_job.job_script([], run_id=RUN)
 
 
 def test_the_endpoint_file_is_read_whole_or_not_at_all(tmp_path: Path) -> None:
@@ -143,5 +144,5 @@ def test_the_endpoint_file_is_read_whole_or_not_at_all(tmp_path: Path) -> None:
     path.write_text(json.dumps({"host": "gpu-7", "port": 41234, "argv": [], "job_id": "12"}))
     assert slurm.read_endpoint(path)["port"] == 41234
     path.write_text(json.dumps({"host": "gpu-7"}))
-    with pytest.raises(slurm.ServingError, match="lacks host and port"):
+    with pytest.raises(ServingError, match="lacks host and port"):
         slurm.read_endpoint(path)

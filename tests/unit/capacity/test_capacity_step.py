@@ -9,13 +9,13 @@ import yaml
 
 from contracts.campaign import Campaign
 from contracts.events import CapacitySelected, CapacityUnavailable, CorpusCompleted
-from services.capacity import slurm
 from services.capacity.app import run_step
-from services.capacity.errors import CommandMissing
-from services.capacity.model import CapacitySnapshot
-from services.capacity.runner import RunResult
 from services.runtime.bundle import BundleStore
 from services.runtime.errors import StepFailed
+from services.shared.capacity import slurm
+from services.shared.capacity.model import CapacitySnapshot
+from services.shared.scheduler.errors import CommandMissing
+from services.shared.scheduler.runner import RunResult
 
 ROOT = Path(__file__).resolve().parents[3]
 RUN = "toy-20261130-000000-c4p4c1"

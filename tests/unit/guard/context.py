@@ -19,7 +19,7 @@ from services.trainer_proxy.plan import PlanInputs, PlanPaths
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "infra/examples/campaign.yaml"
 TRAFFIC = ROOT / "infra/examples/sample-traffic.jsonl"
-SCHEDULER_OUTPUTS = ROOT / "tests/unit/capacity/fixtures"
+SCHEDULER_OUTPUTS = ROOT / "tests/unit/shared/capacity/fixtures"
 RUN = "toy-20261130-010101-abcdef"
 SHA = "a" * 64
 PATHS = PlanPaths(

@@ -12,12 +12,15 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from contracts import layout
 from contracts.campaign import Campaign, TrainCommand
 from contracts.envelope import ArtifactRef
 from services.runtime.bundle_records import canonical_json
-from services.trainer_proxy import kubernetes, slurm
+from services.trainer_proxy import kubernetes
 from services.trainer_proxy.errors import PlanError
-from services.trainer_proxy.plan import KubernetesLaunch, LocalLaunch, PlanInputs, PlanPaths, SlurmLaunch, build_plan
+from services.trainer_proxy.launch import KubernetesLaunch, LocalLaunch, SlurmLaunch
+from services.trainer_proxy.plan import PlanInputs, PlanPaths, build_plan
+from services.trainer_proxy.slurm_job import job_script
 from tests.unit.trainer_proxy.helpers import EXAMPLE, campaign
 
 RUN = "toy-20261130-010101-abcdef"
@@ -129,27 +132,17 @@ def test_slurm_plan_labels_the_job_and_pins_the_node():
     assert argv[argv.index("--output") + 1] == f"{PATHS.run_dir}/training/stdout.log"
     assert argv[argv.index("--chdir") + 1] == "/srv/specdec"
     assert argv[argv.index("--time") + 1] == "4"  # (150 s + 10 s grace) -> 3 min, + 1
-    assert "--wrap" not in argv and argv[-1] == f"{PATHS.run_dir}/{slurm.JOB_SCRIPT_PATH}"
+    assert "--wrap" not in argv and argv[-1] == f"{PATHS.run_dir}/{layout.TRAINING_SLURM_JOB}"
     assert "scancel" in " ".join(plan.cleanup) and f"experiment={RUN}" in " ".join(plan.cleanup)
 
 
 def test_the_slurm_job_script_execs_the_argv_without_a_shell(tmp_path):
     probe = [sys.executable, "-c", "import json, sys; print(json.dumps(sys.argv[1:]))", "a;b", "$(touch pwned)", "`x`", "é"]
     script = tmp_path / "job.py"
-    script.write_text(slurm.job_script(probe, run_id=RUN, service="trainer-proxy"))
+    script.write_text(job_script(probe, run_id=RUN, service="trainer-proxy"))
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, check=True)
     assert json.loads(out.stdout) == ["a;b", "$(touch pwned)", "`x`", "é"]
     assert not (tmp_path / "pwned").exists()
-
-
-def test_slurm_output_parsing():
-    assert slurm.parse_job_id("1234\n") == "1234" and slurm.parse_job_id("77;cluster\n") == "77"
-    record = slurm.parse_record("JobId=5 JobName=specdec-x JobState=FAILED Reason=NonZeroExitCode ExitCode=3:0 Comment=experiment=x")
-    assert record["JobState"] == "FAILED" and record["Comment"] == "experiment=x"
-    assert slurm.parse_exit(record["ExitCode"]) == (3, None)
-    assert slurm.parse_exit("0:15") == (0, 15)
-    listed = f"1|specdec-{RUN}|experiment={RUN}\n2|specdec-{RUN}|experiment=other\n3|other|experiment={RUN}\n"
-    assert slurm.labelled_jobs(listed, RUN) == ["1"]
 
 
 def test_kubernetes_plan_is_a_labelled_job_and_says_it_is_plan_only():

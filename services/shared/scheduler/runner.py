@@ -1,7 +1,9 @@
-"""Running a command read-only: an argv list (never a shell) with a timeout.
+"""Running a short command: an argv list (never a shell), stdin closed, a timeout.
 
-Adapters and the idle check take a `Runner`, so the same code runs against the
-real `sinfo`/`kubectl`/idle check and, in unit tests, against recorded outputs.
+Adapters take a `CommandRunner`, so the same code runs against the real
+`sinfo`/`squeue`/`kubectl`/idle check and, in unit tests, against recorded
+outputs. `run_short` is the form the executors use for a scheduler command
+that must answer (sbatch, scontrol, sacct, squeue, scancel, kubectl).
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from services.capacity.errors import CommandMissing
+from services.shared.scheduler.errors import CommandMissing, CommandTimedOut
 
 # After a timeout the killed process group gets this long to close its pipes.
 _DRAIN_S = 5.0
+# A scheduler command that takes longer is stuck.
+SHORT_TIMEOUT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -36,7 +40,7 @@ class RunResult:
         return self.exit_code == 0 and not self.timed_out
 
 
-class Runner(Protocol):
+class CommandRunner(Protocol):
     """argv -> RunResult. Raises CommandMissing when argv[0] cannot be executed."""
 
     def __call__(self, argv: Sequence[str], *, timeout_s: float) -> RunResult: ...
@@ -96,3 +100,12 @@ class SubprocessRunner:
             duration_s=round(time.monotonic() - started, 6),
             timed_out=timed_out,
         )
+
+
+def run_short(argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout_s: float = SHORT_TIMEOUT_S) -> RunResult:
+    """A short scheduler command that must answer: CommandTimedOut past `timeout_s`,
+    CommandMissing when it is not installed. `env` adds to this process's environment."""
+    result = SubprocessRunner(env)(argv, timeout_s=timeout_s)
+    if result.timed_out:
+        raise CommandTimedOut(f"{list(argv)!r} did not answer within {timeout_s:g} s; is the scheduler up?")
+    return result

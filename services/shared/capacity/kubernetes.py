@@ -15,25 +15,25 @@ from typing import Any
 
 import orjson
 
-from services.capacity.errors import SchedulerOutputInvalid
-from services.capacity.model import NodeView, Workload
-from services.capacity.observe import Observation, read_command
-from services.capacity.runner import Runner
+from services.shared.capacity.errors import SchedulerOutputInvalid
+from services.shared.capacity.model import NodeView, Workload
+from services.shared.capacity.observe import Observation, read_command
+from services.shared.scheduler.kubernetes import EXPERIMENT_LABEL, IMAGE_KEY, NAMESPACE_KEY, PVC_KEY
+from services.shared.scheduler.runner import CommandRunner
 
 SELECTORS: dict[str, str] = {
     "label_selector": "only nodes matching this label selector (kubectl get nodes -l ...)",
     "tolerations": "comma-separated taint keys the trainer's and server's pods tolerate; other "
     "NoSchedule/NoExecute taints rule a node out",
     # Placement keys the node check ignores; the trainer-proxy's Job reads them.
-    "image": "container image of the trainer's Job (read by the trainer-proxy, not by the node check)",
-    "namespace": "namespace of the trainer's Job (read by the trainer-proxy)",
-    "bundle_pvc": "PersistentVolumeClaim holding the evidence bundle, mounted by the Job (read by the trainer-proxy)",
+    IMAGE_KEY: "container image of the trainer's Job (read by the trainer-proxy, not by the node check)",
+    NAMESPACE_KEY: "namespace of the trainer's Job (read by the trainer-proxy)",
+    PVC_KEY: "PersistentVolumeClaim holding the evidence bundle, mounted by the Job (read by the trainer-proxy)",
 }
 
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
-EXPERIMENT_LABEL = "experiment"
 
 
 def nodes_argv(selectors: Mapping[str, str]) -> list[str]:
@@ -170,7 +170,7 @@ def assemble(nodes: list[NodeView], pods: list[tuple[str, Workload, bool]]) -> l
     return out
 
 
-def observe(selectors: Mapping[str, str], runner: Runner) -> Observation:
+def observe(selectors: Mapping[str, str], runner: CommandRunner) -> Observation:
     """Read the nodes and the pods on them. Reads only: nothing is applied, cordoned or evicted."""
     observation = Observation()
     nodes = parse_nodes(read_command(observation, runner, "kubectl-nodes", nodes_argv(selectors)), selectors)

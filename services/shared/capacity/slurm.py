@@ -12,10 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from services.capacity.errors import SchedulerOutputInvalid
-from services.capacity.model import NodeView, Workload
-from services.capacity.observe import Observation, read_command
-from services.capacity.runner import Runner
+from services.shared.capacity.errors import SchedulerOutputInvalid
+from services.shared.capacity.model import NodeView, Workload
+from services.shared.capacity.observe import Observation, read_command
+from services.shared.scheduler.runner import CommandRunner
 
 # Selector keys this adapter reads (campaign `capacity.selectors`).
 SELECTORS: dict[str, str] = {
@@ -238,7 +238,7 @@ def assemble(nodes: list[NodeView], jobs: list[tuple[list[str], Workload]]) -> l
     return out
 
 
-def observe(selectors: Mapping[str, str], runner: Runner) -> Observation:
+def observe(selectors: Mapping[str, str], runner: CommandRunner) -> Observation:
     """Read the nodes and the jobs on them. Reads only: nothing is submitted or changed."""
     observation = Observation()
     nodes = parse_sinfo(read_command(observation, runner, "sinfo", sinfo_argv(selectors)))

@@ -1,7 +1,8 @@
 """Writing a capacity check into the evidence bundle.
 
-Layout, under the step's folder (`capacity/` for the capacity service; the
-trainer-proxy and bench-runner pass their own, e.g. `training/capacity`):
+Layout, under the step's folder (`layout.CAPACITY_DIR` for the capacity service;
+the trainer-proxy and bench-runner pass their re-check folders,
+`layout.TRAINING_RECHECK_DIR` and `layout.BENCH_RECHECK_DIR`):
 
     <folder>/<check_id>/raw/<nn>-<name>.stdout   every raw output, as read
     <folder>/<check_id>/raw/<nn>-<name>.stderr
@@ -15,23 +16,25 @@ from __future__ import annotations
 
 import secrets
 
+from contracts import layout
 from contracts.campaign import CapacitySpec
 from contracts.envelope import ArtifactRef
-from services.capacity.model import CapacitySnapshot, CaptureRecord, Verdict
 from services.runtime.bundle import BundleStore
+from services.shared.capacity.model import CapacitySnapshot, CaptureRecord, Verdict
 
 
 def new_check_id(verdict: Verdict) -> str:
     return f"{verdict.checked_at:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
-def write_snapshot(bundle: BundleStore, verdict: Verdict, spec: CapacitySpec, *, folder: str = "capacity") -> ArtifactRef:
+def write_snapshot(bundle: BundleStore, verdict: Verdict, spec: CapacitySpec, *, folder: str = layout.CAPACITY_DIR) -> ArtifactRef:
     """Store every raw output and the snapshot; return the snapshot's ref."""
     check_id = new_check_id(verdict)
-    base = f"{folder}/{check_id}"
+    base = layout.capacity_check(folder, check_id)
     records = []
     for number, capture in enumerate(verdict.captures, 1):
-        stem = f"{base}/raw/{number:02d}-{capture.name}"
+        stdout = layout.capacity_raw(base, number, capture.name, "stdout")
+        stderr = layout.capacity_raw(base, number, capture.name, "stderr")
         records.append(
             CaptureRecord(
                 name=capture.name,
@@ -40,8 +43,8 @@ def write_snapshot(bundle: BundleStore, verdict: Verdict, spec: CapacitySpec, *,
                 exit_code=capture.exit_code,
                 timed_out=capture.timed_out,
                 duration_s=capture.duration_s,
-                stdout=bundle.write_bytes(verdict.run_id, f"{stem}.stdout", capture.stdout.encode()),
-                stderr=bundle.write_bytes(verdict.run_id, f"{stem}.stderr", capture.stderr.encode()),
+                stdout=bundle.write_bytes(verdict.run_id, stdout, capture.stdout.encode()),
+                stderr=bundle.write_bytes(verdict.run_id, stderr, capture.stderr.encode()),
             )
         )
     snapshot = CapacitySnapshot(
@@ -59,4 +62,4 @@ def write_snapshot(bundle: BundleStore, verdict: Verdict, spec: CapacitySpec, *,
         captures=records,
         checked_at=verdict.checked_at,
     )
-    return bundle.write_json(verdict.run_id, f"{base}/snapshot.json", snapshot)
+    return bundle.write_json(verdict.run_id, layout.capacity_snapshot(base), snapshot)

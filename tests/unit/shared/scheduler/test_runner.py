@@ -1,4 +1,5 @@
-"""SubprocessRunner: argv without a shell, exit codes, missing programs, timeouts that kill the group."""
+"""The shared runner's SubprocessRunner (services.shared.scheduler.runner): argv without a
+shell, exit codes, missing programs, timeouts that kill the group."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import time
 
 import pytest
 
-from services.capacity.errors import CommandMissing
-from services.capacity.runner import SubprocessRunner
+from services.shared.scheduler.errors import CommandMissing
+from services.shared.scheduler.runner import SubprocessRunner
 
 
 def test_argv_runs_without_a_shell_and_reports_exit_and_output(tmp_path):
@@ -57,3 +58,12 @@ def test_timeout_kills_the_whole_group(tmp_path):
         time.sleep(0.05)
     else:
         pytest.fail(f"grandchild {grandchild} survived the timeout")
+
+
+def test_run_short_raises_when_the_scheduler_does_not_answer():
+    from services.shared.scheduler.errors import CommandTimedOut
+    from services.shared.scheduler.runner import run_short
+
+    with pytest.raises(CommandTimedOut, match="did not answer within 1 s"):
+        run_short([sys.executable, "-c", "import time; time.sleep(30)"], timeout_s=1)
+    assert run_short([sys.executable, "-c", "print('ok')"]).stdout.strip() == "ok"

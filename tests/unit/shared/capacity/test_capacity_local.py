@@ -10,11 +10,11 @@ import orjson
 import pytest
 
 from contracts.campaign import CapacitySpec
-from services.capacity import local
-from services.capacity.check import check_node
-from services.capacity.errors import CapacityConfigError
-from services.capacity.runner import SubprocessRunner
 from services.runtime.procs import kill_group, spawn
+from services.shared.capacity import local
+from services.shared.capacity.check import check_node
+from services.shared.capacity.errors import CapacityConfigError
+from services.shared.scheduler.runner import SubprocessRunner
 
 MEMINFO = "MemTotal:       24683624 kB\nMemFree:         1234567 kB\nMemAvailable:   20480000 kB\nHugePages_Total:       0\n"
 

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from contracts.campaign import CapacitySpec
-from services.capacity import kubernetes, slurm
-from services.capacity.check import check_node
+from services.shared.capacity import kubernetes, slurm
+from services.shared.capacity.check import check_node
 
 
 def commands_run(spec: CapacitySpec, recorded, fixture_text) -> list[list[str]]:
@@ -53,7 +53,7 @@ def test_the_trainer_jobs_placement_keys_pass_the_kubernetes_check():
     capacity.selectors; the node check must accept them (the trainer-proxy reads them)."""
     from contracts.argv import ArgvTemplate
     from contracts.campaign import CapacitySpec
-    from services.capacity.check import validate
+    from services.shared.capacity.check import validate
 
     validate(CapacitySpec(scheduler="kubernetes", idle_check=ArgvTemplate(["true"]),
                           selectors={"image": "specdec:1", "namespace": "ml", "bundle_pvc": "bundles"}))

@@ -1,10 +1,10 @@
-"""The read-only capacity check: the capacity service's step, and the check the
-trainer-proxy and bench-runner repeat right before they launch anything.
+"""The read-only idle-node check: the capacity service's step, and the check the
+trainer-proxy and bench-runner repeat right before they launch anything (`recheck`).
 
     verdict = check_node(campaign.capacity, node, run_id=run_id, runner=SubprocessRunner())
     if not verdict.idle: stop, with verdict.reasons
 
-It reads the scheduler, decides from the workloads seen (services.capacity.idle),
+It reads the scheduler, decides from the workloads seen (services.shared.capacity.idle),
 and runs the operator's idle check (argv, no shell, with a timeout) on the
 candidates that survive, in name order, until one passes. It selects; it never
 reserves, cancels, evicts or preempts anything.
@@ -17,17 +17,18 @@ from datetime import datetime, timezone
 
 from contracts.argv import ArgvError
 from contracts.campaign import CapacitySpec
-from services.capacity import kubernetes, local, slurm
-from services.capacity.errors import CapacityConfigError, CommandMissing
-from services.capacity.idle import candidates, judge, render_idle_check
-from services.capacity.model import IdleCheckRun, NodeVerdict, Verdict
-from services.capacity.observe import Observation, capture_name, to_capture
-from services.capacity.runner import Runner
+from services.shared.capacity import kubernetes, local, slurm
+from services.shared.capacity.errors import CapacityConfigError
+from services.shared.capacity.idle import candidates, judge, render_idle_check
+from services.shared.capacity.model import IdleCheckRun, NodeVerdict, Verdict
+from services.shared.capacity.observe import Observation, capture_name, to_capture
+from services.shared.scheduler.errors import CommandMissing
+from services.shared.scheduler.runner import CommandRunner
 
 # The operator's idle check gets this long per node; past it the node is not idle.
 IDLE_CHECK_TIMEOUT_S = 60.0
 
-Observe = Callable[[Mapping[str, str], Runner], Observation]
+Observe = Callable[[Mapping[str, str], CommandRunner], Observation]
 ADAPTERS: dict[str, tuple[Observe, dict[str, str]]] = {
     "local": (local.observe, local.SELECTORS),
     "slurm": (slurm.observe, slurm.SELECTORS),
@@ -50,7 +51,7 @@ def validate(spec: CapacitySpec) -> None:
         )
 
 
-def _run_idle_check(spec: CapacitySpec, node: str, run_id: str, runner: Runner, observation: Observation) -> IdleCheckRun:
+def _run_idle_check(spec: CapacitySpec, node: str, run_id: str, runner: CommandRunner, observation: Observation) -> IdleCheckRun:
     if spec.idle_check is None:  # validate() refuses this; kept for callers that skip it
         raise CapacityConfigError("capacity.idle_check is not set")
     try:
@@ -71,9 +72,10 @@ def _run_idle_check(spec: CapacitySpec, node: str, run_id: str, runner: Runner, 
     )
 
 
-def check_node(spec: CapacitySpec, node: str | None, *, run_id: str, runner: Runner) -> Verdict:
-    """Is `node` idle now (or, with node None, which node is)? Raises CapacityError only
-    when the scheduler cannot be read or the spec cannot be used; a busy node is a verdict."""
+def check_node(spec: CapacitySpec, node: str | None, *, run_id: str, runner: CommandRunner) -> Verdict:
+    """Is `node` idle now (or, with node None, which node is)? Raises CapacityError (or the
+    runner's CommandMissing) only when the scheduler cannot be read or the spec cannot be
+    used; a busy node is a verdict."""
     validate(spec)
     observe, _ = ADAPTERS[spec.scheduler]
     observation = observe(spec.selectors, runner)

@@ -6,9 +6,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from services.capacity.errors import SchedulerFailed
-from services.capacity.model import Capture, NodeView
-from services.capacity.runner import RunResult, Runner
+from services.shared.capacity.errors import SchedulerFailed
+from services.shared.capacity.model import Capture, NodeView
+from services.shared.scheduler.runner import CommandRunner, RunResult
 
 # Scheduler reads that take longer than this are stuck; the step fails with the reason.
 SCHEDULER_TIMEOUT_S = 30.0
@@ -52,7 +52,7 @@ def file_capture(name: str, path: str, text: str) -> Capture:
 
 
 def read_command(
-    observation: Observation, runner: Runner, name: str, argv: Sequence[str], *, timeout_s: float = SCHEDULER_TIMEOUT_S
+    observation: Observation, runner: CommandRunner, name: str, argv: Sequence[str], *, timeout_s: float = SCHEDULER_TIMEOUT_S
 ) -> str:
     """Run one scheduler read, record it, and return its stdout; SchedulerFailed unless it exited 0."""
     result = runner(argv, timeout_s=timeout_s)

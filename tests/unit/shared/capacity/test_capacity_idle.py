@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from contracts.argv import ArgvError, ArgvTemplate
-from services.capacity.idle import candidates, describe, judge, render_idle_check
-from services.capacity.model import IdleCheckRun, NodeView, Workload
+from services.shared.capacity.idle import candidates, describe, judge, render_idle_check
+from services.shared.capacity.model import IdleCheckRun, NodeView, Workload
 
 PASS = IdleCheckRun(argv=["check"], exit_code=0, timed_out=False, duration_s=0.1, timeout_s=60)
 

@@ -21,10 +21,10 @@ from pathlib import Path
 
 import orjson
 
-from services.capacity.model import NodeView, Workload
-from services.capacity.observe import Observation, file_capture, tail, to_capture
-from services.capacity.runner import Runner
 from services.runtime.procs import labelled_processes
+from services.shared.capacity.model import NodeView, Workload
+from services.shared.capacity.observe import Observation, file_capture, tail, to_capture
+from services.shared.scheduler.runner import CommandRunner
 
 SELECTORS: dict[str, str] = {}
 
@@ -154,7 +154,7 @@ def _read(path: str) -> str:
         return f"(unreadable: {exc.strerror})"
 
 
-def observe(selectors: Mapping[str, str], runner: Runner) -> Observation:
+def observe(selectors: Mapping[str, str], runner: CommandRunner) -> Observation:
     """This machine as one node. Reads only: no process is signalled or changed."""
     observation = Observation()
     meminfo, loadavg = _read("/proc/meminfo"), _read("/proc/loadavg")

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from contracts.argv import ArgvTemplate
-from services.capacity.model import IdleCheckRun, NodeVerdict, NodeView, Workload
+from services.shared.capacity.model import IdleCheckRun, NodeVerdict, NodeView, Workload
 
 
 def describe(workload: Workload) -> str:

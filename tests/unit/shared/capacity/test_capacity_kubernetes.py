@@ -8,10 +8,10 @@ import orjson
 import pytest
 
 from contracts.campaign import CapacitySpec
-from services.capacity import kubernetes as k8s
-from services.capacity.check import check_node
-from services.capacity.errors import SchedulerFailed, SchedulerOutputInvalid
-from services.capacity.runner import RunResult
+from services.shared.capacity import kubernetes as k8s
+from services.shared.capacity.check import check_node
+from services.shared.capacity.errors import SchedulerFailed, SchedulerOutputInvalid
+from services.shared.scheduler.runner import RunResult
 
 NODES = tuple(k8s.nodes_argv({}))
 PODS = tuple(k8s.pods_argv())

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from contracts.campaign import CapacitySpec
-from services.capacity import slurm
-from services.capacity.check import check_node
-from services.capacity.errors import CapacityConfigError, SchedulerFailed, SchedulerOutputInvalid
-from services.capacity.runner import RunResult
+from services.shared.capacity import slurm
+from services.shared.capacity.check import check_node
+from services.shared.capacity.errors import CapacityConfigError, SchedulerFailed, SchedulerOutputInvalid
+from services.shared.scheduler.runner import RunResult
 
 SINFO = tuple(slurm.sinfo_argv({}))
 SQUEUE = tuple(slurm.squeue_argv({}))

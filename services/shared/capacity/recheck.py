@@ -1,0 +1,61 @@
+"""Right before launch: is the planned node still idle?
+
+The capacity step selected the node minutes or hours ago. The trainer-proxy
+and the bench-runner repeat the same read-only check (`check_node`: the
+scheduler's workloads, then the operator's idle check) on that node alone, and
+store what it saw under their own folder (`layout.TRAINING_RECHECK_DIR`,
+`layout.BENCH_RECHECK_DIR`). A node that is no longer idle stops the launch
+before anything starts.
+
+A re-check that cannot read the scheduler raises `RecheckFailed`, which is not
+a `StepFailed`: each step decides what that means for it (the trainer-proxy
+fails the run with `CapacityCheckFailed`; the bench-runner lets the delivery
+retry, as it always has).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from contracts.campaign import Campaign
+from contracts.envelope import ArtifactRef
+from contracts.errors import SpecdecError
+from services.runtime.bundle import BundleStore
+from services.shared.capacity.check import check_node
+from services.shared.capacity.errors import CapacityError
+from services.shared.capacity.snapshot import write_snapshot
+from services.shared.scheduler.errors import SchedulerError
+from services.shared.scheduler.runner import CommandRunner, SubprocessRunner
+
+
+class RecheckFailed(SpecdecError):
+    """The re-check could not run (the scheduler cannot be read, the idle check is missing)."""
+
+
+@dataclass(frozen=True)
+class Recheck:
+    """The verdict of the last check before launch."""
+
+    idle: bool
+    reasons: list[str]
+    snapshot: ArtifactRef | None
+
+
+# (bundle, campaign, node, run_id) -> Recheck; runs off the event loop. The
+# trainer-proxy's tests pass their own (`training_recheck`); it raises
+# RecheckFailed when the scheduler cannot be read.
+RecheckFn = Callable[[BundleStore, Campaign, str, str], Recheck]
+
+
+def recheck(
+    bundle: BundleStore, campaign: Campaign, node: str, run_id: str, *, folder: str,
+    runner: CommandRunner | None = None,
+) -> Recheck:
+    """The capacity step's own check on `node` only, stored under `folder`."""
+    try:
+        verdict = check_node(campaign.capacity, node, run_id=run_id, runner=runner or SubprocessRunner())
+    except (CapacityError, SchedulerError) as exc:
+        raise RecheckFailed(str(exc)) from None
+    snapshot = write_snapshot(bundle, verdict, campaign.capacity, folder=folder)
+    return Recheck(idle=verdict.idle and verdict.node == node, reasons=list(verdict.reasons), snapshot=snapshot)
