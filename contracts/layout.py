@@ -49,6 +49,16 @@ def capacity_check(folder: str, check_id: str) -> str:
     return f"{folder}/{check_id}"
 
 
+def capacity_snapshot(check: str) -> str:
+    """The snapshot of one idle check; `check` is a `capacity_check` folder."""
+    return f"{check}/snapshot.json"
+
+
+def capacity_raw(check: str, number: int, name: str, stream: str) -> str:
+    """One raw output of an idle check, as read: `stream` is `stdout` or `stderr`."""
+    return f"{check}/raw/{number:02d}-{name}.{stream}"
+
+
 # --- training/ -------------------------------------------------------------------
 TRAINING_DIR = "training"
 TRAINING_PLAN = f"{TRAINING_DIR}/plan.json"
@@ -95,7 +105,7 @@ def launch_folder(cell_id: str, index: int) -> str:
     return f"{BENCH_DIR}/{cell_id}/launch-{index}"
 
 
-def trial_folder(cell_id: str, trial: int) -> str:
+def trial_folder(cell_id: str, trial: int | str) -> str:
     return f"{BENCH_DIR}/{cell_id}/trial-{trial}"
 
 
@@ -104,12 +114,12 @@ def attempt_folder(folder: str, attempt: int) -> str:
     return folder if attempt == 1 else f"{folder}/attempt-{attempt}"
 
 
-def result_name(concurrency: int) -> str:
+def result_name(concurrency: int | str) -> str:
     return f"result-c{concurrency}.json"
 
 
-def trial_result(cell_id: str, trial: int, concurrency: int) -> str:
-    """One trial's result JSON (`vllm bench serve` keys plus specdec's blocks)."""
+def trial_result(cell_id: str, trial: int | str, concurrency: int | str) -> str:
+    """One trial's result JSON (`vllm bench serve` keys plus specdec's blocks); "*" parts make a glob."""
     return f"{trial_folder(cell_id, trial)}/{result_name(concurrency)}"
 
 
@@ -128,6 +138,29 @@ REPORT_MARKDOWN = f"{REPORT_DIR}/report.md"
 REPORT_HTML = f"{REPORT_DIR}/report.html"
 REPORT_SUMMARY = f"{REPORT_DIR}/report.json"
 REPORT_PLOTS_DIR = f"{REPORT_DIR}/plots"
+
+
+def report_plot(name: str) -> str:
+    """One plot of the report by its file name, e.g. `speedup.png`."""
+    return f"{REPORT_PLOTS_DIR}/{name}"
+
+
+# --- publish/ --------------------------------------------------------------------
+PUBLISH_DIR = "publish"
+# Sent next to the report's files (name, sha256, size of each); a folder target
+# inside the bundle (`file://DIR`) stores it as `DIR/manifest.json`.
+PUBLISHED_MANIFEST = "manifest.json"
+
+
+def publication(key: str) -> str:
+    """The record of one publish request (`key`: the request's), what was or would be sent."""
+    return f"{PUBLISH_DIR}/{key}/publication.json"
+
+
+def publication_response(key: str) -> str:
+    """Every HTTP attempt of one publish request, with the target's answers."""
+    return f"{PUBLISH_DIR}/{key}/response.json"
+
 
 # Where the services that change the cluster store their plan: an approval names
 # the sha256 of these files, and `specdec <step> plan` prints them.

@@ -44,7 +44,7 @@ _OWNED_KEYS = frozenset({"model", "prompt", "messages", "max_tokens", "max_compl
 _HEADERS = {"content-type": "application/json", "accept": "text/event-stream"}
 
 
-class LoadSpec(Strict):
+class WindowSpec(Strict):
     """How one window drives a served cell."""
 
     base_url: str = Field(pattern=r"^https?://", description="http://host:port of the served cell.")
@@ -65,7 +65,7 @@ class LoadSpec(Strict):
     extra_body: dict[str, Any] = Field(default_factory=dict, description="Additional request body keys (top_p, seed, ...).")
 
     @model_validator(mode="after")
-    def _check(self) -> LoadSpec:
+    def _check(self) -> WindowSpec:
         # No inert knob: a rate without a schedule, or a burstiness outside
         # poisson, would be accepted and change nothing.
         if self.arrival == "inf" and self.request_rate_per_s is not None:
@@ -89,7 +89,7 @@ class WindowRecord(Strict):
     """One measured window: the spec, every measured request's raw record, the scrapes."""
 
     version: Literal[1] = Field(default=WINDOW_VERSION, description="Version of this record.")
-    spec: LoadSpec = Field(description="The load the window was driven with.")
+    spec: WindowSpec = Field(description="The load the window was driven with.")
     duration_s: float = Field(ge=0, description="First dispatch to the end of the last request, s.")
     requests: list[RequestRecord] = Field(description="Every measured request, in prompt order.")
     warmup_completed: int = Field(ge=0, description="Warm-up requests that succeeded (in no figure).")
@@ -118,7 +118,7 @@ class LoadGenerator:
 
     def __init__(
         self,
-        spec: LoadSpec,
+        spec: WindowSpec,
         *,
         transport: httpx.AsyncBaseTransport | None = None,
         clock: Clock = time.perf_counter,
@@ -313,7 +313,7 @@ class LoadGenerator:
 
 
 async def run_levels(
-    spec: LoadSpec,
+    spec: WindowSpec,
     prompts: Sequence[Prompt],
     levels: Sequence[int],
     **options: Any,
@@ -321,7 +321,7 @@ async def run_levels(
     """One window per concurrency level, in the order given (each with its own warm-up)."""
     windows = []
     for level in levels:
-        level_spec = LoadSpec.model_validate({**spec.model_dump(), "max_concurrency": level})  # validated, unlike model_copy
+        level_spec = WindowSpec.model_validate({**spec.model_dump(), "max_concurrency": level})  # validated, unlike model_copy
         generator = LoadGenerator(level_spec, **options)
         windows.append(await generator.run_window(prompts))
     return windows

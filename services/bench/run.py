@@ -24,13 +24,16 @@ from typing import Any, Awaitable, Callable
 from contracts.campaign import ServingConfig, SpeculativeConfig
 from contracts.envelope import ArtifactRef
 from contracts.events import BenchTrialCompleted
+from contracts.layout import launch_folder
 from contracts.results import Evaluation, Parallelism, TrialIdentity, TrialResultBlocks, attach_blocks
 from services.bench import resume
 from services.bench.evaluate import agreement, run_eval_command, window_outputs
-from services.bench.executor import LocalExecutor, ServingError, ServingExecutor
-from services.bench.loadgen import LoadSpec, WindowRecord
+from services.bench.errors import ServingError
+from services.bench.executor import LocalExecutor, ServingExecutor
+from services.bench.loadgen import WindowSpec, WindowRecord
 from services.bench.metrics import spec_decode_delta
-from services.bench.plan import BenchPlan, CellPlan, Launch, launch_folder
+from services.bench.plan import BenchPlan
+from services.bench.plan_types import CellPlan, Launch
 from services.bench.prompts import Prompt
 from services.bench.results import build_result, dumps_result
 from services.bench.window import run_window_process
@@ -79,9 +82,9 @@ def _identity(cell: CellPlan, *, concurrency: int, trial: int, baseline: str) ->
     )
 
 
-def _load_spec(plan: BenchPlan, cell: CellPlan, base_url: str, concurrency: int, trial: int) -> LoadSpec:
+def _window_spec(plan: BenchPlan, cell: CellPlan, base_url: str, concurrency: int, trial: int) -> WindowSpec:
     load = plan.load
-    return LoadSpec(
+    return WindowSpec(
         base_url=base_url,
         endpoint="/v1/chat/completions" if load.endpoint == "chat" else "/v1/completions",
         model=cell.identity["model"],
@@ -107,7 +110,7 @@ async def scrape_metrics(base_url: str) -> str | None:
     return response.text if response.status_code == 200 else None
 
 
-class Runner:
+class BenchRun:
     """Runs one plan against the bundle; emits bench.trial.completed as it goes."""
 
     def __init__(
@@ -206,7 +209,7 @@ class Runner:
         identity = _identity(cell, concurrency=concurrency, trial=trial, baseline=self.baseline)
         declared = cell.speculative_config is not None
         if cell.bench == "builtin":
-            spec = _load_spec(self.plan, cell, base_url, concurrency, trial)
+            spec = _window_spec(self.plan, cell, base_url, concurrency, trial)
             window = await run_window_process(spec, self.prompts, run_id=self.run_id)
             before, after = window.metrics_before, window.metrics_after
             delta = spec_decode_delta(before, after)
@@ -286,7 +289,7 @@ class Runner:
             )
         if window is None:
             return None  # an operator bench command returns no outputs to compare
-        # Every builtin window runs greedy (temperature 0, _load_spec), so agreement is meaningful.
+        # Every builtin window runs greedy (temperature 0, _window_spec), so agreement is meaningful.
         if cell.role == "standing":
             self.standing_outputs[(trial, concurrency)] = window_outputs(window)
             return None

@@ -8,7 +8,7 @@ that arrived meanwhile was timestamped at once: TPOT of 0.01 ms for whole
 windows. A fresh process that only drives the window showed no such stalls
 against the same server (docs/bench-runner.md, "Measurement process").
 
-Protocol: stdin carries one JSON object `{"spec": LoadSpec, "prompts": [Prompt]}`;
+Protocol: stdin carries one JSON object `{"spec": WindowSpec, "prompts": [Prompt]}`;
 stdout carries the WindowRecord as JSON; a failure exits non-zero with the
 reason on stderr. The child is labelled like every process the bench-runner
 starts (experiment=<run_id>) and dies with it.
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 import orjson
 
 from services.bench.executor import SERVICE
-from services.bench.loadgen import LoadGenerator, LoadSpec, WindowRecord
+from services.bench.loadgen import LoadGenerator, WindowSpec, WindowRecord
 from services.bench.prompts import Prompt
 from services.runtime.errors import SpecdecError
 from services.runtime.procs import spawn
@@ -34,11 +34,11 @@ class WindowProcessFailed(SpecdecError):
     """The window's process exited without a window record."""
 
 
-def request_bytes(spec: LoadSpec, prompts: Sequence[Prompt]) -> bytes:
+def request_bytes(spec: WindowSpec, prompts: Sequence[Prompt]) -> bytes:
     return orjson.dumps({"spec": spec.model_dump(mode="json"), "prompts": [p.model_dump(mode="json") for p in prompts]})
 
 
-async def run_window_process(spec: LoadSpec, prompts: Sequence[Prompt], *, run_id: str) -> WindowRecord:
+async def run_window_process(spec: WindowSpec, prompts: Sequence[Prompt], *, run_id: str) -> WindowRecord:
     """Drive one window from a child process; its record, or WindowProcessFailed with its stderr."""
     process = spawn([sys.executable, "-m", "services.bench.window"], run_id=run_id, service=SERVICE,
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -56,7 +56,7 @@ async def run_window_process(spec: LoadSpec, prompts: Sequence[Prompt], *, run_i
 def main() -> int:
     try:
         request = orjson.loads(sys.stdin.buffer.read())
-        spec = LoadSpec.model_validate(request["spec"])
+        spec = WindowSpec.model_validate(request["spec"])
         prompts = [Prompt.model_validate(p) for p in request["prompts"]]
     except (ValueError, KeyError, TypeError) as exc:
         print(f"specdec window: unreadable request on stdin: {exc}", file=sys.stderr)

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from contracts import layout
 from contracts.catalogue import STEP_OWNER
 from services.cli.context import connect
 from services.cli.progress import RunStatus, event_detail, one_line, run_status
@@ -107,7 +108,7 @@ def headline(bundle_dir: Path, out: TextIO) -> None:
     """The decision's objective per candidate and concurrency, with the identity it holds for."""
     import orjson
 
-    decision_path = bundle_dir / "gate" / "DECISION.json"
+    decision_path = bundle_dir / layout.DECISION
     if not decision_path.is_file():
         return
     decision = orjson.loads(decision_path.read_bytes())
@@ -125,7 +126,7 @@ def headline(bundle_dir: Path, out: TextIO) -> None:
                 f"{_num(obj.get('noise_bound_pct'), '.1f')} %): {obj.get('verdict')}, "
                 f"{obj.get('baseline_trials')} vs {obj.get('candidate_trials')} trials\n"
             )
-    results = sorted(bundle_dir.glob("bench/*/trial-0/result-c*.json"))
+    results = sorted(bundle_dir.glob(layout.trial_result("*", 0, "*")))
     if results:
         ident = orjson.loads(results[0].read_bytes()).get("identity") or {}
         out.write(
@@ -164,7 +165,7 @@ def summarize(status: RunStatus, bundle_dir: Path, out: TextIO) -> int:
         out.write(origin + "\n")
     headline(bundle_dir, out)
     out.write(f"evidence bundle: {bundle_dir}\n")
-    report = bundle_dir / "report" / "report.html"
+    report = bundle_dir / layout.REPORT_HTML
     if report.is_file():
         out.write(f"report: {report}\n")
     if status.steps[-1].state == "done":

@@ -23,6 +23,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
+from contracts import layout
 from contracts.campaign import Campaign
 from services.publisher.pipeline import render_copy, render_run
 from services.publisher.publish import Publication, mode, parse_target, publish_run
@@ -85,9 +86,9 @@ def run_publish(args: argparse.Namespace) -> int:
     target = args.target
     if target is None:
         try:
-            target = Campaign.model_validate(bundle.read_json(args.run_id, "campaign.json")).publish.target
+            target = Campaign.model_validate(bundle.read_json(args.run_id, layout.CAMPAIGN)).publish.target
         except ArtifactMissing:
-            print(f"specdec publish: run {args.run_id} has no campaign.json: give --target", file=sys.stderr)
+            print(f"specdec publish: run {args.run_id} has no {layout.CAMPAIGN}: give --target", file=sys.stderr)
             return 2
     parse_target(target)  # a bad target fails before anything else
     acknowledged_by = "cli" if args.i_understand_this_publishes_externally else None

@@ -12,6 +12,7 @@ import structlog
 import yaml
 from pydantic import ValidationError
 
+from contracts import layout
 from contracts.campaign import Campaign, MatrixFile, TrafficFile, missing_inputs
 from contracts.events import CampaignSubmitted
 from contracts.inert import inert_fields_set
@@ -137,12 +138,12 @@ async def submit(cli: Cli, path: Path) -> str:
     log = structlog.get_logger().bind(service=PRODUCER, run_id=run_id)
     bundle = cli.bundle
     bundle.create_run(run_id)
-    bundle.write_bytes(run_id, "campaign.yaml", raw_bytes)
-    ref = bundle.write_json(run_id, "campaign.json", campaign)
-    bundle.write_json(run_id, "operator/commands.json", campaign.commands)
-    bundle.write_json(run_id, "operator/source_revisions.json", revisions)
+    bundle.write_bytes(run_id, layout.CAMPAIGN_YAML, raw_bytes)
+    ref = bundle.write_json(run_id, layout.CAMPAIGN, campaign)
+    bundle.write_json(run_id, layout.OPERATOR_COMMANDS, campaign.commands)
+    bundle.write_json(run_id, layout.OPERATOR_REVISIONS, revisions)
     if inert:
-        bundle.write_json(run_id, "inert.json", inert)
+        bundle.write_json(run_id, layout.INERT, inert)
         for entry, reason in inert.items():
             log.warning("accepted but inert campaign field", field=entry, reason=reason)
     bundle.rebuild_manifest(run_id)

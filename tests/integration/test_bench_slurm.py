@@ -19,7 +19,7 @@ from contracts.events import BenchRequested, BenchTrialCompleted
 from services.bench import app
 from services.bench.plan import build_plan
 from services.bench.prompts import ChatTurn, Prompt
-from services.bench.run import Runner
+from services.bench.run import BenchRun
 from services.bench.slurm import SlurmExecutor
 from services.runtime.bundle import BundleStore
 from services.runtime.service import bootstrap
@@ -155,7 +155,7 @@ async def test_jobs_that_die_or_are_killed_at_start_fail_their_cells_with_the_lo
     async def idle(_: str) -> None:
         return None
 
-    runner = Runner(plan, bundle, [prompt], emit=emit, recheck=idle, executor=SlurmExecutor(run_id, bundle),
+    runner = BenchRun(plan, bundle, [prompt], emit=emit, recheck=idle, executor=SlurmExecutor(run_id, bundle),
                     event_factory=lambda **f: BenchTrialCompleted(run_id=run_id, producer="test", **f))
     outcome = await runner.execute()
 

@@ -10,7 +10,7 @@ import pytest
 
 
 from services.bench.executor import launch, wait_ready
-from services.bench.loadgen import LoadSpec
+from services.bench.loadgen import WindowSpec
 from services.bench.prompts import ChatTurn, Prompt
 from services.bench.window import WindowProcessFailed, run_window_process
 
@@ -29,7 +29,7 @@ async def test_a_window_from_its_own_process_returns_every_request_and_the_scrap
     server = launch(SERVER, run_id=RUN, log_path=tmp_path / "server.log")
     try:
         await wait_ready(server, timeout_s=30)
-        spec = LoadSpec(base_url=server.base_url, model="toy", max_concurrency=2, warmup_requests=1)
+        spec = WindowSpec(base_url=server.base_url, model="toy", max_concurrency=2, warmup_requests=1)
         window = await run_window_process(spec, [prompt(i) for i in range(5)], run_id=RUN)
     finally:
         server.stop()
@@ -40,7 +40,7 @@ async def test_a_window_from_its_own_process_returns_every_request_and_the_scrap
 
 
 async def test_a_window_that_cannot_run_says_why():
-    spec = LoadSpec(base_url="http://127.0.0.1:9", model="toy")
+    spec = WindowSpec(base_url="http://127.0.0.1:9", model="toy")
     with pytest.raises(WindowProcessFailed, match="needs at least one prompt"):
         await run_window_process(spec, [], run_id=RUN)
 

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 import orjson
 import pytest
 
-from services.bench.loadgen import LoadGenerator, LoadSpec
+from services.bench.loadgen import LoadGenerator, WindowSpec
 from services.bench.metrics import spec_decode_delta
 from services.bench.prompts import ChatTurn, Prompt
 from services.bench.results import build_result
@@ -137,7 +137,7 @@ def prompt(i: int, *, fail: bool = False, max_tokens: int = 12) -> Prompt:
 
 async def test_completions_window_counts_timing_failures_and_cap(server: SSEServer):
     prompts = [prompt(i, fail=i in (2, 7)) for i in range(10)]
-    spec = LoadSpec(base_url=server.base_url, model="toy", max_concurrency=3, warmup_requests=2)
+    spec = WindowSpec(base_url=server.base_url, model="toy", max_concurrency=3, warmup_requests=2)
     window = await LoadGenerator(spec).run_window(prompts)
 
     # Concurrency: the server never saw more than the cap, and the cap was reached.
@@ -176,7 +176,7 @@ async def test_completions_window_counts_timing_failures_and_cap(server: SSEServ
 
 
 async def test_chat_stream_and_refused_connection(server: SSEServer):
-    spec = LoadSpec(base_url=server.base_url, endpoint="/v1/chat/completions", model="toy", max_concurrency=2)
+    spec = WindowSpec(base_url=server.base_url, endpoint="/v1/chat/completions", model="toy", max_concurrency=2)
     window = await LoadGenerator(spec).run_window([prompt(i, max_tokens=7) for i in range(4)])
     assert all(r.ok for r in window.requests)
     assert {tuple(r.chunk_tokens) for r in window.requests} == {(3, 3, 1)}  # the role chunk carries no token
@@ -186,7 +186,7 @@ async def test_chat_stream_and_refused_connection(server: SSEServer):
     port = int(server.base_url.rsplit(":", 1)[1])
     server.server.close()
     await server.server.wait_closed()
-    dead = LoadSpec(base_url=f"http://127.0.0.1:{port}", model="toy", connect_timeout_s=2.0)
+    dead = WindowSpec(base_url=f"http://127.0.0.1:{port}", model="toy", connect_timeout_s=2.0)
     window = await LoadGenerator(dead).run_window([prompt(0), prompt(1)])
     assert [r.error_kind for r in window.requests] == ["connect", "connect"]
     assert window.metrics_before is None and window.metrics_error

@@ -182,7 +182,7 @@ async def _serve(cores: set[int], lifetime_s: float) -> None:
 
 def _specdec_client(args: argparse.Namespace) -> dict[str, Any]:
     os.sched_setaffinity(0, {args.core})
-    from services.bench.loadgen import LoadGenerator, LoadSpec
+    from services.bench.loadgen import LoadGenerator, WindowSpec
     from services.bench.prompts import ChatTurn, Prompt
     from services.bench.results import build_result
 
@@ -191,7 +191,7 @@ def _specdec_client(args: argparse.Namespace) -> dict[str, Any]:
                input_tokens=32, max_output_tokens=args.output_len, ignore_eos=True)
         for i in range(args.num_prompts)
     ]
-    spec = LoadSpec(base_url=args.base_url, model=VLLM_MODEL, max_concurrency=CONCURRENCY, request_timeout_s=CLIENT_TIMEOUT_S)
+    spec = WindowSpec(base_url=args.base_url, model=VLLM_MODEL, max_concurrency=CONCURRENCY, request_timeout_s=CLIENT_TIMEOUT_S)
     cpu_before = time.process_time()
     window = asyncio.run(LoadGenerator(spec).run_window(prompts))
     cpu_s = time.process_time() - cpu_before

@@ -181,7 +181,7 @@ def _clients(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     from vllm.benchmarks import serve
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    from services.bench.loadgen import LoadGenerator, LoadSpec
+    from services.bench.loadgen import LoadGenerator, WindowSpec
     from services.bench.prompts import ChatTurn, Prompt
 
     rows = json.loads(Path(args.prompts).read_text())
@@ -191,7 +191,7 @@ def _clients(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     # Both tools send the same body, so the server does the same work for each: vLLM's client
     # adds repetition_penalty 1.0 (a no-op value), specdec asks for per-chunk usage; each
     # sends the other's key too (vLLM's client reads only the final usage).
-    spec = LoadSpec(base_url=args.base_url, model=MODEL_NAME, max_concurrency=FIDELITY_CONCURRENCY, temperature=0.0,
+    spec = WindowSpec(base_url=args.base_url, model=MODEL_NAME, max_concurrency=FIDELITY_CONCURRENCY, temperature=0.0,
                     extra_body={"repetition_penalty": 1.0})
     asyncio.run(LoadGenerator(spec).run_window(prompts[: 2 * FIDELITY_CONCURRENCY]))  # warm-up, counted by neither tool
 

@@ -8,7 +8,7 @@ import pytest
 
 from contracts.argv import ArgvTemplate
 from services.bench.evaluate import EvalError, agreement, agreement_of_windows, parse_eval_output, run_eval_command
-from services.bench.loadgen import LoadSpec, WindowRecord
+from services.bench.loadgen import WindowSpec, WindowRecord
 from services.bench.timing import RequestRecord
 
 RUN_ID = "eval-unit-run"
@@ -23,7 +23,7 @@ def window(texts: dict[str, str | None], *, temperature: float = 0.0) -> WindowR
             chunk_tokens=[1] if ok else None, output_tokens=1 if ok else None, prompt_tokens=1, status_code=200 if ok else 500,
             error_kind=None if ok else "http_500", error=None if ok else "x", finish_reason=None, text=text or "",
         ))
-    return WindowRecord(spec=LoadSpec(base_url="http://x:1", model="m", temperature=temperature), duration_s=1,
+    return WindowRecord(spec=WindowSpec(base_url="http://x:1", model="m", temperature=temperature), duration_s=1,
                         requests=records, warmup_completed=0, warmup_failed=0, max_in_flight=1,
                         metrics_before="", metrics_after="", metrics_error=None)
 

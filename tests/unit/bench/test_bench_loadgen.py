@@ -10,7 +10,7 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
-from services.bench.loadgen import LoadGenerator, LoadSpec, run_levels
+from services.bench.loadgen import LoadGenerator, WindowSpec, run_levels
 from services.bench.prompts import ChatTurn, Prompt
 
 BASE = "http://bench.test"
@@ -60,8 +60,8 @@ def prompt(i: int = 0, *, max_tokens: int = 8, ignore_eos: bool = False) -> Prom
                   input_tokens=4, max_output_tokens=max_tokens, ignore_eos=ignore_eos)
 
 
-def spec(**kw) -> LoadSpec:
-    return LoadSpec(base_url=BASE, model="toy", **kw)
+def spec(**kw) -> WindowSpec:
+    return WindowSpec(base_url=BASE, model="toy", **kw)
 
 
 def transport(stream_for: Callable[[httpx.Request], httpx.Response], metrics: list[str] | None = None, seen=None):
@@ -289,7 +289,7 @@ def test_spec_refuses_inert_settings():
     with pytest.raises(ValidationError, match="extra_body may not set"):
         spec(extra_body={"stream": False})
     with pytest.raises(ValidationError):
-        LoadSpec(base_url="bench.test:80", model="m")
+        WindowSpec(base_url="bench.test:80", model="m")
 
 
 async def test_run_levels_validates_each_level_and_empty_windows():

@@ -8,10 +8,10 @@ import pytest
 from contracts.campaign import ServingConfig, SpeculativeConfig
 from contracts.events import SpecDecodeDelta
 from contracts.results import Evaluation, Parallelism, TrialIdentity, read_blocks
-from services.bench.loadgen import LoadSpec, WindowRecord
+from contracts.trials import parse_trial
+from services.bench.loadgen import WindowSpec, WindowRecord
 from services.bench.results import ResultError, build_result, dumps_result
 from services.bench.timing import RequestRecord
-from services.gate.results import parse_trial
 
 # The keys `vllm bench serve --save-result --save-detailed` writes for a generation
 # benchmark with max_concurrency set, as read from vLLM 0.32.0's benchmarks/serve.py
@@ -46,7 +46,7 @@ def rec(i: int, *, arrivals=(1.1, 1.2, 1.4), tokens=(2, 3, 3), error=None) -> Re
 
 def window(records, *, concurrency=2, metrics=("", "")) -> WindowRecord:
     return WindowRecord(
-        spec=LoadSpec(base_url="http://127.0.0.1:8000", model="/models/toy", max_concurrency=concurrency),
+        spec=WindowSpec(base_url="http://127.0.0.1:8000", model="/models/toy", max_concurrency=concurrency),
         duration_s=2.0, requests=records, warmup_completed=2, warmup_failed=0, max_in_flight=concurrency,
         metrics_before=metrics[0], metrics_after=metrics[1], metrics_error=None,
     )

@@ -14,9 +14,9 @@ import orjson
 
 from contracts.campaign import Campaign
 from contracts.events import ProfileRequested, ReportRendered
-from services.capacity import kubernetes, slurm
-from services.capacity.runner import RunResult
 from services.runtime.errors import SpecdecError
+from services.shared.capacity import kubernetes, slurm
+from services.shared.scheduler.runner import RunResult
 from tests.unit.guard.context import INPUTS, PATHS, RUN, SCHEDULER_OUTPUTS, Ctx, ref
 
 
@@ -72,12 +72,12 @@ def trial_identities(ctx: Ctx, c: Campaign) -> Any:
 
 def load_specs(ctx: Ctx, c: Campaign) -> Any:
     """How the runner's load generator drives each cell's first measured window."""
-    from services.bench.run import _load_spec
+    from services.bench.run import _window_spec
 
     plan = outcome(_bench_plan, ctx, c)
     if isinstance(plan, Refused):
         return plan
-    return [_load_spec(plan, cell, "http://127.0.0.1:8000", cell.concurrency[0], 0).model_dump(mode="json")
+    return [_window_spec(plan, cell, "http://127.0.0.1:8000", cell.concurrency[0], 0).model_dump(mode="json")
             for cell in plan.cells]
 
 
@@ -123,7 +123,7 @@ class _Recorded:
 
 def capacity_check(ctx: Ctx, c: Campaign) -> Any:
     """The commands the capacity check runs and the node it selects."""
-    from services.capacity.check import check_node
+    from services.shared.capacity.check import check_node
 
     runner = _Recorded(c.capacity.selectors)
     verdict = outcome(check_node, c.capacity, None, run_id=RUN, runner=runner)
