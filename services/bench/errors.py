@@ -1,9 +1,10 @@
-"""Errors of the bench-runner's serving: a server that cannot be started or used.
+"""The bench-runner's errors: one family, `BenchError`, a `StepFailed`.
 
-`ServingError` is a `StepFailed`. The bench run (services/bench/run.py)
-catches it per cell (the cell fails with the reason; the other cells still
-run) and, before the first launch, turns it into `ExecutorUnavailable`; one
-raised while planning is `bench.failed` with its class name.
+The bench run (services/bench/run.py) catches them per cell: a cell whose
+server, window, counters, result or evaluation fails is recorded as failed
+with the reason, and the other cells still run; the step fails only when the
+standing cell does. One raised while planning is `bench.failed` with its class
+name. Before the first launch, a `ServingError` becomes `ExecutorUnavailable`.
 """
 
 from __future__ import annotations
@@ -11,7 +12,11 @@ from __future__ import annotations
 from services.runtime.errors import StepFailed
 
 
-class ServingError(StepFailed):
+class BenchError(StepFailed):
+    """Root of the bench-runner's errors."""
+
+
+class ServingError(BenchError):
     """A server could not be started or did not become ready."""
 
 
@@ -21,3 +26,27 @@ class ServerDied(ServingError):
 
 class ServerNotReady(ServingError):
     """The server did not answer /health before its deadline."""
+
+
+class PromptError(BenchError):
+    """The prompts of a window cannot be built; the message names the file or shape and what to do."""
+
+
+class WindowProcessFailed(BenchError):
+    """The window's process exited without a window record."""
+
+
+class MetricsError(BenchError):
+    """A /metrics text cannot be read, or its counters make no sense over the window."""
+
+
+class SpeculationNotActive(BenchError):
+    """The engine's counters show the declared speculation did not run as declared."""
+
+
+class ResultError(BenchError):
+    """A trial result cannot be built from what was measured; the message says what disagrees."""
+
+
+class EvalError(BenchError):
+    """An evaluation cannot produce a figure; the message says why and what to do."""

@@ -21,15 +21,11 @@ import orjson
 
 from contracts.argv import ArgvTemplate
 from contracts.results import Evaluation
+from services.bench.errors import EvalError
 from services.bench.loadgen import WindowRecord
-from services.runtime.errors import SpecdecError
 from services.runtime.procs import kill_group, spawn
 
 _TAIL_CHARS = 2000
-
-
-class EvalError(SpecdecError):
-    """An evaluation cannot produce a figure; the message says why and what to do."""
 
 
 def window_outputs(window: WindowRecord) -> dict[str, str]:

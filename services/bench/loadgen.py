@@ -32,7 +32,8 @@ import orjson
 from pydantic import Field, model_validator
 
 from contracts.envelope import Strict
-from services.bench.prompts import Prompt, PromptError, cycle
+from services.bench.errors import PromptError
+from services.bench.prompts import Prompt, cycle
 from services.bench.sse import ERROR_BODY_CHARS, StreamState
 from services.bench.timing import RequestRecord, WindowSummary, arrival_offsets_s, summarize
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from prometheus_client.parser import text_string_to_metric_families
 
 from contracts.events import SpecDecodeDelta
-from services.runtime.errors import SpecdecError
+from services.bench.errors import MetricsError
 
 PREFIX = "vllm:spec_decode_"
 DRAFTS = "vllm:spec_decode_num_drafts"
@@ -32,10 +32,6 @@ DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
 ACCEPTED = "vllm:spec_decode_num_accepted_tokens"
 ACCEPTED_PER_POS = "vllm:spec_decode_num_accepted_tokens_per_pos"
 _COUNTERS = (DRAFTS, DRAFT_TOKENS, ACCEPTED, ACCEPTED_PER_POS)
-
-
-class MetricsError(SpecdecError):
-    """A /metrics text cannot be read, or its counters make no sense over the window."""
 
 
 @dataclass(frozen=True)

@@ -27,12 +27,8 @@ from pydantic import Field, ValidationError, model_validator
 
 from contracts.corpus import ChatMessage, CorpusRecord
 from contracts.envelope import Strict
-from services.runtime.errors import ConfigurationError
+from services.bench.errors import PromptError
 from services.shared.text.chat_template import load_chat_template
-
-
-class PromptError(ConfigurationError):
-    """The prompts of a window cannot be built; the message names the file or shape and what to do."""
 
 
 class ChatTurn(Strict):

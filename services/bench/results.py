@@ -31,15 +31,11 @@ import orjson
 
 from contracts.events import SpecDecodeDelta
 from contracts.results import Evaluation, TrialIdentity, TrialResultBlocks, attach_blocks
+from services.bench.errors import ResultError
 from services.bench.loadgen import WindowRecord
 from services.bench.timing import DEFAULT_PERCENTILES, LatencyStats, derive
-from services.runtime.errors import SpecdecError
 
 BACKENDS = {"/v1/completions": "openai", "/v1/chat/completions": "openai-chat"}
-
-
-class ResultError(SpecdecError):
-    """A trial result cannot be built from what was measured; the message says what disagrees."""
 
 
 def build_result(

@@ -23,15 +23,12 @@ from collections.abc import Sequence
 
 import orjson
 
+from services.bench.errors import WindowProcessFailed
 from services.bench.executor import SERVICE
-from services.bench.loadgen import LoadGenerator, WindowSpec, WindowRecord
+from services.bench.loadgen import LoadGenerator, WindowRecord, WindowSpec
 from services.bench.prompts import Prompt
 from services.runtime.errors import SpecdecError
 from services.runtime.procs import spawn
-
-
-class WindowProcessFailed(SpecdecError):
-    """The window's process exited without a window record."""
 
 
 def request_bytes(spec: WindowSpec, prompts: Sequence[Prompt]) -> bytes:

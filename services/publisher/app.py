@@ -9,8 +9,9 @@
 
 Failures the operator must act on become `report.failed` / `publish.failed`
 with the reason: a PublisherError is a StepFailed and propagates as it is; a
-bundle error (a corrupt or conflicting artifact) is permanent here too. Each event is its own step (step key = event ID): a new
-request renders or publishes again, a redelivered one does not.
+bundle error (a corrupt or conflicting artifact) is permanent as in every step
+(services/runtime/errors.py). Each event is its own step (step key = event
+ID): a new request renders or publishes again, a redelivered one does not.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from contracts.events import ReportPublished, ReportRendered
 from services.publisher.errors import PublishFailed
 from services.publisher.pipeline import render_run
 from services.publisher.publish import publish_run
-from services.runtime.bundle import BundleError, BundleStore
+from services.runtime.bundle import BundleStore
 from services.runtime.campaign import load_campaign
 from services.runtime.consumer import Route, StepContext
 from services.runtime.errors import StepFailed
@@ -49,10 +50,8 @@ def _no_inputs(event: Event) -> None:
 def render_event(bundle: BundleStore, event: Event, producer: str) -> ReportRendered:
     _no_inputs(event)
     extra = [event.model_dump(mode="json", by_alias=True)] if event.SCHEMA == "gate.decided" else []
-    try:
-        outcome = render_run(bundle, event.run_id, extra_events=extra)
-    except BundleError as exc:
-        raise StepFailed(str(exc), error_type=type(exc).__name__) from None
+    # A bundle that cannot be read is the step's failure (services/runtime/errors.py): no re-wrap here.
+    outcome = render_run(bundle, event.run_id, extra_events=extra)
     return event.caused(ReportRendered, producer=producer, markdown=outcome.markdown, html=outcome.html,
                         draft=outcome.summary.draft)
 
@@ -73,8 +72,6 @@ async def publish_for(bundle: BundleStore, event: Event, campaign: Campaign, pro
         )
     except PublishFailed as exc:
         raise StepFailed(exc.reason, error_type="PublishFailed", artifacts=[exc.recorded] if exc.recorded else []) from None
-    except BundleError as exc:
-        raise StepFailed(str(exc), error_type=type(exc).__name__) from None
     return event.caused(
         ReportPublished, producer=producer, target=publication.target, dry_run=publication.dry_run,
         sent=[f.ref for f in publication.files], response=publication.response,

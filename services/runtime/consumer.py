@@ -31,7 +31,7 @@ from contracts.events import FAILED
 from contracts.registry import ContractError, Registry, UnknownEvent
 from services.runtime.broker import Bus
 from services.runtime.bundle import ArtifactConflict
-from services.runtime.errors import StepFailed
+from services.runtime.errors import SpecdecError, StepFailed, as_step_failure
 from services.runtime.ledger import BUSY, DONE, AckRef, Ledger, StepKey
 from services.runtime.settings import RuntimeSettings
 
@@ -224,6 +224,13 @@ class Consumer:
                     # Evidence already written differs from what this run now
                     # produced: a retry cannot fix that, the run halts.
                     raise StepFailed(f"{exc}; start a new run instead", error_type="ArtifactConflict") from None
+                except SpecdecError as exc:
+                    # The one error boundary (services/runtime/errors.py): a permanent
+                    # specdec error ends the step; a transient one is retried below.
+                    failure = as_step_failure(exc)
+                    if failure is None or failure is exc:
+                        raise
+                    raise failure from exc
             except StepFailed as exc:
                 step = route.failure_step or step_of(event.SCHEMA) or "profile"
                 failed = event.caused(

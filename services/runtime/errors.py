@@ -2,14 +2,18 @@
 
 Two kinds of failure reach the consumer (services/runtime/consumer.py):
 
-- **permanent**: `StepFailed` and every class below it. Retrying cannot fix a
-  bad input, so the consumer publishes `<step>.failed` with the error's reason
-  and `error_type` (the class name unless the raiser names a documented code)
-  and the run halts there. Each service's own error family
-  (`CorpusError`, `GateError`, ...) derives from `StepFailed`, so a handler
-  lets them propagate: nothing re-wraps them.
-- **transient**: anything else (Redis, the disk, a timeout). The message stays
-  pending and is retried, and dead-lettered with the error on its last delivery.
+- **permanent**: `StepFailed` and every class below it, and every other
+  `SpecdecError` that is not `transient` (an invalid argv template, a corrupt
+  artifact, ...). Retrying cannot fix a bad input, so the consumer publishes
+  `<step>.failed` with the error's reason and `error_type` (the class name
+  unless the raiser names a documented code) and the run halts there. Each
+  service's own error family (`CorpusError`, `GateError`, ...) derives from
+  `StepFailed`, so a handler lets them propagate: nothing re-wraps them
+  (`as_step_failure` is the one mapping, used by the consumer).
+- **transient**: a `SpecdecError` marked `transient = True` (Redis did not
+  answer, a scheduler could not be read) and anything else (the disk, a
+  timeout). The message stays pending and is retried, and dead-lettered with
+  the error on its last delivery.
 
 The same input therefore fails the same way in every service.
 """
@@ -20,7 +24,7 @@ from typing import Any
 
 from contracts.errors import SpecdecError
 
-__all__ = ["BrokerUnavailable", "CampaignUnusable", "ConfigurationError", "SpecdecError", "StepFailed"]
+__all__ = ["BrokerUnavailable", "CampaignUnusable", "ConfigurationError", "SpecdecError", "StepFailed", "as_step_failure"]
 
 
 class StepFailed(SpecdecError):
@@ -42,9 +46,20 @@ class CampaignUnusable(StepFailed):
     """The run's stored campaign is missing (`CampaignMissing`) or invalid (`CampaignInvalid`)."""
 
 
+def as_step_failure(exc: BaseException) -> StepFailed | None:
+    """The permanent failure `exc` stands for, or None when retrying may help."""
+    if isinstance(exc, StepFailed):
+        return exc
+    if isinstance(exc, SpecdecError) and not exc.transient:
+        return StepFailed(str(exc), error_type=type(exc).__name__)
+    return None
+
+
 class ConfigurationError(SpecdecError):
     """A setting or input is invalid; the message says which and what to do."""
 
 
 class BrokerUnavailable(SpecdecError):
     """Redis did not answer; the message names the URL (without password) tried."""
+
+    transient = True

@@ -8,11 +8,11 @@ import sys
 
 import pytest
 
-
+from services.bench.errors import WindowProcessFailed
 from services.bench.executor import launch, wait_ready
 from services.bench.loadgen import WindowSpec
 from services.bench.prompts import ChatTurn, Prompt
-from services.bench.window import WindowProcessFailed, run_window_process
+from services.bench.window import run_window_process
 
 RUN = "toy-window-run"
 SERVER = [sys.executable, "-m", "tests.support.fake_vllm", "--port", "{port}",

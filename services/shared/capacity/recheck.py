@@ -32,6 +32,9 @@ from services.shared.scheduler.runner import CommandRunner, SubprocessRunner
 class RecheckFailed(SpecdecError):
     """The re-check could not run (the scheduler cannot be read, the idle check is missing)."""
 
+    # The scheduler may answer on the next delivery: retried, not a failed step.
+    transient = True
+
 
 @dataclass(frozen=True)
 class Recheck:

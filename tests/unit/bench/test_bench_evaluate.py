@@ -7,8 +7,9 @@ import sys
 import pytest
 
 from contracts.argv import ArgvTemplate
-from services.bench.evaluate import EvalError, agreement, agreement_of_windows, parse_eval_output, run_eval_command
-from services.bench.loadgen import WindowSpec, WindowRecord
+from services.bench.errors import EvalError
+from services.bench.evaluate import agreement, agreement_of_windows, parse_eval_output, run_eval_command
+from services.bench.loadgen import WindowRecord, WindowSpec
 from services.bench.timing import RequestRecord
 
 RUN_ID = "eval-unit-run"

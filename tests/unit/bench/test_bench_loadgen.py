@@ -10,6 +10,7 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
+from services.bench.errors import PromptError
 from services.bench.loadgen import LoadGenerator, WindowSpec, run_levels
 from services.bench.prompts import ChatTurn, Prompt
 
@@ -295,7 +296,6 @@ def test_spec_refuses_inert_settings():
 async def test_run_levels_validates_each_level_and_empty_windows():
     with pytest.raises(ValidationError):
         await run_levels(spec(), [prompt()], [0])
-    from services.bench.prompts import PromptError
 
     with pytest.raises(PromptError):
         await LoadGenerator(spec()).run_window([])

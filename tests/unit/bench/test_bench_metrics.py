@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from services.bench.metrics import MetricsError, counters_delta, spec_decode_counters, spec_decode_delta
+from services.bench.errors import MetricsError
+from services.bench.metrics import counters_delta, spec_decode_counters, spec_decode_delta
 
 
 def exposition(drafts: float, draft_tokens: float, accepted: float, per_pos: list[float], *, engines: int = 1) -> str:

@@ -8,7 +8,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from services.bench.prompts import PromptError, ShapeSpec, cycle, heldout_prompts, shaped_prompts
+from services.bench.errors import PromptError
+from services.bench.prompts import ShapeSpec, cycle, heldout_prompts, shaped_prompts
 
 WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau "
          "upsilon phi chi psi omega one two three four five six seven eight nine ten").split()
@@ -29,7 +30,7 @@ def corpus_line(i: int, split: str, *, output_tokens: int = 40, turns=None) -> b
 @pytest.fixture(scope="module")
 def tokenizer_dir(tmp_path_factory) -> Path:
     """A tiny BPE tokenizer folder built locally with `tokenizers`, with a chat template."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers, decoders
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     folder = tmp_path_factory.mktemp("tok")
     tok = Tokenizer(models.BPE(unk_token="<unk>"))

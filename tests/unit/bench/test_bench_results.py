@@ -9,8 +9,9 @@ from contracts.campaign import ServingConfig, SpeculativeConfig
 from contracts.events import SpecDecodeDelta
 from contracts.results import Evaluation, Parallelism, TrialIdentity, read_blocks
 from contracts.trials import parse_trial
-from services.bench.loadgen import WindowSpec, WindowRecord
-from services.bench.results import ResultError, build_result, dumps_result
+from services.bench.errors import ResultError
+from services.bench.loadgen import WindowRecord, WindowSpec
+from services.bench.results import build_result, dumps_result
 from services.bench.timing import RequestRecord
 
 # The keys `vllm bench serve --save-result --save-detailed` writes for a generation
