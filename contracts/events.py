@@ -146,6 +146,11 @@ class CapacitySelected(Event):
     scheduler: Literal["local", "slurm", "kubernetes"] = Field(description="Scheduler that was read.")
     node: str = Field(description="The selected node.")
     snapshot: ArtifactRef = Field(description="Everything seen (raw scheduler outputs) in the bundle.")
+    corpus: ArtifactRef | None = Field(
+        default=None,
+        description="The corpus the run trains on, carried from corpus.completed; None when the run has none "
+        "(named shapes) or the selection was requested on its own.",
+    )
 
 
 class CapacityUnavailable(Event):
@@ -191,6 +196,15 @@ class TrainingCompleted(Event):
     duration_s: float = Field(ge=0, description="Wall time of the trainer in seconds.")
     reused_from: str | None = Field(default=None, description="Run ID whose identical draft was reused, if any.")
     skipped_reason: str | None = Field(default=None, description="Why training was skipped, if it was.")
+    scheduler: Literal["local", "slurm", "kubernetes"] | None = Field(
+        default=None, description="The scheduler of the capacity selection the run holds; None when none is known."
+    )
+    node: str | None = Field(
+        default=None, description="The idle node the capacity step selected (the bench's default placement)."
+    )
+    corpus: ArtifactRef | None = Field(
+        default=None, description="The corpus whose heldout split the bench measures; None when the run has none."
+    )
 
 
 class BenchPlanned(Event):

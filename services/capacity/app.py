@@ -35,7 +35,10 @@ def run_step(bundle: BundleStore, runner: CommandRunner, event: Event, producer:
     verdict = check_node(spec, None, run_id=event.run_id, runner=runner)
     snapshot = write_snapshot(bundle, verdict, spec)
     if verdict.idle and verdict.node is not None:
-        return event.caused(CapacitySelected, producer=producer, scheduler=spec.scheduler, node=verdict.node, snapshot=snapshot)
+        # The corpus travels on to the trainer-proxy, which then needs no lookup of its own.
+        corpus = event.corpus if isinstance(event, CorpusCompleted) else None
+        return event.caused(CapacitySelected, producer=producer, scheduler=spec.scheduler, node=verdict.node,
+                            snapshot=snapshot, corpus=corpus)
     return event.caused(
         CapacityUnavailable, producer=producer, scheduler=spec.scheduler, reasons=verdict.reasons, snapshot=snapshot
     )

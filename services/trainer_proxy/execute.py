@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import structlog
 
@@ -41,7 +42,7 @@ from services.shared.capacity.recheck import RecheckFailed, RecheckFn
 from services.shared.scheduler.errors import SchedulerError
 from services.shared.scheduler.slurm import cancel_labelled
 from services.trainer_proxy import probes, reuse
-from services.trainer_proxy.capture import ARGV_PATH, TrainingCapture, capture_run, read_capture, write_argv
+from services.trainer_proxy.capture import TrainingCapture, capture_run, read_capture, write_argv
 from services.trainer_proxy.errors import ExecutorError, TrainingStopped
 from services.trainer_proxy.inputs import prompt_messages
 from services.trainer_proxy.launch import KubernetesLaunch, LocalLaunch, SlurmLaunch
@@ -179,10 +180,15 @@ def _interrupted(plan: TrainingPlan) -> RunOutcome:
 
 def _launched_before(bundle: BundleStore, run_id: str) -> bool:
     try:
-        bundle.ref(run_id, ARGV_PATH)
+        bundle.ref(run_id, layout.TRAINING_ARGV)
     except ArtifactMissing:
         return False
     return True
+
+
+def handed_on(plan: TrainingPlan) -> dict[str, Any]:
+    """What training.completed carries for the bench: the placement and the corpus the plan used."""
+    return {"scheduler": plan.executor, "node": plan.node, "corpus": plan.inputs.corpus}
 
 
 async def execute(
@@ -219,6 +225,7 @@ async def execute(
         output=capture.outputs,
         checkpoint_dir=plan.output_dir,
         duration_s=capture.duration_s,
+        **handed_on(plan),
     )
 
 
@@ -228,7 +235,7 @@ async def _reuse(bundle: BundleStore, approved: Approved, trigger: Event, ctx: S
     record = reuse.read_reuse(bundle, plan.run_id)
     if record is None:
         record = await asyncio.to_thread(reuse.copy_draft, bundle, plan, approved.ref.sha256)
-        bundle.write_json(plan.run_id, reuse.REUSE_PATH, record)
+        bundle.write_json(plan.run_id, layout.TRAINING_REUSE, record)
     reuse.record_key(bundle, plan, record.output, reused_from=record.reused_from)
     ctx.log.info("draft reused", reused_from=record.reused_from, files=record.files, duration_s=record.duration_s)
     return trigger.caused(
@@ -238,6 +245,7 @@ async def _reuse(bundle: BundleStore, approved: Approved, trigger: Event, ctx: S
         checkpoint_dir=record.checkpoint_dir,
         duration_s=record.duration_s,
         reused_from=record.reused_from,
+        **handed_on(plan),
     )
 
 

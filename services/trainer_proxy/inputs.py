@@ -6,7 +6,6 @@
 - The corpus splits: `{corpus_train}` holds exactly the `split == "train"`
   records of CORPUS.jsonl, byte for byte; `{corpus_heldout}` the heldout ones.
   A line that is not a corpus record with a valid split is counted, not fatal.
-- Where earlier steps left the node and the corpus: the run's journal.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import yaml
 from pydantic import ValidationError
@@ -106,9 +104,3 @@ def prompt_messages(data: bytes, limit: int) -> list[list[dict[str, str]]]:
                 for m in messages if isinstance(m, dict)
             ])
     return prompts
-
-
-def latest_event(events: list[dict[str, Any]], schema: str) -> dict[str, Any] | None:
-    """The last journaled event of a schema (the journal keeps the run's events in order)."""
-    found = [event for event in events if event.get("schema") == schema]
-    return found[-1] if found else None

@@ -39,8 +39,8 @@ def outcome(fn, *args: Any, **kwargs: Any) -> Any:
 
 
 def _bench_plan(ctx: Ctx, c: Campaign):
-    from services.bench.app import load_matrix
     from services.bench.plan import build_plan
+    from services.bench.planning import load_matrix
 
     return build_plan(c, load_matrix(c), run_id=RUN, default_node="node-a", training_output="/drafts/trained",
                       prompts={"source": "bench/prompts.jsonl"}, run_dir=PATHS.run_dir, cwd=PATHS.cwd)
@@ -83,9 +83,11 @@ def load_specs(ctx: Ctx, c: Campaign) -> Any:
 
 def prompts(ctx: Ctx, c: Campaign) -> Any:
     """The prompts every measured window sends (bench/prompts.jsonl)."""
-    from services.bench.app import build_prompts, load_matrix
+    from contracts.events import BenchRequested
+    from services.bench.planning import build_prompts, load_matrix
 
-    return [p.model_dump(mode="json") for p in build_prompts(ctx.bundle, c, load_matrix(c), RUN)]
+    request = BenchRequested(run_id=RUN, producer="guard", requested_by="guard")
+    return [p.model_dump(mode="json") for p in build_prompts(ctx.bundle, c, load_matrix(c), request)]
 
 
 # --- trainer-proxy -----------------------------------------------------------------------------

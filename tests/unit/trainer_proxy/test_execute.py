@@ -15,10 +15,10 @@ from services.runtime.bundle import BundleStore
 from services.runtime.consumer import StepContext
 from services.runtime.settings import RuntimeSettings
 from services.shared.capacity.recheck import Recheck
-from services.trainer_proxy.app import plan_training
 from services.trainer_proxy.capture import write_argv
 from services.trainer_proxy.errors import TrainingStopped
 from services.trainer_proxy.execute import Approved, execute
+from services.trainer_proxy.planning import plan_training
 from tests.unit.trainer_proxy.helpers import PY, campaign, seed_run, write_script
 
 RUN = "toy-20261130-020202-abcdef"

@@ -9,7 +9,7 @@ import yaml
 from contracts.envelope import ArtifactRef
 from services.trainer_proxy.capture import TrainingCapture
 from services.trainer_proxy.execute import stop_reason
-from services.trainer_proxy.inputs import latest_event, load_cells, prompt_messages, skip_reason, split_corpus
+from services.trainer_proxy.inputs import load_cells, prompt_messages, skip_reason, split_corpus
 from services.trainer_proxy.loss import scan_bytes
 from tests.unit.trainer_proxy.helpers import EXAMPLE, campaign, corpus_bytes
 from tests.unit.trainer_proxy.test_plan import INPUTS, PATHS, RUN, _plan
@@ -48,12 +48,6 @@ def test_the_train_split_is_byte_exact_and_bad_lines_are_counted():
     assert split.train == b"".join(line + b"\n" for line in source_lines if b'"split": "train"' in line)
     assert all(json.loads(line)["split"] == "heldout" for line in split.heldout.splitlines())
     assert prompt_messages(split.heldout, 1) == [[{"role": "user", "content": "hello world number 3"}]]
-
-
-def test_latest_event_takes_the_last_of_its_schema():
-    events = [{"schema": "capacity.selected", "node": "a"}, {"schema": "x"}, {"schema": "capacity.selected", "node": "b"}]
-    assert latest_event(events, "capacity.selected")["node"] == "b"
-    assert latest_event(events, "corpus.completed") is None
 
 
 def _capture(**changes) -> TrainingCapture:

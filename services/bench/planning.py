@@ -1,0 +1,125 @@
+"""Planning a bench: the matrix, the prompts, the placement, the stored plan.
+
+`plan_bench` reads what the upstream steps produced — from the trigger event
+where it carries it (`training.completed`: the draft, the node, the corpus), a
+request's named inputs, or else the run's bundle and journal
+(services/runtime/upstream.py) — and stores the prompts and the plan,
+write-once and hashed. Nothing here starts a process.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from contracts import layout
+from contracts.campaign import Campaign, Matrix, TrafficFile
+from contracts.envelope import ArtifactRef, Event
+from contracts.events import CapacitySelected, TrainingCompleted
+from services.bench.plan import BenchPlan, build_plan
+from services.bench.prompts import Prompt, ShapeSpec, cycle, heldout_prompts, shaped_prompts
+from services.runtime.bundle import ArtifactMissing, BundleStore, InvalidPath
+from services.runtime.errors import StepFailed
+from services.runtime.target import tokenizer_folder
+from services.runtime.upstream import latest
+from services.shared.text.shapes import resolve
+
+
+def load_matrix(campaign: Campaign) -> Matrix:
+    if isinstance(campaign.matrix, Matrix):
+        return campaign.matrix
+    path = Path(campaign.matrix.path)
+    try:
+        return Matrix.model_validate(yaml.safe_load(path.read_text()))
+    except (OSError, yaml.YAMLError, ValidationError) as exc:
+        raise StepFailed(f"cannot use matrix.path {path}: {exc}", error_type="MatrixUnusable") from None
+
+
+def _request_input(event: Event, name: str) -> ArtifactRef | None:
+    return getattr(event, "inputs", {}).get(name)
+
+
+def training_output(bundle: BundleStore, event: Event) -> str | None:
+    """The trained draft's directory: from training.completed, a request's input, or the run's journal."""
+    if isinstance(event, TrainingCompleted):
+        return event.checkpoint_dir
+    ref = _request_input(event, "training.output")
+    if ref is not None:
+        path = bundle.resolve(ref.uri)
+        return str(path if path.is_dir() else path.parent)
+    completed = latest(bundle, event.run_id, TrainingCompleted)
+    return completed.checkpoint_dir if completed is not None else None
+
+
+def _corpus_ref(bundle: BundleStore, event: Event) -> ArtifactRef:
+    """The corpus whose heldout split is measured: the event's, a request's input, else the run's own."""
+    ref = event.corpus if isinstance(event, TrainingCompleted) else _request_input(event, "corpus")
+    if ref is not None:
+        return ref
+    try:
+        return bundle.ref(event.run_id, layout.CORPUS)
+    except (ArtifactMissing, InvalidPath):
+        raise StepFailed("no corpus in the bundle: the bench measures the corpus's heldout split; "
+                         "run the corpus step first", error_type="NoCorpus") from None
+
+
+def build_prompts(bundle: BundleStore, campaign: Campaign, matrix: Matrix, event: Event) -> list[Prompt]:
+    load = matrix.load
+    tokenizer = tokenizer_folder(campaign)
+    if isinstance(campaign.traffic, TrafficFile):
+        heldout = bundle.resolve(_corpus_ref(bundle, event).uri)
+        prompts = heldout_prompts(heldout, limit=load.num_prompts, tokenizer_dir=tokenizer,
+                                  max_output_tokens=load.max_output_tokens, ignore_eos=load.ignore_eos)
+    else:
+        shape = resolve(campaign.traffic.shapes[:1])[0]
+        spec = ShapeSpec(name=shape.name, input_tokens=min(shape.input_tokens, campaign.target.max_model_len // 2),
+                         output_tokens=load.max_output_tokens or shape.output_tokens)
+        prompts = shaped_prompts(spec, load.num_prompts, tokenizer_dir=tokenizer)
+    return cycle(prompts, load.num_prompts)
+
+
+def _selected_node(bundle: BundleStore, event: Event) -> str | None:
+    """The capacity step's selection: carried by training.completed, else the run's latest capacity.selected."""
+    if isinstance(event, TrainingCompleted) and event.node:
+        return event.node
+    selected = latest(bundle, event.run_id, CapacitySelected)
+    return selected.node if selected is not None and selected.node else None
+
+
+def default_node(bundle: BundleStore, campaign: Campaign, matrix: Matrix, event: Event) -> str:
+    """Where cells without a node are served: this host for the local executor; on a
+    scheduler, the capacity step's selection. This host is no scheduler node, so
+    without a selection every cell must name its node."""
+    if campaign.capacity.scheduler == "local":
+        return socket.gethostname()
+    node = _selected_node(bundle, event)
+    if node is not None:
+        return node
+    unplaced = [cell.cell_id for cell in matrix.cells if not cell.node]
+    if unplaced:
+        run_id = event.run_id
+        raise StepFailed(
+            f"run {run_id} has no capacity.selected in its journal, so no idle {campaign.capacity.scheduler} node is "
+            f"known for cells {unplaced}: run the capacity step first (specdec request capacity {run_id}) or give "
+            "each cell its node", error_type="NoCapacity")
+    return ""  # every cell names its node
+
+
+def plan_bench(bundle: BundleStore, campaign: Campaign, event: Event) -> tuple[BenchPlan, ArtifactRef]:
+    """Store the prompts and the plan; the plan and its ref (raises StepFailed on a bad input)."""
+    run_id = event.run_id
+    matrix = load_matrix(campaign)
+    prompts = build_prompts(bundle, campaign, matrix, event)
+    prompts_ref = bundle.write_bytes(run_id, layout.BENCH_PROMPTS,
+                                     b"".join(p.model_dump_json().encode() + b"\n" for p in prompts))
+    plan = build_plan(
+        campaign, matrix, run_id=run_id, default_node=default_node(bundle, campaign, matrix, event),
+        training_output=training_output(bundle, event),
+        prompts={"source": layout.BENCH_PROMPTS, "uri": prompts_ref.uri, "sha256": prompts_ref.sha256,
+                 "count": len(prompts)},
+        run_dir=str(bundle.run_dir(run_id).absolute()), cwd=str(Path.cwd()),
+    )
+    return plan, bundle.write_json(run_id, layout.BENCH_PLAN, plan)
