@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed-$(shell echo '$(EXTRAS)' | tr ',' '-')
 slurm:
 	infra/bin/ensure-slurm
 
-.PHONY: slurm setup demo test test-models test-unit test-integration test-e2e perf perf-quick asyncapi clean
+.PHONY: slurm setup lint-imports demo test test-models test-unit test-integration test-e2e perf perf-quick asyncapi clean
 
 setup: $(STAMP)
 
@@ -29,7 +29,11 @@ $(STAMP): pyproject.toml
 demo: setup
 	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) $(PY) -m services.cli.demo
 
-test: setup slurm
+# The layering rule first (.importlinter, docs/architecture.md): seconds, and it fails fast.
+lint-imports: setup
+	$(VENV)/bin/lint-imports --no-cache
+
+test: setup slurm lint-imports
 	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) $(PY) -m pytest tests/unit tests/integration tests/e2e -q -p no:cacheprovider -m 'not models'
 
 test-models: setup

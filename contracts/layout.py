@@ -96,7 +96,8 @@ K8S_POD = "pod.json"
 RESULTS_GLOB = f"{BENCH_DIR}/*/trial-*/result-*.json"
 
 
-def bench_attempt(attempt: int) -> str:
+def bench_attempt(attempt: int | str) -> str:
+    """The record of one execution of the bench plan ("*" globs them all)."""
     return f"{BENCH_ATTEMPTS_DIR}/attempt-{attempt}.json"
 
 

@@ -19,7 +19,6 @@ from pydantic import ValidationError
 from contracts.events import SpecDecodeDelta
 from contracts.results import TrialIdentity, read_blocks
 
-
 # --- reading a trial: one result JSON, already decoded -----------------------------
 
 LATENCY_METRICS: tuple[str, ...] = ("ttft", "tpot", "itl", "e2el")

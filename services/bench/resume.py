@@ -22,10 +22,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from contracts import layout
 from contracts.envelope import ArtifactRef
 from services.runtime.bundle import ArtifactMissing, BundleError, BundleStore
-
-ATTEMPTS_DIR = "bench/attempts"
 
 
 @dataclass(frozen=True)
@@ -40,23 +39,9 @@ class Adopted:
 
 def begin_attempt(bundle: BundleStore, run_id: str) -> int:
     """Number and record this execution of the plan: 1 for the first."""
-    folder = bundle.run_dir(run_id) / ATTEMPTS_DIR
-    attempt = 1 + (len(list(folder.glob("attempt-*.json"))) if folder.is_dir() else 0)
-    bundle.write_json(run_id, f"{ATTEMPTS_DIR}/attempt-{attempt}.json", {"attempt": attempt})
+    attempt = 1 + len(list(bundle.run_dir(run_id).glob(layout.bench_attempt("*"))))
+    bundle.write_json(run_id, layout.bench_attempt(attempt), {"attempt": attempt})
     return attempt
-
-
-def attempt_folder(folder: str, attempt: int) -> str:
-    """Where attempt `attempt` writes the files of `folder` that are not final results."""
-    return folder if attempt == 1 else f"{folder}/attempt-{attempt}"
-
-
-def trial_folder(cell_id: str, trial: int) -> str:
-    return f"bench/{cell_id}/trial-{trial}"
-
-
-def result_path(cell_id: str, trial: int, concurrency: int) -> str:
-    return f"{trial_folder(cell_id, trial)}/result-c{concurrency}.json"
 
 
 def adopt(bundle: BundleStore, run_id: str, cell_id: str, trial: int, concurrency: int) -> Adopted | None:
@@ -64,7 +49,7 @@ def adopt(bundle: BundleStore, run_id: str, cell_id: str, trial: int, concurrenc
 
     A result file that exists but is not recorded (the writer died between the
     two) does not count: the trial is measured again and overwrites it."""
-    relpath = result_path(cell_id, trial, concurrency)
+    relpath = layout.trial_result(cell_id, trial, concurrency)
     try:
         ref = bundle.ref(run_id, relpath)
         result = json.loads(bundle.read_bytes(run_id, relpath))

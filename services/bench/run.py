@@ -21,33 +21,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
+from contracts import layout
 from contracts.campaign import ServingConfig, SpeculativeConfig
 from contracts.envelope import ArtifactRef
 from contracts.events import BenchTrialCompleted
-from contracts.layout import launch_folder
 from contracts.results import Evaluation, Parallelism, TrialIdentity, TrialResultBlocks, attach_blocks
 from services.bench import resume
+from services.bench.errors import ServingError, SpeculationNotActive
 from services.bench.evaluate import agreement, run_eval_command, window_outputs
-from services.bench.errors import ServingError
 from services.bench.executor import LocalExecutor, ServingExecutor
-from services.bench.loadgen import WindowSpec, WindowRecord
+from services.bench.loadgen import WindowRecord, WindowSpec
 from services.bench.metrics import spec_decode_delta
 from services.bench.plan import BenchPlan
 from services.bench.plan_types import CellPlan, Launch
 from services.bench.prompts import Prompt
 from services.bench.results import build_result, dumps_result
-from services.bench.window import run_window_process
 from services.bench.serving import speculation_problems
+from services.bench.window import run_window_process
 from services.runtime.bundle import BundleStore
 from services.runtime.errors import SpecdecError, StepFailed
 from services.runtime.procs import spawn
 
 Emit = Callable[[Any], Awaitable[None]]
 Recheck = Callable[[str], Awaitable[str | None]]  # node -> None when idle, else why not
-
-
-class SpeculationNotActive(SpecdecError):
-    """The engine's counters show the declared speculation did not run as declared."""
 
 
 @dataclass
@@ -166,7 +162,7 @@ class BenchRun:
         return self.outcome
 
     async def _serve(self, index: int, cell: CellPlan, launch_plan: Launch) -> None:
-        folder = resume.attempt_folder(launch_folder(cell.cell_id, index), self.attempt)
+        folder = layout.attempt_folder(layout.launch_folder(cell.cell_id, index), self.attempt)
         pending = []
         for trial in launch_plan.trials:
             for concurrency in cell.concurrency:
@@ -203,9 +199,9 @@ class BenchRun:
         self.outcome.results.append(adopted.ref)
 
     async def _trial(self, cell: CellPlan, base_url: str, trial: int, concurrency: int) -> None:
-        folder = resume.trial_folder(cell.cell_id, trial)
+        folder = layout.trial_folder(cell.cell_id, trial)
         # Raw files of a later attempt go beside, never over, a dead attempt's.
-        raw = resume.attempt_folder(folder, self.attempt)
+        raw = layout.attempt_folder(folder, self.attempt)
         identity = _identity(cell, concurrency=concurrency, trial=trial, baseline=self.baseline)
         declared = cell.speculative_config is not None
         if cell.bench == "builtin":
@@ -233,7 +229,7 @@ class BenchRun:
         problems = speculation_problems(cell.speculative_config, delta)
         if problems:
             result["speculation_problems"] = problems
-        ref = self.bundle.write_bytes(self.run_id, resume.result_path(cell.cell_id, trial, concurrency), dumps_result(result))
+        ref = self.bundle.write_bytes(self.run_id, layout.trial_result(cell.cell_id, trial, concurrency), dumps_result(result))
         await self.emit(self.event_factory(
             cell_id=cell.cell_id, trial=trial, concurrency=concurrency, result=ref,
             completed_requests=counts[0], failed_requests=counts[1], median_ttft_ms=counts[2], median_tpot_ms=counts[3],

@@ -27,7 +27,6 @@ from services.cli.submit import submit
 from services.cli.up import start, stop
 from services.runtime import apps
 from services.runtime.settings import RuntimeSettings
-from services.trainer_proxy.reuse import REUSE_PATH
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_CAMPAIGN = ROOT / "infra/examples/demo-campaign.yaml"
@@ -141,13 +140,13 @@ def draft_origin(bundle_dir: Path) -> str | None:
     """"draft reused from <run>" when the trainer-proxy copied an earlier run's identical draft."""
     import orjson
 
-    record = bundle_dir / REUSE_PATH
+    record = bundle_dir / layout.TRAINING_REUSE
     if not record.is_file():
         return None
     try:
         reuse = orjson.loads(record.read_bytes())
     except orjson.JSONDecodeError:
-        return f"{REUSE_PATH} is unreadable: see `specdec training plan {bundle_dir.name}`"
+        return f"{layout.TRAINING_REUSE} is unreadable: see `specdec training plan {bundle_dir.name}`"
     return (f"draft reused from {reuse.get('reused_from')} (identical training inputs, key "
             f"{str(reuse.get('key'))[:12]}...; copied in {reuse.get('duration_s', 0):.1f}s, nothing trained)")
 

@@ -27,8 +27,8 @@ from contracts.campaign import Campaign, Matrix
 from contracts.decision import Decision
 from contracts.envelope import RUN_ID_PATTERN
 from contracts.results import TrialIdentity
-from contracts.trials import MetricKey, Trial, parse_trial, trial_value
 from contracts.training import KeyRecord
+from contracts.trials import MetricKey, Trial, parse_trial, trial_value
 from services.publisher.errors import ReportInputError
 from services.publisher.model import EVIDENCE_STEPS, ArmLevel, CampaignData, StepStatus, TrialFigures, arm_key
 from services.runtime.bundle import ArtifactMissing, BundleError, BundleStore

@@ -19,19 +19,17 @@ from typing import Literal
 
 from pydantic import Field
 
+from contracts import layout
 from contracts.envelope import ArtifactRef, RunId, Sha256, Strict
 from contracts.training import OutputFile, OutputManifest
 from services.runtime.bundle import ArtifactMissing, BundleStore, InvalidPath, hash_file
 from services.trainer_proxy.errors import ExecutionUnsupported
-from services.trainer_proxy.loss import LossSummary
 from services.trainer_proxy.launch import LocalLaunch, SlurmLaunch
+from services.trainer_proxy.loss import LossSummary
 from services.trainer_proxy.monitor import RunOutcome
-from services.trainer_proxy.plan import OUTPUT_DIR, TrainingPlan
+from services.trainer_proxy.plan import TrainingPlan
 
 CAPTURE_VERSION = 1
-ARGV_PATH = "training/argv.json"
-OUTPUTS_PATH = "training/outputs.json"
-CAPTURE_PATH = "training/capture.json"
 
 
 class TrainingCapture(Strict):
@@ -72,7 +70,7 @@ def write_argv(bundle: BundleStore, plan: TrainingPlan) -> ArtifactRef:
         "label": {"experiment": plan.run_id},
         "shell": False,
     }
-    return bundle.write_json(plan.run_id, ARGV_PATH, record)
+    return bundle.write_json(plan.run_id, layout.TRAINING_ARGV, record)
 
 
 def _register_stream(bundle: BundleStore, run_id: str, relpath: str) -> ArtifactRef:
@@ -104,7 +102,7 @@ def hash_outputs(
         total_bytes=sum(entry.size_bytes or 0 for entry in entries),
         reused_from=reused_from,
     )
-    return bundle.write_bytes(run_id, OUTPUTS_PATH, manifest.model_dump_json(indent=2).encode() + b"\n"), manifest
+    return bundle.write_bytes(run_id, layout.TRAINING_OUTPUTS, manifest.model_dump_json(indent=2).encode() + b"\n"), manifest
 
 
 def _entry(bundle: BundleStore, run_id: str, path: Path, rel: str) -> OutputFile:
@@ -114,7 +112,7 @@ def _entry(bundle: BundleStore, run_id: str, path: Path, rel: str) -> OutputFile
     if not path.is_file():
         return OutputFile(path=rel, kind="other", sha256=None, size_bytes=None, uri=None, note="not a regular file")
     try:
-        ref = bundle.register_file(run_id, f"{OUTPUT_DIR}/{rel}")
+        ref = bundle.register_file(run_id, f"{layout.TRAINING_OUTPUT_DIR}/{rel}")
     except InvalidPath:
         # A name the bundle cannot take as an artifact path (a leading dot, a
         # space): still hashed and listed, where it lies.
@@ -159,14 +157,14 @@ def capture_run(
         output_files=len(manifest.files),
         scheduler_record=outcome.scheduler_record,
     )
-    ref = bundle.write_bytes(run_id, CAPTURE_PATH, capture.model_dump_json(indent=2).encode() + b"\n")
+    ref = bundle.write_bytes(run_id, layout.TRAINING_CAPTURE, capture.model_dump_json(indent=2).encode() + b"\n")
     return capture, ref, manifest
 
 
 def read_capture(bundle: BundleStore, run_id: str) -> tuple[TrainingCapture, ArtifactRef] | None:
     """The capture of an earlier delivery of this step, when there is one."""
     try:
-        ref = bundle.ref(run_id, CAPTURE_PATH)
+        ref = bundle.ref(run_id, layout.TRAINING_CAPTURE)
     except ArtifactMissing:
         return None
-    return TrainingCapture.model_validate_json(bundle.read_bytes(run_id, CAPTURE_PATH)), ref
+    return TrainingCapture.model_validate_json(bundle.read_bytes(run_id, layout.TRAINING_CAPTURE)), ref

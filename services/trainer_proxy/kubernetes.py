@@ -20,13 +20,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from contracts import layout
 from contracts.catalogue import TRAINER as SERVICE
 from services.runtime.procs import EXPERIMENT_ENV, SERVICE_ENV
 from services.shared.scheduler.kubernetes import IMAGE_KEY, NAMESPACE_KEY, bundle_volume, dns_name, labels
 from services.trainer_proxy.errors import PlanError
 
-MANIFEST_PATH = layout.TRAINING_K8S_JOB
 STEP = "training"  # the specdec.io/step label of the Job
 PLAN_ONLY_NOTE = (
     "specdec renders this Job but does not apply it (this release drives no Kubernetes cluster): run the "

@@ -35,9 +35,6 @@ PLAN_VERSION = 1
 # The bundle paths of the plan and of what the trainer reads and writes. The
 # trainer-proxy's other modules (app, capture, reuse) still import these names.
 PLAN_PATH = layout.PLAN_PATHS["training"]
-OUTPUT_DIR = layout.TRAINING_OUTPUT_DIR
-CORPUS_TRAIN_PATH = layout.TRAINING_CORPUS_TRAIN
-CORPUS_HELDOUT_PATH = layout.TRAINING_CORPUS_HELDOUT
 # After SIGTERM (or scancel), how long the trainer's group may take to exit before SIGKILL.
 KILL_GRACE_S = 10.0
 # The built-in probes load a draft and run one forward pass; past this they fail.
@@ -114,7 +111,7 @@ class PlanPaths:
 
     @property
     def output_dir(self) -> str:
-        return f"{self.run_dir}/{OUTPUT_DIR}"
+        return f"{self.run_dir}/{layout.TRAINING_OUTPUT_DIR}"
 
     def bundle_path(self, relpath: str) -> str:
         return f"{self.run_dir}/{relpath}"
@@ -274,9 +271,9 @@ def _launch(
         namespace=job.namespace,
         job_name=job.name,
         manifest=job.manifest,
-        manifest_path=kubernetes.MANIFEST_PATH,
-        apply_argv=["kubectl", "apply", "-n", job.namespace, "-f", paths.bundle_path(kubernetes.MANIFEST_PATH)],
-        note=kubernetes.PLAN_ONLY_NOTE.format(run_id=run_id, manifest=paths.bundle_path(kubernetes.MANIFEST_PATH)),
+        manifest_path=layout.TRAINING_K8S_JOB,
+        apply_argv=["kubectl", "apply", "-n", job.namespace, "-f", paths.bundle_path(layout.TRAINING_K8S_JOB)],
+        note=kubernetes.PLAN_ONLY_NOTE.format(run_id=run_id, manifest=paths.bundle_path(layout.TRAINING_K8S_JOB)),
     )
 
 

@@ -33,7 +33,6 @@ from services.runtime.bundle import BundleStore
 from services.trainer_proxy.errors import ExecutorError
 from services.trainer_proxy.local import run_process
 
-PROBES_PATH = layout.TRAINING_PROBES  # reuse.py reads the probes' report by this name
 MAX_PROMPT_TOKENS = 64
 SAMPLE_IDS = 32
 FALLBACK_PROMPT = "specdec probe: the quick brown fox jumps over the lazy dog."

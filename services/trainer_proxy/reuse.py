@@ -28,18 +28,15 @@ from typing import Literal
 
 from pydantic import Field, ValidationError
 
+from contracts import layout
 from contracts.campaign import Campaign
 from contracts.envelope import ArtifactRef, RunId, Sha256, Strict
 from contracts.training import FileDigest, InputKey, KeyRecord, OutputManifest, ReusedDraft, TreeDigest
 from services.runtime.bundle import ArtifactMissing, BundleError, BundleStore, hash_file
-from services.trainer_proxy.capture import OUTPUTS_PATH, hash_outputs
+from services.trainer_proxy.capture import hash_outputs
 from services.trainer_proxy.errors import TrainingStopped
 from services.trainer_proxy.input_key import input_key, literal_tokens, tree_sha256
-from services.trainer_proxy.plan import OUTPUT_DIR, PlanInputs, TrainingPlan
-from services.trainer_proxy.probes import PROBES_PATH
-
-INPUT_KEY_PATH = "training/input-key.json"
-REUSE_PATH = "training/reuse.json"
+from services.trainer_proxy.plan import PlanInputs, TrainingPlan
 
 
 class ReuseRecord(Strict):
@@ -140,15 +137,15 @@ def _safe_relpath(path: str) -> bool:
 def _check_source(bundle: BundleStore, run_id: str, record: KeyRecord) -> tuple[ReusedDraft | None, str]:
     """The run's draft when every file still hashes as its manifest records, else why not."""
     try:
-        manifest_ref = bundle.ref(run_id, OUTPUTS_PATH)
+        manifest_ref = bundle.ref(run_id, layout.TRAINING_OUTPUTS)
         if manifest_ref.sha256 != record.output.sha256:
             return None, "its training/outputs.json is not the one its training completed with"
-        manifest = OutputManifest.model_validate(bundle.read_json(run_id, OUTPUTS_PATH))
+        manifest = OutputManifest.model_validate(bundle.read_json(run_id, layout.TRAINING_OUTPUTS))
     except (BundleError, ValidationError) as exc:
         return None, f"its training/outputs.json cannot be trusted ({exc})"
     if manifest.partial or not manifest.files:
         return None, "its draft is partial or empty"
-    source = bundle.run_dir(run_id).absolute() / OUTPUT_DIR
+    source = bundle.run_dir(run_id).absolute() / layout.TRAINING_OUTPUT_DIR
     for entry in manifest.files:
         if entry.kind != "file" or entry.sha256 is None or not _safe_relpath(entry.path):
             return None, f"its draft holds {entry.path!r} ({entry.kind}), which cannot be verified by content"
@@ -164,7 +161,7 @@ def _check_source(bundle: BundleStore, run_id: str, record: KeyRecord) -> tuple[
             return None, (f"its draft file {entry.path} changed since it was recorded "
                           f"(sha256 {sha[:12]}..., recorded {entry.sha256[:12]}...)")
     try:
-        probes: ArtifactRef | None = bundle.ref(run_id, PROBES_PATH)
+        probes: ArtifactRef | None = bundle.ref(run_id, layout.TRAINING_PROBES)
     except ArtifactMissing:
         probes = None
     return ReusedDraft(
@@ -180,13 +177,13 @@ def find_reusable(bundle: BundleStore, key: InputKey, run_id: str) -> Lookup:
         if other == run_id:
             continue
         try:
-            candidates.append(((bundle.run_dir(other) / INPUT_KEY_PATH).stat().st_mtime_ns, other))
+            candidates.append(((bundle.run_dir(other) / layout.TRAINING_INPUT_KEY).stat().st_mtime_ns, other))
         except OSError:
             continue
     rejected = []
     for _, other in sorted(candidates, reverse=True):
         try:
-            record = KeyRecord.model_validate(bundle.read_json(other, INPUT_KEY_PATH))
+            record = KeyRecord.model_validate(bundle.read_json(other, layout.TRAINING_INPUT_KEY))
         except (BundleError, ValidationError):
             continue  # an untrustworthy record is no evidence of any key
         if record.key != key.key:
@@ -231,15 +228,15 @@ def copy_draft(bundle: BundleStore, plan: TrainingPlan, plan_sha256: str) -> Reu
     run_id = plan.run_id
     started = time.monotonic()
     try:
-        source = OutputManifest.model_validate(bundle.read_json(draft.from_run, OUTPUTS_PATH))
-        if bundle.ref(draft.from_run, OUTPUTS_PATH).sha256 != draft.manifest.sha256:
+        source = OutputManifest.model_validate(bundle.read_json(draft.from_run, layout.TRAINING_OUTPUTS))
+        if bundle.ref(draft.from_run, layout.TRAINING_OUTPUTS).sha256 != draft.manifest.sha256:
             raise BundleError(f"it is no longer the manifest the plan names ({draft.manifest.sha256})")
     except (BundleError, ValidationError) as exc:
         raise TrainingStopped(_failed(draft.from_run, f"its training/outputs.json cannot be trusted: {exc}"),
                               error_type="ReuseFailed") from None
     output_dir = Path(plan.output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    source_dir = bundle.run_dir(draft.from_run).absolute() / OUTPUT_DIR
+    source_dir = bundle.run_dir(draft.from_run).absolute() / layout.TRAINING_OUTPUT_DIR
     for entry in source.files:
         dest = output_dir / entry.path
         if dest.exists():
@@ -271,7 +268,7 @@ def _failed(source: str, why: str) -> str:
 def read_reuse(bundle: BundleStore, run_id: str) -> ReuseRecord | None:
     """This run's reuse record, when an earlier delivery wrote it."""
     try:
-        return ReuseRecord.model_validate(bundle.read_json(run_id, REUSE_PATH))
+        return ReuseRecord.model_validate(bundle.read_json(run_id, layout.TRAINING_REUSE))
     except ArtifactMissing:
         return None
 
@@ -282,4 +279,4 @@ def record_key(bundle: BundleStore, plan: TrainingPlan, output: ArtifactRef, reu
         return None
     record = KeyRecord(run_id=plan.run_id, key=plan.input_key.key, inputs=plan.input_key, output=output,
                        reused_from=reused_from)
-    return bundle.write_json(plan.run_id, INPUT_KEY_PATH, record)
+    return bundle.write_json(plan.run_id, layout.TRAINING_INPUT_KEY, record)

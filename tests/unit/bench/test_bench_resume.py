@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from contracts import layout
 from services.bench import resume
 from services.runtime.bundle import BundleError, BundleStore
 
@@ -21,14 +22,14 @@ def bundle(tmp_path: Path) -> BundleStore:
 def test_attempts_are_numbered_and_a_later_one_writes_beside_the_first(bundle: BundleStore) -> None:
     assert resume.begin_attempt(bundle, RUN) == 1
     assert resume.begin_attempt(bundle, RUN) == 2
-    assert resume.attempt_folder("bench/ngram/launch-0", 1) == "bench/ngram/launch-0"
-    assert resume.attempt_folder("bench/ngram/launch-0", 2) == "bench/ngram/launch-0/attempt-2"
+    assert layout.attempt_folder("bench/ngram/launch-0", 1) == "bench/ngram/launch-0"
+    assert layout.attempt_folder("bench/ngram/launch-0", 2) == "bench/ngram/launch-0/attempt-2"
 
 
 def test_a_recorded_result_is_adopted_with_its_outputs_and_problems(bundle: BundleStore) -> None:
     result = {"generated_texts": ["a", "b", "c"], "prompt_ids": ["p1", "p2", "p3"], "errors": ["", "timeout", ""],
               "speculation_problems": ["no drafts"]}
-    ref = bundle.write_bytes(RUN, resume.result_path("standing", 1, 4), json.dumps(result).encode())
+    ref = bundle.write_bytes(RUN, layout.trial_result("standing", 1, 4), json.dumps(result).encode())
     adopted = resume.adopt(bundle, RUN, "standing", 1, 4)
     assert adopted is not None and adopted.ref == ref
     assert adopted.outputs == {"p1": "a", "p3": "c"}
@@ -38,15 +39,15 @@ def test_a_recorded_result_is_adopted_with_its_outputs_and_problems(bundle: Bund
 def test_a_trial_without_a_recorded_result_is_measured_again(bundle: BundleStore) -> None:
     assert resume.adopt(bundle, RUN, "standing", 0, 1) is None
     # Written but never recorded (the writer died between the two): not adopted either.
-    path = bundle.run_dir(RUN) / resume.result_path("standing", 0, 1)
+    path = bundle.run_dir(RUN) / layout.trial_result("standing", 0, 1)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("{}")
     assert resume.adopt(bundle, RUN, "standing", 0, 1) is None
 
 
 def test_a_recorded_result_changed_on_disk_is_an_error_not_a_fresh_trial(bundle: BundleStore) -> None:
-    bundle.write_bytes(RUN, resume.result_path("ngram", 0, 1), b'{"generated_texts": []}')
-    (bundle.run_dir(RUN) / resume.result_path("ngram", 0, 1)).write_text('{"generated_texts": ["forged"]}')
+    bundle.write_bytes(RUN, layout.trial_result("ngram", 0, 1), b'{"generated_texts": []}')
+    (bundle.run_dir(RUN) / layout.trial_result("ngram", 0, 1)).write_text('{"generated_texts": ["forged"]}')
     with pytest.raises(BundleError, match="cannot be read back"):
         resume.adopt(bundle, RUN, "ngram", 0, 1)
 

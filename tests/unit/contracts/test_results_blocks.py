@@ -7,7 +7,16 @@ from pydantic import ValidationError
 
 from contracts import events
 from contracts.campaign import ServingConfig
-from contracts.results import COMPARED_IDENTITY_FIELDS, SPECDEC_KEYS, Evaluation, Parallelism, TrialIdentity, TrialResultBlocks, attach_blocks, read_blocks
+from contracts.results import (
+    COMPARED_IDENTITY_FIELDS,
+    SPECDEC_KEYS,
+    Evaluation,
+    Parallelism,
+    TrialIdentity,
+    TrialResultBlocks,
+    attach_blocks,
+    read_blocks,
+)
 from services.gate.simulate import identity, spec_counters
 
 

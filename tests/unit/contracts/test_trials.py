@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from contracts.results import Evaluation
-
 from contracts.trials import MetricKey, parse_trial, trial_value
 from services.gate.simulate import spec_counters, trial_result
 

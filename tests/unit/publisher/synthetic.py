@@ -21,9 +21,9 @@ from contracts.events import (
     CorpusCompleted,
     GateRequested,
     ProfileCompleted,
+    SpecDecodeDelta,
     TrainingCompleted,
 )
-from contracts.events import SpecDecodeDelta
 from services.gate.app import gate_run
 from services.gate.simulate import identity, spec_counters, trial_result
 from services.runtime.bundle import BundleStore

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from contracts import layout
 from contracts.envelope import ArtifactRef
 from contracts.training import FileDigest, InputKey, KeyRecord, TreeDigest
 from services.runtime.bundle import BundleStore
@@ -17,7 +18,7 @@ from services.trainer_proxy.capture import hash_outputs
 from services.trainer_proxy.errors import TrainingStopped
 from services.trainer_proxy.input_key import input_key
 from services.trainer_proxy.plan import PlanInputs, PlanPaths, build_plan
-from services.trainer_proxy.reuse import INPUT_KEY_PATH, copy_draft, find_reusable, read_reuse
+from services.trainer_proxy.reuse import copy_draft, find_reusable, read_reuse
 from tests.unit.trainer_proxy.helpers import campaign
 
 ARGV = ["python", "train.py", "--corpus", "{corpus_train}", "--out", "{output_dir}"]
@@ -46,7 +47,7 @@ def completed(bundle: BundleStore, run_id: str, key: InputKey, *, partial: bool 
     (out / "config.json").write_text('{"vocab_size": 100}')
     (out / "sub/model.safetensors").write_bytes(bytes(range(256)) * 4)
     ref, _ = hash_outputs(bundle, run_id, output_dir=out, partial=partial)
-    bundle.write_json(run_id, INPUT_KEY_PATH, KeyRecord(run_id=run_id, key=key.key, inputs=key, output=ref, reused_from=None))
+    bundle.write_json(run_id, layout.TRAINING_INPUT_KEY, KeyRecord(run_id=run_id, key=key.key, inputs=key, output=ref, reused_from=None))
     return out
 
 
@@ -65,10 +66,10 @@ def test_the_most_recently_completed_intact_draft_wins(bundle):
     completed(bundle, OLD, _key())
     completed(bundle, other, _key())
     # Completion order, not run-ID order: OLD's record is the newer one here.
-    os.utime(bundle.run_dir(other) / INPUT_KEY_PATH, ns=(1_000_000_000, 1_000_000_000))
-    os.utime(bundle.run_dir(OLD) / INPUT_KEY_PATH, ns=(2_000_000_000, 2_000_000_000))
+    os.utime(bundle.run_dir(other) / layout.TRAINING_INPUT_KEY, ns=(1_000_000_000, 1_000_000_000))
+    os.utime(bundle.run_dir(OLD) / layout.TRAINING_INPUT_KEY, ns=(2_000_000_000, 2_000_000_000))
     assert find_reusable(bundle, _key(), NEW).found.from_run == OLD
-    os.utime(bundle.run_dir(other) / INPUT_KEY_PATH, ns=(3_000_000_000, 3_000_000_000))
+    os.utime(bundle.run_dir(other) / layout.TRAINING_INPUT_KEY, ns=(3_000_000_000, 3_000_000_000))
     assert find_reusable(bundle, _key(), NEW).found.from_run == other
 
 
