@@ -106,6 +106,11 @@ def launch_folder(cell_id: str, index: int) -> str:
     return f"{BENCH_DIR}/{cell_id}/launch-{index}"
 
 
+def engine_check(launch_dir: str) -> str:
+    """A launch's read-back of the engine's effective config (contracts/engine.py)."""
+    return f"{launch_dir}/engine-config.json"
+
+
 def trial_folder(cell_id: str, trial: int | str) -> str:
     return f"{BENCH_DIR}/{cell_id}/trial-{trial}"
 
