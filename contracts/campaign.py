@@ -146,7 +146,9 @@ class CapacitySpec(Strict):
     scheduler: Scheduler = Field(default="local", description="Scheduler to read and launch on.")
     selectors: dict[str, str] = Field(
         default_factory=dict,
-        description="Scheduler selectors: slurm partition/nodelist, kubernetes label selector, local: none.",
+        description="Scheduler selectors (string values); the keys per scheduler, their meaning and their "
+        "consumers are contracts/selectors.py: slurm partition/nodelist/gres, kubernetes label_selector/"
+        "tolerations/image/namespace/bundle_pvc/cpu/memory/gpu_resource, local: none.",
     )
     idle_check: ArgvTemplate | None = Field(
         default=None, description="Operator's idle-node check; exit status 0 means idle. Required."

@@ -21,6 +21,7 @@ from typing import Any
 
 from contracts import layout
 from contracts.catalogue import BENCH as SERVICE
+from contracts.selectors import DEFAULT_GPU_RESOURCE, GPU_RESOURCE, problems
 from services.bench.plan_types import KubernetesServe
 from services.runtime.errors import ConfigurationError
 from services.runtime.procs import EXPERIMENT_ENV, SERVICE_ENV
@@ -28,11 +29,8 @@ from services.shared.scheduler import kubernetes
 
 SERVE_PORT = 8000
 STEP = "bench"  # the specdec.io/step label of the Pods
-# capacity.selectors keys the Pod reads besides image, namespace and bundle_pvc.
-CPU_KEY = "cpu"
-MEMORY_KEY = "memory"
-GPU_RESOURCE_KEY = "gpu_resource"
-DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
+# The Pod reads capacity.selectors image, namespace, bundle_pvc, tolerations, cpu and
+# memory (services.shared.scheduler.kubernetes) and gpu_resource (below): contracts/selectors.py.
 
 
 def pod_name(run_id: str, index: int) -> str:
@@ -48,10 +46,10 @@ def label_selector(run_id: str) -> str:
 def resources(selectors: dict[str, str], *, hardware: str, tensor_parallel_size: int) -> dict[str, Any]:
     """Requests from capacity.selectors (cpu, memory); accelerators, one per tensor-parallel
     rank, unless the cell's hardware is cpu."""
-    requests = {key: selectors[key] for key in (CPU_KEY, MEMORY_KEY) if selectors.get(key)}
+    requests = kubernetes.requests(selectors)
     limits = dict(requests)
     if hardware != "cpu":
-        limits[selectors.get(GPU_RESOURCE_KEY, DEFAULT_GPU_RESOURCE)] = str(tensor_parallel_size)
+        limits[selectors.get(GPU_RESOURCE) or DEFAULT_GPU_RESOURCE] = str(tensor_parallel_size)
     out: dict[str, Any] = {}
     if requests:
         out["requests"] = requests
@@ -80,8 +78,10 @@ def apply_pod_template(template: dict[str, Any], rendered: dict[str, Any]) -> di
     """The operator's Pod with what specdec guarantees set on it: name, namespace (the
     template's own, else the rendered one), labels, annotations, restartPolicy Never,
     the node, and on the first container the exec-form command, the label env, the
-    port, the readiness probe and the bundle mount. Image, resources, volumes, service
-    account, tolerations and the rest stay the operator's."""
+    port, the readiness probe and the bundle mount, and a toleration for each
+    capacity.selectors.tolerations key the template does not tolerate yet. Image,
+    resources, volumes, service account, the template's own tolerations and the rest
+    stay the operator's."""
     import copy
 
     pod = copy.deepcopy(template)
@@ -95,6 +95,9 @@ def apply_pod_template(template: dict[str, Any], rendered: dict[str, Any]) -> di
     spec = pod["spec"]
     spec["restartPolicy"] = "Never"
     spec.setdefault("nodeSelector", {}).update(rendered["spec"]["nodeSelector"])
+    tolerations = kubernetes.merge_tolerations(spec.get("tolerations"), rendered["spec"].get("tolerations") or [])
+    if tolerations:
+        spec["tolerations"] = tolerations
     server = rendered["spec"]["containers"][0]
     container = spec["containers"][0]
     container["command"] = server["command"]
@@ -119,7 +122,8 @@ def render_manifest(
     argv: list[str], *, run_id: str, index: int, cell_id: str, node: str, selectors: dict[str, str],
     run_dir: str, cwd: str, hardware: str, tensor_parallel_size: int, template: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    image = selectors.get(kubernetes.IMAGE_KEY)
+    _check_selectors(selectors)
+    image = kubernetes.image(selectors)
     if template is not None and not image:
         # The template's own image serves; the rendered Pod below needs a placeholder only.
         image = next((c.get("image") for c in template["spec"]["containers"][:1] if c.get("image")), None)
@@ -147,7 +151,7 @@ def render_manifest(
         "kind": "Pod",
         "metadata": {
             "name": pod_name(run_id, index),
-            "namespace": selectors.get(kubernetes.NAMESPACE_KEY, "default"),
+            "namespace": kubernetes.namespace(selectors),
             "labels": kubernetes.labels(run_id, STEP),
             "annotations": {"specdec.io/cell": cell_id, "specdec.io/launch": str(index)},
         },
@@ -159,7 +163,18 @@ def render_manifest(
             "volumes": [volume],
         },
     }
+    tolerations = kubernetes.tolerations(selectors)
+    if tolerations:
+        pod["spec"]["tolerations"] = tolerations
     return pod if template is None else apply_pod_template(template, pod)
+
+
+def _check_selectors(selectors: dict[str, str]) -> None:
+    """Refuse a plan whose selectors the table does not know (or whose values are malformed)
+    before anything is approved: the capacity step may not have run for this bench."""
+    found = problems("kubernetes", selectors)
+    if found:
+        raise ConfigurationError("; ".join(found))
 
 
 def render_launch(

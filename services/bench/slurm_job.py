@@ -14,9 +14,11 @@ from pathlib import Path
 
 from contracts import layout
 from contracts.argv import render_token
+from contracts.selectors import GRES, PARTITION, problems
 from services.bench.errors import ServingError
 from services.bench.plan_types import SlurmServe
 from services.runtime.bundle_paths import validate_run_id
+from services.runtime.errors import ConfigurationError
 from services.shared.scheduler import slurm
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "infra/slurm/serve.sbatch"
@@ -37,10 +39,16 @@ def sbatch_argv(
 ) -> list[str]:
     """The exact sbatch argv. No --time: how long a measurement takes is not known
     up front; the job is cancelled after its cell, and the partition's limit applies.
-    capacity.selectors.gres names the accelerators the server needs, e.g. gpu:1."""
+    capacity.selectors.partition and .gres (the generic resources the server needs,
+    e.g. gpu:1) become --partition and --gres; nodelist is the capacity step's alone
+    (the job is pinned to the selected node)."""
+    found = problems("slurm", selectors)
+    if found:
+        # The capacity step may not have run for this bench: refuse before anything is approved.
+        raise ConfigurationError("; ".join(found))
     return slurm.sbatch_argv(
         run_id=run_id, node=node, cwd=cwd, stdout=log, stderr=log, script=[script, endpoint], ntasks=1,
-        partition=selectors.get("partition"), gres=selectors.get("gres"),
+        partition=selectors.get(PARTITION), gres=selectors.get(GRES),
     )
 
 

@@ -22,7 +22,8 @@ from typing import Any
 
 from contracts.catalogue import TRAINER as SERVICE
 from services.runtime.procs import EXPERIMENT_ENV, SERVICE_ENV
-from services.shared.scheduler.kubernetes import IMAGE_KEY, NAMESPACE_KEY, bundle_volume, dns_name, labels
+from services.shared.scheduler import kubernetes as k8s
+from services.shared.scheduler.kubernetes import bundle_volume, dns_name, labels
 from services.trainer_proxy.errors import PlanError
 
 STEP = "training"  # the specdec.io/step label of the Job
@@ -32,8 +33,9 @@ PLAN_ONLY_NOTE = (
     "naming the draft as its training.output input); an approval of this plan makes training fail with this "
     "note. Manifest: {manifest}"
 )
-# The Job reads capacity.selectors image, namespace and bundle_pvc
-# (services.shared.scheduler.kubernetes); the capacity step reads label_selector.
+# The Job reads capacity.selectors image, namespace, bundle_pvc, cpu, memory and
+# tolerations (services.shared.scheduler.kubernetes; the table is contracts/selectors.py);
+# the capacity step reads label_selector and tolerations.
 
 
 class KubernetesPlanError(PlanError):
@@ -71,18 +73,23 @@ def load_template(path: str) -> dict[str, Any]:
 
 
 def apply_template(
-    template: dict[str, Any], argv: list[str], *, run_id: str, node: str, timeout_s: float
+    template: dict[str, Any], argv: list[str], *, run_id: str, node: str, timeout_s: float,
+    selectors: dict[str, str] | None = None,
 ) -> RenderedJob:
     """The operator's Job with what specdec guarantees set on it (see the module docstring):
     its name and experiment label, the argv as the first container's exec-form command,
-    the label env, the node, no retry and the deadline. Image, resources, volumes,
-    service account and the rest stay the operator's."""
+    the label env, the node, no retry and the deadline; a toleration for each
+    capacity.selectors.tolerations key the template does not tolerate yet (the capacity
+    check kept tainted nodes on that promise), and cpu/memory requests when the container
+    has no resources of its own. Image, resources, volumes, service account and the rest
+    stay the operator's."""
     import copy
 
+    selectors = selectors or {}
     manifest = copy.deepcopy(template)
     metadata = manifest.setdefault("metadata", {})
     name = job_name(run_id)
-    namespace = metadata.get("namespace") or "default"
+    namespace = metadata.get("namespace") or k8s.namespace(selectors)  # the template's own wins
     job_labels = labels(run_id, STEP)
     metadata.update({"name": name, "namespace": namespace})
     metadata.setdefault("labels", {}).update(job_labels)
@@ -96,9 +103,15 @@ def apply_template(
     pod_spec = pod["spec"]
     pod_spec["restartPolicy"] = "Never"
     pod_spec.setdefault("nodeSelector", {})["kubernetes.io/hostname"] = node
+    tolerations = k8s.merge_tolerations(pod_spec.get("tolerations"), k8s.tolerations(selectors))
+    if tolerations:
+        pod_spec["tolerations"] = tolerations
     container = pod_spec["containers"][0]
     container["command"] = list(argv)
     container.pop("args", None)
+    requests = k8s.requests(selectors)
+    if requests and "resources" not in container:
+        container["resources"] = {"requests": requests, "limits": dict(requests)}
     env = [e for e in container.get("env", []) if e.get("name") not in (EXPERIMENT_ENV, SERVICE_ENV)]
     container["env"] = env + [{"name": EXPERIMENT_ENV, "value": run_id}, {"name": SERVICE_ENV, "value": SERVICE}]
     return RenderedJob(name=name, namespace=namespace, manifest=manifest)
@@ -116,13 +129,13 @@ def render_job(
     template: dict[str, Any] | None = None,
 ) -> RenderedJob:
     if template is not None:
-        return apply_template(template, argv, run_id=run_id, node=node, timeout_s=timeout_s)
-    image = selectors.get(IMAGE_KEY)
+        return apply_template(template, argv, run_id=run_id, node=node, timeout_s=timeout_s, selectors=selectors)
+    image = k8s.image(selectors)
     if not image:
         raise KubernetesPlanError(
             "a Kubernetes training Job needs the trainer's container image: set capacity.selectors.image"
         )
-    namespace = selectors.get(NAMESPACE_KEY, "default")
+    namespace = k8s.namespace(selectors)
     name = job_name(run_id)
     job_labels = labels(run_id, STEP)
     # The run's bundle folder is mounted at the same absolute path in the pod,
@@ -158,4 +171,11 @@ def render_job(
             },
         },
     }
+    pod_spec = manifest["spec"]["template"]["spec"]
+    requests = k8s.requests(selectors)
+    if requests:
+        pod_spec["containers"][0]["resources"] = {"requests": requests, "limits": dict(requests)}
+    tolerations = k8s.tolerations(selectors)
+    if tolerations:
+        pod_spec["tolerations"] = tolerations
     return RenderedJob(name=name, namespace=namespace, manifest=manifest)

@@ -23,6 +23,7 @@ from contracts.argv import ArgvError, ArgvTemplate
 from contracts.campaign import Campaign, Scheduler
 from contracts.catalogue import TRAINER as SERVICE
 from contracts.envelope import ArtifactRef, RunId, Strict
+from contracts.selectors import GRES, PARTITION, problems
 from contracts.training import InputKey, ReusedDraft
 from services.runtime.procs import EXPERIMENT_ENV, SERVICE_ENV
 from services.shared.scheduler import slurm
@@ -224,6 +225,11 @@ def _reuse_plan(reuse: ReusedDraft, common: dict[str, Any], *, paths: PlanPaths,
 def _launch(
     campaign: Campaign, scheduler: Scheduler, *, argv: list[str], run_id: str, node: str, paths: PlanPaths, timeout_s: float
 ) -> LocalLaunch | SlurmLaunch | KubernetesLaunch:
+    # The keys this launch reads (contracts/selectors.py); refused before approval when
+    # unknown or malformed, also when the capacity step did not run for this training.
+    found = problems(scheduler, campaign.capacity.selectors)
+    if found:
+        raise PlanError("; ".join(found))
     if scheduler == "local":
         return LocalLaunch(
             argv=argv,
@@ -244,7 +250,9 @@ def _launch(
             sbatch_argv=slurm.sbatch_argv(
                 run_id=run_id,
                 node=node,
-                partition=campaign.capacity.selectors.get("partition"),
+                partition=campaign.capacity.selectors.get(PARTITION),
+                # The trainer runs on the node capacity selected for its GRES, and needs them too.
+                gres=campaign.capacity.selectors.get(GRES),
                 cwd=paths.cwd,
                 stdout=paths.bundle_path(layout.TRAINING_STDOUT),
                 stderr=paths.bundle_path(layout.TRAINING_STDERR),

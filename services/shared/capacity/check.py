@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 
+from contracts import selectors
 from contracts.argv import ArgvError
 from contracts.campaign import CapacitySpec
 from services.shared.capacity import kubernetes, local, slurm
@@ -29,22 +30,20 @@ from services.shared.scheduler.runner import CommandRunner
 IDLE_CHECK_TIMEOUT_S = 60.0
 
 Observe = Callable[[Mapping[str, str], CommandRunner], Observation]
-ADAPTERS: dict[str, tuple[Observe, dict[str, str]]] = {
-    "local": (local.observe, local.SELECTORS),
-    "slurm": (slurm.observe, slurm.SELECTORS),
-    "kubernetes": (kubernetes.observe, kubernetes.SELECTORS),
+ADAPTERS: dict[str, Observe] = {
+    "local": local.observe,
+    "slurm": slurm.observe,
+    "kubernetes": kubernetes.observe,
 }
 
 
 def validate(spec: CapacitySpec) -> None:
-    """CapacityConfigError unless the spec can be used: known selectors, an idle check."""
-    _, known = ADAPTERS[spec.scheduler]
-    unknown = sorted(set(spec.selectors) - set(known))
-    if unknown:
-        allowed = ", ".join(f"{k} ({v})" for k, v in known.items()) or "none"
-        raise CapacityConfigError(
-            f"capacity.selectors {unknown} mean nothing to scheduler {spec.scheduler}; allowed: {allowed}"
-        )
+    """CapacityConfigError unless the spec can be used: selectors that contracts/selectors.py
+    knows for this scheduler, each value in its form, and an idle check. Keys the check
+    itself does not read (a job's image, a Pod's memory) pass: their consumers read them."""
+    found = selectors.problems(spec.scheduler, spec.selectors)
+    if found:
+        raise CapacityConfigError("; ".join(found))
     if spec.idle_check is None:
         raise CapacityConfigError(
             "capacity.idle_check is not set: give the operator's idle-node check argv (exit status 0 means idle)"
@@ -77,7 +76,7 @@ def check_node(spec: CapacitySpec, node: str | None, *, run_id: str, runner: Com
     runner's CommandMissing) only when the scheduler cannot be read or the spec cannot be
     used; a busy node is a verdict."""
     validate(spec)
-    observe, _ = ADAPTERS[spec.scheduler]
+    observe = ADAPTERS[spec.scheduler]
     observation = observe(spec.selectors, runner)
     verdicts: list[NodeVerdict] = []
     selected: str | None = None

@@ -6,6 +6,12 @@ containers are starting there), and so does a terminating one. Pods that run
 on every node by design -- owned by a DaemonSet, or static mirror pods -- are
 node infrastructure: recorded, not counted, or no node of a real cluster would
 ever be idle. Labels are recorded and never read for the decision.
+
+Selector keys (contracts/selectors.py, KUBERNETES): `label_selector` narrows
+the nodes listed, `tolerations` lets a node tainted with those keys stay a
+candidate; `gpu_resource` names the allocatable resource recorded as the
+node's GPUs. The rest (image, namespace, bundle_pvc, cpu, memory) belong to
+the trainer's Job and the bench's Pods and do not change the check.
 """
 
 from __future__ import annotations
@@ -15,21 +21,12 @@ from typing import Any
 
 import orjson
 
+from contracts.selectors import DEFAULT_GPU_RESOURCE, GPU_RESOURCE, LABEL_SELECTOR, TOLERATIONS
 from services.shared.capacity.errors import SchedulerOutputInvalid
 from services.shared.capacity.model import NodeView, Workload
 from services.shared.capacity.observe import Observation, read_command
-from services.shared.scheduler.kubernetes import EXPERIMENT_LABEL, IMAGE_KEY, NAMESPACE_KEY, PVC_KEY
+from services.shared.scheduler.kubernetes import EXPERIMENT_LABEL
 from services.shared.scheduler.runner import CommandRunner
-
-SELECTORS: dict[str, str] = {
-    "label_selector": "only nodes matching this label selector (kubectl get nodes -l ...)",
-    "tolerations": "comma-separated taint keys the trainer's and server's pods tolerate; other "
-    "NoSchedule/NoExecute taints rule a node out",
-    # Placement keys the node check ignores; the trainer-proxy's Job reads them.
-    IMAGE_KEY: "container image of the trainer's Job (read by the trainer-proxy, not by the node check)",
-    NAMESPACE_KEY: "namespace of the trainer's Job (read by the trainer-proxy)",
-    PVC_KEY: "PersistentVolumeClaim holding the evidence bundle, mounted by the Job (read by the trainer-proxy)",
-}
 
 FINISHED_PHASES = frozenset({"Succeeded", "Failed"})
 BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
@@ -38,8 +35,8 @@ MIRROR_ANNOTATION = "kubernetes.io/config.mirror"
 
 def nodes_argv(selectors: Mapping[str, str]) -> list[str]:
     argv = ["kubectl", "get", "nodes", "-o", "json"]
-    if "label_selector" in selectors:
-        argv += ["-l", selectors["label_selector"]]
+    if LABEL_SELECTOR in selectors:
+        argv += ["-l", selectors[LABEL_SELECTOR]]
     return argv
 
 
@@ -78,7 +75,7 @@ def _quantity(value: Any) -> float | None:
 
 
 def tolerated(selectors: Mapping[str, str]) -> set[str]:
-    return {key.strip() for key in selectors.get("tolerations", "").split(",") if key.strip()}
+    return {key.strip() for key in selectors.get(TOLERATIONS, "").split(",") if key.strip()}
 
 
 def node_blockers(node: dict[str, Any], tolerated_keys: set[str]) -> list[str]:
@@ -103,13 +100,14 @@ def node_blockers(node: dict[str, Any], tolerated_keys: set[str]) -> list[str]:
 
 def parse_nodes(text: str, selectors: Mapping[str, str]) -> list[NodeView]:
     keys = tolerated(selectors)
+    gpu_resource = selectors.get(GPU_RESOURCE, DEFAULT_GPU_RESOURCE)
     views = []
     for node in _items(text, "nodes"):
         meta, status = node.get("metadata") or {}, node.get("status") or {}
         allocatable = status.get("allocatable") or {}
         ready = [c for c in status.get("conditions") or [] if c.get("type") == "Ready"]
         memory = _quantity(allocatable.get("memory"))
-        gpus = _quantity(allocatable.get("nvidia.com/gpu"))
+        gpus = _quantity(allocatable.get(gpu_resource))
         views.append(
             NodeView(
                 name=meta.get("name", ""),

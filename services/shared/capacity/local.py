@@ -26,7 +26,7 @@ from services.shared.capacity.model import NodeView, Workload
 from services.shared.capacity.observe import Observation, file_capture, tail, to_capture
 from services.shared.scheduler.runner import CommandRunner
 
-SELECTORS: dict[str, str] = {}
+# No selector keys: contracts.selectors.LOCAL is empty, so validation refuses any.
 
 GPU_QUERY = ["nvidia-smi", "--query-gpu=index,uuid,name,memory.used,memory.total,utilization.gpu", "--format=csv,noheader,nounits"]
 APPS_QUERY = ["nvidia-smi", "--query-compute-apps=pid,process_name,used_memory,gpu_uuid", "--format=csv,noheader,nounits"]

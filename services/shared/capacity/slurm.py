@@ -5,6 +5,11 @@ a `|` inside a reason or comment cannot shift the fields). A job occupies the
 nodes of its node list in every state but PENDING and the finished ones; a
 node whose state says busy (mixed, allocated, completing) with no visible job
 is still busy (squeue may hide other users' jobs under PrivateData).
+
+Selector keys (contracts/selectors.py, SLURM): `partition` and `nodelist`
+narrow what sinfo/squeue list; `gres` rules out a node that lacks the generic
+resources a job would ask for (sinfo %G, the node's configured GRES), since
+Slurm would never start the job there.
 """
 
 from __future__ import annotations
@@ -12,16 +17,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from contracts.selectors import GRES, NODELIST, PARTITION, Gres, parse_gres
 from services.shared.capacity.errors import SchedulerOutputInvalid
 from services.shared.capacity.model import NodeView, Workload
 from services.shared.capacity.observe import Observation, read_command
 from services.shared.scheduler.runner import CommandRunner
-
-# Selector keys this adapter reads (campaign `capacity.selectors`).
-SELECTORS: dict[str, str] = {
-    "partition": "only nodes of this partition (sinfo --partition)",
-    "nodelist": "only these nodes, a Slurm hostlist such as gpu[01-04] (sinfo/squeue --nodes)",
-}
 
 SINFO_FORMAT = "%N|%T|%c|%m|%G|%P|%f|%E"
 SQUEUE_FORMAT = "%i|%j|%u|%T|%P|%N|%k"
@@ -54,18 +54,18 @@ _NULL = {"", "(null)", "n/a", "none"}
 
 def sinfo_argv(selectors: Mapping[str, str]) -> list[str]:
     argv = ["sinfo", "--Node", "--noheader", f"--format={SINFO_FORMAT}"]
-    if "partition" in selectors:
-        argv.append(f"--partition={selectors['partition']}")
-    if "nodelist" in selectors:
-        argv.append(f"--nodes={selectors['nodelist']}")
+    if PARTITION in selectors:
+        argv.append(f"--partition={selectors[PARTITION]}")
+    if NODELIST in selectors:
+        argv.append(f"--nodes={selectors[NODELIST]}")
     return argv
 
 
 def squeue_argv(selectors: Mapping[str, str]) -> list[str]:
     # Every partition and user (--all): a job of another partition on a shared node still occupies it.
     argv = ["squeue", "--all", "--noheader", f"--format={SQUEUE_FORMAT}"]
-    if "nodelist" in selectors:
-        argv.append(f"--nodelist={selectors['nodelist']}")
+    if NODELIST in selectors:
+        argv.append(f"--nodelist={selectors[NODELIST]}")
     return argv
 
 
@@ -128,16 +128,49 @@ def _number(value: str) -> float | None:
         return None
 
 
+def node_gres(gres: str | None) -> list[Gres]:
+    """A node's configured GRES from sinfo %G: `gpu:4`, `gpu:a100:8(S:0-1)`, several
+    comma-separated (a comma inside the socket list does not split)."""
+    if gres is None:
+        return []
+    items, depth, current = [], 0, []
+    for char in gres + ",":
+        depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(char, 0)
+        if char == "," and depth <= 0:
+            items.append("".join(current).strip())
+            current = []
+        else:
+            current.append(char)
+    found = []
+    for item in filter(None, items):
+        fields = re.sub(r"\(.*\)$", "", item).split(":")
+        count = int(fields.pop()) if len(fields) > 1 and fields[-1].isdigit() else 1
+        found.append(Gres(name=fields[0], type=fields[1] if len(fields) > 1 else None, count=count))
+    return found
+
+
 def _gpus(gres: str | None) -> int | None:
-    # gres like "gpu:4", "gpu:a100:8(S:0-1)", several comma-separated.
     if gres is None:
         return None
-    total = 0
-    for part in _split_top(gres):
-        fields = re.sub(r"\(.*\)$", "", part).split(":")
-        if fields[0] == "gpu" and fields[-1].isdigit():
-            total += int(fields[-1])
-    return total
+    return sum(item.count for item in node_gres(gres) if item.name == "gpu")
+
+
+def gres_blockers(gres: str | None, wanted: list[Gres]) -> list[str]:
+    """Why a node cannot run a job that asks `--gres` for `wanted`: the items it lacks
+    (or has too few of), against its configured GRES. Empty when it has them all."""
+    have = node_gres(gres)
+    missing = []
+    for want in wanted:
+        count = sum(h.count for h in have if h.name == want.name and (want.type is None or h.type == want.type))
+        if count < want.count:
+            missing.append(str(want))
+    if not missing:
+        return []
+    shown = ",".join(str(h) for h in have) or "none"
+    return [
+        f"lacks generic resource {','.join(missing)} (sinfo %G: {shown}); capacity.selectors.{GRES} asks for it, "
+        "so Slurm would never start the job here"
+    ]
 
 
 def base_state(state: str) -> str:
@@ -155,8 +188,10 @@ def state_blockers(state: str) -> list[str]:
     return []
 
 
-def parse_sinfo(text: str) -> list[NodeView]:
-    """Nodes from `sinfo --Node` with SINFO_FORMAT; a node listed once per partition is merged."""
+def parse_sinfo(text: str, gres: str | None = None) -> list[NodeView]:
+    """Nodes from `sinfo --Node` with SINFO_FORMAT; a node listed once per partition is merged.
+    `gres` (capacity.selectors.gres) rules out the nodes that lack it."""
+    wanted = parse_gres(gres) if gres else []
     nodes: dict[str, dict] = {}
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -164,7 +199,7 @@ def parse_sinfo(text: str) -> list[NodeView]:
         fields = line.split("|", _SINFO_FIELDS - 1)
         if len(fields) != _SINFO_FIELDS:
             raise SchedulerOutputInvalid(f"sinfo line {number} has {len(fields)} fields, not {_SINFO_FIELDS}: {line!r}")
-        name, state, cpus, memory, gres, partition, features, reason = (f.strip() for f in fields)
+        name, state, cpus, memory, node_gres_text, partition, features, reason = (f.strip() for f in fields)
         node = nodes.setdefault(
             name,
             {
@@ -173,9 +208,10 @@ def parse_sinfo(text: str) -> list[NodeView]:
                 "partitions": [],
                 "cpus": _number(cpus),
                 "memory_mb": _number(memory),
-                "gpus": _gpus(_opt(gres)),
+                "gpus": _gpus(_opt(node_gres_text)),
                 "labels": {},
                 "reason": _opt(reason),
+                "gres": _opt(node_gres_text),
             },
         )
         partition = partition.rstrip("*")
@@ -186,10 +222,12 @@ def parse_sinfo(text: str) -> list[NodeView]:
                 node["labels"][f"feature.{feature}"] = "true"
     views = []
     for node in nodes.values():
-        reason = node.pop("reason")
+        reason, configured = node.pop("reason"), node.pop("gres")
         blockers = state_blockers(node["state"])
         if blockers and reason:
             blockers = [f"{blockers[0]} (reason: {reason})"]
+        if wanted:
+            blockers += gres_blockers(configured, wanted)
         views.append(NodeView(**node, blockers=blockers))
     return views
 
@@ -241,7 +279,7 @@ def assemble(nodes: list[NodeView], jobs: list[tuple[list[str], Workload]]) -> l
 def observe(selectors: Mapping[str, str], runner: CommandRunner) -> Observation:
     """Read the nodes and the jobs on them. Reads only: nothing is submitted or changed."""
     observation = Observation()
-    nodes = parse_sinfo(read_command(observation, runner, "sinfo", sinfo_argv(selectors)))
+    nodes = parse_sinfo(read_command(observation, runner, "sinfo", sinfo_argv(selectors)), selectors.get(GRES))
     jobs = parse_squeue(read_command(observation, runner, "squeue", squeue_argv(selectors)))
     observation.nodes = assemble(nodes, jobs)
     return observation

@@ -5,7 +5,8 @@ Every object specdec renders carries the same three labels, `experiment:
 specdec` and `specdec.io/step: <step>`; cleanup deletes by that selector
 only. Names are DNS-1123 and unique per run. The run's bundle folder is
 mounted at the same absolute path in every pod, so a path in an argv means
-the same file there.
+the same file there. What both read of capacity.selectors (image, namespace,
+bundle_pvc, tolerations, cpu, memory: contracts/selectors.py) is read here.
 """
 
 from __future__ import annotations
@@ -14,12 +15,10 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
+from contracts.selectors import BUNDLE_PVC, CPU, DEFAULT_NAMESPACE, IMAGE, MEMORY, NAMESPACE, TOLERATIONS
+
 EXPERIMENT_LABEL = "experiment"
 MAX_NAME = 63
-# capacity.selectors keys a specdec pod reads (the capacity check ignores them).
-IMAGE_KEY = "image"
-NAMESPACE_KEY = "namespace"
-PVC_KEY = "bundle_pvc"
 
 
 def labels(run_id: str, step: str) -> dict[str, str]:
@@ -47,7 +46,38 @@ def dns_name(name: str, key: str) -> str:
 def bundle_volume(selectors: Mapping[str, str], run_dir: str) -> dict[str, Any]:
     """The `bundle` volume of a specdec pod: the PVC named by selectors.bundle_pvc, else the
     run's folder from the node (hostPath), mounted at the same absolute path."""
-    claim = selectors.get(PVC_KEY)
+    claim = selectors.get(BUNDLE_PVC)
     if claim:
         return {"name": "bundle", "persistentVolumeClaim": {"claimName": claim}}
     return {"name": "bundle", "hostPath": {"path": run_dir, "type": "Directory"}}
+
+
+def image(selectors: Mapping[str, str]) -> str | None:
+    """selectors.image: the container image of a rendered Job or Pod."""
+    return selectors.get(IMAGE) or None
+
+
+def namespace(selectors: Mapping[str, str]) -> str:
+    """selectors.namespace, else `default`."""
+    return selectors.get(NAMESPACE) or DEFAULT_NAMESPACE
+
+
+def tolerations(selectors: Mapping[str, str]) -> list[dict[str, str]]:
+    """One toleration (operator Exists, any effect) per taint key of selectors.tolerations:
+    the capacity check let a node with those taints stay a candidate because the operator
+    said specdec's pods tolerate them, so the pods must."""
+    keys = [key.strip() for key in selectors.get(TOLERATIONS, "").split(",") if key.strip()]
+    return [{"key": key, "operator": "Exists"} for key in dict.fromkeys(keys)]
+
+
+def merge_tolerations(existing: list[dict[str, Any]] | None, wanted: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """An operator template's tolerations plus each of `wanted` (tolerations(selectors)) whose
+    key it does not tolerate yet; the template's own entries stay as they are."""
+    present = list(existing or [])
+    keys = {item.get("key") for item in present}
+    return present + [item for item in wanted if item["key"] not in keys]
+
+
+def requests(selectors: Mapping[str, str]) -> dict[str, str]:
+    """cpu and memory from capacity.selectors, as a container's requests (and limits)."""
+    return {key: selectors[key] for key in (CPU, MEMORY) if selectors.get(key)}

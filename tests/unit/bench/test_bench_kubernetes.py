@@ -170,3 +170,29 @@ def test_a_template_that_is_not_a_pod_is_refused_naming_the_field(tmp_path: Path
         plan_of(template=path)
     with pytest.raises(ConfigurationError, match="cannot read commands.serve_pod_template"):
         plan_of(template=tmp_path / "missing.yaml")
+
+
+def test_tolerated_taints_become_pod_tolerations_and_gpu_resource_names_the_accelerator() -> None:
+    """The capacity check keeps a node tainted with a `tolerations` key a candidate: the Pod
+    must really tolerate it, or it would never be scheduled on the node selected for it."""
+    plan = plan_of(selectors={**SELECTORS, "tolerations": "nvidia.com/gpu, dedicated", "gpu_resource": "amd.com/gpu"})
+    spec = plan.launches[0].kubernetes.manifest["spec"]
+    assert spec["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists"},
+                                   {"key": "dedicated", "operator": "Exists"}]
+    assert spec["containers"][0]["resources"]["limits"] == {"cpu": "8", "memory": "32Gi", "amd.com/gpu": "2"}
+    assert "tolerations" not in plan_of().launches[0].kubernetes.manifest["spec"]
+
+
+def test_a_template_gets_the_tolerations_it_lacks_and_keeps_its_own(tmp_path: Path) -> None:
+    path = tmp_path / "pod.yaml"
+    path.write_text(yaml.safe_dump(TEMPLATE))
+    plan = plan_of(selectors={"tolerations": "gpu,dedicated"}, template=path)
+    assert plan.launches[0].kubernetes.manifest["spec"]["tolerations"] == [
+        {"key": "gpu", "operator": "Exists"}, {"key": "dedicated", "operator": "Exists"}]
+
+
+def test_an_unknown_or_malformed_selector_is_refused_before_approval() -> None:
+    with pytest.raises(ConfigurationError, match=r"\['gpus'\] mean nothing to scheduler kubernetes; allowed: .*gpu_resource"):
+        plan_of(selectors={**SELECTORS, "gpus": "2"})
+    with pytest.raises(ConfigurationError, match="capacity.selectors.cpu = 'eight' is not a Kubernetes quantity"):
+        plan_of(selectors={**SELECTORS, "cpu": "eight"})

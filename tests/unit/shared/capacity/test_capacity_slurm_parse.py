@@ -115,3 +115,38 @@ def test_scheduler_that_does_not_answer_fails_with_its_stderr(recorded):
                      duration_s=0.2)
     with pytest.raises(SchedulerFailed, match="Unable to contact slurm controller"):
         check_node(spec(), None, run_id="run-1", runner=recorded({SINFO: down}))
+
+
+@pytest.mark.parametrize(
+    ("configured", "items"),
+    [
+        ("gpu:h100:8(S:0-1)", [("gpu", "h100", 8)]),
+        ("gpu:h100:8(S:0-1),gpu:a100:2", [("gpu", "h100", 8), ("gpu", "a100", 2)]),
+        ("gpu:4(S:0,1),specdec:4", [("gpu", None, 4), ("specdec", None, 4)]),  # a comma inside () does not split
+        (None, []),
+    ],
+)
+def test_a_nodes_configured_gres(configured, items):
+    assert [(g.name, g.type, g.count) for g in slurm.node_gres(configured)] == items
+
+
+@pytest.mark.parametrize(
+    ("gres", "selected"),
+    [
+        ("gpu:1", "gpu08"),  # any type counts: 10 GPUs
+        ("gpu:10", "gpu08"),
+        ("gpu:11", None),
+        ("gpu:a100:2", "gpu08"),
+        ("gpu:a100:3", None),
+        ("gpu:h100:8,gpu:a100:1", "gpu08"),
+        ("nvme:1", None),
+    ],
+)
+def test_gres_rules_out_nodes_that_lack_it(recorded, fixture_text, gres, selected):
+    runner = recorded({SINFO: fixture_text("sinfo.txt"), SQUEUE: fixture_text("squeue.txt")}, idle_check=lambda argv: 0)
+    verdict = check_node(spec(gres=gres), None, run_id="run-1", runner=runner)
+    assert verdict.node == selected
+    if selected is None:
+        reason = next(r for r in verdict.reasons if r.startswith("node gpu08:"))
+        assert "lacks generic resource" in reason and "capacity.selectors.gres" in reason, reason
+        assert [c for c in runner.calls if c[0] == "idle-check"] == [], "no idle check on a node that lacks the GRES"
