@@ -4,6 +4,15 @@ Nothing runs through a shell: a template renders to a list of strings that is
 passed to exec as is. `{{` and `}}` stand for literal braces. An unknown
 placeholder, and any token that looks like an acknowledgement, is an error at
 validation time, so a bad template never reaches a plan.
+
+One token in, one token out, with one exception: a *flag placeholder* (a name
+ending in `_flag`, e.g. `{enforce_eager_flag}`) stands for a whole token that
+is either present or absent. It must be a list item of its own; it renders to
+one complete token (`--enforce-eager`, `--max-num-seqs=8`) or, when the field
+is off or unset, the item is dropped. So a switch is expressed without a shell
+and without ever passing an empty string as an argument. Which step fills which
+placeholder, and the submit-time rules, are in contracts/templates.py and
+docs/configuration.md ("Operator argv templates").
 """
 
 from __future__ import annotations
@@ -28,14 +37,32 @@ PLACEHOLDERS: dict[str, str] = {
     "host": "host the server binds or is reached on",
     "port": "port of the server",
     "base_url": "http://host:port of the served cell",
-    "speculative_config_json": "the cell's speculative config as vLLM's --speculative-config JSON",
-    "result_path": "path the bench command writes its result JSON to",
+    "speculative_config_json": "the cell's speculative config as vLLM's --speculative-config JSON ('' for none)",
+    "speculative_config_flag": "flag: --speculative-config=JSON, or nothing without speculation",
+    "dtype": "the cell's serving.dtype (auto unless declared)",
+    "quantization": "the cell's serving.quantization ('' for none, which vLLM reads as none)",
+    "quantization_flag": "flag: --quantization=METHOD, or nothing without quantization",
+    "tensor_parallel_size": "the cell's serving.tensor_parallel_size",
+    "enforce_eager_flag": "flag: --enforce-eager for graph_mode eager, nothing for graph",
+    "max_num_seqs": "the cell's serving.max_num_seqs (only when declared)",
+    "max_num_seqs_flag": "flag: --max-num-seqs=N, or nothing when max_num_seqs is unset",
     "max_model_len": "the target's maximum model length",
+    "result_path": "path the bench command writes its result JSON to",
+    "prompts_path": "path of the bench's prompts (bench/prompts.jsonl of the run, one JSON prompt a line)",
+    "endpoint": "API path of matrix.load.endpoint: /v1/completions or /v1/chat/completions",
     "num_prompts": "number of measured prompts",
-    "concurrency": "maximum concurrency of the measured load",
+    "concurrency": "maximum concurrency of the measured window (one of the cell's levels)",
+    "warmup_requests": "matrix.load.warmup_requests: requests before the window, excluded from figures",
+    "request_rate": "matrix.load.request_rate in requests/s; inf when unset (as fast as the concurrency allows)",
+    "burstiness": "matrix.load.burstiness (gamma shape of inter-arrivals)",
+    "max_output_tokens": "matrix.load.max_output_tokens (only when declared)",
+    "ignore_eos": "matrix.load.ignore_eos: true or false",
+    "ignore_eos_flag": "flag: --ignore-eos when matrix.load.ignore_eos is true, else nothing",
     "node": "node selected by the capacity step",
     "training.output": "directory of the draft checkpoint produced by training",
 }
+# Placeholders that stand for a whole token, present or absent (module docstring).
+FLAG_PLACEHOLDERS: frozenset[str] = frozenset(name for name in PLACEHOLDERS if name.endswith("_flag"))
 
 _FIELD_RE = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 # An acknowledgement is a typed field of the request, never a raw token: any
@@ -61,6 +88,11 @@ def _fields(token: str) -> list[str]:
     return names
 
 
+def token_placeholders(token: str) -> list[str]:
+    """The placeholder names inside one (valid) token, in order."""
+    return _fields(token)
+
+
 def check_token(token: str) -> None:
     if _ACK_RE.search(token):
         raise ArgvError(
@@ -71,6 +103,11 @@ def check_token(token: str) -> None:
         if name not in PLACEHOLDERS:
             allowed = ", ".join("{" + key + "}" for key in PLACEHOLDERS)
             raise ArgvError(f"unknown placeholder {{{name}}} in argv token {token!r}; allowed: {allowed}")
+        if name in FLAG_PLACEHOLDERS and token != "{" + name + "}":
+            raise ArgvError(
+                f"{{{name}}} stands for a whole argv token (a flag or nothing), but it is inside {token!r}: "
+                f"write \"{{{name}}}\" as a list item of its own"
+            )
 
 
 def render_token(token: str, values: Mapping[str, str]) -> str:
@@ -106,6 +143,12 @@ class ArgvTemplate(RootModel[list[str]]):
         return {name for token in self.root for name in _fields(token)}
 
     def render(self, values: Mapping[str, str]) -> list[str]:
-        """The argv to exec. Values are inserted verbatim: they are never re-parsed."""
-        rendered = [render_token(token, values) for token in self.root]
+        """The argv to exec. Values are inserted verbatim: they are never re-parsed.
+        A flag placeholder whose value is empty drops its item (module docstring)."""
+        rendered = []
+        for token in self.root:
+            text = render_token(token, values)
+            if text == "" and token[1:-1] in FLAG_PLACEHOLDERS:
+                continue
+            rendered.append(text)
         return rendered

@@ -14,6 +14,7 @@ from pydantic import Field
 from contracts import layout
 from contracts.campaign import Campaign, Cell, LoadSpec, Matrix, SpeculativeConfig
 from contracts.envelope import RunId, Strict
+from contracts.templates import serve_values
 from services.bench import kubernetes_pod, slurm_job
 from services.bench.plan_types import CellPlan, Launch
 from services.bench.serving import serve_argv, speculative_config
@@ -161,17 +162,17 @@ def build_plan(
 def _operator_values(
     campaign: Campaign, cell: Cell, run_id: str, spec: dict[str, Any] | None, training_output: str | None, host: str
 ) -> dict[str, str]:
-    import json
-
+    """What fills an operator serve template: every declared serving field
+    (contracts/templates.serve_values; `specdec submit` refused templates that
+    drop one) and where the server runs; `{port}` is filled at launch."""
     values = {
         "run_id": run_id,
         "target": campaign.target.checkpoint,
         "tokenizer": campaign.target.tokenizer_dir,
-        "model": cell.serving.model or campaign.target.checkpoint,
         "host": host,
         "port": PORT_PLACEHOLDER,
-        "max_model_len": str(campaign.target.max_model_len),
-        "speculative_config_json": json.dumps(spec, sort_keys=True) if spec else "",
+        **serve_values(cell.serving, model=cell.serving.model or campaign.target.checkpoint,
+                       max_model_len=campaign.target.max_model_len, speculative=spec),
     }
     if training_output:
         values["training.output"] = training_output

@@ -13,9 +13,10 @@ import yaml
 from pydantic import ValidationError
 
 from contracts import layout
-from contracts.campaign import Campaign, MatrixFile, TrafficFile, missing_inputs
+from contracts.campaign import Campaign, Matrix, MatrixFile, TrafficFile, missing_inputs
 from contracts.events import CampaignSubmitted
 from contracts.inert import inert_fields_set
+from contracts.templates import template_problems
 from services.cli.context import Cli, operator
 from services.runtime.errors import ConfigurationError
 
@@ -57,9 +58,27 @@ def load_campaign(path: Path) -> tuple[Campaign, bytes]:
             problems.append(f"invalid: {exc}")
         raise CampaignRejected(path, problems) from None
     problems += _missing_files(campaign)
+    problems += _template_problems(campaign)
     if problems:
         raise CampaignRejected(path, problems)
     return campaign, raw_bytes
+
+
+def _template_problems(campaign: Campaign) -> list[str]:
+    """Operator serve and bench templates that would drop or contradict a declared
+    field (contracts/templates.py), refused before anything is stored. A matrix
+    file is read here for that, from where submit runs; a missing one is named by
+    _missing_files, an unreadable one here."""
+    if isinstance(campaign.matrix, Matrix):
+        return [f"template: {p}" for p in template_problems(campaign, campaign.matrix)]
+    matrix_path = Path(campaign.matrix.path)
+    if not matrix_path.is_file():
+        return []
+    try:
+        matrix = Matrix.model_validate(yaml.safe_load(matrix_path.read_bytes()))
+    except (OSError, yaml.YAMLError, ValidationError) as exc:
+        return [f"invalid: matrix.path {matrix_path}: {exc}"]
+    return [f"template: {p}" for p in template_problems(campaign, matrix, cells_at=f"{matrix_path}: cells")]
 
 
 def _missing_files(campaign: Campaign) -> list[str]:

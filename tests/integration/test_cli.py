@@ -443,3 +443,70 @@ def test_submit_refuses_a_traffic_or_matrix_file_that_is_not_there(cli, env, cli
     assert "nothing was published" in err
     assert client.xlen(f"{env.stream_prefix}.campaign.submitted") == 0
     assert not env.bundle_root.exists() or not any(env.bundle_root.iterdir())
+
+
+# --- submit: operator templates cannot drop a declared field (contracts/templates.py) ----------
+
+SERVER = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "{model}", "--port", "{port}",
+          "--max-model-len", "{max_model_len}", "--speculative-config", "{speculative_config_json}"]
+
+
+def _declares_eager_and_8(serve_cmd: list[str]) -> Callable[[dict[str, Any]], None]:
+    """#13's case: the candidate declares graph_mode eager and max_num_seqs 8."""
+    def edit(data: dict[str, Any]) -> None:
+        cell = data["matrix"]["cells"][1]
+        cell["serving"].update({"graph_mode": "eager", "max_num_seqs": 8})
+        cell["vllm_sweep"] = {"serve_cmd": serve_cmd}
+
+    return edit
+
+
+def test_submit_refuses_a_serve_template_that_drops_declared_fields_and_stores_nothing(cli, env, client, tmp_path):
+    code, out, err = cli("submit", str(write_campaign(tmp_path, _declares_eager_and_8(SERVER))))
+    assert code == 2 and out == ""
+    assert "nothing was published" in err
+    source = "cell ngram-k3: its serve command (matrix.cells[1].vllm_sweep.serve_cmd)"
+    lines = [line for line in err.splitlines() if source in line]
+    assert len(lines) == 2, err
+    assert any("serving.max_num_seqs = 8" in line and 'add "--max-num-seqs", "{max_num_seqs}"' in line for line in lines)
+    assert any("serving.graph_mode = eager" in line and 'add "{enforce_eager_flag}"' in line for line in lines)
+    assert client.xlen(f"{env.stream_prefix}.campaign.submitted") == 0
+    assert not env.bundle_root.exists() or not any(env.bundle_root.iterdir())
+
+
+def test_submit_accepts_the_template_once_it_carries_the_fields(cli, env, client, tmp_path):
+    fixed = [*SERVER, "{enforce_eager_flag}", "--max-num-seqs", "{max_num_seqs}"]
+    code, out, err = cli("submit", str(write_campaign(tmp_path, _declares_eager_and_8(fixed))))
+    assert code == 0, err
+    run_id = out.strip().splitlines()[-1]
+    stored = orjson.loads((env.bundle_root / run_id / "campaign.json").read_bytes())
+    assert stored["matrix"]["cells"][1]["vllm_sweep"]["serve_cmd"] == fixed
+    assert client.xlen(f"{env.stream_prefix}.campaign.submitted") == 1
+
+
+def test_submit_refuses_a_literal_flag_that_contradicts_the_declared_value(cli, env, client, tmp_path):
+    literal = [*SERVER, "--enforce-eager", "--max-num-seqs", "16"]
+    code, _, err = cli("submit", str(write_campaign(tmp_path, _declares_eager_and_8(literal))))
+    assert code == 2
+    assert "passes --max-num-seqs 16 but the cell declares serving.max_num_seqs = 8" in err
+    assert client.xlen(f"{env.stream_prefix}.campaign.submitted") == 0
+
+
+def test_submit_refuses_bench_commands_with_different_loads_in_a_matrix_file(cli, env, client, tmp_path):
+    bench = [sys.executable, "bench.py", "{base_url}", "{result_path}", "{prompts_path}", "--num-prompts",
+             "{num_prompts}", "--max-concurrency", "{concurrency}", "--num-warmups", "{warmup_requests}",
+             "--max-output-tokens", "{max_output_tokens}"]
+
+    def edit(data: dict[str, Any]) -> None:
+        matrix = data.pop("matrix")
+        matrix["cells"][1]["vllm_sweep"] = {"bench_cmd": [*bench, "--dataset-name", "random"]}
+        path = tmp_path / "matrix.yaml"
+        path.write_text(yaml.safe_dump(matrix))
+        data["matrix"] = {"path": str(path)}
+        data["commands"]["bench"] = {"argv": bench}
+
+    code, _, err = cli("submit", str(write_campaign(tmp_path, edit)))
+    assert code == 2
+    assert "imply different loads" in err and "--dataset-name (standing: absent; ngram-k3: random; draft-k3: absent)" in err
+    assert client.xlen(f"{env.stream_prefix}.campaign.submitted") == 0
+    assert not env.bundle_root.exists() or not any(env.bundle_root.iterdir())

@@ -105,3 +105,31 @@ def test_rendering_a_placeholder_without_a_value_is_an_error():
 def test_ordinary_tokens_pass_unchanged():
     argv = template("python", "-c", "import sys; sys.exit(0)", "--understand", "under-stand")
     assert argv.render({}) == ["python", "-c", "import sys; sys.exit(0)", "--understand", "under-stand"]
+
+
+def test_a_flag_placeholder_renders_one_whole_token_or_drops_its_item():
+    argv = template("vllm", "{enforce_eager_flag}", "--port", "{port}", "{max_num_seqs_flag}")
+    assert argv.render({"enforce_eager_flag": "--enforce-eager", "port": "9", "max_num_seqs_flag": ""}) == [
+        "vllm", "--enforce-eager", "--port", "9"]
+    assert argv.render({"enforce_eager_flag": "", "port": "9", "max_num_seqs_flag": "--max-num-seqs=8"}) == [
+        "vllm", "--port", "9", "--max-num-seqs=8"]
+
+
+def test_an_empty_value_placeholder_still_renders_its_token():
+    # Only flag placeholders drop their item; a value placeholder keeps its position.
+    assert template("vllm", "--quantization", "{quantization}").render({"quantization": ""}) == [
+        "vllm", "--quantization", ""]
+
+
+@pytest.mark.parametrize("token", ["--x={enforce_eager_flag}", "{enforce_eager_flag}{port}", " {ignore_eos_flag}"])
+def test_a_flag_placeholder_inside_a_token_is_refused(token: str):
+    with pytest.raises(ValidationError, match="stands for a whole argv token"):
+        template("prog", token)
+
+
+def test_flag_placeholders_are_the_whitelisted_names_ending_in_flag():
+    from contracts.argv import FLAG_PLACEHOLDERS
+
+    assert FLAG_PLACEHOLDERS == {"enforce_eager_flag", "quantization_flag", "max_num_seqs_flag",
+                                 "speculative_config_flag", "ignore_eos_flag"}
+    assert FLAG_PLACEHOLDERS <= set(PLACEHOLDERS)

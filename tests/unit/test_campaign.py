@@ -112,6 +112,23 @@ def test_an_ack_token_in_the_train_argv_is_refused(data):
         Campaign.model_validate(data)
 
 
+def test_a_template_that_drops_a_declared_field_still_validates_and_submit_checks_refuse_it(data):
+    """The model stays backward compatible (stored campaigns keep loading); the
+    refusal is specdec submit's (contracts/templates.py)."""
+    from contracts.templates import template_problems
+
+    data["matrix"]["cells"][1]["serving"]["max_num_seqs"] = 8
+    data["matrix"]["cells"][1]["vllm_sweep"] = {"serve_cmd": ["vllm-wrapper", "--port", "{port}"]}
+    campaign = Campaign.model_validate(data)
+    assert any("serving.max_num_seqs = 8" in p for p in template_problems(campaign, campaign.matrix))
+
+
+def test_a_flag_placeholder_inside_a_token_is_refused(data):
+    data["commands"]["serve"] = {"argv": ["vllm-wrapper", "--eager={enforce_eager_flag}"]}
+    with pytest.raises(ValidationError, match="stands for a whole argv token"):
+        Campaign.model_validate(data)
+
+
 def test_an_unknown_placeholder_in_the_idle_check_is_refused(data):
     data["capacity"]["idle_check"] = ["check", "{gpu}"]
     with pytest.raises(ValidationError, match=r"unknown placeholder \{gpu\}"):
