@@ -134,6 +134,20 @@ def operator_result(folder: str, concurrency: int) -> str:
     return f"{folder}/operator-result-c{concurrency}.json"
 
 
+def rejected_result(cell_id: str, trial: int | str, concurrency: int | str) -> str:
+    """A trial the bench rejected (its spec-decode counters contradict the declared speculation,
+    contracts/speculation.py): the whole result plus `speculation_problems`, kept as evidence under
+    a name RESULTS_GLOB does not match, so no gate or report counts it; "*" parts make a glob."""
+    return f"{trial_folder(cell_id, trial)}/rejected-c{concurrency}.json"
+
+
+# Every rejected trial of a run; disjoint from RESULTS_GLOB.
+REJECTED_GLOB = rejected_result("*", "*", "*")
+# Every launch's engine read-back: the first attempt's, then a later attempt's (attempt_folder).
+ENGINE_CHECK_GLOBS = (engine_check(launch_folder("*", "*")),  # type: ignore[arg-type]
+                      engine_check(attempt_folder(launch_folder("*", "*"), "*")))  # type: ignore[arg-type]
+
+
 # --- gate/ -----------------------------------------------------------------------
 GATE_DIR = "gate"
 DECISION = f"{GATE_DIR}/DECISION.json"

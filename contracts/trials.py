@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from contracts.events import SpecDecodeDelta
 from contracts.results import TrialIdentity, read_blocks
+from contracts.speculation import Window, window_of
 
 # --- reading a trial: one result JSON, already decoded -----------------------------
 
@@ -53,6 +54,8 @@ class Trial:
     spec_decode_source: Literal["specdec", "vllm"] | None = None
     accuracy: float | None = None
     notes: tuple[str, ...] = field(default=())
+    # How long the window's requests ran (its max_model_len is the reader's to add): the spec-decode rule's input.
+    window: Window = field(default=Window())
 
     @property
     def cell_id(self) -> str | None:
@@ -102,6 +105,7 @@ def parse_trial(raw: Any, *, source: str) -> Trial:
         spec_decode_source=spec_source,
         accuracy=blocks.evaluation.score if blocks.evaluation else None,
         notes=tuple(notes),
+        window=window_of(raw, max_model_len=None),
     )
 
 

@@ -10,10 +10,15 @@ write-once, and a trial measured again would give other bytes, so:
   /metrics scrapes and an operator bench's output of a dead attempt stay as
   evidence and are never overwritten);
 - a trial whose result file (`bench/<cell>/trial-<t>/result-c<c>.json`) is
-  recorded is **adopted**, not measured again: its ref joins the results, its
-  recorded speculation problems fail the cell again, and a standing trial's
-  outputs (prompt IDs beside generated texts in the result) still serve the
-  candidates' agreement; its bench.trial.completed is not emitted twice;
+  recorded is **adopted**, not measured again: its ref joins the results, and
+  a standing trial's outputs (prompt IDs beside generated texts in the result)
+  still serve the candidates' agreement; its bench.trial.completed is not
+  emitted twice;
+- a trial recorded as **rejected** (`rejected-c<c>.json`: its counters broke
+  the spec-decode rule, contracts/speculation.py) is adopted as the same
+  failure, never as a result: its problems fail the cell again and it is not
+  measured again (a result file of an older bundle that still carries
+  `speculation_problems` counts as rejected too);
 - a launch whose trials are all adopted starts no server.
 """
 
@@ -47,17 +52,24 @@ def begin_attempt(bundle: BundleStore, run_id: str) -> int:
 def adopt(bundle: BundleStore, run_id: str, cell_id: str, trial: int, concurrency: int) -> Adopted | None:
     """The recorded result of a trial, or None when it still has to be measured.
 
-    A result file that exists but is not recorded (the writer died between the
-    two) does not count: the trial is measured again and overwrites it."""
-    relpath = layout.trial_result(cell_id, trial, concurrency)
-    try:
-        ref = bundle.ref(run_id, relpath)
-        result = json.loads(bundle.read_bytes(run_id, relpath))
-    except ArtifactMissing:
-        return None
-    except (BundleError, ValueError) as exc:
-        raise BundleError(f"the recorded result {relpath} of an earlier attempt cannot be read back: {exc}") from None
-    return Adopted(ref=ref, problems=list(result.get("speculation_problems") or []), outputs=outputs_of(result))
+    A recorded rejected trial comes back with its problems (never empty), so the
+    caller fails the cell again. A file that exists but is not recorded (the
+    writer died between the two) does not count: the trial is measured again and
+    overwrites it."""
+    for relpath, rejected in ((layout.trial_result(cell_id, trial, concurrency), False),
+                              (layout.rejected_result(cell_id, trial, concurrency), True)):
+        try:
+            ref = bundle.ref(run_id, relpath)
+            result = json.loads(bundle.read_bytes(run_id, relpath))
+        except ArtifactMissing:
+            continue
+        except (BundleError, ValueError) as exc:
+            raise BundleError(f"the recorded result {relpath} of an earlier attempt cannot be read back: {exc}") from None
+        problems = [str(p) for p in (result.get("speculation_problems") or []) if p] if isinstance(result, dict) else []
+        if rejected and not problems:
+            problems = [f"recorded as rejected by an earlier attempt ({relpath}) without its reasons"]
+        return Adopted(ref=ref, problems=problems, outputs=outputs_of(result) if isinstance(result, dict) else {})
+    return None
 
 
 def outputs_of(result: dict) -> dict[str, str]:

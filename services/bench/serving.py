@@ -1,5 +1,7 @@
-"""From a cell's typed serving config to the vLLM argv, and back from the engine's
-counters to a verdict on whether the declared speculation really ran.
+"""From a cell's typed serving config to the vLLM argv.
+
+Whether the engine's counters show the declared speculation is one rule shared
+with the gate and the publisher: `contracts.speculation`.
 
 One table (`SERVING_ARGS`) maps every ServingConfig field to its vLLM
 argument: a field missing from it fails `test_every_serving_field_is_mapped`,
@@ -15,7 +17,6 @@ from collections.abc import Callable
 from typing import Any
 
 from contracts.campaign import Campaign, Cell, ServingConfig, SpeculativeConfig
-from contracts.events import SpecDecodeDelta
 from services.runtime.errors import ConfigurationError
 
 ArgFn = Callable[[Any], list[str]]
@@ -89,40 +90,3 @@ def serve_argv(
     argv += ["--max-model-len", str(campaign.target.max_model_len)]
     argv += ["--host", host, "--port", str(port), "--seed", "0"]
     return argv
-
-
-def declared_k(spec: dict[str, Any] | None) -> int | None:
-    return None if spec is None else int(spec["num_speculative_tokens"])
-
-
-def speculation_problems(spec: dict[str, Any] | None, delta: SpecDecodeDelta | None) -> list[str]:
-    """Why the engine's counters disagree with the declared speculation ([] when they agree).
-
-    With speculation declared: drafts must grow over the measured window, there
-    must be one per-position series per speculative token, and draft tokens per
-    draft must equal k for a draft model (at most k for ngram/suffix, which
-    propose shorter drafts when they find no match). Without speculation, no
-    spec-decode counter may move.
-    """
-    k = declared_k(spec)
-    if k is None:
-        if delta is not None and (delta.num_drafts or delta.num_draft_tokens or delta.num_accepted_tokens):
-            return [f"no speculation declared, but spec-decode counters moved: {delta.num_drafts} drafts, "
-                    f"{delta.num_draft_tokens} draft tokens"]
-        return []
-    if delta is None:
-        return ["speculation declared but the engine exports no spec-decode counters"]
-    problems = []
-    if delta.num_drafts <= 0:
-        problems.append("no drafts during the measured window")
-    if len(delta.accepted_per_position) != k:
-        problems.append(f"{len(delta.accepted_per_position)} per-position series, expected num_speculative_tokens={k}")
-    if delta.num_drafts > 0:
-        per_draft = delta.num_draft_tokens / delta.num_drafts
-        method = spec.get("method") if spec else None
-        if method in ("ngram", "suffix"):
-            if per_draft > k + 1e-9:
-                problems.append(f"{per_draft:.2f} draft tokens per draft, more than k={k}")
-        elif abs(per_draft - k) > 1e-9:
-            problems.append(f"{per_draft:.2f} draft tokens per draft, expected exactly k={k}")
-    return problems

@@ -5,6 +5,13 @@ bench.completed, or, for gate.requested, every result file of the run,
 `contracts.layout.RESULTS_GLOB`), decides with the campaign's gate spec,
 writes gate/DECISION.json. A GateError is a StepFailed: it becomes gate.failed
 with its class name as error_type.
+
+Rejected trials never count: the bench's (`contracts.layout.REJECTED_GLOB`,
+outside the results' glob) are read only to be named in the decision's
+reasons, and every result read is re-checked against the spec-decode rule
+(contracts/speculation.py, with the campaign's max_model_len) by `decide`. A
+candidate cell whose every trial was rejected is still decided (inconclusive,
+with the reasons) rather than dropped.
 """
 
 from __future__ import annotations
@@ -16,11 +23,12 @@ from contracts.catalogue import GATE
 from contracts.envelope import Event
 from contracts.events import BenchCompleted, GateDecided
 from services.gate import decide, load_trials, split_by_role
+from services.gate.results import load_rejected
 from services.runtime.bundle import BundleStore
 from services.runtime.campaign import load_campaign
 from services.runtime.consumer import Route, StepContext
 from services.runtime.errors import StepFailed
-from services.shared.results import result_files
+from services.shared.results import rejected_files, result_files
 
 NAME = GATE
 
@@ -37,9 +45,15 @@ def gate_run(bundle: BundleStore, event: Event, producer: str) -> GateDecided:
     if not paths:
         raise StepFailed(f"run {event.run_id} has no trial results in its bundle to gate", error_type="NoResults")
     baseline, candidates = split_by_role(load_trials(paths))
+    rejected = load_rejected(rejected_files(bundle, event.run_id))
+    for r in rejected:
+        ident = r.trial.identity if r.trial is not None else None
+        if ident is not None and ident.role == "candidate":
+            candidates.setdefault(ident.cell_id, [])  # decided, on its counted trials (perhaps none)
     if not candidates:
         raise StepFailed(_no_candidates(event), error_type="NoCandidates")
-    decision = decide(baseline, candidates, campaign.gate)
+    decision = decide(baseline, candidates, campaign.gate, max_model_len=campaign.target.max_model_len,
+                      rejected=rejected)
     ref = bundle.write_bytes(event.run_id, layout.DECISION, decision.model_dump_json(indent=2).encode() + b"\n")
     return event.caused(
         GateDecided, producer=producer, decision=decision.decision, winner=decision.winner,

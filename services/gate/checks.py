@@ -1,16 +1,22 @@
 """Data checks of one comparison: what makes a level inconclusive before any statistics.
 
 Each check returns reasons in words; an empty list means the check passed.
-Pure functions over `Trial`s.
+Pure functions over `Trial`s. Before any of them, `recheck` sets aside every
+trial whose spec-decode counters contradict its declared speculation
+(contracts/speculation.py, the rule the bench applied): such a trial is never
+counted, and the level it belongs to is inconclusive.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Collection
+from dataclasses import dataclass
 
 from contracts.decision import ArmCounts, FloorCheck
 from contracts.results import COMPARED_IDENTITY_FIELDS, MAX_FAILED_SHARE
 from contracts.trials import Trial
+from services.shared import results
 
 
 def trial_order(trial: Trial) -> tuple[int, str]:
@@ -48,8 +54,10 @@ def count_problems(arm: str, counts: ArmCounts, min_trials: int) -> list[str]:
     return problems
 
 
-def arm_problems(arm: str, trials: list[Trial]) -> list[str]:
-    """Consistency of one arm's trials at one level: one cell, every declared trial, no duplicates."""
+def arm_problems(arm: str, trials: list[Trial], rejected: Collection[int] = ()) -> list[str]:
+    """Consistency of one arm's trials at one level: one cell, every declared trial, no duplicates.
+
+    `rejected`: trial indices that were measured but rejected (rejected_problems names them)."""
     with_identity = [t for t in trials if t.identity is not None]
     if not with_identity:
         return []
@@ -65,8 +73,8 @@ def arm_problems(arm: str, trials: list[Trial]) -> list[str]:
     if duplicates:
         problems.append(f"the {arm} has several files for trial(s) {duplicates}: one file per trial")
     declared = max(t.identity.trial_count for t in with_identity)  # type: ignore[union-attr]
-    if len(indices) < declared:
-        missing = sorted(set(range(declared)) - set(indices))
+    missing = sorted(set(range(declared)) - set(indices) - set(rejected))
+    if missing:
         problems.append(
             f"the {arm} declared {declared} trials but trial(s) {missing} are missing: "
             "a missing trial may be the bad one, so the rest cannot stand for the cell"
@@ -105,28 +113,56 @@ def identity_problems(base: list[Trial], cand: list[Trial]) -> tuple[list[str], 
     return problems, []
 
 
-def speculation_problems(arm: str, trials: list[Trial]) -> list[str]:
-    """The engine's own counters must show the speculation the identity declares (DESIGN.md, principle 1)."""
-    problems = []
+@dataclass(frozen=True)
+class Rejected:
+    """A trial the gate does not count, and why: the bench rejected it, or the gate's re-check did."""
+
+    source: str
+    trial: Trial | None  # None when a rejected file cannot even be read
+    reasons: tuple[str, ...]
+    by: str  # "the bench" or "the gate's re-check"
+
+    @property
+    def index(self) -> int | None:
+        return self.trial.identity.trial if self.trial is not None and self.trial.identity else None
+
+    @property
+    def concurrency(self) -> int | None:
+        return self.trial.concurrency if self.trial is not None else None
+
+    def describe(self) -> str:
+        ident = self.trial.identity if self.trial is not None else None
+        what = (f"cell {ident.cell_id} trial {ident.trial} at concurrency {ident.concurrency}" if ident
+                else self.source)
+        return f"{what} (rejected by {self.by}: {'; '.join(self.reasons)})"
+
+
+def recheck(trials: list[Trial], max_model_len: int | None) -> tuple[list[Trial], list[Rejected]]:
+    """The trials that pass the spec-decode rule, and those that do not (DESIGN.md, principle 1).
+
+    The bench applied the same rule (contracts/speculation.py) before writing each
+    result; applying it again here means a hand-edited or older file, whose counters
+    contradict the speculation its identity declares, is never counted. A file
+    without specdec's identity declares nothing to check against and passes."""
+    counted: list[Trial] = []
+    rejected: list[Rejected] = []
     for t in trials:
-        if t.identity is None:
-            continue
-        declared = t.identity.serving_config.speculative
-        sd = t.spec_decode
-        if declared is None:
-            if sd is not None and sd.num_drafts > 0:
-                problems.append(f"the {arm} declares no speculation but the engine drafted {sd.num_drafts} times ({t.source})")
-            continue
-        if sd is None or sd.num_drafts == 0:
-            problems.append(
-                f"the {arm} declares {declared.method} speculation but the engine's counters show no drafts ({t.source})"
-            )
-        elif sd.accepted_per_position and len(sd.accepted_per_position) != declared.num_speculative_tokens:
-            problems.append(
-                f"the {arm} declares {declared.num_speculative_tokens} speculative tokens but the engine counted "
-                f"{len(sd.accepted_per_position)} positions ({t.source})"
-            )
-    return problems
+        problems = results.recheck(t, max_model_len)
+        if problems:
+            rejected.append(Rejected(source=t.source, trial=t, reasons=tuple(problems), by="the gate's re-check"))
+        else:
+            counted.append(t)
+    return counted, rejected
+
+
+def rejected_problems(arm: str, rejected: list[Rejected]) -> list[str]:
+    """One reason per rejected trial of an arm at a level: a rejected trial may be the telling one,
+    so the level cannot be decided on the others alone."""
+    return [
+        f"the {arm}'s trial {r.index if r.index is not None else '?'} was rejected by {r.by} and is not counted: "
+        f"{'; '.join(r.reasons)} ({r.source})"
+        for r in rejected
+    ]
 
 
 def floor_checks(

@@ -13,11 +13,15 @@ Rules (docs/gate.md has them in full):
   is inconclusive otherwise.
 - Only measured serving figures are read (contracts.results): training metrics
   never count, whatever a file carries.
+- A rejected trial never counts: the bench's (its `rejected-c<k>.json` files,
+  given as `rejected`) and every trial the gate's own re-check of the
+  spec-decode rule rejects (checks.recheck). Its level is inconclusive, and the
+  decision's reasons say how many trials were rejected and why.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -93,8 +97,19 @@ def split_by_role(trials: list[Trial]) -> tuple[list[Trial], dict[str, list[Tria
     return baseline, candidates
 
 
-def decide(baseline_trials: list[Trial], candidate_trials: Mapping[str, list[Trial]], spec: GateSpec) -> Decision:
-    """Pure: the decision over every candidate and concurrency level."""
+def decide(
+    baseline_trials: list[Trial],
+    candidate_trials: Mapping[str, list[Trial]],
+    spec: GateSpec,
+    *,
+    max_model_len: int | None = None,
+    rejected: Sequence[checks.Rejected] = (),
+) -> Decision:
+    """Pure: the decision over every candidate and concurrency level.
+
+    `max_model_len`: the context length the trials were served with (the campaign's),
+    for the spec-decode rule's exact-k check; None where unknown (the rule then
+    bounds draft tokens per draft by k). `rejected`: trials the bench rejected."""
     objective, objective_note = parse_objective(spec.objective)
     if not baseline_trials:
         raise GateInputError("no baseline trials")
@@ -105,15 +120,28 @@ def decide(baseline_trials: list[Trial], candidate_trials: Mapping[str, list[Tri
         )
     alpha = (1 - CONFIDENCE) / len(candidate_trials)
     min_trials = max(spec.min_trials, MIN_TRIALS_FOR_NOISE)
-    base_levels = _by_level(baseline_trials)
+    counted_base, base_rejected = checks.recheck(baseline_trials, max_model_len)
+    counted: dict[str, list[Trial]] = {}
+    set_aside: dict[str, list[checks.Rejected]] = {}
+    for name, trials in candidate_trials.items():
+        counted[name], set_aside[name] = checks.recheck(trials, max_model_len)
+    # Every trial not counted: the bench's first, then the re-check's.
+    all_rejected = [*rejected, *base_rejected, *(r for rs in set_aside.values() for r in rs)]
+    base_rejected += _assign(rejected, baseline_trials, candidate_trials, set_aside)
+    base_levels = _by_level(counted_base)
+    base_rejected_levels = _rejected_by_level(base_rejected)
     keys = reported_metrics(objective)
     decided = [
-        _decide_candidate(name, base_levels, _by_level(trials), keys, spec, alpha, min_trials)
-        for name, trials in candidate_trials.items()
+        _decide_candidate(name, base_levels, _by_level(trials), keys, spec, alpha, min_trials,
+                          base_rejected_levels, _rejected_by_level(set_aside[name]))
+        for name, trials in counted.items()
     ]
     decided.sort(key=_rank)
     winners = [c for c in decided if c.outcome == "win"]
     reasons = [f"{c.candidate}: {c.outcome} - {c.reasons[0]}" for c in decided]
+    if all_rejected:
+        reasons.insert(0, f"{len(all_rejected)} trial(s) rejected and not counted (their spec-decode counters contradict "
+                          f"the declared speculation): " + "; ".join(r.describe() for r in all_rejected))
     if objective_note:
         reasons.append(objective_note)
     if winners:
@@ -157,12 +185,15 @@ def _decide_candidate(
     spec: GateSpec,
     alpha: float,
     min_trials: int,
+    base_rejected: dict[Level, list[checks.Rejected]],
+    cand_rejected: dict[Level, list[checks.Rejected]],
 ) -> CandidateDecision:
     accuracies = [t.accuracy for trials in cand_levels.values() for t in trials if t.accuracy is not None]
     accuracy = float(np.mean(accuracies)) if accuracies else None
-    levels = sorted(set(base_levels) | set(cand_levels), key=_level_order)
+    levels = sorted(set(base_levels) | set(cand_levels) | set(base_rejected) | set(cand_rejected), key=_level_order)
     decisions = [
-        _decide_level(level, base_levels.get(level, []), cand_levels.get(level, []), keys, spec, alpha, min_trials, accuracy)
+        _decide_level(level, base_levels.get(level, []), cand_levels.get(level, []), keys, spec, alpha, min_trials,
+                      accuracy, base_rejected.get(level, []), cand_rejected.get(level, []))
         for level in levels
     ]
     gains = [_gain(d) for d in decisions]
@@ -203,17 +234,21 @@ def _decide_level(
     alpha: float,
     min_trials: int,
     accuracy: float | None,
+    base_rejected: list[checks.Rejected],
+    cand_rejected: list[checks.Rejected],
 ) -> LevelDecision:
     base, cand = sorted(base, key=checks.trial_order), sorted(cand, key=checks.trial_order)
     base_counts, cand_counts = checks.arm_counts(base), checks.arm_counts(cand)
     problems = [
+        *checks.rejected_problems("baseline", base_rejected),
+        *checks.rejected_problems("candidate", cand_rejected),
         *checks.count_problems("baseline", base_counts, min_trials),
         *checks.count_problems("candidate", cand_counts, min_trials),
-        *checks.arm_problems("baseline", base),
-        *checks.arm_problems("candidate", cand),
+        *checks.arm_problems("baseline", base, {r.index for r in base_rejected if r.index is not None}),
+        *checks.arm_problems("candidate", cand, {r.index for r in cand_rejected if r.index is not None}),
     ]
     identity, unchecked = checks.identity_problems(base, cand)
-    problems += identity + checks.speculation_problems("baseline", base) + checks.speculation_problems("candidate", cand)
+    problems += identity
     floors, floor_problems = checks.floor_checks(
         cand,
         acceptance_floor=spec.acceptance_floor,
@@ -335,6 +370,40 @@ def _stops_paying_at(decisions: list[LevelDecision]) -> int | None:
 def _rank(c: CandidateDecision) -> tuple[int, float, str]:
     order = {"win": 0, "inconclusive": 1, "reject": 2}[c.outcome]
     return (order, -(c.worst_gain_pct if c.worst_gain_pct is not None else -np.inf), c.candidate)
+
+
+def _assign(
+    rejected: Sequence[checks.Rejected],
+    baseline: list[Trial],
+    candidates: Mapping[str, list[Trial]],
+    set_aside: dict[str, list[checks.Rejected]],
+) -> list[checks.Rejected]:
+    """Put each trial the bench rejected with its arm (by cell); return the baseline's.
+
+    A candidate is found by its name (the service names candidates by cell) or by
+    the cell of its trials; a rejected trial of no arm given is only counted in
+    the decision's reasons."""
+    base_cells = {t.cell_id for t in baseline if t.cell_id}
+    cells = {name: {name} | {t.cell_id for t in trials if t.cell_id} for name, trials in candidates.items()}
+    base_rejected = []
+    for r in rejected:
+        cell = r.trial.cell_id if r.trial is not None else None
+        if cell is None:
+            continue
+        if cell in base_cells:
+            base_rejected.append(r)
+            continue
+        name = next((n for n, known in cells.items() if cell in known), None)
+        if name is not None:
+            set_aside[name].append(r)
+    return base_rejected
+
+
+def _rejected_by_level(rejected: list[checks.Rejected]) -> dict[Level, list[checks.Rejected]]:
+    levels: dict[Level, list[checks.Rejected]] = {}
+    for r in rejected:
+        levels.setdefault(r.concurrency, []).append(r)
+    return levels
 
 
 def _by_level(trials: list[Trial]) -> dict[Level, list[Trial]]:

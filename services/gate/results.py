@@ -2,7 +2,8 @@
 
 What a file holds and how it is parsed is `contracts.results` (the publisher
 reads the same way); here the files are opened, and every unreadable one is
-named at once so that an operator fixes them in one pass.
+named at once so that an operator fixes them in one pass. The bench's rejected
+trials are read apart (`load_rejected`): only to be named, never counted.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 import orjson
 
 from contracts.trials import Trial, parse_trial
+from services.gate.checks import Rejected
 from services.gate.errors import ResultFileError
 
 
@@ -36,3 +38,24 @@ def load_trials(paths: Iterable[Path]) -> list[Trial]:
     if problems:
         raise ResultFileError(problems)
     return trials
+
+
+def load_rejected(paths: Iterable[Path]) -> list[Rejected]:
+    """The trials the bench rejected (`rejected-c<k>.json`), with the reasons it recorded.
+
+    Never counted, only named: a file that cannot be parsed is still listed, by its path."""
+    rejected = []
+    for path in paths:
+        try:
+            raw = orjson.loads(Path(path).read_bytes())
+        except (OSError, orjson.JSONDecodeError) as err:
+            rejected.append(Rejected(source=str(path), trial=None, reasons=(f"unreadable ({err})",), by="the bench"))
+            continue
+        reasons = raw.get("speculation_problems") if isinstance(raw, dict) else None
+        reasons = tuple(str(r) for r in reasons) if isinstance(reasons, list) and reasons else ("no reason recorded",)
+        try:
+            trial = parse_trial(raw, source=str(path))
+        except ValueError:
+            trial = None
+        rejected.append(Rejected(source=str(path), trial=trial, reasons=reasons, by="the bench"))
+    return rejected

@@ -6,14 +6,22 @@ every artifact's bytes are checked against the sha256 recorded when written):
 (parsed by `contracts.results.parse_trial`, the gate's own reader, so the report
 and the gate read the same figures), `gate/DECISION.json`, `bench/plan.json` and
 the trainer-proxy's `training/input-key.json` (`contracts.training.KeyRecord`)
-when present. Paths are `contracts.layout`'s. A missing campaign.json is
+when present, the bench's rejected trials (`contracts.layout.REJECTED_GLOB`)
+and every launch's engine read-back (`contracts.layout.engine_check`,
+`contracts/engine.py`). Paths are `contracts.layout`'s. A missing campaign.json is
 tolerated (the report says so), unlike in the steps that need one.
+
+Rejected trials never reach an arm, so no figure or plot holds them: the
+bench's, and every result whose counters the spec-decode rule
+(contracts/speculation.py, re-checked here as the gate does, with the
+campaign's max_model_len) rejects. They are listed with their reasons.
 
 `read_campaign` does the I/O; `build_arms` and `step_statuses` are pure.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,19 +33,30 @@ from pydantic import ValidationError
 from contracts import layout
 from contracts.campaign import Campaign, Matrix
 from contracts.decision import Decision
-from contracts.envelope import RUN_ID_PATTERN
+from contracts.engine import EngineCheck
+from contracts.envelope import KEY_RE, RUN_ID_PATTERN
 from contracts.results import TrialIdentity
 from contracts.training import KeyRecord
 from contracts.trials import MetricKey, Trial, parse_trial, trial_value
 from services.publisher.errors import ReportInputError
-from services.publisher.model import EVIDENCE_STEPS, ArmLevel, CampaignData, StepStatus, TrialFigures, arm_key
+from services.publisher.model import (
+    EVIDENCE_STEPS,
+    ArmLevel,
+    CampaignData,
+    LaunchEngine,
+    RejectedTrial,
+    StepStatus,
+    TrialFigures,
+    arm_key,
+)
 from services.runtime.bundle import ArtifactMissing, BundleError, BundleStore
-from services.shared.results import result_files
+from services.shared.results import recheck, rejected_files, result_files
 
 # The parts of a trial result's path (contracts.layout.trial_result) that name
 # its trial and concurrency, for files without an identity block.
 _TRIAL_DIR_RE = re.compile(r"^trial-([0-9]+)$")
 _RESULT_RE = re.compile(r"^result-c([0-9]+)\.json$")
+_REJECTED_RE = re.compile(r"^rejected-c([0-9]+)\.json$")
 
 # Events that settle a step: the last one of a step (journal order) decides its state.
 DONE_EVENTS: dict[str, str] = {
@@ -73,6 +92,8 @@ def read_campaign(bundle: BundleStore, run_id: str, *, extra_events: Sequence[Ma
     decision_sha = bundle.ref(run_id, layout.DECISION).sha256 if decision is not None else None
     plan = _read_json(bundle, run_id, layout.BENCH_PLAN, problems)
     loaded = _read_trials(bundle, run_id, problems)
+    loaded, rejected = split_rejected(loaded, campaign.target.max_model_len if campaign is not None else None)
+    rejected = [*_read_rejected(bundle, run_id, problems), *rejected]
     if not loaded and plan is None:
         raise ReportInputError(
             f"run {run_id} has no trial results ({layout.trial_result('<cell>', '<n>', '<k>')}) and no bench plan in its "
@@ -93,12 +114,14 @@ def read_campaign(bundle: BundleStore, run_id: str, *, extra_events: Sequence[Ma
         plan=plan if isinstance(plan, dict) else None,
         steps=step_statuses(events, decision_present=decision is not None),
         journal_present=bundle.events_path(run_id).is_file(),
-        arms=build_arms(loaded, plan=plan if isinstance(plan, dict) else None, campaign=campaign),
+        arms=build_arms(loaded, plan=plan if isinstance(plan, dict) else None, campaign=campaign, rejected=rejected),
         bench_exploratory=bool(last_bench.get("draft")) or bool(isinstance(plan, dict) and plan.get("draft")),
         failed_cells={str(k): str(v) for k, v in (last_bench.get("failed_cells") or {}).items()},
         problems=problems,
         draft_reused_from=reused_from,
         draft_input_key=input_key,
+        rejected=rejected,
+        engine=_read_engine(bundle, run_id, plan if isinstance(plan, dict) else None, loaded, problems),
     )
 
 
@@ -142,10 +165,31 @@ def step_statuses(events: Iterable[Mapping[str, Any]], *, decision_present: bool
     return [last.get(step) or StepStatus(step=step, state="missing", detail=None) for step in EVIDENCE_STEPS]
 
 
+def split_rejected(
+    loaded: Sequence[LoadedTrial], max_model_len: int | None
+) -> tuple[list[LoadedTrial], list[RejectedTrial]]:
+    """The trials that pass the spec-decode rule, and those the report's re-check rejects."""
+    kept, rejected = [], []
+    for item in loaded:
+        reasons = recheck(item.trial, max_model_len)
+        if not reasons:
+            kept.append(item)
+            continue
+        ident = item.trial.identity
+        rejected.append(RejectedTrial(
+            path=item.path, cell_id=_cell_of(item), concurrency=item.trial.concurrency,
+            trial=ident.trial if ident else None, by="report", reasons=reasons,
+        ))
+    return kept, rejected
+
+
 def build_arms(
-    loaded: Sequence[LoadedTrial], *, plan: Mapping[str, Any] | None, campaign: Campaign | None
+    loaded: Sequence[LoadedTrial], *, plan: Mapping[str, Any] | None, campaign: Campaign | None,
+    rejected: Sequence[RejectedTrial] = (),
 ) -> list[ArmLevel]:
-    """Group trials by cell and concurrency; add declared levels that have no results."""
+    """Group trials by cell and concurrency; add declared levels that have no results.
+
+    `rejected` trials are in no arm; an arm only says how many of its declared trials they are."""
     declared = _declared(plan, campaign)
     groups: dict[tuple[str, int | None], list[LoadedTrial]] = {}
     for item in loaded:
@@ -156,8 +200,11 @@ def build_arms(
     standing = {cell for cell, role, _, _ in declared.values() if role == "standing"}
     standing |= {i.trial.identity.cell_id for i in loaded if i.trial.identity and i.trial.identity.role == "standing"}
     measured_cells = {cell for (cell, _), items in groups.items() if items}
+    set_aside: dict[tuple[str | None, int | None], int] = {}
+    for r in rejected:
+        set_aside[(r.cell_id, r.concurrency)] = set_aside.get((r.cell_id, r.concurrency), 0) + 1
     arms = [
-        _arm(cell, level, items, declared.get(cell), standing, measured_cells)
+        _arm(cell, level, items, declared.get(cell), standing, measured_cells, set_aside.get((cell, level), 0))
         for (cell, level), items in groups.items()
     ]
     return sorted(arms, key=lambda a: (a.role != "standing", a.cell_id, a.concurrency is None, a.concurrency or 0))
@@ -170,6 +217,7 @@ def _arm(
     declared: tuple[str, str | None, int, list[int]] | None,
     standing: set[str],
     measured_cells: set[str],
+    rejected: int = 0,
 ) -> ArmLevel:
     items = sorted(items, key=lambda i: (_trial_index(i) is None, _trial_index(i) or 0, i.path))
     identities = [i.trial.identity for i in items if i.trial.identity is not None]
@@ -196,7 +244,8 @@ def _arm(
     counts = {i.trial_count for i in identities} | ({declared[2]} if declared and declared[2] > 0 else set())
     trials_declared = max(counts) if counts else None
     if trials_declared is not None and len(items) < trials_declared:
-        problems.append(f"{len(items)} of {trials_declared} declared trial(s) have results")
+        note = f" ({rejected} rejected: see Rejected trials)" if rejected else ""
+        problems.append(f"{len(items)} of {trials_declared} declared trial(s) have results{note}")
     return ArmLevel(
         key=arm_key(cell, level),
         cell_id=cell,
@@ -309,3 +358,76 @@ def _read_trials(bundle: BundleStore, run_id: str, problems: list[str]) -> list[
             continue
         loaded.append(LoadedTrial(path=relpath, sha256=bundle.ref(run_id, relpath).sha256, trial=trial))
     return loaded
+
+
+def _read_rejected(bundle: BundleStore, run_id: str, problems: list[str]) -> list[RejectedTrial]:
+    """The bench's rejected trials, with the reasons it recorded; read only to be listed."""
+    run_dir = bundle.run_dir(run_id)
+    out = []
+    for path in rejected_files(bundle, run_id):
+        relpath = path.relative_to(run_dir).as_posix()
+        try:
+            raw = orjson.loads(bundle.read_bytes(run_id, relpath))
+        except (BundleError, orjson.JSONDecodeError) as exc:
+            problems.append(f"{relpath}: unreadable rejected trial ({exc})")
+            raw = {}
+        reasons = raw.get("speculation_problems") if isinstance(raw, dict) else None
+        try:
+            trial = parse_trial(raw, source=relpath)
+        except ValueError:
+            trial = None
+        parts = relpath.split("/")  # contracts.layout.rejected_result: bench/<cell_id>/trial-<n>/rejected-c<k>.json
+        index = _TRIAL_DIR_RE.match(parts[2]) if len(parts) > 2 else None
+        level = _REJECTED_RE.match(parts[-1])
+        ident = trial.identity if trial is not None else None
+        out.append(RejectedTrial(
+            path=relpath,
+            cell_id=ident.cell_id if ident else (parts[1] if len(parts) > 1 and KEY_RE.match(parts[1]) else None),
+            concurrency=trial.concurrency if trial is not None and trial.concurrency is not None
+            else (int(level.group(1)) if level else None),
+            trial=ident.trial if ident else (int(index.group(1)) if index else None),
+            by="bench",
+            reasons=[str(r) for r in reasons] if isinstance(reasons, list) and reasons else ["no reason recorded"],
+        ))
+    return out
+
+
+def _read_engine(
+    bundle: BundleStore, run_id: str, plan: Mapping[str, Any] | None, loaded: Sequence[LoadedTrial], problems: list[str]
+) -> list[LaunchEngine]:
+    """Every launch's engine read-back: the plan's launches in order (a launch without one: not read back),
+    then files no plan names, then cells with results but no launch at all."""
+    run_dir = bundle.run_dir(run_id)
+    found = sorted({p.relative_to(run_dir).as_posix() for g in layout.ENGINE_CHECK_GLOBS for p in run_dir.glob(g)})
+    rows: list[LaunchEngine] = []
+    used: set[str] = set()
+    launches = plan.get("launches") if plan else None
+    for index, launch in enumerate(launches if isinstance(launches, list) else []):
+        cell = launch.get("cell_id") if isinstance(launch, dict) else None
+        if not (isinstance(cell, str) and KEY_RE.match(cell)):
+            continue
+        folder = layout.launch_folder(cell, index)
+        first, later = layout.engine_check(folder), layout.engine_check(layout.attempt_folder(folder, "*"))  # type: ignore[arg-type]
+        # The first attempt's, then later attempts' in order (attempt_folder).
+        mine = sorted((p for p in found if p == first or fnmatch.fnmatch(p, later)),
+                      key=lambda p: (p != first, len(p), p))
+        used |= set(mine)
+        rows += [_engine_row(bundle, run_id, p, cell, index, problems) for p in mine] or [
+            LaunchEngine(cell_id=cell, launch=index, path=None, check=None)]
+    for relpath in found:
+        cell = relpath.split("/")[1]  # contracts.layout.launch_folder: bench/<cell_id>/launch-<i>
+        if relpath not in used and KEY_RE.match(cell):
+            rows.append(_engine_row(bundle, run_id, relpath, cell, None, problems))
+    served = {row.cell_id for row in rows}
+    for cell in sorted({_cell_of(item) for item in loaded} - served):
+        rows.append(LaunchEngine(cell_id=cell, launch=None, path=None, check=None))
+    return rows
+
+
+def _engine_row(
+    bundle: BundleStore, run_id: str, relpath: str, cell: str, index: int | None, problems: list[str]
+) -> LaunchEngine:
+    check = _read_model(bundle, run_id, relpath, EngineCheck, problems)
+    if check is not None:
+        cell, index = check.cell_id, check.launch if index is None else index
+    return LaunchEngine(cell_id=cell, launch=index, path=relpath, check=check)

@@ -12,7 +12,12 @@ Markdown alike) when any of these holds; every reason that holds is listed:
    of one arm, a candidate without a measured named baseline, fewer trials
    with results than declared, identity fields the gate could not compare;
 4. the matrix was exploratory (fewer than 3 trials per cell);
-5. an input could not be read (result file, campaign.json, DECISION.json).
+5. an input could not be read (result file, campaign.json, DECISION.json);
+6. a trial was rejected (the bench's `rejected-c<k>.json`, or a result the
+   report's re-check of the spec-decode rule rejects): it is in no figure, and
+   the cell's evidence is short of it;
+7. the engine's effective config of a launch was not read back (no
+   EngineCheck file), or differs from what the cell declared in some field.
 
 Pure: a function of `CampaignData`.
 """
@@ -25,7 +30,8 @@ from services.publisher.model import CampaignData
 
 def draft_reasons(data: CampaignData) -> list[str]:
     """Every reason the report is a DRAFT, in words; empty for a final report."""
-    return [*_step_reasons(data), *_gate_reasons(data), *_identity_reasons(data), *_other_reasons(data)]
+    return [*_step_reasons(data), *_gate_reasons(data), *_identity_reasons(data), *_other_reasons(data),
+            *_rejected_reasons(data), *_engine_reasons(data)]
 
 
 def _step_reasons(data: CampaignData) -> list[str]:
@@ -66,4 +72,24 @@ def _other_reasons(data: CampaignData) -> list[str]:
     if data.campaign is None and not any(p.startswith(layout.CAMPAIGN) for p in data.problems):
         reasons.append(f"no {layout.CAMPAIGN} in the bundle: the campaign's gate spec and revisions are unknown")
     reasons.extend(f"unreadable input: {problem}" for problem in data.problems)
+    return reasons
+
+
+def _rejected_reasons(data: CampaignData) -> list[str]:
+    if not data.rejected:
+        return []
+    which = "; ".join(f"{r.path} ({'; '.join(r.reasons)})" for r in data.rejected)
+    return [f"{len(data.rejected)} trial(s) rejected (spec-decode counters contradict the declared speculation) and "
+            f"kept out of every figure: {which}"]
+
+
+def _engine_reasons(data: CampaignData) -> list[str]:
+    reasons = []
+    for row in data.engine:
+        launch = f"cell {row.cell_id}" + (f" launch {row.launch}" if row.launch is not None else "")
+        if row.check is None:
+            reasons.append(f"the engine's effective config of {launch} was not read back: what it served is unverified")
+            continue
+        for m in row.check.mismatches:
+            reasons.append(f"the engine of {launch} serves {m.field}={m.effective!r}, the cell declares {m.declared!r}")
     return reasons

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from contracts.campaign import Campaign
 from contracts.decision import Decision
+from contracts.engine import EngineCheck
 from contracts.envelope import Key, RunId, Sha256, Strict
 from contracts.events import SpecDecodeDelta
 from contracts.results import TrialIdentity
@@ -66,6 +67,29 @@ class ArmLevel(Strict):
     identity_problems: list[str] = Field(description="Why this arm's identity is incomplete or inconsistent, in words.")
 
 
+class RejectedTrial(Strict):
+    """A trial kept out of every figure: its spec-decode counters contradict its declared speculation."""
+
+    path: str = Field(description="The file's path relative to the run's bundle.")
+    cell_id: Key | None = Field(description="The cell, from the identity block (else the path); None if neither says.")
+    concurrency: int | None = Field(description="Concurrency level of the trial; None when the file does not say.")
+    trial: int | None = Field(description="Trial index; None when the file does not say.")
+    by: Literal["bench", "report"] = Field(
+        description="bench: the bench-runner rejected it (rejected-c<k>.json); report: a result file the report's "
+        "re-check of the spec-decode rule rejected (edited by hand, or written by an older bench)."
+    )
+    reasons: list[str] = Field(description="Why, in words (the bench's speculation_problems, or the re-check's).")
+
+
+class LaunchEngine(Strict):
+    """One server launch of a cell and the engine's read-back of its effective config."""
+
+    cell_id: Key = Field(description="The cell served.")
+    launch: int | None = Field(description="Index of the launch in the bench plan; None when no plan names it.")
+    path: str | None = Field(description="The EngineCheck file (contracts.layout.engine_check); None when none was written.")
+    check: EngineCheck | None = Field(description="The read-back; None when the launch has none (not read back).")
+
+
 class CampaignData(Strict):
     """A run's campaign as read from its bundle."""
 
@@ -88,6 +112,13 @@ class CampaignData(Strict):
     )
     draft_input_key: Sha256 | None = Field(
         default=None, description="The draft's training input key (training/input-key.json); None when the bundle has none."
+    )
+    rejected: list[RejectedTrial] = Field(
+        default_factory=list, description="Trials kept out of every figure and plot, with why, in path order."
+    )
+    engine: list[LaunchEngine] = Field(
+        default_factory=list,
+        description="Every launch of the plan (or with a read-back file) and its engine read-back, in plan order.",
     )
 
     @property

@@ -8,9 +8,11 @@ baseline); the rows also repeat the cell, the concurrency, the trial count and
 the named baseline so a row read alone still says what it measured. Plots
 carry the identity line in their subtitle and pointers in their caption.
 
-Sections, in order: DRAFT reasons (when any), summary, steps, identity, gate
-verdicts, latency, throughput, acceptance, predicted against realized speedup,
-and last the next measured lever.
+Sections, in order: DRAFT reasons (when any), summary, steps, identity, the
+engine's read-back (declared beside effective, per launch), rejected trials,
+gate verdicts, latency, throughput, acceptance, predicted against realized
+speedup, and last the next measured lever. Rejected trials are in no arm, so
+in no table of figures and no plot: only their own section lists them.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 
 from contracts import layout
 from contracts.campaign import ServingConfig
+from contracts.engine import CHECKED_FIELDS
 from services.publisher import figures as fig
 from services.publisher.document import (
     Anchor,
@@ -82,6 +85,8 @@ def build_document(data: CampaignData, plots: list[Plot], found: list[Lever]) ->
         _summary(data),
         _steps(data),
         _identity(data),
+        _engine(data),
+        _rejected(data),
         _gate(data),
         _latency(data, by_name),
         _throughput(data, by_name),
@@ -158,6 +163,52 @@ def _identity(data: CampaignData) -> Section:
                "workload shape", "concurrency", "regime", "graph mode", "source revision", "trials (found/declared)",
                "named baseline", "identity check")
     return Section("identity", "Identity of every number", (Table(columns, tuple(rows), identity_column=False),))
+
+
+def _engine(data: CampaignData) -> Section:
+    rows: list[tuple[str, ...]] = []
+    for row in data.engine:
+        launch = "-" if row.launch is None else str(row.launch)
+        if row.check is None:
+            rows.append((row.cell_id, launch, "-", "-", "not read back", "-", row.path or "-"))
+            continue
+        by_field = {c.field: c for c in row.check.checks}
+        for name in CHECKED_FIELDS:
+            c = by_field.get(name)
+            if c is None:
+                rows.append((row.cell_id, launch, name, "-", "not read back", "-", row.path or "-"))
+            else:
+                rows.append((row.cell_id, launch, name, _val(c.declared, "not declared"), _val(c.effective, "not reported"),
+                             "ok" if c.ok else "MISMATCH", row.path or "-"))
+    if not rows:
+        return Section("engine", "Engine read-back: declared and effective serving config",
+                       (Paragraph(("No launch in this bundle.",)),))
+    return Section("engine", "Engine read-back: declared and effective serving config", (
+        Paragraph(("What each launch's engine reported it runs (its start-up config and /v1/models), beside what the "
+                   "cell declared; a mismatch fails the cell. 'not read back': the launch has no read-back, so what "
+                   "it served is unverified.",)),
+        Table(("cell", "launch", "field", "declared", "effective", "check", "read-back file"), tuple(rows),
+              identity_column=False),
+    ))
+
+
+def _rejected(data: CampaignData) -> Section:
+    if not data.rejected:
+        return Section("rejected", "Rejected trials", (Paragraph((
+            "No trial was rejected: every trial's spec-decode counters agree with its declared speculation.",)),))
+    by = {"bench": "the bench", "report": "this report's re-check"}
+    rows = tuple((r.cell_id or "-", _lvl(r.concurrency), "-" if r.trial is None else str(r.trial), by[r.by],
+                  "; ".join(r.reasons), r.path) for r in data.rejected)
+    return Section("rejected", "Rejected trials", (
+        Paragraph(("These trials' spec-decode counters contradict the speculation they declare "
+                   "(contracts/speculation.py): they are kept in the bundle as evidence and are in no figure, "
+                   "no plot and no gate count.",)),
+        Table(("cell", "concurrency", "trial", "rejected by", "why", "file"), rows, identity_column=False),
+    ))
+
+
+def _val(value: object, none: str) -> str:
+    return none if value is None else str(value)
 
 
 def _gate(data: CampaignData) -> Section:

@@ -2,7 +2,10 @@
 
 The bench-runner writes one result JSON per cell, trial and concurrency level
 (`contracts.layout.trial_result`); `contracts.layout.RESULTS_GLOB` matches those
-and nothing else. Reading stays with each reader (parsing is
+and nothing else. A trial the bench rejected (its spec-decode counters broke
+contracts/speculation.py's rule) is kept as `contracts.layout.rejected_result`,
+which that glob never matches: readers list rejected trials with their reasons
+(`rejected_files`) and count none of them. Reading stays with each reader (parsing is
 `contracts.results.parse_trial`): the gate refuses the whole set when a file is
 unreadable, naming each one; the publisher lists unreadable ones as problems of
 the report.
@@ -10,12 +13,32 @@ the report.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from contracts import layout
+from contracts.speculation import speculation_problems
+from contracts.trials import Trial
 from services.runtime.bundle import BundleStore
 
 
 def result_files(bundle: BundleStore, run_id: str) -> list[Path]:
     """Every trial result in the run's bundle, in path order (missing run: none)."""
     return sorted(bundle.run_dir(run_id).glob(layout.RESULTS_GLOB))
+
+
+def rejected_files(bundle: BundleStore, run_id: str) -> list[Path]:
+    """Every trial the bench rejected in the run's bundle, in path order (never a result)."""
+    return sorted(bundle.run_dir(run_id).glob(layout.REJECTED_GLOB))
+
+
+def recheck(trial: Trial, max_model_len: int | None) -> list[str]:
+    """Why a trial read from a file breaks the spec-decode rule (contracts/speculation.py), [] when it holds.
+
+    The gate and the publisher both re-check every result they read, with the
+    rule the bench applied, so a hand-edited or older file is never counted. A
+    file without specdec's identity declares nothing to check against."""
+    if trial.identity is None:
+        return []
+    window = replace(trial.window, max_model_len=max_model_len)
+    return speculation_problems(trial.identity.serving_config.speculative, trial.spec_decode, window)

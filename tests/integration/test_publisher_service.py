@@ -54,3 +54,18 @@ async def test_publish_requested_for_an_unrendered_run_fails_with_what_to_do(set
         events = await wait_events(settings, {"report.published", "publish.failed"}, run_id=RUN)
     failed = events["publish.failed"]
     assert failed["step"] == "publish" and "specdec report" in failed["reason"]
+
+
+async def test_a_rejected_trial_and_a_launch_not_read_back_are_in_the_rendered_report(settings):
+    bundle = BundleStore(settings.bundle_root)
+    decided = build(bundle, Spec(skip_events=("gate.decided",), rejected_trial=2, engine="missing"))["decided"]
+    async with publisher(settings) as service:
+        await service.bus.publish(decided)
+        events = await wait_events(settings, {"report.rendered"}, run_id=RUN, timeout_s=60)
+    assert events["report.rendered"]["draft"] is True
+    summary = bundle.read_json(RUN, "report/report.json")
+    assert any("1 trial(s) rejected" in r and "rejected-c4.json" in r for r in summary["draft_reasons"])
+    assert any("cell ngram-k3 was not read back" in r for r in summary["draft_reasons"])
+    markdown = bundle.read_bytes(RUN, "report/report.md").decode()
+    assert "| ngram-k3 | 4 | 2 | the bench | no drafts during the measured window | bench/ngram-k3/trial-2/rejected-c4.json |" in markdown
+    assert "| ngram-k3 | - | - | - | not read back | - | - |" in markdown

@@ -55,3 +55,28 @@ def test_a_recorded_result_changed_on_disk_is_an_error_not_a_fresh_trial(bundle:
 def test_an_operator_result_has_no_outputs_to_compare() -> None:
     assert resume.outputs_of({"completed": 3, "median_tpot_ms": 1.0}) == {}
     assert resume.outputs_of({"generated_texts": ["a"], "prompt_ids": ["p1", "p2"]}) == {}
+
+
+def test_a_recorded_rejected_trial_is_adopted_as_the_same_failure(bundle: BundleStore) -> None:
+    result = {"completed": 4, "spec_decode": {"num_drafts": 0}, "speculation_problems": ["no drafts during the measured window"]}
+    ref = bundle.write_bytes(RUN, layout.rejected_result("ngram", 2, 1), json.dumps(result).encode())
+    adopted = resume.adopt(bundle, RUN, "ngram", 2, 1)
+    assert adopted is not None and adopted.ref == ref
+    assert adopted.problems == ["no drafts during the measured window"]
+    # Not under the results' name: nothing of it counts as a result.
+    assert not (bundle.run_dir(RUN) / layout.trial_result("ngram", 2, 1)).exists()
+
+
+def test_a_rejected_file_without_reasons_still_fails(bundle: BundleStore) -> None:
+    bundle.write_bytes(RUN, layout.rejected_result("ngram", 0, 2), b'{"completed": 4}')
+    adopted = resume.adopt(bundle, RUN, "ngram", 0, 2)
+    assert adopted is not None and adopted.problems and "rejected by an earlier attempt" in adopted.problems[0]
+
+
+def test_the_rejected_name_is_outside_every_results_glob(bundle: BundleStore) -> None:
+    import fnmatch
+
+    rejected = layout.rejected_result("ngram", 0, 2)
+    assert fnmatch.fnmatch(rejected, layout.REJECTED_GLOB)
+    assert not fnmatch.fnmatch(rejected, layout.RESULTS_GLOB)
+    assert not fnmatch.fnmatch(layout.trial_result("ngram", 0, 2), layout.REJECTED_GLOB)

@@ -1,4 +1,4 @@
-"""Serving config -> vLLM argv, and counters -> speculation verdict."""
+"""Serving config -> vLLM argv (the counters' verdict is contracts.speculation: tests/unit/contracts/test_speculation.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import pytest
 import yaml
 
 from contracts.campaign import Campaign, ServingConfig
-from contracts.events import SpecDecodeDelta
-from services.bench.serving import SERVING_ARGS, serve_argv, speculation_problems, speculative_config
+from services.bench.serving import SERVING_ARGS, serve_argv, speculative_config
 from services.runtime.errors import ConfigurationError
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "infra/examples/campaign.yaml"
@@ -83,29 +82,6 @@ def test_unknown_speculative_key_is_refused():
 
     with pytest.raises(ConfigurationError, match="not fields"):
         validate_speculative_keys({"method": "ngram", "num_speculative_tokens": 3, "num_lookahead": 2})
-
-
-def delta(drafts: int, draft_tokens: int, accepted: int, positions: int) -> SpecDecodeDelta:
-    per = [accepted // max(positions, 1)] * positions
-    return SpecDecodeDelta(
-        num_drafts=drafts, num_draft_tokens=draft_tokens, num_accepted_tokens=accepted, accepted_per_position=per,
-        acceptance_rate=accepted / draft_tokens if draft_tokens else None,
-        mean_acceptance_length=1 + accepted / drafts if drafts else None,
-    )
-
-
-def test_speculation_verdicts():
-    draft = {"method": "draft_model", "model": "d", "num_speculative_tokens": 3}
-    ngram = {"method": "ngram", "num_speculative_tokens": 3}
-    assert speculation_problems(draft, delta(10, 30, 12, 3)) == []
-    assert speculation_problems(ngram, delta(10, 22, 12, 3)) == []
-    assert any("no drafts" in p for p in speculation_problems(draft, delta(0, 0, 0, 0)))
-    assert any("per-position" in p for p in speculation_problems(draft, delta(10, 30, 12, 2)))
-    assert any("exactly k=3" in p for p in speculation_problems(draft, delta(10, 20, 12, 3)))
-    assert any("more than k=3" in p for p in speculation_problems(ngram, delta(10, 40, 12, 3)))
-    assert speculation_problems(draft, None) == ["speculation declared but the engine exports no spec-decode counters"]
-    assert speculation_problems(None, None) == []
-    assert any("counters moved" in p for p in speculation_problems(None, delta(5, 15, 3, 3)))
 
 
 def test_speculative_config_of_none_is_none():

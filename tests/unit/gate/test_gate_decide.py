@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +13,17 @@ import pytest
 from contracts.campaign import GateSpec, SpeculativeConfig
 from contracts.decision import Decision
 from contracts.results import MAX_FAILED_SHARE, Evaluation
+from contracts.speculation import Window
 from contracts.trials import Trial, parse_trial
-from services.gate import GateInputError, GateSpecError, ResultFileError, decide, decide_files, split_by_role
+from services.gate import (
+    GateInputError,
+    GateSpecError,
+    ResultFileError,
+    decide,
+    decide_files,
+    split_by_role,
+)
+from services.gate.checks import Rejected
 from services.gate.simulate import NoiseModel, identity, spec_counters, trial_result
 
 NGRAM = SpeculativeConfig(method="ngram", num_speculative_tokens=3, prompt_lookup_min=2, prompt_lookup_max=4)
@@ -180,10 +190,74 @@ def test_identity_that_differs_beyond_the_serving_config_is_inconclusive() -> No
 def test_declared_speculation_must_show_in_the_counters() -> None:
     no_drafts = decide(arm(1, "standing"), {"c": arm(2, "c", factor=0.7, acceptance=None)}, SPEC)
     assert no_drafts.decision == "inconclusive"
-    assert any("counters show no drafts" in r for r in level(no_drafts, "c").reasons)
+    lvl = level(no_drafts, "c")
+    assert any("was rejected by the gate's re-check" in r and "no spec-decode counters" in r for r in lvl.reasons)
+    assert lvl.candidate.trials == 0  # none counted
     wrong_k = decide(arm(1, "standing"), {"c": arm(2, "c", factor=0.7, k=5)}, SPEC)
     assert wrong_k.decision == "inconclusive"
-    assert any("engine counted 5 positions" in r for r in level(wrong_k, "c").reasons)
+    assert any("5 per-position series, expected num_speculative_tokens=3" in r for r in level(wrong_k, "c").reasons)
+    assert wrong_k.reasons[1].startswith("3 trial(s) rejected and not counted")
+
+
+def with_counters(trials: list[Trial], which: int, **changes: Any) -> list[Trial]:
+    """The trials with trial `which`'s spec-decode block changed (a hand-edited file)."""
+    out = []
+    for t in trials:
+        if t.identity is not None and t.identity.trial == which:
+            t = replace(t, spec_decode=t.spec_decode.model_copy(update=changes))  # type: ignore[union-attr]
+        out.append(t)
+    return out
+
+
+def test_a_hand_edited_file_cannot_slip_through_the_gate() -> None:
+    base, cand = arm(1, "standing"), arm(2, "c", factor=0.7)
+    # An empty per-position list with k=3 is a problem, not a skipped check.
+    d = decide(base, {"c": with_counters(cand, 1, accepted_per_position=[])}, SPEC)
+    lvl = level(d, "c")
+    assert d.decision == "inconclusive" and lvl.candidate.trials == 2
+    assert any("trial 1 was rejected" in r and "0 per-position series" in r for r in lvl.reasons)
+    # More draft tokens per draft than k.
+    drafts = cand[0].spec_decode.num_drafts  # type: ignore[union-attr]
+    d = decide(base, {"c": with_counters(cand, 0, num_draft_tokens=4 * drafts)}, SPEC)
+    assert any("more than k=3" in r for r in level(d, "c").reasons)
+    # The standing cell's counters moved although it declares no speculation.
+    moved = [replace(t, spec_decode=cand[0].spec_decode) if t.identity.trial == 2 else t for t in base]  # type: ignore[union-attr]
+    d = decide(moved, {"c": cand}, SPEC)
+    assert d.decision == "inconclusive"
+    assert any("the baseline's trial 2 was rejected" in r and "counters moved" in r for r in level(d, "c").reasons)
+
+
+def test_exact_k_for_a_draft_model_reads_the_window_and_max_model_len() -> None:
+    draft = SpeculativeConfig(method="draft_model", model="/d", num_speculative_tokens=3)
+    cand = arm(2, "c", factor=0.7, serving_config=identity("c", concurrency=1, trial=0).serving_config.model_copy(
+        update={"speculative": draft}))
+    drafts = cand[0].spec_decode.num_drafts  # type: ignore[union-attr]
+    trimmed = [replace(t, window=Window(longest_sequence=250, longest_output=128)) for t in with_counters(
+        cand, 0, num_draft_tokens=int(2.5 * drafts))]
+    # Served with max_model_len 256: a request came within reach of it, vLLM may trim: counted.
+    near = decide(arm(1, "standing"), {"c": trimmed}, SPEC, max_model_len=256)
+    assert level(near, "c").candidate.trials == 3
+    # With max_model_len 4096 nothing could trim: 2.5 draft tokens per draft is not the declared draft model.
+    far = decide(arm(1, "standing"), {"c": trimmed}, SPEC, max_model_len=4096)
+    assert level(far, "c").candidate.trials == 2 and far.decision == "inconclusive"
+    assert any("expected exactly k=3 for draft_model" in r for r in level(far, "c").reasons)
+
+
+def test_trials_the_bench_rejected_are_named_and_never_counted() -> None:
+    base, cand = arm(1, "standing"), arm(2, "c", factor=0.7)
+    bench_rejected = Rejected(source="bench/c/trial-2/rejected-c1.json", trial=cand[2],
+                              reasons=("no drafts during the measured window",), by="the bench")
+    d = decide(base, {"c": cand[:2]}, SPEC, rejected=[bench_rejected])
+    lvl = level(d, "c")
+    assert d.decision == "inconclusive" and lvl.candidate.trials == 2
+    assert any("trial 2 was rejected by the bench and is not counted: no drafts" in r for r in lvl.reasons)
+    # Not also reported as missing: it was measured, and rejected.
+    assert not any("are missing" in r for r in lvl.reasons)
+    assert d.reasons[1] == ("1 trial(s) rejected and not counted (their spec-decode counters contradict the declared "
+                            "speculation): cell c trial 2 at concurrency 1 (rejected by the bench: no drafts during "
+                            "the measured window)")
+    # The floor reads the counted trials only.
+    assert lvl.floors[0].source == "spec-decode counters pooled over 2 trial(s)"
 
 
 def test_missing_declared_trial_is_inconclusive() -> None:

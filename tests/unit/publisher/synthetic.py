@@ -1,6 +1,6 @@
 """Synthetic campaign bundles for the publisher's tests: two cells (standing, ngram-k3) x two
-concurrency levels x 3 trials, results from services/gate/simulate.py, the real gate's
-DECISION.json, and a journal of the campaign's step events."""
+concurrency levels x 3 trials, results from services/gate/simulate.py, one engine read-back per
+cell (contracts/engine.py), the real gate's DECISION.json, and a journal of the campaign's step events."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ import numpy as np
 import orjson
 import yaml
 
+from contracts import layout
 from contracts.campaign import Campaign, SpeculativeConfig
+from contracts.engine import CHECKED_FIELDS, EffectiveConfig, EngineCheck, FieldCheck
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import (
     BenchCompleted,
@@ -58,6 +60,9 @@ class Spec:
     acknowledged: bool = False
     publish_target: str = "file://published"
     seed: int = 7
+    engine: str = "match"  # match | missing (the candidate's launch has no read-back) | mismatch (max_num_seqs)
+    rejected_trial: int | None = None  # the candidate's trial at the top level kept as a bench-rejected file
+    edited_trial: int | None = None  # the candidate's trial at the first level, counters edited after the bench
 
 
 def campaign(spec: Spec) -> Campaign:
@@ -99,7 +104,14 @@ def build(bundle: BundleStore, spec: Spec | None = None, run_id: str = RUN) -> d
                 rng, factor=spec.factors[level], concurrency=level, failed=spec.failed_requests,
                 ident=None if spec.bare_candidate else ident, counters=None if spec.bare_candidate else counters,
             )
+            if level == LEVELS[-1] and trial == spec.rejected_trial:
+                cand["speculation_problems"] = ["no drafts during the measured window"]
+                bundle.write_bytes(run_id, layout.rejected_result(CANDIDATE, trial, level), orjson.dumps(cand))
+                continue
+            if level == LEVELS[0] and trial == spec.edited_trial:
+                cand["spec_decode"]["accepted_per_position"] = []  # recorded so, as a hand-edited file would be
             refs.append(_write(bundle, run_id, CANDIDATE, trial, level, cand))
+    _engine_checks(bundle, run_id, spec, ngram)
     if spec.journal:
         _journal(bundle, run_id, refs, spec)
     decided = None
@@ -108,6 +120,32 @@ def build(bundle: BundleStore, spec: Spec | None = None, run_id: str = RUN) -> d
         if spec.journal and "gate.decided" not in spec.skip_events:
             _append(bundle, decided)
     return {"campaign": camp, "results": refs, "decided": decided, "run_id": run_id}
+
+
+def _engine_checks(bundle: BundleStore, run_id: str, spec: Spec, ngram: SpeculativeConfig) -> None:
+    """One launch per cell (warm regime), read back as the engine would report it."""
+    for index, (cell, speculative) in enumerate(((STANDING, None), (CANDIDATE, ngram))):
+        if cell == CANDIDATE and spec.engine == "missing":
+            continue
+        effective = EffectiveConfig(
+            vllm_version="0.32.0", model="/models/tiny-llama", dtype="bfloat16", quantization=None,
+            tensor_parallel_size=1, graph_mode="eager", max_num_seqs=256 if cell == CANDIDATE and spec.engine == "mismatch"
+            else 8, max_model_len=2048, speculative_method=speculative.method if speculative else None,
+            num_speculative_tokens=speculative.num_speculative_tokens if speculative else None, draft_model=None,
+            sources=["Initializing a V1 LLM engine (v0.32.0) with config: ...", "/v1/models"],
+        )
+        declared = {"model": "/models/tiny-llama", "dtype": "auto", "quantization": None, "tensor_parallel_size": 1,
+                    "graph_mode": "eager", "max_num_seqs": 8, "max_model_len": 2048,
+                    "speculative_method": speculative.method if speculative else None,
+                    "num_speculative_tokens": speculative.num_speculative_tokens if speculative else None,
+                    "draft_model": None}
+        checks = []
+        for name in CHECKED_FIELDS:
+            value = getattr(effective, name)
+            ok = declared[name] is None or declared[name] == value or (name == "dtype" and declared[name] == "auto")
+            checks.append(FieldCheck(field=name, declared=declared[name], effective=value, ok=ok))
+        check = EngineCheck(cell_id=cell, launch=index, effective=effective, checks=checks)
+        bundle.write_json(run_id, layout.engine_check(layout.launch_folder(cell, index)), check)
 
 
 def _write(bundle: BundleStore, run_id: str, cell: str, trial: int, level: int, result: dict) -> ArtifactRef:
