@@ -61,7 +61,7 @@ async def execute(
         plan, bundle, prompts, emit=ctx.emit, recheck=check,
         event_factory=lambda **fields: event.caused(BenchTrialCompleted, producer=producer, **fields),
         eval_values={"model": plan.cells[0].identity["model"], "tokenizer": campaign.target.tokenizer_dir},
-        executor=executor,
+        executor=executor, max_model_len=campaign.target.max_model_len,
     )
     outcome = await run.execute()
     if outcome.cleaned:

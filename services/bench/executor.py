@@ -48,6 +48,14 @@ def log_tail(path: Path, limit: int = LOG_TAIL_BYTES) -> str:
     return data[-limit:].decode("utf-8", "replace")
 
 
+def read_log_text(path: Path) -> str:
+    """A log file written so far ('' before the server wrote one)."""
+    try:
+        return path.read_bytes().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
 @dataclass
 class Server:
     """A started server: its process, where it answers, and its log."""
@@ -137,6 +145,10 @@ class Served(Protocol):
         """Seconds until /health answered; raises ServingError with the log tail otherwise."""
         ...
 
+    async def log_text(self) -> str:
+        """The server's log so far (the engine's start-up record is read back from it)."""
+        ...
+
     async def stop(self) -> None:
         """Stop the server; called once its results are captured, or on failure."""
         ...
@@ -167,6 +179,9 @@ class LocalServed:
 
     async def wait_ready(self, timeout_s: float) -> float:
         return await wait_ready(self.server, timeout_s=timeout_s)
+
+    async def log_text(self) -> str:
+        return await asyncio.to_thread(read_log_text, self.server.log_path)
 
     async def stop(self) -> None:
         await asyncio.to_thread(self.server.stop)

@@ -87,6 +87,11 @@ class KubernetesServed:
         # The deadline counts from before `kubectl wait`: one readiness timeout in all.
         return await wait_healthy(locate, timeout_s=timeout_s, poll_s=POLL_S, not_ready=not_ready, started=started)
 
+    async def log_text(self) -> str:
+        # The Pod's log lives in the cluster until stop() captures it into the bundle.
+        done = await _kubectl(self.block.logs_argv)
+        return done.stdout if done.exit_code == 0 else ""
+
     async def _capture_log(self) -> None:
         done = await _kubectl(self.block.logs_argv)
         path = self.run_dir / self.block.log_path

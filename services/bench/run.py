@@ -2,13 +2,16 @@
 
 For every launch of the plan, in order: re-check the node's idleness, start
 the server through the plan's executor (a local child process, a Slurm job or
-a Kubernetes Pod; services/bench/executor.py), wait for /health, then for each
+a Kubernetes Pod; services/bench/executor.py), wait for /health, read back
+the config the engine says it runs and fail the cell on any field that differs
+from the declared one (services/bench/engine_config.py), then for each
 trial and concurrency level drive one measured window, take the engine's
 spec-decode counter deltas around it, verify the declared speculation really
 ran, evaluate, and write the trial's result JSON. The server is stopped after
 its results and hashes are captured; after the last launch, whatever
 happened, the executor cleans up by the experiment label. A cell whose
-speculation is not active as declared fails loudly with the figures; a
+speculation is not active as declared (contracts/speculation.py) fails loudly
+with the figures, its trial kept as a rejected trial (never a result); a
 standing cell that fails fails the step (there is no baseline without it).
 """
 
@@ -26,17 +29,18 @@ from contracts.campaign import ServingConfig, SpeculativeConfig
 from contracts.envelope import ArtifactRef
 from contracts.events import BenchTrialCompleted
 from contracts.results import Evaluation, Parallelism, TrialIdentity, TrialResultBlocks, attach_blocks
-from services.bench import resume
+from contracts.speculation import speculation_problems, window_of
+from contracts.templates import bench_values
+from services.bench import engine_config, resume
 from services.bench.errors import ServingError, SpeculationNotActive
 from services.bench.evaluate import agreement, run_eval_command, window_outputs
-from services.bench.executor import LocalExecutor, ServingExecutor
+from services.bench.executor import LocalExecutor, Served, ServingExecutor
 from services.bench.loadgen import WindowRecord, WindowSpec
 from services.bench.metrics import spec_decode_delta
 from services.bench.plan import BenchPlan
 from services.bench.plan_types import CellPlan, Launch
 from services.bench.prompts import Prompt
 from services.bench.results import build_result, dumps_result
-from services.bench.serving import speculation_problems
 from services.bench.window import run_window_process
 from services.runtime.bundle import BundleStore
 from services.runtime.errors import SpecdecError, StepFailed
@@ -112,9 +116,13 @@ class BenchRun:
     def __init__(
         self, plan: BenchPlan, bundle: BundleStore, prompts: list[Prompt], *, emit: Emit, recheck: Recheck,
         event_factory: Callable[..., BenchTrialCompleted], eval_values: dict[str, str] | None = None,
-        executor: ServingExecutor | None = None,
+        executor: ServingExecutor | None = None, max_model_len: int | None = None,
     ) -> None:
         self.plan = plan
+        # The context length every cell is served with (campaign.target.max_model_len): the
+        # spec-decode rule asks for exactly k draft tokens per draft only where no request of a
+        # window could come close enough to it for vLLM to trim a draft (contracts/speculation.py).
+        self.max_model_len = max_model_len
         self.executor = executor or LocalExecutor(plan.run_id, bundle)
         self.bundle = bundle
         self.prompts = prompts
@@ -178,6 +186,7 @@ class BenchRun:
             self.bundle.write_json(self.run_id, f"{folder}/argv.json", server.record())
             ready_s = await server.wait_ready(self.plan.readiness_timeout_s)
             self.bundle.write_json(self.run_id, f"{folder}/ready.json", {"ready_after_s": round(ready_s, 3)})
+            await self._read_back(index, cell, server, folder, ready_s)
             for trial, concurrency in pending:
                 await self._trial(cell, server.base_url, trial, concurrency)
         finally:
@@ -188,12 +197,24 @@ class BenchRun:
                 if (self.bundle.run_dir(self.run_id) / relpath).exists():
                     self.bundle.register_file(self.run_id, relpath)
 
+    async def _read_back(self, index: int, cell: CellPlan, server: Served, folder: str, ready_s: float) -> None:
+        """Before any trial: what the engine says it runs, stored per launch; a field that differs
+        from the declared one (or no config line within the readiness wait) fails the cell here."""
+        readback = await engine_config.read_back(
+            cell, launch=index, read=server.log_text, base_url=server.base_url, max_model_len=self.max_model_len,
+            wait_s=self.plan.readiness_timeout_s - ready_s, log_name=server.files[0])
+        self.bundle.write_json(self.run_id, layout.engine_check(folder), readback.check)
+        failure = readback.failure()
+        if failure is not None:
+            raise failure
+
     def _adopt(self, cell: CellPlan, trial: int, concurrency: int, adopted: resume.Adopted) -> None:
         """Take a trial an earlier attempt recorded, as if measured now (its event was emitted then)."""
         if adopted.problems:
             raise SpeculationNotActive(
                 f"speculation declared but not active as declared in cell {cell.cell_id} (trial {trial}, "
-                f"concurrency {concurrency}, recorded by an earlier attempt): {'; '.join(adopted.problems)}")
+                f"concurrency {concurrency}, rejected by an earlier attempt, kept as {adopted.ref.uri}): "
+                f"{'; '.join(adopted.problems)}")
         if cell.role == "standing" and adopted.outputs:
             self.standing_outputs[(trial, concurrency)] = adopted.outputs
         self.outcome.results.append(adopted.ref)
@@ -226,22 +247,33 @@ class BenchRun:
         for name, text in (("before", before), ("after", after)):
             if text is not None:
                 self.bundle.write_bytes(self.run_id, f"{raw}/metrics-{name}-c{concurrency}.txt", text.encode())
-        problems = speculation_problems(cell.speculative_config, delta)
+        # The one rule the gate and the publisher apply again to what they read (contracts/speculation.py).
+        problems = speculation_problems(cell.speculative_config, delta, window_of(result, max_model_len=self.max_model_len))
         if problems:
+            # A rejected trial: kept whole, with its problems (and the counters that moved, even
+            # without declared speculation), under a name no gate or report glob matches.
             result["speculation_problems"] = problems
-        ref = self.bundle.write_bytes(self.run_id, layout.trial_result(cell.cell_id, trial, concurrency), dumps_result(result))
+            if delta is not None and not declared:
+                result["spec_decode"] = delta.model_dump(mode="json")
+            relpath = layout.rejected_result(cell.cell_id, trial, concurrency)
+        else:
+            relpath = layout.trial_result(cell.cell_id, trial, concurrency)
+        ref = self.bundle.write_bytes(self.run_id, relpath, dumps_result(result))
+        # Emitted for a rejected trial too (it was measured): its `result` is the rejected file.
         await self.emit(self.event_factory(
             cell_id=cell.cell_id, trial=trial, concurrency=concurrency, result=ref,
             completed_requests=counts[0], failed_requests=counts[1], median_ttft_ms=counts[2], median_tpot_ms=counts[3],
             spec_decode=delta if declared else None,
         ))
         if problems:
+            head = ("speculation declared but not active as declared" if declared
+                    else "the engine speculated although none is declared")
             raise SpeculationNotActive(
-                f"speculation declared but not active as declared in cell {cell.cell_id} "
-                f"(trial {trial}, concurrency {concurrency}): {'; '.join(problems)}; counters: "
+                f"{head} in cell {cell.cell_id} (trial {trial}, concurrency {concurrency}; rejected, kept as "
+                f"{relpath}): {'; '.join(problems)}; counters: "
                 + (json.dumps(delta.model_dump()) if delta else "none exported")
             )
-        # Only successful trials count as results the gate reads.
+        # Only trials that pass the rule are results the gate reads.
         self.outcome.results.append(ref)
 
     async def _operator_bench(
@@ -254,9 +286,13 @@ class BenchRun:
         result_rel = f"{folder}/operator-result-c{concurrency}.json"
         result_path = self.bundle.run_dir(self.run_id) / result_rel
         result_path.parent.mkdir(parents=True, exist_ok=True)
-        values = {**self.eval_values, "base_url": base_url, "run_id": self.run_id, "result_path": str(result_path),
-                  "concurrency": str(concurrency), "num_prompts": str(self.plan.load.num_prompts),
-                  "port": base_url.rsplit(":", 1)[1]}
+        # Every matrix.load field and the plan's own prompts reach the operator's
+        # bench (`specdec submit` refused templates that drop one), and `{model}`
+        # is this cell's model (the name its server answers to).
+        prompts_path = self.bundle.run_dir(self.run_id).absolute() / layout.BENCH_PROMPTS
+        values = {**self.eval_values, "run_id": self.run_id, "model": cell.identity["model"],
+                  **bench_values(self.plan.load, concurrency=concurrency, base_url=base_url,
+                                 result_path=str(result_path.absolute()), prompts_path=str(prompts_path))}
         argv = ArgvTemplate(cell.bench).render(values)  # type: ignore[arg-type]
         before = await scrape_metrics(base_url)
         process = spawn(argv, run_id=self.run_id, service="bench-runner",

@@ -27,7 +27,7 @@ import structlog
 
 from contracts.catalogue import BENCH as SERVICE
 from services.bench.errors import ServerDied, ServerNotReady, ServingError
-from services.bench.executor import log_tail
+from services.bench.executor import log_tail, read_log_text
 from services.bench.plan_types import CellPlan, Launch, SlurmServe
 from services.runtime.bundle import BundleStore
 from services.runtime.procs import EXPERIMENT_ENV, SERVICE_ENV
@@ -78,6 +78,10 @@ class SlurmServed:
 
     def record(self) -> dict[str, Any]:
         return {"job_id": self.job_id, "sbatch_argv": self.launch.sbatch_argv, "job_script": self.launch.job_script_path}
+
+    async def log_text(self) -> str:
+        # Slurm writes the job's output to the bundle (shared storage) as it runs.
+        return await asyncio.to_thread(read_log_text, self.run_dir / self.launch.log_path)
 
     async def state(self) -> tuple[str, dict[str, str]]:
         """The job's state and record, read as the trainer-proxy reads its jobs (scontrol,

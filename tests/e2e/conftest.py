@@ -3,8 +3,9 @@
 Session-scoped: builds (or reuses, by content hash) the toy target, starts every
 built service as its own process against a real Redis with a prefix of this
 session, submits the demo campaign at reduced sizes — a standing cell without
-speculation, an ngram candidate, a draft trained by the example trainer, and a
-cell whose operator serve command drops its declared speculation — acknowledged
+speculation, an ngram candidate, a draft trained by the example trainer, a
+cell whose operator serve command drops its declared speculation, and one whose
+operator wrapper script drops its declared max_num_seqs — acknowledged
 for this machine's local executor, and waits for the report to be published.
 Every e2e assertion reads what this one run left behind.
 """
@@ -46,7 +47,27 @@ class CampaignRun:
         return [e for e in self.events if e.get("schema") == schema]
 
 
+# An operator wrapper that drops `--speculative-config VALUE` and execs vLLM's server with the rest.
+DROP_SPECULATIVE_CONFIG = (
+    "import os, sys; a = sys.argv[1:]; i = a.index('--speculative-config'); del a[i:i + 2]; "
+    "os.execv(sys.executable, [sys.executable, '-m', 'vllm.entrypoints.openai.api_server', *a])"
+)
+
+
+# An operator's wrapper script: it receives `--max-num-seqs N` (so `specdec submit`
+# accepts the template) and drops it before it execs vLLM's server with the rest.
+DROP_MAX_NUM_SEQS = """\
+import os, sys
+args = sys.argv[1:]
+at = args.index("--max-num-seqs")
+del args[at:at + 2]
+os.execv(sys.executable, [sys.executable, "-m", "vllm.entrypoints.openai.api_server", *args])
+"""
+
+
 def campaign_file(path: Path, *, acknowledged: bool, target: Path) -> Path:
+    wrapper = path.parent / "serve_wrapper.py"
+    wrapper.write_text(DROP_MAX_NUM_SEQS)
     data = yaml.safe_load((ROOT / "infra/examples/demo-campaign.yaml").read_text())
     data["target"]["checkpoint"] = str(target)
     data["commands"]["train"]["argv"] = [
@@ -57,16 +78,31 @@ def campaign_file(path: Path, *, acknowledged: bool, target: Path) -> Path:
     data["matrix"]["load"].update({"num_prompts": 8, "warmup_requests": 1, "max_output_tokens": 32})
     for cell in data["matrix"]["cells"]:
         cell["concurrency"] = [1, 2]
-    # The operator's own serve command for this cell forgets --speculative-config:
-    # the engine's counters must expose it.
+    # The operator's own wrapper for this cell receives --speculative-config (so
+    # `specdec submit` accepts the template) and drops it before it execs vLLM:
+    # only the run-time checks can expose it (the read-back of the engine's
+    # config does, before any trial; the counters would next).
     data["matrix"]["cells"].append({
         "cell_id": "dropped-spec",
         "role": "candidate",
         "concurrency": [1, 2],
         "serving": {"graph_mode": "eager", "speculative": {"method": "ngram", "num_speculative_tokens": 3}},
         "vllm_sweep": {"serve_cmd": [
-            sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "{model}",
-            "--max-model-len", "{max_model_len}", "--enforce-eager", "--host", "127.0.0.1", "--port", "{port}",
+            sys.executable, "-c", DROP_SPECULATIVE_CONFIG, "--model", "{model}", "--max-model-len", "{max_model_len}",
+            "--enforce-eager", "--host", "127.0.0.1", "--port", "{port}",
+            "--speculative-config", "{speculative_config_json}",
+        ]},
+    })
+    # A declared max_num_seqs the wrapper drops: no counter shows it, only the
+    # read-back of the engine's config can (it fails the cell before any trial).
+    data["matrix"]["cells"].append({
+        "cell_id": "dropped-max-num-seqs",
+        "role": "candidate",
+        "concurrency": [1, 2],
+        "serving": {"graph_mode": "eager", "max_num_seqs": 8, "speculative": None},
+        "vllm_sweep": {"serve_cmd": [
+            sys.executable, str(wrapper), "--model", "{model}", "--max-model-len", "{max_model_len}",
+            "--enforce-eager", "--host", "127.0.0.1", "--port", "{port}", "--max-num-seqs", "{max_num_seqs}",
         ]},
     })
     path.write_text(yaml.safe_dump(data, sort_keys=False))

@@ -79,12 +79,62 @@ def test_the_trained_draft_reaches_the_acceptance_goal(campaign_run):
     assert 1 + accepted / drafts >= 2.0
 
 
+def engine_checks(run, cell: str) -> list[dict]:
+    return [orjson.loads(path.read_bytes()) for path in sorted(run.bundle_dir.glob(f"bench/{cell}/launch-*/engine-config.json"))]
+
+
 def test_a_serve_command_that_drops_the_speculative_config_fails_loudly(campaign_run):
     [completed] = campaign_run.of("bench.completed")
     reason = completed["failed_cells"]["dropped-spec"]
-    assert "speculation declared but not active as declared" in reason
-    assert "no spec-decode counters" in reason or "no drafts" in reason
+    # The read-back of the engine's own config catches it before any trial (the counters would next).
+    assert "speculative_method: declared 'ngram', effective 'none'" in reason, reason
+    assert "num_speculative_tokens: declared 3, effective none" in reason, reason
     assert not [r for r in completed["results"] if "/dropped-spec/" in r["uri"]], "a failed cell's results reach the gate"
+    assert not list(campaign_run.bundle_dir.glob("bench/dropped-spec/trial-*"))
+
+
+def test_a_wrapper_that_drops_max_num_seqs_fails_at_run_time_naming_it(campaign_run):
+    """Done when (1): the template carries --max-num-seqs 8 (submit accepts it), the wrapper drops
+    it before exec'ing vLLM; no counter can show that, the engine's config read back does."""
+    campaign = orjson.loads((campaign_run.bundle_dir / "campaign.json").read_bytes())
+    declared = next(c for c in campaign["matrix"]["cells"] if c["cell_id"] == "dropped-max-num-seqs")
+    declared = declared["serving"]["max_num_seqs"]
+    assert declared == 8
+    [completed] = campaign_run.of("bench.completed")
+    reason = completed["failed_cells"]["dropped-max-num-seqs"]
+    assert f"max_num_seqs: declared {declared}, effective not passed to vLLM" in reason, reason
+    assert "the engine runs its own default" in reason, reason
+    [check] = engine_checks(campaign_run, "dropped-max-num-seqs")
+    assert [c["field"] for c in check["checks"] if not c["ok"]] == ["max_num_seqs"]
+    row = next(c for c in check["checks"] if c["field"] == "max_num_seqs")
+    assert row["declared"] == declared and row["effective"] is None
+    # The flag was launched (the wrapper's argv has it) and never reached vLLM.
+    launch = next(campaign_run.bundle_dir.glob("bench/dropped-max-num-seqs/launch-*"))
+    argv = orjson.loads((launch / "argv.json").read_bytes())["argv"]
+    assert argv[argv.index("--max-num-seqs") + 1] == str(declared)
+    assert "'max_num_seqs'" not in next(
+        line for line in (launch / "server.log").read_text().splitlines() if "non-default args:" in line)
+    # It fails right after the read-back: one vLLM start, no trial.
+    assert not list(campaign_run.bundle_dir.glob("bench/dropped-max-num-seqs/trial-*"))
+
+
+def test_every_builtin_cell_runs_the_config_it_declares_and_its_check_is_in_the_bundle(campaign_run):
+    """Done when (2): each builtin cell's effective config, read back from its engine, matches
+    the declared one and is stored per launch, hashed, in the manifest."""
+    manifest = orjson.loads((campaign_run.bundle_dir / "manifest.json").read_bytes())
+    listed = {artifact["path"] for artifact in manifest["artifacts"]}
+    for cell, method in CELLS.items():
+        [check] = engine_checks(campaign_run, cell)
+        assert check["cell_id"] == cell and all(c["ok"] for c in check["checks"]), check
+        effective = check["effective"]
+        assert effective["vllm_version"] == "0.32.0" and effective["graph_mode"] == "eager"
+        assert effective["max_model_len"] == 512 and effective["dtype"] == "bfloat16"
+        assert effective["speculative_method"] == method
+        assert effective["num_speculative_tokens"] == (None if method is None else K)
+        assert f"bench/{cell}/launch-{check['launch']}/engine-config.json" in listed
+    # The trained draft, as the plan resolved {training.output}, is the one the engine loaded.
+    [row] = [c for c in engine_checks(campaign_run, "draft-k3")[0]["checks"] if c["field"] == "draft_model"]
+    assert row["ok"] and row["declared"] and "training" in row["declared"], row
 
 
 def test_a_decision_was_reached_from_real_measurements(campaign_run):

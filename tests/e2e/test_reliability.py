@@ -271,7 +271,8 @@ def bad_runs(redis_url: str, toy_target: Path, tmp_path_factory: pytest.TempPath
     no_outputs.write_text("".join(
         json.dumps({"prompt": f"Question {i}: what is {i} plus {3 * i}? Explain briefly."}) + "\n" for i in range(60)
     ))
-    dying = [sys.executable, "-c", "import sys; print('engine: cannot allocate the KV cache', file=sys.stderr); sys.exit(3)"]
+    dying = [sys.executable, "-c", "import sys; print('engine: cannot allocate the KV cache', file=sys.stderr); sys.exit(3)",
+             "--max-model-len", "{max_model_len}", "{enforce_eager_flag}"]  # what `specdec submit` requires
     waves: list[dict[str, dict[str, Any]]] = [
         {
             "traffic-deleted": {"traffic": deleted},

@@ -21,7 +21,9 @@ from services.runtime.service import bootstrap
 from tests.support.services import wait_events
 
 ROOT = Path(__file__).resolve().parents[2]
-FAKE = [sys.executable, "-m", "tests.support.fake_vllm", "--port", "{port}"]
+# The stand-in logs vLLM's start-up config for what it is given; the bench-runner reads it back.
+FAKE = [sys.executable, "-m", "tests.support.fake_vllm", "--port", "{port}", "--model", "{model}",
+        "--max-model-len", "{max_model_len}", "{enforce_eager_flag}"]
 
 
 def campaign(*, acknowledged: bool) -> Campaign:
@@ -36,9 +38,12 @@ def campaign(*, acknowledged: bool) -> Campaign:
          "vllm_sweep": {"serve_cmd": [*FAKE]}},
         {"cell_id": "ngram-k3", "role": "candidate", "concurrency": [1, 2], "serving": {"speculative": spec},
          "vllm_sweep": {"serve_cmd": [*FAKE, "--speculative-config", "{speculative_config_json}"]}},
-        # The operator's serve command drops the declared speculative config.
+        # The operator's serve command drops the declared speculative config: the read-back sees it.
         {"cell_id": "dropped", "role": "candidate", "concurrency": [1, 2], "serving": {"speculative": spec},
          "vllm_sweep": {"serve_cmd": [*FAKE]}},
+        # An engine that says it speculates but never drafts: only its counters show it.
+        {"cell_id": "idle-drafts", "role": "candidate", "concurrency": [1, 2], "serving": {"speculative": spec},
+         "vllm_sweep": {"serve_cmd": [*FAKE, "--speculative-config", "{speculative_config_json}", "--fake-no-drafts"]}},
     ]
     return Campaign.model_validate(data)
 
@@ -67,7 +72,7 @@ async def test_nothing_runs_before_approval_then_the_matrix_is_measured(settings
         assert not list((bundle.run_dir(run_id) / "bench").glob("*/trial-*")), "nothing may run before approval"
         assert not [p for p in labelled_processes("bench-runner") if p.run_id == run_id]
         plan = bundle.read_json(run_id, "bench/plan.json")
-        assert [c["cell_id"] for c in plan["cells"]] == ["standing", "ngram-k3", "dropped"]
+        assert [c["cell_id"] for c in plan["cells"]] == ["standing", "ngram-k3", "dropped", "idle-drafts"]
 
         await service.bus.publish(RunApproved(run_id=run_id, producer="test", i_understand_this_mutates_cluster=True,
                                               plan_sha256s=["f" * 64], approved_by="test"))
@@ -75,8 +80,25 @@ async def test_nothing_runs_before_approval_then_the_matrix_is_measured(settings
                                               plan_sha256s=[planned["plan"]["sha256"]], approved_by="test"))
         done = (await wait_events(settings, {"bench.completed"}, run_id=run_id, timeout_s=120))["bench.completed"]
 
-    assert set(done["failed_cells"]) == {"dropped"}
-    assert "speculation declared but not active as declared" in done["failed_cells"]["dropped"]
+    assert set(done["failed_cells"]) == {"dropped", "idle-drafts"}
+    # Caught by the read-back before any trial: the engine's own config names no speculation.
+    dropped = done["failed_cells"]["dropped"]
+    assert "speculative_method: declared 'ngram', effective 'none'" in dropped
+    assert "num_speculative_tokens: declared 3" in dropped
+    assert not list((bundle.run_dir(run_id) / "bench/dropped").glob("trial-*")), "a trial ran after the read-back failed"
+    check = bundle.read_json(run_id, "bench/dropped/launch-2/engine-config.json")
+    assert {c["field"] for c in check["checks"] if not c["ok"]} == {"speculative_method", "num_speculative_tokens"}
+    for cell, launch in (("standing", 0), ("ngram-k3", 1), ("idle-drafts", 3)):
+        check = bundle.read_json(run_id, f"bench/{cell}/launch-{launch}/engine-config.json")
+        assert all(c["ok"] for c in check["checks"]), (cell, check)
+    assert bundle.read_json(run_id, "bench/ngram-k3/launch-1/engine-config.json")["effective"]["num_speculative_tokens"] == 3
+    # The engine logs the declared speculation but never drafts: its counters fail the cell.
+    assert "speculation declared but not active as declared" in done["failed_cells"]["idle-drafts"]
+    # Its first trial is kept whole as a rejected trial, under a name outside the results' glob.
+    rejected = orjson.loads(bundle.read_bytes(run_id, "bench/idle-drafts/trial-0/rejected-c1.json"))
+    assert rejected["identity"]["cell_id"] == "idle-drafts" and rejected["speculation_problems"]
+    assert rejected["speculation_problems"][0] in done["failed_cells"]["idle-drafts"]
+    assert not list(bundle.run_dir(run_id).glob("bench/idle-drafts/trial-*/result-*.json"))
     # 2 cells x 3 trials x 2 concurrency levels of results the gate may read.
     assert len(done["results"]) == 12
     result = orjson.loads(bundle.read_bytes(run_id, "bench/ngram-k3/trial-2/result-c2.json"))

@@ -26,7 +26,9 @@ from services.runtime.service import bootstrap
 from tests.support.services import wait_events
 
 ROOT = Path(__file__).resolve().parents[2]
-FAKE = [sys.executable, "-m", "tests.support.fake_vllm", "--port", "{port}"]
+# The stand-in logs vLLM's start-up config for what it is given; the bench-runner reads it back.
+FAKE = [sys.executable, "-m", "tests.support.fake_vllm", "--port", "{port}", "--model", "{model}",
+        "--max-model-len", "{max_model_len}", "{enforce_eager_flag}"]
 DYING = [sys.executable, "-c", "import sys; print('cannot load model: boom', flush=True); sys.exit(3)", "{port}"]
 KILLED = [sys.executable, "-c", "import os; print('loading, then killed', flush=True); os.kill(os.getpid(), 9)", "{port}"]
 SPEC = {"method": "ngram", "num_speculative_tokens": 3}
@@ -110,6 +112,11 @@ async def test_a_campaign_on_slurm_is_measured_through_labelled_jobs(settings, n
     # The job's log is in the bundle, hashed.
     logged = {ref.uri for ref in bundle.artifacts(run_id)}
     assert f"bundle://{run_id}/bench/ngram-k3/launch-1/server.log" in logged
+    # The engine's config was read back from the job's log on the shared bundle, per launch.
+    check = bundle.read_json(run_id, "bench/ngram-k3/launch-1/engine-config.json")
+    assert all(c["ok"] for c in check["checks"]) and check["effective"]["speculative_method"] == "ngram"
+    assert any("bench/ngram-k3/launch-1/server.log line" in s for s in check["effective"]["sources"])
+    assert f"bundle://{run_id}/bench/standing/launch-0/engine-config.json" in logged
     assert labelled_jobs(run_id) == []
 
 

@@ -82,7 +82,11 @@ note("done")
 
 
 def fake_serve(speculative: bool) -> list[str]:
-    argv = [sys.executable, "-m", "tests.support.fake_vllm", "--port", "{port}"]
+    # Every declared serving field a cell of the demo campaign carries (`specdec
+    # submit` refuses a template that drops one) and the model: the stand-in logs
+    # vLLM's start-up config for them, which the bench-runner reads back.
+    argv = [sys.executable, "-m", "tests.support.fake_vllm", "--port", "{port}", "--model", "{model}",
+            "--max-model-len", "{max_model_len}", "{enforce_eager_flag}"]
     return argv + ["--speculative-config", "{speculative_config_json}"] if speculative else argv
 
 

@@ -1,11 +1,16 @@
 """A stand-in for vLLM's OpenAI server, run as a real process on loopback, for
 bench-runner tests that must not pay a real model's start-up.
 
-`python -m tests.support.fake_vllm --port P [--speculative-config JSON]`:
-/health answers 200; /v1/completions streams SSE chunks carrying several tokens
+`python -m tests.support.fake_vllm --port P [--model M] [--max-model-len N]
+[--enforce-eager] [--dtype D] [--max-num-seqs N] [--tensor-parallel-size N]
+[--quantization Q] [--speculative-config JSON] [--fake-no-drafts]`: at start it prints vLLM
+0.32.0's `non-default args` and `Initializing a V1 LLM engine` lines for what
+it was given (vLLM's defaults otherwise), which the bench-runner reads back;
+/v1/models names the model and its max_model_len; /health answers 200; /v1/completions streams SSE chunks carrying several tokens
 each, with cumulative usage; /metrics exports vLLM's spec-decode counters, which
 move only when a speculative config was given (k per-position series, k draft
-tokens per draft), like the real engine.
+tokens per draft), like the real engine; `--fake-no-drafts` makes an engine
+that logs its speculative config but never drafts (the counters' guard).
 """
 
 from __future__ import annotations
@@ -20,8 +25,9 @@ TOKENS_PER_CHUNK = 3
 
 
 class Fake:
-    def __init__(self, k: int) -> None:
+    def __init__(self, k: int, models: dict | None = None) -> None:
         self.k = k
+        self.models = models or {"object": "list", "data": []}
         self.drafts = 0
         self.accepted = 0
 
@@ -35,6 +41,8 @@ class Fake:
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
                 if path == "/health":
                     self.plain(writer, b"", "text/plain")
+                elif path == "/v1/models":
+                    self.plain(writer, orjson.dumps(self.models), "application/json")
                 elif path == "/metrics":
                     self.plain(writer, self.metrics().encode(), "text/plain; version=0.0.4")
                 elif method == "POST" and path == "/v1/completions":
@@ -86,13 +94,58 @@ class Fake:
         return "\n".join(lines) + "\n"
 
 
+# vLLM 0.32.0's defaults for what the fake is not given (its default model, and
+# the dtype it resolves `auto` to for a float32 checkpoint on CPU).
+DEFAULT_MODEL = "Qwen/Qwen3-0.6B"
+DEFAULT_MAX_MODEL_LEN = 40960
+
+
+def startup_lines(args: argparse.Namespace, spec: dict | None) -> list[str]:
+    """The two start-up lines the bench-runner reads back, in vLLM 0.32.0's format."""
+    given = {key: value for key, value in (
+        ("model", args.model), ("dtype", args.dtype), ("max_model_len", args.max_model_len),
+        ("quantization", args.quantization), ("tensor_parallel_size", args.tensor_parallel_size),
+        ("enforce_eager", args.enforce_eager or None), ("max_num_seqs", args.max_num_seqs),
+        ("speculative_config", spec)) if value is not None}
+    resolved = {None: "bfloat16", "auto": "bfloat16", "half": "float16", "float": "float32"}
+    dtype = f"torch.{resolved.get(args.dtype, args.dtype)}"
+    model = args.model or DEFAULT_MODEL
+    speculative = "None"
+    if spec is not None:
+        draft = None if spec["method"] in ("ngram", "suffix") else spec.get("model", model)
+        speculative = (f"SpeculativeConfig(method={spec['method']!r}, model={draft!r}, "
+                       f"num_spec_tokens={spec['num_speculative_tokens']})")
+    config = (f"model={model!r}, speculative_config={speculative}, tokenizer={model!r}, skip_tokenizer_init=False, "
+              f"dtype={dtype}, max_seq_len={args.max_model_len or DEFAULT_MAX_MODEL_LEN}, download_dir=None, "
+              f"load_format=auto, tensor_parallel_size={args.tensor_parallel_size or 1}, pipeline_parallel_size=1, "
+              f"data_parallel_size=1, quantization={args.quantization or None}, quantization_config=None, "
+              f"enforce_eager={args.enforce_eager}, kv_cache_dtype=auto, device_config=cpu, seed=0, "
+              f"served_model_name={model}, compilation_config={{'mode': <CompilationMode.NONE: 0>}}")
+    engine = f"(EngineCore pid=2) INFO 12-01 00:00:01 [core.py:133] Initializing a V1 LLM engine (v0.32.0) with config: {config}"
+    return [f"(APIServer pid=1) INFO 12-01 00:00:00 [api_utils.py:286] non-default args: {given!r}", engine]
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--speculative-config", default="")
+    parser.add_argument("--model")
+    parser.add_argument("--max-model-len", type=int)
+    parser.add_argument("--enforce-eager", action="store_true")
+    parser.add_argument("--dtype")
+    parser.add_argument("--max-num-seqs", type=int)
+    parser.add_argument("--tensor-parallel-size", type=int)
+    parser.add_argument("--quantization")
+    parser.add_argument("--fake-no-drafts", action="store_true")
     args, _ = parser.parse_known_args()
-    k = int(json.loads(args.speculative_config)["num_speculative_tokens"]) if args.speculative_config else 0
-    server = await asyncio.start_server(Fake(k).connection, "127.0.0.1", args.port)
+    spec = json.loads(args.speculative_config) if args.speculative_config else None
+    k = int(spec["num_speculative_tokens"]) if spec and not args.fake_no_drafts else 0
+    for line in startup_lines(args, spec):
+        print(line, flush=True)
+    model = args.model or DEFAULT_MODEL
+    models = {"object": "list", "data": [{"id": model, "object": "model", "root": model,
+                                          "max_model_len": args.max_model_len or DEFAULT_MAX_MODEL_LEN}]}
+    server = await asyncio.start_server(Fake(k, models).connection, "127.0.0.1", args.port)
     async with server:
         await server.serve_forever()
 
