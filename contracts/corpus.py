@@ -81,11 +81,24 @@ class TokenSources(Strict):
 
 
 class Redaction(Strict):
-    """Redaction applied to everything the step wrote."""
+    """Redaction applied to everything the step wrote.
+
+    Backward compatible: `ruleset` and `placeholders` came with the detector-based
+    redaction (kinds such as `aws_secret_key`, `phone`); a manifest written before
+    them (kinds `secret`, `email`, ...) still reads, with their defaults.
+    """
 
     counts: dict[str, int] = Field(description="Replacements per kind in the corpus (every kind listed, 0 included).")
     records_redacted: int = Field(ge=0, description="Corpus records with at least one replacement.")
     diagnostics_counts: dict[str, int] = Field(description="Replacements in rejected examples and messages.")
+    ruleset: str | None = Field(
+        default=None,
+        description="The redaction's rule version and detector library versions; None in manifests written before it.",
+    )
+    placeholders: dict[str, str] = Field(
+        default_factory=dict,
+        description="Each kind's placeholder, <SECRET:kind> or <PII:kind> (its category); empty in older manifests.",
+    )
 
 
 class Distance(Strict):

@@ -48,7 +48,7 @@ from services.corpus.traffic import Fetched, Scan, fetch, prompt_text, scan
 from services.shared.text.chat_template import ChatTemplate, load_chat_template
 from services.shared.text.content import CONTENT_CLASSES
 from services.shared.text.errors import TokenizerError, TokenizerUnusable
-from services.shared.text.redact import KINDS, merge_counts
+from services.shared.text.redact import KINDS, PLACEHOLDERS, merge_counts, ruleset
 from services.shared.text.tokens import TokenizerCounter
 
 RENDER_SAMPLE_MAX = 2000
@@ -342,7 +342,8 @@ def _manifest(
         ),
         token_sources=m.TokenSources(input=sc.input_sources, output=sc.output_sources),
         redaction=m.Redaction(
-            counts=corpus_counts, records_redacted=redacted_records, diagnostics_counts=sc.diagnostics_redactions
+            counts=corpus_counts, records_redacted=redacted_records, diagnostics_counts=sc.diagnostics_redactions,
+            ruleset=ruleset(), placeholders=dict(PLACEHOLDERS),
         ),
         distance=m.Distance(
             method=DISTANCE_METHOD,

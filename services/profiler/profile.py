@@ -37,7 +37,7 @@ from services.profiler.recommend import Evidence, recommend
 from services.profiler.repetition import NGRAM_N, reuse
 from services.shared.text import content as content_mod
 from services.shared.text import forms
-from services.shared.text.redact import redact
+from services.shared.text.redact import cut, redact
 from services.shared.text.shapes import resolve
 from services.shared.text.tokens import ESTIMATE_METHOD, TokenizerCounter
 
@@ -220,7 +220,7 @@ class _Scan:
         self.rejected_by_kind[kind] = self.rejected_by_kind.get(kind, 0) + 1
         if len(self.examples) < MAX_REJECTED_EXAMPLES:
             text = raw[: REDACT_WINDOW_CHARS * 4].decode("utf-8", "replace")[:REDACT_WINDOW_CHARS].rstrip("\r\n")
-            excerpt = redact(text)[0][:EXCERPT_CHARS]
+            excerpt = cut(redact(text)[0], EXCERPT_CHARS)  # never half a placeholder
             self.examples.append(RejectedLine(line=line_no, kind=kind, reason=redact(reason)[0], excerpt=excerpt))
 
     def records(self, threshold: float) -> Records:

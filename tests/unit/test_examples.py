@@ -110,7 +110,7 @@ def test_sample_plants_every_redaction_target():
         _, counts = redact(raw)
         for kind, n in counts.items():
             totals[kind] = totals.get(kind, 0) + n
-    for kind in ("email", "phone", "secret", "card", "ip"):
+    for kind in ("email", "phone", "openai_key", "card", "ip"):
         assert totals.get(kind, 0) >= 1, f"no {kind} planted: {totals}"
 
 

@@ -2,183 +2,67 @@
 
 `redact(text)` returns the redacted text and the number of replacements per
 kind (only kinds that occurred appear in the dict). It is pure and
-deterministic; every string the corpus step writes -- records, logs, errors,
-rejected-line examples, the manifest -- passes through it first, and so do
-the rejected-line examples of the profile.
+deterministic; every string the corpus step writes -- records, errors,
+rejected-line examples, the manifest -- passes through it first, and so do the
+profile's rejected-line examples and the messages of the shared text errors.
 
-Kinds, placeholders and rules (the order below is the order of application;
-an earlier kind wins where two overlap, and placeholders never match a later
-rule because they contain no digits, '@' or ':'):
+The detectors are maintained libraries (detect-secrets, phonenumbers,
+python-stdnum) plus the project's own rules where none covers a kind;
+`services.shared.text.detectors` finds, this module merges and replaces.
+docs/corpus.md ("Redaction") lists every kind, its detector and its rules.
 
-- private_key `<PRIVATE_KEY>`: a PEM block `-----BEGIN ... PRIVATE KEY-----`
-  through its END line; an unterminated block is redacted to the end of text.
-- url_with_credentials `<URL_WITH_CREDENTIALS>`: a URL whose authority holds
-  `user[:password]@`. The whole URL is replaced, host included: an internal
-  host name next to a leaked password is itself worth hiding, and a partial
-  rewrite would keep half of a secret whose end the regex cannot be sure of.
-- secret `<SECRET>`: JWTs (`eyJ...` header and payload, dot separated),
-  `sk-...` keys (OpenAI/Anthropic style, >= 16 characters after `sk-`),
-  AWS access key IDs (`AKIA`/`ASIA` + 16), GitHub tokens (`ghp_`, `gho_`,
-  `ghu_`, `ghs_`, `ghr_`, `github_pat_`), Slack tokens (`xox?-`), Google API
-  keys (`AIza` + 35), Stripe keys (`sk_live_`, `rk_test_`, ...), and the token
-  after `Bearer ` (the word `Bearer` stays; the token must be >= 16 characters
-  and hold a digit or one of `._-+/=`, so "bearer of bad news" stays).
-  Generic `password = ...` assignments are NOT redacted: in code corpora they
-  are mostly variable names and calls, and a rule for them would eat code.
-- email `<EMAIL>`.
-- ip `<IP>`: IPv6 (validated with `ipaddress`, so times like 12:30:45, MAC
-  addresses and C++ `std::vector` stay) and IPv4 (four dot-separated numbers
-  0..255). Version rule: a dotted quad preceded by `v`, `V`, `version`,
-  `ver`, `release`, `==`, `>=`, `<=`, `~=` or `@` (optionally with a space)
-  stays, as do shapes with fewer or more than four parts (1.2.3, 1.2.3.4.5)
-  and quads with a part above 255. A bare 1.2.3.4 is redacted: the rule errs
-  on the side of hiding an address.
-- card `<CARD>`: 13 to 19 digits starting with 2-6 (the payment-card
-  industry ranges), bare or in the printed groupings 4-4-4-(1..7) and Amex
-  4-6-5 with one consistent space or dash, passing the Luhn check. A 16-digit
-  number failing Luhn stays, and so does a list of small numbers.
-- ssn `<SSN>`: US social security numbers `AAA-GG-SSSS` with the invalid
-  ranges excluded (area 000, 666, 900-999; group 00; serial 0000), and nine
-  bare digits right after the words SSN / social security (number).
-  Dates (2024-01-15) have another shape and stay.
-- phone `<PHONE>`: international numbers starting with `+` (8-15 digits,
-  separators allowed) and North-American numbers `(555) 123-4567`,
-  `555-123-4567`, `555.123.4567`, `555 123 4567`. Bare digit runs
-  (5551234567), dates and ordinary numbers stay.
+- Each finding becomes `<SECRET:kind>` or `<PII:kind>` (`PLACEHOLDERS`), so a
+  prompt keeps its shape: `password: <SECRET:password>`,
+  `postgres://<SECRET:url_credentials>@db:5432/app`, `call <PII:phone>`.
+- Overlapping findings are one replacement: the union of their spans, under the
+  most specific kind (`detectors.PRIORITY`).
+- Multi-line values are replaced whole: a PEM block (raw or inside a JSON
+  string with `\\n` escapes), the indented lines of a YAML `key: |` value.
+- Idempotent: a placeholder is never part of a finding, so
+  `redact(redact(t)[0])` finds nothing.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import re
-from collections.abc import Callable
+from importlib import metadata
 from typing import Any
 
+from services.shared.text.detectors import KIND_CATEGORY, PLACEHOLDER_RE, PRIORITY, Finding, find, view_of
+
+RULESET_VERSION = 2
 # Placeholders per kind; the manifest reports counts under these kind names.
-PLACEHOLDERS: dict[str, str] = {
-    "private_key": "<PRIVATE_KEY>",
-    "url_with_credentials": "<URL_WITH_CREDENTIALS>",
-    "secret": "<SECRET>",
-    "email": "<EMAIL>",
-    "ip": "<IP>",
-    "card": "<CARD>",
-    "ssn": "<SSN>",
-    "phone": "<PHONE>",
-}
+PLACEHOLDERS: dict[str, str] = {kind: f"<{category}:{kind}>" for kind, category in KIND_CATEGORY.items()}
 KINDS: tuple[str, ...] = tuple(PLACEHOLDERS)
 
-_PRIVATE_KEY = re.compile(
-    r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----.*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|\Z)",
-    re.DOTALL,
-)
-# scheme://userinfo@host...: userinfo has no '/', '@' or whitespace.
-_URL_WITH_CREDENTIALS = re.compile(
-    r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s/@:]+(?::[^\s/@]*)?@[^\s<>\"']+"
-)
-_SECRET_PATTERNS: tuple[re.Pattern[str], ...] = (
-    # JWT: base64url JSON header and payload (both start '{"' -> 'eyJ').
-    re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*"),
-    re.compile(r"(?<![A-Za-z0-9_-])sk-[A-Za-z0-9_-]{16,}"),
-    re.compile(r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}"),
-    re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}"),
-    re.compile(r"\bgithub_pat_[A-Za-z0-9_]{22,}"),
-    re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
-    re.compile(r"\bAIza[0-9A-Za-z_-]{35}"),
-)
-_BEARER = re.compile(r"(?i)(\bbearer\s+)([A-Za-z0-9._~+/=-]{16,})")
-_EMAIL = re.compile(r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")
-# IPv6 candidates: hex groups and colons (an IPv4 tail allowed), validated by ipaddress.
-_IPV6_CANDIDATE = re.compile(
-    r"(?<![0-9A-Za-z:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|\d{1,3}(?:\.\d{1,3}){3})?(?![0-9A-Za-z:])"
-)
-_IPV4 = re.compile(r"(?<![0-9A-Za-z.])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?![0-9]|\.[0-9])")
-_VERSION_PREFIX = re.compile(r"(?i)(?:\bv|\bversion|\bver|\brelease|==|>=|<=|~=|@)\s?$")
-# Bare 13-19 digits, or the printed groupings (4-4-4-x, Amex 4-6-5) with one
-# consistent separator: free spacing would chain lists of small numbers.
-_CARD = re.compile(
-    r"(?<![\d-])(?:[2-6]\d{12,18}|[2-6]\d{3}([ -])\d{4}\1\d{4}\1\d{1,7}|3\d{3}([ -])\d{6}\2\d{4,5})(?![\d]|-\d)"
-)
-_SSN = re.compile(r"(?<![\d-])(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?![\d]|-\d)")
-_SSN_KEYWORD = re.compile(r"(?i)(\b(?:ssn|social security(?: number| no\.?)?)\s*[:#]?\s*)(\d{9})\b")
-_PHONE_INTL = re.compile(r"(?<![\w+])\+\d{1,3}(?:[ .-]?\(?\d{1,4}\)?){2,5}(?![\d])")
-_PHONE_NANP = re.compile(r"(?<![\w.+-])(?:\(\d{3}\)\s?|\d{3}[-. ])\d{3}[-. ]\d{4}(?![\d]|[-.]\d)")
 
-
-def _luhn_ok(digits: str) -> bool:
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = ord(ch) - 48
-        if i % 2 == 1:
-            d *= 2
-            if d > 9:
-                d -= 9
-        total += d
-    return total % 10 == 0
-
-
-def _sub(
-    pattern: re.Pattern[str],
-    text: str,
-    kind: str,
-    counts: dict[str, int],
-    keep: Callable[[re.Match[str]], str | None] | None = None,
-) -> str:
-    """Replace matches by the kind's placeholder; `keep` may veto (return the
-    text to keep) or return a custom replacement."""
-    placeholder = PLACEHOLDERS[kind]
-
-    def repl(m: re.Match[str]) -> str:
-        if keep is not None:
-            custom = keep(m)
-            if custom is not None:
-                if custom != m.group(0):
-                    counts[kind] = counts.get(kind, 0) + 1
-                return custom
-        counts[kind] = counts.get(kind, 0) + 1
-        return placeholder
-
-    return pattern.sub(repl, text)
-
-
-def _bearer(m: re.Match[str]) -> str:
-    token = m.group(2)
-    if any(c.isdigit() or c in "._-+/=" for c in token):
-        return m.group(1) + PLACEHOLDERS["secret"]
-    return m.group(0)
-
-
-def _ipv6(m: re.Match[str]) -> str | None:
-    cand = m.group(0)
+def _version(dist: str) -> str:
     try:
-        ipaddress.IPv6Address(cand)
-    except ValueError:
-        return cand
-    return None
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:  # pragma: no cover - they are dependencies
+        return "missing"
 
 
-def _make_ipv4_keep(text: str) -> Callable[[re.Match[str]], str | None]:
-    def keep(m: re.Match[str]) -> str | None:
-        if any(int(g) > 255 for g in m.groups()):
-            return m.group(0)
-        # Only the few characters before the quad matter ("version 1.2.3.4").
-        if _VERSION_PREFIX.search(text[max(0, m.start() - 12) : m.start()]):
-            return m.group(0)
-        return None
-
-    return keep
+def ruleset() -> str:
+    """The redaction's identity for the evidence: rule version and detector versions."""
+    libs = ", ".join(f"{d} {_version(d)}" for d in ("detect-secrets", "phonenumbers", "python-stdnum"))
+    return f"specdec redact v{RULESET_VERSION} ({libs})"
 
 
-def _card(m: re.Match[str]) -> str | None:
-    digits = re.sub(r"[ -]", "", m.group(0))
-    if 13 <= len(digits) <= 19 and _luhn_ok(digits):
-        return None
-    return m.group(0)
-
-
-def _phone_intl(m: re.Match[str]) -> str | None:
-    n = sum(c.isdigit() for c in m.group(0))
-    return None if 8 <= n <= 15 else m.group(0)
+def _merge(findings: list[Finding], protected: list[tuple[int, int]]) -> list[Finding]:
+    """Sorted, non-overlapping spans: overlapping findings become their union under
+    the highest-priority kind; findings touching an existing placeholder are dropped."""
+    spans = sorted(f for f in findings if f.end > f.start)
+    if protected:
+        spans = [f for f in spans if not any(f.start < pe and ps < f.end for ps, pe in protected)]
+    merged: list[Finding] = []
+    for f in spans:
+        if merged and f.start < merged[-1].end:
+            last = merged[-1]
+            kind = last.kind if PRIORITY[last.kind] <= PRIORITY[f.kind] else f.kind
+            merged[-1] = Finding(last.start, max(last.end, f.end), kind)
+        else:
+            merged.append(f)
+    return merged
 
 
 def redact(text: str) -> tuple[str, dict[str, int]]:
@@ -188,29 +72,35 @@ def redact(text: str) -> tuple[str, dict[str, int]]:
     counts: dict[str, int] = {}
     if not text:
         return text, counts
-    if "PRIVATE KEY-----" in text:
-        text = _sub(_PRIVATE_KEY, text, "private_key", counts)
-    if "://" in text and "@" in text:
-        text = _sub(_URL_WITH_CREDENTIALS, text, "url_with_credentials", counts)
-    for pattern in _SECRET_PATTERNS:
-        text = _sub(pattern, text, "secret", counts)
-    text = _sub(_BEARER, text, "secret", counts, keep=_bearer)
-    if "@" in text:
-        text = _sub(_EMAIL, text, "email", counts)
-    if not any(c.isdigit() for c in text) and "::" not in text:
+    view = view_of(text)
+    findings = find(view)
+    if not findings:
         return text, counts
-    if ":" in text:
-        text = _sub(_IPV6_CANDIDATE, text, "ip", counts, keep=_ipv6)
-    text = _sub(_IPV4, text, "ip", counts, keep=_make_ipv4_keep(text))
-    text = _sub(_CARD, text, "card", counts, keep=_card)
-    text = _sub(_SSN, text, "ssn", counts)
-    text = _sub(
-        _SSN_KEYWORD, text, "ssn", counts, keep=lambda m: m.group(1) + PLACEHOLDERS["ssn"]
-    )
-    if "+" in text:
-        text = _sub(_PHONE_INTL, text, "phone", counts, keep=_phone_intl)
-    text = _sub(_PHONE_NANP, text, "phone", counts)
-    return text, counts
+    protected = [m.span() for m in PLACEHOLDER_RE.finditer(view)] if "<" in view else []
+    parts: list[str] = []
+    pos = 0
+    for f in _merge(findings, protected):
+        parts.append(text[pos : f.start])
+        parts.append(PLACEHOLDERS[f.kind])
+        counts[f.kind] = counts.get(f.kind, 0) + 1
+        pos = f.end
+    if not parts:
+        return text, counts
+    parts.append(text[pos:])
+    return "".join(parts), counts
+
+
+def cut(text: str, limit: int) -> str:
+    """`text[:limit]`, moved back so that no placeholder is cut in half."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    lt = head.rfind("<")
+    if lt >= 0 and ">" not in head[lt:]:
+        m = PLACEHOLDER_RE.match(text, lt)
+        if m is not None:
+            return text[:lt]
+    return head
 
 
 def merge_counts(into: dict[str, int], more: dict[str, int]) -> dict[str, int]:

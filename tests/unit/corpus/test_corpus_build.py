@@ -15,7 +15,7 @@ from services.corpus.build import build_corpus
 from services.corpus.errors import CorpusSkipped, InvalidCorpusOptions, ProfileUnusable, TrafficUnusable
 from services.profiler.profile import profile_shapes
 from services.shared.text.content import CONTENT_CLASSES
-from services.shared.text.redact import KINDS
+from services.shared.text.redact import KINDS, PLACEHOLDERS, ruleset
 from tests.unit.corpus.conftest import flat_rows, random_words, write_jsonl
 
 
@@ -132,9 +132,11 @@ def test_secrets_never_reach_the_corpus_or_manifest(tmp_path, make_profile) -> N
     rng = random.Random(7)
     secrets = {
         "email": "alice@corp.example.com", "phone": "(212) 555-0188", "ip": "172.16.5.4",
-        "card": "4111 1111 1111 1111", "ssn": "078-05-1120", "secret": "AKIAIOSFODNN7EXAMPLE",
-        "url_with_credentials": "https://bob:s3cret@git.example.com/x",
+        "card": "4111 1111 1111 1111", "us_ssn": "219-45-6789", "aws_access_key_id": "AKIAIOSFODNN7EXAMPLE",
+        "url_credentials": "https://bob:s3cret@git.example.com/x",
         "private_key": "-----BEGIN PRIVATE KEY-----\nMIIBVAIBADANBg\n-----END PRIVATE KEY-----",
+        "password": "password: Zx9!hunter42",
+        "iban": "DE89 3704 0044 0532 0130 00",
     }
     rows = flat_rows(rng, [rng.randint(20, 200) for _ in range(len(secrets) + 10)])
     for row, value in zip(rows, secrets.values(), strict=False):
@@ -144,13 +146,27 @@ def test_secrets_never_reach_the_corpus_or_manifest(tmp_path, make_profile) -> N
     traffic = write_jsonl(tmp_path / "t.jsonl", rows)
     manifest = build_corpus(make_profile(traffic), traffic, tmp_path / "c.jsonl", size=1000)
     assert manifest.records.total == len(secrets) + 10
-    expected = dict.fromkeys(KINDS, 1) | {"email": 2}
+    expected = dict.fromkeys(KINDS, 0) | dict.fromkeys(secrets, 1) | {"email": 2}
     assert manifest.redaction.counts == expected
     assert manifest.redaction.records_redacted == len(secrets) + 1
+    assert manifest.redaction.placeholders == PLACEHOLDERS and manifest.redaction.ruleset == ruleset()
     written = (tmp_path / "c.jsonl").read_text() + (tmp_path / "c.jsonl.manifest.json").read_text()
-    for value in [*secrets.values(), "carol@corp.example.com", "dave@corp.example.com", "MIIBVAIBADANBg", "s3cret"]:
+    for value in [*secrets.values(), "carol@corp.example.com", "dave@corp.example.com", "MIIBVAIBADANBg", "s3cret",
+                  "Zx9!hunter42"]:
         assert value not in written
-    assert "<PRIVATE_KEY>" in written and "<CARD>" in written
+    assert "<SECRET:private_key>" in written and "<PII:card>" in written and "password: <SECRET:password>" in written
+
+
+def test_a_manifest_from_before_the_typed_kinds_still_reads(tmp_path, make_profile) -> None:
+    rng = random.Random(9)
+    traffic = write_jsonl(tmp_path / "t.jsonl", flat_rows(rng, [rng.randint(20, 200) for _ in range(12)]))
+    manifest = build_corpus(make_profile(traffic), traffic, tmp_path / "c.jsonl")
+    old = json.loads(manifest.model_dump_json())
+    del old["redaction"]["ruleset"], old["redaction"]["placeholders"]
+    old["redaction"]["counts"] = {"secret": 2, "email": 1}  # the kinds of redaction v1
+    again = CorpusManifest.model_validate(old)
+    assert again.redaction.ruleset is None and again.redaction.placeholders == {}
+    assert again.redaction.counts == {"secret": 2, "email": 1}
 
 
 def test_records_longer_than_max_model_len_are_left_out(tmp_path, make_profile) -> None:

@@ -106,4 +106,4 @@ def test_render_check_failure_messages_are_redacted(make_tokenizer) -> None:
     record = {"id": "0" * 16, "messages": [{"role": "user", "content": "mail a@b.io"}], "output_tokens": 1}
     with pytest.raises(RenderCheckFailed) as info:
         render_check(template, [record], None)
-    assert "a@b.io" not in str(info.value) and "<EMAIL>" in str(info.value)
+    assert "a@b.io" not in str(info.value) and "<PII:email>" in str(info.value)

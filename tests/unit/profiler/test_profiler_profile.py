@@ -91,7 +91,7 @@ def test_bad_lines_are_counted_listed_and_redacted(tmp_path):
     assert [e.line for e in examples] == [11, 12, 13, 44, 45, 46]
     assert [e.kind for e in examples][:3] == ["not_json", "not_object", "unknown_form"]
     assert examples[0].excerpt == "{not json at all"
-    assert "alice@example.com" not in examples[2].excerpt and "<EMAIL>" in examples[2].excerpt
+    assert "alice@example.com" not in examples[2].excerpt and "<PII:email>" in examples[2].excerpt
     assert p.records.rejected_share == pytest.approx(6 / 46)
 
 
