@@ -10,12 +10,16 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from contracts.argv import ArgvTemplate
 from contracts.envelope import Key, Strict
 
 CAMPAIGN_VERSION = 1
+# The gate's noise estimate (Welch interval, A/A bound over an arm's trials) needs two trials per arm.
+GATE_MIN_TRIALS = 2
+# The label of prompts drawn from the corpus's heldout split (a campaign with traffic).
+HELDOUT_SHAPE = "corpus-heldout"
 
 SpecMethod = Literal["ngram", "suffix", "draft_model", "eagle", "eagle3", "mtp", "medusa"]
 # Methods whose proposer is a separate model checkpoint.
@@ -24,6 +28,10 @@ Scheduler = Literal["local", "slurm", "kubernetes"]
 OBJECTIVE_RE = re.compile(
     r"^(ttft|tpot|itl|e2el|output_throughput|acceptance_rate|acceptance_length)(:(mean|median|p[0-9]{1,2}(\.[0-9]+)?))?$"
 )
+# The gate decides on a latency objective only (contracts/trials.py LATENCY_METRICS, kept in step by a
+# unit test); throughput and acceptance are guard metrics. A latency takes a statistic over a trial's
+# requests; the other metrics are one figure per trial.
+LATENCY_OBJECTIVES: tuple[str, ...] = ("ttft", "tpot", "itl", "e2el")
 
 
 class Target(Strict):
@@ -82,7 +90,11 @@ class TrafficFile(Strict):
 class TrafficShapes(Strict):
     """Named synthetic workload shapes instead of traffic; no corpus, no training."""
 
-    shapes: list[str] = Field(min_length=1, description="Names of bundled workload shapes.")
+    shapes: list[str] = Field(
+        min_length=1,
+        description="Names of bundled workload shapes, every one profiled and benched: matrix.load.num_prompts is "
+        "split across them in turn (prompt i from shape i mod n, the first shapes taking the remainder).",
+    )
 
 
 class CorpusSpec(Strict):
@@ -180,7 +192,11 @@ class Cell(Strict):
     cell_id: Key = Field(description="Unique cell ID; a path component of the bundle.")
     role: Literal["standing", "candidate"] = Field(description="standing (the baseline) or candidate.")
     hardware: str = Field(default="cpu", description="Hardware label (identity).")
-    workload_shape: str = Field(default="corpus-heldout", description="Workload shape name (identity).")
+    workload_shape: str | None = Field(
+        default=None,
+        description="Workload shape label (identity), derived from where the prompts come from when unset: "
+        "'corpus-heldout' for traffic, the shape names joined by '+' for shapes; another value is refused.",
+    )
     concurrency: list[int] = Field(default_factory=lambda: [1], min_length=1, description="Concurrency levels measured.")
     regime: Literal["warm", "cold"] = Field(default="warm", description="warm: one server per cell; cold: one per trial.")
     trials: int = Field(default=3, ge=1, description="Trials per concurrency level.")
@@ -197,11 +213,25 @@ class LoadSpec(Strict):
     num_prompts: int = Field(default=32, ge=1, description="Measured requests per trial and concurrency level.")
     warmup_requests: int = Field(default=4, ge=0, description="Requests sent before each measured window; excluded from every figure.")
     request_rate: float | None = Field(default=None, gt=0, description="Requests/s; None sends as fast as the concurrency allows.")
-    burstiness: float = Field(default=1.0, gt=0, description="Gamma shape of inter-arrivals: 1 is Poisson, lower is burstier.")
+    burstiness: float = Field(
+        default=1.0, gt=0,
+        description="Gamma shape of inter-arrivals: 1 is Poisson, lower is burstier; needs request_rate (else refused).",
+    )
     max_output_tokens: int | None = Field(
         default=None, ge=1, description="Output length cap; None takes each prompt's length from the profile/corpus."
     )
     ignore_eos: bool = Field(default=False, description="Generate exactly the output length (shaped workloads).")
+
+    @model_validator(mode="after")
+    def _check_arrivals(self) -> LoadSpec:
+        # Without a rate every request is sent at once: there are no gaps for a gamma shape to shape.
+        if self.request_rate is None and self.burstiness != 1.0:
+            raise ValueError(
+                f"matrix.load.burstiness {self.burstiness:g} needs matrix.load.request_rate: without a rate every "
+                "request is sent at once and there are no inter-arrivals to shape; set request_rate (requests/s) "
+                "or remove burstiness"
+            )
+        return self
 
 
 class Matrix(Strict):
@@ -210,7 +240,9 @@ class Matrix(Strict):
     cells: list[Cell] = Field(min_length=1, description="Cells: one standing, one or more candidates.")
     load: LoadSpec = Field(default_factory=LoadSpec, description="The measured load, the same for every cell.")
     exploratory: bool = Field(
-        default=False, description="Allow fewer than 3 trials per cell; everything the campaign produces is marked DRAFT."
+        default=False,
+        description="Run as an exploratory DRAFT: fewer than 3 trials per cell are allowed, and the bench results "
+        "(bench.completed, the plan), the gate's decision and the report are marked DRAFT, whatever the trial counts.",
     )
 
     @model_validator(mode="after")
@@ -233,21 +265,84 @@ class GateSpec(Strict):
     """What a candidate must show to be promoted."""
 
     objective: str | None = Field(
-        default=None, description="Latency/throughput objective, e.g. tpot, tpot:p99, ttft:median. Required."
+        default=None,
+        description="Latency objective the candidate must improve: ttft, tpot, itl or e2el, optionally :median "
+        "(default), :mean or :pNN, e.g. tpot, tpot:p99. Required.",
     )
     acceptance_floor: float | None = Field(default=None, ge=0, le=1, description="Minimum acceptance rate.")
     acceptance_length_floor: float | None = Field(default=None, ge=1, description="Minimum mean acceptance length.")
     accuracy_floor: float | None = Field(default=None, ge=0, le=1, description="Minimum eval accuracy or agreement.")
-    min_trials: int = Field(default=3, ge=1, description="Trials per arm below which the gate is inconclusive.")
+    min_trials: int = Field(
+        default=3, ge=1,
+        description=f"Trials per arm below which the gate is inconclusive; at least {GATE_MIN_TRIALS} (the noise estimate needs two).",
+    )
+    guards: list[str] = Field(
+        default_factory=list,
+        description="Metrics a candidate must not worsen, METRIC[:STAT] each (output_throughput, acceptance_rate, "
+        "acceptance_length, or a latency such as ttft:p99): worse beyond the noise on any of them rejects it.",
+    )
+
+    @field_validator("min_trials")
+    @classmethod
+    def _check_min_trials(cls, value: int) -> int:
+        if value < GATE_MIN_TRIALS:
+            raise ValueError(
+                f"gate.min_trials {value} cannot be honoured: the gate tells a difference from noise with each arm's "
+                f"trial-to-trial spread, which needs at least {GATE_MIN_TRIALS} trials per arm; set gate.min_trials "
+                f"to {GATE_MIN_TRIALS} or more"
+            )
+        return value
 
     @model_validator(mode="after")
     def _check_objective(self) -> GateSpec:
-        if self.objective is not None and not OBJECTIVE_RE.match(self.objective):
-            raise ValueError(
-                f"objective {self.objective!r} is not METRIC[:STAT] with METRIC one of ttft, tpot, itl, e2el, "
-                "output_throughput, acceptance_rate, acceptance_length and STAT mean, median or pNN"
-            )
+        problems = []
+        if self.objective is not None:
+            problems += _metric_problems("gate.objective", self.objective)
+            metric = self.objective.partition(":")[0]
+            if not problems and metric not in LATENCY_OBJECTIVES:
+                floor = " (or gate.acceptance_floor / gate.acceptance_length_floor for a minimum)" \
+                    if metric.startswith("acceptance") else ""
+                problems.append(
+                    f"gate.objective {self.objective!r} is not a latency metric: the gate promotes only a candidate "
+                    f"that improves a latency objective (ttft, tpot, itl or e2el, optionally :median, :mean or :pNN); "
+                    f"{metric} can be a guard: list it under gate.guards{floor}, so a candidate worse on it is rejected"
+                )
+        seen = {_metric_key(self.objective)} if self.objective is not None and not problems else set()
+        for guard in self.guards:
+            found = _metric_problems(f"gate.guards item {guard!r}", guard, guard=True)
+            if not found and _metric_key(guard) in seen:
+                found = [f"gate.guards item {guard!r} repeats the objective or another guard: list each metric once"]
+            seen.add(_metric_key(guard))
+            problems += found
+        if problems:
+            raise ValueError("; ".join(problems))
         return self
+
+
+def _metric_problems(where: str, text: str, *, guard: bool = False) -> list[str]:
+    """Why `text` is not a usable METRIC[:STAT]; empty when it is."""
+    match = OBJECTIVE_RE.match(text)
+    if not match:
+        return [f"{where} is not METRIC[:STAT] with METRIC one of ttft, tpot, itl, e2el, output_throughput, "
+                "acceptance_rate, acceptance_length and STAT mean, median or pNN"]
+    metric, _, stat = text.partition(":")
+    if stat.startswith("p") and not 0 < float(stat[1:]) < 100:
+        return [f"{where}: percentile {stat!r} must lie strictly between p0 and p100"]
+    if guard and stat and metric not in LATENCY_OBJECTIVES:
+        return [f"{where}: {metric} is one figure per trial, so a statistic does not apply: write {metric!r}"]
+    return []
+
+
+def _metric_key(text: str | None) -> tuple[str, str | None]:
+    """(metric, statistic) with the statistic normalised: `ttft` is `ttft:median`, `tpot:p99.0` is `tpot:p99`."""
+    metric, _, stat = (text or "").partition(":")
+    if metric not in LATENCY_OBJECTIVES:
+        return metric, None
+    stat = stat or "median"
+    if stat.startswith("p"):
+        p = float(stat[1:])
+        stat = "p" + (str(int(p)) if p == int(p) else str(p))
+    return metric, stat
 
 
 class PublishSpec(Strict):
@@ -310,6 +405,13 @@ class Campaign(Strict):
         missing = missing_inputs(self.model_dump(by_alias=True))
         if missing:
             raise ValueError("campaign lacks required inputs: " + "; ".join(missing))
+        unread = [g for g in self.gate.guards if g.startswith("acceptance")] if self.standing is None else []
+        if unread:
+            raise ValueError(
+                f"gate.guards {unread}: the standing config is null (no speculation), so the baseline has no "
+                "acceptance figure to compare with; set gate.acceptance_floor or gate.acceptance_length_floor for "
+                "a minimum instead, or remove the guard"
+            )
         if self.shapes_only and isinstance(self.matrix, Matrix):
             for cell in self.matrix.cells:
                 spec = cell.serving.speculative
@@ -318,6 +420,37 @@ class Campaign(Strict):
                         f"cell {cell.cell_id} needs a trained draft, but a shapes-only campaign has no traffic "
                         "to train on: use ngram/suffix or name an existing draft checkpoint"
                     )
+        return self
+
+    @model_validator(mode="after")
+    def _check_shapes_only(self) -> Campaign:
+        # Named shapes give prompts but no traffic: nothing builds a corpus or trains, so these would be ignored.
+        if not isinstance(self.traffic, TrafficShapes):
+            return self
+        unused = [f"corpus.{name}" for name, value in self.corpus if value != getattr(CorpusSpec(), name)]
+        if self.commands.train is not None:
+            unused.insert(0, "commands.train")
+        if unused:
+            raise ValueError(
+                f"{', '.join(unused)} set, but traffic is named shapes ({', '.join(self.traffic.shapes)}): a shapes "
+                "campaign builds no corpus and trains nothing; remove them, or give traffic.path (a traffic JSONL)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _check_kubernetes_templates(self) -> Campaign:
+        # The Job and Pod templates are read only by the Kubernetes executors: on another scheduler they would be ignored.
+        scheduler = self.capacity.scheduler
+        if scheduler == "kubernetes":
+            return self
+        train = self.commands.train
+        unused = [name for name, value in (("commands.train.kubernetes_job", train.kubernetes_job if train else None),
+                                           ("commands.serve_pod_template", self.commands.serve_pod_template)) if value]
+        if unused:
+            raise ValueError(
+                f"{' and '.join(unused)} set, but capacity.scheduler is {scheduler}: these Kubernetes manifest templates "
+                f"are used only with capacity.scheduler: kubernetes; remove them or set the scheduler to kubernetes"
+            )
         return self
 
 

@@ -60,6 +60,17 @@ class FloorCheck(Strict):
     source: str = Field(description="Where the figure came from, in words.")
 
 
+class GuardCheck(Strict):
+    """One guard metric (GateSpec.guards) compared at one level: worse beyond the noise rejects the candidate."""
+
+    guard: str = Field(description="The guard as the gate spec gives it, e.g. output_throughput or ttft:p99.")
+    passed: bool | None = Field(
+        description="True when not worse beyond the noise, False when worse (the level rejects), None when it "
+        "could not be compared (the level is inconclusive)."
+    )
+    comparison: MetricComparison = Field(description="The comparison, by the same statistics as the objective's.")
+
+
 class ArmCounts(Strict):
     """Requests and trials of one arm at one concurrency level."""
 
@@ -74,10 +85,15 @@ class LevelDecision(Strict):
     """One candidate against the baseline at one concurrency level."""
 
     concurrency: int | None = Field(description="Concurrency level; None when the load had no limit.")
-    outcome: LevelOutcome = Field(description="win (every floor met, objective better), reject or inconclusive.")
+    outcome: LevelOutcome = Field(
+        description="win (every floor met, no guard worse, objective better), reject or inconclusive."
+    )
     objective: MetricComparison | None = Field(description="The objective's comparison; None with no data at all.")
     metrics: list[MetricComparison] = Field(description="Every metric compared (objective first); only the objective decides.")
     floors: list[FloorCheck] = Field(description="The floors of the gate spec, checked on the candidate.")
+    guards: list[GuardCheck] = Field(
+        default_factory=list, description="Each guard metric of the gate spec compared; empty without guards."
+    )
     baseline: ArmCounts = Field(description="The baseline's trials and requests at this level.")
     candidate: ArmCounts = Field(description="The candidate's trials and requests at this level.")
     unchecked_identity_fields: list[str] = Field(
@@ -121,7 +137,7 @@ class Decision(Strict):
     winner: str | None = Field(description="The promoted candidate; None unless promoting.")
     objective: str = Field(description="Objective metric and statistic as evaluated, e.g. tpot:median.")
     direction: Literal["higher_is_better", "lower_is_better"] = Field(description="Which way the objective is better.")
-    gate: GateSpec = Field(description="The gate spec as given: objective and floors.")
+    gate: GateSpec = Field(description="The gate spec as given: objective, floors and guards.")
     thresholds: Thresholds = Field(description="Thresholds of the statistics and data checks.")
     campaign_rule: str = Field(description="The rule that turned candidate outcomes into the decision, in words.")
     baseline: str = Field(description="Baseline name: the standing cell ID, or 'baseline'.")
@@ -130,3 +146,8 @@ class Decision(Strict):
         description="Identity fields not compared anywhere, because some files lack specdec's identity block."
     )
     reasons: list[str] = Field(min_length=1, description="Every reason for the decision, in words.")
+    draft: bool = Field(
+        default=False,
+        description="True when the trials came from an exploratory matrix (matrix.exploratory): the decision is a "
+        "DRAFT, not evidence for promotion, whatever it says.",
+    )

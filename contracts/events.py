@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from contracts.campaign import Campaign
 from contracts.envelope import ArtifactRef, Event, Key, Sha256, Strict
+from contracts.inputs import input_problem
 
 # The steps of a campaign in flow order; `specdec request STEP RUN_ID` takes one.
 STEPS: tuple[str, ...] = ("profile", "corpus", "capacity", "training", "bench", "gate", "report", "publish")
@@ -50,10 +51,19 @@ class _StepRequested(Event):
     inputs: dict[Key, ArtifactRef] = Field(
         default_factory=dict,
         description="Named inputs that replace what the earlier steps would have produced, "
-        "e.g. {'training.output': ref} to re-bench an existing draft.",
+        "e.g. {'training.output': ref} to re-bench an existing draft; only the names the step reads "
+        "(contracts/inputs.py).",
     )
     requested_by: str = Field(description="Who requested the step (user@host or a service).")
     reason: str | None = Field(default=None, description="Why the step was requested, in words.")
+
+    @model_validator(mode="after")
+    def _known_inputs(self) -> _StepRequested:
+        # A name the step does not read would be ignored: refused (contracts/inputs.py).
+        problem = input_problem(self.SCHEMA.removesuffix(".requested"), self.inputs)
+        if problem:
+            raise ValueError(problem)
+        return self
 
 
 class _StepFailed(Event):
@@ -251,7 +261,7 @@ class BenchCompleted(Event):
     VERSION = 1
     results: list[ArtifactRef] = Field(description="Every trial result JSON of the run.")
     failed_cells: dict[Key, str] = Field(default_factory=dict, description="Cell ID -> why it failed.")
-    draft: bool = Field(description="True when the matrix was exploratory (fewer than 3 trials): results are DRAFT.")
+    draft: bool = Field(description="True when the matrix was exploratory (matrix.exploratory): results are DRAFT.")
 
 
 class GateDecided(Event):

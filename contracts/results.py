@@ -49,7 +49,10 @@ MAX_FAILED_SHARE = 0.01
 # difference in any of them confounds the speculative config with something
 # else. serving_config is the one part allowed to differ (it carries the
 # speculation under test); cell_id, role, baseline_cell_id, trial and
-# trial_count name the measurement, they do not describe it.
+# trial_count name the measurement, they do not describe it. `node` is not in
+# the tuple: the gate checks it over every trial of both arms at once and names
+# each node with its trials (services/gate/checks.py, node_problems), and a file
+# written before the node entered the identity leaves it unchecked, not different.
 COMPARED_IDENTITY_FIELDS: tuple[str, ...] = (
     "model",
     "hardware",
@@ -94,6 +97,11 @@ class TrialIdentity(Strict):
     role: Literal["standing", "candidate"] = Field(description="standing (the baseline) or candidate.")
     baseline_cell_id: Key | None = Field(
         description="The standing cell this candidate is compared with; None for the standing cell itself."
+    )
+    node: str | None = Field(
+        default=None,
+        description="The node the trial was served on (the bench plan's node for the cell; this host's name on the "
+        "local executor). The gate compares it across every trial of a comparison; None in files written before it.",
     )
 
     @model_validator(mode="after")

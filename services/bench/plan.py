@@ -12,11 +12,12 @@ from typing import Any, Literal
 from pydantic import Field
 
 from contracts import layout
-from contracts.campaign import Campaign, Cell, LoadSpec, Matrix, SpeculativeConfig
+from contracts.campaign import Campaign, Cell, LoadSpec, Matrix, TrafficShapes
 from contracts.envelope import RunId, Strict
 from contracts.templates import serve_values
 from services.bench import kubernetes_pod, slurm_job
 from services.bench.plan_types import CellPlan, Launch
+from services.bench.prompts import source_label
 from services.bench.serving import serve_argv, speculative_config
 from services.runtime.errors import ConfigurationError
 from services.shared.scheduler import slurm
@@ -42,7 +43,7 @@ class BenchPlan(Strict):
     warmup: str = Field(description="What runs before each measured window, in words.")
     deployment_changes: list[str] = Field(description="Every change to the cluster the plan makes.")
     cleanup: list[str] = Field(description="What cleanup does, selected by the experiment label only.")
-    draft: bool = Field(description="True for an exploratory matrix (fewer than 3 trials): every result is DRAFT.")
+    draft: bool = Field(description="True for an exploratory matrix (matrix.exploratory): every result is DRAFT.")
     readiness_timeout_s: float = Field(description="How long a server may take to answer /health.")
 
 
@@ -54,7 +55,7 @@ def _identity(cell: Cell, campaign: Campaign, spec: dict[str, Any] | None) -> di
         "quantization": serving.quantization or "none",
         "parallelism": f"tp={serving.tensor_parallel_size}",
         "serving_config": {"speculative": spec, "dtype": serving.dtype, "max_num_seqs": serving.max_num_seqs},
-        "workload_shape": cell.workload_shape,
+        "workload_shape": source_label(campaign.traffic),
         "regime": cell.regime,
         "graph_mode": serving.graph_mode,
         "source_revision": cell.source_revision or campaign.source_revisions.serving,
@@ -62,9 +63,39 @@ def _identity(cell: Cell, campaign: Campaign, spec: dict[str, Any] | None) -> di
     }
 
 
-def check_matrix(matrix: Matrix, nodes: dict[str, str], standing: SpeculativeConfig | None = None) -> None:
-    """Refuse a matrix that cannot give a controlled comparison."""
+def source_problems(campaign: Campaign, matrix: Matrix, *, cells_at: str = "matrix.cells") -> list[str]:
+    """What the matrix says about its prompts that the prompt source contradicts, in words.
+
+    A cell's `workload_shape` is the label its trials carry; the prompts come from
+    the campaign's traffic (the corpus's heldout split) or its listed shapes, so a
+    label other than theirs would be a claim (`prompts.source_label`). Every listed
+    shape is benched, so the window needs at least one prompt per shape."""
     problems = []
+    label = source_label(campaign.traffic)
+    for cell in matrix.cells:
+        if cell.workload_shape is not None and cell.workload_shape != label:
+            source = ("traffic.path: the corpus's heldout split" if not isinstance(campaign.traffic, TrafficShapes)
+                      else f"traffic.shapes {campaign.traffic.shapes}")
+            problems.append(
+                f"{cells_at}[{cell.cell_id}].workload_shape is {cell.workload_shape!r}, but the prompts come from "
+                f"{source}, which is {label!r}: remove workload_shape (it is derived from the prompt source) or set "
+                f"it to {label!r}"
+            )
+    if isinstance(campaign.traffic, TrafficShapes):
+        shapes = list(dict.fromkeys(campaign.traffic.shapes))
+        if matrix.load.num_prompts < len(shapes):
+            problems.append(
+                f"matrix.load.num_prompts {matrix.load.num_prompts} is fewer than the {len(shapes)} traffic.shapes "
+                f"{shapes}: every listed shape is benched with its share of the prompts; set num_prompts to "
+                f"{len(shapes)} or more, or list fewer shapes"
+            )
+    return problems
+
+
+def check_matrix(campaign: Campaign, matrix: Matrix, nodes: dict[str, str]) -> None:
+    """Refuse a matrix that cannot give a controlled comparison, or whose labels its prompts contradict."""
+    standing = campaign.standing
+    problems = source_problems(campaign, matrix)
     baseline = next(cell for cell in matrix.cells if cell.role == "standing")
     if baseline.serving.speculative != standing:
         problems.append(
@@ -104,7 +135,7 @@ def build_plan(
         raise ConfigurationError(f"a {executor} bench plan needs the run's bundle folder and a working folder")
     host = BIND_HOST[executor]
     nodes = {cell.cell_id: cell.node or default_node for cell in matrix.cells}
-    check_matrix(matrix, nodes, campaign.standing)
+    check_matrix(campaign, matrix, nodes)
     ordered = sorted(matrix.cells, key=lambda cell: cell.role != "standing")
     cells = []
     for cell in ordered:
@@ -154,7 +185,8 @@ def build_plan(
         warmup=f"{matrix.load.warmup_requests} requests per server start and concurrency level, excluded from every figure",
         deployment_changes=_changes(executor, launches, run_id),
         cleanup=_cleanup(executor, launches, run_id),
-        draft=matrix.exploratory and any(cell.trials < MIN_TRIALS for cell in matrix.cells),
+        # Exploratory means DRAFT whatever the trial counts: the operator said these results are not final.
+        draft=matrix.exploratory,
         readiness_timeout_s=readiness_timeout_s,
     )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import socket
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
@@ -19,8 +20,17 @@ from contracts import layout
 from contracts.campaign import Campaign, Matrix, TrafficFile
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import CapacitySelected, TrainingCompleted
+from contracts.inputs import CORPUS, TRAINING_OUTPUT
 from services.bench.plan import BenchPlan, build_plan
-from services.bench.prompts import Prompt, ShapeSpec, cycle, heldout_prompts, shaped_prompts
+from services.bench.prompts import (
+    Prompt,
+    ShapeSpec,
+    cycle,
+    heldout_prompts,
+    mixed_shape_prompts,
+    shape_shares,
+    source_label,
+)
 from services.runtime.bundle import ArtifactMissing, BundleStore, InvalidPath
 from services.runtime.errors import StepFailed
 from services.runtime.target import tokenizer_folder
@@ -46,7 +56,7 @@ def training_output(bundle: BundleStore, event: Event) -> str | None:
     """The trained draft's directory: from training.completed, a request's input, or the run's journal."""
     if isinstance(event, TrainingCompleted):
         return event.checkpoint_dir
-    ref = _request_input(event, "training.output")
+    ref = _request_input(event, TRAINING_OUTPUT)
     if ref is not None:
         path = bundle.resolve(ref.uri)
         return str(path if path.is_dir() else path.parent)
@@ -56,7 +66,7 @@ def training_output(bundle: BundleStore, event: Event) -> str | None:
 
 def _corpus_ref(bundle: BundleStore, event: Event) -> ArtifactRef:
     """The corpus whose heldout split is measured: the event's, a request's input, else the run's own."""
-    ref = event.corpus if isinstance(event, TrainingCompleted) else _request_input(event, "corpus")
+    ref = event.corpus if isinstance(event, TrainingCompleted) else _request_input(event, CORPUS)
     if ref is not None:
         return ref
     try:
@@ -66,19 +76,47 @@ def _corpus_ref(bundle: BundleStore, event: Event) -> ArtifactRef:
                          "run the corpus step first", error_type="NoCorpus") from None
 
 
+def shape_specs(campaign: Campaign, matrix: Matrix) -> list[ShapeSpec]:
+    """Every listed shape as it is sent (none for traffic: its prompts are the heldout
+    split): its input length within half the target's context (so the output fits),
+    its output length matrix.load.max_output_tokens when set."""
+    if isinstance(campaign.traffic, TrafficFile):
+        return []
+    cap = campaign.target.max_model_len // 2
+    return [ShapeSpec(name=shape.name, input_tokens=min(shape.input_tokens, cap),
+                      output_tokens=matrix.load.max_output_tokens or shape.output_tokens)
+            for shape in resolve(campaign.traffic.shapes)]
+
+
 def build_prompts(bundle: BundleStore, campaign: Campaign, matrix: Matrix, event: Event) -> list[Prompt]:
+    return _prompts(bundle, campaign, matrix, event)[0]
+
+
+def _prompts(bundle: BundleStore, campaign: Campaign, matrix: Matrix, event: Event) -> tuple[list[Prompt], dict[str, Any]]:
+    """The window's prompts and where they came from, in the plan's words."""
     load = matrix.load
     tokenizer = tokenizer_folder(campaign)
+    label = source_label(campaign.traffic)
     if isinstance(campaign.traffic, TrafficFile):
-        heldout = bundle.resolve(_corpus_ref(bundle, event).uri)
-        prompts = heldout_prompts(heldout, limit=load.num_prompts, tokenizer_dir=tokenizer,
+        corpus = _corpus_ref(bundle, event)
+        prompts = heldout_prompts(bundle.resolve(corpus.uri), limit=load.num_prompts, tokenizer_dir=tokenizer,
                                   max_output_tokens=load.max_output_tokens, ignore_eos=load.ignore_eos)
-    else:
-        shape = resolve(campaign.traffic.shapes[:1])[0]
-        spec = ShapeSpec(name=shape.name, input_tokens=min(shape.input_tokens, campaign.target.max_model_len // 2),
-                         output_tokens=load.max_output_tokens or shape.output_tokens)
-        prompts = shaped_prompts(spec, load.num_prompts, tokenizer_dir=tokenizer)
-    return cycle(prompts, load.num_prompts)
+        source = {"origin": "corpus-heldout", "workload_shape": label, "corpus": {"uri": corpus.uri, "sha256": corpus.sha256},
+                  "distinct_prompts": len(prompts),
+                  "order": "heldout records in file order, reused from the first when fewer than num_prompts"}
+        return cycle(prompts, load.num_prompts), source
+    specs = shape_specs(campaign, matrix)
+    declared = {shape.name: shape for shape in resolve(campaign.traffic.shapes)}  # before the cap
+    shares = shape_shares(load.num_prompts, len(specs))
+    source = {
+        "origin": "shapes", "workload_shape": label,
+        "shapes": [{"name": spec.name, "prompts": share, "input_tokens": spec.input_tokens,
+                    "output_tokens": spec.output_tokens, "declared_input_tokens": declared[spec.name].input_tokens,
+                    "declared_output_tokens": declared[spec.name].output_tokens}
+                   for spec, share in zip(specs, shares)],
+        "order": "the shapes in turn, in the order listed: prompt i from shape i mod n",
+    }
+    return mixed_shape_prompts(specs, load.num_prompts, tokenizer_dir=tokenizer), source
 
 
 def _selected_node(bundle: BundleStore, event: Event) -> str | None:
@@ -112,14 +150,14 @@ def plan_bench(bundle: BundleStore, campaign: Campaign, event: Event) -> tuple[B
     """Store the prompts and the plan; the plan and its ref (raises StepFailed on a bad input)."""
     run_id = event.run_id
     matrix = load_matrix(campaign)
-    prompts = build_prompts(bundle, campaign, matrix, event)
+    prompts, source = _prompts(bundle, campaign, matrix, event)
     prompts_ref = bundle.write_bytes(run_id, layout.BENCH_PROMPTS,
                                      b"".join(p.model_dump_json().encode() + b"\n" for p in prompts))
     plan = build_plan(
         campaign, matrix, run_id=run_id, default_node=default_node(bundle, campaign, matrix, event),
         training_output=training_output(bundle, event),
         prompts={"source": layout.BENCH_PROMPTS, "uri": prompts_ref.uri, "sha256": prompts_ref.sha256,
-                 "count": len(prompts)},
+                 "count": len(prompts), **source},
         run_dir=str(bundle.run_dir(run_id).absolute()), cwd=str(Path.cwd()),
     )
     return plan, bundle.write_json(run_id, layout.BENCH_PLAN, plan)

@@ -9,6 +9,15 @@
   length (counted by the target's tokenizer when a folder is given) and an
   output budget of exactly the shape's output length. A shape fixes the output
   length, so these requests set `ignore_eos`: the model must not stop early.
+  Every listed shape is sent (`mixed_shape_prompts`): the window's prompts take
+  the shapes in turn, prompt i from shape i mod n in the order listed, so each
+  shape has an equal share (the first `count mod n` shapes one more) spread
+  evenly over the window rather than in blocks; each shape draws its text
+  from its own seed (its position), so no prompt is a prefix of another
+  shape's. Its prompt IDs are `<shape>-<index>`.
+
+`source_label` names where a plan's prompts come from; it is the
+`workload_shape` of every trial's identity (docs/bench-loadgen.md).
 
 For `/v1/completions` a chat prompt is rendered with the target's chat template
 when the tokenizer folder has one, else its contents are joined with blank
@@ -25,6 +34,7 @@ import numpy as np
 import orjson
 from pydantic import Field, ValidationError, model_validator
 
+from contracts.campaign import HELDOUT_SHAPE, TrafficFile, TrafficShapes
 from contracts.corpus import ChatMessage, CorpusRecord
 from contracts.envelope import Strict
 from services.bench.errors import PromptError
@@ -149,6 +159,35 @@ def shaped_prompts(
             )
         )
     return prompts
+
+
+def mixed_shape_prompts(shapes: list[ShapeSpec], count: int, *, tokenizer_dir: str | Path | None = None) -> list[Prompt]:
+    """`count` prompts over every shape in turn: prompt i is from shape i mod n, in the order given.
+
+    Raises PromptError when `count` is below the number of shapes: a shape
+    without a prompt would be listed but never measured."""
+    if not shapes:
+        raise PromptError("no workload shape to draw prompts from")
+    if count < len(shapes):
+        raise PromptError(f"{count} prompt(s) cannot cover {len(shapes)} workload shapes {[s.name for s in shapes]}: "
+                          f"every listed shape is benched; raise matrix.load.num_prompts to {len(shapes)} or more")
+    per_shape = [
+        shaped_prompts(shape, share, tokenizer_dir=tokenizer_dir, seed=index)
+        for index, (shape, share) in enumerate(zip(shapes, shape_shares(count, len(shapes))))
+    ]
+    return [per_shape[i % len(shapes)][i // len(shapes)] for i in range(count)]
+
+
+def shape_shares(count: int, n: int) -> list[int]:
+    """Prompts per shape when `count` are taken in turn from `n` shapes: equal, the first shapes take the remainder."""
+    return [count // n + (1 if i < count % n else 0) for i in range(n)]
+
+
+def source_label(traffic: TrafficFile | TrafficShapes) -> str:
+    """The workload shape the prompts are: the corpus's heldout split, or the listed shapes joined by '+'."""
+    if isinstance(traffic, TrafficFile):
+        return HELDOUT_SHAPE
+    return "+".join(dict.fromkeys(traffic.shapes))
 
 
 def cycle(prompts: list[Prompt], count: int) -> list[Prompt]:

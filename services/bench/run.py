@@ -79,6 +79,7 @@ def _identity(cell: CellPlan, *, concurrency: int, trial: int, baseline: str) ->
         graph_mode=serving.graph_mode, source_revision=ident["source_revision"], trial=trial,
         trial_count=cell.trials, cell_id=cell.cell_id, role=cell.role,
         baseline_cell_id=None if cell.role == "standing" else baseline,
+        node=cell.node or None,  # the plan's node: this host's name on the local executor
     )
 
 
@@ -90,7 +91,7 @@ def _window_spec(plan: BenchPlan, cell: CellPlan, base_url: str, concurrency: in
         model=cell.identity["model"],
         arrival="inf" if load.request_rate is None else "poisson",
         request_rate_per_s=load.request_rate,
-        burstiness=load.burstiness if load.request_rate is not None else 1.0,
+        burstiness=load.burstiness,  # 1.0 unless a rate is set: LoadSpec refuses a burstiness without one
         max_concurrency=concurrency,
         warmup_requests=load.warmup_requests,
         temperature=0.0,

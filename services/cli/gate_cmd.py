@@ -41,8 +41,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "else named candidate, candidate-2, ...",
     )
     parser.add_argument(
-        "--objective", required=True, metavar="METRIC[:STAT]", help="ttft, tpot, itl, e2el, output_throughput, "
-        "acceptance_rate or acceptance_length, optionally :median (default), :mean or :pNN, e.g. tpot:p99.",
+        "--objective", required=True, metavar="METRIC[:STAT]", help="The latency objective: ttft, tpot, itl or "
+        "e2el, optionally :median (default), :mean or :pNN, e.g. tpot:p99.",
+    )  # fmt: skip
+    parser.add_argument(
+        "--guard", action="append", default=[], metavar="METRIC[:STAT]", help="A metric the candidate must not "
+        "worsen beyond the noise (output_throughput, acceptance_rate, acceptance_length, ttft:p99, ...); repeatable.",
     )  # fmt: skip
     floors = parser.add_mutually_exclusive_group(required=True)
     floors.add_argument("--acceptance-floor", type=float, metavar="X", help="Minimum acceptance rate in [0, 1].")
@@ -61,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
             acceptance_length_floor=args.acceptance_length_floor,
             accuracy_floor=args.accuracy_floor,
             min_trials=args.min_trials,
+            guards=args.guard,
         )
     except ValidationError as err:
         return _fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors()))
@@ -107,7 +112,8 @@ def render(decision: Decision) -> str:
     lines = [
         f"decision: {decision.decision}" + (f" (winner: {decision.winner})" if decision.winner else ""),
         f"objective: {decision.objective} ({decision.direction.replace('_', ' ')}); "
-        f"floors: {', '.join(floors) or 'none'}; baseline: {decision.baseline}",
+        f"floors: {', '.join(floors) or 'none'}; guards: {', '.join(decision.gate.guards) or 'none'}; "
+        f"baseline: {decision.baseline}",
         *(f"- {reason}" for reason in decision.reasons),
     ]
     for cand in decision.candidates:

@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from contracts.events import STEPS
+from contracts.inputs import STEP_INPUTS
 from services.runtime import logs
 from services.runtime.errors import SpecdecError
 from services.runtime.settings import RuntimeSettings
@@ -118,7 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("request", help="publish <step>.requested: start a pipeline at any step")
     p.add_argument("step", choices=STEPS)
     p.add_argument("run_id")
-    p.add_argument("--input", action="append", default=[], metavar="NAME=bundle://RUN/PATH", help="replace a named input")
+    names = "; ".join(f"{step}: {', '.join(known)}" for step, known in STEP_INPUTS.items() if known)
+    p.add_argument("--input", action="append", default=[], metavar="NAME=bundle://RUN/PATH",
+                   help=f"replace a named input; the names each step reads ({names}); any other is refused")
     p.add_argument("--reason", help="why, recorded in the event")
     p.set_defaults(func=_connected(_request))
 

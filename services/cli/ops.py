@@ -9,6 +9,7 @@ import orjson
 
 from contracts.envelope import ArtifactRef
 from contracts.events import REQUESTED, RunApproved
+from contracts.inputs import input_problem
 from services.cli.context import Cli, operator
 from services.cli.progress import RunStatus, one_line, run_status
 from services.cli.streams import dead_letters, follow, run_events
@@ -44,13 +45,18 @@ async def approve(cli: Cli, run_id: str, *, acknowledged: bool, out: TextIO) -> 
     return event
 
 
-def parse_inputs(items: list[str], run_id: str, cli: Cli) -> dict[str, ArtifactRef]:
-    """NAME=bundle://... pairs; each must name an artifact recorded in a bundle."""
-    inputs: dict[str, ArtifactRef] = {}
-    for item in items:
-        name, sep, uri = item.partition("=")
+def parse_inputs(items: list[str], run_id: str, cli: Cli, *, step: str) -> dict[str, ArtifactRef]:
+    """NAME=bundle://... pairs; each NAME one the step reads (contracts/inputs.py), each
+    URI an artifact recorded in a bundle. Every unknown name is refused before any lookup."""
+    pairs = [(item, *item.partition("=")) for item in items]
+    for item, _, sep, uri in pairs:
         if not sep or not uri.startswith("bundle://"):
             raise ConfigurationError(f"--input {item!r} must be NAME=bundle://RUN_ID/PATH")
+    problem = input_problem(step, [name for _, name, _, _ in pairs])
+    if problem:
+        raise ConfigurationError(f"--input: {problem}")
+    inputs: dict[str, ArtifactRef] = {}
+    for _, name, _, uri in pairs:
         source_run, _, relpath = uri.removeprefix("bundle://").partition("/")
         inputs[name] = cli.bundle.ref(source_run, relpath)
     return inputs
@@ -63,7 +69,7 @@ async def request(cli: Cli, step: str, run_id: str, *, inputs: list[str], reason
         run_id=run_id,
         producer=f"cli/{operator()}",
         requested_by=operator(),
-        inputs=parse_inputs(inputs, run_id, cli),
+        inputs=parse_inputs(inputs, run_id, cli, step=step),
         reason=reason,
     )
     await cli.bus.publish(event)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 import subprocess
 from datetime import datetime, timezone
@@ -10,13 +11,15 @@ from typing import Any
 
 import structlog
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
+from contracts import campaign as campaign_models
 from contracts import layout
 from contracts.campaign import Campaign, Matrix, MatrixFile, TrafficFile, missing_inputs
 from contracts.events import CampaignSubmitted
 from contracts.inert import inert_fields_set
 from contracts.templates import template_problems
+from services.bench.plan import source_problems
 from services.cli.context import Cli, operator
 from services.runtime.errors import ConfigurationError
 
@@ -46,8 +49,8 @@ def load_campaign(path: Path) -> tuple[Campaign, bytes]:
     try:
         campaign = Campaign.model_validate(data)
     except ValidationError as exc:
-        for error in exc.errors():
-            where = ".".join(str(p) for p in error["loc"]) or "(campaign)"
+        for error in _chosen_branches(exc.errors()):
+            where = ".".join(str(p) for p in error["loc"] if not _UNION_TAG.match(str(p))) or "(campaign)"
             if error["type"] == "missing":
                 continue  # already named by missing_inputs, in words
             message = error["msg"].removeprefix("Value error, ")
@@ -59,6 +62,7 @@ def load_campaign(path: Path) -> tuple[Campaign, bytes]:
         raise CampaignRejected(path, problems) from None
     problems += _missing_files(campaign)
     problems += _template_problems(campaign)
+    problems += _source_problems(campaign)
     if problems:
         raise CampaignRejected(path, problems)
     return campaign, raw_bytes
@@ -79,6 +83,52 @@ def _template_problems(campaign: Campaign) -> list[str]:
     except (OSError, yaml.YAMLError, ValidationError) as exc:
         return [f"invalid: matrix.path {matrix_path}: {exc}"]
     return [f"template: {p}" for p in template_problems(campaign, matrix, cells_at=f"{matrix_path}: cells")]
+
+
+# A union member's tag in a pydantic error location (`matrix.MatrixFile.cells`), not a field: a
+# validator-wrapped or literal member, or a model of the campaign by name (not any capitalised dict key).
+_MODELS = "|".join(name for name, value in vars(campaign_models).items()
+                   if isinstance(value, type) and issubclass(value, BaseModel))
+_UNION_TAG = re.compile(rf"^(function-(after|before|wrap|plain)\[.*\]|literal\[.*\]|{_MODELS})$")
+_WRONG_FORM = {"extra_forbidden", "missing", "model_type", "literal_error"}
+
+
+def _chosen_branches(errors: list[Any]) -> list[Any]:
+    """Where a union (`matrix`: inline cells or a path) failed in every form, only the
+    errors of the form the campaign was written in: the one with the fewest signs of being
+    the wrong form (keys it does not have, keys it lacks). The others only say it is not that form."""
+    branches: dict[tuple[Any, ...], dict[str, list[Any]]] = {}
+    plain = []
+    for error in errors:
+        loc = error["loc"]
+        at = next((i for i, p in enumerate(loc) if isinstance(p, str) and _UNION_TAG.match(p)), None)
+        if at is None:
+            plain.append(error)
+        else:
+            branches.setdefault(tuple(loc[:at]), {}).setdefault(loc[at], []).append(error)
+    for forms in branches.values():
+        best = min(sum(e["type"] in _WRONG_FORM for e in errs) for errs in forms.values())
+        plain += [e for errs in forms.values() if sum(e["type"] in _WRONG_FORM for e in errs) == best for e in errs]
+    return plain
+
+
+def _source_problems(campaign: Campaign) -> list[str]:
+    """Cell labels the prompt source contradicts and shapes no prompt would reach
+    (services/bench/plan.source_problems), refused before anything is stored; a
+    matrix file is read for it, as for the templates."""
+    if isinstance(campaign.matrix, Matrix):
+        return [f"invalid: {p}" for p in source_problems(campaign, campaign.matrix)]
+    matrix = _matrix_file(Path(campaign.matrix.path))
+    if matrix is None:
+        return []  # named by _missing_files or _template_problems
+    return [f"invalid: {p}" for p in source_problems(campaign, matrix, cells_at=f"{campaign.matrix.path}: cells")]
+
+
+def _matrix_file(path: Path) -> Matrix | None:
+    try:
+        return Matrix.model_validate(yaml.safe_load(path.read_bytes()))
+    except (OSError, yaml.YAMLError, ValidationError):
+        return None
 
 
 def _missing_files(campaign: Campaign) -> list[str]:
@@ -116,13 +166,18 @@ def absolutize(campaign: Campaign, base: Path) -> Campaign:
     if "path" in data["traffic"]:
         data["traffic"]["path"] = _absolute(data["traffic"]["path"], base)
     if "path" in data["matrix"]:
-        data["matrix"]["path"] = _absolute(data["matrix"]["path"], base)
-    else:
-        for cell in data["matrix"]["cells"]:
-            serving = cell["serving"]
-            serving["model"] = _absolute(serving["model"], base)
-            if serving["speculative"]:
-                serving["speculative"]["model"] = _absolute(serving["speculative"]["model"], base)
+        # Read once, here, and stored inline: its paths resolve like inline cells' (from where submit
+        # runs), and a later edit of the file cannot change what this run measures.
+        path = Path(_absolute(data["matrix"]["path"], base) or "")
+        matrix = _matrix_file(path)
+        if matrix is None:
+            raise CampaignRejected(path, ["matrix.path: the matrix file changed or went away while it was submitted"])
+        data["matrix"] = matrix.model_dump(by_alias=True)
+    for cell in data["matrix"]["cells"]:
+        serving = cell["serving"]
+        serving["model"] = _absolute(serving["model"], base)
+        if serving["speculative"]:
+            serving["speculative"]["model"] = _absolute(serving["speculative"]["model"], base)
     return Campaign.model_validate(data)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from contracts import layout
+from contracts.campaign import Campaign, Matrix
 from contracts.catalogue import GATE
 from contracts.envelope import Event
 from contracts.events import BenchCompleted, GateDecided
@@ -28,6 +29,7 @@ from services.runtime.bundle import BundleStore
 from services.runtime.campaign import load_campaign
 from services.runtime.consumer import Route, StepContext
 from services.runtime.errors import StepFailed
+from services.runtime.upstream import latest
 from services.shared.results import rejected_files, result_files
 
 NAME = GATE
@@ -54,11 +56,24 @@ def gate_run(bundle: BundleStore, event: Event, producer: str) -> GateDecided:
         raise StepFailed(_no_candidates(event), error_type="NoCandidates")
     decision = decide(baseline, candidates, campaign.gate, max_model_len=campaign.target.max_model_len,
                       rejected=rejected)
+    if _exploratory(bundle, event, campaign):
+        decision = decision.model_copy(update={"draft": True, "reasons": [
+            decision.reasons[0], "DRAFT: the trials come from an exploratory matrix (matrix.exploratory: true); "
+            "this decision is not evidence for promotion", *decision.reasons[1:]]})
     ref = bundle.write_bytes(event.run_id, layout.DECISION, decision.model_dump_json(indent=2).encode() + b"\n")
     return event.caused(
         GateDecided, producer=producer, decision=decision.decision, winner=decision.winner,
         decision_ref=ref, reasons=list(decision.reasons) or [f"decision: {decision.decision}"],
     )
+
+
+def _exploratory(bundle: BundleStore, event: Event, campaign: Campaign) -> bool:
+    """Whether the trials were measured as a DRAFT: bench.completed says so (the trigger,
+    else the run's latest), or the stored campaign's matrix is exploratory."""
+    completed = event if isinstance(event, BenchCompleted) else latest(bundle, event.run_id, BenchCompleted)
+    if completed is not None and completed.draft:
+        return True
+    return isinstance(campaign.matrix, Matrix) and campaign.matrix.exploratory
 
 
 def _no_candidates(event: Event) -> str:

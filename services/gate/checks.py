@@ -18,6 +18,8 @@ from contracts.results import COMPARED_IDENTITY_FIELDS, MAX_FAILED_SHARE
 from contracts.trials import Trial
 from services.shared import results
 
+NODE = "node"  # the identity field node_problems checks
+
 
 def trial_order(trial: Trial) -> tuple[int, str]:
     return (trial.identity.trial if trial.identity else 0, trial.source)
@@ -95,7 +97,7 @@ def identity_problems(base: list[Trial], cand: list[Trial]) -> tuple[list[str], 
         # Without identity only the concurrency (grouping by max_concurrency) and
         # vLLM's model_id can be compared.
         unchecked = [f for f in COMPARED_IDENTITY_FIELDS if f != "concurrency" and not (f == "model" and base_models and cand_models)]
-        return problems, unchecked
+        return problems, [*unchecked, NODE]
     b, c = base_ids[0], cand_ids[0]
     b_fields, c_fields = b.compared(), c.compared()
     for name in COMPARED_IDENTITY_FIELDS:
@@ -110,7 +112,33 @@ def identity_problems(base: list[Trial], cand: list[Trial]) -> tuple[list[str], 
         problems.append(f"the candidate files are cell {c.cell_id}, a {c.role} cell, not a candidate")
     elif c.baseline_cell_id != b.cell_id:
         problems.append(f"candidate {c.cell_id} was measured against baseline {c.baseline_cell_id}, not {b.cell_id}")
-    return problems, []
+    node, unchecked = node_problems(base, cand)
+    return problems + node, unchecked
+
+
+def node_problems(base: list[Trial], cand: list[Trial]) -> tuple[list[str], list[str]]:
+    """Every trial of both arms must have run on one node; the problems, and ["node"] when it is unknown.
+
+    Its own check rather than a COMPARED_IDENTITY_FIELDS entry: it reads every trial
+    (not one per arm), names each node with the trials that ran there, and a file
+    written before the node entered the identity (node None in every trial) leaves it
+    unchecked rather than different."""
+    ran: dict[str | None, list[str]] = {}
+    for arm, trials in (("baseline", base), ("candidate", cand)):
+        for t in trials:
+            if t.identity is not None:
+                ran.setdefault(t.identity.node, []).append(f"{arm} trial {t.identity.trial}")
+    if not ran:
+        return [], [NODE]
+    if set(ran) == {None}:
+        return [], [NODE]
+    if len(ran) == 1:
+        return [], []
+    where = "; ".join(f"{'unknown node' if node is None else f'node {node}'}: {', '.join(trials)}"
+                      for node, trials in sorted(ran.items(), key=lambda item: (item[0] is None, item[0] or "")))
+    return [f"the trials compared at this level did not all run on one node ({where}): a comparison across nodes "
+            "confounds the speculative config with the machine; measure both arms on one node (the bench plan "
+            "serves every cell on the same node)"], []
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,12 @@
 
 Rules (docs/gate.md has them in full):
 
-- A level is a `win` when every floor is met, no data check failed and the
-  objective is `better`; `reject` when a floor fails (the candidate's own
-  counters say it does not draft well enough), or when the data is sound and the
-  objective is `worse`; `inconclusive` otherwise.
+- A level is a `win` when every floor is met, no data check failed, no guard
+  metric is `worse` or uncomparable and the (latency) objective is `better`;
+  `reject` when a floor fails (the candidate's own counters say it does not
+  draft well enough), or when the data is sound and the objective or a guard
+  is `worse`; `inconclusive` otherwise. Guards are compared by the objective's
+  own machinery (`_compare_metric`, stats.compare): one statistics path.
 - A candidate wins when it wins at every concurrency level; it is rejected when
   it is rejected at any level; otherwise it is inconclusive.
 - The campaign promotes the winning candidate whose smallest objective gain
@@ -30,6 +32,7 @@ from contracts.campaign import GateSpec
 from contracts.decision import (
     CandidateDecision,
     Decision,
+    GuardCheck,
     Interval,
     LevelDecision,
     MetricComparison,
@@ -40,13 +43,14 @@ from contracts.results import MAX_FAILED_SHARE
 from contracts.trials import MetricKey, Trial, trial_value
 from services.gate import checks
 from services.gate.errors import GateInputError
-from services.gate.metrics import parse_objective, reported_metrics
+from services.gate.metrics import parse_guards, parse_objective, reported_metrics
 from services.gate.results import load_trials
 from services.gate.stats import CONFIDENCE, MIN_TRIALS_FOR_NOISE, VERDICT_NAMES, compare
 
 CAMPAIGN_RULE = (
     "A candidate wins a concurrency level when it meets every floor, its data passes every check and its "
-    "objective is better beyond the noise bound; it wins when it wins every level and is rejected when any level "
+    "objective is better beyond the noise bound while no guard metric is worse beyond it; it wins when it wins "
+    "every level and is rejected when any level "
     "rejects it. The campaign promotes the winning candidate with the largest smallest-gain over the levels, "
     "rejects when every candidate is rejected, and is inconclusive otherwise. Intervals are Bonferroni-split "
     "over the candidates; training metrics never count."
@@ -110,7 +114,8 @@ def decide(
     `max_model_len`: the context length the trials were served with (the campaign's),
     for the spec-decode rule's exact-k check; None where unknown (the rule then
     bounds draft tokens per draft by k). `rejected`: trials the bench rejected."""
-    objective, objective_note = parse_objective(spec.objective)
+    objective = parse_objective(spec.objective)
+    guards = list(zip(spec.guards, parse_guards(spec.guards)))
     if not baseline_trials:
         raise GateInputError("no baseline trials")
     bad_names = [name for name in candidate_trials if not KEY_RE.match(name)]
@@ -132,7 +137,7 @@ def decide(
     base_rejected_levels = _rejected_by_level(base_rejected)
     keys = reported_metrics(objective)
     decided = [
-        _decide_candidate(name, base_levels, _by_level(trials), keys, spec, alpha, min_trials,
+        _decide_candidate(name, base_levels, _by_level(trials), keys, guards, spec, alpha, min_trials,
                           base_rejected_levels, _rejected_by_level(set_aside[name]))
         for name, trials in counted.items()
     ]
@@ -142,8 +147,6 @@ def decide(
     if all_rejected:
         reasons.insert(0, f"{len(all_rejected)} trial(s) rejected and not counted (their spec-decode counters contradict "
                           f"the declared speculation): " + "; ".join(r.describe() for r in all_rejected))
-    if objective_note:
-        reasons.append(objective_note)
     if winners:
         outcome, winner = "promote", winners[0].candidate
         head = f"promote {winner}: it wins at every concurrency level"
@@ -182,6 +185,7 @@ def _decide_candidate(
     base_levels: dict[Level, list[Trial]],
     cand_levels: dict[Level, list[Trial]],
     keys: list[MetricKey],
+    guards: list[tuple[str, MetricKey]],
     spec: GateSpec,
     alpha: float,
     min_trials: int,
@@ -192,8 +196,8 @@ def _decide_candidate(
     accuracy = float(np.mean(accuracies)) if accuracies else None
     levels = sorted(set(base_levels) | set(cand_levels) | set(base_rejected) | set(cand_rejected), key=_level_order)
     decisions = [
-        _decide_level(level, base_levels.get(level, []), cand_levels.get(level, []), keys, spec, alpha, min_trials,
-                      accuracy, base_rejected.get(level, []), cand_rejected.get(level, []))
+        _decide_level(level, base_levels.get(level, []), cand_levels.get(level, []), keys, guards, spec, alpha,
+                      min_trials, accuracy, base_rejected.get(level, []), cand_rejected.get(level, []))
         for level in levels
     ]
     gains = [_gain(d) for d in decisions]
@@ -230,6 +234,7 @@ def _decide_level(
     base: list[Trial],
     cand: list[Trial],
     keys: list[MetricKey],
+    guards: list[tuple[str, MetricKey]],
     spec: GateSpec,
     alpha: float,
     min_trials: int,
@@ -259,6 +264,9 @@ def _decide_level(
     problems += floor_problems
     metrics = [_compare_metric(key, base, cand, alpha) for key in keys] if base and cand else []
     objective = metrics[0] if metrics else None
+    guarded = _guard_checks(guards, metrics, base, cand, alpha) if base and cand else []
+    worse_guards = [g for g in guarded if g.passed is False]
+    unread_guards = [g for g in guarded if g.passed is None]
 
     failed_floors = [f for f in floors if f.passed is False]
     reasons = [f"{f.floor} {f.measured:.3f} is below the floor {f.minimum:.3f}" for f in failed_floors]
@@ -269,8 +277,10 @@ def _decide_level(
     elif objective is None or objective.verdict == "unavailable":
         outcome = "inconclusive"
         problems.append(f"the objective could not be compared: {objective.note if objective else 'no trials'}")
-    elif objective.verdict == "worse":
+    elif objective.verdict == "worse" or worse_guards:
         outcome = "reject"
+    elif unread_guards:
+        outcome = "inconclusive"
     elif objective.verdict == "better":
         outcome = "win"
     else:
@@ -278,14 +288,22 @@ def _decide_level(
     reasons += problems
     if objective is not None and objective.verdict != "unavailable":
         reasons.append(_describe(objective))
+    by_guard = ", so the candidate is rejected" if outcome == "reject" and not failed_floors else ""
+    reasons += [f"guard {g.guard} is worse beyond the noise{by_guard}: {_describe(g.comparison)}" for g in worse_guards]
+    reasons += [f"guard {g.guard} could not be compared, so the candidate cannot be shown not to worsen it: "
+                f"{g.comparison.note}" for g in unread_guards]
+    reasons += [f"guard {g.guard} not worse: {_describe(g.comparison)}" for g in guarded if g.passed]
     reasons += [f"{f.floor} {f.measured:.3f} meets the floor {f.minimum:.3f}" for f in floors if f.passed]
-    reasons += [f"not the objective, noted: {_describe(m)}" for m in metrics[1:] if m.verdict == "worse"]
+    guard_names = {g.comparison.metric for g in guarded}
+    reasons += [f"not the objective, noted: {_describe(m)}" for m in metrics[1:]
+                if m.verdict == "worse" and m.metric not in guard_names]
     return LevelDecision(
         concurrency=level,
         outcome=outcome,  # type: ignore[arg-type]
         objective=objective,
         metrics=metrics,
         floors=floors,
+        guards=guarded,
         baseline=base_counts,
         candidate=cand_counts,
         unchecked_identity_fields=unchecked,
@@ -335,6 +353,21 @@ def _compare_metric(key: MetricKey, base: list[Trial], cand: list[Trial], alpha:
         noise_bound_pct=100 * float(cmp.noise_bound),
         verdict=VERDICT_NAMES[int(cmp.verdict)],  # type: ignore[arg-type]
     )
+
+
+def _guard_checks(
+    guards: list[tuple[str, MetricKey]], metrics: list[MetricComparison], base: list[Trial], cand: list[Trial],
+    alpha: float,
+) -> list[GuardCheck]:
+    """Each guard compared like the objective: the reported metric's comparison where it is one
+    (same key, same alpha), else a comparison of its own (e.g. ttft:p99)."""
+    by_name = {m.metric: m for m in metrics}
+    found: list[GuardCheck] = []
+    for text, key in guards:
+        m = by_name.get(key.name) or _compare_metric(key, base, cand, alpha)
+        passed = None if m.verdict == "unavailable" else m.verdict != "worse"
+        found.append(GuardCheck(guard=text, passed=passed, comparison=m))
+    return found
 
 
 def _describe(m: MetricComparison) -> str:

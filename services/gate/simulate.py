@@ -98,6 +98,7 @@ def identity(
         cell_id=cell_id,
         role="candidate" if baseline_cell_id else "standing",
         baseline_cell_id=baseline_cell_id,
+        node="node-1",
     )
     fields.update(overrides)
     return TrialIdentity(**fields)

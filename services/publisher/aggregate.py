@@ -32,6 +32,7 @@ from pydantic import ValidationError
 
 from contracts import layout
 from contracts.campaign import Campaign, Matrix
+from contracts.corpus import CorpusManifest
 from contracts.decision import Decision
 from contracts.engine import EngineCheck
 from contracts.envelope import KEY_RE, RUN_ID_PATTERN
@@ -122,7 +123,18 @@ def read_campaign(bundle: BundleStore, run_id: str, *, extra_events: Sequence[Ma
         draft_input_key=input_key,
         rejected=rejected,
         engine=_read_engine(bundle, run_id, plan if isinstance(plan, dict) else None, loaded, problems),
+        redaction=_read_redaction(bundle, run_id, problems),
     )
+
+
+def _read_redaction(bundle: BundleStore, run_id: str, problems: list[str]) -> Any:
+    """The corpus manifest's redaction block; None when the run built no corpus (named shapes)."""
+    try:
+        bundle.ref(run_id, layout.CORPUS_MANIFEST)
+    except ArtifactMissing:
+        return None
+    manifest = _read_model(bundle, run_id, layout.CORPUS_MANIFEST, CorpusManifest, problems)
+    return manifest.redaction if manifest is not None else None
 
 
 def _draft_origin(

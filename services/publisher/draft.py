@@ -11,7 +11,7 @@ Markdown alike) when any of these holds; every reason that holds is listed:
    block, an unknown source revision, identity that differs between trials
    of one arm, a candidate without a measured named baseline, fewer trials
    with results than declared, identity fields the gate could not compare;
-4. the matrix was exploratory (fewer than 3 trials per cell);
+4. the matrix was exploratory (`matrix.exploratory: true`, whatever the trial counts);
 5. an input could not be read (result file, campaign.json, DECISION.json);
 6. a trial was rejected (the bench's `rejected-c<k>.json`, or a result the
    report's re-check of the spec-decode rule rejects): it is in no figure, and
@@ -68,7 +68,7 @@ def _identity_reasons(data: CampaignData) -> list[str]:
 def _other_reasons(data: CampaignData) -> list[str]:
     reasons = []
     if data.bench_exploratory:
-        reasons.append("the matrix is exploratory (fewer than 3 trials per cell): every figure is a DRAFT")
+        reasons.append("the matrix is exploratory (matrix.exploratory: true): every figure is a DRAFT")
     if data.campaign is None and not any(p.startswith(layout.CAMPAIGN) for p in data.problems):
         reasons.append(f"no {layout.CAMPAIGN} in the bundle: the campaign's gate spec and revisions are unknown")
     reasons.extend(f"unreadable input: {problem}" for problem in data.problems)

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from contracts.campaign import Campaign
+from contracts.corpus import Redaction
 from contracts.decision import Decision
 from contracts.engine import EngineCheck
 from contracts.envelope import Key, RunId, Sha256, Strict
@@ -119,6 +120,10 @@ class CampaignData(Strict):
     engine: list[LaunchEngine] = Field(
         default_factory=list,
         description="Every launch of the plan (or with a read-back file) and its engine read-back, in plan order.",
+    )
+    redaction: Redaction | None = Field(
+        default=None,
+        description="What the corpus step redacted, per kind (corpus/CORPUS.jsonl.manifest.json); None without a corpus.",
     )
 
     @property

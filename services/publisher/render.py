@@ -2,7 +2,7 @@
 
 Every number in a table carries its identity: the first column of each table
 of measured numbers is a pointer to that arm's row in the identity table
-(model, hardware, quantization, parallelism, serving config, workload shape,
+(model, hardware, node, quantization, parallelism, serving config, workload shape,
 concurrency, regime, graph mode, source revision, trial count, named
 baseline); the rows also repeat the cell, the concurrency, the trial count and
 the named baseline so a row read alone still says what it measured. Plots
@@ -87,6 +87,7 @@ def build_document(data: CampaignData, plots: list[Plot], found: list[Lever]) ->
         _identity(data),
         _engine(data),
         _rejected(data),
+        _redaction(data),
         _gate(data),
         _latency(data, by_name),
         _throughput(data, by_name),
@@ -122,7 +123,8 @@ def _summary(data: CampaignData) -> Section:
         lines.append((f"draft model: trained in this run (training input key {data.draft_input_key})",))
     if d is not None:
         lines.append((f"decision: {d.decision}" + (f" (winner {d.winner})" if d.winner else "") + f"; objective "
-                      f"{d.objective} ({d.direction.replace('_', ' ')}); named baseline {d.baseline}",))
+                      f"{d.objective} ({d.direction.replace('_', ' ')}); guards "
+                      f"{', '.join(d.gate.guards) or 'none'}; named baseline {d.baseline}",))
         lines.append((f"DECISION.json sha256 {data.decision_sha256}",))
         lines += [(f"gate: {r}",) for r in d.reasons]
     else:
@@ -132,7 +134,7 @@ def _summary(data: CampaignData) -> Section:
     return Section("summary", "Summary", (
         Bullets(tuple(lines)),
         Paragraph(("Every measured number below carries its identity: the ID column points to its row in the "
-                   "identity table (model, hardware, quantization, parallelism, serving config, workload shape, "
+                   "identity table (model, hardware, node, quantization, parallelism, serving config, workload shape, "
                    "concurrency, regime, source revision, trial count, named baseline).",)),
     ))
 
@@ -151,7 +153,7 @@ def _identity(data: CampaignData) -> Section:
             f"dp{i.parallelism.data_parallel_size}" if i else "unknown"
         rows.append((
             Anchor(arm.key), arm.cell_id, arm.role or "unknown",
-            i.model if i else "unknown", i.hardware if i else "unknown",
+            i.model if i else "unknown", i.hardware if i else "unknown", (i.node or "unknown") if i else "unknown",
             (i.quantization or "none") if i else "unknown", par,
             _serving(i.serving_config) if i else "unknown", i.workload_shape if i else "unknown",
             _lvl(arm.concurrency), i.regime if i else "unknown", i.graph_mode if i else "unknown",
@@ -159,7 +161,7 @@ def _identity(data: CampaignData) -> Section:
             f"{len(arm.trials)}/{arm.trials_declared or '?'}", arm.baseline_cell_id or "-",
             "; ".join(arm.identity_problems) or "complete",
         ))
-    columns = ("ID", "cell", "role", "model", "hardware", "quantization", "parallelism", "serving config",
+    columns = ("ID", "cell", "role", "model", "hardware", "node", "quantization", "parallelism", "serving config",
                "workload shape", "concurrency", "regime", "graph mode", "source revision", "trials (found/declared)",
                "named baseline", "identity check")
     return Section("identity", "Identity of every number", (Table(columns, tuple(rows), identity_column=False),))
@@ -192,6 +194,26 @@ def _engine(data: CampaignData) -> Section:
     ))
 
 
+def _redaction(data: CampaignData) -> Section:
+    title = "Redaction: what the corpus step replaced, per kind"
+    red = data.redaction
+    if red is None:
+        return Section("redaction", title, (Paragraph(("No corpus in this bundle: nothing was redacted.",)),))
+    rows = tuple(
+        (kind, red.placeholders.get(kind, "-"), str(n), str(red.diagnostics_counts.get(kind, 0)))
+        for kind, n in sorted(red.counts.items(), key=lambda item: (-item[1], item[0]))
+        if n or red.diagnostics_counts.get(kind, 0)
+    )
+    intro = (f"{red.records_redacted} corpus record(s) held at least one finding; each became its typed placeholder. "
+             f"Rule set: {red.ruleset or 'not recorded (an older manifest)'}.")
+    if not rows:
+        return Section("redaction", title, (Paragraph((intro + " Nothing of any kind was found.",)),))
+    return Section("redaction", title, (
+        Paragraph((intro,)),
+        Table(("kind", "placeholder", "in the corpus", "in rejected examples and messages"), rows, identity_column=False),
+    ))
+
+
 def _rejected(data: CampaignData) -> Section:
     if not data.rejected:
         return Section("rejected", "Rejected trials", (Paragraph((
@@ -215,7 +237,7 @@ def _gate(data: CampaignData) -> Section:
     d = data.decision
     if d is None:
         return Section("gate", "Gate verdicts", (Paragraph(("No valid gate decision in this bundle.",)),))
-    rows, floors = [], []
+    rows, floors, guards = [], [], []
     for cand in d.candidates:
         for lvl in cand.levels:
             key = _ref(data, cand.candidate, lvl.concurrency)
@@ -231,6 +253,11 @@ def _gate(data: CampaignData) -> Section:
             floors += [(key, cand.candidate, _lvl(lvl.concurrency), f"{lvl.candidate.trials}", d.baseline,
                         f.floor, f"{f.minimum:g}", _n(f.measured), {True: "passed", False: "failed"}.get(f.passed, "unmeasured"))
                        for f in lvl.floors]
+            guards += [(key, cand.candidate, _lvl(lvl.concurrency), f"{lvl.candidate.trials}/{lvl.baseline.trials}",
+                        d.baseline, g.guard, _n(g.comparison.baseline_value), _n(g.comparison.candidate_value),
+                        _pct(g.comparison.delta_pct), _pct(g.comparison.noise_bound_pct, signed=False),
+                        g.comparison.verdict, {True: "passed", False: "failed"}.get(g.passed, "not compared"))
+                       for g in lvl.guards]
     outcomes = tuple((_refs(data, c.candidate), c.candidate, c.outcome, _pct(c.worst_gain_pct),
                       _lvl(c.stops_paying_at) if c.stops_paying_at else "-", c.reasons[0]) for c in d.candidates)
     blocks = [
@@ -242,6 +269,11 @@ def _gate(data: CampaignData) -> Section:
     if floors:
         blocks.append(Table(("ID", "candidate", "concurrency", "trials", "named baseline", "floor", "minimum", "measured",
                              "result"), tuple(floors)))
+    if guards:
+        blocks.append(Paragraph(("Guards: a candidate worse beyond the noise on any of these metrics is rejected; "
+                                 "one that cannot be compared leaves its level inconclusive.",)))
+        blocks.append(Table(("ID", "candidate", "concurrency", "trials (cand/base)", "named baseline", "guard",
+                             "baseline", "candidate", "change", "noise bound", "verdict", "result"), tuple(guards)))
     return Section("gate", "Gate verdicts", tuple(blocks))
 
 

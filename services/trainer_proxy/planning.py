@@ -6,23 +6,35 @@ request's named inputs, or else the run's bundle and journal
 (services/runtime/upstream.py) — and stores the splits and the plan,
 write-once and hashed. `skipped` records a campaign that needs no draft.
 Nothing here starts a process.
+
+A corpus is a valid training input only for the traffic this run profiled
+(DESIGN.md: a profile from a different traffic regime is not a valid training
+input). `check_provenance` reads the manifest beside the corpus
+(`layout.CORPUS_MANIFEST` of the corpus's run) through its contract and refuses
+a corpus whose manifest names another profile or other traffic than this run's
+`layout.PROFILE`, with both hashes: `--input corpus=bundle://OTHER/...` from
+another run is accepted only when it was built from this very profile.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from contracts import layout
 from contracts.campaign import Campaign
+from contracts.corpus import CorpusManifest
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import CapacitySelected, TrainingCompleted, TrainingRequested
+from contracts.profile import Profile
 from services.runtime.bundle import ArtifactConflict, ArtifactMissing, BundleError, BundleStore
 from services.runtime.bundle_paths import InvalidPath, parse_uri
 from services.runtime.errors import StepFailed
 from services.runtime.upstream import latest
 from services.trainer_proxy import reuse
+from services.trainer_proxy.errors import PlanError
 from services.trainer_proxy.inputs import load_cells, skip_reason, split_corpus
 from services.trainer_proxy.launch import KubernetesLaunch
 from services.trainer_proxy.plan import PlanInputs, PlanPaths, TrainingPlan, build_plan
@@ -82,12 +94,74 @@ def _read_corpus(bundle: BundleStore, ref: ArtifactRef) -> bytes:
     return data
 
 
+M = TypeVar("M", bound=BaseModel)
+
+
+class CorpusMismatch(PlanError):
+    """The corpus was built from another profile or other traffic than this run's profile."""
+
+
+def check_provenance(bundle: BundleStore, run_id: str, corpus: ArtifactRef) -> None:
+    """Refuse a corpus that was not built from this run's profile of this run's traffic.
+
+    Reads the corpus's manifest (CorpusManifest, beside it in its own run) and this
+    run's PROFILE.json (Profile); compares the manifest's profile_sha256 with the
+    profile's bytes and its traffic_sha256 with the traffic the profile read."""
+    corpus_run, relpath = parse_uri(corpus.uri)
+    if relpath != layout.CORPUS:
+        raise CorpusMismatch(
+            f"the training input {corpus.uri} is not a corpus the corpus step built ({layout.CORPUS}, with its "
+            f"manifest {layout.CORPUS_MANIFEST} beside it), so its profile and traffic cannot be checked: give "
+            f"bundle://RUN/{layout.CORPUS}", error_type="CorpusUnverifiable")
+    manifest = _read_model(bundle, corpus_run, layout.CORPUS_MANIFEST, CorpusManifest, what="corpus manifest",
+                           fix=f"rebuild the corpus (specdec request corpus {corpus_run})")
+    if manifest.corpus_sha256 != corpus.sha256:
+        raise CorpusMismatch(
+            f"the manifest bundle://{corpus_run}/{layout.CORPUS_MANIFEST} describes a corpus of sha256 "
+            f"{manifest.corpus_sha256}, not {corpus.uri} (sha256 {corpus.sha256}): rebuild the corpus "
+            f"(specdec request corpus {corpus_run})", error_type="CorpusUnverifiable")
+    try:
+        profile_ref = bundle.ref(run_id, layout.PROFILE)
+    except ArtifactMissing:
+        raise CorpusMismatch(
+            f"run {run_id} has no profile ({layout.PROFILE}), so the traffic a training corpus must come from is "
+            f"unknown: run the profile step first (specdec request profile {run_id})",
+            error_type="NoProfile") from None
+    profile = _read_model(bundle, run_id, layout.PROFILE, Profile, what="profile",
+                          fix=f"profile the traffic again (specdec request profile {run_id})", error_type="ProfileInvalid")
+    problems = []
+    if manifest.profile_sha256 != profile_ref.sha256:
+        problems.append(f"it was built from profile sha256 {manifest.profile_sha256}, but this run's profile "
+                        f"({layout.PROFILE}) has sha256 {profile_ref.sha256}")
+    if manifest.traffic_sha256 != profile.input.sha256:
+        problems.append(f"it was sampled from traffic sha256 {manifest.traffic_sha256}, but this run profiled "
+                        f"traffic sha256 {profile.input.sha256}")
+    if problems:
+        raise CorpusMismatch(
+            f"the corpus {corpus.uri} is not a valid training input for run {run_id}: " + "; and ".join(problems)
+            + ". A corpus matched to another profile or traffic regime trains a draft for other traffic: train on "
+            f"this run's own corpus (specdec request corpus {run_id}, then specdec request training {run_id}), or "
+            "name a corpus built from this run's profile", error_type="CorpusMismatch")
+
+
+def _read_model(bundle: BundleStore, run_id: str, relpath: str, model: type[M], *, what: str, fix: str,
+                error_type: str = "CorpusUnverifiable") -> M:
+    """One artifact through its contract; a missing or invalid one is a CorpusMismatch saying how to fix it."""
+    try:
+        return model.model_validate(bundle.read_json(run_id, relpath))
+    except (BundleError, ValidationError) as exc:
+        raise CorpusMismatch(f"the {what} bundle://{run_id}/{relpath} cannot be read: {exc}; {fix}",
+                             error_type=error_type) from None
+
+
 def plan_training(bundle: BundleStore, campaign: Campaign, event: Event) -> tuple[TrainingPlan, ArtifactRef]:
     """Store the corpus splits and the plan; the plan and its ref."""
     run_id = event.run_id
     scheduler, node = placement(bundle, event)
     corpus = corpus_ref(bundle, event)
-    split = split_corpus(_read_corpus(bundle, corpus))
+    data = _read_corpus(bundle, corpus)
+    check_provenance(bundle, run_id, corpus)
+    split = split_corpus(data)
     if split.train_records == 0:
         raise StepFailed(
             f"the corpus {corpus.uri} has no train records ({split.heldout_records} heldout, "

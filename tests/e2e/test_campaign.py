@@ -183,3 +183,13 @@ def test_the_dry_run_changed_nothing(dry_run):
     assert not schemas & {"training.started", "training.completed", "bench.planned", "bench.completed"}
     assert not (dry_run.bundle_dir / "training/output").exists()
     assert [p for p in labelled_processes() if p.run_id == dry_run.run_id] == []
+
+
+def test_the_report_counts_what_the_corpus_step_redacted_per_kind(campaign_run):
+    """The sample traffic plants secrets and personal data: the report lists each kind the manifest counted."""
+    manifest = orjson.loads((campaign_run.bundle_dir / "corpus/CORPUS.jsonl.manifest.json").read_bytes())
+    found = {kind: n for kind, n in manifest["redaction"]["counts"].items() if n}
+    assert found, f"the sample traffic's planted secrets were not counted: {manifest['redaction']}"
+    markdown = (campaign_run.bundle_dir / "report/report.md").read_text()
+    for kind, n in found.items():
+        assert re.search(rf"^\| {kind} \| [^|]+ \| {n} \|", markdown, re.M), f"{kind} ({n}) missing from the report"

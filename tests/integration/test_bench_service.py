@@ -184,3 +184,30 @@ async def test_on_a_scheduler_without_a_selected_node_a_cell_without_one_is_refu
     failed = events["bench.failed"]
     assert failed["error_type"] == "NoCapacity" and f"specdec request capacity {run_id}" in failed["reason"]
     assert not (bundle.run_dir(run_id) / "bench/plan.json").exists()
+
+
+async def test_every_listed_shape_is_sent_and_an_exploratory_matrix_is_a_draft_with_three_trials(settings):
+    """traffic.shapes [short, medium]: prompts.jsonl takes them in turn, every trial's identity
+    says 'short+medium'; exploratory with 3 trials per cell still marks bench.completed DRAFT."""
+    run_id = "toy-20261130-101010-abcdef"
+    data = campaign(acknowledged=True).model_dump(by_alias=True)
+    data["traffic"] = {"shapes": ["short", "medium"]}
+    data["matrix"]["exploratory"] = True
+    data["matrix"]["load"]["num_prompts"] = 5
+    data["matrix"]["cells"] = data["matrix"]["cells"][:2]
+    for cell in data["matrix"]["cells"]:
+        cell.update(concurrency=[1], workload_shape=None)
+    bundle = BundleStore(settings.bundle_root)
+    bundle.write_json(run_id, "campaign.json", Campaign.model_validate(data))
+    async with bench_runner(settings) as service:
+        await service.bus.publish(BenchRequested(run_id=run_id, producer="test", requested_by="test"))
+        done = (await wait_events(settings, {"bench.completed"}, run_id=run_id, timeout_s=120))["bench.completed"]
+    assert done["failed_cells"] == {} and len(done["results"]) == 6 and done["draft"] is True
+    prompts = [orjson.loads(line) for line in bundle.read_bytes(run_id, "bench/prompts.jsonl").splitlines()]
+    assert [p["prompt_id"] for p in prompts] == ["short-0", "medium-0", "short-1", "medium-1", "short-2"]
+    plan = bundle.read_json(run_id, "bench/plan.json")
+    assert plan["draft"] is True and plan["prompts"]["workload_shape"] == "short+medium"
+    assert [(s["name"], s["prompts"]) for s in plan["prompts"]["shapes"]] == [("short", 3), ("medium", 2)]
+    for ref in done["results"]:
+        result = orjson.loads(bundle.resolve(ref["uri"]).read_bytes())
+        assert result["identity"]["workload_shape"] == "short+medium" and result["completed"] == 5

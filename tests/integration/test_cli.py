@@ -23,6 +23,7 @@ import redis
 import structlog
 import yaml
 
+from contracts.campaign import Campaign, Matrix
 from contracts.deadletter import DeadLetter
 from contracts.events import FAILED, REQUESTED, TrainingPlanned
 from services.cli.main import main
@@ -510,3 +511,117 @@ def test_submit_refuses_bench_commands_with_different_loads_in_a_matrix_file(cli
     assert "imply different loads" in err and "--dataset-name (standing: absent; ngram-k3: random; draft-k3: absent)" in err
     assert client.xlen(f"{env.stream_prefix}.campaign.submitted") == 0
     assert not env.bundle_root.exists() or not any(env.bundle_root.iterdir())
+
+
+# --- request: only the input names the step reads (contracts/inputs.py) -------------------------
+
+
+def test_request_of_an_input_name_the_step_does_not_read_is_refused(cli, env, client):
+    run_id = submit_ok(cli)
+    code, _, err = cli("request", "bench", run_id, "--input", f"trainng.output=bundle://{run_id}/campaign.json")
+    assert code != 0
+    assert "the bench step reads no input named ['trainng.output']" in err
+    assert "training.output (the trained draft" in err and "corpus (a CORPUS.jsonl" in err
+    code, _, err = cli("request", "gate", run_id, "--input", f"corpus=bundle://{run_id}/campaign.json")
+    assert code != 0 and "the gate step reads no named input" in err and "drop --input" in err
+    assert client.xlen(f"{env.stream_prefix}.bench.requested") == 0
+    assert client.xlen(f"{env.stream_prefix}.gate.requested") == 0
+    code, _, err = cli("request", "training", run_id, "--input", f"corpus=bundle://{run_id}/campaign.json")
+    assert code == 0, err
+    [(body, _)] = entries(client, f"{env.stream_prefix}.training.requested")
+    assert list(body["inputs"]) == ["corpus"]
+
+
+# --- submit: values that would otherwise change silently ------------------------------------------
+
+
+def _refused(cli: Any, env: RuntimeSettings, client: redis.Redis, path: Path) -> str:
+    code, out, err = cli("submit", str(path))
+    assert code == 2 and out == "", err
+    assert "nothing was published" in err
+    assert client.xlen(f"{env.stream_prefix}.campaign.submitted") == 0
+    assert not env.bundle_root.exists() or not any(env.bundle_root.iterdir())
+    return err
+
+
+@pytest.mark.parametrize("scheduler", ["local", "slurm"])
+def test_submit_refuses_kubernetes_templates_on_another_scheduler(cli, env, client, tmp_path, scheduler):
+    def edit(data: dict[str, Any]) -> None:
+        data["capacity"]["scheduler"] = scheduler
+        data["commands"]["serve_pod_template"] = "pod.yaml"
+        data["commands"]["train"]["kubernetes_job"] = "job.yaml"
+
+    err = _refused(cli, env, client, write_campaign(tmp_path, edit))
+    assert (f"commands.train.kubernetes_job and commands.serve_pod_template set, but capacity.scheduler is {scheduler}"
+            in err) and "remove them or set the scheduler to kubernetes" in err
+
+
+def test_submit_refuses_a_burstiness_without_a_rate_and_a_min_trials_below_two_at_once(cli, env, client, tmp_path):
+    def edit(data: dict[str, Any]) -> None:
+        data["matrix"]["load"]["burstiness"] = 0.5
+        data["gate"]["min_trials"] = 1
+
+    err = _refused(cli, env, client, write_campaign(tmp_path, edit))
+    assert "invalid: matrix.load: matrix.load.burstiness 0.5 needs matrix.load.request_rate" in err
+    assert "invalid: gate.min_trials: gate.min_trials 1 cannot be honoured" in err
+    assert "MatrixFile" not in err, "only the form the matrix was written in is reported"
+
+
+def test_submit_refuses_a_label_the_prompt_source_contradicts_and_shapes_no_prompt_reaches(cli, env, client, tmp_path):
+    def edit(data: dict[str, Any]) -> None:
+        data["traffic"] = {"shapes": ["short", "medium", "long"]}
+        data["commands"].pop("train")
+        data["matrix"]["cells"] = data["matrix"]["cells"][:2]
+        data["matrix"]["cells"][0]["workload_shape"] = "corpus-heldout"  # the label of traffic, not of shapes
+        data["matrix"]["load"]["num_prompts"] = 2
+
+    err = _refused(cli, env, client, write_campaign(tmp_path, edit))
+    assert ("matrix.cells[standing].workload_shape is 'corpus-heldout', but the prompts come from traffic.shapes "
+            "['short', 'medium', 'long'], which is 'short+medium+long'") in err
+    assert "matrix.load.num_prompts 2 is fewer than the 3 traffic.shapes" in err
+
+
+def test_submit_refuses_a_contradicting_label_in_a_matrix_file(cli, env, client, tmp_path):
+    matrix_path = tmp_path / "matrix.yaml"
+
+    def edit(data: dict[str, Any]) -> None:
+        matrix = data.pop("matrix")
+        matrix["cells"][1]["workload_shape"] = "long-context"
+        matrix_path.write_text(yaml.safe_dump(matrix))
+        data["matrix"] = {"path": str(matrix_path)}
+
+    err = _refused(cli, env, client, write_campaign(tmp_path, edit))
+    assert f"{matrix_path}: cells[ngram-k3].workload_shape is 'long-context'" in err and "'corpus-heldout'" in err
+
+
+def test_submit_resolves_a_matrix_files_paths_like_inline_cells_and_stores_it_inline(cli, env, tmp_path, monkeypatch):
+    from services.bench.plan import build_plan
+
+    work = tmp_path / "work"
+    (work / "drafts/d1").mkdir(parents=True)
+    (work / "matrices").mkdir()
+    data = yaml.safe_load(EXAMPLE.read_text())
+    data["traffic"]["path"] = str(ROOT / data["traffic"]["path"])
+    matrix = data.pop("matrix")
+    matrix["cells"][1]["serving"]["model"] = "hub-org/served-model"  # no such path: a model name, left as written
+    matrix["cells"][2]["serving"]["speculative"]["model"] = "drafts/d1"  # relative to where submit runs
+    (work / "matrices/m.yaml").write_text(yaml.safe_dump(matrix))
+    data["matrix"] = {"path": "matrices/m.yaml"}
+    (work / "campaign.yaml").write_text(yaml.safe_dump(data))
+    monkeypatch.chdir(work)
+    code, out, err = cli("submit", "campaign.yaml")
+    assert code == 0, err
+    run_id = out.strip().splitlines()[-1]
+    stored = Campaign.model_validate(orjson.loads((env.bundle_root / run_id / "campaign.json").read_bytes()))
+    # Read once and stored inline: a later edit of the file cannot change what the run measures.
+    assert isinstance(stored.matrix, Matrix) and [c.cell_id for c in stored.matrix.cells] == ["standing", "ngram-k3",
+                                                                                             "draft-k3"]
+    assert stored.matrix.cells[2].serving.speculative.model == str(work / "drafts/d1")
+    assert stored.matrix.cells[1].serving.model == "hub-org/served-model"
+    (work / "matrices/m.yaml").write_text("not: a matrix\n")
+    # What runs: the draft cell is served with the resolved draft.
+    plan = build_plan(stored, stored.matrix, run_id=run_id, default_node="n", training_output=None,
+                      prompts={"source": "x"})
+    draft = next(cell for cell in plan.cells if cell.cell_id == "draft-k3")
+    assert draft.speculative_config["model"] == str(work / "drafts/d1")
+    assert any(str(work / "drafts/d1") in token for token in draft.serve_argv)

@@ -22,9 +22,13 @@ EXAMPLE = ROOT / "infra/examples/campaign.yaml"
 RUN = "toy-20261130-010101-abcdef"
 
 
-def seed_bundle(bundle: BundleStore, factor: float) -> list:
-    campaign = Campaign.model_validate(yaml.safe_load(EXAMPLE.read_text()))
-    bundle.write_json(RUN, "campaign.json", campaign)
+def seed_bundle(bundle: BundleStore, factor: float, *, guards: list[str] | None = None,
+                candidate_node: str = "node-1", candidate_throughput: float = 1.0) -> list:
+    """The example campaign (its gate with `guards`) and 3 trials per arm; the candidate served on
+    `candidate_node` with its output throughput scaled by `candidate_throughput`."""
+    data = yaml.safe_load(EXAMPLE.read_text())
+    data["gate"]["guards"] = guards or []
+    bundle.write_json(RUN, "campaign.json", Campaign.model_validate(data))
     rng = np.random.default_rng(7)
     spec = SpeculativeConfig(method="ngram", num_speculative_tokens=3)
     refs = []
@@ -33,10 +37,12 @@ def seed_bundle(bundle: BundleStore, factor: float) -> list:
             "standing": trial_result(rng, ident=identity("standing", concurrency=1, trial=trial)),
             "ngram-k3": trial_result(
                 rng, factor=factor,
-                ident=identity("ngram-k3", concurrency=1, trial=trial, speculative=spec, baseline_cell_id="standing"),
+                ident=identity("ngram-k3", concurrency=1, trial=trial, speculative=spec, baseline_cell_id="standing",
+                               node=candidate_node),
                 counters=spec_counters(0.6, 3),
             ),
         }
+        arms["ngram-k3"]["output_throughput"] *= candidate_throughput
         for cell, result in arms.items():
             refs.append(bundle.write_bytes(RUN, f"bench/{cell}/trial-{trial}/result-c1.json", orjson.dumps(result)))
     return refs
@@ -62,6 +68,33 @@ async def test_gate_requested_reads_the_bundle_and_a_loss_is_rejected(settings):
         await service.bus.publish(GateRequested(run_id=RUN, producer="test", requested_by="test"))
         events = await wait_events(settings, {"gate.decided"}, run_id=RUN)
     assert events["gate.decided"]["decision"] == "reject"
+
+
+async def test_the_campaigns_guards_reject_a_candidate_worse_on_one(settings):
+    """gate.guards of the stored campaign: the candidate wins TPOT but loses half its throughput."""
+    bundle = BundleStore(settings.bundle_root)
+    seed_bundle(bundle, factor=0.7, guards=["output_throughput", "ttft:p99"], candidate_throughput=0.4)
+    async with running("gate", settings) as service:
+        await service.bus.publish(GateRequested(run_id=RUN, producer="test", requested_by="test"))
+        events = await wait_events(settings, {"gate.decided"}, run_id=RUN)
+    assert events["gate.decided"]["decision"] == "reject"
+    level = orjson.loads(bundle.read_bytes(RUN, layout.DECISION))["candidates"][0]["levels"][0]
+    assert level["objective"]["verdict"] == "better"
+    assert any(r.startswith("guard output_throughput is worse beyond the noise") for r in level["reasons"])
+    assert [(g["guard"], g["passed"]) for g in level["guards"]] == [("output_throughput", False), ("ttft:p99", True)]
+    assert level["guards"][0]["comparison"]["verdict"] == "worse"
+
+
+async def test_arms_served_on_different_nodes_are_inconclusive(settings):
+    bundle = BundleStore(settings.bundle_root)
+    seed_bundle(bundle, factor=0.7, candidate_node="node-2")
+    async with running("gate", settings) as service:
+        await service.bus.publish(GateRequested(run_id=RUN, producer="test", requested_by="test"))
+        events = await wait_events(settings, {"gate.decided"}, run_id=RUN)
+    assert events["gate.decided"]["decision"] == "inconclusive"
+    level = orjson.loads(bundle.read_bytes(RUN, layout.DECISION))["candidates"][0]["levels"][0]
+    [why] = [r for r in level["reasons"] if "did not all run on one node" in r]
+    assert "node node-1: baseline trial 0" in why and "node node-2: candidate trial 0" in why
 
 
 async def test_no_results_fails_the_step_with_the_reason(settings):

@@ -35,6 +35,7 @@ from tests.unit.trainer_proxy.helpers import (
     build_tiny_models,
     campaign,
     corpus_bytes,
+    profiled,
     seed_run,
     write_script,
 )
@@ -328,6 +329,32 @@ async def test_a_training_request_without_a_selected_node_fails_with_what_to_do(
         events = await wait_events(settings, {"training.planned"}, run_id=run_id)
     assert events["training.planned"]["node"] == "journal-node"
     assert bundle.read_json(run_id, "training/plan.json")["node"] == "journal-node"
+
+
+async def test_a_requested_corpus_of_other_traffic_fails_with_both_hashes(settings, run_id):
+    """`specdec request training RUN --input corpus=bundle://OTHER/corpus/CORPUS.jsonl` with OTHER's
+    corpus sampled from other traffic: refused before anything is planned; this run's own corpus plans."""
+    bundle = BundleStore(settings.bundle_root)
+    other = f"tp-{uuid.uuid4().hex[:10]}"
+    mine, theirs = profiled(), profiled(traffic_lines=40)
+    seed_run(bundle, run_id, campaign(train_argv=[PY, "-c", "pass"]), profile=mine)
+    seed_run(bundle, other, campaign(train_argv=[PY, "-c", "pass"]), profile=theirs)
+    capacity = selected(bundle, run_id)
+    bundle.append_event(run_id, capacity.event_id, capacity.to_json())
+    foreign = bundle.ref(other, "corpus/CORPUS.jsonl")
+    async with proxy(settings) as service:
+        await service.bus.publish(TrainingRequested(run_id=run_id, producer="test", requested_by="test",
+                                                    inputs={"corpus": foreign}))
+        events = await wait_events(settings, {"training.planned", "training.failed"}, run_id=run_id)
+    assert "training.planned" not in events
+    failed = events["training.failed"]
+    assert failed["error_type"] == "CorpusMismatch"
+    manifest = bundle.read_json(other, "corpus/CORPUS.jsonl.manifest.json")
+    my_profile = bundle.ref(run_id, "profile/PROFILE.json").sha256
+    my_traffic = bundle.read_json(run_id, "profile/PROFILE.json")["input"]["sha256"]
+    for digest in (manifest["profile_sha256"], my_profile, manifest["traffic_sha256"], my_traffic):
+        assert digest in failed["reason"]
+    assert not (bundle.run_dir(run_id) / "training/plan.json").exists()
 
 
 # --- Slurm ---------------------------------------------------------------------------

@@ -247,13 +247,46 @@ def test_the_matrix_rules_apply_inside_a_campaign(data):
 # --- gate objective -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "objective",
-    ["tpot", "tpot:p99", "ttft:median", "e2el:mean", "itl:p99.9", "output_throughput", "acceptance_length:p50",
-     "acceptance_rate"],
-)
-def test_objectives_in_the_grammar_are_accepted(objective):
+@pytest.mark.parametrize("objective", ["tpot", "tpot:p99", "ttft:median", "e2el:mean", "itl:p99.9", "itl:p50"])
+def test_latency_objectives_are_accepted(objective):
     assert GateSpec(objective=objective, acceptance_floor=0.1).objective == objective
+
+
+@pytest.mark.parametrize("objective", ["output_throughput", "acceptance_rate", "acceptance_length:p50"])
+def test_an_objective_that_is_not_a_latency_is_refused_and_pointed_to_the_guards(objective):
+    with pytest.raises(ValidationError, match="is not a latency metric.*list it under gate.guards"):
+        GateSpec(objective=objective, acceptance_floor=0.1)
+
+
+def test_guards_take_any_metric_and_refuse_repeats_and_misplaced_statistics():
+    spec = GateSpec(objective="tpot", acceptance_floor=0.1, guards=["output_throughput", "ttft:p99", "acceptance_rate"])
+    assert spec.guards == ["output_throughput", "ttft:p99", "acceptance_rate"]
+    assert GateSpec(objective="tpot", acceptance_floor=0.1).guards == []
+    for guards, message in (
+        (["tpot:median"], "repeats the objective"),
+        (["ttft", "ttft:median"], "repeats the objective or another guard"),
+        (["acceptance_rate:p99"], "one figure per trial"),
+        (["throughput"], "is not METRIC"),
+        (["ttft:p0"], "strictly between p0 and p100"),
+    ):
+        with pytest.raises(ValidationError, match=message):
+            GateSpec(objective="tpot", acceptance_floor=0.1, guards=guards)
+
+
+def test_an_acceptance_guard_without_standing_speculation_is_refused(data):
+    data["standing"] = None
+    data["gate"]["guards"] = ["acceptance_rate"]
+    with pytest.raises(ValidationError, match="the standing config is null.*acceptance_floor"):
+        Campaign.model_validate(data)
+    data["gate"]["guards"] = ["output_throughput"]
+    assert Campaign.model_validate(data).gate.guards == ["output_throughput"]
+
+
+def test_the_campaigns_latency_metrics_are_the_gates():
+    from contracts.campaign import LATENCY_OBJECTIVES
+    from contracts.trials import LATENCY_METRICS
+
+    assert LATENCY_OBJECTIVES == LATENCY_METRICS
 
 
 @pytest.mark.parametrize(
@@ -277,3 +310,63 @@ def test_publish_target_scheme_is_checked(data):
     data["publish"] = {"target": "ftp://somewhere"}
     with pytest.raises(ValidationError, match="must start with file://"):
         Campaign.model_validate(data)
+
+
+# --- values that would otherwise change silently ---------------------------------------
+
+
+def test_burstiness_without_a_request_rate_is_refused_naming_both(data):
+    from contracts.campaign import LoadSpec
+
+    data["matrix"]["load"]["burstiness"] = 0.5
+    with pytest.raises(ValidationError, match=r"matrix.load.burstiness 0.5 needs matrix.load.request_rate.*set request_rate"):
+        Campaign.model_validate(data)
+    data["matrix"]["load"]["request_rate"] = 4.0
+    assert Campaign.model_validate(data).matrix.load.burstiness == 0.5
+    assert LoadSpec().burstiness == 1.0 and LoadSpec(request_rate=2).burstiness == 1.0
+
+
+@pytest.mark.parametrize("value", [0, 1])
+def test_a_min_trials_the_gate_cannot_honour_is_refused(value):
+    with pytest.raises(ValidationError, match=r"gate.min_trials .*needs at least 2 trials per arm; set gate.min_trials"
+                                              if value else "greater than or equal to 1"):
+        GateSpec(objective="tpot", acceptance_floor=0.1, min_trials=value)
+    assert GateSpec(objective="tpot", acceptance_floor=0.1, min_trials=2).min_trials == 2
+
+
+@pytest.mark.parametrize("scheduler", ["local", "slurm"])
+@pytest.mark.parametrize(("where", "field"), [(("commands", "serve_pod_template"), "commands.serve_pod_template"),
+                                              (("commands", "train", "kubernetes_job"), "commands.train.kubernetes_job")])
+def test_kubernetes_templates_are_refused_on_other_schedulers(data, scheduler, where, field):
+    *parents, key = where
+    holder = data
+    for name in parents:
+        holder = holder[name]
+    holder[key] = "infra/k8s/template.yaml"
+    data["capacity"]["scheduler"] = scheduler
+    with pytest.raises(ValidationError, match=rf"{field} set, but capacity.scheduler is {scheduler}: .*kubernetes"):
+        Campaign.model_validate(data)
+    data["capacity"]["scheduler"] = "kubernetes"
+    assert Campaign.model_validate(data).capacity.scheduler == "kubernetes"
+
+
+def test_a_cells_workload_shape_is_unset_unless_written(data):
+    # Unset: the bench plan derives it from the prompt source (tests/unit/bench/test_bench_plan.py).
+    assert {cell.workload_shape for cell in Campaign.model_validate(data).matrix.cells} == {None}
+    data["matrix"]["cells"][0]["workload_shape"] = "corpus-heldout"
+    assert Campaign.model_validate(data).matrix.cells[0].workload_shape == "corpus-heldout"
+
+
+@pytest.mark.parametrize(("edit", "named"), [
+    (lambda d: d["commands"].__setitem__("train", {"argv": ["python", "train.py", "{output_dir}"]}), "commands.train"),
+    (lambda d: d.__setitem__("corpus", {"seed": 7}), "corpus.seed"),
+    (lambda d: d.__setitem__("corpus", {"size": 40, "heldout_share": 0.3}), "corpus.size, corpus.heldout_share"),
+])
+def test_a_shapes_campaign_refuses_a_trainer_or_corpus_it_would_ignore(data, edit, named):
+    shaped = shapes_only(data)
+    edit(shaped)
+    with pytest.raises(ValidationError, match=rf"{named} set, but traffic is named shapes \(short, medium\).*trains nothing"):
+        Campaign.model_validate(shaped)
+    shaped = shapes_only(data)
+    shaped["corpus"] = {"seed": 0}  # the default: nothing to ignore
+    assert Campaign.model_validate(shaped).shapes_only

@@ -23,6 +23,7 @@ from contracts.catalogue import BY_SCHEMA, CATALOGUE, CLI, SERVICES, STEP_OWNER,
 from contracts.deadletter import DeadLetter
 from contracts.envelope import Event
 from contracts.events import ALL_EVENTS, FAILED, REQUESTED, STEPS
+from contracts.inputs import STEP_INPUTS
 from contracts.registry import InvalidEvent, Registry, UnknownEvent, default_registry
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,7 +44,9 @@ def example_campaign() -> dict[str, Any]:
 PAYLOADS: dict[str, dict[str, Any]] = {
     "campaign.submitted": {"campaign": example_campaign(), "campaign_ref": ref("campaign.json")},
     "run.approved": {"i_understand_this_mutates_cluster": True, "plan_sha256s": [SHA], "approved_by": "op@host"},
-    **{f"{step}.requested": {"requested_by": "op@host", "inputs": {"training.output": ref()}} for step in STEPS},
+    # Each request with every input its step reads (contracts/inputs.py); any other name is refused.
+    **{f"{step}.requested": {"requested_by": "op@host", "inputs": {name: ref() for name in STEP_INPUTS[step]}}
+       for step in STEPS},
     **{f"{step}.failed": {"step": step, "reason": "it broke", "error_type": "Boom"} for step in STEPS},
     "profile.completed": {
         "profile": ref(), "source": "traffic", "records_accepted": 3, "records_rejected": 1, "recommended_method": "ngram",

@@ -344,16 +344,18 @@ def test_vllm_parses_the_flag_forms_as_the_declared_values():
 
 
 def test_bench_values_render_the_load():
-    load = LoadSpec(endpoint="chat", num_prompts=8, warmup_requests=2, request_rate=None, burstiness=0.5,
+    # (a burstiness needs a request rate: LoadSpec refuses one without it)
+    load = LoadSpec(endpoint="chat", num_prompts=8, warmup_requests=2, request_rate=None, burstiness=1.0,
                     max_output_tokens=None, ignore_eos=True)
     values = bench_values(load, concurrency=4, base_url="http://10.0.0.2:8123", result_path="/r.json",
                           prompts_path="/p.jsonl")
     assert values["endpoint"] == "/v1/chat/completions" and values["request_rate"] == "inf"
     assert (values["host"], values["port"], values["concurrency"]) == ("10.0.0.2", "8123", "4")
-    assert values["ignore_eos_flag"] == "--ignore-eos" and values["burstiness"] == "0.5"
+    assert values["ignore_eos_flag"] == "--ignore-eos" and values["burstiness"] == "1.0"
     assert "max_output_tokens" not in values
-    assert bench_values(LoadSpec(request_rate=2, max_output_tokens=16), concurrency=1, base_url="http://h:1",
-                        result_path="r", prompts_path="p")["request_rate"] == "2.0"
+    rated = bench_values(LoadSpec(request_rate=2, burstiness=0.5, max_output_tokens=16), concurrency=1,
+                         base_url="http://h:1", result_path="r", prompts_path="p")
+    assert (rated["request_rate"], rated["burstiness"]) == ("2.0", "0.5")
 
 
 def test_the_bench_plan_renders_an_operator_serve_template_with_the_declared_fields():

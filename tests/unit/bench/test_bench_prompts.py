@@ -9,7 +9,16 @@ import orjson
 import pytest
 
 from services.bench.errors import PromptError
-from services.bench.prompts import ShapeSpec, cycle, heldout_prompts, shaped_prompts
+from contracts.campaign import TrafficFile, TrafficShapes
+from services.bench.prompts import (
+    ShapeSpec,
+    cycle,
+    heldout_prompts,
+    mixed_shape_prompts,
+    shape_shares,
+    shaped_prompts,
+    source_label,
+)
 
 WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau "
          "upsilon phi chi psi omega one two three four five six seven eight nine ten").split()
@@ -112,3 +121,44 @@ def test_cycle():
     assert [p.prompt_id for p in cycle(prompts, 5)] == ["s-0", "s-1", "s-0", "s-1", "s-0"]
     with pytest.raises(PromptError):
         cycle([], 1)
+
+
+SHORT = ShapeSpec(name="short", input_tokens=9, output_tokens=3)
+MEDIUM = ShapeSpec(name="medium", input_tokens=17, output_tokens=5)
+LONG = ShapeSpec(name="long", input_tokens=33, output_tokens=7)
+
+
+def test_every_listed_shape_is_sent_in_turn_with_an_equal_share(tokenizer_dir):
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+    prompts = mixed_shape_prompts([SHORT, MEDIUM, LONG], 8, tokenizer_dir=tokenizer_dir)
+    # Prompt i from shape i mod 3, in the order listed; the first 8 mod 3 = 2 shapes take one more.
+    assert [p.prompt_id for p in prompts] == ["short-0", "medium-0", "long-0", "short-1", "medium-1", "long-1",
+                                              "short-2", "medium-2"]
+    sizes = {"short": (9, 3), "medium": (17, 5), "long": (33, 7)}
+    for p in prompts:
+        want_in, want_out = sizes[p.prompt_id.rsplit("-", 1)[0]]
+        assert len(tok.encode(p.text, add_special_tokens=False).ids) == want_in == p.input_tokens
+        assert p.max_output_tokens == want_out and p.ignore_eos
+    # Each shape draws from its own seed: no prompt starts like another shape's (no shared prefix to cache).
+    firsts = {tuple(tok.encode(p.text, add_special_tokens=False).ids[:6]) for p in prompts if p.prompt_id.endswith("-0")}
+    assert len(firsts) == 3
+    # Deterministic, and the first shape's prompts are what a one-shape window sends.
+    assert mixed_shape_prompts([SHORT, MEDIUM, LONG], 8, tokenizer_dir=tokenizer_dir) == prompts
+    assert mixed_shape_prompts([SHORT], 2, tokenizer_dir=tokenizer_dir) == shaped_prompts(SHORT, 2, tokenizer_dir=tokenizer_dir)
+
+
+def test_shares_split_the_count_and_fewer_prompts_than_shapes_is_refused():
+    assert shape_shares(8, 3) == [3, 3, 2] and shape_shares(6, 3) == [2, 2, 2] and shape_shares(3, 1) == [3]
+    assert sum(shape_shares(101, 4)) == 101
+    with pytest.raises(PromptError, match=r"cannot cover 3 workload shapes .*num_prompts to 3"):
+        mixed_shape_prompts([SHORT, MEDIUM, LONG], 2)
+    with pytest.raises(PromptError):
+        mixed_shape_prompts([], 2)
+
+
+def test_the_source_label_is_the_heldout_split_or_the_shapes_joined():
+    assert source_label(TrafficFile(path="t.jsonl")) == "corpus-heldout"
+    assert source_label(TrafficShapes(shapes=["short"])) == "short"
+    assert source_label(TrafficShapes(shapes=["long", "short", "long"])) == "long+short"

@@ -98,6 +98,8 @@ def test_unreadable_input_exits_non_zero_with_the_file_named(tmp_path: Path, cap
         (["--baseline", "/nonexistent/*.json"], "no file matches"),
         (["--objective", "latency"], "objective"),
         (["--acceptance-floor", "1.5"], "acceptance_floor"),
+        (["--objective", "output_throughput"], "is not a latency metric"),
+        (["--guard", "acceptance_rate:p99"], "one figure per trial"),
     ],
 )
 def test_bad_arguments_exit_non_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str) -> None:
@@ -116,3 +118,23 @@ def test_the_floors_are_exclusive_and_one_is_required(tmp_path: Path) -> None:
         run(*common)
     with pytest.raises(SystemExit):
         run(*common, "--acceptance-floor", "0.5", "--acceptance-length-floor", "2")
+
+
+def test_a_guard_rejects_a_candidate_worse_on_it(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write_cell(tmp_path, "standing", seed=1)
+    write_cell(tmp_path, "ngram", factor=0.75, seed=2)
+    for path in (tmp_path / "ngram").glob("*.json"):  # the candidate pays for its TPOT with half the throughput
+        raw = orjson.loads(path.read_bytes())
+        path.write_bytes(orjson.dumps({**raw, "output_throughput": raw["output_throughput"] / 2.5}))
+    args = ["--baseline", str(tmp_path / "standing/*.json"), "--candidate", str(tmp_path / "ngram/*.json"),
+            "--objective", "tpot", "--acceptance-floor", "0.5"]
+    assert run(*args) == 0
+    assert "decision: promote" in capsys.readouterr().out
+    out = tmp_path / "d.json"
+    assert run(*args, "--guard", "output_throughput", "--guard", "ttft:p99", "--out", str(out)) == 0
+    printed = capsys.readouterr().out
+    assert "decision: reject" in printed and "guards: output_throughput, ttft:p99" in printed
+    assert "guard output_throughput is worse beyond the noise" in printed
+    decision = Decision.model_validate_json(out.read_text())
+    assert decision.gate.guards == ["output_throughput", "ttft:p99"]
+    assert [g.passed for g in decision.candidates[0].levels[0].guards] == [False, True]

@@ -11,8 +11,8 @@ import numpy as np
 import orjson
 import pytest
 
-from services.gate import ResultFileError, load_trials
-from services.gate.metrics import parse_objective
+from services.gate import GateSpecError, ResultFileError, load_trials
+from services.gate.metrics import parse_guards, parse_objective
 from services.gate.simulate import identity, trial_result
 
 
@@ -45,16 +45,26 @@ def test_every_unreadable_file_is_named_at_once(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "name", "note"),
-    [
-        ("tpot", "tpot:median", False),
-        ("tpot:p99.0", "tpot:p99", False),
-        ("itl:p99.9", "itl:p99.9", False),
-        ("e2el:mean", "e2el:mean", False),
-        ("output_throughput", "output_throughput", False),
-        ("acceptance_rate:median", "acceptance_rate", True),
-    ],
+    ("text", "name"),
+    [("tpot", "tpot:median"), ("tpot:p99.0", "tpot:p99"), ("itl:p99.9", "itl:p99.9"), ("e2el:mean", "e2el:mean")],
 )
-def test_objective_parsing(text: str, name: str, note: bool) -> None:
-    key, why = parse_objective(text)
-    assert key.name == name and (why is not None) == note
+def test_objective_parsing(text: str, name: str) -> None:
+    assert parse_objective(text).name == name
+
+
+@pytest.mark.parametrize("text", ["output_throughput", "acceptance_rate", "acceptance_length"])
+def test_the_gate_itself_refuses_an_objective_that_is_not_a_latency(text: str) -> None:
+    # GateSpec refuses it at submit; the gate holds too for a spec built without validation.
+    with pytest.raises(GateSpecError, match=f"objective '{text}' is not a latency metric.*can be a guard"):
+        parse_objective(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [("output_throughput", "output_throughput"), ("acceptance_rate", "acceptance_rate"), ("ttft:p99", "ttft:p99"),
+     ("ttft", "ttft:median")],
+)
+def test_guard_parsing(text: str, name: str) -> None:
+    assert [k.name for k in parse_guards([text])] == [name]
+    with pytest.raises(GateSpecError, match="one figure per trial"):
+        parse_guards(["acceptance_rate:median"])

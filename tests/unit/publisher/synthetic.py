@@ -58,6 +58,7 @@ class Spec:
     exploratory: bool = False
     odd_hardware: bool = False  # one candidate trial ran on other hardware than its siblings
     acknowledged: bool = False
+    guards: tuple[str, ...] = ()  # gate.guards of the campaign
     publish_target: str = "file://published"
     seed: int = 7
     engine: str = "match"  # match | missing (the candidate's launch has no read-back) | mismatch (max_num_seqs)
@@ -75,6 +76,7 @@ def campaign(spec: Spec) -> Campaign:
     raw["matrix"]["exploratory"] = spec.exploratory
     raw["acknowledgements"]["i_understand_this_publishes_externally"] = spec.acknowledged
     raw["publish"]["target"] = spec.publish_target
+    raw["gate"]["guards"] = list(spec.guards)
     return Campaign.model_validate(raw)
 
 

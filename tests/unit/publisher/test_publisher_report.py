@@ -18,7 +18,7 @@ from services.runtime.bundle import BundleStore
 from tests.unit.publisher.synthetic import CANDIDATE, LEVELS, RUN, STANDING, Spec, build
 
 PNG_RE = re.compile(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
-IDENTITY_FIELDS = ("model", "hardware", "quantization", "parallelism", "serving config", "workload shape",
+IDENTITY_FIELDS = ("model", "hardware", "node", "quantization", "parallelism", "serving config", "workload shape",
                    "concurrency", "regime", "source revision", "trials (found/declared)", "named baseline")
 
 
@@ -150,3 +150,16 @@ def test_a_report_from_other_evidence_is_refused_before_anything_is_written(tmp_
         render_run(bundle, RUN)
     assert not (bundle.run_dir(RUN) / "report/plots").exists()
     assert not (bundle.run_dir(RUN) / "report/report.html").exists()
+
+
+def test_the_report_shows_each_guard_and_the_node(tmp_path):
+    bundle = BundleStore(tmp_path / "bundles", fsync=False)
+    build(bundle, Spec(guards=("output_throughput", "ttft:p99")))
+    md = render_run(bundle, RUN).report.markdown.decode()
+    assert "objective tpot:median (lower is better); guards output_throughput, ttft:p99; named baseline" in md
+    guards = next(t for t in tables(md) if "guard" in t[0])
+    rows = [dict(zip(guards[0], row)) for row in guards[1:]]
+    assert {(r["guard"], r["concurrency"], r["result"]) for r in rows} == {
+        (g, str(level), "passed") for g in ("output_throughput", "ttft:p99") for level in LEVELS}
+    identity = next(t for t in tables(md) if t[0][:2] == ["ID", "cell"] and "model" in t[0])
+    assert {dict(zip(identity[0], row))["node"] for row in identity[1:]} == {"node-1"}

@@ -3,19 +3,26 @@ operator trainers (small Python scripts the tests write)."""
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from contracts import layout
 from contracts.campaign import Campaign
+from contracts.corpus import CorpusManifest, Splits
 from services.runtime.bundle import BundleStore
+from services.trainer_proxy.inputs import split_corpus
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "infra/examples/campaign.yaml"
+TRAFFIC = ROOT / "infra/examples/sample-traffic.jsonl"
 PY = sys.executable
 
 
@@ -70,6 +77,7 @@ def campaign(
     data["acknowledgements"]["i_understand_this_mutates_cluster"] = pre_approved
     if shapes:
         data["traffic"] = {"shapes": ["short"]}
+        data["commands"].pop("train")  # refused with shapes: nothing is trained
         data["matrix"]["cells"] = [c for c in data["matrix"]["cells"] if c["cell_id"] != "draft-k3"]
     return Campaign.model_validate(data)
 
@@ -90,9 +98,49 @@ def corpus_bytes(train: int = 6, heldout: int = 2) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def seed_run(bundle: BundleStore, run_id: str, camp: Campaign, *, corpus: bytes | None = None) -> None:
-    bundle.write_json(run_id, "campaign.json", camp)
-    bundle.write_bytes(run_id, "corpus/CORPUS.jsonl", corpus if corpus is not None else corpus_bytes())
+@functools.cache
+def profiled(traffic_lines: int = 60, reject_threshold: float = 0.05) -> tuple[bytes, bytes]:
+    """PROFILE.json of the first `traffic_lines` lines of the sample traffic, and the manifest the corpus
+    step writes beside a corpus built from that profile (both by the real profiler and corpus builder)."""
+    from services.corpus.build import build_corpus
+    from services.profiler.profile import profile_traffic
+
+    with tempfile.TemporaryDirectory(prefix="tp-profile-") as scratch:
+        root = Path(scratch)
+        traffic = root / "traffic.jsonl"
+        traffic.write_text("\n".join(TRAFFIC.read_text().splitlines()[:traffic_lines]) + "\n")
+        profile = root / "PROFILE.json"
+        profile.write_text(profile_traffic(traffic, reject_threshold=reject_threshold).model_dump_json(indent=2))
+        manifest = build_corpus(profile, traffic, root / "CORPUS.jsonl", max_model_len=512)
+        return profile.read_bytes(), manifest.model_dump_json(indent=2).encode()
+
+
+def manifest_for(corpus: bytes, manifest: bytes) -> bytes:
+    """`manifest` describing `corpus`: its hash, size and split counts (the provenance is the manifest's own)."""
+    record = CorpusManifest.model_validate_json(manifest)
+    split = split_corpus(corpus)
+    described = record.model_copy(update={
+        "corpus_sha256": hashlib.sha256(corpus).hexdigest(), "corpus_size_bytes": len(corpus),
+        "records": Splits(train=split.train_records, heldout=split.heldout_records,
+                          total=split.train_records + split.heldout_records),
+    })
+    return described.model_dump_json(indent=2).encode()
+
+
+def seed_run(
+    bundle: BundleStore, run_id: str, camp: Campaign, *, corpus: bytes | None = None,
+    profile: tuple[bytes, bytes] | None = None, corpus_profile: tuple[bytes, bytes] | None = None,
+) -> None:
+    """A run as the profile and corpus steps leave it: its profile, its corpus and the corpus manifest.
+
+    `profile`: the run's (PROFILE.json, manifest) pair, `profiled()` by default; `corpus_profile`: the
+    pair the corpus was built from, when it is not the run's own (a corpus of other traffic)."""
+    profile = profile or profiled()
+    data = corpus if corpus is not None else corpus_bytes()
+    bundle.write_json(run_id, layout.CAMPAIGN, camp)
+    bundle.write_bytes(run_id, layout.PROFILE, profile[0])
+    bundle.write_bytes(run_id, layout.CORPUS, data)
+    bundle.write_bytes(run_id, layout.CORPUS_MANIFEST, manifest_for(data, (corpus_profile or profile)[1]))
 
 
 def write_script(path: Path, body: str) -> Path:
