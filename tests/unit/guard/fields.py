@@ -3,7 +3,16 @@
 Three sources: the campaign contract (walked recursively through nested
 models, unions, lists and dicts: the matrix and serving contracts live under
 it), the service settings (`RuntimeSettings`, one `SPECDEC_*` variable each)
-and every flag and positional argument of every `specdec` subcommand.
+and every flag and positional argument of every command line specdec has:
+each `specdec` subcommand, `specdec demo` (services/cli/demo.py) and the
+container health check (services/runtime/healthcheck.py).
+
+Besides the model's fields, the keys of a mapping and the items of a list are
+settings of their own: each `capacity.selectors` key under its scheduler (the
+table is contracts/selectors.py) and each item of a list of plain values or of
+cells (`traffic.shapes`, `matrix.cells`, a cell's `concurrency`,
+`gate.guards`): a consumer that reads only the first shape, or only some keys,
+passes a check of the list as a whole.
 
 Names:
 - campaign fields are dotted paths; `[]` marks a list item
@@ -11,7 +20,11 @@ Names:
   as well as a nested model (`standing`, `commands.serve`) is a field itself,
   besides its nested fields: choosing null or `builtin` is a setting too.
 - settings are `env SPECDEC_<NAME>`.
-- CLI arguments are `cli specdec <subcommand...> <option or positional>`.
+- CLI arguments are `cli specdec <subcommand...> <option or positional>`,
+  `cli specdec demo <option>` and `cli healthcheck <subcommand> <option>`.
+- a selector key is `capacity.selectors{<scheduler>}.<key>`; a list item is the
+  list's path with its index, `traffic.shapes[1]`, `matrix.cells[2]`,
+  `matrix.cells[].concurrency[1]`, `gate.guards[0]`.
 """
 
 from __future__ import annotations
@@ -19,11 +32,13 @@ from __future__ import annotations
 import argparse
 import types
 import typing
+from collections.abc import Callable
 from typing import Any, Union
 
 from pydantic import BaseModel, RootModel
 
 from contracts.campaign import Campaign
+from contracts.selectors import TABLES
 from services.cli.main import build_parser
 from services.runtime.settings import RuntimeSettings
 
@@ -86,6 +101,38 @@ def campaign_fields() -> list[str]:
     return model_fields(Campaign)
 
 
+def _plain_list(annotation: Any) -> bool:
+    """list[str], list[int], ... (not an argv template: that is one value)."""
+    origin = typing.get_origin(annotation)
+    if origin not in (list, tuple):
+        return False
+    return all(_nested(alt)[0] is None for arg in typing.get_args(annotation) for alt in _alternatives(arg))
+
+
+def list_fields(model: type[BaseModel] = Campaign, prefix: str = "") -> list[str]:
+    """Dotted paths of every list whose items are settings of their own: lists of plain
+    values and lists of models (the cells), walked like model_fields."""
+    paths: list[str] = []
+    for name, info in model.model_fields.items():
+        path = f"{prefix}{name}"
+        for alt in _alternatives(info.annotation):
+            if _plain_list(alt):
+                paths.append(path)
+                continue
+            sub, suffix = _nested(alt)
+            if sub is None:
+                continue
+            if suffix.startswith("[]"):
+                paths.append(path)
+            paths.extend(list_fields(sub, f"{path}{suffix}."))
+    return sorted(set(paths))
+
+
+def selector_keys() -> list[str]:
+    """Every capacity.selectors key under its scheduler (contracts/selectors.py)."""
+    return [f"capacity.selectors{{{scheduler}}}.{key}" for scheduler, keys in TABLES.items() for key in keys]
+
+
 def settings_fields() -> list[str]:
     return [f"env SPECDEC_{name.upper()}" for name in RuntimeSettings.model_fields]
 
@@ -104,10 +151,42 @@ def _actions(parser: argparse.ArgumentParser, prefix: str) -> list[str]:
     return found
 
 
+class _Parsed(Exception):
+    def __init__(self, parser: argparse.ArgumentParser) -> None:
+        self.parser = parser
+
+
+def parser_of(main: Callable[[list[str]], Any]) -> argparse.ArgumentParser:
+    """The parser an entry point builds inside its `main(argv)`: caught at its parse_args call,
+    before the entry point does anything else (demo and healthcheck build theirs inline)."""
+    original = argparse.ArgumentParser.parse_args
+
+    def caught(self: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> Any:
+        raise _Parsed(self)
+
+    argparse.ArgumentParser.parse_args = caught  # type: ignore[method-assign]
+    try:
+        main([])
+    except _Parsed as found:
+        return found.parser
+    finally:
+        argparse.ArgumentParser.parse_args = original  # type: ignore[method-assign]
+    raise AssertionError(f"{main.__module__}.main built no parser")
+
+
+def parsers() -> dict[str, argparse.ArgumentParser]:
+    """Every command line specdec has, by the prefix its arguments are named with."""
+    from services.cli import demo
+    from services.runtime import healthcheck
+
+    return {"cli specdec": build_parser(), "cli specdec demo": parser_of(demo.main),
+            "cli healthcheck": parser_of(healthcheck.main)}
+
+
 def cli_arguments() -> list[str]:
-    """Every argument of every subcommand (help actions aside)."""
-    return sorted(_actions(build_parser(), "cli specdec"))
+    """Every argument of every subcommand of every parser (help actions aside)."""
+    return sorted(name for prefix, parser in parsers().items() for name in _actions(parser, prefix))
 
 
 def every_field() -> list[str]:
-    return [*campaign_fields(), *settings_fields(), *cli_arguments()]
+    return [*campaign_fields(), *selector_keys(), *settings_fields(), *cli_arguments()]

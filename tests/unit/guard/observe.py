@@ -1,113 +1,212 @@
-"""The observables a campaign field must change: what each consumer does with a
-campaign, as data. Pure planners first (bench and training plans, the serve
-argv, the runner's load and identity); real consumers only where no planner
-exists (profiler, corpus, capacity check with recorded scheduler outputs)."""
+"""What runs, as data: the observables a campaign field must change.
+
+Each observable is what a consumer *does* with a campaign, never what a plan
+says about it in words, nor the identity it only records:
+
+- `run_id`: the run ID `specdec submit` gives the run (every process, job and
+  object is labelled with it);
+- `training_data`: the corpus the profiler and the corpus step build from the
+  traffic (the records the trainer trains on, the heldout split the bench sends);
+- `capacity`: the commands the capacity check runs and the node it selects;
+- `training`: the trainer's launch (argv, environment, cwd; sbatch argv and job
+  script; the Job manifest), its deadline, the probe argv and the data it is given;
+- `reuse`: whether the draft of an earlier run with identical training inputs is
+  copied instead of training (earlier runs of every traffic variant are seeded);
+- `serve`: each server launch as its executor starts it (argv and log folder;
+  sbatch argv and job script; Pod manifest and kubectl argv), the node it is
+  pinned to and re-checked on, and the config its engine read-back must show;
+- `requests`: every measured window as the bench-runner starts it, captured at
+  its process boundary: the builtin load generator's WindowSpec and the request
+  bodies it sends, or the operator bench argv as rendered (and the prompts file
+  it is given);
+- `eval`: the operator eval argv as rendered, per cell;
+- `draft`: whether bench.completed marks every result DRAFT (the report follows);
+- `gate`: the gate's decision on fixed trials (outcomes only: never the words
+  or figures that echo the spec);
+- `gate_on_plan`: the gate's decision on trials that carry exactly the identity,
+  trial counts and levels the bench plan gives them (an identity field counts
+  through this only: when a difference between arms changes the decision);
+- `publish`: where the publisher sends and whether live; `approval`: whether the
+  services run their plans at once.
+
+Each campaign first goes through `specdec submit`'s own validation
+(`load_campaign` + `absolutize`, from the repository root): a campaign refused
+there is `Refused` as a whole. A consumer's refusal (a StepFailed family error:
+the step would fail with it) is `Refused` for its observable.
+
+Observations are cached by the campaign's JSON (the profile and corpus chain by
+the parts of the campaign those two steps read), so a base campaign shared by
+many checks, and every observable that needs the same bench plan, is computed once.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+import contextlib
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from typing import Any
 from unittest import mock
 
 import orjson
+import yaml
 
+from contracts import layout
 from contracts.campaign import Campaign
-from contracts.events import ProfileRequested, ReportRendered
+from contracts.events import BenchRequested, ProfileRequested, ReportRendered
 from services.runtime.errors import SpecdecError
 from services.shared.capacity import kubernetes, slurm
 from services.shared.scheduler.runner import RunResult
-from tests.unit.guard.context import INPUTS, PATHS, RUN, SCHEDULER_OUTPUTS, Ctx, ref
+from tests.unit.guard.context import (
+    INPUTS,
+    PATHS,
+    ROOT,
+    RUN,
+    SCHEDULER_OUTPUTS,
+    Ctx,
+    ref,
+)
+
+BASE_URL = "http://10.0.0.7:8000"
+TRAINED = "/drafts/trained"
 
 
 @dataclass(frozen=True)
 class Refused:
-    """A consumer refused the campaign: an outcome too (the step fails with this reason)."""
+    """A campaign refused at submit, or by a consumer: an outcome too (nothing runs, with this reason)."""
 
     error: str
     message: str
 
 
-def outcome(fn, *args: Any, **kwargs: Any) -> Any:
+def outcome(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     try:
         return fn(*args, **kwargs)
     except SpecdecError as exc:
         return Refused(type(exc).__name__, str(exc))
 
 
-# --- bench-runner ------------------------------------------------------------------------------
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
-def _bench_plan(ctx: Ctx, c: Campaign):
-    from services.bench.plan import build_plan
-    from services.bench.planning import load_matrix
+# --- submit -------------------------------------------------------------------------------------
 
-    return build_plan(c, load_matrix(c), run_id=RUN, default_node="node-a", training_output="/drafts/trained",
-                      prompts={"source": "bench/prompts.jsonl"}, run_dir=PATHS.run_dir, cwd=PATHS.cwd)
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 
 
-def bench_plan(ctx: Ctx, c: Campaign) -> Any:
-    """The whole plan: every command, placement, order and cleanup the approval names."""
-    plan = outcome(_bench_plan, ctx, c)
-    return plan if isinstance(plan, Refused) else plan.model_dump(mode="json")
+def _fast_load(stream: Any) -> Any:
+    return yaml.load(stream, Loader=_LOADER)
 
 
-def serve_argvs(ctx: Ctx, c: Campaign) -> Any:
-    """The argv each cell's server is launched with."""
-    plan = outcome(_bench_plan, ctx, c)
-    return plan if isinstance(plan, Refused) else {cell.cell_id: cell.serve_argv for cell in plan.cells}
+def submitted(ctx: Ctx, data: dict[str, Any]) -> Campaign | Refused:
+    """The campaign as `specdec submit` stores it (validated, templates checked, paths resolved), or its refusal."""
+    key = json.dumps(data, sort_keys=True, default=str)
+    cache = ctx.cache("submitted")
+    if key not in cache:
+        cache[key] = _submit(ctx, data)
+    return cache[key]
 
 
-def trial_identities(ctx: Ctx, c: Campaign) -> Any:
-    """The identity every trial result of each cell carries."""
-    from services.bench.run import _identity
+def _submit(ctx: Ctx, data: dict[str, Any]) -> Campaign | Refused:
+    from services.cli.submit import absolutize, load_campaign
 
-    plan = outcome(_bench_plan, ctx, c)
-    if isinstance(plan, Refused):
-        return plan
-    baseline = next(cell.cell_id for cell in plan.cells if cell.role == "standing")
-    return [_identity(cell, concurrency=cell.concurrency[0], trial=0, baseline=baseline).model_dump(mode="json")
-            for cell in plan.cells]
-
-
-def load_specs(ctx: Ctx, c: Campaign) -> Any:
-    """How the runner's load generator drives each cell's first measured window."""
-    from services.bench.run import _window_spec
-
-    plan = outcome(_bench_plan, ctx, c)
-    if isinstance(plan, Refused):
-        return plan
-    return [_window_spec(plan, cell, "http://127.0.0.1:8000", cell.concurrency[0], 0).model_dump(mode="json")
-            for cell in plan.cells]
+    path = ctx.file("campaign.yaml", yaml.dump(data, Dumper=_DUMPER, sort_keys=False))
+    # libyaml reads what PyYAML's pure-Python reader reads, ten times faster: the guard submits
+    # hundreds of campaigns.
+    with contextlib.chdir(ROOT), mock.patch.object(yaml, "safe_load", _fast_load):
+        try:
+            campaign, _ = load_campaign(path)
+            return absolutize(campaign, ROOT)
+        except SpecdecError as exc:
+            return Refused(type(exc).__name__, str(exc))
 
 
-def prompts(ctx: Ctx, c: Campaign) -> Any:
-    """The prompts every measured window sends (bench/prompts.jsonl)."""
-    from contracts.events import BenchRequested
-    from services.bench.planning import build_prompts, load_matrix
+# --- the observables ----------------------------------------------------------------------------
 
-    request = BenchRequested(run_id=RUN, producer="guard", requested_by="guard")
-    return [p.model_dump(mode="json") for p in build_prompts(ctx.bundle, c, load_matrix(c), request)]
+Observe = Callable[[Ctx, Campaign], Any]
+OBSERVABLES: dict[str, Observe] = {}
 
 
-# --- trainer-proxy -----------------------------------------------------------------------------
+def observable(fn: Observe) -> Observe:
+    OBSERVABLES[fn.__name__] = fn
+    return fn
 
 
-def training_plan(ctx: Ctx, c: Campaign) -> Any:
-    from services.trainer_proxy.plan import build_plan
+def observe(ctx: Ctx, campaign: Campaign, name: str, *, cached: bool = True) -> Any:
+    fn = OBSERVABLES[name]
+    if not cached:
+        return fn(ctx, campaign)
+    cache = ctx.cache(name)
+    key = campaign.model_dump_json()
+    if key not in cache:
+        cache[key] = fn(ctx, campaign)
+    return cache[key]
 
-    plan = outcome(build_plan, c, run_id=RUN, node="node-a", scheduler=c.capacity.scheduler, paths=PATHS, inputs=INPUTS)
-    return plan if isinstance(plan, Refused) else plan.model_dump(mode="json")
+
+def observe_data(ctx: Ctx, data: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any] | Refused:
+    """What runs for a raw campaign: each named observable, or the submit refusal."""
+    campaign = submitted(ctx, data)
+    if isinstance(campaign, Refused):
+        return campaign
+    return {name: observe(ctx, campaign, name) for name in names}
 
 
-# --- capacity ----------------------------------------------------------------------------------
+@observable
+def run_id(ctx: Ctx, c: Campaign) -> Any:
+    """The run ID submit gives (its time stamp and random suffix left out): every label carries it."""
+    from services.cli.submit import new_run_id
+
+    return new_run_id(c.family)[: -len("-20261130-010101-abcdef")]
 
 
-class _Recorded:
-    """Answers the scheduler's read commands from recorded outputs; the idle check exits 0."""
+# --- profiler and corpus ------------------------------------------------------------------------
+
+
+def _chain(ctx: Ctx, c: Campaign) -> tuple[Any, Any]:
+    """(bundle holding RUN's profile and corpus, the corpus outcome); keyed by what the two steps read."""
+    key = json.dumps(c.model_dump(mode="json", include={"traffic", "corpus", "target"}), sort_keys=True)
+    cache = ctx.cache("chain")
+    if key not in cache:
+        cache[key] = _run_chain(ctx, c)
+    return cache[key]
+
+
+def _run_chain(ctx: Ctx, c: Campaign) -> tuple[Any, Any]:
+    from services.corpus.app import run_corpus
+    from services.profiler.app import run_profile
+
+    bundle = ctx.fresh_bundle()
+    bundle.write_json(RUN, layout.CAMPAIGN, c)
+    event = ProfileRequested(run_id=RUN, producer="guard", requested_by="guard")
+    profiled = outcome(run_profile, bundle, event, "profiler/guard")
+    if isinstance(profiled, Refused):
+        return None, profiled
+    done = outcome(run_corpus, bundle, event, "corpus/guard")
+    if isinstance(done, Refused):
+        return None, done
+    if done.corpus is None:
+        return bundle, ("skipped", done.skipped_reason)
+    return bundle, _digest(bundle.read_bytes(RUN, layout.CORPUS))
+
+
+@observable
+def training_data(ctx: Ctx, c: Campaign) -> Any:
+    """The corpus the trainer trains on and whose heldout split the bench sends (its sha256), or why none."""
+    return _chain(ctx, c)[1]
+
+
+# --- capacity -----------------------------------------------------------------------------------
+
+
+class Recorded:
+    """Answers the scheduler's read commands from recorded outputs; every other command exits 0."""
 
     def __init__(self, selectors: dict[str, str]) -> None:
-        read = lambda name: (SCHEDULER_OUTPUTS / name).read_text()  # noqa: E731
+        read = lambda name: (SCHEDULER_OUTPUTS / name).read_text()
         self.outputs = {
             tuple(slurm.sinfo_argv(selectors)): read("sinfo.txt"),
             tuple(slurm.squeue_argv(selectors)): read("squeue.txt"),
@@ -116,68 +215,374 @@ class _Recorded:
         }
         self.calls: list[list[str]] = []
 
-    def __call__(self, argv, *, timeout_s: float) -> RunResult:
+    def __call__(self, argv: Any, *, timeout_s: float, **_: Any) -> RunResult:
         argv = [str(a) for a in argv]
         self.calls.append(argv)
-        stdout = self.outputs.get(tuple(argv), "")
-        return RunResult(argv=tuple(argv), exit_code=0, stdout=stdout, stderr="", duration_s=0.01)
+        return RunResult(argv=tuple(argv), exit_code=0, stdout=self.outputs.get(tuple(argv), ""), stderr="",
+                         duration_s=0.01)
 
 
-def capacity_check(ctx: Ctx, c: Campaign) -> Any:
+@observable
+def capacity(ctx: Ctx, c: Campaign) -> Any:
     """The commands the capacity check runs and the node it selects."""
     from services.shared.capacity.check import check_node
 
-    runner = _Recorded(c.capacity.selectors)
-    verdict = outcome(check_node, c.capacity, None, run_id=RUN, runner=runner)
+    runner = Recorded(c.capacity.selectors)
+    # This machine as an idle node: the processes other work runs here are not the campaign's doing.
+    with mock.patch("services.shared.capacity.local.scan_processes", list), \
+            mock.patch("services.shared.capacity.local.shutil.which", lambda name: None):
+        verdict = outcome(check_node, c.capacity, None, run_id=RUN, runner=runner)
     return runner.calls, verdict if isinstance(verdict, Refused) else verdict.node
 
 
-# --- profiler and corpus (real consumers on a bundle of their own) ----------------------------
+# --- trainer-proxy ------------------------------------------------------------------------------
 
 
-def profile(ctx: Ctx, c: Campaign) -> Any:
-    from services.profiler.app import run_profile
+def _skip(c: Campaign) -> Any:
+    from services.trainer_proxy.errors import PlanError
+    from services.trainer_proxy.inputs import load_cells, skip_reason
+
+    try:
+        return skip_reason(c, load_cells(c, ROOT))
+    except PlanError as exc:
+        return Refused(type(exc).__name__, str(exc))
+
+
+def _key(ctx: Ctx, c: Campaign) -> Any:
+    from services.trainer_proxy import reuse
+
+    return reuse.compute_key(c, INPUTS, str(ctx.workdir))[0]
+
+
+@observable
+def training(ctx: Ctx, c: Campaign) -> Any:
+    """The trainer's launch as the executor starts it, with what it is given (as trained, not reused)."""
+    from services.trainer_proxy.plan import build_plan
+
+    skipped = _skip(c)
+    if skipped is not None:
+        return skipped if isinstance(skipped, Refused) else ("skipped", skipped)
+    key = _key(ctx, c)
+    plan = outcome(build_plan, c, run_id=RUN, node="node-a", scheduler=c.capacity.scheduler, paths=PATHS,
+                   inputs=INPUTS, input_key=key, reuse=None, reuse_note="")
+    if isinstance(plan, Refused):
+        return plan
+    launch = plan.launch.model_dump(mode="json", exclude={"note"}) if plan.launch else None
+    probes = plan.probes.model_dump(mode="json", include={"operator_argv", "timeout_s"}) if plan.probes else None
+    return {"launch": launch, "timeout_s": plan.timeout_s, "kill_grace_s": plan.kill_grace_s, "probes": probes,
+            "node": plan.node, "target": plan.target, "tokenizer": plan.tokenizer, "output_dir": plan.output_dir,
+            "inputs": plan.inputs.model_dump(mode="json")}
+
+
+@observable
+def reuse(ctx: Ctx, c: Campaign) -> Any:
+    """Which earlier run's draft is copied instead of training (None: the trainer runs)."""
+    from services.trainer_proxy import reuse as lookup
+
+    skipped = _skip(c)
+    if skipped is not None:
+        return skipped if isinstance(skipped, Refused) else ("skipped", skipped)
+    train = c.commands.train
+    if train is None or not train.reuse:
+        return "off: the trainer runs"
+    key = _key(ctx, c)
+    if key is None:
+        return "no key: the trainer runs"
+    found = lookup.find_reusable(_earlier_runs(ctx), key, RUN).found
+    return found.from_run if found else None
+
+
+def _earlier_runs(ctx: Ctx) -> Any:
+    """A bundle root where, for every traffic variant, an earlier run completed training on the
+    variant's own campaign (its key recorded, its draft intact): the variant reuses it."""
+    cache = ctx.cache("earlier")
+    if "bundle" in cache:
+        return cache["bundle"]
+    from contracts.training import KeyRecord
+    from services.trainer_proxy.capture import hash_outputs
+    from tests.unit.guard.variants import VARIANTS
 
     bundle = ctx.fresh_bundle()
-    bundle.write_json(RUN, "campaign.json", c)
-    event = ProfileRequested(run_id=RUN, producer="guard", requested_by="guard")
-    done = outcome(run_profile, bundle, event, "profiler/guard")
-    return done if isinstance(done, Refused) else orjson.loads(bundle.read_bytes(RUN, "profile/PROFILE.json"))
+    for index, variant in enumerate(v for v in VARIANTS if v.traffic == "file"):
+        c = submitted(ctx, variant.data())
+        assert not isinstance(c, Refused), f"{variant.id}: {c}"
+        key = _key(ctx, c)
+        assert key is not None, "the guard's working folder must hold the target"
+        run = f"toy-20261129-00000{index}-000000"
+        output = bundle.run_dir(run) / layout.TRAINING_OUTPUT_DIR
+        output.mkdir(parents=True)
+        (output / "model.safetensors").write_bytes(b"draft weights")
+        manifest, _ = hash_outputs(bundle, run, output_dir=output, partial=False)
+        bundle.write_json(run, layout.TRAINING_INPUT_KEY,
+                          KeyRecord(run_id=run, key=key.key, inputs=key, output=manifest, reused_from=None))
+    cache["bundle"] = bundle
+    return bundle
 
 
-def corpus(ctx: Ctx, c: Campaign) -> Any:
-    from services.corpus.app import run_corpus
-
-    bundle = ctx.fresh_bundle()
-    bundle.write_json(RUN, "campaign.json", c)
-    bundle.write_bytes(RUN, "profile/PROFILE.json", ctx.profile)
-    event = ProfileRequested(run_id=RUN, producer="guard", requested_by="guard")
-    done = outcome(run_corpus, bundle, event, "corpus/guard")
-    return done if isinstance(done, Refused) else bundle.read_bytes(RUN, "corpus/CORPUS.jsonl")
+# --- bench-runner -------------------------------------------------------------------------------
 
 
-# --- gate, publisher, approval, report --------------------------------------------------------
+def bench_plan(ctx: Ctx, c: Campaign) -> Any:
+    """The bench plan (not an observable: its words and identities are not what runs)."""
+    cache = ctx.cache("bench_plan")
+    key = c.model_dump_json()
+    if key not in cache:
+        cache[key] = outcome(_bench_plan, c)
+    return cache[key]
 
 
-def gate_decision(ctx: Ctx, c: Campaign) -> Any:
-    """The decision on fixed trials, without the spec it echoes: only what the spec changed in it."""
-    from services.gate import decide
+def _bench_plan(c: Campaign) -> Any:
+    from services.bench.plan import build_plan
+    from services.bench.planning import load_matrix
 
-    decision = outcome(decide, ctx.gate_baseline, ctx.gate_candidates, c.gate)
+    return build_plan(c, load_matrix(c), run_id=RUN, default_node="node-a",
+                      training_output=None if c.shapes_only else TRAINED,
+                      prompts={"source": layout.BENCH_PROMPTS}, run_dir=PATHS.run_dir, cwd=PATHS.cwd)
+
+
+@observable
+def serve(ctx: Ctx, c: Campaign) -> Any:
+    """Every server launch as its executor starts it, and what its engine must be shown to run."""
+    from services.bench.engine_config import declared_of
+
+    plan = bench_plan(ctx, c)
+    if isinstance(plan, Refused):
+        return plan
+    cells = {cell.cell_id: cell for cell in plan.cells}
+    launches = []
+    for index, launch in enumerate(plan.launches):
+        cell = cells[launch.cell_id]
+        entry: dict[str, Any] = {
+            "cell": cell.cell_id, "trials": launch.trials, "node": cell.node,
+            "engine_check": asdict(declared_of(cell, max_model_len=c.target.max_model_len)),
+        }
+        if plan.executor == "local":
+            entry.update(argv=cell.serve_argv, folder=layout.launch_folder(cell.cell_id, index))
+        elif plan.executor == "slurm":
+            entry["slurm"] = launch.slurm.model_dump(mode="json") if launch.slurm else None
+        else:
+            entry["kubernetes"] = launch.kubernetes.model_dump(mode="json") if launch.kubernetes else None
+        launches.append(entry)
+    return {"executor": plan.executor, "launches": launches, "readiness_timeout_s": plan.readiness_timeout_s}
+
+
+@observable
+def draft(ctx: Ctx, c: Campaign) -> Any:
+    """Whether bench.completed marks every result DRAFT (the publisher's report follows it)."""
+    plan = bench_plan(ctx, c)
+    return plan if isinstance(plan, Refused) else plan.draft
+
+
+def prompts(ctx: Ctx, c: Campaign) -> Any:
+    """The prompts every window sends, as plan_bench builds them from this campaign's corpus or shapes."""
+    from services.bench.planning import build_prompts, load_matrix
+
+    cache = ctx.cache("prompts")
+    key = c.model_dump_json()
+    if key not in cache:
+        bundle, corpus = _chain(ctx, c)
+        if isinstance(corpus, Refused):
+            cache[key] = corpus
+        else:
+            request = BenchRequested(run_id=RUN, producer="guard", requested_by="guard")
+            cache[key] = outcome(lambda: build_prompts(bundle, c, load_matrix(c), request))
+    return cache[key]
+
+
+class _Started(Exception):
+    """What the bench-runner was about to start, caught at its process boundary."""
+
+    def __init__(self, what: dict[str, Any]) -> None:
+        self.what = what
+
+
+def _bench_run(ctx: Ctx, c: Campaign, plan: Any, sent: list[Any]) -> Any:
+    from services.bench.run import BenchRun
+
+    async def nothing(*_: Any, **__: Any) -> None:
+        return None
+
+    scratch = ctx.cache("scratch").setdefault("bundle", ctx.fresh_bundle())
+    return BenchRun(plan, scratch, sent, emit=nothing, recheck=nothing, event_factory=lambda **_: None,
+                    eval_values={"model": plan.cells[0].identity["model"], "tokenizer": c.target.tokenizer_dir},
+                    max_model_len=c.target.max_model_len)
+
+
+_TLS: list[Any] = []
+
+
+def _tls() -> Any:
+    # A load generator builds one TLS context (tens of ms: the system's certificates); the
+    # guard only asks it for request bodies, so one context serves every window.
+    if not _TLS:
+        import ssl
+
+        _TLS.append(ssl.create_default_context())
+    return _TLS[0]
+
+
+@contextlib.contextmanager
+def _process_boundary():
+    """Every process the bench-runner would start raises _Started with what it was given."""
+    from services.bench.loadgen import LoadGenerator
+
+    async def window(spec: Any, sent: Any, *, run_id: str) -> Any:
+        generator = LoadGenerator(spec)
+        bodies = [_digest(generator._body(p)) for p in sent]
+        raise _Started({"window": spec.model_dump(mode="json"), "bodies": bodies})
+
+    def spawned(argv: Any, **_: Any) -> Any:
+        raise _Started({"argv": list(argv)})
+
+    async def no_metrics(base_url: str) -> None:
+        return None
+
+    tls = _tls()
+    with mock.patch("services.bench.run.run_window_process", window), \
+            mock.patch("services.bench.run.spawn", spawned), \
+            mock.patch("services.bench.evaluate.spawn", spawned), \
+            mock.patch("services.bench.run.scrape_metrics", no_metrics), \
+            mock.patch("services.bench.loadgen.ssl.create_default_context", lambda: tls):
+        yield
+
+
+def _started(coros: list[Any]) -> list[Any]:
+    """What each coroutine was about to start (None: nothing), in one event loop."""
+
+    async def each() -> list[Any]:
+        found = []
+        try:
+            for coro in coros:
+                try:
+                    await coro
+                    found.append(None)
+                except _Started as started:
+                    found.append(started.what)
+                except SpecdecError as exc:
+                    found.append(Refused(type(exc).__name__, str(exc)))
+        finally:
+            for coro in coros[len(found) + 1:]:
+                coro.close()  # never started: an earlier one raised something else
+        return found
+
+    return asyncio.run(each())
+
+
+@observable
+def requests(ctx: Ctx, c: Campaign) -> Any:
+    """Every measured window as started: the load generator's spec and request bodies, or the operator's argv."""
+    plan = bench_plan(ctx, c)
+    if isinstance(plan, Refused):
+        return plan
+    sent = prompts(ctx, c)
+    if isinstance(sent, Refused):
+        return sent
+    run = _bench_run(ctx, c, plan, sent)
+    keys = [(cell, trial, level) for cell in plan.cells for trial in range(cell.trials) for level in cell.concurrency]
+    with _process_boundary():
+        started = _started([run._trial(cell, BASE_URL, trial, level) for cell, trial, level in keys])
+    windows = [(cell.cell_id, trial, level, what) for (cell, trial, level), what in zip(keys, started)]
+    operator = any(cell.bench != "builtin" for cell in plan.cells)
+    prompts_file = _digest(b"".join(p.model_dump_json().encode() + b"\n" for p in sent)) if operator else None
+    return {"windows": windows, "prompts_file": prompts_file}
+
+
+@observable
+def eval(ctx: Ctx, c: Campaign) -> Any:
+    """The operator eval argv per cell as rendered (builtin: agreement with the standing cell, which needs no command)."""
+    plan = bench_plan(ctx, c)
+    if isinstance(plan, Refused):
+        return plan
+    run = _bench_run(ctx, c, plan, [])
+    operator = [cell for cell in plan.cells if cell.eval != "builtin"]
+    with _process_boundary():
+        started = dict(zip([cell.cell_id for cell in operator], _started(
+            [run._evaluate(cell, None, BASE_URL, 0, cell.concurrency[0]) for cell in operator])))
+    return [(cell.cell_id, started.get(cell.cell_id, "builtin")) for cell in plan.cells]
+
+
+# --- gate ---------------------------------------------------------------------------------------
+
+
+def _decision(decision: Any) -> Any:
+    """What the gate decided: the campaign's outcome and winner, each candidate's and each level's
+    outcome. Not its words, figures or file names: those would echo the spec and the cell IDs."""
     if isinstance(decision, Refused):
         return decision
-    data = decision.model_dump(mode="json")
-    return {k: v for k, v in data.items() if k not in ("gate", "thresholds")}
+    return {"decision": decision.decision, "winner": decision.winner,
+            "candidates": [(c.candidate, c.outcome, [(lvl.concurrency, lvl.outcome) for lvl in c.levels])
+                           for c in decision.candidates]}
 
 
-def publish_call(ctx: Ctx, c: Campaign) -> Any:
+@observable
+def gate(ctx: Ctx, c: Campaign) -> Any:
+    """The decision on fixed trials (a candidate better on TPOT and throughput, worse on TTFT p99)."""
+    from services.gate import decide
+
+    return _decision(outcome(decide, ctx.gate_baseline, ctx.gate_candidates, c.gate))
+
+
+def plan_trials(plan: Any) -> dict[str, list[Any]]:
+    """Trial results of every cell of a bench plan, as the bench would record them: the identity
+    the runner gives each trial (services/bench/run._identity), every level and trial the plan
+    names, fixed measurements (candidates 30 % faster in TPOT, acceptance 0.6, full agreement)."""
+    import numpy as np
+
+    from contracts.results import Evaluation
+    from contracts.trials import parse_trial
+    from services.bench.run import _identity
+    from services.gate.simulate import NoiseModel, spec_counters, trial_result
+
+    baseline = next(cell.cell_id for cell in plan.cells if cell.role == "standing")
+    arms: dict[str, list[Any]] = {}
+    for position, cell in enumerate(plan.cells):
+        rng = np.random.default_rng(position)
+        standing = cell.role == "standing"
+        spec = cell.speculative_config
+        trials = []
+        for level in cell.concurrency:
+            for trial in range(cell.trials):
+                ident = _identity(cell, concurrency=level, trial=trial, baseline=baseline)
+                raw = trial_result(
+                    rng, factor=1.0 if standing else 0.7, concurrency=level,
+                    noise=NoiseModel(trial_cv=0.01, request_cv=0.05), detailed=False, ident=ident,
+                    counters=spec_counters(0.6, spec["num_speculative_tokens"]) if spec else None,
+                    evaluation=None if standing else Evaluation(agreement_rate=1.0, samples=32),
+                )
+                trials.append(parse_trial(raw, source=f"{cell.cell_id}/trial-{trial}/c{level}.json"))
+        arms[cell.cell_id] = trials
+    return arms
+
+
+def baseline_of(plan: Any) -> str:
+    return next(cell.cell_id for cell in plan.cells if cell.role == "standing")
+
+
+@observable
+def gate_on_plan(ctx: Ctx, c: Campaign) -> Any:
+    """The decision on trials whose identity, trial counts and levels are the bench plan's."""
+    from services.gate import decide
+
+    plan = bench_plan(ctx, c)
+    if isinstance(plan, Refused):
+        return plan
+    arms = plan_trials(plan)
+    base = arms.pop(baseline_of(plan))
+    return _decision(outcome(decide, base, arms, c.gate))
+
+
+# --- publisher, approval ------------------------------------------------------------------------
+
+
+@observable
+def publish(ctx: Ctx, c: Campaign) -> Any:
     """Where the publisher sends the report and whether it is live (its transport has its own tests)."""
     from services.publisher import app
     from services.publisher.publish import mode
 
     calls: list[dict[str, Any]] = []
 
-    async def spy(bundle, run_id, *, target, key, acknowledged_by, **_):
+    async def spy(bundle: Any, run_id: str, *, target: str, key: str, acknowledged_by: Any, **_: Any) -> Any:
         dry_run, _why = mode(acknowledged_by, force_dry_run=False)
         calls.append({"target": target, "acknowledged_by": acknowledged_by, "dry_run": dry_run})
         return mock.Mock(target=target, dry_run=dry_run, files=[], response=None)
@@ -185,10 +590,11 @@ def publish_call(ctx: Ctx, c: Campaign) -> Any:
     event = ReportRendered(run_id=RUN, producer="guard", markdown=ref("report/report.md"),
                            html=ref("report/report.html"), draft=False)
     with mock.patch.object(app, "publish_run", spy):
-        asyncio.run(app.publish_for(ctx.bundle, event, c, producer="publisher/guard"))
+        asyncio.run(app.publish_for(ctx.fresh_bundle(), event, c, producer="publisher/guard"))
     return calls
 
 
+@observable
 def approval(ctx: Ctx, c: Campaign) -> Any:
     """Whether the services run their plans at once (pre-approved) or wait for `specdec approve`."""
     from services.runtime.approval import pre_approved
@@ -196,11 +602,28 @@ def approval(ctx: Ctx, c: Campaign) -> Any:
     return pre_approved(c)
 
 
-def report(ctx: Ctx, c: Campaign) -> Any:
-    """The rendered report's text (the summary names family and source revisions)."""
-    from services.publisher.model import CampaignData
-    from services.publisher.render import render_report
+def names(found: Any, field: str) -> bool:
+    """Whether a refusal names the field: its last part (`serve_pod_template`), or its dotted
+    path or that of a container it sits in (`commands.train` for `commands.train.argv`: setting
+    the one sets the other), without [] / {} marks."""
+    parts = [part.split("[")[0].split("{")[0] for part in field.split(".")]
+    text = found.message if isinstance(found, Refused) else str(found)
+    spellings = [parts[-1]] + [".".join(parts[:n]) for n in range(2, len(parts) + 1)]
+    return any(spelling in text for spelling in spellings)
 
-    data = CampaignData(run_id=RUN, campaign=c, decision=None, decision_sha256=None, plan=None, steps=[],
-                        journal_present=False, arms=[], bench_exploratory=False, failed_cells={}, problems=[])
-    return render_report(data).markdown
+
+def refusals(observed: Any) -> list[Refused]:
+    """Every refusal in an observation (the submit refusal, or a consumer's anywhere inside)."""
+    if isinstance(observed, Refused):
+        return [observed]
+    if isinstance(observed, dict):
+        return [r for value in observed.values() for r in refusals(value)]
+    if isinstance(observed, (list, tuple)):
+        return [r for value in observed for r in refusals(value)]
+    return []
+
+
+def small(value: Any) -> str:
+    """A short rendering for failure messages."""
+    text = orjson.dumps(value, default=str).decode() if not isinstance(value, Refused) else repr(value)
+    return text if len(text) < 400 else text[:400] + "..."

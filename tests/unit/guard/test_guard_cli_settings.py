@@ -1,22 +1,25 @@
-"""No inert configuration (DESIGN.md, principle 1): every `specdec` argument and
-every service setting changes what runs.
+"""No inert configuration (DESIGN.md, principle 1): every argument of every
+command line and every service setting changes what runs.
 
-CLI: every argument of every subcommand, found by walking the parser, has a
-checker (cli_checks.py): the command line with it changed must call, print or
-return something else. Settings: every RuntimeSettings field found here has a
-probe in tests/unit/test_settings_guard.py, whose tests run each probe and show
-the field change a service's behaviour.
+CLI: every argument of every subcommand of `specdec`, of `specdec demo` and of
+the container health check, found by walking their parsers (fields.py), and
+every name a step reads as a request input, has a checker (cli_checks.py): the
+command line with it changed must call, print or return something else.
+Settings: every RuntimeSettings field found here has a probe in
+tests/unit/test_settings_guard.py, whose tests run each probe and show the
+field change a service's behaviour.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from tests.unit.guard.cli_checks import cli_checks, invoke
+from tests.unit.guard.cli_checks import cli_checks, invoke, request_input_keys
 from tests.unit.guard.fields import cli_arguments, settings_fields
 from tests.unit.test_settings_guard import PROBES
 
-PREFIX = "cli specdec "
+PREFIX = "cli "
+ARGUMENTS = sorted([name.removeprefix(PREFIX) for name in cli_arguments()] + request_input_keys())
 
 
 @pytest.fixture(scope="module")
@@ -25,23 +28,28 @@ def checks(ctx):
 
 
 def test_every_cli_argument_has_a_checker(checks):
-    found = {name.removeprefix(PREFIX) for name in cli_arguments()}
-    unchecked = sorted(found - set(checks))
+    unchecked = sorted(set(ARGUMENTS) - set(checks))
     assert not unchecked, (
-        f"specdec argument(s) {unchecked} have no consumer shown: add each to tests/unit/guard/cli_checks.py "
+        f"argument(s) {unchecked} have no consumer shown: add each to tests/unit/guard/cli_checks.py "
         "with a command line that changes only it"
     )
-    assert not set(checks) - found, f"checkers name arguments the CLI no longer has: {sorted(set(checks) - found)}"
+    assert not set(checks) - set(ARGUMENTS), f"checkers name arguments no CLI has: {sorted(set(checks) - set(ARGUMENTS))}"
 
 
-@pytest.mark.parametrize("argument", sorted(name.removeprefix(PREFIX) for name in cli_arguments()))
+def test_the_walk_sees_demo_and_the_health_check():
+    assert {"specdec demo --campaign", "healthcheck check --port"} <= set(ARGUMENTS)
+
+
+@pytest.mark.parametrize("argument", ARGUMENTS)
 def test_changing_the_argument_changes_what_the_command_does(argument, checks):
     if argument not in checks:
-        pytest.fail(f"specdec {argument} has no checker (see test_every_cli_argument_has_a_checker)")
+        pytest.fail(f"{argument} has no checker (see test_every_cli_argument_has_a_checker)")
     base, changed = checks[argument]
     before = invoke(base)
-    assert invoke(base) == before, f"specdec {' '.join(base)} is not deterministic: it cannot show {argument}"
-    assert invoke(changed) != before, f"specdec {argument} changed nothing the command calls, prints or returns"
+    assert invoke(base) == before, f"{' '.join(base)} is not deterministic: it cannot show {argument}"
+    after = invoke(changed)
+    assert after != before, f"{argument} changed nothing the command calls, prints or returns"
+    assert not isinstance(before[1], str), f"{' '.join(base)} is refused: {before[1]}"
 
 
 def test_every_setting_has_a_probe():
