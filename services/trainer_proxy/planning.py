@@ -28,6 +28,7 @@ from contracts.campaign import Campaign
 from contracts.corpus import CorpusManifest
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import CapacitySelected, TrainingCompleted, TrainingRequested
+from contracts.inputs import CORPUS
 from contracts.profile import Profile
 from services.runtime.bundle import ArtifactConflict, ArtifactMissing, BundleError, BundleStore
 from services.runtime.bundle_paths import InvalidPath, parse_uri
@@ -71,8 +72,8 @@ def corpus_ref(bundle: BundleStore, event: Event) -> ArtifactRef:
     """The corpus: capacity.selected's (from corpus.completed), a request's `corpus` input, else the run's own."""
     if isinstance(event, CapacitySelected) and event.corpus is not None:
         return event.corpus
-    if isinstance(event, TrainingRequested) and "corpus" in event.inputs:
-        return event.inputs["corpus"]
+    if isinstance(event, TrainingRequested) and CORPUS in event.inputs:
+        return event.inputs[CORPUS]
     try:
         return bundle.ref(event.run_id, layout.CORPUS)
     except ArtifactMissing:
