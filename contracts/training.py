@@ -4,6 +4,7 @@
 | --- | --- | --- |
 | `training/outputs.json` | `OutputManifest` | the trainer-proxy of a later run reusing this draft |
 | `training/input-key.json` | `KeyRecord` (its `InputKey`) | later runs looking for a reusable draft; the publisher (the key) |
+| `training/draft-cost.json` | `DraftCost` | the publisher (predicted speedup of a draft_model candidate) |
 
 `InputKey` is everything that determines a draft and one sha256 over it; the
 trainer-proxy computes it (services/trainer_proxy/input_key.py) and a plan
@@ -122,3 +123,39 @@ class KeyRecord(Strict):
     inputs: InputKey = Field(description="What the key was computed over.")
     output: ArtifactRef = Field(description="The run's training/outputs.json: its draft, every file by sha256.")
     reused_from: RunId | None = Field(description="The run it reused the draft of; None when it trained.")
+
+
+# --- training/draft-cost.json ----------------------------------------------------------
+
+
+class DraftCost(Strict):
+    """The draft's forward cost per token against the target's, both timed on the same batch.
+
+    Measured by the trainer-proxy (services/trainer_proxy/draft_cost.py) after the
+    probes pass, and again on the copy of a reused draft: transformers on the CPU,
+    both in float32, the same batch of heldout prompts, the same thread count, a
+    warm-up forward of each, then interleaved repetitions, medians. It is what a
+    draft_model candidate's predicted speedup divides by: one speculative step costs
+    about one target forward plus k draft forwards. A batched forward's cost per token
+    is a throughput figure, not a decode step's latency; the ratio is what is used.
+    Absent when it could not be measured (the trainer-proxy logs why).
+    """
+
+    version: Literal[1] = Field(default=1, description="Format version.")
+    run_id: RunId = Field(description="The run.")
+    batch_prompts: int = Field(
+        ge=1, description="Prompts in the timed batch (the first heldout prompts, else the probe's fixed text)."
+    )
+    batch_tokens: int = Field(
+        ge=1, description="Real tokens in the timed batch (padding left out); every prompt cut to 64 tokens."
+    )
+    repetitions: int = Field(ge=1, description="Timed forwards of each model (interleaved draft, target, draft, ...).")
+    threads: int = Field(ge=1, description="torch threads both models ran with (torch.get_num_threads()).")
+    dtype: str = Field(description="dtype both models ran in (float32, whatever the checkpoints were saved in).")
+    draft_ms_per_token: float = Field(gt=0, description="Median draft forward time over the batch, per token, ms.")
+    target_ms_per_token: float = Field(gt=0, description="Median target forward time over the batch, per token, ms.")
+    relative_cost: float = Field(
+        gt=0, description="draft_ms_per_token / target_ms_per_token, computed from the two fields as recorded."
+    )
+    draft_parameters: int = Field(ge=1, description="Parameters of the draft.")
+    target_parameters: int = Field(ge=1, description="Parameters of the target.")

@@ -12,13 +12,16 @@ write-once and each stage first looks for its own record):
 3. cleanup, by the experiment label only, after the capture;
 4. the verdict: a timeout, a non-finite loss, a non-zero exit or an
    interruption stops the campaign; otherwise the probes run on the output
-   and any failure stops it too; else the training input key is recorded
+   and any failure stops it too; else the draft's cost against the target's
+   is timed (`training/draft-cost.json`, evidence only: services.trainer_proxy.
+   draft_cost), the training input key is recorded
    (`training/input-key.json`, for later runs to reuse this draft) and
    `training.completed`.
 
 A plan that reuses an earlier run's draft launches nothing: the draft is
 copied and verified (services.trainer_proxy.reuse), `training/reuse.json`
-records the copy, and `training.completed` names the source in `reused_from`.
+records the copy, the draft's cost is timed again on this machine, and
+`training.completed` names the source in `reused_from`.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from services.runtime.errors import StepFailed
 from services.shared.capacity.recheck import RecheckFailed, RecheckFn
 from services.shared.scheduler.errors import SchedulerError
 from services.shared.scheduler.slurm import cancel_labelled
-from services.trainer_proxy import probes, reuse
+from services.trainer_proxy import draft_cost, probes, reuse
 from services.trainer_proxy.capture import TrainingCapture, capture_run, read_capture, write_argv
 from services.trainer_proxy.errors import ExecutorError, TrainingStopped
 from services.trainer_proxy.inputs import prompt_messages
@@ -218,6 +221,7 @@ async def execute(
         failed = "; ".join(f"{check.name}: {check.detail}" for check in report.failures)
         raise TrainingStopped(f"a capture-correctness probe failed: {failed}", error_type="ProbeFailed",
                               artifacts=[*evidence, report_ref])
+    await _draft_cost(bundle, plan, Path(plan.output_dir), ctx)
     reuse.record_key(bundle, plan, capture.outputs, reused_from=None)
     return trigger.caused(
         TrainingCompleted,
@@ -236,6 +240,8 @@ async def _reuse(bundle: BundleStore, approved: Approved, trigger: Event, ctx: S
     if record is None:
         record = await asyncio.to_thread(reuse.copy_draft, bundle, plan, approved.ref.sha256)
         bundle.write_json(plan.run_id, layout.TRAINING_REUSE, record)
+    # Timed again rather than copied from the source run: the cost is of this machine, now.
+    await _draft_cost(bundle, plan, Path(record.checkpoint_dir), ctx)
     reuse.record_key(bundle, plan, record.output, reused_from=record.reused_from)
     ctx.log.info("draft reused", reused_from=record.reused_from, files=record.files, duration_s=record.duration_s)
     return trigger.caused(
@@ -249,6 +255,20 @@ async def _reuse(bundle: BundleStore, approved: Approved, trigger: Event, ctx: S
     )
 
 
+def _cwd(plan: TrainingPlan) -> str:
+    # A reuse plan launches nothing: its relative paths are the service's, as at plan time.
+    return plan.launch.cwd if isinstance(plan.launch, (LocalLaunch, SlurmLaunch)) else "."
+
+
+async def _draft_cost(bundle: BundleStore, plan: TrainingPlan, draft_dir: Path, ctx: StepContext) -> None:
+    """`training/draft-cost.json`, evidence only: a measurement that cannot run is logged, never a failure."""
+    cwd = _cwd(plan)
+    await draft_cost.record(
+        bundle, plan.run_id, draft_dir, target=_resolve(plan.target, cwd), tokenizer=_resolve(plan.tokenizer, cwd),
+        log=ctx.log,
+    )
+
+
 async def _probe(bundle: BundleStore, plan: TrainingPlan) -> tuple[probes.ProbeReport, ArtifactRef]:
     run_id = plan.run_id
     assert plan.probes is not None, "a reuse plan runs no probes"
@@ -258,7 +278,7 @@ async def _probe(bundle: BundleStore, plan: TrainingPlan) -> tuple[probes.ProbeR
         pass
     else:
         return probes.ProbeReport.model_validate_json(bundle.read_bytes(run_id, layout.TRAINING_PROBES)), ref
-    cwd = plan.launch.cwd if isinstance(plan.launch, (LocalLaunch, SlurmLaunch)) else "."
+    cwd = _cwd(plan)
     heldout = bundle.read_bytes(run_id, layout.TRAINING_CORPUS_HELDOUT)
     checks = await probes.run_builtin(
         Path(plan.output_dir),

@@ -171,6 +171,7 @@ async def test_nothing_runs_before_its_plan_is_approved_then_everything_is_captu
     probes = bundle.read_json(run_id, "training/probes.json")
     assert probes["passed"] and [c["name"] for c in probes["checks"]] == ["checkpoint_loads", "vocabulary_matches", "forward_pass"]
     assert bundle.read_json(run_id, "training/cleanup.json")["selector"] == f"experiment={run_id}"
+    assert_draft_cost(bundle, run_id)
 
     # One approval runs a plan once: approving the same hash again starts nothing.
     async with proxy(settings) as service:
@@ -181,6 +182,17 @@ async def test_nothing_runs_before_its_plan_is_approved_then_everything_is_captu
         await wait_consumed(settings, "run.approved")
     assert len(await stream_events(settings, "training.started", run_id)) == 1
     assert len(await stream_events(settings, "training.completed", run_id)) == 1
+
+
+def assert_draft_cost(bundle: BundleStore, run_id: str) -> dict:
+    """training/draft-cost.json is registered, and its numbers are positive and agree with each other."""
+    cost = bundle.read_json(run_id, "training/draft-cost.json")  # read_json checks the recorded sha256
+    assert cost["run_id"] == run_id and cost["dtype"] == "float32" and cost["threads"] >= 1
+    assert cost["batch_prompts"] >= 1 and cost["batch_tokens"] >= cost["batch_prompts"] and cost["repetitions"] == 5
+    assert cost["draft_ms_per_token"] > 0 and cost["target_ms_per_token"] > 0
+    assert cost["relative_cost"] == cost["draft_ms_per_token"] / cost["target_ms_per_token"]
+    assert cost["draft_parameters"] > 0 and cost["target_parameters"] > 0
+    return cost
 
 
 async def test_a_trainer_printing_loss_nan_stops_the_campaign(settings, models, run_id, tmp_path):
@@ -271,6 +283,7 @@ async def test_a_checkpoint_with_a_mismatched_vocabulary_fails_the_probe(setting
     by_name = {c["name"]: c["passed"] for c in report["checks"]}
     assert by_name == {"checkpoint_loads": True, "vocabulary_matches": False, "forward_pass": False, "operator": True}
     assert report["operator"]["exit_code"] == 0
+    assert not (bundle.run_dir(run_id) / "training/draft-cost.json").exists(), "a draft that failed its probes was timed"
 
 
 async def test_a_node_that_is_no_longer_idle_starts_nothing(settings, models, run_id, tmp_path):
@@ -471,6 +484,8 @@ async def test_identical_inputs_reuse_the_earlier_draft_and_anything_else_trains
         assert record["reused_from"] == first and record["plan_sha256"] == planned["plan"]["sha256"]
         assert record["duration_s"] == reused["duration_s"]
         assert bundle.read_json(second, "training/input-key.json")["reused_from"] == first
+        # The reused draft is timed again, in this run, not copied from the first run's record.
+        assert_draft_cost(bundle, second)
 
         # Reuse turned off: it trains again, though an identical draft exists.
         done = await _train(settings, service, bundle, off, camp(pre_approved=True, reuse=False))

@@ -78,6 +78,7 @@ def campaign(
     if shapes:
         data["traffic"] = {"shapes": ["short"]}
         data["commands"].pop("train")  # refused with shapes: nothing is trained
+        data["source_revisions"].pop("trainer")  # refused with shapes: nothing is trained
         data["matrix"]["cells"] = [c for c in data["matrix"]["cells"] if c["cell_id"] != "draft-k3"]
     return Campaign.model_validate(data)
 

@@ -4,6 +4,7 @@ a cancelled step kills its trainer."""
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from services.trainer_proxy.capture import write_argv
 from services.trainer_proxy.errors import TrainingStopped
 from services.trainer_proxy.execute import Approved, execute
 from services.trainer_proxy.planning import plan_training
-from tests.unit.trainer_proxy.helpers import PY, campaign, seed_run, write_script
+from tests.unit.trainer_proxy.helpers import COPY_TRAINER, PY, build_tiny_models, campaign, seed_run, write_script
 
 RUN = "toy-20261130-020202-abcdef"
 
@@ -40,9 +41,9 @@ def _idle(bundle, camp, node, run_id) -> Recheck:
     return Recheck(idle=True, reasons=[], snapshot=None)
 
 
-def _approved(tmp_path: Path, argv: list[str]) -> tuple[BundleStore, Approved, CapacitySelected]:
+def _approved(tmp_path: Path, argv: list[str], **kw) -> tuple[BundleStore, Approved, CapacitySelected]:
     bundle = BundleStore(tmp_path / "bundles", fsync=False)
-    camp = campaign(train_argv=argv, pre_approved=True)
+    camp = campaign(train_argv=argv, pre_approved=True, **kw)
     seed_run(bundle, RUN, camp)
     snapshot = bundle.write_json(RUN, "capacity/snapshot.json", {})
     trigger = CapacitySelected(run_id=RUN, producer="test", scheduler="local", node="n1", snapshot=snapshot)
@@ -89,3 +90,18 @@ async def test_a_cancelled_step_kills_its_trainer(tmp_path):
     with pytest.raises(asyncio.CancelledError):
         await task
     assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+
+
+async def test_a_draft_cost_that_cannot_be_measured_changes_nothing_else(tmp_path):
+    models = build_tiny_models(tmp_path / "tiny")
+    # The target's config and tokenizer are there (the probes read only those), its weights are not.
+    target = tmp_path / "target-without-weights"
+    shutil.copytree(models["target"], target, ignore=shutil.ignore_patterns("*.safetensors"))
+    trainer = write_script(tmp_path / "trainer.py", COPY_TRAINER)
+    argv = [PY, str(trainer), "--from", str(models["draft"]), "--out", "{output_dir}", "--corpus", "{corpus_train}"]
+    bundle, approved, trigger = _approved(tmp_path, argv, target=str(target))
+    completed = await execute(bundle, approved, trigger, _ctx(Bus()), _idle)
+    assert completed.output is not None and completed.reused_from is None
+    assert bundle.read_json(RUN, "training/probes.json")["passed"]
+    assert not (bundle.run_dir(RUN) / "training/draft-cost.json").exists()
+    assert bundle.read_json(RUN, "training/input-key.json")["run_id"] == RUN
