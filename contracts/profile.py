@@ -4,6 +4,10 @@ The profiler writes it (`services.profiler`); the corpus step reads it only
 through this model. PROFILE.json is `Profile.model_dump_json(indent=2)`. A field
 whose value cannot be computed is null and its section's `reason` (or
 `unavailable_reason`) says why.
+
+Versioning: `version` stays 1 while changes only add optional fields (with a
+default), so a PROFILE.json written before a field existed still validates;
+`ngram_advice` is such a field (null in an older profile).
 """
 
 from __future__ import annotations
@@ -157,6 +161,44 @@ class Recommendation(Strict):
     reasons: list[str] = Field(min_length=1, description="The rules that fired, in order, in words.")
 
 
+class NgramAdvice(Strict):
+    """Settings for ngram (prompt-lookup) speculation derived from the traffic's reuse (docs/profiler.md, N-rules).
+
+    Advice for a campaign that measures ngram, whichever method `recommended_method` names; the
+    bench and the gate decide. The settings are all set or all null (then `reasons` says why).
+    """
+
+    num_speculative_tokens: int | None = Field(ge=1, description="Suggested k (tokens per draft); None without reuse evidence.")
+    prompt_lookup_min: int | None = Field(ge=1, description="Suggested smallest n-gram (tokens) the lookup matches.")
+    prompt_lookup_max: int | None = Field(ge=1, description="Suggested largest n-gram (tokens) the lookup matches.")
+    reused_span_words: float | None = Field(
+        ge=0,
+        description="Median length in words of the runs of output words copied from the prompt (per record the "
+        "median run, then the median over records with a run); None when no output copies a span.",
+    )
+    tokens_per_word: float | None = Field(
+        gt=0, description="Output tokens per output word over the sampled records with both; None when none has both."
+    )
+    reused_span_tokens: float | None = Field(
+        ge=0, description="The span the lookup settings were derived from, tokens (reused_span_words x tokens_per_word)."
+    )
+    estimated_acceptance: float | None = Field(
+        ge=0, le=1,
+        description="An estimate, not a promise: the mean share of output word n-grams found in the prompt "
+        "(repetition.mean), read as the share of output positions a prompt lookup could draft correctly.",
+    )
+    reasons: list[str] = Field(min_length=1, description="The rules that set (or could not set) each value, in words.")
+
+    @model_validator(mode="after")
+    def _all_or_nothing(self) -> NgramAdvice:
+        settings = (self.num_speculative_tokens, self.prompt_lookup_min, self.prompt_lookup_max)
+        if any(v is None for v in settings) and any(v is not None for v in settings):
+            raise ValueError("ngram_advice sets k, prompt_lookup_min and prompt_lookup_max together, or none of them")
+        if None not in settings and self.prompt_lookup_min > self.prompt_lookup_max:  # type: ignore[operator]
+            raise ValueError("ngram_advice: prompt_lookup_min must not exceed prompt_lookup_max")
+        return self
+
+
 class Shape(Strict):
     """A named synthetic workload shape."""
 
@@ -182,3 +224,8 @@ class Profile(Strict):
     sampling: Sampling = Field(description="The sample behind content_mix and repetition.")
     shapes: list[Shape] = Field(description="The shapes profiled (source=shapes); empty for traffic.")
     recommended_method: Recommendation = Field(description="Suggested speculative method.")
+    ngram_advice: NgramAdvice | None = Field(
+        default=None,
+        description="Suggested ngram settings (k, prompt_lookup_min/max) from the reuse; None in a profile written "
+        "before the field existed.",
+    )

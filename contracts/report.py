@@ -3,6 +3,12 @@
 The publisher writes it when it renders a run's report and reads it back to
 publish that report (which files, DRAFT or not); a reviewer's tooling can read
 the DRAFT flag and its reasons without parsing the Markdown. No I/O here.
+
+Versioning: `version` stays 1 while changes only add optional fields (with a
+default), so a report.json written before a field existed still validates (the
+publisher reads earlier reports back to publish them). The prediction figures
+(`speedups`, `stops_paying`, `ngram_settings`, `draft_relative_cost`) are such
+fields; docs/publisher.md defines them.
 """
 
 from __future__ import annotations
@@ -11,9 +17,60 @@ from typing import Literal
 
 from pydantic import Field
 
-from contracts.envelope import RunId, Sha256, Strict
+from contracts.envelope import Key, RunId, Sha256, Strict
 
 SUMMARY_VERSION = 1
+
+
+class SpeedupFigure(Strict):
+    """One speculative candidate at one concurrency level: predicted L / (1 + k c) beside realized."""
+
+    cell_id: Key = Field(description="The candidate cell.")
+    concurrency: int | None = Field(description="Concurrency level; None when the load had no limit.")
+    method: str = Field(description="Its speculative method.")
+    num_speculative_tokens: int = Field(ge=1, description="k, the tokens per draft the cell declares.")
+    mean_acceptance_length: float | None = Field(
+        description="L = 1 + accepted / drafts, pooled over the level's trials; None when no trial proposed a draft."
+    )
+    relative_draft_cost: float | None = Field(
+        description="c, the draft's per-token cost relative to the target's: 0 for ngram and suffix, "
+        "training/draft-cost.json for draft_model; None when not measured."
+    )
+    predicted: float | None = Field(description="L / (1 + k c); None without L or c.")
+    realized: float | None = Field(
+        description="TPOT(baseline) / TPOT(candidate), geometric means of per-trial median TPOT at the level; "
+        "None without both."
+    )
+    note: str = Field(description="Where c comes from, or why there is no prediction, in words.")
+
+
+class StopsPayingFigure(Strict):
+    """Where one candidate's realized speedup stops paying over its measured levels."""
+
+    cell_id: Key = Field(description="The candidate cell.")
+    stops_at: int | None = Field(
+        description="The lowest concurrency level with realized speedup <= 1 after a level above 1; None when none."
+    )
+    verdict: Literal["stops", "pays_everywhere", "pays_nowhere", "pays_from", "unmeasured"] = Field(
+        description="stops (at stops_at), pays_everywhere, pays_nowhere, pays_from (pays only from some level up) "
+        "or unmeasured (no realized speedup)."
+    )
+    finding: str = Field(description="The finding in words, as the report states it.")
+
+
+class NgramSettingsFigure(Strict):
+    """One ngram candidate's settings beside the profile's ngram advice."""
+
+    cell_id: Key = Field(description="The ngram candidate cell.")
+    num_speculative_tokens: int = Field(ge=1, description="The cell's k.")
+    prompt_lookup_min: int | None = Field(description="The cell's prompt_lookup_min; None when not set.")
+    prompt_lookup_max: int | None = Field(description="The cell's prompt_lookup_max; None when not set.")
+    advised_num_speculative_tokens: int | None = Field(description="The profile's advised k; None without advice.")
+    advised_prompt_lookup_min: int | None = Field(description="The advised prompt_lookup_min; None without advice.")
+    advised_prompt_lookup_max: int | None = Field(description="The advised prompt_lookup_max; None without advice.")
+    agree: bool | None = Field(description="True when all three are equal; None when there is no advice to compare.")
+    differing: list[str] = Field(description="The settings that differ (num_speculative_tokens, prompt_lookup_min/max).")
+    comparison: str = Field(description="The report's sentence: agree, which differ, or why nothing is compared.")
 
 
 class ReportSummary(Strict):
@@ -27,3 +84,16 @@ class ReportSummary(Strict):
     decision_sha256: Sha256 | None = Field(description="sha256 of the DECISION.json the report was rendered from.")
     plots: list[str] = Field(description="Plot files under report/plots/, in report order.")
     levers: list[str] = Field(description="Rules of the levers in the last section, the next one first.")
+    speedups: list[SpeedupFigure] = Field(
+        default_factory=list, description="Predicted (with the draft's cost) and realized speedup per candidate and level."
+    )
+    stops_paying: list[StopsPayingFigure] = Field(
+        default_factory=list, description="Per speculative candidate, where its realized speedup stops paying."
+    )
+    ngram_settings: list[NgramSettingsFigure] = Field(
+        default_factory=list, description="Every ngram candidate's settings beside the profile's advice."
+    )
+    draft_relative_cost: float | None = Field(
+        default=None, description="The draft's per-token cost relative to the target's (training/draft-cost.json); "
+        "None when not measured.",
+    )

@@ -33,8 +33,9 @@ from services.profiler import stats
 from services.profiler.counting import SideSources, TokenCounter
 from services.profiler.defaults import DEFAULT_REJECT_THRESHOLD, DEFAULT_SAMPLE_CAP
 from services.profiler.errors import EmptyTraffic, ProfilerError, TooManyRejected, TrafficNotFound
+from services.profiler.ngram_advice import AdviceEvidence, advise, span_evidence
 from services.profiler.recommend import Evidence, recommend
-from services.profiler.repetition import NGRAM_N, reuse
+from services.profiler.repetition import NGRAM_N, TEXT_CAP_CHARS, measure
 from services.shared.text import content as content_mod
 from services.shared.text import forms
 from services.shared.text.redact import cut, redact
@@ -130,6 +131,7 @@ def profile_shapes(names: list[str] | None = None) -> Profile:
                           records_sampled=0, sampled=False),
         shapes=chosen,
         recommended_method=recommend(Evidence(out_stats.p50, None, None, None)),
+        ngram_advice=advise(AdviceEvidence(None, no_text, None, None, out_stats.p50, None)),
     )
 
 
@@ -213,8 +215,11 @@ class _Scan:
                 label = content_mod.CLASS_CODE[content_mod.classify(record, n_in)]
             else:
                 label = _NO_LABEL
-            prompt_reuse, context_reuse = reuse(record.prompt_text, record.completion_text)
-            self.sampler.add(i, label, prompt_reuse, context_reuse)
+            m = measure(record.prompt_text, record.completion_text)
+            # The token count is kept only for an output measured whole: it is the tokens of those words.
+            whole = m.output_words and n_out is not None and len(record.completion_text or "") <= TEXT_CAP_CHARS
+            self.sampler.add(i, label, m.prompt, m.context, m.span_words, m.output_words or math.nan,
+                             n_out if whole else math.nan)
 
     def _reject(self, line_no: int, kind: str, reason: str, raw: bytes) -> None:
         self.rejected_by_kind[kind] = self.rejected_by_kind.get(kind, 0) + 1
@@ -247,6 +252,8 @@ def _assemble(scan: _Scan, records: Records, path: str | os.PathLike[str], token
     rep = _repetition(scan.sampler)
     fractions = None if mix.reason else {c: getattr(mix, c) for c in content_mod.CONTENT_CLASSES}
     evidence = Evidence(out_stats.p50, conc.mean, rep.mean, fractions)
+    span_words, tokens_per_word = span_evidence(*(_floats(getattr(scan.sampler, name)) for name in (
+        "span_words", "output_words", "output_tokens")))
     return Profile(
         source="traffic",
         input=InputInfo(path=str(path), sha256=scan.hasher.hexdigest(), size_bytes=scan.size_bytes, shapes=[]),
@@ -273,7 +280,12 @@ def _assemble(scan: _Scan, records: Records, path: str | os.PathLike[str], token
         ),
         shapes=[],
         recommended_method=recommend(evidence),
+        ngram_advice=advise(AdviceEvidence(rep.mean, rep.reason, span_words, tokens_per_word, out_stats.p50, conc.mean)),
     )
+
+
+def _floats(column) -> np.ndarray:  # noqa: ANN001 - an array("d") of the sampler
+    return np.frombuffer(column, dtype=np.float64) if len(column) else np.zeros(0)
 
 
 def _sources(side: SideSources, accepted: int) -> CountSources:

@@ -12,6 +12,12 @@ of a million-line file):
 - context_reuse = share of O's n-grams that occur in P or earlier in O (what a
                   lookup over the whole context, generated text included, can find).
 
+- reused span  = the median length, in words, of the runs of output words
+                copied from the prompt: a run of m consecutive output n-grams
+                found in the prompt covers m + n - 1 words (what a prompt lookup
+                can follow once it has matched; ngram_advice.py turns it into
+                prompt_lookup_min/max).
+
 A record whose output has fewer than NGRAM_N words has no n-gram and is not
 measured (NaN). Texts are capped at TEXT_CAP_CHARS characters each.
 """
@@ -20,6 +26,9 @@ from __future__ import annotations
 
 import math
 import re
+from typing import NamedTuple
+
+import numpy as np
 
 NGRAM_N = 3
 TEXT_CAP_CHARS = 16000
@@ -32,13 +41,31 @@ def words(text: str) -> list[str]:
     return text.split() if text.isascii() else _WORD.findall(text)
 
 
+class Reuse(NamedTuple):
+    """One record's reuse measures; NaN where not measurable."""
+
+    prompt: float  # share of output n-grams in the prompt
+    context: float  # share in the prompt or earlier in the output
+    span_words: float  # median run of copied output words; NaN when nothing is copied
+    output_words: int  # output words measured (0 when not measured)
+
+
+_UNMEASURED = Reuse(math.nan, math.nan, math.nan, 0)
+
+
 def reuse(prompt: str, completion: str | None, n: int = NGRAM_N) -> tuple[float, float]:
     """(prompt_reuse, context_reuse) of one record; (nan, nan) when not measurable."""
+    r = measure(prompt, completion, n)
+    return r.prompt, r.context
+
+
+def measure(prompt: str, completion: str | None, n: int = NGRAM_N) -> Reuse:
+    """Every reuse measure of one record, from one split of its texts."""
     if not completion:
-        return math.nan, math.nan
+        return _UNMEASURED
     out = words(completion)
     if len(out) < n:
-        return math.nan, math.nan
+        return _UNMEASURED
     src = words(prompt)
     prompt_grams = set(zip(*(src[i:] for i in range(n)), strict=False))
     out_grams = list(zip(*(out[i:] for i in range(n)), strict=False))
@@ -47,6 +74,15 @@ def reuse(prompt: str, completion: str | None, n: int = NGRAM_N) -> tuple[float,
     # a gram found in the context is one in the prompt, or a repeat of an earlier
     # output gram, so the misses are exactly the first occurrences of the distinct
     # grams that are not in the prompt.
-    in_prompt = sum(map(prompt_grams.__contains__, out_grams))
+    hits = np.fromiter(map(prompt_grams.__contains__, out_grams), dtype=np.int8, count=total)
+    in_prompt = int(hits.sum())
     in_context = total - len(set(out_grams).difference(prompt_grams))
-    return in_prompt / total, in_context / total
+    return Reuse(in_prompt / total, in_context / total, _median_span(hits, n) if in_prompt else math.nan, len(out))
+
+
+def _median_span(hits: np.ndarray, n: int) -> float:
+    """Median length in words of the runs of consecutive found n-grams (m grams cover m + n - 1 words)."""
+    # Run edges from the differences of the 0/1 hits padded with a 0 on each side: +1 opens a run, -1 closes it.
+    edges = np.diff(np.concatenate(([0], hits, [0])))
+    lengths = np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1)
+    return float(np.median(lengths)) + n - 1

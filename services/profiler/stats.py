@@ -7,6 +7,7 @@ text measures. Everything below is pure: numbers in, numbers out.
 
 from __future__ import annotations
 
+import math
 from array import array
 
 import numpy as np
@@ -124,6 +125,8 @@ class StrideSampler:
     Invariant: len(sample) <= cap, and about cap/2 or more once the stream is longer than cap.
     """
 
+    _COLUMNS = ("index", "label", "reuse", "context_reuse", "span_words", "output_words", "output_tokens")
+
     def __init__(self, cap: int) -> None:
         if cap < 2:
             raise ValueError("sample cap must be at least 2")
@@ -134,15 +137,24 @@ class StrideSampler:
         self.label = array("b")  # content class code, see content.CONTENT_CLASSES
         self.reuse = array("d")  # prompt n-gram reuse, NaN when not measurable
         self.context_reuse = array("d")
+        self.span_words = array("d")  # median run of output words copied from the prompt, NaN when none
+        self.output_words = array("d")  # output words measured, NaN when not measured
+        self.output_tokens = array("d")  # the output's token count when its words were all measured, else NaN
 
     def wants(self, i: int) -> bool:
         return (i * _GOLDEN) & _MASK64 < self.threshold
 
-    def add(self, i: int, label: int, reuse: float, context_reuse: float) -> None:
+    def add(
+        self, i: int, label: int, reuse: float, context_reuse: float,
+        span_words: float = math.nan, output_words: float = math.nan, output_tokens: float = math.nan,
+    ) -> None:
         self.index.append(i)
         self.label.append(label)
         self.reuse.append(reuse)
         self.context_reuse.append(context_reuse)
+        self.span_words.append(span_words)
+        self.output_words.append(output_words)
+        self.output_tokens.append(output_tokens)
         while len(self.index) > self.cap:
             self._thin()
 
@@ -155,10 +167,9 @@ class StrideSampler:
         self.stride *= 2
         self.threshold >>= 1
         keep = [k for k, i in enumerate(self.index) if sample_key(i) < self.threshold]
-        self.index = array("q", (self.index[k] for k in keep))
-        self.label = array("b", (self.label[k] for k in keep))
-        self.reuse = array("d", (self.reuse[k] for k in keep))
-        self.context_reuse = array("d", (self.context_reuse[k] for k in keep))
+        for name in self._COLUMNS:
+            column = getattr(self, name)
+            setattr(self, name, array(column.typecode, (column[k] for k in keep)))
 
     def __len__(self) -> int:
         return len(self.index)

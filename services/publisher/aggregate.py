@@ -6,7 +6,7 @@ every artifact's bytes are checked against the sha256 recorded when written):
 (parsed by `contracts.results.parse_trial`, the gate's own reader, so the report
 and the gate read the same figures), `gate/DECISION.json`, `bench/plan.json` and
 the trainer-proxy's `training/input-key.json` (`contracts.training.KeyRecord`)
-when present, the bench's rejected trials (`contracts.layout.REJECTED_GLOB`)
+when present, the profile's ngram advice and the draft's cost (prediction_inputs.py), the bench's rejected trials (`contracts.layout.REJECTED_GLOB`)
 and every launch's engine read-back (`contracts.layout.engine_check`,
 `contracts/engine.py`). Paths are `contracts.layout`'s. A missing campaign.json is
 tolerated (the report says so), unlike in the steps that need one.
@@ -40,6 +40,7 @@ from contracts.results import TrialIdentity
 from contracts.training import KeyRecord
 from contracts.trials import MetricKey, Trial, parse_trial, trial_value
 from services.publisher.errors import ReportInputError
+from services.publisher.prediction_inputs import read_draft_cost, read_ngram_advice
 from services.publisher.model import (
     EVIDENCE_STEPS,
     ArmLevel,
@@ -107,6 +108,8 @@ def read_campaign(bundle: BundleStore, run_id: str, *, extra_events: Sequence[Ma
     bench_done = [e for e in events if e.get("schema") == "bench.completed"]
     last_bench = bench_done[-1] if bench_done else {}
     reused_from, input_key = _draft_origin(bundle, run_id, events, problems)
+    advice, advice_note = read_ngram_advice(bundle, run_id, problems)
+    cost, cost_note = read_draft_cost(bundle, run_id, problems)
     return CampaignData(
         run_id=run_id,
         campaign=campaign,
@@ -124,6 +127,7 @@ def read_campaign(bundle: BundleStore, run_id: str, *, extra_events: Sequence[Ma
         rejected=rejected,
         engine=_read_engine(bundle, run_id, plan if isinstance(plan, dict) else None, loaded, problems),
         redaction=_read_redaction(bundle, run_id, problems),
+        ngram_advice=advice, ngram_advice_note=advice_note, draft_cost=cost, draft_cost_note=cost_note,
     )
 
 

@@ -18,7 +18,9 @@ from contracts.decision import Decision
 from contracts.engine import EngineCheck
 from contracts.envelope import Key, RunId, Sha256, Strict
 from contracts.events import SpecDecodeDelta
+from contracts.profile import NgramAdvice
 from contracts.results import TrialIdentity
+from contracts.training import DraftCost
 
 AGGREGATE_VERSION = 1
 
@@ -124,6 +126,19 @@ class CampaignData(Strict):
     redaction: Redaction | None = Field(
         default=None,
         description="What the corpus step redacted, per kind (corpus/CORPUS.jsonl.manifest.json); None without a corpus.",
+    )
+    ngram_advice: NgramAdvice | None = Field(
+        default=None, description="The profile's ngram advice (profile/PROFILE.json); None when the bundle has none."
+    )
+    ngram_advice_note: str | None = Field(
+        default=None, description="Why there is no ngram advice (no profile, an older or invalid one); None with it."
+    )
+    draft_cost: DraftCost | None = Field(
+        default=None, description="The draft's per-token cost against the target's (training/draft-cost.json); None "
+        "when not measured.",
+    )
+    draft_cost_note: str | None = Field(
+        default=None, description="Why there is no draft cost (file absent or invalid); None with one."
     )
 
     @property

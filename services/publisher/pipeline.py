@@ -2,7 +2,7 @@
 
 Written, write-once, under `report/` of the run's bundle:
 `report/plots/<name>.png`, `report/report.json` (`contracts.report.ReportSummary`:
-DRAFT flag and reasons, plots, levers), `report/report.html`, `report/report.md`. A re-render
+DRAFT flag and reasons, plots, levers, the prediction figures of predict.py), `report/report.html`, `report/report.md`. A re-render
 of the same evidence gives the same bytes and is a no-op; a re-render from
 other evidence (a new gate decision, more events) would change the report and
 is refused before anything is written (ReportConflict): render a copy outside
@@ -22,6 +22,7 @@ from contracts.envelope import ArtifactRef
 from contracts.report import ReportSummary
 from services.publisher.aggregate import read_campaign
 from services.publisher.errors import ReportConflict
+from services.publisher.predict import report_figures
 from services.publisher.render import RenderedReport, render_report
 from services.runtime.bundle import ArtifactMissing, BundleStore
 from services.runtime.bundle_records import canonical_json
@@ -78,6 +79,7 @@ def _render(
         decision_sha256=data.decision_sha256,
         plots=[p.name for p in report.plots],
         levers=[lever.rule for lever in report.levers],
+        **report_figures(data),
     )
     return report, summary
 

@@ -10,8 +10,11 @@ carry the identity line in their subtitle and pointers in their caption.
 
 Sections, in order: DRAFT reasons (when any), summary, steps, identity, the
 engine's read-back (declared beside effective, per launch), rejected trials,
-gate verdicts, latency, throughput, acceptance, predicted against realized
-speedup, and last the next measured lever. Rejected trials are in no arm, so
+redaction, training (the draft and its cost), gate verdicts, latency,
+throughput, acceptance, predicted against realized speedup (free drafting,
+then with the draft's cost: render_predict.py), where speculation stops
+paying, the ngram settings beside the profile's advice, and last the next
+measured lever. Rejected trials are in no arm, so
 in no table of figures and no plot: only their own section lists them.
 """
 
@@ -24,11 +27,11 @@ from contracts import layout
 from contracts.campaign import ServingConfig
 from contracts.engine import CHECKED_FIELDS
 from services.publisher import figures as fig
+from services.publisher import render_predict
 from services.publisher.document import (
     Anchor,
     Bullets,
     Document,
-    Formula,
     Image,
     Paragraph,
     Ref,
@@ -45,13 +48,6 @@ from services.publisher.plots import Plot, render_plots
 
 # report.md links its plots relative to itself: report/plots/ seen from report/.
 PLOTS_LINK = posixpath.relpath(layout.REPORT_PLOTS_DIR, posixpath.dirname(layout.REPORT_MARKDOWN))
-SPEEDUP_FORMULA = (
-    "a_i = accepted tokens at draft position i / drafts        (pooled over the level's trials)",
-    "p_i = a_i / a_(i-1), a_0 = 1                               (acceptance at i given i-1)",
-    "predicted = tau = 1 + sum_i a_i                            (tokens per target step; free drafting, one-step verify)",
-    "realized  = TPOT(baseline) / TPOT(candidate)               (geometric means of per-trial median TPOT, same level)",
-    "efficiency = realized / predicted; overhead = predicted / realized - 1 (extra cost of a speculative step)",
-)
 
 
 @dataclass(frozen=True)
@@ -88,11 +84,14 @@ def build_document(data: CampaignData, plots: list[Plot], found: list[Lever]) ->
         _engine(data),
         _rejected(data),
         _redaction(data),
+        render_predict.training_section(data),
         _gate(data),
         _latency(data, by_name),
         _throughput(data, by_name),
         _acceptance(data, by_name),
         _speedup(data, by_name),
+        render_predict.stops_paying_section(data),
+        render_predict.ngram_settings_section(data),
         _levers(found),
     ]
     return Document(title=f"specdec report: run {data.run_id}", draft_reasons=tuple(reasons), sections=tuple(sections))
@@ -316,17 +315,7 @@ def _acceptance(data: CampaignData, plots: dict[str, Plot]) -> Section:
 
 
 def _speedup(data: CampaignData, plots: dict[str, Plot]) -> Section:
-    found = fig.speedups(data)
-    rows = tuple((*_id_cols(s.candidate), Ref(s.baseline.key), f"{s.predicted:.3f}x", f"{s.realized:.3f}x",
-                  f"{s.efficiency:.0%}", f"{s.overhead:+.3f}") for s in found)
-    blocks: list = [Formula(SPEEDUP_FORMULA)]
-    if rows:
-        blocks.append(Table(("ID", "cell", "concurrency", "trials", "named baseline", "baseline ID", "predicted",
-                             "realized", "efficiency", "overhead per step"), rows))
-    else:
-        blocks.append(Paragraph(("No candidate has both spec-decode counters and a baseline TPOT at the same level.",)))
-    blocks += [_image(plots[n]) for n in ("speedup.png",) if n in plots]
-    return Section("speedup", "Predicted speedup from measured acceptance beside the realized one", tuple(blocks))
+    return render_predict.speedup_section(data, _image(plots["speedup.png"]) if "speedup.png" in plots else None)
 
 
 def _levers(found: list[Lever]) -> Section:

@@ -1,6 +1,8 @@
 """Synthetic campaign bundles for the publisher's tests: two cells (standing, ngram-k3) x two
 concurrency levels x 3 trials, results from services/gate/simulate.py, one engine read-back per
-cell (contracts/engine.py), the real gate's DECISION.json, and a journal of the campaign's step events."""
+cell (contracts/engine.py), the real gate's DECISION.json, a journal of the campaign's step events,
+a PROFILE.json whose ngram advice agrees with the candidate (unless told otherwise), and
+training/draft-cost.json when asked for."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ import yaml
 
 from contracts import layout
 from contracts.campaign import Campaign, SpeculativeConfig
+from contracts.profile import NgramAdvice
+from contracts.training import DraftCost
 from contracts.engine import CHECKED_FIELDS, EffectiveConfig, EngineCheck, FieldCheck
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import (
@@ -28,6 +32,7 @@ from contracts.events import (
 )
 from services.gate.app import gate_run
 from services.gate.simulate import identity, spec_counters, trial_result
+from services.profiler.profile import profile_shapes
 from services.runtime.bundle import BundleStore
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -37,6 +42,19 @@ LEVELS = (1, 4)
 CANDIDATE = "ngram-k3"
 STANDING = "standing"
 K = 3
+LOOKUP = (2, 4)
+
+
+def advice(k: int = K, low: int = LOOKUP[0], high: int = LOOKUP[1]) -> NgramAdvice:
+    """A profile's ngram advice; by default the candidate's own settings."""
+    return NgramAdvice(num_speculative_tokens=k, prompt_lookup_min=low, prompt_lookup_max=high, reused_span_words=6.0,
+                       tokens_per_word=1.4, reused_span_tokens=8.4, estimated_acceptance=0.35, reasons=["NK: test"])
+
+
+def draft_cost(run_id: str, relative: float = 0.125) -> DraftCost:
+    return DraftCost(run_id=run_id, batch_prompts=4, batch_tokens=256, repetitions=5, threads=2, dtype="float32",
+                     draft_ms_per_token=0.5 * relative, target_ms_per_token=0.5, relative_cost=relative,
+                     draft_parameters=1_000_000, target_parameters=8_000_000)
 
 
 @dataclass
@@ -64,6 +82,9 @@ class Spec:
     engine: str = "match"  # match | missing (the candidate's launch has no read-back) | mismatch (max_num_seqs)
     rejected_trial: int | None = None  # the candidate's trial at the top level kept as a bench-rejected file
     edited_trial: int | None = None  # the candidate's trial at the first level, counters edited after the bench
+    ngram_advice: NgramAdvice | None = field(default_factory=advice)  # None: a profile from before the field
+    profile_bytes: bytes | None = None  # PROFILE.json's bytes instead of a profile (e.g. b"{}")
+    draft_cost: float | None = None  # training/draft-cost.json's relative cost; None: no file
 
 
 def campaign(spec: Spec) -> Campaign:
@@ -114,6 +135,8 @@ def build(bundle: BundleStore, spec: Spec | None = None, run_id: str = RUN) -> d
                 cand["spec_decode"]["accepted_per_position"] = []  # recorded so, as a hand-edited file would be
             refs.append(_write(bundle, run_id, CANDIDATE, trial, level, cand))
     _engine_checks(bundle, run_id, spec, ngram)
+    if spec.draft_cost is not None:
+        bundle.write_json(run_id, layout.TRAINING_DRAFT_COST, draft_cost(run_id, spec.draft_cost))
     if spec.journal:
         _journal(bundle, run_id, refs, spec)
     decided = None
@@ -159,7 +182,7 @@ def _append(bundle: BundleStore, event: Event) -> None:
 
 
 def _journal(bundle: BundleStore, run_id: str, refs: list[ArtifactRef], spec: Spec) -> None:
-    stub = bundle.write_bytes(run_id, "profile/PROFILE.json", b"{}\n")
+    stub = bundle.write_bytes(run_id, layout.PROFILE, spec.profile_bytes or _profile(spec))
     events: list[Event] = [
         ProfileCompleted(run_id=run_id, producer="profiler/t", profile=stub, source="traffic", records_accepted=10,
                          records_rejected=0, recommended_method="ngram"),
@@ -176,3 +199,11 @@ def _journal(bundle: BundleStore, run_id: str, refs: list[ArtifactRef], spec: Sp
     for event in events:
         if event.SCHEMA not in spec.skip_events:
             _append(bundle, event)
+
+
+def _profile(spec: Spec) -> bytes:
+    profile = profile_shapes(["short"]).model_copy(update={"ngram_advice": spec.ngram_advice})
+    data = orjson.loads(profile.model_dump_json())
+    if spec.ngram_advice is None:
+        del data["ngram_advice"]  # as an older profiler wrote it
+    return orjson.dumps(data)
