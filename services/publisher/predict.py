@@ -34,6 +34,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from contracts import layout
 from contracts.campaign import Matrix, SpeculativeConfig
 from contracts.profile import NgramAdvice
 from contracts.report import NgramSettingsFigure, SpeedupFigure, StopsPayingFigure
@@ -72,7 +73,7 @@ def draft_cost_of(method: str, data: CampaignData) -> tuple[float | None, str]:
         return 0.0, "a lookup over the context runs no model forward"
     if method == "draft_model":
         if data.draft_cost is not None:
-            return data.draft_cost.relative_cost, "training/draft-cost.json"
+            return data.draft_cost.relative_cost, layout.TRAINING_DRAFT_COST
         return None, "draft cost not measured" + (f" ({data.draft_cost_note})" if data.draft_cost_note else "")
     return None, f"draft cost not measured (no cost measure for {method})"
 
