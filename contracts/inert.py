@@ -5,10 +5,17 @@ it yet; setting it logs a warning at submit and is recorded in the run's
 bundle (`inert.json`). A field leaves this table in the change that gives it a
 consumer; the guard (tests/unit/guard/) fails on an operator-settable field
 that is neither shown consumed nor listed here.
+
+`INERT_WHERE` holds the fields consumed in some campaigns and inert in others
+(a provenance label that only a training reads, on a campaign that trains
+nothing): they are warned on and recorded only where their condition holds, and
+the guard accepts them there only when submit does record them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, RootModel
@@ -17,6 +24,35 @@ INERT: dict[str, str] = {
     "source_revisions.specdec": (
         "`specdec submit` replaces it with specdec's own revision (git describe of its checkout, else its "
         "package version), so the evidence names the code that really ran; the operator's value is dropped"
+    ),
+}
+
+
+def _shapes(model: BaseModel) -> bool:
+    # Duck-typed so this module needs no campaign import: Campaign.shapes_only (traffic.shapes).
+    return bool(getattr(model, "shapes_only", False))
+
+
+@dataclass(frozen=True)
+class InertWhere:
+    """A field inert only where `holds(campaign)`: `where` says when, in the table's words."""
+
+    where: str
+    holds: Callable[[BaseModel], bool]
+    reason: str
+
+    def recorded(self) -> str:
+        """The reason as the warning and inert.json give it."""
+        return f"{self.where}: {self.reason}"
+
+
+INERT_WHERE: dict[str, InertWhere] = {
+    # Elsewhere it enters the training input key (an earlier identical draft is reused only under the
+    # same revision). Nothing in a shapes campaign compares targets: every arm serves the same one.
+    "source_revisions.target": InertWhere(
+        where="with traffic.shapes (nothing is trained)",
+        holds=_shapes,
+        reason="provenance label: printed in the report and the bundle, changes no run",
     ),
 }
 
@@ -48,10 +84,13 @@ def _is_group(value: Any) -> bool:
 
 
 def inert_fields_set(model: BaseModel) -> dict[str, str]:
-    """Entries of the inert table under which `model` sets a field -> the reason."""
+    """Entries of the inert table under which `model` sets a field -> the reason
+    (an `INERT_WHERE` entry only where its condition holds for `model`)."""
+    entries = dict(INERT)
+    entries.update({field: entry.recorded() for field, entry in INERT_WHERE.items() if entry.holds(model)})
     found = {}
     for path in fields_set(model):
-        for entry, reason in INERT.items():
+        for entry, reason in entries.items():
             if path == entry or path.startswith(entry + "."):
                 found[entry] = reason
                 break
@@ -62,4 +101,5 @@ def markdown_table() -> str:
     """The table as docs/configuration.md shows it (a test keeps the two equal)."""
     rows = ["| campaign field | why it is inert |", "| --- | --- |"]
     rows += [f"| `{field}` | {reason} |" for field, reason in INERT.items()]
+    rows += [f"| `{field}` {entry.where} | {entry.reason} |" for field, entry in INERT_WHERE.items()]
     return "\n".join(rows) + "\n"

@@ -85,7 +85,9 @@ def bench_values(load: LoadSpec, *, concurrency: int, base_url: str, result_path
                  prompts_path: str) -> dict[str, str]:
     """The load placeholders of one measured window. An unset max_output_tokens
     leaves `{max_output_tokens}` without a value (each prompt's own budget is
-    in the prompts file)."""
+    in the prompts file). `load` is the bench plan's, whose ignore_eos the plan
+    has decided for the prompt source (Matrix.for_traffic); an undecided one
+    renders false."""
     address = urlsplit(base_url)
     values = {
         "base_url": base_url,
@@ -223,12 +225,15 @@ def serve_declared(cell: Cell, campaign: Campaign) -> list[Declared]:
     ]
 
 
-def bench_declared(cell: Cell, load: LoadSpec) -> list[Declared]:
+def bench_declared(cell: Cell, load: LoadSpec, *, shapes: bool = False) -> list[Declared]:
     """Every load item of a cell, as its bench template must carry it. Always
     carried: the address, the result path, the prompts, num_prompts and the
     window's concurrency; the other load fields unless their value is the
-    neutral one any load generator assumes untold (docs/configuration.md)."""
+    neutral one any load generator assumes untold (docs/configuration.md).
+    `ignore_eos` is its effective value for the prompt source (`shapes`), required
+    only when written true: by default each prompt's own value is in the prompts file."""
     levels = cell.concurrency
+    eos = load.effective_ignore_eos(shapes=shapes)
     paths = {path: name for name, path in ENDPOINT_PATHS.items()}
 
     def endpoint(value: str | None) -> bool:  # the path, or the field's own word
@@ -263,7 +268,7 @@ def bench_declared(cell: Cell, load: LoadSpec) -> list[Declared]:
                  load.max_output_tokens is not None,
                  _equals_int(load.max_output_tokens),
                  unset_placeholder="max_output_tokens" if load.max_output_tokens is None else None),
-        Declared(BENCH_CARRIERS["ignore_eos"], str(load.ignore_eos).lower(), load.ignore_eos, _switch(load.ignore_eos)),
+        Declared(BENCH_CARRIERS["ignore_eos"], str(eos).lower(), load.ignore_eos is True, _switch(eos)),
     ]
 
 
@@ -481,6 +486,7 @@ def template_problems(campaign: Campaign, matrix: Matrix, *, cells_at: str = "ma
         if bench is not None:
             template, source = bench
             problems += unfilled(cell.cell_id, "bench", source, template, BENCH_PLACEHOLDERS)
-            problems += field_problems(cell.cell_id, "bench", source, template, bench_declared(cell, matrix.load))
+            declared = bench_declared(cell, matrix.load, shapes=campaign.shapes_only)
+            problems += field_problems(cell.cell_id, "bench", source, template, declared)
         benches.append((cell.cell_id, None if bench is None else bench[0]))
     return _worded(problems) + load_problems(benches)

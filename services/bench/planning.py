@@ -39,13 +39,16 @@ from services.shared.text.shapes import resolve
 
 
 def load_matrix(campaign: Campaign) -> Matrix:
+    """The campaign's matrix (inline, or read from matrix.path) with the load's traffic-dependent
+    default decided (matrix.load.ignore_eos), so the plan, the prompts and an operator bench agree."""
     if isinstance(campaign.matrix, Matrix):
-        return campaign.matrix
+        return campaign.matrix.for_traffic(shapes=campaign.shapes_only)
     path = Path(campaign.matrix.path)
     try:
-        return Matrix.model_validate(yaml.safe_load(path.read_text()))
+        matrix = Matrix.model_validate(yaml.safe_load(path.read_text()))
     except (OSError, yaml.YAMLError, ValidationError) as exc:
         raise StepFailed(f"cannot use matrix.path {path}: {exc}", error_type="MatrixUnusable") from None
+    return matrix.for_traffic(shapes=campaign.shapes_only)
 
 
 def _request_input(event: Event, name: str) -> ArtifactRef | None:
@@ -116,7 +119,7 @@ def _prompts(bundle: BundleStore, campaign: Campaign, matrix: Matrix, event: Eve
                    for spec, share in zip(specs, shares)],
         "order": "the shapes in turn, in the order listed: prompt i from shape i mod n",
     }
-    return mixed_shape_prompts(specs, load.num_prompts, tokenizer_dir=tokenizer), source
+    return mixed_shape_prompts(specs, load.num_prompts, tokenizer_dir=tokenizer, ignore_eos=load.ignore_eos), source
 
 
 def _selected_node(bundle: BundleStore, event: Event) -> str | None:

@@ -4,11 +4,12 @@
   is `heldout`, in file order, their chat `messages` as the prompt and their own
   `output_tokens` (what the traffic produced) as the output budget. They end
   where the model ends them (`ignore_eos` false) unless the caller asks for
-  fixed lengths.
+  fixed lengths (`matrix.load.ignore_eos: true`).
 - Shaped (named workload shapes): synthetic prompts of exactly the shape's input
   length (counted by the target's tokenizer when a folder is given) and an
   output budget of exactly the shape's output length. A shape fixes the output
-  length, so these requests set `ignore_eos`: the model must not stop early.
+  length, so these requests set `ignore_eos` unless the caller asks otherwise
+  (`matrix.load.ignore_eos: false`: the shape's length becomes a cap).
   Every listed shape is sent (`mixed_shape_prompts`): the window's prompts take
   the shapes in turn, prompt i from shape i mod n in the order listed, so each
   shape has an equal share (the first `count mod n` shapes one more) spread
@@ -34,7 +35,12 @@ import numpy as np
 import orjson
 from pydantic import Field, ValidationError, model_validator
 
-from contracts.campaign import HELDOUT_SHAPE, TrafficFile, TrafficShapes
+from contracts.campaign import (
+    HELDOUT_SHAPE,
+    TrafficFile,
+    TrafficShapes,
+    effective_ignore_eos,
+)
 from contracts.corpus import ChatMessage, CorpusRecord
 from contracts.envelope import Strict
 from services.bench.errors import PromptError
@@ -56,7 +62,10 @@ class Prompt(Strict):
     text: str = Field(description="The prompt as one string (completions endpoint).")
     input_tokens: int | None = Field(ge=0, description="Prompt length in tokens as known before sending; None if unknown.")
     max_output_tokens: int = Field(ge=1, description="max_tokens of the request.")
-    ignore_eos: bool = Field(description="True when the output must run to max_output_tokens (fixed-length shapes).")
+    ignore_eos: bool = Field(
+        description="True when the output must run to max_output_tokens (matrix.load.ignore_eos; by default true for "
+        "shapes, false for heldout prompts)."
+    )
 
 
 class ShapeSpec(Strict):
@@ -81,12 +90,13 @@ def heldout_prompts(
     limit: int | None = None,
     tokenizer_dir: str | Path | None = None,
     max_output_tokens: int | None = None,
-    ignore_eos: bool = False,
+    ignore_eos: bool | None = None,
 ) -> list[Prompt]:
     """The heldout records of CORPUS.jsonl as prompts, in file order.
 
     `max_output_tokens` overrides every record's own output length (a profile's
-    figure); records whose traffic output was empty get 1. Raises PromptError
+    figure); records whose traffic output was empty get 1. `ignore_eos` is
+    matrix.load.ignore_eos (None: false). Raises PromptError
     naming the line when a record is malformed, and when the split is empty.
     """
     path = Path(corpus_path)
@@ -95,6 +105,7 @@ def heldout_prompts(
     except OSError as err:
         raise PromptError(f"cannot read corpus {path}: {err.strerror or err}; pass the CORPUS.jsonl the corpus step wrote") from err
     render = _completion_renderer(tokenizer_dir)
+    ignore_eos = effective_ignore_eos(ignore_eos, shapes=False)
     prompts: list[Prompt] = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -129,8 +140,12 @@ def shaped_prompts(
     *,
     tokenizer_dir: str | Path | None = None,
     seed: int = 0,
+    ignore_eos: bool | None = None,
 ) -> list[Prompt]:
     """`count` synthetic prompts of the shape's input length, output fixed at its output length.
+
+    `ignore_eos` is matrix.load.ignore_eos: None (the default) or true fixes the output
+    length; false lets the model end early, the shape's output length then a cap.
 
     With a tokenizer folder (tokenizer.json) the text is built from random vocabulary
     tokens and trimmed until it re-encodes to exactly `input_tokens` tokens. Without
@@ -141,6 +156,7 @@ def shaped_prompts(
     if count < 1:
         raise PromptError(f"a window needs at least one prompt, got count={count}")
     rng = np.random.default_rng(seed)
+    ignore_eos = effective_ignore_eos(ignore_eos, shapes=True)
     tokenizer = _tokenizer(tokenizer_dir) if tokenizer_dir is not None else None
     prompts = []
     for i in range(count):
@@ -155,14 +171,16 @@ def shaped_prompts(
                 text=text,
                 input_tokens=n,
                 max_output_tokens=shape.output_tokens,
-                ignore_eos=True,
+                ignore_eos=ignore_eos,
             )
         )
     return prompts
 
 
-def mixed_shape_prompts(shapes: list[ShapeSpec], count: int, *, tokenizer_dir: str | Path | None = None) -> list[Prompt]:
-    """`count` prompts over every shape in turn: prompt i is from shape i mod n, in the order given.
+def mixed_shape_prompts(shapes: list[ShapeSpec], count: int, *, tokenizer_dir: str | Path | None = None,
+                        ignore_eos: bool | None = None) -> list[Prompt]:
+    """`count` prompts over every shape in turn: prompt i is from shape i mod n, in the order given;
+    `ignore_eos` as in `shaped_prompts`.
 
     Raises PromptError when `count` is below the number of shapes: a shape
     without a prompt would be listed but never measured."""
@@ -172,7 +190,7 @@ def mixed_shape_prompts(shapes: list[ShapeSpec], count: int, *, tokenizer_dir: s
         raise PromptError(f"{count} prompt(s) cannot cover {len(shapes)} workload shapes {[s.name for s in shapes]}: "
                           f"every listed shape is benched; raise matrix.load.num_prompts to {len(shapes)} or more")
     per_shape = [
-        shaped_prompts(shape, share, tokenizer_dir=tokenizer_dir, seed=index)
+        shaped_prompts(shape, share, tokenizer_dir=tokenizer_dir, seed=index, ignore_eos=ignore_eos)
         for index, (shape, share) in enumerate(zip(shapes, shape_shares(count, len(shapes))))
     ]
     return [per_shape[i % len(shapes)][i // len(shapes)] for i in range(count)]

@@ -30,6 +30,7 @@ def campaign(*, acknowledged: bool) -> Campaign:
     data = yaml.safe_load((ROOT / "infra/examples/campaign.yaml").read_text())
     data["traffic"] = {"shapes": ["short"]}
     data["commands"].pop("train")
+    data["source_revisions"].pop("trainer")  # refused with shapes: nothing is trained
     data["acknowledgements"]["i_understand_this_mutates_cluster"] = acknowledged
     data["matrix"]["load"] = {"num_prompts": 4, "warmup_requests": 1, "max_output_tokens": 9}
     spec = {"method": "ngram", "num_speculative_tokens": 3}

@@ -59,6 +59,7 @@ def campaign(cells: list[dict], node: str) -> Campaign:
     data = yaml.safe_load((ROOT / "infra/examples/campaign.yaml").read_text())
     data["traffic"] = {"shapes": ["short"]}
     data["commands"].pop("train")
+    data["source_revisions"].pop("trainer")  # refused with shapes: nothing is trained
     data["capacity"].update(scheduler="slurm", selectors={"partition": "debug"})
     data["acknowledgements"]["i_understand_this_mutates_cluster"] = True
     data["matrix"]["exploratory"] = True

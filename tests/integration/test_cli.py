@@ -571,6 +571,7 @@ def test_submit_refuses_a_label_the_prompt_source_contradicts_and_shapes_no_prom
     def edit(data: dict[str, Any]) -> None:
         data["traffic"] = {"shapes": ["short", "medium", "long"]}
         data["commands"].pop("train")
+        data["source_revisions"].pop("trainer")  # refused with shapes: nothing is trained
         data["matrix"]["cells"] = data["matrix"]["cells"][:2]
         data["matrix"]["cells"][0]["workload_shape"] = "corpus-heldout"  # the label of traffic, not of shapes
         data["matrix"]["load"]["num_prompts"] = 2

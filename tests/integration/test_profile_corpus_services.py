@@ -63,6 +63,7 @@ async def test_shapes_only_campaign_records_the_corpus_as_skipped(settings):
     data = yaml.safe_load(EXAMPLE.read_text())
     data["traffic"] = {"shapes": ["short", "medium"]}
     data["commands"].pop("train")
+    data["source_revisions"].pop("trainer")  # refused with shapes: nothing is trained
     data["matrix"]["cells"] = [c for c in data["matrix"]["cells"] if c["cell_id"] != "draft-k3"]
     campaign = Campaign.model_validate(data)
     async with contextlib.AsyncExitStack() as stack:

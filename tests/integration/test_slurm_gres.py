@@ -87,6 +87,7 @@ def slurm_campaign(selectors: dict[str, str], node: str | None = None) -> Campai
     data = yaml.safe_load((ROOT / "infra/examples/campaign.yaml").read_text())
     data["traffic"] = {"shapes": ["short"]}
     data["commands"].pop("train")
+    data["source_revisions"].pop("trainer")  # refused with shapes: nothing is trained
     data["capacity"] = {"scheduler": "slurm", "selectors": selectors, "idle_check": IDLE}
     data["acknowledgements"]["i_understand_this_mutates_cluster"] = True
     data["matrix"]["exploratory"] = True

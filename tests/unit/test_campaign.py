@@ -142,6 +142,7 @@ def shapes_only(data: dict[str, Any]) -> dict[str, Any]:
     data = copy.deepcopy(data)
     data["traffic"] = {"shapes": ["short", "medium"]}
     del data["commands"]["train"]
+    data["source_revisions"].pop("trainer")  # refused with shapes: nothing is trained
     data["matrix"]["cells"] = [c for c in data["matrix"]["cells"] if c["cell_id"] != "draft-k3"]
     return data
 
@@ -361,6 +362,8 @@ def test_a_cells_workload_shape_is_unset_unless_written(data):
     (lambda d: d["commands"].__setitem__("train", {"argv": ["python", "train.py", "{output_dir}"]}), "commands.train"),
     (lambda d: d.__setitem__("corpus", {"seed": 7}), "corpus.seed"),
     (lambda d: d.__setitem__("corpus", {"size": 40, "heldout_share": 0.3}), "corpus.size, corpus.heldout_share"),
+    # Read only by the training input key: nothing is trained.
+    (lambda d: d["source_revisions"].__setitem__("trainer", "trainer@v2"), "source_revisions.trainer"),
 ])
 def test_a_shapes_campaign_refuses_a_trainer_or_corpus_it_would_ignore(data, edit, named):
     shaped = shapes_only(data)
@@ -370,3 +373,51 @@ def test_a_shapes_campaign_refuses_a_trainer_or_corpus_it_would_ignore(data, edi
     shaped = shapes_only(data)
     shaped["corpus"] = {"seed": 0}  # the default: nothing to ignore
     assert Campaign.model_validate(shaped).shapes_only
+
+
+def test_a_shapes_campaign_refusing_the_trainers_revision_says_what_to_do(data):
+    shaped = shapes_only(data)
+    shaped["source_revisions"]["trainer"] = "infra/examples/train_draft.py@local"
+    with pytest.raises(ValidationError) as refused:
+        Campaign.model_validate(shaped)
+    message = str(refused.value)
+    assert "source_revisions.trainer set, but traffic is named shapes (short, medium)" in message
+    assert "trains nothing, so nothing would read them; remove them, or give traffic.path" in message
+    assert Campaign.model_validate(data).source_revisions.trainer  # with traffic it enters the training input key
+
+
+def test_the_targets_revision_on_a_shapes_campaign_is_accepted_and_recorded_as_inert(data):
+    from contracts.inert import inert_fields_set
+
+    shaped = shapes_only(data)
+    assert shaped["source_revisions"]["target"] == "toy-target@local"
+    campaign = Campaign.model_validate(shaped)
+    assert campaign.source_revisions.target == "toy-target@local"  # kept: the report and the bundle print it
+    assert inert_fields_set(campaign) == {"source_revisions.target": (
+        "with traffic.shapes (nothing is trained): provenance label: printed in the report and the bundle, "
+        "changes no run")}
+    assert inert_fields_set(Campaign.model_validate(data)) == {}  # with traffic: the training input key reads it
+    shaped["source_revisions"].pop("target")
+    assert inert_fields_set(Campaign.model_validate(shaped)) == {}  # not set: nothing to warn about
+
+
+# --- matrix.load.ignore_eos -------------------------------------------------------
+
+
+@pytest.mark.parametrize(("written", "shapes", "sent"), [
+    (None, True, True), (None, False, False),  # unset: a shape fixes the output length, traffic ends at EOS
+    (True, True, True), (True, False, True), (False, True, False), (False, False, False),  # written: honoured
+])
+def test_ignore_eos_is_the_written_value_else_the_prompt_sources_default(data, written, shapes, sent):
+    data["matrix"]["load"]["ignore_eos"] = written
+    matrix = (Campaign.model_validate(shapes_only(data) if shapes else data)).matrix
+    assert matrix.load.ignore_eos is written  # the campaign keeps what was written
+    assert matrix.load.effective_ignore_eos(shapes=shapes) is sent
+    decided = matrix.for_traffic(shapes=shapes)
+    assert decided.load.ignore_eos is sent and decided.cells == matrix.cells
+    assert decided.load.model_dump(exclude={"ignore_eos"}) == matrix.load.model_dump(exclude={"ignore_eos"})
+
+
+def test_ignore_eos_is_unset_by_default(data):
+    data["matrix"]["load"].pop("ignore_eos", None)
+    assert Campaign.model_validate(data).matrix.load.ignore_eos is None

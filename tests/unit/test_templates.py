@@ -271,6 +271,31 @@ def test_bench_literals_count_only_with_the_declared_value():
     assert one(problems(with_bench([*BENCH_OK, "--ignore-eos"])), "passes --ignore-eos")
 
 
+def on_shapes(data: dict[str, Any]) -> dict[str, Any]:
+    data["traffic"] = {"shapes": ["short", "medium"]}
+    data["commands"].pop("train")
+    data["source_revisions"].pop("trainer")  # refused with shapes: nothing is trained
+    data["matrix"]["cells"] = data["matrix"]["cells"][:2]
+    return data
+
+
+@pytest.mark.parametrize(("written", "literal", "refusal"), [
+    (None, "--ignore-eos", None),  # unset on shapes is true, as every prompt in the prompts file says
+    (None, None, None),  # unset: each prompt's own value in the prompts file carries it
+    (None, "--no-ignore-eos", "passes --no-ignore-eos but the cell declares matrix.load.ignore_eos = true"),
+    (False, "--ignore-eos", "passes --ignore-eos but the cell declares matrix.load.ignore_eos = false"),
+    (False, None, None),  # false is the neutral value a bench assumes untold
+    (True, None, "matrix.load.ignore_eos = true: add"),  # written true: the template must carry it
+])
+def test_a_shapes_bench_template_is_checked_against_the_ignore_eos_sent(written, literal, refusal):
+    data = on_shapes(with_bench([*BENCH_OK, *([literal] if literal else [])], {"ignore_eos": written}))
+    found = problems(data)
+    if refusal is None:
+        assert found == []
+    else:
+        assert refusal in one(found, "ignore_eos")
+
+
 def test_max_output_tokens_placeholder_without_a_value_is_refused():
     found = problems(with_bench(BENCH_OK, {"max_output_tokens": None}))
     assert "matrix.load.max_output_tokens is unset" in one(found, "{max_output_tokens} but")

@@ -27,6 +27,7 @@ def plan_of(scheduler: str = "kubernetes", selectors: dict[str, str] | None = No
     data["commands"]["serve_pod_template"] = None if template is None else str(template)
     data["traffic"] = {"shapes": ["short"]}
     data["commands"].pop("train")
+    data["source_revisions"].pop("trainer")  # refused with shapes: nothing is trained
     data["capacity"].update(scheduler=scheduler, selectors=SELECTORS if selectors is None else selectors)
     data["matrix"]["cells"] = [
         {"cell_id": "standing", "role": "standing", "hardware": hardware, "serving": {"tensor_parallel_size": 2}},

@@ -7,9 +7,13 @@ from pathlib import Path
 
 import orjson
 import pytest
+import yaml
 
+from contracts.campaign import Campaign, TrafficFile, TrafficShapes
+from contracts.events import BenchRequested
+from contracts.templates import bench_values
 from services.bench.errors import PromptError
-from contracts.campaign import TrafficFile, TrafficShapes
+from services.bench.planning import build_prompts, load_matrix
 from services.bench.prompts import (
     ShapeSpec,
     cycle,
@@ -19,7 +23,9 @@ from services.bench.prompts import (
     shaped_prompts,
     source_label,
 )
+from services.runtime.bundle import BundleStore
 
+EXAMPLE = Path(__file__).resolve().parents[3] / "infra/examples/campaign.yaml"
 WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau "
          "upsilon phi chi psi omega one two three four five six seven eight nine ten").split()
 
@@ -113,6 +119,51 @@ def test_shaped_prompts_without_tokenizer_and_profile_shape():
     assert len(p.text.split()) == 20 and p.input_tokens is None
     with pytest.raises(PromptError, match="tokenizer.json"):
         shaped_prompts(shape, 1, tokenizer_dir="/nonexistent")
+
+
+@pytest.mark.parametrize(("written", "sent"), [(None, True), (True, True), (False, False)])
+def test_shaped_prompts_fix_the_output_length_unless_told_otherwise(written, sent):
+    short, medium = ShapeSpec(name="short", input_tokens=3, output_tokens=4), ShapeSpec(name="medium", input_tokens=5,
+                                                                                        output_tokens=6)
+    prompts = shaped_prompts(short, 2, ignore_eos=written)
+    assert [(p.ignore_eos, p.max_output_tokens) for p in prompts] == [(sent, 4), (sent, 4)]  # false: 4 is a cap
+    mixed = mixed_shape_prompts([short, medium], 4, ignore_eos=written)
+    assert [(p.prompt_id, p.ignore_eos) for p in mixed] == [("short-0", sent), ("medium-0", sent), ("short-1", sent),
+                                                            ("medium-1", sent)]
+
+
+@pytest.mark.parametrize(("written", "sent"), [(None, False), (False, False), (True, True)])
+def test_heldout_prompts_end_where_the_model_ends_them_unless_told_otherwise(tmp_path, written, sent):
+    path = tmp_path / "CORPUS.jsonl"
+    path.write_bytes(corpus_line(0, "train") + b"\n" + corpus_line(1, "heldout") + b"\n")
+    (p,) = heldout_prompts(path, ignore_eos=written)
+    assert p.ignore_eos is sent
+
+
+@pytest.mark.parametrize(("written", "sent"), [(None, True), (False, False), (True, True)])
+def test_a_shapes_campaigns_prompts_plan_load_and_operator_bench_agree_on_ignore_eos(tmp_path, written, sent):
+    """The bench plan's load (load_matrix), every prompt sent (and so the prompts file) and an
+    operator bench's placeholders carry one value: the written one, else true for shapes."""
+    data = yaml.safe_load(EXAMPLE.read_text())
+    data["traffic"] = {"shapes": ["short", "medium"]}
+    data["commands"].pop("train")
+    data["source_revisions"].pop("trainer")
+    data["matrix"]["cells"] = data["matrix"]["cells"][:2]
+    data["matrix"]["load"].update(num_prompts=4, ignore_eos=written)
+    campaign = Campaign.model_validate(data)
+    matrix = load_matrix(campaign)
+    assert matrix.load.ignore_eos is sent
+    event = BenchRequested(run_id="toy-20261130-010101-abcdef", producer="test", requested_by="test")
+    prompts = build_prompts(BundleStore(tmp_path, fsync=False), campaign, matrix, event)
+    assert len(prompts) == 4 and {p.ignore_eos for p in prompts} == {sent}
+    values = bench_values(matrix.load, concurrency=1, base_url="http://h:1", result_path="r", prompts_path="p")
+    assert (values["ignore_eos"], values["ignore_eos_flag"]) == (("true", "--ignore-eos") if sent else ("false", ""))
+
+
+def test_a_traffic_campaigns_plan_load_ends_at_eos_by_default():
+    data = yaml.safe_load(EXAMPLE.read_text())
+    data["matrix"]["load"]["ignore_eos"] = None
+    assert load_matrix(Campaign.model_validate(data)).load.ignore_eos is False
 
 
 def test_cycle():

@@ -30,6 +30,7 @@ def campaign(scheduler: str, selectors: dict[str, str] | None = None) -> Campaig
     data = yaml.safe_load((ROOT / "infra/examples/campaign.yaml").read_text())
     data["traffic"] = {"shapes": ["short"]}
     data["commands"].pop("train")
+    data["source_revisions"].pop("trainer")  # refused with shapes: nothing is trained
     data["capacity"].update(scheduler=scheduler, selectors=selectors or {})
     data["matrix"]["cells"] = [
         {"cell_id": "standing", "role": "standing"},

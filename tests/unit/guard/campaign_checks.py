@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from contracts.campaign import effective_ignore_eos
 from contracts.selectors import TABLES
 from tests.unit.guard.edits import Edit, both, get, put, toggle
 from tests.unit.guard.variants import BENCH_TEMPLATE, SERVE_TEMPLATE, Variant
@@ -83,6 +84,12 @@ def matrix_file(extra_level: int | None = None) -> Edit:
         data["matrix"] = {"path": str(ctx.file("matrix.yaml", yaml.safe_dump(matrix)))}
 
     return edit
+
+
+def not_effective_ignore_eos(ctx: Any, data: dict) -> bool:
+    """The opposite of the ignore_eos the variant's prompts get now (written, else the source's default)."""
+    written = data.get("matrix", {}).get("load", {}).get("ignore_eos")
+    return not effective_ignore_eos(written, shapes="shapes" in data["traffic"])
 
 
 def other_scheduler(data: dict, ctx: Any) -> None:
@@ -162,7 +169,9 @@ CHECKS: dict[str, Check] = {
     "matrix.load.burstiness": Check(LOAD_SEES, put("matrix.load.burstiness", 0.5),
                                     base=put("matrix.load.request_rate", 4.0)),
     "matrix.load.max_output_tokens": Check(LOAD_SEES, put("matrix.load.max_output_tokens", 16)),
-    "matrix.load.ignore_eos": Check(LOAD_SEES, put("matrix.load.ignore_eos", True)),
+    # The value other than the one the prompt source gets by default (unset: true for shapes, false for
+    # traffic): an explicit value is sent for heldout prompts and shapes alike.
+    "matrix.load.ignore_eos": Check(LOAD_SEES, put("matrix.load.ignore_eos", not_effective_ignore_eos)),
     "matrix.cells[].cell_id": Check(("serve", "gate_on_plan"), put(f"{C1}.cell_id", "ngram-k3-b")),
     # Swapping roles makes the ngram cell the baseline, which is not what is served today: refused.
     "matrix.cells[].role": Check(SERVE_SEES, both(put(f"{C0}.role", "candidate"), put(f"{C1}.role", "standing")),
@@ -211,7 +220,9 @@ CHECKS: dict[str, Check] = {
         ("approval",), put("acknowledgements.i_understand_this_mutates_cluster", True)),
     "acknowledgements.i_understand_this_publishes_externally": Check(
         ("publish",), put("acknowledgements.i_understand_this_publishes_externally", True)),
-    # Both enter the training input key: an earlier identical training is no longer reused.
+    # Both enter the training input key: an earlier identical training is no longer reused. A shapes
+    # campaign trains nothing: the trainer's revision is refused there, the target's is a provenance
+    # label that stands in contracts/inert.py's INERT_WHERE (warned on and recorded at submit).
     "source_revisions.target": Check(("reuse",), put("source_revisions.target", "toy-target@v2"), applies=FILE),
     "source_revisions.trainer": Check(("reuse",), put("source_revisions.trainer", "trainer@v2"), applies=FILE),
     # The baseline pins its own revision, the candidates take the campaign's: the gate refuses unlike arms.

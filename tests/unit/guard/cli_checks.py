@@ -134,7 +134,7 @@ def _demo_spies(calls: list[tuple[str, Any, Any]]) -> dict[str, Any]:
         return coro if is_async else sync
 
     return {
-        "services.cli.demo.ensure_toy_target": record("ensure_toy_target"),
+        "services.cli.demo.ensure_target": record("ensure_target"),
         "services.cli.demo.start": record("start", []),
         "services.cli.demo.stop": record("stop"),
         "services.cli.demo._submit": record("submit", "toy-run", is_async=True),

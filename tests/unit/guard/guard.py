@@ -14,19 +14,29 @@ The rules:
   submit, naming the field;
 - where it does not apply: setting it is refused, by submit or by a consumer
   that reads the campaign, with an error naming the field; or it is absent
-  (its container is a plain value under this variant). A field accepted there
-  is reported: either it does apply (the table is wrong) or it is accepted and
-  ignored (the defect the guard exists for).
+  (its container is a plain value under this variant); or it stands in the
+  documented inert table for such campaigns (contracts/inert.py INERT_WHERE)
+  and `specdec submit` records it as inert (warning, inert.json). Any other
+  field accepted there is reported: either it does apply (the table is wrong)
+  or it is accepted and ignored (the defect the guard exists for).
 """
 
 from __future__ import annotations
 
 import copy
 
+from contracts import inert
 from tests.unit.guard.campaign_checks import Check
 from tests.unit.guard.context import Ctx
 from tests.unit.guard.edits import NotHere
-from tests.unit.guard.observe import Refused, names, observe_data, refusals, small
+from tests.unit.guard.observe import (
+    Refused,
+    names,
+    observe_data,
+    refusals,
+    small,
+    submitted,
+)
 from tests.unit.guard.variants import Variant
 
 
@@ -79,5 +89,16 @@ def _elsewhere(ctx: Ctx, field: str, check: Check, variant: Variant, data: dict)
     if before != after:
         return (f"{where}: the guard's table says it does not apply here, yet setting it changes what runs "
                 f"({', '.join(check.sees)}): widen its `applies` in tests/unit/guard/campaign_checks.py")
+    if recorded_inert(ctx, changed, field):
+        return None
     return (f"{where}: the field cannot apply under this variant, yet setting it is accepted and changes nothing "
             f"({', '.join(check.sees)}): refuse it with an error naming it")
+
+
+def recorded_inert(ctx: Ctx, data: dict, field: str) -> bool:
+    """Whether the field stands in the conditional inert table for this campaign and submit
+    records it so (the operator is warned and inert.json names it): accepted but inert, documented."""
+    if field not in inert.INERT_WHERE:  # read at call time: a test may take an entry away
+        return False
+    campaign = submitted(ctx, data)
+    return not isinstance(campaign, Refused) and field in inert.inert_fields_set(campaign)

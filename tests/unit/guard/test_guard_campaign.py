@@ -9,6 +9,9 @@ guard (guard.py) asserts that an observable of what runs (observe.py: argv,
 environment, job script, manifest, request bodies, capacity commands, training
 launch, gate decision, publish call; never plan text or an identity echo)
 changes. Known gaps stand in known.py as strict xfails, each with its reason.
+A field consumed in some campaigns and a documented provenance label in others
+stands in contracts/inert.py's INERT_WHERE: where its condition holds, its
+checker must not apply, and submit must record it as inert (guard.py).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import pytest
 
 from contracts.campaign import Campaign
-from contracts.inert import INERT, inert_fields_set
+from contracts.inert import INERT, INERT_WHERE, inert_fields_set
 from tests.unit.guard import known
 from tests.unit.guard.campaign_checks import (
     CHECKS,
@@ -60,8 +63,20 @@ def test_every_campaign_field_has_a_checker_or_stands_in_the_inert_table():
         "with the reason"
     )
     assert not set(CHECKS) & set(INERT), "a field with a consumer must leave the inert table"
-    stale = sorted((set(CHECKS) | set(INERT)) - set(campaign_fields()))
+    stale = sorted((set(CHECKS) | set(INERT) | set(INERT_WHERE)) - set(campaign_fields()))
     assert not stale, f"checkers or inert entries name fields the campaign no longer has: {stale}"
+
+
+def test_a_conditionally_inert_field_is_consumed_wherever_its_condition_does_not_hold(ctx):
+    """An INERT_WHERE entry excuses a field only where it cannot apply: elsewhere its checker shows a consumer."""
+    for field, entry in INERT_WHERE.items():
+        assert field in CHECKS and field not in INERT, f"{field}: a conditional inert entry needs a checker for where it is consumed"
+        for variant in VARIANTS:
+            campaign = submitted(ctx, variant.data())
+            assert not isinstance(campaign, Refused), f"{variant.id}: {campaign}"
+            assert entry.holds(campaign) != CHECKS[field].applies(variant), (
+                f"{field} under {variant.id}: INERT_WHERE ({entry.where}) and its checker's `applies` must be "
+                "each other's complement")
 
 
 def test_every_selector_key_and_list_has_a_checker():
@@ -105,4 +120,5 @@ def test_setting_the_field_would_be_reported_if_it_were_inert(field, ctx, monkey
         check.base(data, ctx)
     check.change(data, ctx)
     monkeypatch.setattr("contracts.inert.INERT", {field: "guard probe"})
+    monkeypatch.setattr("contracts.inert.INERT_WHERE", {})
     assert inert_fields_set(Campaign.model_validate(data)) == {field: "guard probe"}

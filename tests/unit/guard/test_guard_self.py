@@ -78,6 +78,17 @@ def test_a_consumer_taken_away_is_reported_under_every_variant(fresh, monkeypatc
         assert verdict is not None and f"{field} under {variant.id} changed nothing" in verdict, verdict
 
 
+def test_a_conditional_inert_entry_taken_away_is_reported_where_it_held(fresh, monkeypatch):
+    field = "source_revisions.target"
+    shapes = [v for v in VARIANTS if v.traffic == "shapes"]
+    assert all(judge(fresh, field, CHECKS[field], v) is None for v in shapes)
+    monkeypatch.setattr("contracts.inert.INERT_WHERE", {})
+    fresh.forget()
+    for variant in shapes:
+        verdict = judge(fresh, field, CHECKS[field], variant)
+        assert verdict is not None and "accepted and changes nothing" in verdict, verdict
+
+
 # --- each item's fix, reverted ------------------------------------------------------------------
 
 

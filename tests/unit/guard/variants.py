@@ -28,7 +28,7 @@ A variant is the complete example campaign (infra/examples/campaign.yaml)
 with only what that variant needs changed: the operator templates carry every
 declared field (so `specdec submit` accepts them), a Kubernetes campaign names
 the container image, and a shapes campaign has no trainer and serves a draft
-that exists rather than one it would train.
+that exists rather than one it would train (and names no trainer revision).
 """
 
 from __future__ import annotations
@@ -91,6 +91,7 @@ class Variant:
             data["traffic"] = {"shapes": list(SHAPES)}
             commands.pop("train", None)
             data.pop("corpus", None)
+            data["source_revisions"].pop("trainer", None)  # refused with shapes: nothing is trained
             for cell in data["matrix"]["cells"]:
                 # The label of the heldout split; a shapes campaign's cells take the default.
                 cell.pop("workload_shape", None)

@@ -80,6 +80,7 @@ def bench_campaign(scheduler: str, selectors: dict[str, str]) -> Campaign:
     data = yaml.safe_load((ROOT / "infra/examples/campaign.yaml").read_text())
     data["traffic"] = {"shapes": ["short"]}
     data["commands"].pop("train")
+    data["source_revisions"].pop("trainer")  # refused with shapes: nothing is trained
     data["capacity"].update(scheduler=scheduler, selectors=selectors, idle_check=IDLE)
     # An accelerator cell, so the Pod asks for accelerators (gpu_resource).
     data["matrix"]["cells"] = [{"cell_id": "standing", "role": "standing", "hardware": "h100"},
