@@ -198,7 +198,12 @@ class Cell(Strict):
         "'corpus-heldout' for traffic, the shape names joined by '+' for shapes; another value is refused.",
     )
     concurrency: list[int] = Field(default_factory=lambda: [1], min_length=1, description="Concurrency levels measured.")
-    regime: Literal["warm", "cold"] = Field(default="warm", description="warm: one server per cell; cold: one per trial.")
+    regime: Literal["warm", "cold", "warm-interleaved"] = Field(
+        default="warm",
+        description="warm: one server per cell, its trials back to back, cells one after another; cold: one server "
+        "per trial; warm-interleaved: every cell's server up at once, trial b of every cell in block b, the cells "
+        "in a seeded random order per block (every cell of the matrix, or none).",
+    )
     trials: int = Field(default=3, ge=1, description="Trials per concurrency level.")
     node: str | None = Field(default=None, description="Node to serve on; the capacity step's choice when unset.")
     source_revision: str | None = Field(default=None, description="Serving stack revision (identity).")
@@ -220,7 +225,11 @@ class LoadSpec(Strict):
     max_output_tokens: int | None = Field(
         default=None, ge=1, description="Output length cap; None takes each prompt's length from the profile/corpus."
     )
-    ignore_eos: bool = Field(default=False, description="Generate exactly the output length (shaped workloads).")
+    ignore_eos: bool | None = Field(
+        default=None,
+        description="Generate exactly each prompt's output length, past the end-of-sequence token. None: true for "
+        "shapes (a shape fixes the output length), false for traffic prompts (they end where the model ends them).",
+    )
 
     @model_validator(mode="after")
     def _check_arrivals(self) -> LoadSpec:
@@ -232,6 +241,16 @@ class LoadSpec(Strict):
                 "or remove burstiness"
             )
         return self
+
+    def effective_ignore_eos(self, *, shapes: bool) -> bool:
+        """What every prompt of the window gets: the operator's value, else the prompt source's default."""
+        return effective_ignore_eos(self.ignore_eos, shapes=shapes)
+
+
+def effective_ignore_eos(value: bool | None, *, shapes: bool) -> bool:
+    """`matrix.load.ignore_eos` as it is sent: an explicit value for either prompt source, else true for
+    shapes (a shape fixes the output length) and false for traffic's heldout prompts."""
+    return shapes if value is None else value
 
 
 class Matrix(Strict):
@@ -252,7 +271,27 @@ class Matrix(Strict):
             raise ValueError(f"duplicate cell_id in matrix: {sorted({i for i in ids if ids.count(i) > 1})}")
         if sum(cell.role == "standing" for cell in self.cells) != 1:
             raise ValueError("a matrix needs exactly one standing cell")
+        # Interleaving rotates the trials across every cell's server so that drift hits every arm
+        # alike; a cell outside the rotation would not share it (and the gate refuses arms whose
+        # regimes differ: regime is a compared identity field, contracts/results.py).
+        interleaved = [cell.cell_id for cell in self.cells if cell.regime == "warm-interleaved"]
+        if interleaved and len(interleaved) != len(self.cells):
+            others = {cell.cell_id: cell.regime for cell in self.cells if cell.regime != "warm-interleaved"}
+            raise ValueError(
+                f"matrix.cells {interleaved} are regime warm-interleaved but {others} are not: warm-interleaved "
+                "rotates the trials across every cell's server, so set regime: warm-interleaved on every cell, "
+                "or on none"
+            )
         return self
+
+    def for_traffic(self, *, shapes: bool) -> Matrix:
+        """This matrix with the load's traffic-dependent default decided (`ignore_eos`), as the bench
+        plan carries it: the builtin load generator, an operator bench's placeholders and the
+        prompts file then all see one value."""
+        if self.load.ignore_eos is not None:
+            return self
+        load = self.load.model_copy(update={"ignore_eos": self.load.effective_ignore_eos(shapes=shapes)})
+        return self.model_copy(update={"load": load})
 
 
 class MatrixFile(Strict):
@@ -373,8 +412,16 @@ class Acknowledgements(Strict):
 class SourceRevisions(Strict):
     """Revisions of everything the evidence depends on."""
 
-    target: str | None = Field(default=None, description="Revision of the target checkpoint.")
-    trainer: str | None = Field(default=None, description="Revision of the operator's trainer.")
+    target: str | None = Field(
+        default=None,
+        description="Revision of the target checkpoint: enters the training input key; with traffic.shapes (nothing "
+        "trained) a provenance label only, accepted but inert (contracts/inert.py).",
+    )
+    trainer: str | None = Field(
+        default=None,
+        description="Revision of the operator's trainer: enters the training input key; refused with traffic.shapes "
+        "(nothing is trained).",
+    )
     serving: str | None = Field(default=None, description="Revision of the serving stack.")
     specdec: str | None = Field(default=None, description="specdec's own revision; filled in at submit.")
 
@@ -430,10 +477,14 @@ class Campaign(Strict):
         unused = [f"corpus.{name}" for name, value in self.corpus if value != getattr(CorpusSpec(), name)]
         if self.commands.train is not None:
             unused.insert(0, "commands.train")
+        # The trainer's revision enters only the training input key (what makes a draft reusable).
+        if self.source_revisions.trainer is not None:
+            unused.append("source_revisions.trainer")
         if unused:
             raise ValueError(
                 f"{', '.join(unused)} set, but traffic is named shapes ({', '.join(self.traffic.shapes)}): a shapes "
-                "campaign builds no corpus and trains nothing; remove them, or give traffic.path (a traffic JSONL)"
+                "campaign builds no corpus and trains nothing, so nothing would read them; remove them, or give "
+                "traffic.path (a traffic JSONL)"
             )
         return self
 

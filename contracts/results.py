@@ -13,6 +13,8 @@ bench-runner adds three top-level keys that vLLM never writes:
 
 (vLLM itself writes `spec_decode_acceptance_rate` in percent and friends when
 it finds the counters; `spec_decode` is specdec's own block, a rate in [0, 1].)
+A builtin trial also carries `loadgen_cpu` (`LoadgenCpu`: the load generator's
+own CPU seconds over the window), evidence that no figure reads.
 
 The bench-runner writes with `attach_blocks`; the gate and the publisher read
 with `parse_trial` (which calls `read_blocks`), so both read the same figures
@@ -88,7 +90,10 @@ class TrialIdentity(Strict):
     )
     workload_shape: str = Field(min_length=1, description="Workload shape name the prompts came from.")
     concurrency: int = Field(ge=1, description="Maximum concurrency of the measured load (vLLM's max_concurrency).")
-    regime: Literal["warm", "cold"] = Field(description="warm: one server per cell; cold: a fresh server per trial.")
+    regime: Literal["warm", "cold", "warm-interleaved"] = Field(
+        description="warm: one server per cell, its trials back to back; cold: a fresh server per trial; "
+        "warm-interleaved: every cell's server up at once, the trials rotated across the cells in blocks."
+    )
     graph_mode: Literal["eager", "graph"] = Field(description="eager when the server ran with --enforce-eager.")
     source_revision: str | None = Field(description="Revision of the serving stack; None when unknown.")
     trial: int = Field(ge=0, description="Trial index within the cell and concurrency level, from 0.")
@@ -160,6 +165,25 @@ class TrialResultBlocks(Strict):
 
 
 SPECDEC_KEYS: tuple[str, ...] = tuple(TrialResultBlocks.model_fields)
+
+# A top-level key of a builtin trial's result, beside the other facts about the window that
+# vLLM has no key for (failures_by_kind, total_chunks): how much CPU the load generator itself
+# used. Not a block: no gate or report figure reads it; it is evidence for telling a CPU-starved
+# client from a slow server.
+LOADGEN_CPU_KEY = "loadgen_cpu"
+
+
+class LoadgenCpu(Strict):
+    """The builtin load generator's own CPU use over one window (its measurement process)."""
+
+    user_s: float = Field(ge=0, description="User CPU seconds of the measurement process over the window's run "
+                          "(warm-up, both /metrics scrapes and the measured requests).")
+    sys_s: float = Field(ge=0, description="System CPU seconds of the measurement process over the same span.")
+    wall_s: float = Field(ge=0, description="Wall seconds of the same span: (user_s + sys_s) / wall_s near 1 means "
+                          "the client was CPU-bound.")
+    cpus: list[int] | None = Field(
+        default=None, description="CPUs the process was pinned to (every allowed CPU but 0, where a local vLLM "
+        "engine binds its worker); None when it was not pinned (one CPU, not Linux, or a server not on this host).")
 
 
 def read_blocks(result: Mapping[str, Any]) -> TrialResultBlocks:

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from contracts import layout
 from contracts.campaign import Campaign, Cell, LoadSpec, Matrix, TrafficShapes
 from contracts.envelope import RunId, Strict
 from contracts.templates import serve_values
 from services.bench import kubernetes_pod, slurm_job
-from services.bench.plan_types import CellPlan, Launch
+from services.bench.interleave import REGIME as INTERLEAVED
+from services.bench.interleave import block_order
+from services.bench.plan_types import Block, CellPlan, Launch
 from services.bench.prompts import source_label
 from services.bench.serving import serve_argv, speculative_config
 from services.runtime.errors import ConfigurationError
@@ -37,7 +39,13 @@ class BenchPlan(Strict):
     run_id: RunId = Field(description="The run; also the experiment label of every process started.")
     executor: Literal["local", "slurm", "kubernetes"] = Field(description="Where servers run.")
     cells: list[CellPlan] = Field(min_length=1, description="Every cell, standing first.")
-    launches: list[Launch] = Field(description="Server starts in order (cold regimes interleave cells across trials).")
+    launches: list[Launch] = Field(
+        description="Server starts in order (cold regimes interleave cells across trials; warm-interleaved servers "
+        "are all started, in this order, before the first block).")
+    blocks: list[Block] | None = Field(
+        default=None,
+        description="warm-interleaved plans only: the order the trials run in, block b measuring trial b of each "
+        "cell in `order` on the servers kept up; absent from other plans.")
     load: LoadSpec = Field(description="The measured load, the same for every cell.")
     prompts: dict[str, Any] = Field(description="Where prompts come from: corpus heldout split (uri, sha256) or shapes.")
     warmup: str = Field(description="What runs before each measured window, in words.")
@@ -45,6 +53,24 @@ class BenchPlan(Strict):
     cleanup: list[str] = Field(description="What cleanup does, selected by the experiment label only.")
     draft: bool = Field(description="True for an exploratory matrix (matrix.exploratory): every result is DRAFT.")
     readiness_timeout_s: float = Field(description="How long a server may take to answer /health.")
+
+    @model_validator(mode="after")
+    def _check_blocks(self) -> BenchPlan:
+        # Read back before execution: a warm-interleaved plan without its order would start every
+        # server and measure nothing.
+        if any(cell.regime == INTERLEAVED for cell in self.cells) != (self.blocks is not None):
+            raise ValueError("a bench plan records `blocks` exactly when its cells are warm-interleaved; "
+                             "re-plan the bench step (specdec request bench RUN_ID)")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _without_absent_blocks(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A plan without warm-interleaved cells serialises (and hashes, and is approved) byte for
+        # byte as before `blocks` existed.
+        data = handler(self)
+        if data.get("blocks") is None:
+            data.pop("blocks", None)
+        return data
 
 
 def _identity(cell: Cell, campaign: Campaign, spec: dict[str, Any] | None) -> dict[str, Any]:
@@ -166,6 +192,7 @@ def build_plan(
             )
         )
     launches = _launch_order(cells)
+    blocks = block_order(run_id, cells) or None
     if executor != "local":
         by_id = {cell.cell_id: cell for cell in cells}
         path = campaign.commands.serve_pod_template
@@ -180,11 +207,12 @@ def build_plan(
         executor=executor,
         cells=cells,
         launches=launches,
+        blocks=blocks,
         load=matrix.load,
         prompts=prompts,
-        warmup=f"{matrix.load.warmup_requests} requests per server start and concurrency level, excluded from every figure",
-        deployment_changes=_changes(executor, launches, run_id),
-        cleanup=_cleanup(executor, launches, run_id),
+        warmup=_warmup(matrix.load.warmup_requests, interleaved=blocks is not None),
+        deployment_changes=_changes(executor, launches, run_id, interleaved=blocks is not None),
+        cleanup=_cleanup(executor, launches, run_id, interleaved=blocks is not None),
         # Exploratory means DRAFT whatever the trial counts: the operator said these results are not final.
         draft=matrix.exploratory,
         readiness_timeout_s=readiness_timeout_s,
@@ -213,12 +241,22 @@ def _operator_values(
 
 def _launch_order(cells: list[CellPlan]) -> list[Launch]:
     """Warm cells: one launch each, in order. Cold cells: one launch per trial,
-    cells interleaved across trials (trial 0 of every cell, then trial 1, ...)."""
+    cells interleaved across trials (trial 0 of every cell, then trial 1, ...).
+    Warm-interleaved cells: one launch each, in order, all up at once (their
+    trials run in the plan's blocks)."""
     launches = [Launch(cell_id=c.cell_id, trials=list(range(c.trials))) for c in cells if c.regime == "warm"]
     cold = [c for c in cells if c.regime == "cold"]
     for trial in range(max((c.trials for c in cold), default=0)):
         launches += [Launch(cell_id=c.cell_id, trials=[trial]) for c in cold if trial < c.trials]
+    launches += [Launch(cell_id=c.cell_id, trials=list(range(c.trials))) for c in cells if c.regime == INTERLEAVED]
     return launches
+
+
+def _warmup(requests: int, *, interleaved: bool) -> str:
+    if not interleaved:
+        return f"{requests} requests per server start and concurrency level, excluded from every figure"
+    return (f"{requests} requests before every measured window (each cell's turn in each block, at each concurrency "
+            "level), so every server is warmed again after the other cells' windows; excluded from every figure")
 
 
 def _placed(
@@ -241,20 +279,29 @@ def _placed(
     return launch.model_copy(update={"kubernetes": pod})
 
 
-def _changes(executor: str, launches: list[Launch], run_id: str) -> list[str]:
+def _changes(executor: str, launches: list[Launch], run_id: str, *, interleaved: bool = False) -> list[str]:
     keep = "the standing production config is never changed; nothing is preempted"
+    # Warm-interleaved: every server is up at once, from the first start to the last block.
+    when = "all up at once until the last block" if interleaved else "one at a time"
     if executor == "slurm":
         return [f"submit {len(launches)} batch job(s) named {slurm.job_name(run_id)} with comment "
-                f"{slurm.comment(run_id)}, one at a time, each pinned to its cell's node (sbatch argv per launch "
+                f"{slurm.comment(run_id)}, {when}, each pinned to its cell's node (sbatch argv per launch "
                 "above); each job picks a free port on its node and serves there", keep]
     if executor == "kubernetes":
-        return [f"create {len(launches)} Pod(s) labelled experiment={run_id}, one at a time, each pinned to its "
+        return [f"create {len(launches)} Pod(s) labelled experiment={run_id}, {when}, each pinned to its "
                 "cell's node (manifest and kubectl argv per launch above); each is reached by kubectl port-forward",
                 keep]
-    return [f"start {len(launches)} vLLM server(s) on free ports, one at a time, labelled experiment={run_id}", keep]
+    return [f"start {len(launches)} vLLM server(s) on free ports, {when}, labelled experiment={run_id}", keep]
 
 
-def _cleanup(executor: str, launches: list[Launch], run_id: str) -> list[str]:
+def _cleanup(executor: str, launches: list[Launch], run_id: str, *, interleaved: bool = False) -> list[str]:
+    if interleaved:
+        # The label-selected cleanup stays; only when each server stops differs.
+        stop = {"slurm": "scancel its job", "kubernetes": "capture kubectl logs into the bundle, then delete its Pod",
+                "local": f"stop its server's process group (label experiment={run_id})"}[executor]
+        first = (f"after the last block (a cell that failed: after the block it failed in): {stop} once results "
+                 "and hashes are captured")
+        return [first, *_cleanup(executor, launches, run_id)[1:]]
     if executor == "slurm":
         return [
             "after each launch: scancel its job once results and hashes are captured",

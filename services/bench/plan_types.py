@@ -52,7 +52,9 @@ class CellPlan(Strict):
 
     cell_id: Key = Field(description="The cell.")
     role: Literal["standing", "candidate"] = Field(description="standing (the baseline) or candidate.")
-    regime: Literal["warm", "cold"] = Field(description="warm: one server for all trials; cold: one per trial.")
+    regime: Literal["warm", "cold", "warm-interleaved"] = Field(
+        description="warm: one server for all trials; cold: one per trial; warm-interleaved: one server for all "
+        "trials, up beside every other cell's, its trials measured in the plan's blocks.")
     trials: int = Field(ge=1, description="Trials per concurrency level.")
     concurrency: list[int] = Field(min_length=1, description="Concurrency levels, one measured window each.")
     node: str = Field(description="Node the cell is served on.")
@@ -68,8 +70,19 @@ class Launch(Strict):
     """One server start, in order."""
 
     cell_id: Key = Field(description="The cell served.")
-    trials: list[int] = Field(description="Trials measured on this server (all of them when warm, one when cold).")
+    trials: list[int] = Field(description="Trials measured on this server (all of them when warm or warm-interleaved, one when cold).")
     slurm: SlurmServe | None = Field(
         default=None, description="Executor slurm: the batch job (sbatch argv, job script) this launch submits.")
     kubernetes: KubernetesServe | None = Field(
         default=None, description="Executor kubernetes: the Pod manifest and the kubectl argv of this launch.")
+
+
+class Block(Strict):
+    """One round of a warm-interleaved plan: trial `index` of every cell that has one, in `order`."""
+
+    index: int = Field(ge=0, description="The block, from 0; also the trial it measures of every cell in it.")
+    order: list[Key] = Field(
+        min_length=1,
+        description="Cell IDs in the order they are measured in this block (each cell's concurrency levels in "
+        "order inside its turn): a permutation of the cells with more than `index` trials, shuffled by a "
+        "generator seeded from the run ID.")

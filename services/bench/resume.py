@@ -19,7 +19,10 @@ write-once, and a trial measured again would give other bytes, so:
   failure, never as a result: its problems fail the cell again and it is not
   measured again (a result file of an older bundle that still carries
   `speculation_problems` counts as rejected too);
-- a launch whose trials are all adopted starts no server.
+- a launch whose trials are all adopted starts no server; in the warm-interleaved
+  regime (services/bench/interleave.py) adoption is per trial as everywhere; a
+  block's windows are recorded once all of them are measured, so those a dead
+  runner had measured but not yet recorded are measured again.
 """
 
 from __future__ import annotations

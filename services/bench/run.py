@@ -13,6 +13,10 @@ happened, the executor cleans up by the experiment label. A cell whose
 speculation is not active as declared (contracts/speculation.py) fails loudly
 with the figures, its trial kept as a rejected trial (never a result); a
 standing cell that fails fails the step (there is no baseline without it).
+
+Warm-interleaved launches are not served one after another: every one of
+them is started, the plan's blocks rotate the trials across them, and they
+are stopped at the end (services/bench/interleave.py, through the same steps).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -28,10 +33,10 @@ from contracts import layout
 from contracts.campaign import ServingConfig, SpeculativeConfig
 from contracts.envelope import ArtifactRef
 from contracts.events import BenchTrialCompleted
-from contracts.results import Evaluation, Parallelism, TrialIdentity, TrialResultBlocks, attach_blocks
+from contracts.results import LOADGEN_CPU_KEY, Evaluation, Parallelism, TrialIdentity, TrialResultBlocks, attach_blocks
 from contracts.speculation import speculation_problems, window_of
 from contracts.templates import bench_values
-from services.bench import engine_config, resume
+from services.bench import engine_config, interleave, resume
 from services.bench.errors import ServingError, SpeculationNotActive
 from services.bench.evaluate import agreement, run_eval_command, window_outputs
 from services.bench.executor import LocalExecutor, Served, ServingExecutor
@@ -41,7 +46,7 @@ from services.bench.plan import BenchPlan
 from services.bench.plan_types import CellPlan, Launch
 from services.bench.prompts import Prompt
 from services.bench.results import build_result, dumps_result
-from services.bench.window import run_window_process
+from services.bench.window import MeasuredWindow, run_window_process
 from services.runtime.bundle import BundleStore
 from services.runtime.errors import SpecdecError, StepFailed
 from services.runtime.procs import spawn
@@ -58,6 +63,20 @@ class Outcome:
     cleaned: list[str] = field(default_factory=list)
     # Why the final label-selected cleanup failed, if it did: labelled work may be left.
     cleanup_error: str | None = None
+
+
+@dataclass
+class Measured:
+    """One measured window, not yet recorded: the builtin window's record, or the operator bench's result."""
+
+    cell: CellPlan
+    trial: int
+    concurrency: int
+    base_url: str
+    window: WindowRecord | None = None
+    operator_result: dict[str, Any] | None = None
+    before: str | None = None
+    after: str | None = None
 
 
 def _identity(cell: CellPlan, *, concurrency: int, trial: int, baseline: str) -> TrialIdentity:
@@ -149,8 +168,12 @@ class BenchRun:
             raise StepFailed(f"the {self.plan.executor} executor cannot start: {exc}; nothing was launched",
                              error_type="ExecutorUnavailable") from None
         try:
+            rotation = []
             for index, launch_plan in enumerate(self.plan.launches):
                 cell = self.cells[launch_plan.cell_id]
+                if cell.regime == interleave.REGIME:
+                    rotation.append((index, launch_plan))
+                    continue
                 if cell.cell_id in self.outcome.failed_cells:
                     continue
                 busy = await self.recheck(cell.node)
@@ -161,6 +184,8 @@ class BenchRun:
                     await self._serve(index, cell, launch_plan)
                 except (ServingError, SpeculationNotActive, SpecdecError) as exc:
                     self.outcome.failed_cells[cell.cell_id] = str(exc)
+            if rotation:
+                await interleave.run_interleaved(self, rotation, self.plan.blocks or [])
         finally:
             try:
                 self.outcome.cleaned += await self.executor.cleanup()
@@ -171,32 +196,55 @@ class BenchRun:
         return self.outcome
 
     async def _serve(self, index: int, cell: CellPlan, launch_plan: Launch) -> None:
-        folder = layout.attempt_folder(layout.launch_folder(cell.cell_id, index), self.attempt)
+        pending = self.pending(cell, launch_plan.trials)
+        if not pending:
+            return  # an earlier attempt measured every trial of this launch
+        server = await self.open_server(index, cell, launch_plan)
+        try:
+            for trial, concurrency in pending:
+                await self._trial(cell, server.base_url, trial, concurrency)
+        finally:
+            # Results and hashes are captured above; only now is the server stopped.
+            await self.close_server(server)
+
+    # --- the steps of a launch, shared with the warm-interleaved rotation (interleave.Runner) ---
+
+    @property
+    def failed(self) -> dict[str, str]:
+        return self.outcome.failed_cells
+
+    def pending(self, cell: CellPlan, trials: Sequence[int]) -> list[tuple[int, int]]:
+        """(trial, concurrency) still to measure, in order; what an earlier attempt recorded is adopted."""
         pending = []
-        for trial in launch_plan.trials:
+        for trial in trials:
             for concurrency in cell.concurrency:
                 adopted = resume.adopt(self.bundle, self.run_id, cell.cell_id, trial, concurrency)
                 if adopted is None:
                     pending.append((trial, concurrency))
                 else:
                     self._adopt(cell, trial, concurrency, adopted)
-        if not pending:
-            return  # an earlier attempt measured every trial of this launch
+        return pending
+
+    async def open_server(self, index: int, cell: CellPlan, launch_plan: Launch) -> Served:
+        """Start the launch's server, wait for /health, read its engine back; stopped again on failure."""
+        folder = layout.attempt_folder(layout.launch_folder(cell.cell_id, index), self.attempt)
         server = await self.executor.start(index, launch_plan, cell, folder)
         try:
             self.bundle.write_json(self.run_id, f"{folder}/argv.json", server.record())
             ready_s = await server.wait_ready(self.plan.readiness_timeout_s)
             self.bundle.write_json(self.run_id, f"{folder}/ready.json", {"ready_after_s": round(ready_s, 3)})
             await self._read_back(index, cell, server, folder, ready_s)
-            for trial, concurrency in pending:
-                await self._trial(cell, server.base_url, trial, concurrency)
-        finally:
-            # Results and hashes are captured above; only now is the server stopped.
-            await server.stop()
-            for relpath in server.files:
-                # A job that never started leaves no log: nothing to register then.
-                if (self.bundle.run_dir(self.run_id) / relpath).exists():
-                    self.bundle.register_file(self.run_id, relpath)
+        except BaseException:
+            await self.close_server(server)
+            raise
+        return server
+
+    async def close_server(self, server: Served) -> None:
+        await server.stop()
+        for relpath in server.files:
+            # A job that never started leaves no log: nothing to register then.
+            if (self.bundle.run_dir(self.run_id) / relpath).exists():
+                self.bundle.register_file(self.run_id, relpath)
 
     async def _read_back(self, index: int, cell: CellPlan, server: Served, folder: str, ready_s: float) -> None:
         """Before any trial: what the engine says it runs, stored per launch; a field that differs
@@ -221,25 +269,41 @@ class BenchRun:
         self.outcome.results.append(adopted.ref)
 
     async def _trial(self, cell: CellPlan, base_url: str, trial: int, concurrency: int) -> None:
-        folder = layout.trial_folder(cell.cell_id, trial)
-        # Raw files of a later attempt go beside, never over, a dead attempt's.
-        raw = layout.attempt_folder(folder, self.attempt)
-        identity = _identity(cell, concurrency=concurrency, trial=trial, baseline=self.baseline)
-        declared = cell.speculative_config is not None
+        await self.record(await self.measure(cell, base_url, trial, concurrency))
+
+    async def measure(self, cell: CellPlan, base_url: str, trial: int, concurrency: int) -> Measured:
+        """Drive one window against the served cell; `record` evaluates and writes it."""
+        measured = Measured(cell=cell, trial=trial, concurrency=concurrency, base_url=base_url)
         if cell.bench == "builtin":
             spec = _window_spec(self.plan, cell, base_url, concurrency, trial)
-            window = await run_window_process(spec, self.prompts, run_id=self.run_id)
-            before, after = window.metrics_before, window.metrics_after
-            delta = spec_decode_delta(before, after)
+            measured.window = await run_window_process(spec, self.prompts, run_id=self.run_id)
+            measured.before, measured.after = measured.window.metrics_before, measured.window.metrics_after
+        else:
+            # Raw files of a later attempt go beside, never over, a dead attempt's.
+            raw = layout.attempt_folder(layout.trial_folder(cell.cell_id, trial), self.attempt)
+            measured.operator_result, measured.before, measured.after = await self._operator_bench(
+                cell, base_url, raw, trial, concurrency)
+        return measured
+
+    async def record(self, measured: Measured) -> None:
+        """Evaluate the window, apply the spec-decode rule, write its result and emit its event."""
+        cell, trial, concurrency, base_url = measured.cell, measured.trial, measured.concurrency, measured.base_url
+        raw = layout.attempt_folder(layout.trial_folder(cell.cell_id, trial), self.attempt)
+        identity = _identity(cell, concurrency=concurrency, trial=trial, baseline=self.baseline)
+        declared = cell.speculative_config is not None
+        window, before, after = measured.window, measured.before, measured.after
+        delta = spec_decode_delta(before, after)
+        if window is not None:
             evaluation = await self._evaluate(cell, window, base_url, trial, concurrency)
             result = build_result(window, identity=identity, spec_decode=delta if declared else None, evaluation=evaluation)
+            if isinstance(window, MeasuredWindow) and window.loadgen_cpu is not None:
+                result[LOADGEN_CPU_KEY] = window.loadgen_cpu.model_dump(mode="json")
             summary = window.summary()
             counts = (summary.completed, summary.failed,
                       summary.ttft.median_ms if summary.completed else None,
                       summary.tpot.median_ms if summary.completed else None)
         else:
-            result, before, after = await self._operator_bench(cell, base_url, raw, trial, concurrency)
-            delta = spec_decode_delta(before, after)
+            result = measured.operator_result or {}
             evaluation = await self._evaluate(cell, None, base_url, trial, concurrency)
             result = attach_blocks(result, TrialResultBlocks(
                 identity=identity, spec_decode=delta if declared else None, evaluation=evaluation))

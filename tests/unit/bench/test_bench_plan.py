@@ -34,6 +34,7 @@ def shapes_campaign(shapes: list[str], *, num_prompts: int = 7, **cell: Any) -> 
     data = example()
     data["traffic"] = {"shapes": shapes}
     data["commands"].pop("train")
+    data["source_revisions"].pop("trainer")  # refused with shapes: nothing is trained
     data["matrix"]["load"]["num_prompts"] = num_prompts
     data["matrix"]["cells"] = [{"cell_id": "standing", "role": "standing", **cell},
                                {"cell_id": "ngram-k3", "role": "candidate",

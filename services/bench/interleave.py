@@ -1,0 +1,179 @@
+"""The warm-interleaved regime: every cell's server up at once, the trials rotated in blocks.
+
+Warm runs a cell's trials back to back, one cell after another, so anything
+that drifts over the run (the machine's temperature, a neighbour's load, the
+page cache) lands on one arm more than another. Here every cell's server is
+started once and kept up, and block b measures trial b of every cell, the
+cells in a random order per block (each cell's concurrency levels in order
+inside its turn): drift then hits every arm alike.
+
+The order is the plan's (`BenchPlan.blocks`, approved with it): `block_order`
+draws it from a generator seeded with the run ID, so planning the same run
+again gives the same blocks; the run executes the stored order, never a
+recomputed one. Every window's own warm-up requests (`matrix.load.warmup_requests`,
+services/bench/loadgen.py) run right before it, so each server is warmed again
+after the other cells' windows ran.
+
+`run_interleaved` executes the blocks through the bench run's steps (`Runner`,
+implemented by services/bench/run.py's BenchRun):
+
+- the servers start in the plan's launch order, each with its readiness wait
+  and engine read-back in its own launch folder; the node's idleness is checked
+  again before a server starts, except while a server of this rotation is
+  already up on that node (the check would see the run's own server: that
+  node was checked right before the first of them started);
+- a block's windows are measured in its order, then recorded standing first,
+  so that a candidate measured before the standing cell in its block is still
+  compared with the standing cell's outputs of the same trial and level;
+- a cell that fails (start, read-back, window, speculation check) is marked
+  failed, skipped in later blocks, and its server is stopped after the block;
+  the other cells go on, and a failed standing cell fails the step afterwards
+  (services/bench/execution.py), as in every regime;
+- a trial an earlier attempt recorded is adopted, not measured again
+  (services/bench/resume.py); a cell with nothing left starts no server;
+- every server still up is stopped at the end, whatever happened.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
+
+from contracts.errors import SpecdecError
+from services.bench.plan_types import Block, CellPlan, Launch
+
+REGIME = "warm-interleaved"
+
+
+def block_order(run_id: str, cells: Sequence[CellPlan]) -> list[Block]:
+    """The blocks of the warm-interleaved cells: block b holds every cell with more than b
+    trials, shuffled; none for a plan without such cells."""
+    interleaved = [cell for cell in cells if cell.regime == REGIME]
+    # Seeded from the run ID, not the clock: the plan is reproducible from its run.
+    rng = random.Random(int.from_bytes(hashlib.sha256(run_id.encode("utf-8")).digest(), "big"))
+    blocks = []
+    for index in range(max((cell.trials for cell in interleaved), default=0)):
+        order = [cell.cell_id for cell in interleaved if index < cell.trials]
+        rng.shuffle(order)
+        blocks.append(Block(index=index, order=order))
+    return blocks
+
+
+class Served(Protocol):
+    """A started server, as far as the rotation looks (services/bench/executor.py's Served).
+    Not imported from there: the plan imports this module, and the plan never imports an executor."""
+
+    base_url: str
+
+
+class Runner(Protocol):
+    """What the rotation needs of a bench run (services/bench/run.py's BenchRun)."""
+
+    cells: dict[str, CellPlan]
+    recheck: Callable[[str], Awaitable[str | None]]  # the pre-launch re-check: None when idle, else why not
+
+    @property
+    def failed(self) -> dict[str, str]:
+        """cell_id -> why it failed; the rotation adds to it."""
+        ...
+
+    def pending(self, cell: CellPlan, trials: Sequence[int]) -> list[tuple[int, int]]:
+        """(trial, concurrency) still to measure; the rest is adopted from an earlier attempt."""
+        ...
+
+    async def open_server(self, index: int, cell: CellPlan, launch: Launch) -> Served:
+        """Start launch `index`, wait for it and read its engine back (stopped again on failure)."""
+        ...
+
+    async def close_server(self, server: Served) -> None:
+        """Stop a server and register the files it left."""
+        ...
+
+    async def measure(self, cell: CellPlan, base_url: str, trial: int, concurrency: int) -> Any:
+        """Drive one window; what `record` takes."""
+        ...
+
+    async def record(self, window: Any) -> None:
+        """Evaluate, check and write one measured window (raises when its cell fails there)."""
+        ...
+
+
+async def run_interleaved(runner: Runner, launches: Sequence[tuple[int, Launch]], blocks: Sequence[Block]) -> None:
+    """Start every launch's server, run the blocks in order, stop every server."""
+    servers: dict[str, Served] = {}
+    todo: dict[str, set[tuple[int, int]]] = {}
+    try:
+        await _start_all(runner, launches, servers, todo)
+        for block in blocks:
+            await _run_block(runner, block, servers, todo)
+            for cell_id in [c for c in servers if c in runner.failed]:
+                # Never measured again: stopped now, so it neither holds memory nor loads the
+                # node during the other cells' windows.
+                await _close(runner, cell_id, servers.pop(cell_id))
+    finally:
+        for cell_id in list(servers):
+            await _close(runner, cell_id, servers.pop(cell_id))
+
+
+async def _start_all(
+    runner: Runner, launches: Sequence[tuple[int, Launch]], servers: dict[str, Served],
+    todo: dict[str, set[tuple[int, int]]],
+) -> None:
+    up_on: set[str] = set()  # nodes where a server of this rotation is already up
+    for index, launch in launches:
+        cell = runner.cells[launch.cell_id]
+        if cell.cell_id in runner.failed:
+            continue
+        if cell.node not in up_on:
+            busy = await runner.recheck(cell.node)
+            if busy is not None:
+                runner.failed[cell.cell_id] = f"node {cell.node} is not idle right before launch: {busy}"
+                continue
+        try:
+            pending = runner.pending(cell, launch.trials)
+            if not pending:
+                continue  # an earlier attempt measured every trial of this cell
+            servers[cell.cell_id] = await runner.open_server(index, cell, launch)
+        except SpecdecError as exc:
+            runner.failed[cell.cell_id] = str(exc)
+            continue
+        todo[cell.cell_id] = set(pending)
+        up_on.add(cell.node)
+
+
+async def _run_block(
+    runner: Runner, block: Block, servers: dict[str, Served], todo: dict[str, set[tuple[int, int]]]
+) -> None:
+    measured: list[tuple[CellPlan, Any]] = []
+    for cell_id in block.order:
+        cell = runner.cells[cell_id]
+        if cell_id in runner.failed or cell_id not in servers:
+            continue
+        for concurrency in cell.concurrency:
+            if (block.index, concurrency) not in todo[cell_id]:
+                continue
+            try:
+                measured.append((cell, await runner.measure(cell, servers[cell_id].base_url, block.index, concurrency)))
+            except SpecdecError as exc:
+                runner.failed[cell_id] = str(exc)
+                break  # its other levels are not measured; what it measured before is still recorded
+    rejected: set[str] = set()
+    # Stable sort: the standing cell's windows first, the others in the order measured.
+    for cell, window in sorted(measured, key=lambda item: item[0].role != "standing"):
+        if cell.cell_id in rejected:
+            continue  # as in every regime, a cell stops at its first rejected trial
+        try:
+            await runner.record(window)
+        except SpecdecError as exc:
+            rejected.add(cell.cell_id)
+            runner.failed[cell.cell_id] = str(exc)
+
+
+async def _close(runner: Runner, cell_id: str, server: Served) -> None:
+    try:
+        await runner.close_server(server)
+    except SpecdecError as exc:
+        # Its results are recorded; labelled leftovers are stopped by the step's cleanup.
+        runner.failed.setdefault(cell_id, f"its server could not be stopped: {exc}")

@@ -1,0 +1,207 @@
+"""BenchRun (services/bench/run.py) executing a warm-interleaved plan through a fake executor:
+every server up before the first window, the windows in the plan's blocks, every result
+written with its agreement and the load generator's CPU use, a resumed run measuring only
+what is missing. The window's process and the engine read-back are replaced (no vLLM here);
+the window's own protections are tested in tests/unit/bench/test_bench_window_cpu.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contracts import layout
+from contracts.campaign import Campaign, Matrix
+from contracts.results import LOADGEN_CPU_KEY, LoadgenCpu
+from services.bench import run as run_module
+from services.bench.loadgen import WindowSpec
+from services.bench.plan import BenchPlan, build_plan
+from services.bench.plan_types import Block
+from services.bench.prompts import ChatTurn, Prompt
+from services.bench.run import BenchRun
+from services.bench.timing import RequestRecord
+from services.bench.window import MeasuredWindow
+from services.runtime.bundle import BundleStore
+from tests.unit.bench.test_bench_plan import example
+
+RUN = "toy-20261130-040404-abcdef"
+K = 3
+PROMPTS = [Prompt(prompt_id=f"p{i}", messages=[ChatTurn(role="user", content=f"q{i}")], text=f"q{i}",
+                  input_tokens=3, max_output_tokens=9, ignore_eos=True) for i in range(3)]
+
+
+def counters(drafts: int) -> str:
+    lines = [f'vllm:spec_decode_num_drafts_total{{engine="0"}} {float(drafts)}',
+             f'vllm:spec_decode_num_draft_tokens_total{{engine="0"}} {float(drafts * K)}',
+             f'vllm:spec_decode_num_accepted_tokens_total{{engine="0"}} {float(drafts)}']
+    # Every draft accepts its first token only.
+    lines += [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="{p}"}} {float(drafts * (p == 0))}'
+              for p in range(K)]
+    return "\n".join(lines) + "\n"
+
+
+NO_COUNTERS = "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running 0.0\n"
+
+
+def interleaved_plan(trials: dict[str, int] | None = None) -> BenchPlan:
+    data = example()
+    for item in data["matrix"]["cells"]:
+        item["regime"] = "warm-interleaved"
+        item["trials"] = (trials or {}).get(item["cell_id"], 3)
+    campaign = Campaign.model_validate(data)
+    assert isinstance(campaign.matrix, Matrix)
+    return build_plan(campaign, campaign.matrix, run_id=RUN, default_node="n1", training_output="/drafts/d",
+                      prompts={"source": layout.BENCH_PROMPTS})
+
+
+class FakeServed:
+    def __init__(self, log: list[Any], cell_id: str, index: int) -> None:
+        self.log, self.cell_id = log, cell_id
+        self.base_url = f"http://127.0.0.1:{9100 + index}"
+        self.files: list[str] = []
+
+    def record(self) -> dict[str, Any]:
+        return {"fake": self.cell_id}
+
+    async def wait_ready(self, timeout_s: float) -> float:
+        return 0.5
+
+    async def log_text(self) -> str:
+        return ""
+
+    async def stop(self) -> None:
+        self.log.append(("stop", self.cell_id))
+
+
+class FakeExecutor:
+    def __init__(self) -> None:
+        self.log: list[Any] = []
+        self.cells: dict[str, str] = {}  # base_url -> the cell served there
+
+    async def prepare(self) -> list[str]:
+        return []
+
+    async def start(self, index: int, step: Any, cell: Any, folder: str) -> FakeServed:
+        self.log.append(("start", cell.cell_id, folder))
+        served = FakeServed(self.log, cell.cell_id, index)
+        self.cells[served.base_url] = cell.cell_id
+        return served
+
+    async def cleanup(self) -> list[str]:
+        self.log.append(("cleanup",))
+        return []
+
+
+@pytest.fixture
+def wired(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    """A BenchRun factory over a fake executor; windows answer every prompt with one text per prompt."""
+    executor = FakeExecutor()
+    events: list[dict[str, Any]] = []
+    interrupt: list[int] = []  # set: the window of that number (from 0) dies with the runner
+
+    async def no_read_back(self: BenchRun, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    async def window(spec: WindowSpec, prompts: list[Prompt], *, run_id: str) -> MeasuredWindow:
+        cell_id = executor.cells[spec.base_url]
+        if interrupt and len([e for e in executor.log if e[0] == "window"]) == interrupt[0]:
+            raise RuntimeError("the bench-runner was killed")
+        executor.log.append(("window", cell_id, spec.seed, spec.max_concurrency))
+        speculates = cell_id != "standing"
+        requests = [RequestRecord(index=i, prompt_id=p.prompt_id, scheduled_s=0.0, start_s=0.0, end_s=1.0,
+                                  chunk_arrival_s=[0.2, 0.4], chunk_tokens=[1, 2], output_tokens=3, prompt_tokens=3,
+                                  status_code=200, error_kind=None, error=None, finish_reason="length",
+                                  text=f"answer to {p.prompt_id}") for i, p in enumerate(prompts)]
+        return MeasuredWindow(spec=spec, duration_s=1.0, requests=requests, warmup_completed=spec.warmup_requests,
+                              warmup_failed=0, max_in_flight=1,
+                              metrics_before=counters(0) if speculates else NO_COUNTERS,
+                              metrics_after=counters(4) if speculates else NO_COUNTERS, metrics_error=None,
+                              loadgen_cpu=LoadgenCpu(user_s=0.25, sys_s=0.05, wall_s=1.5, cpus=[1]))
+
+    monkeypatch.setattr(run_module.BenchRun, "_read_back", no_read_back)
+    monkeypatch.setattr(run_module, "run_window_process", window)
+    bundle = BundleStore(tmp_path / "bundles", fsync=False)
+
+    async def emit(event: Any) -> None:
+        events.append(event)
+
+    async def idle(node: str) -> None:
+        executor.log.append(("recheck", node))
+        return None
+
+    def make(plan: BenchPlan) -> BenchRun:
+        return BenchRun(plan, bundle, PROMPTS, emit=emit, recheck=idle, event_factory=lambda **fields: fields,
+                        executor=executor, max_model_len=512)
+
+    make.interrupt = interrupt  # type: ignore[attr-defined]
+    return make, executor, events, bundle
+
+
+async def test_the_plans_blocks_run_on_servers_kept_up_and_every_result_is_written(wired) -> None:
+    make, executor, events, bundle = wired
+    plan = interleaved_plan()
+    plan = plan.model_copy(update={"blocks": [Block(index=b, order=["draft-k3", "ngram-k3", "standing"])
+                                              for b in range(3)]})
+    outcome = await make(plan).execute()
+    assert outcome.failed_cells == {}
+    kinds = [entry[0] for entry in executor.log]
+    assert kinds[:4] == ["recheck", "start", "start", "start"]
+    assert [entry[1] for entry in executor.log if entry[0] == "start"] == ["standing", "ngram-k3", "draft-k3"]
+    assert [e[2] for e in executor.log if e[0] == "start"] == [layout.launch_folder(c, i) for i, c in
+                                                                enumerate(["standing", "ngram-k3", "draft-k3"])]
+    assert kinds[-4:] == ["stop", "stop", "stop", "cleanup"] and "stop" not in kinds[:-4]
+    # The plan's block order, trial b in block b, each cell's levels in order.
+    windows = [entry[1:] for entry in executor.log if entry[0] == "window"]
+    assert windows == [(c, b, level) for b in range(3) for c in ("draft-k3", "ngram-k3", "standing") for level in (1, 4)]
+    # Every trial's result is written and its event emitted; recorded standing first in each block.
+    assert len(outcome.results) == 18 and len(events) == 18
+    assert [(e["cell_id"], e["trial"]) for e in events[:6:2]] == [("standing", 0), ("draft-k3", 0), ("ngram-k3", 0)]
+    for cell_id in ("ngram-k3", "draft-k3"):
+        for trial in range(3):
+            result = json.loads(bundle.read_bytes(RUN, layout.trial_result(cell_id, trial, 4)))
+            # Measured before the standing cell in its block, and still compared with its outputs.
+            assert result["evaluation"] == {"accuracy": None, "agreement_rate": 1.0, "samples": 3}
+            assert result["identity"]["regime"] == "warm-interleaved"
+            assert result[LOADGEN_CPU_KEY] == {"user_s": 0.25, "sys_s": 0.05, "wall_s": 1.5, "cpus": [1]}
+
+
+async def test_a_resumed_interleaved_run_measures_only_the_missing_trials(wired) -> None:
+    make, executor, events, bundle = wired
+    plan = interleaved_plan()
+    make.interrupt.append(8)  # block 1's third window: block 0 is recorded, block 1 is not
+    with pytest.raises(RuntimeError, match="killed"):
+        await make(plan).execute()
+    assert len(events) == 6 and {e["trial"] for e in events} == {0}
+    assert [entry[0] for entry in executor.log][-4:] == ["stop", "stop", "stop", "cleanup"]
+    make.interrupt.clear()
+    executor.log.clear()
+    outcome = await make(plan).execute()
+    assert outcome.failed_cells == {} and len(outcome.results) == 18
+    windows = [entry[1:] for entry in executor.log if entry[0] == "window"]
+    assert {w[1] for w in windows} == {1, 2} and len(windows) == 12  # block 0 adopted, not measured again
+    assert len(events) == 18  # block 0's events are not emitted twice
+    # The second attempt's launch files go beside the first's.
+    assert [e[2] for e in executor.log if e[0] == "start"] == [
+        layout.attempt_folder(layout.launch_folder(c, i), 2) for i, c in enumerate(["standing", "ngram-k3", "draft-k3"])]
+
+
+async def test_a_cell_whose_speculation_is_not_active_fails_and_is_skipped_in_later_blocks(wired, monkeypatch) -> None:
+    make, executor, events, bundle = wired
+    measured = run_module.run_window_process
+
+    async def no_drafts_for_ngram(spec: WindowSpec, prompts: list[Prompt], *, run_id: str) -> MeasuredWindow:
+        window = await measured(spec, prompts, run_id=run_id)
+        if executor.log[-1][1] == "ngram-k3":
+            window = window.model_copy(update={"metrics_after": counters(0)})
+        return window
+
+    monkeypatch.setattr(run_module, "run_window_process", no_drafts_for_ngram)
+    outcome = await make(interleaved_plan()).execute()
+    assert set(outcome.failed_cells) == {"ngram-k3"}
+    assert "no drafts during the measured window" in outcome.failed_cells["ngram-k3"]
+    windows = [entry[1:] for entry in executor.log if entry[0] == "window"]
+    assert {w[1] for w in windows if w[0] == "ngram-k3"} == {0}  # never measured after block 0
+    assert {(w[1], w[2]) for w in windows if w[0] == "standing"} == {(b, c) for b in range(3) for c in (1, 4)}
+    assert bundle.run_dir(RUN).joinpath(layout.rejected_result("ngram-k3", 0, 1)).exists()
