@@ -22,6 +22,10 @@ CAMPAIGN_YAML = "campaign.yaml"  # the operator's file, byte for byte
 CAMPAIGN = "campaign.json"  # the validated, resolved campaign every step reads
 OPERATOR_COMMANDS = "operator/commands.json"
 OPERATOR_REVISIONS = "operator/source_revisions.json"
+# The target checkpoint's build record (its source, hashes and conversion versions), copied
+# at submit when the checkpoint folder carries one (infra/examples/smollm2.py writes it).
+TARGET_BUILD = "operator/target-build.json"
+TARGET_BUILD_FILE = "specdec-build.json"  # the record's name inside a checkpoint folder
 INERT = "inert.json"  # fields accepted but not consumed (contracts/inert.py)
 
 # --- profile/ --------------------------------------------------------------------
@@ -73,6 +77,7 @@ TRAINING_OUTPUTS = f"{TRAINING_DIR}/outputs.json"  # every output file and its s
 TRAINING_CAPTURE = f"{TRAINING_DIR}/capture.json"
 TRAINING_CLEANUP = f"{TRAINING_DIR}/cleanup.json"
 TRAINING_PROBES = f"{TRAINING_DIR}/probes.json"
+TRAINING_DRAFT_COST = f"{TRAINING_DIR}/draft-cost.json"  # the draft's per-token cost against the target's
 TRAINING_PROBE_STDOUT = f"{TRAINING_DIR}/probe/stdout.log"
 TRAINING_PROBE_STDERR = f"{TRAINING_DIR}/probe/stderr.log"
 TRAINING_INPUT_KEY = f"{TRAINING_DIR}/input-key.json"

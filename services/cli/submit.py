@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 import subprocess
@@ -194,6 +195,24 @@ def specdec_revision() -> str:
         return f"specdec=={version('specdec')}"
 
 
+def target_build_record(checkpoint: Path) -> dict | None:
+    """The checkpoint's build record (source, hashes, conversion versions), or None without one.
+
+    A record that is not a JSON object is kept as its text under `unreadable`: the bundle
+    says the checkpoint claimed a provenance it could not state, rather than nothing."""
+    path = checkpoint / layout.TARGET_BUILD_FILE
+    if not path.is_file():
+        return None
+    text = path.read_text(encoding="utf-8", errors="replace")
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return {"unreadable": text[:2000], "path": str(path)}
+    if not isinstance(record, dict):
+        return {"unreadable": text[:2000], "path": str(path)}
+    return {**record, "path": str(path)}
+
+
 def new_run_id(family: str) -> str:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     return f"{family}-{stamp}-{secrets.token_hex(3)}"
@@ -216,6 +235,9 @@ async def submit(cli: Cli, path: Path) -> str:
     ref = bundle.write_json(run_id, layout.CAMPAIGN, campaign)
     bundle.write_json(run_id, layout.OPERATOR_COMMANDS, campaign.commands)
     bundle.write_json(run_id, layout.OPERATOR_REVISIONS, revisions)
+    build_record = target_build_record(Path(campaign.target.checkpoint))
+    if build_record is not None:
+        bundle.write_json(run_id, layout.TARGET_BUILD, build_record)
     if inert:
         bundle.write_json(run_id, layout.INERT, inert)
         for entry, reason in inert.items():

@@ -41,6 +41,7 @@ from contracts.training import KeyRecord
 from contracts.trials import MetricKey, Trial, parse_trial, trial_value
 from services.publisher.errors import ReportInputError
 from services.publisher.prediction_inputs import read_draft_cost, read_ngram_advice
+from services.publisher.target_model import read_target_build
 from services.publisher.model import (
     EVIDENCE_STEPS,
     ArmLevel,
@@ -110,6 +111,7 @@ def read_campaign(bundle: BundleStore, run_id: str, *, extra_events: Sequence[Ma
     reused_from, input_key = _draft_origin(bundle, run_id, events, problems)
     advice, advice_note = read_ngram_advice(bundle, run_id, problems)
     cost, cost_note = read_draft_cost(bundle, run_id, problems)
+    build, build_note = read_target_build(bundle, run_id, problems)
     return CampaignData(
         run_id=run_id,
         campaign=campaign,
@@ -128,6 +130,7 @@ def read_campaign(bundle: BundleStore, run_id: str, *, extra_events: Sequence[Ma
         engine=_read_engine(bundle, run_id, plan if isinstance(plan, dict) else None, loaded, problems),
         redaction=_read_redaction(bundle, run_id, problems),
         ngram_advice=advice, ngram_advice_note=advice_note, draft_cost=cost, draft_cost_note=cost_note,
+        target_build=build, target_build_note=build_note,
     )
 
 

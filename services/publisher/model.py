@@ -140,6 +140,11 @@ class CampaignData(Strict):
     draft_cost_note: str | None = Field(
         default=None, description="Why there is no draft cost (file absent or invalid); None with one."
     )
+    target_build: dict[str, Any] | None = Field(
+        default=None, description="The target checkpoint's build record (operator/target-build.json): its source, "
+        "hashes and conversion versions; None when the checkpoint carries none.",
+    )
+    target_build_note: str | None = Field(default=None, description="Why there is no build record; None with one.")
 
     @property
     def baseline_cell_id(self) -> str | None:

@@ -27,7 +27,7 @@ from contracts import layout
 from contracts.campaign import ServingConfig
 from contracts.engine import CHECKED_FIELDS
 from services.publisher import figures as fig
-from services.publisher import render_predict
+from services.publisher import render_predict, target_model
 from services.publisher.document import (
     Anchor,
     Bullets,
@@ -81,6 +81,7 @@ def build_document(data: CampaignData, plots: list[Plot], found: list[Lever]) ->
         _summary(data),
         _steps(data),
         _identity(data),
+        target_model.target_section(data),
         _engine(data),
         _rejected(data),
         _redaction(data),
