@@ -15,7 +15,7 @@ import sys
 import time
 from typing import TextIO
 
-from services.runtime import apps
+from services.runtime import apps, cpus
 from services.runtime.procs import _die_with_parent
 
 
@@ -43,6 +43,8 @@ def start(names: list[str], *, log_dir: str | None = None) -> dict[str, subproce
         )
         if log is not None:
             log.close()
+        # specdec's services stay off the core vLLM's engine binds to (services/runtime/cpus.py).
+        cpus.pin(cpus.specdec_cpus(), children[name].pid)
     return children
 
 

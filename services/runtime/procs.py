@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from services.runtime import cpus
+
 EXPERIMENT_ENV = "SPECDEC_EXPERIMENT"
 SERVICE_ENV = "SPECDEC_SERVICE"
 _PR_SET_PDEATHSIG = 1
@@ -27,6 +29,13 @@ def _die_with_parent() -> None:
     # (re-parented to init), exit at once rather than run unowned.
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _workload_child() -> None:
+    # A workload (vLLM server, trainer, operator command) gets the whole machine back,
+    # even when its service runs pinned off the engine's core (services/runtime/cpus.py).
+    _die_with_parent()
+    cpus.pin(cpus.machine_cpus())
 
 
 def spawn(
@@ -57,7 +66,7 @@ def spawn(
         # of its own, whose engine keeps a core busy, starved its API server:
         # whole windows arrived in one burst (docs/bench-runner.md).
         process_group=0,
-        preexec_fn=_die_with_parent,
+        preexec_fn=_workload_child,
     )
 
 
