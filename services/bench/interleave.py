@@ -17,11 +17,10 @@ after the other cells' windows ran.
 `run_interleaved` executes the blocks through the bench run's steps (`Runner`,
 implemented by services/bench/run.py's BenchRun):
 
-- the servers start in the plan's launch order, each with its readiness wait
-  and engine read-back in its own launch folder; the node's idleness is checked
-  again before a server starts, except while a server of this rotation is
-  already up on that node (the check would see the run's own server: that
-  node was checked right before the first of them started);
+- the servers start together (their starts overlap), each with its readiness
+  wait and engine read-back in its own launch folder; each node's idleness is
+  checked again once, right before its servers start (afterwards the check
+  would see this rotation's own servers);
 - a block's windows are measured in its order, then recorded standing first,
   so that a candidate measured before the standing cell in its block is still
   compared with the standing cell's outputs of the same trial and level;
@@ -36,6 +35,7 @@ implemented by services/bench/run.py's BenchRun):
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import random
 from collections.abc import Awaitable, Callable, Sequence
@@ -121,26 +121,39 @@ async def _start_all(
     runner: Runner, launches: Sequence[tuple[int, Launch]], servers: dict[str, Served],
     todo: dict[str, set[tuple[int, int]]],
 ) -> None:
-    up_on: set[str] = set()  # nodes where a server of this rotation is already up
+    """Start every server at once: the rotation needs them all up before its first block, and
+    a start is mostly waiting (imports, model load, the engine's first profile run), so
+    overlapping them saves most of the time that starting them one after another would cost.
+    Each node is re-checked once, before the first start on it (afterwards the check would
+    see this rotation's own servers)."""
+    checked: dict[str, str | None] = {}
+    starting: list[tuple[int, Launch, CellPlan, list[tuple[int, int]]]] = []
     for index, launch in launches:
         cell = runner.cells[launch.cell_id]
         if cell.cell_id in runner.failed:
             continue
-        if cell.node not in up_on:
-            busy = await runner.recheck(cell.node)
-            if busy is not None:
-                runner.failed[cell.cell_id] = f"node {cell.node} is not idle right before launch: {busy}"
-                continue
-        try:
-            pending = runner.pending(cell, launch.trials)
-            if not pending:
-                continue  # an earlier attempt measured every trial of this cell
-            servers[cell.cell_id] = await runner.open_server(index, cell, launch)
-        except SpecdecError as exc:
-            runner.failed[cell.cell_id] = str(exc)
+        if cell.node not in checked:
+            checked[cell.node] = await runner.recheck(cell.node)
+        busy = checked[cell.node]
+        if busy is not None:
+            runner.failed[cell.cell_id] = f"node {cell.node} is not idle right before launch: {busy}"
             continue
-        todo[cell.cell_id] = set(pending)
-        up_on.add(cell.node)
+        pending = runner.pending(cell, launch.trials)
+        if pending:  # else an earlier attempt measured every trial of this cell
+            starting.append((index, launch, cell, pending))
+    started = await asyncio.gather(*(runner.open_server(index, cell, launch) for index, launch, cell, _ in starting),
+                                   return_exceptions=True)
+    unexpected: BaseException | None = None
+    for (_, _, cell, pending), outcome in zip(starting, started):
+        if isinstance(outcome, SpecdecError):
+            runner.failed[cell.cell_id] = str(outcome)
+        elif isinstance(outcome, BaseException):
+            unexpected = unexpected or outcome
+        else:
+            servers[cell.cell_id] = outcome
+            todo[cell.cell_id] = set(pending)
+    if unexpected is not None:
+        raise unexpected  # the caller's finally stops every server that did start
 
 
 async def _run_block(

@@ -265,7 +265,8 @@ async def test_a_busy_node_fails_each_cell_before_any_server_starts() -> None:
     run = FakeRun(cells, busy="busy with slurm job 7")
     await run_interleaved(run, launches(cells), block_order(RUN, cells))
     assert run.failed == {c.cell_id: "node n1 is not idle right before launch: busy with slurm job 7" for c in cells}
-    assert [entry[0] for entry in run.log] == ["recheck", "recheck"]
+    # One check per node, before its servers start together; no server started.
+    assert [entry[0] for entry in run.log] == ["recheck"]
 
 
 async def test_adopted_trials_are_not_measured_again_and_a_cell_with_none_left_starts_no_server() -> None:
@@ -296,3 +297,12 @@ def test_a_plan_read_back_without_its_blocks_is_refused() -> None:
     del stored["blocks"]
     with pytest.raises(ValidationError, match="records `blocks` exactly when its cells are warm-interleaved"):
         BenchPlan.model_validate(stored)
+
+
+async def test_servers_start_together_and_a_failed_start_fails_only_its_cell() -> None:
+    cells = [cell("standing", 2, role="standing"), cell("ngram-k3", 2), cell("draft-k3", 2)]
+    run = FakeRun(cells, fail={("start", "draft-k3"): ServerNotReady("no /health within 300 s")})
+    await run_interleaved(run, launches(cells), block_order(RUN, cells))
+    assert run.failed == {"draft-k3": "no /health within 300 s"}
+    measured = {m[0] for m in steps(run, "measure")}
+    assert measured == {"standing", "ngram-k3"}
