@@ -233,7 +233,9 @@ def train_lm(model, encoded, steps: int, token_budget: int, lr: float, seed: int
     rng = random.Random(seed)
     row_len = max(256, max(len(ids) for ids, _ in encoded))
     per_step = max(1, token_budget // row_len)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
+    # Frozen parameters (a draft that keeps its target's embeddings) are left out of the optimizer.
+    trained = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trained, lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
     warmup = max(1, steps // 12)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / warmup) * max(0.1, 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps))))
@@ -248,7 +250,7 @@ def train_lm(model, encoded, steps: int, token_budget: int, lr: float, seed: int
         loss = model(input_ids=input_ids, attention_mask=mask, position_ids=positions, labels=labels).loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(trained, 1.0)
         optimizer.step()
         schedule.step()
         loss_value = loss.item()
