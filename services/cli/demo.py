@@ -1,8 +1,9 @@
 """`specdec demo` (what `make demo` runs): the embedded default campaign, end to end.
 
-It builds or reuses the toy target, starts every built service as a local
-process, submits infra/examples/demo-campaign.yaml (acknowledged for this
-machine's local executor only), follows the run live, and ends with the
+It fetches and converts (or reuses, by content hash) the real target the
+campaign serves, SmolLM2-135M-Instruct (infra/examples/smollm2.py), starts every
+built service as a local process, submits infra/examples/demo-campaign.yaml
+(acknowledged for this machine's local executor only), follows the run live, and ends with the
 outcome. It exits non-zero with the failing step and reason when a step
 fails, and says plainly which steps did not run and why; it never reports
 success for work that did not run.
@@ -33,19 +34,28 @@ DEMO_CAMPAIGN = ROOT / "infra/examples/demo-campaign.yaml"
 TERMINAL_OK = "publish"
 
 
-def ensure_toy_target(out: TextIO) -> None:
-    """Build (or reuse, by content hash) the toy target the demo campaign names."""
-    builder = ROOT / "infra/examples/toy_target.py"
-    if not builder.exists():
-        out.write("toy target builder not present: the demo runs the steps that need no model\n")
+# The embedded models a campaign may name, by checkpoint folder, and the script that builds
+# (or reuses, by content hash) each: the real default and the toy target make test uses.
+BUILDERS: dict[str, list[str]] = {
+    "models/smollm2-135m-instruct": ["infra/examples/smollm2.py", "--out", "models/smollm2-135m-instruct",
+                                     "--cache", ".cache/wheels", "--dtype", "float32"],
+    "models/toy-target": ["infra/examples/toy_target.py", "--traffic", "infra/examples/sample-traffic.jsonl",
+                          "--out", "models/toy-target"],
+}
+
+
+def ensure_target(campaign: Path, out: TextIO) -> None:
+    """Build (or reuse) the embedded model the campaign serves; an operator's own model is left alone."""
+    import yaml
+
+    checkpoint = str((yaml.safe_load(campaign.read_text()) or {}).get("target", {}).get("checkpoint", ""))
+    argv = BUILDERS.get(checkpoint.rstrip("/"))
+    if argv is None:
+        out.write(f"target {checkpoint}: not an embedded model, used as it is\n")
         return
     started = time.monotonic()
-    subprocess.run(  # noqa: S603 - fixed argv
-        [sys.executable, str(builder), "--traffic", str(ROOT / "infra/examples/sample-traffic.jsonl"),
-         "--out", str(ROOT / "models/toy-target")],
-        check=True, cwd=ROOT,
-    )
-    out.write(f"toy target ready in {time.monotonic() - started:.0f}s (models/toy-target)\n")
+    subprocess.run([sys.executable, *argv], check=True, cwd=ROOT)  # noqa: S603 - fixed argv
+    out.write(f"target ready in {time.monotonic() - started:.0f}s ({checkpoint})\n")
 
 
 def _detail(event: dict) -> str:
@@ -188,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out = sys.stdout
     settings = RuntimeSettings()
-    ensure_toy_target(out)
+    ensure_target(Path(args.campaign), out)
     names = apps.available()
     out.write(f"starting services: {', '.join(names)}\n")
     if apps.missing():

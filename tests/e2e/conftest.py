@@ -68,7 +68,7 @@ os.execv(sys.executable, [sys.executable, "-m", "vllm.entrypoints.openai.api_ser
 def campaign_file(path: Path, *, acknowledged: bool, target: Path) -> Path:
     wrapper = path.parent / "serve_wrapper.py"
     wrapper.write_text(DROP_MAX_NUM_SEQS)
-    data = yaml.safe_load((ROOT / "infra/examples/demo-campaign.yaml").read_text())
+    data = yaml.safe_load((ROOT / "infra/examples/toy-campaign.yaml").read_text())
     data["target"]["checkpoint"] = str(target)
     data["commands"]["train"]["argv"] = [
         sys.executable, str(ROOT / "infra/examples/train_draft.py"),

@@ -3,7 +3,7 @@
 - `Topology`: every built service as its own process (`python -m
   services.runtime.main NAME`) against a Redis and a stream prefix of the
   test, each restartable and SIGKILLable on its own; its logs in a folder.
-- `write_campaign`: the demo campaign (infra/examples/demo-campaign.yaml)
+- `write_campaign`: the demo campaign (infra/examples/toy-campaign.yaml)
   rewritten for a fast run: the toy target, a tiny trainer script, and cells
   served by the stand-in server (tests/support/fake_vllm.py) through the
   cell's operator serve command.
@@ -116,7 +116,7 @@ def write_campaign(
 ) -> Path:
     """The demo campaign at test sizes: 4 prompts, concurrency 1, 3 trials per cell
     (the gate's minimum, so the gate decides live), every cell on the stand-in server."""
-    data = yaml.safe_load((ROOT / "infra/examples/demo-campaign.yaml").read_text())
+    data = yaml.safe_load((ROOT / "infra/examples/toy-campaign.yaml").read_text())
     data["target"]["checkpoint"] = str(target)
     if max_model_len is not None:
         data["target"]["max_model_len"] = max_model_len
