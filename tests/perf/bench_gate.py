@@ -9,7 +9,9 @@ interval and noise bound the gate applies (floors assumed met).
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,7 +19,8 @@ import numpy as np
 from contracts.campaign import GateSpec
 from contracts.trials import parse_trial
 from services.gate import decide
-from services.gate.simulate import promotion_rate, trial_result
+from services.gate.simulate import NoiseModel, promotion_rate, request_tpots_ms, trial_result
+from services.gate.stats import BETTER, CONFIDENCE, compare
 
 FALSE_PROMOTION_BUDGET = 0.05
 # Power is reported as measured (docs/gate.md: it depends on the measured noise).
@@ -68,8 +71,66 @@ def bench(ctx: Any) -> list[dict[str, Any]]:
                     power >= goal if goal else None,
                 )
             )
+    rows += demo_design_rows(rng, campaigns=campaigns)
     rows.append(_decide_timing(rng, repeats=20 if ctx.quick else 200))
     return rows
+
+
+# --- the embedded default's own design, from its measured noise -------------------------------------
+
+NOISE_FILE = Path(__file__).with_name("data") / "demo-noise.json"
+DEMO_POWER_GOAL = 0.80  # at a true 10 % TPOT change, 3 trials per arm, 2 candidates (issue 12)
+DEMO_CANDIDATES = 2
+DEMO_TRIALS = 3
+DEMO_CHANGE = 0.10
+
+
+def demo_design_rows(rng: np.random.Generator, *, campaigns: int) -> list[dict[str, Any]]:
+    """Power and A/A false promotion simulated from the noise measured on the real demo campaigns.
+
+    The noise per concurrency level (trial CV and request CV of TPOT, requests per window)
+    comes from tests/perf/data/demo-noise.json, written by tests/perf/measure_noise.py
+    from real bundles. The gate runs as in a campaign of DEMO_CANDIDATES candidates:
+    Bonferroni alpha = 0.05 / 2 per candidate; a level is `better` when the interval
+    and the noise bound say so; a campaign promotes a candidate that is better at every level."""
+    if not NOISE_FILE.is_file():
+        return [_row("demo design: measured noise", 0.0, "file", f"{NOISE_FILE} present", False)]
+    record = json.loads(NOISE_FILE.read_text())
+    levels = record["levels"]
+    alpha = (1 - CONFIDENCE) / DEMO_CANDIDATES
+    rows: list[dict[str, Any]] = []
+    promoted_all = np.ones(campaigns, dtype=bool)
+    aa_any = np.zeros(campaigns, dtype=bool)
+    aa_all = [np.ones(campaigns, dtype=bool) for _ in range(DEMO_CANDIDATES)]
+    for level, figures in levels.items():
+        noise = NoiseModel(tpot_ms=figures["tpot_ms"], trial_cv=figures["trial_cv"],
+                           request_cv=figures["request_cv"], requests=int(figures["requests"]))
+        rows.append(_row(f"demo standing trial-to-trial CV of median TPOT, c={level} ({figures['arms']} arms)",
+                         figures["trial_cv"], "fraction", "reported (Welch 3 vs 3 needs about 0.02)", None))
+        better = _verdicts(rng, campaigns, noise, 1 - DEMO_CHANGE, alpha) == BETTER
+        promoted_all &= better
+        rows.append(_row(f"demo gate power at c={level}, true TPOT -10 %, 3 trials/arm, 2 candidates",
+                         float(better.mean()), "fraction", f">= {DEMO_POWER_GOAL}", bool(better.mean() >= DEMO_POWER_GOAL)))
+        for k in range(DEMO_CANDIDATES):
+            aa_all[k] &= _verdicts(rng, campaigns, noise, 1.0, alpha) == BETTER
+    for k in range(DEMO_CANDIDATES):
+        aa_any |= aa_all[k]
+    rows.append(_row("demo gate power, campaign (better at every level), true TPOT -10 %", float(promoted_all.mean()),
+                     "fraction", f">= {DEMO_POWER_GOAL}", bool(promoted_all.mean() >= DEMO_POWER_GOAL)))
+    rows.append(_row("demo A/A false promotion, 2 identical candidates, every level", float(aa_any.mean()),
+                     "fraction", f"<= {FALSE_PROMOTION_BUDGET}", bool(aa_any.mean() <= FALSE_PROMOTION_BUDGET),
+                     reference="false-promotion budget", reference_value=FALSE_PROMOTION_BUDGET))
+    real = [b for b in record["bundles"] if b.get("aa")]
+    promoted = sum(1 for b in real if b["decision"] == "promote")
+    rows.append(_row(f"real A/A campaigns on the embedded default that promoted (of {len(real)})", float(promoted),
+                     "campaigns", "0 of >= 5", len(real) >= 5 and promoted == 0))
+    return rows
+
+
+def _verdicts(rng: np.random.Generator, campaigns: int, noise: NoiseModel, factor: float, alpha: float) -> np.ndarray:
+    base = np.median(request_tpots_ms(rng, campaigns, DEMO_TRIALS, noise=noise), axis=-1)
+    cand = np.median(request_tpots_ms(rng, campaigns, DEMO_TRIALS, factor=factor, noise=noise), axis=-1)
+    return compare(base, cand, higher_is_better=False, alpha=alpha).verdict
 
 
 def _decide_timing(rng: np.random.Generator, *, repeats: int) -> dict[str, Any]:
