@@ -25,6 +25,9 @@ SpecMethod = Literal["ngram", "suffix", "draft_model", "eagle", "eagle3", "mtp",
 # Methods whose proposer is a separate model checkpoint.
 METHODS_WITH_MODEL = frozenset({"draft_model", "eagle", "eagle3", "medusa"})
 Scheduler = Literal["local", "slurm", "kubernetes"]
+# The steps that change the cluster and so pass the review point (services/runtime/review.py).
+ReviewedStep = Literal["training", "bench"]
+REVIEWED_STEPS: tuple[str, ...] = ("training", "bench")
 OBJECTIVE_RE = re.compile(
     r"^(ttft|tpot|itl|e2el|output_throughput|acceptance_rate|acceptance_length)(:(mean|median|p[0-9]{1,2}(\.[0-9]+)?))?$"
 )
@@ -388,21 +391,48 @@ class PublishSpec(Strict):
     """Where the report goes. Live publishing also needs the acknowledgement."""
 
     target: str = Field(
-        default="file://published", description="file://DIR or https://URL; relative file paths are under the bundle."
+        default="file://published",
+        description="file://DIR, https://URL (http:// too) or s3://BUCKET/PREFIX; relative file paths are under the bundle.",
     )
 
     @model_validator(mode="after")
     def _check_target(self) -> PublishSpec:
-        if not self.target.startswith(("file://", "https://", "http://")):
-            raise ValueError(f"publish target {self.target!r} must start with file://, https:// or http://")
+        if not self.target.startswith(("file://", "https://", "http://", "s3://")):
+            raise ValueError(
+                f"publish target {self.target!r} must start with file://, https://, http:// or s3:// "
+                "(file://DIR, https://URL or s3://BUCKET/PREFIX)"
+            )
         return self
+
+
+class ReviewPolicy(Strict):
+    """The review point (DESIGN.md): which stored plans run without a separate approval."""
+
+    pre_approve: list[ReviewedStep] = Field(
+        default_factory=list,
+        description="Reviewed steps (training, bench) whose plan runs as soon as it is stored and announced, without "
+        "a `specdec approve` naming its sha256; each step once. Needs acknowledgements.i_understand_this_mutates_cluster"
+        ": true (a policy is a mutation approval). Empty (the default): every plan waits for an approval naming its "
+        "hash. Recorded in the bundle (campaign.json) and the report.",
+    )
+
+    @field_validator("pre_approve")
+    @classmethod
+    def _check_repeats(cls, value: list[str]) -> list[str]:
+        repeated = sorted({step for step in value if value.count(step) > 1})
+        if repeated:
+            raise ValueError(f"review.pre_approve repeats {', '.join(repeated)}: list each step once")
+        return value
 
 
 class Acknowledgements(Strict):
     """Typed acknowledgements; both default to false."""
 
     i_understand_this_mutates_cluster: bool = Field(
-        default=False, description="Approve every plan of this run at submit (plans are still stored first)."
+        default=False,
+        description="Acknowledge that this run's plans change the cluster. Alone it runs nothing: every plan is "
+        "stored, announced and waits for `specdec approve` naming its sha256; review.pre_approve, which needs it, "
+        "names the steps whose plans run without that approval.",
     )
     i_understand_this_publishes_externally: bool = Field(
         default=False, description="Allow a live publish of the report to the publish target."
@@ -440,6 +470,10 @@ class Campaign(Strict):
     matrix: Matrix | MatrixFile = Field(description="The cells, inline or as a path.")
     gate: GateSpec = Field(description="Objective and floors.")
     publish: PublishSpec = Field(default_factory=PublishSpec, description="Report target.")
+    review: ReviewPolicy = Field(
+        default_factory=ReviewPolicy,
+        description="The review point's pre-approval policy; by default every plan waits for an approval of its hash.",
+    )
     acknowledgements: Acknowledgements = Field(default_factory=Acknowledgements, description="Typed acknowledgements.")
     source_revisions: SourceRevisions = Field(default_factory=SourceRevisions, description="Source revisions.")
 
@@ -485,6 +519,23 @@ class Campaign(Strict):
                 f"{', '.join(unused)} set, but traffic is named shapes ({', '.join(self.traffic.shapes)}): a shapes "
                 "campaign builds no corpus and trains nothing, so nothing would read them; remove them, or give "
                 "traffic.path (a traffic JSONL)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _check_review(self) -> Campaign:
+        steps = self.review.pre_approve
+        if steps and not self.acknowledgements.i_understand_this_mutates_cluster:
+            raise ValueError(
+                f"review.pre_approve {steps} runs those plans without a separate approval, which changes the cluster: "
+                "it needs acknowledgements.i_understand_this_mutates_cluster: true; set the acknowledgement, or remove "
+                "review.pre_approve (every plan then waits for `specdec approve RUN_ID --i-understand-this-mutates-cluster`)"
+            )
+        # A shapes campaign trains nothing (training is recorded as skipped): there is no plan to pre-approve.
+        if "training" in steps and self.shapes_only:
+            raise ValueError(
+                "review.pre_approve lists training, but traffic is named shapes: a shapes campaign trains nothing, so "
+                "there is no training plan to pre-approve; remove training from review.pre_approve"
             )
         return self
 

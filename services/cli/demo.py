@@ -3,7 +3,8 @@
 It fetches and converts (or reuses, by content hash) the real target the
 campaign serves, SmolLM2-135M-Instruct (infra/examples/smollm2.py), starts every
 built service as a local process, submits infra/examples/demo-campaign.yaml
-(acknowledged for this machine's local executor only), follows the run live, and ends with the
+(acknowledged for this machine's local executor only, with the review.pre_approve policy for
+training and bench, so its plans run as soon as they are stored), follows the run live, and ends with the
 outcome. It exits non-zero with the failing step and reason when a step
 fails, and says plainly which steps did not run and why; it never reports
 success for work that did not run.

@@ -8,7 +8,8 @@ and the gate read the same figures), `gate/DECISION.json`, `bench/plan.json` and
 the trainer-proxy's `training/input-key.json` (`contracts.training.KeyRecord`)
 when present, the profile's ngram advice and the draft's cost (prediction_inputs.py), the bench's rejected trials (`contracts.layout.REJECTED_GLOB`)
 and every launch's engine read-back (`contracts.layout.engine_check`,
-`contracts/engine.py`). Paths are `contracts.layout`'s. A missing campaign.json is
+`contracts/engine.py`); from the journal, what approved each plan at the review
+point (review_record.py). Paths are `contracts.layout`'s. A missing campaign.json is
 tolerated (the report says so), unlike in the steps that need one.
 
 Rejected trials never reach an arm, so no figure or plot holds them: the
@@ -41,6 +42,7 @@ from contracts.training import KeyRecord
 from contracts.trials import MetricKey, Trial, parse_trial, trial_value
 from services.publisher.errors import ReportInputError
 from services.publisher.prediction_inputs import read_draft_cost, read_ngram_advice
+from services.publisher.review_record import plan_reviews
 from services.publisher.target_model import read_target_build
 from services.publisher.model import (
     EVIDENCE_STEPS,
@@ -131,6 +133,7 @@ def read_campaign(bundle: BundleStore, run_id: str, *, extra_events: Sequence[Ma
         redaction=_read_redaction(bundle, run_id, problems),
         ngram_advice=advice, ngram_advice_note=advice_note, draft_cost=cost, draft_cost_note=cost_note,
         target_build=build, target_build_note=build_note,
+        reviews=plan_reviews(events, campaign),
     )
 
 

@@ -93,6 +93,24 @@ class LaunchEngine(Strict):
     check: EngineCheck | None = Field(description="The read-back; None when the launch has none (not read back).")
 
 
+class PlanReview(Strict):
+    """How one stored plan of a reviewed step (training, bench) passed the review point."""
+
+    step: Literal["training", "bench"] = Field(description="The reviewed step whose plan this is.")
+    plan_uri: str = Field(description="The plan as the `<step>.planned` event names it (bundle://RUN/<step>/plan.json).")
+    plan_sha256: Sha256 = Field(description="sha256 of the stored plan, as announced.")
+    by: Literal["approval", "policy", "none"] = Field(
+        description="approval: a run.approved naming the plan's sha256 (the first one in the journal ran it); "
+        "policy: the campaign's pre-approval policy (review.pre_approve names the step, with the acknowledgement), "
+        "so it ran once stored and announced; none: nothing approved it, so it did not run."
+    )
+    approval_event_id: str | None = Field(default=None, description="The run.approved event that approved it; None otherwise.")
+    approved_by: str | None = Field(default=None, description="Who approved it (run.approved approved_by); None otherwise.")
+    approved_sha256s: list[Sha256] = Field(
+        default_factory=list, description="Every plan sha256 that approval named; empty without an approval."
+    )
+
+
 class CampaignData(Strict):
     """A run's campaign as read from its bundle."""
 
@@ -145,6 +163,10 @@ class CampaignData(Strict):
         "hashes and conversion versions; None when the checkpoint carries none.",
     )
     target_build_note: str | None = Field(default=None, description="Why there is no build record; None with one.")
+    reviews: list[PlanReview] = Field(
+        default_factory=list,
+        description="Every plan announced at the review point (training, bench), in journal order, with what approved it.",
+    )
 
     @property
     def baseline_cell_id(self) -> str | None:

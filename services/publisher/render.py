@@ -8,7 +8,9 @@ baseline); the rows also repeat the cell, the concurrency, the trial count and
 the named baseline so a row read alone still says what it measured. Plots
 carry the identity line in their subtitle and pointers in their caption.
 
-Sections, in order: DRAFT reasons (when any), summary, steps, identity, the
+Sections, in order: DRAFT reasons (when any), summary, steps, the review
+point (what approved each plan: an approval's event and hashes, or the
+campaign's pre-approval policy: review_record.py), identity, the
 engine's read-back (declared beside effective, per launch), rejected trials,
 redaction, training (the draft and its cost), gate verdicts, latency,
 throughput, acceptance, predicted against realized speedup (free drafting,
@@ -45,6 +47,7 @@ from services.publisher.draft import draft_reasons
 from services.publisher.levers import Lever, levers
 from services.publisher.model import ArmLevel, CampaignData, arm_key
 from services.publisher.plots import Plot, render_plots
+from services.publisher.review_record import review_section
 
 # report.md links its plots relative to itself: report/plots/ seen from report/.
 PLOTS_LINK = posixpath.relpath(layout.REPORT_PLOTS_DIR, posixpath.dirname(layout.REPORT_MARKDOWN))
@@ -80,6 +83,7 @@ def build_document(data: CampaignData, plots: list[Plot], found: list[Lever]) ->
         *([_draft_section(reasons)] if reasons else []),
         _summary(data),
         _steps(data),
+        review_section(data),
         _identity(data),
         target_model.target_section(data),
         _engine(data),

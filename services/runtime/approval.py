@@ -3,9 +3,10 @@
 A service that changes the cluster (trainer-proxy, bench-runner):
 1. on its trigger event, builds its plan, stores it in the bundle
    (`<step>/plan.json`, write-once, hashed) and emits `<step>.planned`;
-   if the campaign carries `i_understand_this_mutates_cluster: true` it then
-   executes at once (the plan is still produced and stored first);
-   otherwise it stops there;
+   it then executes at once only when the campaign's pre-approval policy
+   names the step (`review.pre_approve`, which the campaign can state only
+   beside `acknowledgements.i_understand_this_mutates_cluster: true`);
+   otherwise, the acknowledgement alone included, it stops there;
 2. on `run.approved`, it executes its stored plan only when the approval
    names that plan's sha256 and the plan's bytes still hash to it, and the
    campaign did not pre-approve it (then step 1 already ran it).
@@ -21,8 +22,11 @@ from contracts.events import RunApproved
 from services.runtime.bundle import ArtifactMissing, BundleStore, InvalidPath
 
 
-def pre_approved(campaign: Campaign) -> bool:
-    return campaign.acknowledgements.i_understand_this_mutates_cluster
+def pre_approved(campaign: Campaign, step: str) -> bool:
+    """True when the campaign's policy runs `step`'s plan without a separate approval: the step is named in
+    `review.pre_approve` and the campaign carries the typed acknowledgement (the contract refuses the one
+    without the other; both are checked here so that neither alone ever executes a plan)."""
+    return campaign.acknowledgements.i_understand_this_mutates_cluster and step in campaign.review.pre_approve
 
 
 def covers(approval: RunApproved, plan: ArtifactRef) -> bool:

@@ -6,8 +6,10 @@ A step that changes the cluster (the trainer-proxy, the bench-runner) gives a
 1. **trigger** (the upstream event or `<step>.requested`): read the run's
    campaign, let the step decide it has nothing to do (`skip`), else build and
    store the plan (write-once, hashed) and emit `<step>.planned`. The plan runs
-   at once only when the campaign pre-approves it; it is still stored and
-   announced first.
+   at once only when the campaign's pre-approval policy names the step
+   (`review.pre_approve`, with the typed acknowledgement); it is still stored
+   and announced first. The acknowledgement alone runs nothing: the plan
+   waits for an approval.
 2. **run.approved**: execute the stored plan only when the approval names its
    sha256 and the plan's bytes still hash to it (a plan changed after approval
    never runs), and the campaign did not pre-approve it (then step 1 ran it).
@@ -84,11 +86,14 @@ class Reviewed(Generic[P]):
         plan, ref = await asyncio.to_thread(self.plan, campaign, event)
         planned = self.announce(event, plan, ref, self.producer(ctx))
         again = announced(self.bundle, event.run_id, self.planned_schema, ref)
-        if not pre_approved(campaign):
-            ctx.log.info(f"{self.step} planned; waiting for an approval of its sha256", plan_sha256=ref.sha256)
+        if not pre_approved(campaign, self.step):
+            ctx.log.info(f"{self.step} planned; waiting for an approval of its sha256 (`specdec approve`)",
+                         plan_sha256=ref.sha256)
             return [] if again else [planned]
         if not again:
             await ctx.emit(planned)
+        ctx.log.info(f"{self.step} planned; the campaign's review.pre_approve names {self.step}, so it runs now",
+                     plan_sha256=ref.sha256)
         return list(await self.execute(campaign, plan, ref, event, ctx))
 
     async def on_approved(self, event: Event, ctx: StepContext) -> list[Event]:
@@ -98,8 +103,8 @@ class Reviewed(Generic[P]):
                          plan_sha256=ref.sha256 if ref else None)
             return []
         campaign = load_campaign(self.bundle, event.run_id)
-        if pre_approved(campaign):
-            ctx.log.info("the campaign pre-approved this plan; it ran at its trigger")
+        if pre_approved(campaign, self.step):
+            ctx.log.info("the campaign's review.pre_approve pre-approved this plan; it ran at its trigger")
             return []
         try:
             # read_json re-hashes the bytes: a plan changed after approval never runs.

@@ -5,8 +5,8 @@ built service as its own process against a real Redis with a prefix of this
 session, submits the demo campaign at reduced sizes — a standing cell without
 speculation, an ngram candidate, a draft trained by the example trainer, a
 cell whose operator serve command drops its declared speculation, and one whose
-operator wrapper script drops its declared max_num_seqs — acknowledged
-for this machine's local executor, and waits for the report to be published.
+operator wrapper script drops its declared max_num_seqs — acknowledged and
+pre-approved (review.pre_approve) for this machine's local executor, and waits for the report to be published.
 Every e2e assertion reads what this one run left behind.
 """
 
@@ -65,7 +65,7 @@ os.execv(sys.executable, [sys.executable, "-m", "vllm.entrypoints.openai.api_ser
 """
 
 
-def campaign_file(path: Path, *, acknowledged: bool, target: Path) -> Path:
+def campaign_file(path: Path, *, pre_approved: bool, target: Path) -> Path:
     wrapper = path.parent / "serve_wrapper.py"
     wrapper.write_text(DROP_MAX_NUM_SEQS)
     data = yaml.safe_load((ROOT / "infra/examples/toy-campaign.yaml").read_text())
@@ -74,7 +74,11 @@ def campaign_file(path: Path, *, acknowledged: bool, target: Path) -> Path:
         sys.executable, str(ROOT / "infra/examples/train_draft.py"),
         "--corpus", "{corpus_train}", "--target", "{target}", "--out", "{output_dir}",
     ]
-    data["acknowledgements"]["i_understand_this_mutates_cluster"] = acknowledged
+    # Acknowledged either way: the policy alone decides whether plans run without
+    # a separate approval (the review point always holds).
+    data["acknowledgements"]["i_understand_this_mutates_cluster"] = True
+    if not pre_approved:
+        data["review"]["pre_approve"] = []
     data["matrix"]["load"].update({"num_prompts": 8, "warmup_requests": 1, "max_output_tokens": 32})
     for cell in data["matrix"]["cells"]:
         cell["concurrency"] = [1, 2]
@@ -171,7 +175,7 @@ def toy_target() -> Path:
 @pytest.fixture(scope="session")
 def campaign_run(services_env: dict[str, str], toy_target: Path, tmp_path_factory: pytest.TempPathFactory) -> CampaignRun:
     started = time.monotonic()
-    campaign = campaign_file(tmp_path_factory.mktemp("campaign") / "campaign.yaml", acknowledged=True, target=toy_target)
+    campaign = campaign_file(tmp_path_factory.mktemp("campaign") / "campaign.yaml", pre_approved=True, target=toy_target)
     run_id = _submit(services_env, campaign)
     client = redis.Redis.from_url(services_env["SPECDEC_REDIS_URL"])
     prefix = services_env["SPECDEC_STREAM_PREFIX"]
@@ -187,8 +191,8 @@ def campaign_run(services_env: dict[str, str], toy_target: Path, tmp_path_factor
 @pytest.fixture(scope="session")
 def dry_run(services_env: dict[str, str], toy_target: Path, campaign_run: CampaignRun,
             tmp_path_factory: pytest.TempPathFactory) -> CampaignRun:
-    """The same campaign without the acknowledgement: it must stop at its first plan."""
-    campaign = campaign_file(tmp_path_factory.mktemp("dry") / "campaign.yaml", acknowledged=False, target=toy_target)
+    """The same campaign, acknowledged but with no pre-approval policy: it must stop at its first plan."""
+    campaign = campaign_file(tmp_path_factory.mktemp("dry") / "campaign.yaml", pre_approved=False, target=toy_target)
     run_id = _submit(services_env, campaign)
     client = redis.Redis.from_url(services_env["SPECDEC_REDIS_URL"])
     prefix = services_env["SPECDEC_STREAM_PREFIX"]

@@ -4,6 +4,7 @@ cell whose serve command drops its declared speculation fails loudly."""
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -26,12 +27,13 @@ FAKE = [sys.executable, "-m", "tests.support.fake_vllm", "--port", "{port}", "--
         "--max-model-len", "{max_model_len}", "{enforce_eager_flag}"]
 
 
-def campaign(*, acknowledged: bool) -> Campaign:
+def campaign(*, acknowledged: bool, pre_approve: tuple[str, ...] = ()) -> Campaign:
     data = yaml.safe_load((ROOT / "infra/examples/campaign.yaml").read_text())
     data["traffic"] = {"shapes": ["short"]}
     data["commands"].pop("train")
     data["source_revisions"].pop("trainer")  # refused with shapes: nothing is trained
     data["acknowledgements"]["i_understand_this_mutates_cluster"] = acknowledged
+    data["review"] = {"pre_approve": list(pre_approve)}
     data["matrix"]["load"] = {"num_prompts": 4, "warmup_requests": 1, "max_output_tokens": 9}
     spec = {"method": "ngram", "num_speculative_tokens": 3}
     data["matrix"]["cells"] = [
@@ -64,13 +66,17 @@ async def bench_runner(settings) -> AsyncIterator:
 
 
 async def test_nothing_runs_before_approval_then_the_matrix_is_measured(settings):
+    """The campaign carries the acknowledgement but no pre-approval policy: it stops at its plan."""
     run_id = "toy-20261130-050505-abcdef"
     bundle = BundleStore(settings.bundle_root)
-    bundle.write_json(run_id, "campaign.json", campaign(acknowledged=False))
+    bundle.write_json(run_id, "campaign.json", campaign(acknowledged=True))
     async with bench_runner(settings) as service:
         await service.bus.publish(BenchRequested(run_id=run_id, producer="test", requested_by="test"))
         planned = (await wait_events(settings, {"bench.planned"}, run_id=run_id))["bench.planned"]
+        assert planned["plan"]["sha256"] == bundle.ref(run_id, "bench/plan.json").sha256, "announced as stored"
+        await asyncio.sleep(1.0)  # anything that would (wrongly) start at the trigger has time to show
         assert not list((bundle.run_dir(run_id) / "bench").glob("*/trial-*")), "nothing may run before approval"
+        assert not list((bundle.run_dir(run_id) / "bench").glob("*/launch-*")), "no server may start before approval"
         assert not [p for p in labelled_processes("bench-runner") if p.run_id == run_id]
         plan = bundle.read_json(run_id, "bench/plan.json")
         assert [c["cell_id"] for c in plan["cells"]] == ["standing", "ngram-k3", "dropped", "idle-drafts"]
@@ -117,7 +123,7 @@ async def test_nothing_runs_before_approval_then_the_matrix_is_measured(settings
 async def test_a_pre_approved_campaign_runs_at_its_trigger(settings):
     run_id = "toy-20261130-060606-abcdef"
     bundle = BundleStore(settings.bundle_root)
-    bundle.write_json(run_id, "campaign.json", campaign(acknowledged=True))
+    bundle.write_json(run_id, "campaign.json", campaign(acknowledged=True, pre_approve=("bench",)))
     async with bench_runner(settings) as service:
         await service.bus.publish(BenchRequested(run_id=run_id, producer="test", requested_by="test"))
         events = await wait_events(settings, {"bench.planned", "bench.completed"}, run_id=run_id, timeout_s=120)
@@ -137,7 +143,7 @@ async def test_the_operator_bench_command_is_run_and_its_result_accepted(setting
         "json.dump({'completed': 1, 'failed': 0, 'max_concurrency': conc, 'median_ttft_ms': 5.0,\n"
         "           'median_tpot_ms': 1.0, 'mean_tpot_ms': 1.0, 'duration': 0.1}, open(out, 'w'))\n"
     )
-    data = campaign(acknowledged=True).model_dump(by_alias=True)
+    data = campaign(acknowledged=True, pre_approve=("bench",)).model_dump(by_alias=True)
     data["commands"]["bench"] = {"argv": [sys.executable, str(script), "{base_url}", "{result_path}", "{concurrency}"]}
     data["matrix"]["cells"] = data["matrix"]["cells"][:2]
     bundle = BundleStore(settings.bundle_root)
@@ -154,7 +160,7 @@ async def test_the_operator_bench_command_is_run_and_its_result_accepted(setting
 async def test_a_kubernetes_plan_without_kubectl_fails_before_any_launch(settings, tmp_path, monkeypatch):
     """The plan (Pods, kubectl argv) is stored; executing it needs kubectl, checked first."""
     run_id = "toy-20261130-080808-abcdef"
-    data = campaign(acknowledged=True).model_dump(by_alias=True)
+    data = campaign(acknowledged=True, pre_approve=("bench",)).model_dump(by_alias=True)
     data["capacity"]["scheduler"] = "kubernetes"
     data["capacity"]["selectors"] = {"image": "registry.example/vllm:0.11"}
     for cell in data["matrix"]["cells"]:
@@ -175,7 +181,7 @@ async def test_a_kubernetes_plan_without_kubectl_fails_before_any_launch(setting
 
 async def test_on_a_scheduler_without_a_selected_node_a_cell_without_one_is_refused_at_planning(settings):
     run_id = "toy-20261130-090909-abcdef"
-    data = campaign(acknowledged=True).model_dump(by_alias=True)
+    data = campaign(acknowledged=True, pre_approve=("bench",)).model_dump(by_alias=True)
     data["capacity"]["scheduler"] = "slurm"
     bundle = BundleStore(settings.bundle_root)
     bundle.write_json(run_id, "campaign.json", Campaign.model_validate(data))
@@ -191,7 +197,7 @@ async def test_every_listed_shape_is_sent_and_an_exploratory_matrix_is_a_draft_w
     """traffic.shapes [short, medium]: prompts.jsonl takes them in turn, every trial's identity
     says 'short+medium'; exploratory with 3 trials per cell still marks bench.completed DRAFT."""
     run_id = "toy-20261130-101010-abcdef"
-    data = campaign(acknowledged=True).model_dump(by_alias=True)
+    data = campaign(acknowledged=True, pre_approve=("bench",)).model_dump(by_alias=True)
     data["traffic"] = {"shapes": ["short", "medium"]}
     data["matrix"]["exploratory"] = True
     data["matrix"]["load"]["num_prompts"] = 5

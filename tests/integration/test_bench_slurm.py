@@ -62,6 +62,7 @@ def campaign(cells: list[dict], node: str) -> Campaign:
     data["source_revisions"].pop("trainer")  # refused with shapes: nothing is trained
     data["capacity"].update(scheduler="slurm", selectors={"partition": "debug"})
     data["acknowledgements"]["i_understand_this_mutates_cluster"] = True
+    data["review"] = {"pre_approve": ["bench"]}  # shapes only: nothing is trained
     data["matrix"]["exploratory"] = True
     data["matrix"]["load"] = {"num_prompts": 4, "warmup_requests": 1, "max_output_tokens": 9}
     data["matrix"]["cells"] = [{"trials": 1, "concurrency": [2], "node": node, **cell} for cell in cells]
@@ -125,8 +126,8 @@ async def test_planning_alone_submits_nothing(settings, node):
     run_id = "toy-20261130-111111-abcdef"
     bundle = BundleStore(settings.bundle_root)
     data = campaign([{"cell_id": "standing", "role": "standing", "vllm_sweep": {"serve_cmd": FAKE}}], node)
-    data = data.model_copy(update={"acknowledgements": data.acknowledgements.model_copy(
-        update={"i_understand_this_mutates_cluster": False})})
+    # Acknowledged, but no pre-approval policy: the plan waits for an approval of its hash.
+    data = data.model_copy(update={"review": data.review.model_copy(update={"pre_approve": []})})
     bundle.write_json(run_id, "campaign.json", data)
     resources = {"bundle": bundle}
     service = bootstrap("bench-runner", app.routes(resources), settings=settings, resources=resources)

@@ -90,6 +90,7 @@ def slurm_campaign(selectors: dict[str, str], node: str | None = None) -> Campai
     data["source_revisions"].pop("trainer")  # refused with shapes: nothing is trained
     data["capacity"] = {"scheduler": "slurm", "selectors": selectors, "idle_check": IDLE}
     data["acknowledgements"]["i_understand_this_mutates_cluster"] = True
+    data["review"] = {"pre_approve": ["bench"]}  # shapes only: nothing is trained
     data["matrix"]["exploratory"] = True
     data["matrix"]["load"] = {"num_prompts": 2, "warmup_requests": 1, "max_output_tokens": 6}
     cell = {"cell_id": "standing", "role": "standing", "trials": 1, "concurrency": [1],

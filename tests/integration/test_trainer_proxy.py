@@ -111,11 +111,12 @@ def sha(path: Path) -> str:
 
 
 async def test_nothing_runs_before_its_plan_is_approved_then_everything_is_captured(settings, models, run_id, tmp_path):
+    """The campaign carries the acknowledgement but no pre-approval policy: it stops at its first plan."""
     bundle = BundleStore(settings.bundle_root)
     trainer = write_script(tmp_path / "trainer.py", COPY_TRAINER)
     argv = [PY, str(trainer), "--from", str(models["draft"]), "--out", "{output_dir}", "--corpus", "{corpus_train}",
             "--shell-test", "a;b $(touch {run_id}-pwned) `id`"]
-    seed_run(bundle, run_id, campaign(train_argv=argv, target=str(models["target"])))
+    seed_run(bundle, run_id, campaign(train_argv=argv, target=str(models["target"]), acknowledged=True))
     run_dir = bundle.run_dir(run_id)
     output = run_dir / "training/output"
     async with proxy(settings) as service:

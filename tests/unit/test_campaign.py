@@ -309,8 +309,14 @@ def test_floors_are_bounded(field, value):
 
 def test_publish_target_scheme_is_checked(data):
     data["publish"] = {"target": "ftp://somewhere"}
-    with pytest.raises(ValidationError, match="must start with file://"):
+    with pytest.raises(ValidationError, match="must start with file://, https://, http:// or s3://"):
         Campaign.model_validate(data)
+
+
+@pytest.mark.parametrize("target", ["file://published", "https://reports.example/upload", "s3://reports/specdec/runs"])
+def test_publish_target_accepts_a_directory_a_url_or_an_s3_prefix(data, target):
+    data["publish"] = {"target": target}
+    assert Campaign.model_validate(data).publish.target == target
 
 
 # --- values that would otherwise change silently ---------------------------------------

@@ -1,7 +1,8 @@
 """The review point as one mechanism (services/runtime/review.py), on a real bundle store.
 
 A stand-in step plans a tiny plan and counts its executions; the campaign's
-pre-approval and the approvals decide what runs. The trainer-proxy and the
+pre-approval policy (`review.pre_approve`, with the acknowledgement) and the
+approvals decide what runs: the acknowledgement alone runs nothing. The trainer-proxy and the
 bench-runner use the same mechanism (tests/integration/test_trainer_proxy.py,
 test_bench_service.py run it against Redis and real services).
 """
@@ -44,9 +45,10 @@ class Bus:
         self.events.append(event)
 
 
-def store_campaign(bundle: BundleStore, *, pre_approved: bool) -> None:
+def store_campaign(bundle: BundleStore, *, acknowledged: bool, pre_approve: tuple[str, ...] = ()) -> None:
     data: dict[str, Any] = yaml.safe_load((ROOT / "infra/examples/campaign.yaml").read_text())
-    data["acknowledgements"]["i_understand_this_mutates_cluster"] = pre_approved
+    data["acknowledgements"]["i_understand_this_mutates_cluster"] = acknowledged
+    data["review"] = {"pre_approve": list(pre_approve)}
     bundle.write_json(RUN, layout.CAMPAIGN, Campaign.model_validate(data))
 
 
@@ -91,7 +93,7 @@ def approval(*shas: str) -> RunApproved:
 
 async def test_a_plan_waits_for_an_approval_naming_its_hash_and_runs_once_on_it(tmp_path: Path) -> None:
     bundle = BundleStore(tmp_path)
-    store_campaign(bundle, pre_approved=False)
+    store_campaign(bundle, acknowledged=False)
     step, bus = Step(bundle), Bus()
     planned = await step.review.on_trigger(request(), ctx(bus))
     assert [e.SCHEMA for e in planned] == ["bench.planned"] and step.executed == []
@@ -104,9 +106,34 @@ async def test_a_plan_waits_for_an_approval_naming_its_hash_and_runs_once_on_it(
     assert step.executed == [TinyPlan(cells=["standing", "ngram"])]
 
 
+async def test_the_acknowledgement_alone_stores_and_announces_the_plan_and_runs_it_only_on_an_approval_of_its_hash(
+    tmp_path: Path,
+) -> None:
+    bundle = BundleStore(tmp_path)
+    store_campaign(bundle, acknowledged=True)  # no pre-approval policy
+    step, bus = Step(bundle), Bus()
+    planned = await step.review.on_trigger(request(), ctx(bus))
+    assert [e.SCHEMA for e in planned] == ["bench.planned"] and bus.events == [] and step.executed == []
+    sha = planned[0].plan.sha256  # type: ignore[attr-defined]
+    assert sha == bundle.ref(RUN, layout.BENCH_PLAN).sha256, "the announced plan is the stored one"
+    assert await step.review.on_approved(approval("e" * 64), ctx(bus)) == [] and step.executed == []
+    await step.review.on_approved(approval(sha), ctx(bus))
+    assert step.executed == [TinyPlan(cells=["standing", "ngram"])]
+
+
+async def test_a_policy_naming_another_step_does_not_pre_approve_this_one(tmp_path: Path) -> None:
+    bundle = BundleStore(tmp_path)
+    store_campaign(bundle, acknowledged=True, pre_approve=("training",))
+    step, bus = Step(bundle), Bus()  # the stand-in is the bench step
+    planned = await step.review.on_trigger(request(), ctx(bus))
+    assert [e.SCHEMA for e in planned] == ["bench.planned"] and step.executed == []
+    await step.review.on_approved(approval(planned[0].plan.sha256), ctx(bus))  # type: ignore[attr-defined]
+    assert len(step.executed) == 1
+
+
 async def test_a_pre_approved_campaign_announces_then_runs_at_its_trigger_and_ignores_the_approval(tmp_path: Path) -> None:
     bundle = BundleStore(tmp_path)
-    store_campaign(bundle, pre_approved=True)
+    store_campaign(bundle, acknowledged=True, pre_approve=("bench",))
     step, bus = Step(bundle), Bus()
     assert await step.review.on_trigger(request(), ctx(bus)) == []
     assert [e.SCHEMA for e in bus.events] == ["bench.planned"] and len(step.executed) == 1
@@ -116,7 +143,7 @@ async def test_a_pre_approved_campaign_announces_then_runs_at_its_trigger_and_ig
 
 async def test_a_plan_changed_after_planning_never_runs(tmp_path: Path) -> None:
     bundle = BundleStore(tmp_path)
-    store_campaign(bundle, pre_approved=False)
+    store_campaign(bundle, acknowledged=True)
     step = Step(bundle)
     planned = await step.review.on_trigger(request(), ctx(Bus()))
     sha = planned[0].plan.sha256  # type: ignore[attr-defined]
@@ -131,7 +158,7 @@ async def test_a_skipping_step_stores_no_plan_and_a_missing_campaign_fails_the_s
     with pytest.raises(StepFailed) as missing:
         await Step(bundle).review.on_trigger(request(), ctx(Bus()))
     assert missing.value.error_type == "CampaignMissing"
-    store_campaign(bundle, pre_approved=True)
+    store_campaign(bundle, acknowledged=True, pre_approve=("bench",))
     step = Step(bundle, skip=True)
     assert await step.review.on_trigger(request(), ctx(Bus())) == []
     assert not (bundle.run_dir(RUN) / layout.BENCH_PLAN).exists() and step.executed == []

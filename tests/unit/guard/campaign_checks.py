@@ -216,8 +216,14 @@ CHECKS: dict[str, Check] = {
     # The fixed candidate is worse on TTFT p99: guarding it rejects the candidate.
     "gate.guards": Check(("gate",), put("gate.guards", ["ttft:p99"])),
     "publish.target": Check(("publish",), put("publish.target", "https://reports.example.com/upload")),
+    # A plan runs without `specdec approve` only when review.pre_approve names its step, and that policy
+    # needs the acknowledgement: taken away beside a policy, the campaign is refused naming it (alone,
+    # the acknowledgement runs nothing: every plan waits for an approval of its hash).
     "acknowledgements.i_understand_this_mutates_cluster": Check(
-        ("approval",), put("acknowledgements.i_understand_this_mutates_cluster", True)),
+        ("approval",), put("acknowledgements.i_understand_this_mutates_cluster", False), refused=True,
+        base=both(put("acknowledgements.i_understand_this_mutates_cluster", True), put("review.pre_approve", ["bench"]))),
+    "review.pre_approve": Check(("approval",), put("review.pre_approve", ["bench"]),
+                                base=put("acknowledgements.i_understand_this_mutates_cluster", True)),
     "acknowledgements.i_understand_this_publishes_externally": Check(
         ("publish",), put("acknowledgements.i_understand_this_publishes_externally", True)),
     # Both enter the training input key: an earlier identical training is no longer reused. A shapes
@@ -291,15 +297,28 @@ def _guard_item(i: int, n: int) -> Check:
     return Check(("gate",), put(f"gate.guards.{i}", "itl"), base=put("gate.guards", guards))
 
 
+def _pre_approve_item(i: int, n: int) -> Check:
+    # The item names the step whose plan runs without an approval: naming the other step moves the
+    # pre-approval there. With named shapes nothing is trained, so bench is the only value an item can
+    # take and naming training is refused, naming review.pre_approve. The example lists none, so one
+    # item is walked (two would be both steps, and a step listed twice is refused).
+    ack = put("acknowledgements.i_understand_this_mutates_cluster", True)
+    return Check(("approval",), put(f"review.pre_approve.{i}", "training"),
+                 base=both(ack, put("review.pre_approve", ["bench"])), applies=FILE,
+                 elsewhere=both(ack, put("review.pre_approve", ["training"])))
+
+
 # list field -> (its check per item, the items walked when the variant lists none)
 ITEM_CHECKS: dict[str, tuple[ItemCheck, int]] = {
     "traffic.shapes": (_shape_item, 0),
     "matrix.cells": (_cell_item, 0),
     "matrix.cells[].concurrency": (_level_item, 0),
     "gate.guards": (_guard_item, 2),
+    "review.pre_approve": (_pre_approve_item, 1),
 }
 ITEM_PATHS = {"traffic.shapes": "traffic.shapes", "matrix.cells": "matrix.cells",
-              "matrix.cells[].concurrency": "matrix.cells.0.concurrency", "gate.guards": "gate.guards"}
+              "matrix.cells[].concurrency": "matrix.cells.0.concurrency", "gate.guards": "gate.guards",
+              "review.pre_approve": "review.pre_approve"}
 
 
 def item_count(list_field: str, data: dict) -> int:

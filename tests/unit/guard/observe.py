@@ -596,10 +596,11 @@ def publish(ctx: Ctx, c: Campaign) -> Any:
 
 @observable
 def approval(ctx: Ctx, c: Campaign) -> Any:
-    """Whether the services run their plans at once (pre-approved) or wait for `specdec approve`."""
+    """Per reviewed step, whether the service runs its plan at once (pre-approved) or waits for `specdec approve`."""
+    from contracts.campaign import REVIEWED_STEPS
     from services.runtime.approval import pre_approved
 
-    return pre_approved(c)
+    return {step: pre_approved(c, step) for step in REVIEWED_STEPS}
 
 
 def names(found: Any, field: str) -> bool:

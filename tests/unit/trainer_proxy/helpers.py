@@ -60,6 +60,7 @@ def campaign(
     target: str = "models/toy-target",
     scheduler: str = "local",
     pre_approved: bool = False,
+    acknowledged: bool | None = None,
     timeout_s: float = 60.0,
     probe: list[str] | None = None,
     shapes: bool = False,
@@ -74,7 +75,10 @@ def campaign(
         data["source_revisions"]["trainer"] = trainer_revision
     data["capacity"]["scheduler"] = scheduler
     data["capacity"]["selectors"] = selectors or {}
-    data["acknowledgements"]["i_understand_this_mutates_cluster"] = pre_approved
+    # Pre-approval is the acknowledgement and the policy naming training; `acknowledged` alone (no
+    # policy) runs nothing: the plan waits for an approval of its hash.
+    data["acknowledgements"]["i_understand_this_mutates_cluster"] = pre_approved if acknowledged is None else acknowledged
+    data["review"] = {"pre_approve": ["training"] if pre_approved and not shapes else []}
     if shapes:
         data["traffic"] = {"shapes": ["short"]}
         data["commands"].pop("train")  # refused with shapes: nothing is trained
