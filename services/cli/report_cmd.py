@@ -9,7 +9,10 @@ Both read the run's bundle under SPECDEC_BUNDLE_ROOT (default ./bundles).
   writes nothing. `--i-understand-this-publishes-externally` makes it live (the
   campaign's own acknowledgement is for the automated service path, not for a
   person at a terminal); `--dry-run` keeps it a dry run even with the flag.
-  `--target` replaces the campaign's publish.target.
+  `--target` replaces the campaign's publish.target. A live publish to an
+  external target (s3://, http(s)://) needs a dry run of the same report and
+  target first; a DRAFT report goes out only with `--publish-draft REASON`,
+  given to the dry run too (docs/lake.md).
 
 Exit status 0 on success (a dry run included); 2 with the reason on stderr
 otherwise (no rendered report, a target that refused the report, ...).
@@ -18,17 +21,42 @@ otherwise (no rendered report, a target that refused the report, ...).
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
-from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from contracts import layout
-from contracts.campaign import Campaign
-from services.publisher.pipeline import render_copy, render_run
-from services.publisher.publish import Publication, mode, parse_target, publish_run
-from services.runtime.bundle import ArtifactMissing, BundleStore
-from services.runtime.settings import RuntimeSettings
+if TYPE_CHECKING:
+    from services.publisher.pipeline import render_copy, render_run
+    from services.publisher.outbox import DraftOverride
+    from services.publisher.publish import Publication, parse_target, publish_report
+    from services.runtime.bundle import BundleStore
+
+# The publisher's entry points, bound here on first use: its modules load
+# matplotlib and scipy (~0.7 s), which building the `specdec` parser (every
+# command) must not wait for. Module attributes all the same, so that
+# `report_cmd.render_run` names the publisher's function (and a test can replace it).
+_PUBLISHER_NAMES = {
+    "render_copy": "services.publisher.pipeline",
+    "render_run": "services.publisher.pipeline",
+    "DraftOverride": "services.publisher.outbox",
+    "parse_target": "services.publisher.publish",
+    "publish_report": "services.publisher.publish",
+}
+
+
+def _bind_publisher() -> None:
+    import importlib
+
+    for name, module in _PUBLISHER_NAMES.items():
+        if name not in globals():  # a replaced one is kept
+            globals()[name] = getattr(importlib.import_module(module), name)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PUBLISHER_NAMES:
+        _bind_publisher()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -45,14 +73,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p = subparsers.add_parser(
         "publish",
         help="publish a run's rendered report (dry run unless acknowledged)",
-        description="Send the rendered report to the campaign's publish target (file://DIR or http(s)://URL). "
-        "A dry run (the default) prints what would be sent where and sends nothing.",
+        description="Send the rendered report to the campaign's publish target (file://DIR, s3://BUCKET/PREFIX or "
+        "http(s)://URL). A dry run (the default) prints what would be sent where and sends nothing; a live publish to "
+        "an external target (s3://, http(s)://) needs a dry run of the same report first (docs/lake.md).",
     )
     p.add_argument("run_id")
     p.add_argument(
         "--dry-run", action="store_true", help="only show what would be sent (the default without the acknowledgement)"
     )
-    p.add_argument("--target", metavar="URL", help="file://DIR or http(s)://URL instead of the campaign's publish.target")
+    p.add_argument("--target", metavar="URL",
+                   help="file://DIR, s3://BUCKET/PREFIX or http(s)://URL instead of the campaign's publish.target")
+    p.add_argument("--publish-draft", metavar="REASON",
+                   help="publish a DRAFT report to an external target anyway, recording REASON; the same reason must "
+                   "be given to the dry run")
     p.add_argument(
         "--i-understand-this-publishes-externally", action="store_true",
         help="typed acknowledgement: send the report for real",
@@ -61,10 +94,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def _bundle() -> BundleStore:
+    from services.runtime.bundle import BundleStore
+    from services.runtime.settings import RuntimeSettings
+
     return BundleStore(RuntimeSettings().bundle_root)
 
 
 def run_report(args: argparse.Namespace) -> int:
+    _bind_publisher()
     bundle = _bundle()
     if args.out is not None:
         report, summary, paths = render_copy(bundle, args.run_id, args.out)
@@ -82,6 +119,13 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def run_publish(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from contracts import layout
+    from contracts.campaign import Campaign
+    from services.runtime.bundle import ArtifactMissing
+
+    _bind_publisher()
     bundle = _bundle()
     target = args.target
     if target is None:
@@ -91,12 +135,13 @@ def run_publish(args: argparse.Namespace) -> int:
             print(f"specdec publish: run {args.run_id} has no {layout.CAMPAIGN}: give --target", file=sys.stderr)
             return 2
     parse_target(target)  # a bad target fails before anything else
+    from services.runtime.settings import RuntimeSettings
+
     acknowledged_by = "cli" if args.i_understand_this_publishes_externally else None
-    dry_run, _ = mode(acknowledged_by, force_dry_run=args.dry_run)
-    key = "cli-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-    publication = asyncio.run(publish_run(
-        bundle, args.run_id, target=target, key=key, acknowledged_by=acknowledged_by,
-        force_dry_run=args.dry_run, record=not dry_run,
+    override = DraftOverride(reason=args.publish_draft) if args.publish_draft else None
+    publication = asyncio.run(publish_report(
+        bundle, args.run_id, target, acknowledged_by=acknowledged_by, draft_override=override,
+        settings=RuntimeSettings(), dry_run=args.dry_run,
     ))
     print(render(publication))
     return 0

@@ -5,7 +5,18 @@
 - `report.rendered`, `publish.requested` -> publish to the campaign's
   `publish.target`, a dry run unless the campaign acknowledges
   `i_understand_this_publishes_externally` -> `report.published` (target, dry
-  run or not, the hashes of what was or would be sent, the recorded response).
+  run or not, the hashes of the report's files that were or would be sent, the
+  recorded response; the evidence files and the manifest hash are in
+  `publish/<key>/publication.json`).
+
+The campaign's acknowledgement and an external target (`s3://`, `https://`,
+`http://`; services/publisher/publish_review.py): the service always makes the dry run
+first and records it (`publish/dry-run/<digest>.json`); it goes live from that
+dry run only when the campaign acknowledges and the report is final. A DRAFT
+stays a dry run here, never an error: a campaign carries no override, so a
+DRAFT goes out only by a person's `specdec publish` with an explicit override
+(or the MCP tool's). A `file://` target is not external: the acknowledgement
+alone makes it live, DRAFT or not (its marking travels with it).
 
 Failures the operator must act on become `report.failed` / `publish.failed`
 with the reason: a PublisherError is a StepFailed and propagates as it is; a
@@ -29,6 +40,7 @@ from services.runtime.bundle import BundleStore
 from services.runtime.campaign import load_campaign
 from services.runtime.consumer import Route, StepContext
 from services.runtime.errors import StepFailed
+from services.runtime.settings import RuntimeSettings
 
 NAME = PUBLISHER
 
@@ -56,19 +68,24 @@ def render_event(bundle: BundleStore, event: Event, producer: str) -> ReportRend
                         draft=outcome.summary.draft)
 
 
-async def publish_event(bundle: BundleStore, event: Event, producer: str) -> ReportPublished:
+async def publish_event(
+    bundle: BundleStore, event: Event, producer: str, settings: RuntimeSettings | None = None
+) -> ReportPublished:
     _no_inputs(event)
     # The publish target and the acknowledgement come from the campaign: without one, nothing is sent.
-    return await publish_for(bundle, event, load_campaign(bundle, event.run_id), producer)
+    return await publish_for(bundle, event, load_campaign(bundle, event.run_id), producer, settings)
 
 
-async def publish_for(bundle: BundleStore, event: Event, campaign: Campaign, producer: str) -> ReportPublished:
-    """Publish to the campaign's target; live only when the campaign carries the acknowledgement."""
+async def publish_for(
+    bundle: BundleStore, event: Event, campaign: Campaign, producer: str, settings: RuntimeSettings | None = None
+) -> ReportPublished:
+    """Publish to the campaign's target; live only when the campaign carries the acknowledgement (and,
+    for an external target, from the dry run made first, for a final report)."""
     acknowledged = campaign.acknowledgements.i_understand_this_publishes_externally
     try:
         publication = await publish_run(
             bundle, event.run_id, target=campaign.publish.target, key=f"ev-{event.event_id}",
-            acknowledged_by="campaign" if acknowledged else None,
+            acknowledged_by="campaign" if acknowledged else None, settings=settings,
         )
     except PublishFailed as exc:
         raise StepFailed(exc.reason, error_type="PublishFailed", artifacts=[exc.recorded] if exc.recorded else []) from None
@@ -86,7 +103,7 @@ def routes(resources: dict) -> list[Route]:
         return [await asyncio.to_thread(render_event, bundle, event, f"{NAME}/{ctx.settings.instance}")]
 
     async def publish(event: Event, ctx: StepContext) -> list[Event]:
-        return [await publish_event(bundle, event, f"{NAME}/{ctx.settings.instance}")]
+        return [await publish_event(bundle, event, f"{NAME}/{ctx.settings.instance}", ctx.settings)]
 
     return [
         Route("gate.decided", render, step_key=_by_event, failure_step="report"),

@@ -1,6 +1,13 @@
 """Errors of the publisher. A weak or incomplete campaign is never an error: it is
 a report marked DRAFT with its reasons. Errors are what stops a report or a
-publish outright, with a message that says what to do."""
+publish outright, with a message that says what to do.
+
+Two families under `PublisherError`: the report's (`ReportInputError`,
+`ReportConflict`) and the publish's (`PublishError` and its kinds below). A
+publish error raised before anything was sent says so: nothing reached the
+target (`PublishTargetError`, `PublishRefused`, `PublishCredentialsError`,
+`PublishConflict`); `PublishFailed` is the one raised once sending began.
+"""
 
 from __future__ import annotations
 
@@ -20,15 +27,30 @@ class ReportConflict(PublisherError):
     """The bundle already holds a different report: reports are write-once."""
 
 
-class PublishTargetError(PublisherError):
-    """The publish target is not one the publisher can send to (scheme, path)."""
+class PublishError(PublisherError):
+    """Root of the publish errors: the report was not (or not wholly) published."""
 
 
-class PublishConflict(PublisherError):
-    """A file target already holds a different file under a name this publish writes."""
+class PublishTargetError(PublishError):
+    """The publish target is not one the publisher can send to (scheme, path, bucket)."""
 
 
-class PublishFailed(PublisherError):
+class PublishRefused(PublishError):
+    """The review point refused a live external publish: no dry run of this exact report to this
+    target, a DRAFT without the explicit override, an override on a final report, or a bearer
+    token over plain http://. Nothing was sent."""
+
+
+class PublishCredentialsError(PublishError):
+    """The target's credentials are missing or unusable (no AWS credentials, access denied, an
+    unreadable token file); found before any upload, so nothing was sent."""
+
+
+class PublishConflict(PublishError):
+    """A target already holds a different file under a name this publish writes; nothing was overwritten."""
+
+
+class PublishFailed(PublishError):
     """The target refused the report or never answered, after every retry; the attempts are recorded."""
 
     def __init__(self, reason: str, *, recorded: object | None = None) -> None:

@@ -1,32 +1,37 @@
-"""Publish a rendered report: to a folder (`file://`) or an HTTP(S) endpoint, dry run by default.
+"""Publish a rendered report: to a folder (`file://`), an S3 bucket (`s3://`) or an HTTP(S) endpoint.
 
-What is sent: the report's files as rendered into the bundle, bytes unchanged
-(`report.md`, `report.html`, `plots/*.png`), plus `manifest.json` listing each
-file's name, sha256 and size, the run ID and the DRAFT flag and reasons. The
-hashes in `report.published` are those of the bundle artifacts that were (or
-would be) sent. A DRAFT report can be published: it carries its marking on
-every page and in the manifest.
+What is sent, to every target alike (outbox.py): the report's files
+(`report.md`, `report.html`, `plots/*.png`), its evidence under `evidence/`
+(every trial result JSON, DECISION.json, report.json) and `manifest.json`
+(each file's name, sha256, size and content type; the run ID, the DRAFT flag,
+reasons and override; no time), all bytes unchanged from the bundle. The same
+report publishes the same names and bytes every time.
 
 Targets:
 - `file://DIR`, DIR relative (`file://published`, the campaign default): a
   folder inside the run's bundle, `<bundle_root>/<run_id>/DIR/`; the files
-  become write-once bundle artifacts. DIR must be a valid bundle path (no
-  `..`, no leading '.').
-- `file:///ABS/DIR`: `/ABS/DIR/<run_id>/` (one folder per run, so runs never
-  overwrite each other); write-once too: a file already there with other bytes
-  stops the publish (PublishConflict) and nothing is overwritten.
-- `http://` or `https://`: one multipart POST, with retries (transport.py).
+  become write-once bundle artifacts. DIR must be a valid bundle path.
+- `file:///ABS/DIR`: `/ABS/DIR/<run_id>/`, write-once too: a file already there
+  with other bytes stops the publish (PublishConflict), nothing is overwritten.
+- `s3://BUCKET/PREFIX`: keys `PREFIX/<run_id>/<name>` through boto3, the AWS
+  chain's credentials, region and endpoint (s3.py); write-once like a folder.
+- `https://` (and `http://`): one multipart POST with retries (transport.py),
+  `Authorization: Bearer` when SPECDEC_PUBLISH_TOKEN_ENV or _FILE names a token
+  (credentials.py); a token is never sent over plain `http://` (refused).
 
-Safe by default: a publish is a dry run unless it is acknowledged
-(`i_understand_this_publishes_externally: true` from the campaign's
-acknowledgements in the service; the `--i-understand-this-publishes-externally`
-flag in `specdec publish`). A request without it is a dry run, never an error
-and never a send. A dry run sends and writes nothing at the target.
+Safe by default: a publish is a dry run unless acknowledged
+(`i_understand_this_publishes_externally`), and a dry run sends and writes
+nothing at the target. `s3://`, `https://` and `http://` are external: there a
+live publish also needs a recorded dry run of the same manifest to the same
+destination and, for a DRAFT, an explicit override (publish_review.py, where the
+service's campaign-level acknowledgement is placed too).
 
-Records (when `record` is on, i.e. in the service and for a live CLI
-publish): `publish/<key>/publication.json` (Publication) and, for HTTP,
-`publish/<key>/response.json` (every attempt). A redelivered request with the
-same key finds them and sends nothing again.
+Entry points: `publish_report` for a person or a tool (the CLI, the MCP tool);
+`publish_run` for the service (app.py), with the request's key. Records: the
+dry-run record of an external target (publish_review.py), and when `record` is on
+`publish/<key>/publication.json` (Publication) and, for HTTP,
+`publish/<key>/response.json`; a redelivered request with the same key finds
+them and sends nothing again.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import asyncio
 import os
 import tempfile
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Literal
 
@@ -43,18 +49,28 @@ from pydantic import Field
 
 from contracts import layout
 from contracts.envelope import ArtifactRef, RunId, Strict
-from contracts.report import ReportSummary
-from services.publisher.errors import PublishConflict, PublishFailed, PublishTargetError, ReportInputError
-from services.publisher.pipeline import report_name
+from services.publisher import credentials
+from services.publisher.errors import PublishConflict, PublishFailed, PublishRefused, PublishTargetError
+from services.publisher.outbox import DraftOverride, Outbox, SentFile, outbox
+from services.publisher.publish_review import (
+    ACK_FIELD,
+    Acknowledger,
+    check_override,
+    dry_run_path,
+    dry_run_reason,
+    dry_run_record,
+    live_external,
+)
+from services.publisher.s3 import S3Target, parse_s3, publish_objects
 from services.publisher.transport import HttpRecord, Part, RetryPolicy, Sleep, post_report
 from services.runtime.bundle import ArtifactConflict, ArtifactMissing, BundleStore, InvalidPath
 from services.runtime.bundle_paths import validate_relpath
-from services.runtime.bundle_records import canonical_json
+from services.runtime.settings import RuntimeSettings
+
+__all__ = ["ACK_FIELD", "Acknowledger", "DraftOverride", "Publication", "SentFile", "mode", "parse_target",
+           "publish_report", "publish_run"]
 
 PUBLICATION_VERSION = 1
-CONTENT_TYPES = {".md": "text/markdown; charset=utf-8", ".html": "text/html; charset=utf-8", ".png": "image/png"}
-ACK_FIELD = "i_understand_this_publishes_externally"
-Acknowledger = Literal["campaign", "cli"]
 
 
 @dataclass(frozen=True)
@@ -68,7 +84,12 @@ class HttpTarget:
     url: str
 
 
-def parse_target(target: str) -> FileTarget | HttpTarget:
+Target = FileTarget | HttpTarget | S3Target
+
+
+def parse_target(target: str) -> Target:
+    if target.startswith("s3://"):
+        return parse_s3(target)
     if target.startswith(("http://", "https://")):
         try:
             url = httpx.URL(target)
@@ -88,25 +109,12 @@ def parse_target(target: str) -> FileTarget | HttpTarget:
                 f"publish target {target!r}: a relative file:// folder lies inside the run's bundle and must be a "
                 f"valid bundle path ({exc}); give file:///ABSOLUTE/DIR for a folder elsewhere"
             ) from None
-    raise PublishTargetError(f"publish target {target!r} must start with file://, http:// or https://")
+    raise PublishTargetError(f"publish target {target!r} must start with file://, s3://, https:// or http://")
 
 
-class SentFile(Strict):
-    """One file of the report, as sent (bytes unchanged from the bundle artifact)."""
-
-    name: str = Field(description="Name under report/, e.g. report.html or plots/speedup.png.")
-    content_type: str = Field(description="MIME type it is sent with.")
-    ref: ArtifactRef = Field(description="The bundle artifact whose bytes were (or would be) sent.")
-
-
-class OutboxManifest(Strict):
-    """manifest.json sent with the files."""
-
-    version: Literal[1] = Field(default=PUBLICATION_VERSION, description="Version of this manifest.")
-    run_id: RunId = Field(description="The run the report is of.")
-    draft: bool = Field(description="True when the report is marked DRAFT.")
-    draft_reasons: list[str] = Field(description="Why it is a DRAFT; empty for a final report.")
-    files: list[dict[str, str | int]] = Field(description="Each file: name, sha256, size_bytes, content_type.")
+def is_external(parsed: Target) -> bool:
+    """Whether the files leave this machine: everything but a folder."""
+    return not isinstance(parsed, FileTarget)
 
 
 class Publication(Strict):
@@ -116,56 +124,58 @@ class Publication(Strict):
     run_id: RunId = Field(description="The run.")
     key: str = Field(description="Idempotency key of this publish (the request's event ID, or cli-<time>).")
     target: str = Field(description="The target as given.")
-    destination: str = Field(description="Where the files go: a folder path or the URL.")
+    destination: str = Field(description="Where the files go: a folder path, s3://BUCKET/PREFIX/RUN_ID/ or the URL.")
     dry_run: bool = Field(description="True when nothing was sent.")
     mode_reason: str = Field(description="Why it was a dry run, or who acknowledged the live publish.")
-    acknowledged_by: Acknowledger | None = Field(description="Source of the acknowledgement; None without one.")
+    acknowledged_by: Acknowledger | None = Field(description="Source of the acknowledgement of a live publish; None without.")
     draft: bool = Field(description="True when the published report is a DRAFT.")
-    files: list[SentFile] = Field(description="Every file sent (or that would be), with its hash.")
-    written: list[str] = Field(description="file:// targets: the paths written (bundle URIs or absolute paths).")
+    files: list[SentFile] = Field(description="The report's files sent (or that would be), with their hashes.")
+    written: list[str] = Field(description="file:// and s3:// targets: what was written (paths, bundle or s3:// URIs).")
     response: ArtifactRef | None = Field(description="HTTP targets: the recorded attempts (response.json).")
-
-
-@dataclass(frozen=True)
-class Outbox:
-    files: list[SentFile]
-    data: dict[str, bytes]  # name -> bytes
-    manifest: bytes
-    summary: ReportSummary
-
-
-def outbox(bundle: BundleStore, run_id: str) -> Outbox:
-    """The rendered report's files from the bundle (hash-checked on read)."""
-    try:
-        summary = ReportSummary.model_validate(bundle.read_json(run_id, layout.REPORT_SUMMARY))
-    except ArtifactMissing:
-        raise ReportInputError(
-            f"run {run_id} has no rendered report ({layout.REPORT_SUMMARY}): render it first with `specdec report {run_id}` "
-            f"or `specdec request report {run_id}`"
-        ) from None
-    relpaths = [*(layout.report_plot(p) for p in summary.plots), layout.REPORT_HTML, layout.REPORT_MARKDOWN]
-    files, data = [], {}
-    for relpath in relpaths:
-        name = report_name(relpath)
-        data[name] = bundle.read_bytes(run_id, relpath)
-        content_type = CONTENT_TYPES[Path(name).suffix]
-        files.append(SentFile(name=name, content_type=content_type, ref=bundle.ref(run_id, relpath)))
-    manifest = OutboxManifest(
-        run_id=run_id, draft=summary.draft, draft_reasons=summary.draft_reasons,
-        files=[{"name": f.name, "sha256": f.ref.sha256, "size_bytes": f.ref.size_bytes, "content_type": f.content_type}
-               for f in files],
+    evidence: list[SentFile] = Field(default=[], description="The evidence files sent (or that would be) under evidence/.")
+    manifest_sha256: str | None = Field(default=None, description="sha256 of the manifest.json sent (or that would be).")
+    external: bool = Field(default=False, description="True for s3://, https:// and http:// targets.")
+    dry_run_record: str | None = Field(
+        default=None, description="External targets: the bundle path of the dry-run record this publish made or matched."
     )
-    return Outbox(files=files, data=data, manifest=canonical_json(manifest), summary=summary)
+    draft_override: DraftOverride | None = Field(default=None, description="The DRAFT override given; None without.")
 
 
 def mode(acknowledged_by: Acknowledger | None, *, force_dry_run: bool) -> tuple[bool, str]:
-    """(dry_run, why) for a publish request."""
+    """(dry_run, why) for a publish request, before the review point of an external target."""
     if force_dry_run:
         return True, "dry run requested"
     if acknowledged_by is None:
-        return True, (f"dry run: a live publish needs {ACK_FIELD}: true (the campaign's acknowledgements, or "
-                      "specdec publish --i-understand-this-publishes-externally)")
+        return True, (f"dry run: a live publish needs {ACK_FIELD}: true (the campaign's acknowledgements, "
+                      "specdec publish --i-understand-this-publishes-externally, or the MCP tool's argument)")
     return False, f"live: {ACK_FIELD} given by the {acknowledged_by}"
+
+
+async def publish_report(
+    bundle: BundleStore,
+    run_id: str,
+    target: str,
+    *,
+    acknowledged_by: Literal["cli", "mcp"] | None,
+    draft_override: DraftOverride | None = None,
+    settings: RuntimeSettings,
+    dry_run: bool = False,
+    policy: RetryPolicy = RetryPolicy(),
+) -> Publication:
+    """Publish the run's rendered report to `target` on a person's or a tool's request.
+
+    `acknowledged_by` is who typed the acknowledgement on this call ("cli", "mcp"); None, or
+    `dry_run`, makes it a dry run. A dry run records what it would send (the dry-run record of an
+    external target) and nothing else; a live publish records publish/<cli|mcp>-<UTC time>/.
+    Raises a PublishError (review refusals, credentials, conflicts, failures) or ReportInputError."""
+    if acknowledged_by not in (None, "cli", "mcp"):
+        # The campaign's acknowledgement is the service's (publish_run): a call here types its own.
+        raise PublishRefused(f"acknowledged_by={acknowledged_by!r}: a call acknowledges as 'cli' or 'mcp', or not at all")
+    live = acknowledged_by is not None and not dry_run
+    key = f"{acknowledged_by or 'dry'}-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    return await publish_run(bundle, run_id, target=target, key=key, acknowledged_by=acknowledged_by,
+                             force_dry_run=dry_run, record=live, draft_override=draft_override, settings=settings,
+                             policy=policy)
 
 
 async def publish_run(
@@ -177,55 +187,96 @@ async def publish_run(
     acknowledged_by: Acknowledger | None,
     force_dry_run: bool = False,
     record: bool = True,
+    draft_override: DraftOverride | None = None,
+    settings: RuntimeSettings | None = None,
     policy: RetryPolicy = RetryPolicy(),
     sleep: Sleep = asyncio.sleep,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> Publication:
-    """Publish (or dry-run) the run's rendered report to `target`; see the module doc."""
+    """Publish (or dry-run) the run's rendered report to `target`; see the module doc and publish_review.py."""
     parsed = parse_target(target)
+    settings = settings if settings is not None else RuntimeSettings()
+    token = credentials.token_source(settings)
+    if isinstance(parsed, HttpTarget) and parsed.url.startswith("http://") and token is not None:
+        raise PublishRefused(
+            f"publish target {target} is plain http:// while a bearer token is configured ({token.describe()}): a "
+            "token is never sent unencrypted; use https://, or unset the token setting for this endpoint"
+        )
     record_path = layout.publication(key)
     if record:
         try:
             return Publication.model_validate(bundle.read_json(run_id, record_path))
         except ArtifactMissing:
             pass
-    box = outbox(bundle, run_id)
-    dry_run, why = mode(acknowledged_by, force_dry_run=force_dry_run)
+    box = outbox(bundle, run_id, draft_override)
+    draft = box.summary.draft
+    check_override(run_id, draft, draft_override)
+    external = is_external(parsed)
     destination = _destination(bundle, run_id, parsed)
+    dry_run, why = mode(acknowledged_by, force_dry_run=force_dry_run)
+    reviewed: str | None = None
+    if external:
+        path = dry_run_path(destination, box.manifest_sha256)
+        if dry_run or acknowledged_by == "campaign":
+            # The service's pre-approval still makes and records the dry run before anything goes out.
+            bundle.write_json(run_id, path, dry_run_record(run_id, destination, box))
+        reviewed = path if _recorded(bundle, run_id, path) else None
+        if dry_run:
+            why = dry_run_reason(why, draft, draft_override, external=True)
+        else:
+            live, why = live_external(run_id, destination, acknowledged_by=acknowledged_by,  # type: ignore[arg-type]
+                                      draft=draft, override=draft_override, reviewed=reviewed)
+            dry_run = not live
     written: list[str] = []
     response: ArtifactRef | None = None
-    if not dry_run and isinstance(parsed, FileTarget):
-        written = _write_files(bundle, run_id, parsed, box)
-    elif not dry_run and isinstance(parsed, HttpTarget):
-        response = await _send_http(bundle, run_id, parsed, box, key, policy=policy, sleep=sleep, transport=transport,
-                                    record=record)
+    if not dry_run:
+        if isinstance(parsed, FileTarget):
+            written = _write_files(bundle, run_id, parsed, box)
+        elif isinstance(parsed, S3Target):
+            metadata = {"specdec-run-id": run_id, "specdec-draft": "true" if draft else "false"}
+            written = await asyncio.to_thread(publish_objects, parsed, run_id, box.objects(), metadata=metadata,
+                                              attempts=policy.attempts, timeout_s=policy.timeout_s)
+        else:
+            response = await _send_http(bundle, run_id, parsed, box, key, settings=settings, policy=policy, sleep=sleep,
+                                        transport=transport, record=record)
     publication = Publication(
         run_id=run_id, key=key, target=target, destination=destination, dry_run=dry_run, mode_reason=why,
-        acknowledged_by=None if dry_run else acknowledged_by, draft=box.summary.draft, files=box.files,
-        written=written, response=response,
+        acknowledged_by=None if dry_run else acknowledged_by, draft=draft, files=box.files, written=written,
+        response=response, evidence=box.evidence, manifest_sha256=box.manifest_sha256, external=external,
+        dry_run_record=reviewed, draft_override=draft_override,
     )
     if record:
         bundle.write_json(run_id, record_path, publication)
     return publication
 
 
-def _destination(bundle: BundleStore, run_id: str, parsed: FileTarget | HttpTarget) -> str:
+def _recorded(bundle: BundleStore, run_id: str, relpath: str) -> bool:
+    try:
+        bundle.ref(run_id, relpath)
+    except ArtifactMissing:
+        return False
+    return True
+
+
+def _destination(bundle: BundleStore, run_id: str, parsed: Target) -> str:
     if isinstance(parsed, HttpTarget):
         return parsed.url
+    if isinstance(parsed, S3Target):
+        return parsed.destination(run_id)
     if parsed.relpath is not None:
         return str(bundle.run_dir(run_id) / parsed.relpath)
     return str(parsed.directory / run_id)  # type: ignore[operator]
 
 
 def _write_files(bundle: BundleStore, run_id: str, target: FileTarget, box: Outbox) -> list[str]:
-    files = {**box.data, layout.PUBLISHED_MANIFEST: box.manifest}
+    files = [(name, data) for name, data, _ in box.objects()]
     if target.relpath is not None:
         try:
-            return [bundle.write_bytes(run_id, f"{target.relpath}/{name}", data).uri for name, data in files.items()]
+            return [bundle.write_bytes(run_id, f"{target.relpath}/{name}", data).uri for name, data in files]
         except ArtifactConflict as exc:
             raise PublishConflict(f"{exc}; publish to another folder") from None
     folder = target.directory / run_id  # type: ignore[operator]
-    return [str(_write_once(folder / name, data)) for name, data in files.items()]
+    return [str(_write_once(folder / name, data)) for name, data in files]
 
 
 def _write_once(path: Path, data: bytes) -> Path:
@@ -250,28 +301,35 @@ def _write_once(path: Path, data: bytes) -> Path:
 
 
 async def _send_http(
-    bundle: BundleStore, run_id: str, target: HttpTarget, box: Outbox, key: str, *,
+    bundle: BundleStore, run_id: str, target: HttpTarget, box: Outbox, key: str, *, settings: RuntimeSettings,
     policy: RetryPolicy, sleep: Sleep, transport: httpx.AsyncBaseTransport | None, record: bool,
 ) -> ArtifactRef | None:
     response_path = layout.publication_response(key)
-    previous = _previous_record(bundle, run_id, response_path) if record else None
-    result = previous or await post_report(
-        target.url,
-        manifest=box.manifest,
-        parts=[Part(f.name, box.data[f.name], f.content_type) for f in box.files],
-        headers={"X-Specdec-Run-Id": run_id, "X-Specdec-Draft": "true" if box.summary.draft else "false"},
-        idempotency_key=f"{run_id}-{key}",
-        policy=policy,
-        sleep=sleep,
-        transport=transport,
-    )
+    result = _previous_record(bundle, run_id, response_path) if record else None
+    if result is None:
+        # Read the token and the trust now, before the first byte goes out; neither is recorded.
+        source = credentials.token_source(settings)
+        result = await post_report(
+            target.url,
+            manifest=box.manifest,
+            parts=[Part(f.name, box.data[f.name], f.content_type) for f in (*box.files, *box.evidence)],
+            headers={"X-Specdec-Run-Id": run_id, "X-Specdec-Draft": "true" if box.summary.draft else "false"},
+            idempotency_key=f"{run_id}-{key}",
+            token=credentials.read_token(source) if source is not None else None,
+            verify=credentials.tls_verify(settings),
+            policy=policy,
+            sleep=sleep,
+            transport=transport,
+        )
     ref = bundle.write_json(run_id, response_path, result) if record else None
     if result.outcome != "accepted":
         final = result.final
         got = f"HTTP {final.status}" if final.status is not None else final.error
+        hint = (" (the endpoint refused the credentials: check the token SPECDEC_PUBLISH_TOKEN_ENV / _FILE names)"
+                if final.status in (401, 403) else "")
         raise PublishFailed(
             f"{target.url} did not accept the report after {len(result.attempts)} attempt(s) ({result.outcome}, last: "
-            f"{got}); the attempts are recorded in {response_path}: fix the endpoint and publish again",
+            f"{got}){hint}; the attempts are recorded in {response_path}: fix the endpoint and publish again",
             recorded=ref,
         )
     return ref

@@ -6,7 +6,14 @@ run ID, DRAFT flag and reasons, every file's name, sha256 and size) and one
 (`report.md`, `report.html`, `plots/<name>.png`) and whose bytes are the
 artifact's bytes unchanged, so the receiver can check each part against the
 manifest. Headers: `Idempotency-Key` (the same on every retry of one publish,
-so a receiver can drop duplicates), `X-Specdec-Run-Id`, `X-Specdec-Draft`.
+so a receiver can drop duplicates), `X-Specdec-Run-Id`, `X-Specdec-Draft`, and
+`Authorization: Bearer <token>` when a token is configured (credentials.py).
+The token is in that header only: the record keeps the response's headers, never
+the request's, and no log line here names it.
+
+TLS: `verify` is what the server's certificate is checked against (an SSL context
+built from SPECDEC_PUBLISH_CA_BUNDLE, or True for httpx's default); a failed check
+is a connection error like any other, retried, then `unreachable` with the reason.
 
 Retries: on a connection error or timeout, and on 408, 425, 429, 500, 502,
 503, 504; waiting `backoff_s * 2**(attempt-1)` capped at `max_backoff_s`, or
@@ -17,6 +24,7 @@ final. 2xx is accepted.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -27,6 +35,7 @@ from pydantic import Field
 
 from contracts import layout
 from contracts.envelope import Strict
+from services.publisher.credentials import BearerToken
 
 RECORD_VERSION = 1
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
@@ -89,6 +98,8 @@ async def post_report(
     parts: Sequence[Part],
     headers: dict[str, str],
     idempotency_key: str,
+    token: BearerToken | None = None,
+    verify: ssl.SSLContext | bool = True,
     policy: RetryPolicy = RetryPolicy(),
     sleep: Sleep = asyncio.sleep,
     transport: httpx.AsyncBaseTransport | None = None,
@@ -97,9 +108,13 @@ async def post_report(
     files = [("manifest", (layout.PUBLISHED_MANIFEST, manifest, "application/json"))]
     files += [("file", (p.name, p.data, p.content_type)) for p in parts]
     sent_headers = {**headers, "Idempotency-Key": idempotency_key}
+    if token is not None:
+        sent_headers["Authorization"] = token.header()
     attempts: list[Attempt] = []
     waited = 0.0
-    async with httpx.AsyncClient(timeout=policy.timeout_s, transport=transport, follow_redirects=False) as client:
+    # No redirects: a redirect would carry the Authorization header (and the report) somewhere not configured.
+    async with httpx.AsyncClient(timeout=policy.timeout_s, transport=transport, verify=verify,
+                                 follow_redirects=False) as client:
         for n in range(1, policy.attempts + 1):
             started = time.monotonic()
             try:

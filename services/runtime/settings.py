@@ -6,7 +6,7 @@ import os
 import socket
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -17,7 +17,9 @@ def default_instance() -> str:
 class RuntimeSettings(BaseSettings):
     """What every specdec service reads from its environment.
 
-    Every field has a consumer in services/runtime (see docs/settings.md).
+    Every field has a consumer: services/runtime, and the publisher for the `publish_*` ones
+    (docs/configuration.md, docs/publisher.md "Publishing"). Optional paths and names are strings
+    whose empty value means unset, so the settings round-trip through `SPECDEC_*` variables.
     """
 
     model_config = SettingsConfigDict(env_prefix="SPECDEC_", extra="forbid")
@@ -48,6 +50,31 @@ class RuntimeSettings(BaseSettings):
         default=0, ge=0, le=65535,
         description="Port of this instance's /health and /metrics endpoint (docs/deployment.md); 0 turns it off.",
     )
+
+    publish_token_env: str = Field(
+        default="", pattern=r"^([A-Za-z_][A-Za-z0-9_]*)?$",
+        description="Name of the environment variable holding the bearer token of https:// publish targets "
+        "(the token itself is never a setting, never logged, never in the bundle); empty: no token from the environment.",
+    )
+    publish_token_file: str = Field(
+        default="",
+        description="File holding the bearer token of https:// publish targets (e.g. a mounted secret; surrounding "
+        "whitespace is dropped); empty: no token file.",
+    )
+    publish_ca_bundle: str = Field(
+        default="",
+        description="PEM file of the CA certificates an https:// publish target is verified against, instead of the "
+        "system's (SSL_CERT_FILE) or certifi's; empty: those. s3:// targets use the AWS chain's AWS_CA_BUNDLE.",
+    )
+
+    @model_validator(mode="after")
+    def _one_token_source(self) -> RuntimeSettings:
+        if self.publish_token_env and self.publish_token_file:
+            raise ValueError(
+                "SPECDEC_PUBLISH_TOKEN_ENV and SPECDEC_PUBLISH_TOKEN_FILE are both set: the publish token comes from one "
+                "place; unset one of them"
+            )
+        return self
 
     @property
     def heartbeat_s(self) -> float:

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
+import tempfile
 from collections.abc import Callable
 from contextlib import redirect_stderr
+from pathlib import Path
 from typing import Any
 
+import certifi
 import pytest
 
 from contracts.events import ProfileRequested
@@ -126,6 +130,29 @@ def _health_endpoint(settings: RuntimeSettings) -> int | None:
     return asyncio.run(go())
 
 
+_TOKEN_FILE = Path(tempfile.gettempdir()) / f"specdec-guard-publish-token-{os.getpid()}"
+
+
+def _publish_authorization(settings: RuntimeSettings) -> str | None:
+    """The Authorization header a live https:// publish would send (None: no token)."""
+    from services.publisher.credentials import read_token, token_source
+
+    source = token_source(settings)
+    if source is None:
+        return None
+    if source.kind == "file":
+        _TOKEN_FILE.write_text("guard-file-token\n")
+    return read_token(source, environ={"SPECDEC_GUARD_PUBLISH_TOKEN": "guard-env-token"}).header()
+
+
+def _publish_trust(settings: RuntimeSettings) -> Any:
+    """What an https:// target is verified against: the default, or the bundle's CA serial numbers."""
+    from services.publisher.credentials import tls_verify
+
+    verify = tls_verify(settings)
+    return "default" if verify is True else sorted(c["serialNumber"] for c in verify.get_ca_certs())
+
+
 PROBES: dict[str, tuple[Any, Callable[[RuntimeSettings], Any]]] = {
     "health_port": (18097, _health_endpoint),
     "redis_url": ("redis://:secret@10.0.0.9:6380/2", _client_target),
@@ -140,6 +167,9 @@ PROBES: dict[str, tuple[Any, Callable[[RuntimeSettings], Any]]] = {
     "max_concurrency": (4, lambda s: sorted(type(sub).__name__ for sub in bootstrap(
         "svc", [Route("profile.requested", _noop)], settings=s, in_memory=True).broker.subscribers)),
     "log_level": ("debug", _debug_logged),
+    "publish_token_env": ("SPECDEC_GUARD_PUBLISH_TOKEN", _publish_authorization),
+    "publish_token_file": (str(_TOKEN_FILE), _publish_authorization),
+    "publish_ca_bundle": (certifi.where(), _publish_trust),
 }
 
 

@@ -1,0 +1,113 @@
+"""Credentials and trust of https:// publish targets, from RuntimeSettings.
+
+The bearer token comes from the environment variable that
+`SPECDEC_PUBLISH_TOKEN_ENV` names, or from the file `SPECDEC_PUBLISH_TOKEN_FILE`
+names (one of them; settings refuse both): never from the campaign, never from
+a command line. It is read at the moment of a live send, kept in a `BearerToken`
+whose repr hides it, and goes into the Authorization header only: no message,
+log line or bundle record carries it (the sources are named by variable or
+path instead). An unset variable, an unreadable or empty file, or a token with
+whitespace or non-ASCII characters in it is a `PublishCredentialsError` before
+anything is sent.
+
+`SPECDEC_PUBLISH_CA_BUNDLE` names a PEM file of CA certificates the https://
+target is verified against (a private CA); empty: httpx's default (SSL_CERT_FILE
+when set, else certifi). s3:// targets take their trust from the AWS chain
+(AWS_CA_BUNDLE), like their credentials (s3.py).
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from services.publisher.errors import PublishCredentialsError
+from services.runtime.settings import RuntimeSettings
+
+# RFC 6750 b64token: letters, digits and -._~+/ then optional '=' padding; anything else could
+# split or inject a header, so it is refused rather than sent.
+_TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~+/=")
+
+
+@dataclass(frozen=True)
+class TokenSource:
+    """Where the token is read from: shown in messages instead of the token."""
+
+    kind: Literal["env", "file"]
+    name: str  # the variable's name or the file's path
+
+    def describe(self) -> str:
+        if self.kind == "env":
+            return f"the environment variable {self.name} (SPECDEC_PUBLISH_TOKEN_ENV)"
+        return f"the file {self.name} (SPECDEC_PUBLISH_TOKEN_FILE)"
+
+
+class BearerToken:
+    """A token read from its source; its repr and str never show it."""
+
+    __slots__ = ("_value", "source")
+
+    def __init__(self, value: str, source: TokenSource) -> None:
+        self._value = value
+        self.source = source
+
+    def header(self) -> str:
+        return f"Bearer {self._value}"
+
+    def __repr__(self) -> str:
+        return f"BearerToken(<hidden>, from {self.source.describe()})"
+
+    __str__ = __repr__
+
+
+def token_source(settings: RuntimeSettings) -> TokenSource | None:
+    """Where the settings say the token is; None: https:// targets are sent to without one."""
+    if settings.publish_token_env:
+        return TokenSource("env", settings.publish_token_env)
+    if settings.publish_token_file:
+        return TokenSource("file", settings.publish_token_file)
+    return None
+
+
+def read_token(source: TokenSource, environ: Mapping[str, str] | None = None) -> BearerToken:
+    """The token from its source, checked; PublishCredentialsError (naming the source only) otherwise."""
+    if source.kind == "env":
+        value = (os.environ if environ is None else environ).get(source.name, "").strip()
+        if not value:
+            raise PublishCredentialsError(
+                f"no publish token: {source.describe()} is unset or empty; export the token in it, or unset "
+                "SPECDEC_PUBLISH_TOKEN_ENV to send without one"
+            )
+    else:
+        try:
+            value = Path(source.name).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise PublishCredentialsError(
+                f"no publish token: {source.describe()} cannot be read ({type(exc).__name__}: "
+                f"{getattr(exc, 'strerror', None) or 'not UTF-8 text'}); fix the file or SPECDEC_PUBLISH_TOKEN_FILE"
+            ) from None
+        if not value:
+            raise PublishCredentialsError(f"no publish token: {source.describe()} is empty; write the token into it")
+    if not set(value) <= _TOKEN_CHARS:
+        raise PublishCredentialsError(
+            f"the publish token in {source.describe()} holds characters a bearer token cannot (whitespace, quotes, "
+            "non-ASCII, ...): store the token alone"
+        )
+    return BearerToken(value, source)
+
+
+def tls_verify(settings: RuntimeSettings) -> ssl.SSLContext | Literal[True]:
+    """What an https:// target is verified against: the CA bundle's context, or True (httpx's default)."""
+    if not settings.publish_ca_bundle:
+        return True
+    try:
+        return ssl.create_default_context(cafile=settings.publish_ca_bundle)
+    except (OSError, ssl.SSLError) as exc:
+        raise PublishCredentialsError(
+            f"SPECDEC_PUBLISH_CA_BUNDLE={settings.publish_ca_bundle} is not a readable PEM file of CA certificates "
+            f"({exc}); point it at one, or unset it to use the system's"
+        ) from None
