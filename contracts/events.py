@@ -15,9 +15,8 @@ from pydantic import Field, model_validator
 from contracts.campaign import Campaign
 from contracts.envelope import ArtifactRef, Event, Key, Sha256, Strict
 from contracts.inputs import input_problem
+from contracts.steps import STEPS as STEPS  # re-exported: contracts.events.STEPS
 
-# The steps of a campaign in flow order; `specdec request STEP RUN_ID` takes one.
-STEPS: tuple[str, ...] = ("profile", "corpus", "capacity", "training", "bench", "gate", "report", "publish")
 Step = Literal["profile", "corpus", "capacity", "training", "bench", "gate", "report", "publish"]
 
 

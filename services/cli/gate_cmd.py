@@ -10,16 +10,35 @@ import argparse
 import glob
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from pydantic import ValidationError
-
-from contracts.campaign import GateSpec
-from contracts.decision import Decision
-from contracts.envelope import KEY_RE
-from contracts.trials import Trial
-from services.gate import GateError, GateInputError, decide, load_trials
+if TYPE_CHECKING:
+    from contracts.decision import Decision
+    from contracts.trials import Trial
+    from services.gate import decide, load_trials
 
 EXIT_BAD_INPUT = 2
+
+# The gate's entry points, bound here on first use: services.gate loads
+# scipy.stats and numpy (~1 s), which building the `specdec` parser (every
+# command) must not wait for. Module attributes all the same, so that
+# `gate_cmd.decide` names the gate's function (and a test can replace it).
+_GATE_NAMES = ("decide", "load_trials")
+
+
+def _bind_gate() -> None:
+    import services.gate
+
+    for name in _GATE_NAMES:
+        if name not in globals():  # a replaced one is kept
+            globals()[name] = getattr(services.gate, name)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _GATE_NAMES:
+        _bind_gate()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -58,6 +77,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
+    from contracts.campaign import GateSpec
+    from services.gate import GateError, GateInputError
+
+    _bind_gate()
     try:
         spec = GateSpec(
             objective=args.objective,
@@ -123,6 +148,8 @@ def render(decision: Decision) -> str:
 
 
 def _expand(pattern: str) -> list[Path]:
+    from services.gate import GateInputError
+
     matches = sorted(glob.glob(pattern, recursive=True))
     if not matches:
         raise GateInputError(f"no file matches {pattern!r}")
@@ -130,6 +157,8 @@ def _expand(pattern: str) -> list[Path]:
 
 
 def _split_name(text: str) -> tuple[str | None, str]:
+    from contracts.envelope import KEY_RE
+
     name, sep, pattern = text.partition("=")
     if sep and KEY_RE.match(name):
         return name, pattern

@@ -4,8 +4,8 @@ The plans are what an approval names (services/runtime/approval.py), so an
 operator reads them before `specdec approve`. Offline: read from the run's
 bundle under SPECDEC_BUNDLE_ROOT, re-hashed against the manifest (a plan whose
 bytes changed is refused, as the services refuse it), with whether an approval
-in the run's journal already covers its sha256 and whether the campaign
-pre-approved it.
+in the run's journal already covers its sha256 and whether the campaign's
+pre-approval policy (`review.pre_approve`) names the step.
 
 Exit 0 with the plan; 2 with the reason when the run has no such plan.
 """
@@ -16,21 +16,27 @@ import argparse
 import json
 import shlex
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from pydantic import ValidationError
-
-from contracts.campaign import Campaign
-from contracts.catalogue import PLAN_PATHS
-from contracts.events import BenchPlanned, RunApproved, TrainingPlanned
-from services.runtime.approval import covers, pre_approved
-from services.runtime.bundle import ArtifactMissing, BundleError, BundleStore, InvalidPath
-from services.runtime.bundle_records import CAMPAIGN_RELPATH
+from contracts.layout import PLAN_PATHS
 from services.runtime.errors import SpecdecError
-from services.runtime.settings import RuntimeSettings
 
-# step -> (plan path in the bundle, the event that announces it)
-PLANS = {"bench": (PLAN_PATHS["bench"], BenchPlanned.SCHEMA), "training": (PLAN_PATHS["training"], TrainingPlanned.SCHEMA)}
+if TYPE_CHECKING:
+    from contracts.campaign import Campaign
+    from contracts.events import RunApproved
+    from services.runtime.bundle import BundleStore
+
+# The steps that store a plan, in the order `specdec --help` lists them. Their
+# paths come from contracts.layout (a plain table); the event models, the bundle
+# and the approval rules load when a plan is shown, not when the parser is built.
+PLAN_STEPS = ("bench", "training")
+
+
+def _planned_schema(step: str) -> str:
+    """The event that announces the step's plan."""
+    from contracts.events import BenchPlanned, TrainingPlanned
+
+    return {"bench": BenchPlanned.SCHEMA, "training": TrainingPlanned.SCHEMA}[step]
 
 
 class PlanUnavailable(SpecdecError):
@@ -38,7 +44,8 @@ class PlanUnavailable(SpecdecError):
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    for step, (path, _) in PLANS.items():
+    for step in PLAN_STEPS:
+        path = PLAN_PATHS[step]
         p = subparsers.add_parser(step, help=f"the {step} step's stored plan")
         steps = p.add_subparsers(dest=f"{step}_command", required=True)
         q = steps.add_parser(
@@ -52,12 +59,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run_plan(args: argparse.Namespace) -> int:
+    from services.runtime.bundle import BundleStore
+    from services.runtime.settings import RuntimeSettings
+
     return show_plan(BundleStore(RuntimeSettings().bundle_root), args.step, args.run_id,
                      as_json=args.json, out=sys.stdout)
 
 
 def show_plan(bundle: BundleStore, step: str, run_id: str, *, as_json: bool, out: TextIO) -> int:
-    path, planned = PLANS[step]
+    from services.runtime.approval import covers, pre_approved
+    from services.runtime.bundle import ArtifactMissing, BundleError, InvalidPath
+
+    path, planned = PLAN_PATHS[step], _planned_schema(step)
     try:
         ref = bundle.ref(run_id, path)
         plan = bundle.read_json(run_id, path)  # re-hashes: a changed plan raises
@@ -72,10 +85,11 @@ def show_plan(bundle: BundleStore, step: str, run_id: str, *, as_json: bool, out
         out.write(json.dumps(plan, indent=2, sort_keys=True) + "\n")
         return 0
     approvals = [approval for approval in _approvals(bundle, run_id) if covers(approval, ref)]
-    pre = pre_approved(_campaign(bundle, run_id))
+    pre = pre_approved(_campaign(bundle, run_id), step)
     out.write(f"{step} plan of run {run_id}\n  file: {bundle.resolve(ref.uri)}\n  sha256: {ref.sha256}\n")
     if pre:
-        out.write("  approval: pre-approved by the campaign (acknowledgements.i_understand_this_mutates_cluster)\n")
+        out.write(f"  approval: pre-approved by the campaign's policy (review.pre_approve lists {step}, with "
+                  "acknowledgements.i_understand_this_mutates_cluster); it runs once stored and announced\n")
     elif approvals:
         out.write(f"  approval: covered by run.approved {approvals[-1].event_id} ({approvals[-1].approved_by})\n")
     else:
@@ -85,6 +99,12 @@ def show_plan(bundle: BundleStore, step: str, run_id: str, *, as_json: bool, out
 
 
 def _campaign(bundle: BundleStore, run_id: str) -> Campaign:
+    from pydantic import ValidationError
+
+    from contracts.campaign import Campaign
+    from services.runtime.bundle import BundleError
+    from services.runtime.bundle_records import CAMPAIGN_RELPATH
+
     try:
         return Campaign.model_validate(bundle.read_json(run_id, CAMPAIGN_RELPATH))
     except (BundleError, ValidationError) as exc:
@@ -93,6 +113,10 @@ def _campaign(bundle: BundleStore, run_id: str) -> Campaign:
 
 
 def _approvals(bundle: BundleStore, run_id: str) -> list[RunApproved]:
+    from pydantic import ValidationError
+
+    from contracts.events import RunApproved
+
     found = []
     for event in bundle.events(run_id):
         if event.get("schema") == RunApproved.SCHEMA:

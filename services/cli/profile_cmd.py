@@ -20,16 +20,34 @@ from pathlib import Path
 from services.runtime.errors import ConfigurationError
 
 
+# Stands for the bundled shape names in a help text until it is printed.
+_SHAPE_NAMES = "%(shape_names)s"
+
+
+class _ShapeNamesHelp(argparse.HelpFormatter):
+    """Names the bundled workload shapes only when `specdec profile --help` prints them:
+    services.shared.text.shapes loads the redaction detectors (~0.2 s), which
+    building the `specdec` parser must not wait for."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = super()._get_help_string(action)
+        if text is not None and _SHAPE_NAMES in text:
+            from services.shared.text.shapes import SHAPES
+
+            text = text.replace(_SHAPE_NAMES, ", ".join(SHAPES))
+        return text
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the `profile` subcommand to the `specdec` parser."""
     from services.profiler.defaults import DEFAULT_REJECT_THRESHOLD, DEFAULT_SAMPLE_CAP
-    from services.shared.text.shapes import SHAPES
 
     p = subparsers.add_parser(
         "profile",
         help="profile traffic JSONL (or named workload shapes) into PROFILE.json",
         description="Profile representative traffic, or bundled workload shapes, into PROFILE.json "
         "(formats and rules: docs/profiler.md).",
+        formatter_class=_ShapeNamesHelp,
     )
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--in", dest="traffic", metavar="TRAFFIC.jsonl", help="traffic JSONL, one request a line")
@@ -37,7 +55,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--aa-shapes",
         nargs="*",
         metavar="NAME",
-        help=f"bundled workload shapes ({', '.join(SHAPES)}); all of them when no name is given",
+        help=f"bundled workload shapes ({_SHAPE_NAMES}); all of them when no name is given",
     )
     p.add_argument("--out", required=True, metavar="PROFILE.json", help="where to write the profile")
     p.add_argument("--tokenizer", metavar="DIR", help="local Hugging Face tokenizer folder for lines without counts")

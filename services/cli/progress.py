@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import Field
 
 from contracts.envelope import Strict
-from contracts.events import STEPS
+from contracts.steps import STEPS
 
 # schema -> (step, state it puts the step in)
 _TRANSITIONS: dict[str, tuple[str, str]] = {

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
-
-from faststream.redis import RedisBroker
 
 from contracts.catalogue import deadletter_stream, stream_name
 from contracts.envelope import Event
 from services.runtime.settings import RuntimeSettings
+
+if TYPE_CHECKING:  # faststream loads when a broker is made: the CLI's read-only commands never make one
+    from faststream.redis import RedisBroker
 
 
 def redacted_url(url: str) -> str:
@@ -35,6 +37,8 @@ def make_broker(settings: RuntimeSettings) -> RedisBroker:
     """
     if not settings.redis_url.startswith(("redis://", "rediss://", "unix://")):
         raise ValueError(f"SPECDEC_REDIS_URL must start with redis://, rediss:// or unix://, not {redacted_url(settings.redis_url)}")
+    from faststream.redis import RedisBroker
+
     return RedisBroker(
         settings.redis_url,
         apply_types=False,

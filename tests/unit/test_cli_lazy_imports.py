@@ -1,0 +1,101 @@
+"""Every `specdec` command imports only what it runs (issue 18: a CLI that starts at once).
+
+Building the parser registers every command, the optional step commands
+included; it must not load a step's heavy modules (the gate's scipy.stats, the
+publisher's matplotlib, the profiler's redaction detectors), nor the broker.
+Each check runs in a fresh interpreter: this test process has long imported
+everything. tests/perf/bench_cli.py times the commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+from unittest import mock
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# What a command that does not run them must not load: ~0.2 to 1 s of imports each.
+HEAVY = ("scipy", "matplotlib", "numpy", "faststream", "httpx", "detect_secrets")
+
+
+def loaded_after(code: str) -> set[str]:
+    """The top-level packages in sys.modules after `code` ran in a fresh interpreter."""
+    probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted({{name.split('.')[0] for name in sys.modules}})))"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def test_building_the_parser_loads_no_heavy_module():
+    loaded = loaded_after("import services.cli.main\nservices.cli.main.build_parser()")
+    assert "services" in loaded  # the probe did import the CLI
+    assert loaded & set(HEAVY) == set()
+
+
+def test_help_loads_no_heavy_module_nor_the_log_setup():
+    code = (
+        "import contextlib, io\nfrom services.cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out:\n"
+        "    try:\n        main(['--help'])\n    except SystemExit as exc:\n        assert exc.code == 0, exc.code\n"
+        "assert 'usage: specdec' in out.getvalue() and 'gate' in out.getvalue(), out.getvalue()"
+    )
+    loaded = loaded_after(code)
+    # --help logs nothing, so it does not wait for structlog either.
+    assert loaded & {*HEAVY, "structlog"} == set()
+
+
+def test_redis_commands_load_no_step_module():
+    # status, watch and dlq run services.cli.ops over services.cli.context; faststream
+    # loads only when a broker is made (a publish) or an entry is decoded.
+    loaded = loaded_after("import services.cli.context, services.cli.ops")
+    assert loaded & {"scipy", "matplotlib", "numpy", "httpx", "detect_secrets", "faststream"} == set()
+
+
+def test_profile_help_still_names_every_bundled_shape(monkeypatch: pytest.MonkeyPatch):
+    from services.cli.main import build_parser
+    from services.shared.text.shapes import SHAPES
+
+    monkeypatch.setenv("COLUMNS", "1000")  # one line per option: no wrap inside a name like very-long
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    text = sub.choices["profile"].format_help()
+    assert f"bundled workload shapes ({', '.join(SHAPES)}); all of them" in text
+    assert "%(" not in text
+
+
+def test_a_step_command_module_that_is_not_built_is_left_out():
+    from services.cli import main
+
+    with mock.patch.object(main, "_OPTIONAL_COMMANDS", (*main._OPTIONAL_COMMANDS, "services.cli.nosuch_cmd")):
+        parser = main.build_parser()
+    assert parser.parse_args(["gate", "--baseline", "b", "--candidate", "c", "--objective", "tpot",
+                              "--acceptance-floor", "0.5"]).command == "gate"
+    with mock.patch.object(main, "_OPTIONAL_COMMANDS", ("services.cli.nosuch_cmd",)):
+        with pytest.raises(SystemExit):
+            main.build_parser().parse_args(["gate"])
+
+
+def test_step_entry_points_load_on_first_use_and_a_replacement_is_kept():
+    import services.gate
+    import services.publisher.pipeline
+    from services.cli import gate_cmd, report_cmd
+
+    assert gate_cmd.decide is services.gate.decide
+    assert report_cmd.render_run is services.publisher.pipeline.render_run
+    replacement = mock.Mock()
+    with mock.patch("services.cli.gate_cmd.decide", replacement):
+        gate_cmd._bind_gate()  # what `specdec gate` runs first
+        assert gate_cmd.decide is replacement
+    assert gate_cmd.decide is services.gate.decide
+
+
+def test_step_names_have_one_value():
+    import contracts.events
+    import contracts.steps
+
+    assert contracts.events.STEPS == contracts.steps.STEPS
