@@ -1,9 +1,15 @@
-"""The `specdec` command: a thin parser; each subcommand calls one entry point."""
+"""The `specdec` command: a thin parser; each subcommand calls one entry point.
+
+Every command imports only what it runs, so that `specdec --help` and the Redis
+commands start at once: the handlers import their modules when called, and the
+optional command modules register their parsers with argparse alone (a step's
+scipy or matplotlib is loaded by its own command only).
+tests/unit/test_cli_lazy_imports.py holds this; tests/perf/bench_cli.py times it.
+"""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib
 import sys
 from collections.abc import Awaitable, Callable
@@ -12,19 +18,20 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from contracts.events import STEPS
 from contracts.inputs import STEP_INPUTS
-from services.runtime import logs
+from contracts.steps import STEPS
 from services.runtime.errors import SpecdecError
 from services.runtime.settings import RuntimeSettings
 
 # Offline commands of the step services register themselves when built.
 _OPTIONAL_COMMANDS = ("services.cli.profile_cmd", "services.cli.corpus_cmd", "services.cli.gate_cmd", "services.cli.report_cmd",
-                      "services.cli.plan_cmd")
+                      "services.cli.plan_cmd", "services.cli.mcp_cmd")
 
 
 def _connected(body: Callable[[Any, argparse.Namespace], Awaitable[int]]) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
+        import asyncio
+
         from services.cli.context import connect
 
         async def go() -> int:
@@ -39,7 +46,7 @@ def _connected(body: Callable[[Any, argparse.Namespace], Awaitable[int]]) -> Cal
 async def _submit(cli: Any, args: argparse.Namespace) -> int:
     from services.cli.submit import submit
 
-    run_id = await submit(cli, Path(args.campaign))
+    run_id = await submit(cli, Path(args.campaign), experiment_id=args.experiment_id)
     print(run_id)
     return 0
 
@@ -109,6 +116,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("submit", help="validate a campaign, create its run and bundle, publish campaign.submitted")
     p.add_argument("campaign", help="campaign YAML file (see infra/examples/campaign.yaml)")
+    p.add_argument("--experiment-id", metavar="RUN_ID",
+                   help="use this run ID (one you already use) instead of a generated one: 3-63 characters of a-z, 0-9 "
+                   "and '-', alphanumeric at both ends, not in use (no bundle folder, no event)")
     p.set_defaults(func=_connected(_submit))
 
     p = sub.add_parser("approve", help="approve a run's pending plans (they change the cluster)")
@@ -169,8 +179,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logs.configure("cli", RuntimeSettings().log_level)
+    settings = RuntimeSettings()  # first: a bad SPECDEC_* variable fails every command, --help included
     args = build_parser().parse_args(argv)
+    # After parsing: --help and a usage error log nothing, so they skip structlog's import.
+    from services.runtime import logs
+
+    logs.configure("cli", settings.log_level)
     try:
         return int(args.func(args))
     except SpecdecError as exc:

@@ -25,6 +25,7 @@ def pending_plans(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 async def approve(cli: Cli, run_id: str, *, acknowledged: bool, out: TextIO) -> RunApproved:
+    """Approve every plan of the run that no approval covers yet."""
     if not acknowledged:
         raise ConfigurationError(
             "approving a run changes the cluster; pass --i-understand-this-mutates-cluster to approve"
@@ -32,6 +33,30 @@ async def approve(cli: Cli, run_id: str, *, acknowledged: bool, out: TextIO) -> 
     plans = pending_plans(await run_events(cli.client, cli.settings.stream_prefix, run_id))
     if not plans:
         raise ConfigurationError(f"run {run_id} has no plan awaiting approval; `specdec status {run_id}` shows where it is")
+    return await _publish_approval(cli, run_id, plans, out)
+
+
+async def approve_plans(cli: Cli, run_id: str, plan_sha256s: list[str], *, acknowledged: bool, out: TextIO) -> RunApproved:
+    """Approve the run's pending plans whose hashes are named, and only those: a hash that
+    is not a plan of the run awaiting approval is refused, and nothing is published."""
+    if not acknowledged:
+        raise ConfigurationError(
+            "approving plans changes the cluster; give the typed acknowledgement i_understand_this_mutates_cluster"
+        )
+    if not plan_sha256s:
+        raise ConfigurationError(f"name the sha256 of each plan of run {run_id} to approve; "
+                                 f"`specdec status {run_id}` and the plans show them")
+    plans = pending_plans(await run_events(cli.client, cli.settings.stream_prefix, run_id))
+    by_hash = {plan["plan"]["sha256"]: plan for plan in plans}
+    unknown = [sha for sha in plan_sha256s if sha not in by_hash]
+    if unknown:
+        waiting = ", ".join(f"{plan['schema']} {sha}" for sha, plan in by_hash.items()) or "none"
+        raise ConfigurationError(f"run {run_id} has no plan awaiting approval with sha256 {', '.join(unknown)}; "
+                                 f"awaiting approval: {waiting}")
+    return await _publish_approval(cli, run_id, [by_hash[sha] for sha in dict.fromkeys(plan_sha256s)], out)
+
+
+async def _publish_approval(cli: Cli, run_id: str, plans: list[dict[str, Any]], out: TextIO) -> RunApproved:
     for plan in plans:
         out.write(f"approving {plan['schema']}: {plan['plan']['uri']} sha256={plan['plan']['sha256']}\n")
     event = RunApproved(
@@ -76,14 +101,20 @@ async def request(cli: Cli, step: str, run_id: str, *, inputs: list[str], reason
     return event.event_id
 
 
-async def status(cli: Cli, run_id: str) -> RunStatus:
+async def journal(cli: Cli, run_id: str) -> list[dict[str, Any]]:
+    """Every event of the run: on the streams, and in its bundle's journal (which outlives a trimmed stream)."""
     events = {e["event_id"]: e for e in await run_events(cli.client, cli.settings.stream_prefix, run_id)}
     if cli.bundle.exists(run_id):
         for event in cli.bundle.events(run_id):
             events.setdefault(event["event_id"], event)
+    return list(events.values())
+
+
+async def status(cli: Cli, run_id: str) -> RunStatus:
+    events = await journal(cli, run_id)
     if not events:
         raise ConfigurationError(f"no event of run {run_id} on {cli.settings.stream_prefix}.* nor in its bundle")
-    return run_status(run_id, events.values())
+    return run_status(run_id, events)
 
 
 def render_status(result: RunStatus) -> str:

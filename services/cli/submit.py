@@ -1,4 +1,12 @@
-"""`specdec submit CAMPAIGN.yaml`: validate, create the run and its bundle, publish."""
+"""`specdec submit CAMPAIGN.yaml`: validate, create the run and its bundle, publish.
+
+A submit is three steps, each reusable on its own (the MCP server, services/mcp,
+calls them one by one): create the run (`create_run`: a generated ID, or one
+the caller already uses, checked and refused when in use), store the campaign
+with the operator's commands and source revisions in its bundle
+(`prepare_campaign`, `store_campaign`), publish campaign.submitted
+(`publish_submitted`). `submit` is the three in a row.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +14,7 @@ import json
 import re
 import secrets
 import subprocess
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -17,11 +26,15 @@ from pydantic import BaseModel, ValidationError
 from contracts import campaign as campaign_models
 from contracts import layout
 from contracts.campaign import Campaign, Matrix, MatrixFile, TrafficFile, missing_inputs
+from contracts.envelope import ArtifactRef
 from contracts.events import CampaignSubmitted
 from contracts.inert import inert_fields_set
 from contracts.templates import template_problems
 from services.bench.plan import source_problems
 from services.cli.context import Cli, operator
+from services.cli.streams import run_events
+from services.runtime.bundle import ArtifactMissing, BundleStore, InvalidPath
+from services.runtime.bundle_paths import validate_run_id
 from services.runtime.errors import ConfigurationError
 
 PRODUCER = "cli"
@@ -218,8 +231,86 @@ def new_run_id(family: str) -> str:
     return f"{family}-{stamp}-{secrets.token_hex(3)}"
 
 
-async def submit(cli: Cli, path: Path) -> str:
-    """Store the campaign in a new bundle before anything runs, then publish it."""
+# --- the three steps of a submit, reusable one by one (services/mcp calls them too) ---------------
+
+
+class RunIdRefused(ConfigurationError):
+    """A caller-chosen run ID that cannot be used: malformed, or already in use."""
+
+
+def check_run_id(run_id: str) -> str:
+    """A caller-chosen run ID, as the contracts accept one (contracts/envelope.py RUN_ID_PATTERN).
+
+    The run ID is also the bundle folder, the Slurm job name part and the Kubernetes
+    label value `experiment=<run-id>`, so the rule is the intersection of theirs."""
+    try:
+        return validate_run_id(run_id)
+    except InvalidPath:
+        raise RunIdRefused(
+            f"experiment ID {run_id!r} cannot be a run ID: use 3-63 characters of a-z, 0-9 and '-', starting and "
+            "ending with a letter or digit (it is also the experiment=<run-id> label of every job, object and process "
+            "the run creates, and the name of its bundle folder)"
+        ) from None
+
+
+async def run_in_use(cli: Cli, run_id: str) -> str | None:
+    """Why `run_id` is taken (its bundle folder exists, or an event of it is on the streams), or None."""
+    if cli.bundle.run_dir(run_id).exists():
+        return f"run {run_id} already has a bundle folder at {cli.bundle.run_dir(run_id)}"
+    events = await run_events(cli.client, cli.settings.stream_prefix, run_id)
+    if events:
+        return f"run {run_id} already has {len(events)} event(s) on {cli.settings.stream_prefix}.*"
+    return None
+
+
+async def create_run(cli: Cli, family: str, experiment_id: str | None = None) -> str:
+    """Create a new run's bundle folder: `experiment_id` when the caller gives one (checked,
+    and refused when in use), else a generated ID. The folder is claimed with an exclusive
+    mkdir, so two callers racing for one ID cannot both get it."""
+    if experiment_id is None:
+        run_id = new_run_id(family)
+    else:
+        run_id = check_run_id(experiment_id)
+        reason = await run_in_use(cli, run_id)
+        if reason is not None:
+            raise RunIdRefused(f"experiment ID {run_id} is in use: {reason}; choose another or leave it out")
+    cli.bundle.root.mkdir(parents=True, exist_ok=True)
+    try:
+        cli.bundle.run_dir(run_id).mkdir()
+    except FileExistsError:
+        raise RunIdRefused(f"experiment ID {run_id} is in use: its bundle folder appeared at "
+                           f"{cli.bundle.run_dir(run_id)} meanwhile; choose another") from None
+    cli.bundle.create_run(run_id)  # the store's own checks (no symlink out of the root)
+    return run_id
+
+
+async def open_run(cli: Cli, run_id: str) -> str:
+    """A run whose folder was created earlier and holds nothing yet (evidence first, the
+    campaign later), or a new run of that ID; refused when it holds a campaign or has events."""
+    run_id = check_run_id(run_id)
+    if not cli.bundle.exists(run_id):
+        return await create_run(cli, "", run_id)
+    if _holds_campaign(cli.bundle, run_id):
+        raise RunIdRefused(f"run {run_id} already holds a campaign ({layout.CAMPAIGN}); a run is one campaign: "
+                           "start a new run for another")
+    if cli.bundle.events_path(run_id).exists() or await run_events(cli.client, cli.settings.stream_prefix, run_id):
+        raise RunIdRefused(f"run {run_id} already has events; a campaign is stored before anything of its run runs: "
+                           "start a new run")
+    return run_id
+
+
+@dataclass(frozen=True)
+class PreparedCampaign:
+    """A validated campaign, resolved for the services, with what submit stores beside it."""
+
+    campaign: Campaign
+    raw_bytes: bytes
+    inert: dict[str, str]
+
+
+def prepare_campaign(path: Path) -> PreparedCampaign:
+    """Validate the campaign file (every problem named at once) and resolve it: paths made
+    absolute from where this runs, specdec's own revision filled in. Stores nothing."""
     campaign, raw_bytes = load_campaign(path)
     # Before absolutize(): it re-validates from a full dump, after which every
     # field would look operator-set and every inert field would be warned on.
@@ -227,22 +318,55 @@ async def submit(cli: Cli, path: Path) -> str:
     campaign = absolutize(campaign, Path.cwd())
     revisions = campaign.source_revisions.model_copy(update={"specdec": specdec_revision()})
     campaign = campaign.model_copy(update={"source_revisions": revisions})
-    run_id = new_run_id(campaign.family)
+    return PreparedCampaign(campaign=campaign, raw_bytes=raw_bytes, inert=inert)
+
+
+def store_campaign(bundle: BundleStore, run_id: str, prepared: PreparedCampaign) -> ArtifactRef:
+    """Write the campaign (as given and resolved), the operator's commands, the source
+    revisions and the target's build record into the run's bundle; the campaign.json ref.
+    A run holds one campaign: a second one is refused."""
+    if _holds_campaign(bundle, run_id):
+        raise ConfigurationError(f"run {run_id} already holds a campaign ({layout.CAMPAIGN}); a run is one campaign: "
+                                 "start a new run for another")
+    campaign = prepared.campaign
     log = structlog.get_logger().bind(service=PRODUCER, run_id=run_id)
-    bundle = cli.bundle
     bundle.create_run(run_id)
-    bundle.write_bytes(run_id, layout.CAMPAIGN_YAML, raw_bytes)
+    bundle.write_bytes(run_id, layout.CAMPAIGN_YAML, prepared.raw_bytes)
     ref = bundle.write_json(run_id, layout.CAMPAIGN, campaign)
     bundle.write_json(run_id, layout.OPERATOR_COMMANDS, campaign.commands)
-    bundle.write_json(run_id, layout.OPERATOR_REVISIONS, revisions)
+    bundle.write_json(run_id, layout.OPERATOR_REVISIONS, campaign.source_revisions)
     build_record = target_build_record(Path(campaign.target.checkpoint))
     if build_record is not None:
         bundle.write_json(run_id, layout.TARGET_BUILD, build_record)
-    if inert:
-        bundle.write_json(run_id, layout.INERT, inert)
-        for entry, reason in inert.items():
+    if prepared.inert:
+        bundle.write_json(run_id, layout.INERT, prepared.inert)
+        for entry, reason in prepared.inert.items():
             log.warning("accepted but inert campaign field", field=entry, reason=reason)
     bundle.rebuild_manifest(run_id)
+    return ref
+
+
+def _holds_campaign(bundle: BundleStore, run_id: str) -> bool:
+    try:
+        bundle.ref(run_id, layout.CAMPAIGN)
+    except ArtifactMissing:
+        return False
+    return True
+
+
+async def publish_submitted(cli: Cli, run_id: str, campaign: Campaign, ref: ArtifactRef) -> CampaignSubmitted:
+    """Publish campaign.submitted for a stored campaign: the pipeline starts."""
     event = CampaignSubmitted(run_id=run_id, producer=f"{PRODUCER}/{operator()}", campaign=campaign, campaign_ref=ref)
     await cli.bus.publish(event)
+    return event
+
+
+async def submit(cli: Cli, path: Path, *, experiment_id: str | None = None) -> str:
+    """Store the campaign in a new bundle before anything runs, then publish it."""
+    if experiment_id is not None:
+        check_run_id(experiment_id)  # a malformed ID is refused before the campaign is read
+    prepared = prepare_campaign(path)
+    run_id = await create_run(cli, prepared.campaign.family, experiment_id)
+    ref = store_campaign(cli.bundle, run_id, prepared)
+    await publish_submitted(cli, run_id, prepared.campaign, ref)
     return run_id

@@ -86,7 +86,8 @@ def _spies(calls: list[tuple[str, Any, Any]]) -> dict[str, Callable[..., Any]]:
         "services.cli.export.export": record("export", []),
         "services.cli.report_cmd.render_run": record("render_run", outcome),
         "services.cli.report_cmd.render_copy": record("render_copy", (outcome.report, outcome.summary, [])),
-        "services.cli.report_cmd.publish_run": record("publish_run", None, is_async=True),
+        "services.cli.report_cmd.publish_report": record("publish_report", None, is_async=True),
+        "services.mcp.server.serve": record("mcp_serve", 0),
         "services.cli.report_cmd.render": record("render_publication", "published"),
         "services.cli.plan_cmd.show_plan": record("show_plan", 0),
         "services.profiler.profile.profile_traffic": record("profile_traffic", through=profiler.profile_traffic),
@@ -260,6 +261,10 @@ def _specdec_checks(ctx: Ctx) -> dict[str, tuple[list[str], list[str]]]:
 
     return {
         "submit <campaign>": (["submit", "a.yaml"], ["submit", "b.yaml"]),
+        "submit --experiment-id": (["submit", "a.yaml"], ["submit", "a.yaml", "--experiment-id", "my-run-7"]),
+        "mcp --http": (["mcp"], ["mcp", "--http"]),
+        "mcp --host": (["mcp", "--http"], ["mcp", "--http", "--host", "0.0.0.0"]),
+        "mcp --port": (["mcp", "--http"], ["mcp", "--http", "--port", "9001"]),
         "approve <run_id>": (["approve", RUN], ["approve", OTHER_RUN]),
         "approve --i-understand-this-mutates-cluster": (["approve", RUN],
                                                         ["approve", RUN, "--i-understand-this-mutates-cluster"]),
@@ -308,6 +313,7 @@ def _specdec_checks(ctx: Ctx) -> dict[str, tuple[list[str], list[str]]]:
         "publish --dry-run": ([*pub, "--i-understand-this-publishes-externally"],
                               [*pub, "--i-understand-this-publishes-externally", "--dry-run"]),
         "publish --i-understand-this-publishes-externally": (pub, [*pub, "--i-understand-this-publishes-externally"]),
+        "publish --publish-draft": (pub, [*pub, "--publish-draft", "reviewed by hand: the DRAFT reason is known"]),
         "bench plan <run_id>": (["bench", "plan", RUN], ["bench", "plan", OTHER_RUN]),
         "bench plan --json": (["bench", "plan", RUN], ["bench", "plan", RUN, "--json"]),
         "training plan <run_id>": (["training", "plan", RUN], ["training", "plan", OTHER_RUN]),

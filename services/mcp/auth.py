@@ -1,0 +1,120 @@
+"""The bearer token of `specdec mcp --http`: every tool that mutates checks it on every call.
+
+Over stdio the caller is the process that started the server (and owns its
+environment), so nothing is checked. Over HTTP anyone who reaches the port
+could call: the tools that change something (the bundle, the streams, the
+cluster, a lake) then need `Authorization: Bearer <token>` with the token of
+the server's settings; the read-only tools and the bundle resources do not.
+
+The token is never a setting itself (settings are logged and dumped): a setting
+names where it is, an environment variable (`SPECDEC_MCP_TOKEN_ENV`) or a file
+(`SPECDEC_MCP_TOKEN_FILE`, e.g. a mounted secret, readable by its owner only).
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from services.mcp.errors import TokenUnavailable, Unauthorized
+
+MIN_TOKEN_CHARS = 16
+
+
+class McpSettings(BaseSettings):
+    """Where `specdec mcp --http` finds its bearer token (prefix SPECDEC_, like RuntimeSettings).
+
+    Empty strings mean unset, so the settings round-trip through `SPECDEC_*` variables."""
+
+    model_config = SettingsConfigDict(env_prefix="SPECDEC_", extra="ignore")
+
+    mcp_token_env: str = Field(
+        default="", pattern=r"^([A-Za-z_][A-Za-z0-9_]*)?$",
+        description="Name of the environment variable holding the bearer token of `specdec mcp --http` (the token "
+        "itself is never a setting, never logged); empty: no token from the environment.",
+    )
+    mcp_token_file: str = Field(
+        default="",
+        description="File holding the bearer token of `specdec mcp --http` (surrounding whitespace dropped; no access "
+        "for group or others); empty: no token file.",
+    )
+
+    @model_validator(mode="after")
+    def _one_source(self) -> McpSettings:
+        if self.mcp_token_env and self.mcp_token_file:
+            raise ValueError("SPECDEC_MCP_TOKEN_ENV and SPECDEC_MCP_TOKEN_FILE are both set: the token comes from one "
+                             "place; unset one of them")
+        return self
+
+
+def load_token(settings: McpSettings, environ: Mapping[str, str] = os.environ) -> str:
+    """The bearer token the settings point at; TokenUnavailable, saying what to set, without one."""
+    if settings.mcp_token_env:
+        token = environ.get(settings.mcp_token_env, "").strip()
+        where = f"environment variable {settings.mcp_token_env} (SPECDEC_MCP_TOKEN_ENV)"
+    elif settings.mcp_token_file:
+        token, where = _read_token_file(Path(settings.mcp_token_file)), f"file {settings.mcp_token_file}"
+    else:
+        raise TokenUnavailable(
+            "specdec mcp --http needs a bearer token for its mutating tools: set SPECDEC_MCP_TOKEN_FILE to a file "
+            "holding it (chmod 600), or SPECDEC_MCP_TOKEN_ENV to the name of an environment variable holding it"
+        )
+    if len(token) < MIN_TOKEN_CHARS:
+        raise TokenUnavailable(f"the bearer token in {where} is {'empty' if not token else 'too short'}: give one of "
+                               f"at least {MIN_TOKEN_CHARS} characters, e.g. from `openssl rand -hex 32`")
+    return token
+
+
+def _read_token_file(path: Path) -> str:
+    try:
+        mode = path.stat().st_mode
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TokenUnavailable(f"cannot read the token file {path} (SPECDEC_MCP_TOKEN_FILE): {exc.strerror}") from None
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise TokenUnavailable(f"the token file {path} is open to group or others (mode {stat.filemode(mode)}): "
+                               f"`chmod 600 {path}`")
+    return text.strip()
+
+
+class Guard:
+    """The check a mutating tool makes before it does anything.
+
+    `token` None: the stdio transport, nothing to check. Otherwise the request's
+    `Authorization: Bearer` value must equal it (constant-time comparison)."""
+
+    def __init__(self, token: str | None) -> None:
+        self._token = token
+
+    @property
+    def required(self) -> bool:
+        return self._token is not None
+
+    def check(self, headers: Mapping[str, str] | None, tool: str) -> None:
+        if self._token is None:
+            return
+        given = _bearer(headers)
+        if given is None or not hmac.compare_digest(given.encode(), self._token.encode()):
+            problem = "no bearer token" if given is None else "a bearer token that is not the server's"
+            raise Unauthorized(
+                f"{tool} changes the bundle, the streams, the cluster or a lake, and this call came with {problem}: "
+                "send the header `Authorization: Bearer <token>` with the token of the server's settings "
+                "(SPECDEC_MCP_TOKEN_FILE or SPECDEC_MCP_TOKEN_ENV); nothing was done"
+            )
+
+
+def _bearer(headers: Mapping[str, str] | None) -> str | None:
+    if not headers:
+        return None
+    # Starlette's Headers are case-insensitive; a plain mapping may not be.
+    value = next((v for k, v in headers.items() if k.lower() == "authorization"), None)
+    if value is None:
+        return None
+    scheme, _, token = value.strip().partition(" ")
+    return token.strip() if scheme.lower() == "bearer" and token.strip() else None
