@@ -38,8 +38,9 @@ demo: setup model
 lint-imports: setup
 	$(VENV)/bin/lint-imports --no-cache
 
+# Two lanes at once: the tests that start vLLM, and the rest (infra/bin/run-tests).
 test: setup slurm lint-imports
-	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) $(PY) -m pytest tests/unit tests/integration tests/e2e -q -p no:cacheprovider -m 'not models'
+	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) PY=$(PY) infra/bin/run-tests
 
 test-models: setup model
 	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) $(PY) -m pytest tests/e2e -q -m models

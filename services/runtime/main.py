@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from redis import exceptions as redis_errors
 
 from services.runtime import apps, logs
 from services.runtime.bundle import BundleStore
+from services.runtime.ledger import RedisLedger
 from services.runtime.reconcile import reconcile
 from services.runtime.service import bootstrap, serve
 from services.runtime.settings import RuntimeSettings
@@ -17,11 +22,41 @@ def resources_for(settings: RuntimeSettings) -> dict[str, object]:
     return {"bundle": BundleStore(settings.bundle_root)}
 
 
+# Backoff while Redis does not answer at start: 0.1 s doubling to at most 5 s.
+FIRST_RETRY_S = 0.1
+MAX_RETRY_S = 5.0
+
+
+async def wait_for_redis(ping: Callable[[], Awaitable[Any]], log: Any, *,
+                         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep) -> int:
+    """Return once Redis answers; the failed attempts before it.
+
+    A service started while Redis is down or restarting (compose starting both at
+    once, a Redis restart during a deploy) waits for it, logging each attempt,
+    instead of exiting on its first command; once serving, the consumer rides out
+    an outage by itself. SIGTERM stops the wait as it stops the service.
+    """
+    delay, failures = FIRST_RETRY_S, 0
+    while True:
+        try:
+            await ping()
+            return failures
+        except redis_errors.AuthenticationError:
+            raise  # a wrong password does not heal by waiting (redis-py files it under ConnectionError)
+        except (redis_errors.ConnectionError, redis_errors.TimeoutError) as exc:
+            failures += 1
+            log.warning("waiting for Redis", error=str(exc), attempt=failures, retry_in_s=delay)
+            await sleep(delay)
+            delay = min(delay * 2, MAX_RETRY_S)
+
+
 async def run(name: str, settings: RuntimeSettings) -> None:
     log = logs.configure(name, settings.log_level).bind(instance=settings.instance)
     module = apps.load(name)
     resources = resources_for(settings)
     service = bootstrap(name, module.routes(resources), settings=settings, resources=resources)
+    if isinstance(service.consumer.ledger, RedisLedger):
+        await wait_for_redis(service.consumer.ledger.client.ping, log)
     cleaned = await reconcile(name, service.consumer.ledger)
     for proc in cleaned:
         log.warning("reconciled: killed unowned labelled process", pid=proc.pid, run_id=proc.run_id)
