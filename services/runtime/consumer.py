@@ -22,7 +22,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
+from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from contracts.catalogue import step_of
 from contracts.deadletter import DeadLetter
@@ -106,6 +108,8 @@ Touch = Callable[[str, str, str, str], Awaitable[None]]
 # lease is back within a moment of Redis answering again (before a reclaimer,
 # polling every SPECDEC_RECLAIM_POLL_MS, finds the message idle).
 HEARTBEAT_RETRY_S = 0.1
+# Waits between attempts to record a finished step while Redis does not answer (6.3 s in all).
+RECORD_RETRIES_S = (0.1, 0.2, 0.4, 0.8, 1.6, 3.2)
 
 
 class Consumer:
@@ -240,9 +244,10 @@ class Consumer:
                 outputs = [failed]
                 log.warning("step failed", step=step, reason=exc.reason)
             for output in outputs:
-                await self.bus.publish(output)
+                await self._recording(lambda output=output: self.bus.publish(output), log)
             ack = AckRef(delivery.stream, delivery.group, delivery.message_id) if delivery.group else None
-            acked = await self.ledger.finish(key, owner, [output.event_id for output in outputs], ack)
+            acked = await self._recording(
+                lambda: self.ledger.finish(key, owner, [output.event_id for output in outputs], ack), log)
             finished = True
             if not acked:
                 await delivery.ack()
@@ -279,6 +284,28 @@ class Consumer:
     @property
     def _producer(self) -> str:
         return f"{self.service}/{self.settings.instance}"
+
+    async def _recording(self, op: Callable[[], Awaitable[Any]], log: Any) -> Any:
+        """Run one Redis write that records a finished step, retrying a dropped connection.
+
+        The handler's work (side effects included) is done by then: leaving the
+        message pending over a connection that died (a Redis restart leaves stale
+        pooled connections) would run the step a second time. The heartbeat keeps
+        the lease meanwhile. Repeating a write is harmless: an output published twice
+        carries one event_id (every consumer keys its step, the journal dedups), and
+        `finish` is idempotent. After the last retry the error goes to the caller,
+        which leaves the message pending as before.
+        """
+        for wait_s in (*RECORD_RETRIES_S, None):
+            try:
+                return await op()
+            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+                if wait_s is None:
+                    raise
+                log.warning("recording the finished step cannot reach Redis; retrying",
+                            error=f"{type(exc).__name__}: {exc}", retry_in_s=wait_s)
+                await asyncio.sleep(wait_s)
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     async def _heartbeat(self, key: StepKey, owner: str, delivery: Delivery, log: Any) -> None:
         """Keep the lease and the message alive while the step runs. A beat that
