@@ -15,9 +15,8 @@ import hashlib
 import ipaddress
 import logging
 import ssl
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import orjson
@@ -35,6 +34,7 @@ from services.publisher.publish import publish_report
 from services.publisher.transport import RetryPolicy
 from services.runtime.bundle import BundleStore
 from services.runtime.settings import RuntimeSettings
+from tests.support.http_server import LoopbackServer
 from tests.unit.publisher.synthetic import RUN, Spec, build, campaign
 
 TOKEN = "lake-T0ken.for-this_test~only"
@@ -101,16 +101,11 @@ class Lake:
 
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert, key)
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
-        self.url = f"https://127.0.0.1:{self.server.server_address[1]}/lake/reports"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
+        self.http = LoopbackServer(Handler, "/lake/reports", tls=context)
+        self.url = self.http.url
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
+        self.http.close()
 
 
 @pytest.fixture

@@ -3,9 +3,8 @@ with the acknowledgement on the live call, and a DRAFT only on an explicit, reco
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import orjson
 import pytest
@@ -16,6 +15,7 @@ from services.publisher.publish import publish_report, publish_run
 from services.publisher.publish_review import dry_run_path, live_external
 from services.publisher.transport import RetryPolicy
 from services.runtime.settings import RuntimeSettings
+from tests.support.http_server import LoopbackServer
 from tests.unit.publisher.synthetic import RUN
 
 FAST = RetryPolicy(attempts=2, backoff_s=0.01, max_backoff_s=0.02, timeout_s=5.0)
@@ -39,15 +39,11 @@ class Receiver:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/lake"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
+        self.http = LoopbackServer(Handler, "/lake")
+        self.url = self.http.url
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
+        self.http.close()
 
 
 @pytest.fixture

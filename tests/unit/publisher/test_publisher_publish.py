@@ -6,9 +6,8 @@ import email.parser
 import email.policy
 import hashlib
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import orjson
@@ -21,6 +20,7 @@ from services.publisher.pipeline import render_run
 from services.publisher.publish import parse_target, publish_run
 from services.publisher.transport import RetryPolicy
 from services.runtime.bundle import BundleStore
+from tests.support.http_server import LoopbackServer
 from tests.unit.publisher.synthetic import RUN, Spec, build
 
 FAST = RetryPolicy(attempts=4, backoff_s=0.01, max_backoff_s=0.05, timeout_s=5.0)
@@ -52,15 +52,11 @@ class Endpoint:
             def log_message(self, *args: object) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/reports"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
+        self.http = LoopbackServer(Handler, "/reports")
+        self.url = self.http.url
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
+        self.http.close()
 
 
 @pytest.fixture
