@@ -113,6 +113,14 @@ def demo_design_rows(rng: np.random.Generator, *, campaigns: int) -> list[dict[s
                          float(better.mean()), "fraction", f">= {DEMO_POWER_GOAL}", bool(better.mean() >= DEMO_POWER_GOAL)))
         for k in range(DEMO_CANDIDATES):
             aa_all[k] &= _verdicts(rng, campaigns, noise, 1.0, alpha) == BETTER
+        needed = trials_for_power(rng, noise, alpha, campaigns=min(campaigns, 4000))
+        rows.append(_row(f"demo trials/arm needed for {DEMO_POWER_GOAL:.0%} power at c={level}, true TPOT -10 %",
+                         float(needed or 0), "trials", f"reported (searched {TRIALS_SEARCHED[0]}-{TRIALS_SEARCHED[-1]}; "
+                         "0: none reaches it, the noise bound exceeds the change)", None))
+        corr = within_block_correlation(record["bundles"], int(level))
+        if corr is not None:
+            rows.append(_row(f"demo within-block correlation between arms, c={level} (a block-paired statistic "
+                             "helps only when clearly > 0)", corr, "pearson r", "reported", None))
     for k in range(DEMO_CANDIDATES):
         aa_any |= aa_all[k]
     rows.append(_row("demo gate power, campaign (better at every level), true TPOT -10 %", float(promoted_all.mean()),
@@ -127,10 +135,45 @@ def demo_design_rows(rng: np.random.Generator, *, campaigns: int) -> list[dict[s
     return rows
 
 
-def _verdicts(rng: np.random.Generator, campaigns: int, noise: NoiseModel, factor: float, alpha: float) -> np.ndarray:
-    base = np.median(request_tpots_ms(rng, campaigns, DEMO_TRIALS, noise=noise), axis=-1)
-    cand = np.median(request_tpots_ms(rng, campaigns, DEMO_TRIALS, factor=factor, noise=noise), axis=-1)
+def _verdicts(rng: np.random.Generator, campaigns: int, noise: NoiseModel, factor: float, alpha: float,
+              trials: int = DEMO_TRIALS) -> np.ndarray:
+    base = np.median(request_tpots_ms(rng, campaigns, trials, noise=noise), axis=-1)
+    cand = np.median(request_tpots_ms(rng, campaigns, trials, factor=factor, noise=noise), axis=-1)
     return compare(base, cand, higher_is_better=False, alpha=alpha).verdict
+
+
+TRIALS_SEARCHED = (3, 4, 5, 6, 8, 10, 12, 16, 20, 30)
+
+
+def trials_for_power(rng: np.random.Generator, noise: NoiseModel, alpha: float, *, campaigns: int) -> int | None:
+    """The fewest trials per arm (of TRIALS_SEARCHED) whose simulated power at a true 10 % change reaches the goal.
+
+    None when none does: the noise bound (an arm's mean pairwise trial difference) does not
+    shrink with more trials, so when the trial CV puts it above 10 % no trial count helps."""
+    for trials in TRIALS_SEARCHED:
+        power = float(np.mean(_verdicts(rng, campaigns, noise, 1 - DEMO_CHANGE, alpha, trials) == BETTER))
+        if power >= DEMO_POWER_GOAL:
+            return trials
+    return None
+
+
+def within_block_correlation(bundles: list[dict[str, Any]], level: int) -> float | None:
+    """Pooled Pearson correlation, across the arms of one campaign, of their per-block log TPOT deviations.
+
+    In warm-interleaved, trial b of every arm runs in block b. A per-block paired statistic
+    removes what the arms share within a block; the variance of a paired log-ratio is
+    2 s^2 (1 - r), so with r <= 0 pairing reduces nothing and costs degrees of freedom
+    (3 blocks: df 2 instead of Welch's ~4)."""
+    products, scales = 0.0, 0.0
+    for bundle in bundles:
+        arms = [np.log(np.asarray(c["trial_medians_ms"], dtype=float)) for c in bundle["cells"]
+                if c["concurrency"] == level and c.get("regime") == "warm-interleaved" and len(c["trial_medians_ms"]) >= 3]
+        centred = [a - a.mean() for a in arms if len(a) == len(arms[0])]
+        for i in range(len(centred)):
+            for j in range(i + 1, len(centred)):
+                products += float((centred[i] * centred[j]).sum())
+                scales += float(np.sqrt((centred[i] ** 2).sum() * (centred[j] ** 2).sum()))
+    return products / scales if scales > 0 else None
 
 
 def _decide_timing(rng: np.random.Generator, *, repeats: int) -> dict[str, Any]:
