@@ -9,7 +9,7 @@ from typing import Any
 
 from redis import exceptions as redis_errors
 
-from services.runtime import apps, logs
+from services.runtime import apps, logs, procs
 from services.runtime.bundle import BundleStore
 from services.runtime.ledger import RedisLedger
 from services.runtime.reconcile import reconcile
@@ -57,7 +57,9 @@ async def run(name: str, settings: RuntimeSettings) -> None:
     service = bootstrap(name, module.routes(resources), settings=settings, resources=resources)
     if isinstance(service.consumer.ledger, RedisLedger):
         await wait_for_redis(service.consumer.ledger.client.ping, log)
-    cleaned = await reconcile(name, service.consumer.ledger)
+    deployment = procs.deployment_id(settings.redis_url, settings.stream_prefix)
+    procs.label_deployment(deployment)  # before any child starts: every child carries it
+    cleaned = await reconcile(name, service.consumer.ledger, deployment=deployment)
     for proc in cleaned:
         log.warning("reconciled: killed unowned labelled process", pid=proc.pid, run_id=proc.run_id)
     await serve(service)

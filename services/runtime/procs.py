@@ -16,11 +16,30 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from services.runtime import cpus
 
 EXPERIMENT_ENV = "SPECDEC_EXPERIMENT"
 SERVICE_ENV = "SPECDEC_SERVICE"
+# Which deployment (Redis and stream prefix) started the process: two specdec deployments
+# on one host have separate ledgers, so a restarted service may clean only its own work.
+DEPLOYMENT_ENV = "SPECDEC_DEPLOYMENT"
+
+
+def deployment_id(redis_url: str, stream_prefix: str) -> str:
+    """`<prefix>@<host>:<port>/<db>`: the ledger a service records in (never the URL's credentials)."""
+    url = urlsplit(redis_url)
+    db = url.path.lstrip("/") or "0"
+    return f"{stream_prefix}@{url.hostname or ''}:{url.port or 6379}/{db}"
+
+
+def label_deployment(deployment: str) -> None:
+    """Mark this process, and every child it starts from now on, as work of `deployment`.
+
+    The label lives in the environment so that grandchildren (a window process's
+    children, a trainer's workers) inherit it like the experiment label."""
+    os.environ[DEPLOYMENT_ENV] = deployment
 _PR_SET_PDEATHSIG = 1
 
 
@@ -53,6 +72,9 @@ def spawn(
     child_env = dict(os.environ if env is None else env)
     child_env[EXPERIMENT_ENV] = run_id
     child_env[SERVICE_ENV] = service
+    deployment = os.environ.get(DEPLOYMENT_ENV)
+    if deployment is not None:
+        child_env[DEPLOYMENT_ENV] = deployment
     return subprocess.Popen(  # noqa: S603 - argv list, never a shell
         list(argv),
         env=child_env,
@@ -114,10 +136,12 @@ class Labelled:
     pgid: int
     run_id: str
     service: str
+    deployment: str | None  # None: started outside any labelled deployment
 
 
-def labelled_processes(service: str | None = None) -> list[Labelled]:
-    """Processes on this machine whose environment carries the experiment label."""
+def labelled_processes(service: str | None = None, *, deployment: str | None = None) -> list[Labelled]:
+    """Processes on this machine whose environment carries the experiment label
+    (of `service` and of `deployment` when given)."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) == os.getpid():
@@ -134,5 +158,10 @@ def labelled_processes(service: str | None = None) -> list[Labelled]:
             continue
         if service is not None and owner.decode() != service:
             continue
-        found.append(Labelled(pid=int(proc.name), pgid=pgid, run_id=run_id.decode(), service=owner.decode()))
+        label = env.get(DEPLOYMENT_ENV.encode())
+        their_deployment = None if label is None else label.decode()
+        if deployment is not None and their_deployment != deployment:
+            continue
+        found.append(Labelled(pid=int(proc.name), pgid=pgid, run_id=run_id.decode(), service=owner.decode(),
+                              deployment=their_deployment))
     return found

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from services.runtime.ledger import MemoryLedger, StepKey
-from services.runtime.procs import EXPERIMENT_ENV, kill_group, labelled_processes, spawn
+from services.runtime.procs import DEPLOYMENT_ENV, EXPERIMENT_ENV, deployment_id, kill_group, labelled_processes, spawn
 from services.runtime.reconcile import reconcile
 
 SLEEP = [sys.executable, "-c", "import time; time.sleep(120)"]
@@ -65,7 +65,8 @@ def test_child_dies_with_its_parent(tmp_path):
 
 
 @pytest.mark.asyncio
-async def test_reconcile_kills_only_unheld_work_of_its_own_service():
+async def test_reconcile_kills_only_unheld_work_of_its_own_service(monkeypatch):
+    monkeypatch.setenv(DEPLOYMENT_ENV, "toy@127.0.0.1:6379/0")
     ledger = MemoryLedger()
     held = spawn(SLEEP, run_id="toy-held-run", service="svc-reconcile")
     orphan = spawn(SLEEP, run_id="toy-orphan-run", service="svc-reconcile")
@@ -73,13 +74,39 @@ async def test_reconcile_kills_only_unheld_work_of_its_own_service():
     unlabelled = subprocess.Popen(SLEEP, start_new_session=True, env={k: v for k, v in os.environ.items() if k != EXPERIMENT_ENV})
     try:
         await ledger.begin(StepKey("svc-reconcile", "toy-held-run", "training.requested", "step"), "me", 60_000)
-        cleaned = await reconcile("svc-reconcile", ledger, grace_s=1)
+        cleaned = await reconcile("svc-reconcile", ledger, deployment="toy@127.0.0.1:6379/0", grace_s=1)
         assert [p.pid for p in cleaned] == [orphan.pid]
         orphan.wait(timeout=5)
         assert not alive(orphan.pid)
         assert alive(held.pid) and alive(other.pid) and alive(unlabelled.pid)
     finally:
         for proc in (held, orphan, other, unlabelled):
+            if proc.poll() is None:
+                kill_group(proc.pid, grace_s=1)
+            proc.wait()
+
+
+@pytest.mark.asyncio
+async def test_reconcile_leaves_another_deployments_work_alone(monkeypatch):
+    """Two deployments (different stream prefixes) on one host: a restarted service of one
+    kills its own unheld work and never the other's, nor work without a deployment label."""
+    ours, theirs = deployment_id("redis://u:secret@127.0.0.1:6379/0", "dep-a"), deployment_id("redis://127.0.0.1:6379/0", "dep-b")
+    assert ours == "dep-a@127.0.0.1:6379/0" and "secret" not in ours
+    monkeypatch.setenv(DEPLOYMENT_ENV, ours)
+    our_orphan = spawn(SLEEP, run_id="toy-dep-run", service="svc-deploy")
+    monkeypatch.setenv(DEPLOYMENT_ENV, theirs)
+    their_work = spawn(SLEEP, run_id="toy-dep-run", service="svc-deploy")
+    monkeypatch.delenv(DEPLOYMENT_ENV)
+    no_label = spawn(SLEEP, run_id="toy-dep-run", service="svc-deploy")
+    try:
+        found = {p.pid: p.deployment for p in labelled_processes("svc-deploy")}
+        assert found[our_orphan.pid] == ours and found[their_work.pid] == theirs and found[no_label.pid] is None
+        cleaned = await reconcile("svc-deploy", MemoryLedger(), deployment=ours, grace_s=1)
+        assert [p.pid for p in cleaned] == [our_orphan.pid]
+        our_orphan.wait(timeout=5)
+        assert alive(their_work.pid) and alive(no_label.pid)
+    finally:
+        for proc in (our_orphan, their_work, no_label):
             if proc.poll() is None:
                 kill_group(proc.pid, grace_s=1)
             proc.wait()
