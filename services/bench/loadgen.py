@@ -1,4 +1,4 @@
-"""specdec's load generator: streaming OpenAI-API requests over httpx, raw timestamps out.
+"""specdec's load generator: streaming OpenAI-API requests over HTTP/1.1 (services.bench.http1), raw timestamps out.
 
 One measured window = warm-up requests (counted, never measured), a /metrics
 scrape, the window's requests on the arrival schedule under the concurrency
@@ -16,6 +16,10 @@ chunk) is no arrival.
 Failures are data: a non-200 status, a dropped connection, a timeout, a
 malformed stream or a stream without tokens becomes a `RequestRecord` with
 `error_kind` and `error`; a window never raises for a request.
+
+Clock: `time.monotonic()` (CLOCK_MONOTONIC on Linux, the clock perf_counter
+reads there too), one clock for every process of a host, so that the records
+of several client processes (services.bench.loadgen_procs) share one time axis.
 """
 
 from __future__ import annotations
@@ -24,15 +28,15 @@ import asyncio
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-import httpx
 import numpy as np
 import orjson
 from pydantic import Field, model_validator
 
 from contracts.envelope import Strict
 from services.bench.errors import PromptError
+from services.bench.http1 import ConnectError, ConnectTimeout, Http1Pool, ProtocolError, Response, Sink
 from services.bench.prompts import Prompt, cycle
 from services.bench.sse import ERROR_BODY_CHARS, StreamState
 from services.bench.timing import RequestRecord, WindowSummary, arrival_offsets_s, summarize
@@ -43,6 +47,7 @@ WINDOW_VERSION = 1
 # Request keys the load generator owns; extra_body may not replace them.
 _OWNED_KEYS = frozenset({"model", "prompt", "messages", "max_tokens", "max_completion_tokens", "stream", "stream_options"})
 _HEADERS = {"content-type": "application/json", "accept": "text/event-stream"}
+SCRAPE_TIMEOUT_S = 30.0
 
 
 class WindowSpec(Strict):
@@ -64,6 +69,10 @@ class WindowSpec(Strict):
     seed: int = Field(default=0, description="Seed of the arrival schedule.")
     return_token_ids: bool = Field(default=False, description="Ask vLLM for each chunk's token ids (a second token count source).")
     extra_body: dict[str, Any] = Field(default_factory=dict, description="Additional request body keys (top_p, seed, ...).")
+    client_processes: int = Field(
+        default=1, ge=1, le=64,
+        description="Client processes driving the window together (services.bench.loadgen_procs): the prompts, the "
+        "concurrency cap and the warm-up are split over them, their records merged into one window on one clock.")
 
     @model_validator(mode="after")
     def _check(self) -> WindowSpec:
@@ -75,6 +84,9 @@ class WindowSpec(Strict):
             raise ValueError(f"arrival {self.arrival} needs request_rate_per_s")
         if self.arrival != "poisson" and self.burstiness != 1.0:
             raise ValueError("burstiness applies to arrival poisson only")
+        if self.max_concurrency is not None and self.max_concurrency < self.client_processes:
+            raise ValueError(f"max_concurrency {self.max_concurrency} cannot be split over {self.client_processes} "
+                             "client processes: each needs at least one request in flight")
         owned = sorted(_OWNED_KEYS & set(self.extra_body))
         if owned:
             raise ValueError(f"extra_body may not set {owned}: the load generator sets them")
@@ -110,48 +122,100 @@ Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
 
 
+class Pool(Protocol):
+    """What the generator needs of its HTTP layer (services.bench.http1.Http1Pool; a fake in unit tests)."""
+
+    def request_bytes(self, method: str, path: str, body: bytes | None, headers: dict[str, str] | None = None) -> Any: ...
+
+    async def send(self, request: Any, sink: Sink | None = None, *, max_body: int = ...) -> Response: ...
+
+    async def aclose(self) -> None: ...
+
+
+PoolFactory = Callable[[WindowSpec, Clock], Pool]
+
+
+def http1_pool(spec: WindowSpec, clock: Clock) -> Http1Pool:
+    """The production pool: keep-alive HTTP/1.1 connections, one per request in flight."""
+    return Http1Pool(spec.base_url, connect_timeout_s=spec.connect_timeout_s, clock=clock, ssl_context=_ssl_context())
+
+
+_SSL: list[ssl.SSLContext] = []
+
+
+def _ssl_context() -> ssl.SSLContext:
+    # Built once per process on first use: building one costs milliseconds.
+    if not _SSL:
+        _SSL.append(ssl.create_default_context())
+    return _SSL[0]
+
+
 class LoadGenerator:
     """Drives windows against one served cell.
 
-    `transport` (shared by every client, e.g. httpx.MockTransport), `clock` and
-    `sleep` are seams for tests; production uses the defaults.
+    `pool` (the HTTP layer), `clock` and `sleep` are seams for tests;
+    production uses the defaults.
     """
 
     def __init__(
         self,
         spec: WindowSpec,
         *,
-        transport: httpx.AsyncBaseTransport | None = None,
-        clock: Clock = time.perf_counter,
+        pool: PoolFactory = http1_pool,
+        clock: Clock = time.monotonic,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.spec = spec
-        self._transport = transport
+        self._pool_factory = pool
         self._clock = clock
         self._sleep = sleep
         self._chat = spec.endpoint == "/v1/chat/completions"
         self._in_flight = 0
         self._max_in_flight = 0
-        # One TLS context for every client: building one per client costs milliseconds each.
-        self._ssl = ssl.create_default_context()
 
     async def run_window(self, prompts: Sequence[Prompt]) -> WindowRecord:
-        """Warm up, scrape, send `prompts` on the schedule, scrape again."""
+        """Warm up, scrape, send `prompts` on the schedule, scrape again.
+
+        With spec.client_processes > 1 the window is driven by that many child
+        processes (services.bench.loadgen_procs; this generator's seams are not
+        passed to them) and their records are merged.
+        """
+        if self.spec.client_processes > 1:
+            from services.bench.loadgen_procs import run_window_procs  # it imports this module
+
+            return await run_window_procs(self.spec, prompts)
+        return await self.run_window_at(prompts)
+
+    async def run_window_at(self, prompts: Sequence[Prompt], *, ready: Callable[[], Awaitable[float | None]] | None = None,
+                            indices: Sequence[int] | None = None, offsets: Sequence[float] | None = None,
+                            scrape: bool = True) -> WindowRecord:
+        """run_window with the seams of a client process of several (services.bench.loadgen_procs).
+
+        `ready` is awaited after the warm-up and returns the clock time the window starts
+        at (None: now); `indices` are the records' window positions (default 0..n-1);
+        `offsets` the prompts' arrival offsets from that start (default: the spec's
+        schedule); `scrape` False skips both /metrics scrapes (the parent scrapes).
+        """
         spec = self.spec
         if not prompts:
             raise PromptError("a window needs at least one prompt; check the corpus's heldout split or the shape count")
-        clients = _Clients(self._new_client)
+        pool = self._pool_factory(spec, self._clock)
         try:
             warm = []
             if spec.warmup_requests:
-                warm = await self._drive(clients, cycle(list(prompts), spec.warmup_requests), scheduled=False)
-            before, err_before = await self._scrape(clients)
-            start = self._clock()
-            records = await self._drive(clients, prompts, scheduled=True)
+                warm = await self._drive(pool, cycle(list(prompts), spec.warmup_requests), scheduled=False)
+            before, err_before = await self._scrape(pool) if scrape else (None, None)
+            origin = await ready() if ready is not None else None
+            if origin is not None:
+                delay = origin - self._clock()
+                if delay > 0:
+                    await self._sleep(delay)
+            start = self._clock() if origin is None else origin
+            records = await self._drive(pool, prompts, scheduled=True, indices=indices, offsets=offsets, origin=origin)
             duration = max(0.0, max([start, *(r.end_s or start for r in records)]) - start)
-            after, err_after = await self._scrape(clients)
+            after, err_after = await self._scrape(pool) if scrape else (None, None)
         finally:
-            await clients.aclose()
+            await pool.aclose()
         warm_ok = sum(r.ok for r in warm)
         errors = [e for e in (err_before, err_after) if e]
         return WindowRecord(
@@ -166,69 +230,50 @@ class LoadGenerator:
             metrics_error="; ".join(errors) or None,
         )
 
-    def _new_client(self) -> httpx.AsyncClient:
-        """A client that holds one connection (see _Clients for why)."""
-        transport = self._transport or httpx.AsyncHTTPTransport(
-            verify=self._ssl,
-            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1, keepalive_expiry=60.0),
-            retries=0,
-        )
-        return httpx.AsyncClient(
-            base_url=self.spec.base_url,
-            transport=transport,
-            timeout=httpx.Timeout(
-                connect=self.spec.connect_timeout_s,
-                read=self.spec.request_timeout_s,
-                write=self.spec.request_timeout_s,
-                pool=None,  # one request per client at a time: the pool never makes a request wait
-            ),
-            trust_env=False,  # a proxy from the environment must not sit between the bench and the server
-            follow_redirects=False,
-        )
-
-    async def _drive(self, clients: _Clients, prompts: Sequence[Prompt], *, scheduled: bool) -> list[RequestRecord]:
+    async def _drive(self, pool: Pool, prompts: Sequence[Prompt], *, scheduled: bool,
+                     indices: Sequence[int] | None = None, offsets: Sequence[float] | None = None,
+                     origin: float | None = None) -> list[RequestRecord]:
         spec = self.spec
         # Requests are built before the clock starts: the window times sending, not encoding.
-        url = httpx.URL(self.spec.base_url.rstrip("/") + self.spec.endpoint)  # parsed once, not per request
-        requests = [httpx.Request("POST", url, content=self._body(p), headers=_HEADERS) for p in prompts]
-        if scheduled and spec.arrival != "inf":
-            offsets = arrival_offsets_s(
-                len(prompts),
-                request_rate_per_s=spec.request_rate_per_s,
-                burstiness=spec.schedule_burstiness,
-                rng=np.random.default_rng(spec.seed),
-            )
-        else:
-            offsets = [0.0] * len(prompts)
+        requests = [pool.request_bytes("POST", spec.endpoint, self._body(p), _HEADERS) for p in prompts]
+        if offsets is None:
+            if scheduled and spec.arrival != "inf":
+                offsets = arrival_offsets_s(
+                    len(prompts),
+                    request_rate_per_s=spec.request_rate_per_s,
+                    burstiness=spec.schedule_burstiness,
+                    rng=np.random.default_rng(spec.seed),
+                )
+            else:
+                offsets = [0.0] * len(prompts)
+        if indices is None:
+            indices = range(len(prompts))
         gate = asyncio.Semaphore(spec.max_concurrency) if spec.max_concurrency else None
         self._in_flight = 0
         self._max_in_flight = 0
 
-        async def one(index: int, prompt: Prompt, request: httpx.Request, issued: float) -> RequestRecord:
+        async def one(index: int, prompt: Prompt, request: Any, issued: float) -> RequestRecord:
             if gate is None:
-                return await self._counted(clients, index, prompt, request, issued)
+                return await self._counted(pool, index, prompt, request, issued)
             async with gate:
-                return await self._counted(clients, index, prompt, request, issued)
+                return await self._counted(pool, index, prompt, request, issued)
 
         tasks = []
-        origin = self._clock()
-        for index, (prompt, request, offset) in enumerate(zip(prompts, requests, offsets)):
+        if origin is None:
+            origin = self._clock()
+        for index, prompt, request, offset in zip(indices, prompts, requests, offsets):
             delay = origin + offset - self._clock()
             if delay > 0:
                 await self._sleep(delay)
             tasks.append(asyncio.create_task(one(index, prompt, request, self._clock())))
         return list(await asyncio.gather(*tasks))
 
-    async def _counted(
-        self, clients: _Clients, index: int, prompt: Prompt, request: httpx.Request, issued: float
-    ) -> RequestRecord:
+    async def _counted(self, pool: Pool, index: int, prompt: Prompt, request: Any, issued: float) -> RequestRecord:
         self._in_flight += 1
         self._max_in_flight = max(self._max_in_flight, self._in_flight)
-        client = clients.take()
         try:
-            return await self._request(client, index, prompt, request, issued)
+            return await self._request(pool, index, prompt, request, issued)
         finally:
-            clients.give(client)
             self._in_flight -= 1
 
     def _body(self, prompt: Prompt) -> bytes:
@@ -248,37 +293,32 @@ class LoadGenerator:
         body.update(spec.extra_body)
         return orjson.dumps(body)
 
-    async def _request(
-        self, client: httpx.AsyncClient, index: int, prompt: Prompt, request: httpx.Request, issued: float
-    ) -> RequestRecord:
+    async def _request(self, pool: Pool, index: int, prompt: Prompt, request: Any, issued: float) -> RequestRecord:
         clock = self._clock
         stream = StreamState(chat=self._chat)
+
+        def sink(data: bytes, now: float) -> bool:
+            stream.feed(data, now)
+            return stream.error is not None  # a malformed or error event stops the read
+
         status: int | None = None
         kind: str | None = None
         error: str | None = None
         start = clock()
         try:
             async with asyncio.timeout(self.spec.request_timeout_s):
-                response = await client.send(request, stream=True)
-                try:
-                    status = response.status_code
-                    if status != 200:
-                        raw = await response.aread()
-                        kind, error = f"http_{status}", f"HTTP {status}: {raw[:ERROR_BODY_CHARS].decode(errors='replace')}"
-                    else:
-                        async for data in response.aiter_raw():
-                            stream.feed(data, clock())
-                            if stream.error is not None:
-                                break
-                finally:
-                    await response.aclose()
+                response = await pool.send(request, sink, max_body=4 * ERROR_BODY_CHARS)
+            status = response.status
+            if status != 200:
+                body = response.body[:ERROR_BODY_CHARS].decode(errors="replace")
+                kind, error = f"http_{status}", f"HTTP {status}: {body}"
         except TimeoutError:
             kind, error = "timeout", f"no complete response within request_timeout_s={self.spec.request_timeout_s}"
-        except httpx.TimeoutException as err:
-            kind, error = "timeout", f"{type(err).__name__}: {err}"
-        except httpx.ConnectError as err:
+        except ConnectTimeout as err:
+            kind, error = "timeout", f"ConnectTimeout: {err}"
+        except ConnectError as err:
             kind, error = "connect", f"cannot connect to {self.spec.base_url}: {err}"
-        except httpx.HTTPError as err:  # dropped connection, protocol error, ...
+        except ProtocolError as err:  # dropped connection, malformed response
             kind, error = "transport", f"{type(err).__name__}: {err}"
         end = clock()
         if kind is None:
@@ -300,17 +340,22 @@ class LoadGenerator:
             text="".join(stream.texts),
         )
 
-    async def _scrape(self, clients: _Clients) -> tuple[str | None, str | None]:
-        client = clients.take()
-        try:
-            response = await client.get("/metrics", timeout=30.0)
-        except httpx.HTTPError as err:
-            return None, f"GET /metrics failed: {type(err).__name__}: {err}"
-        finally:
-            clients.give(client)
-        if response.status_code != 200:
-            return None, f"GET /metrics answered HTTP {response.status_code}"
-        return response.text, None
+    async def _scrape(self, pool: Pool) -> tuple[str | None, str | None]:
+        return await scrape(pool)
+
+
+async def scrape(pool: Pool) -> tuple[str | None, str | None]:
+    """(/metrics text, None), or (None, why the scrape failed)."""
+    try:
+        async with asyncio.timeout(SCRAPE_TIMEOUT_S):
+            response = await pool.send(pool.request_bytes("GET", "/metrics", None, {"accept": "text/plain"}))
+    except TimeoutError:
+        return None, f"GET /metrics failed: no answer within {SCRAPE_TIMEOUT_S:g} s"
+    except (ConnectError, ConnectTimeout, ProtocolError) as err:
+        return None, f"GET /metrics failed: {type(err).__name__}: {err}"
+    if response.status != 200:
+        return None, f"GET /metrics answered HTTP {response.status}"
+    return response.body.decode("utf-8", "replace"), None
 
 
 async def run_levels(
@@ -326,33 +371,3 @@ async def run_levels(
         generator = LoadGenerator(level_spec, **options)
         windows.append(await generator.run_window(prompts))
     return windows
-
-
-class _Clients:
-    """A free list of one-connection httpx clients, reused last-in first-out.
-
-    httpx's connection pool scans every pooled connection (with a readability
-    poll on each idle one) whenever a request starts or ends: with hundreds of
-    streams that scan, not the streams, takes the client's core. A client per
-    connection keeps that work constant per request; the semaphore, not the
-    pool, caps concurrency.
-    """
-
-    def __init__(self, make: Callable[[], httpx.AsyncClient]) -> None:
-        self._make = make
-        self._idle: list[httpx.AsyncClient] = []
-        self._all: list[httpx.AsyncClient] = []
-
-    def take(self) -> httpx.AsyncClient:
-        if self._idle:
-            return self._idle.pop()
-        client = self._make()
-        self._all.append(client)
-        return client
-
-    def give(self, client: httpx.AsyncClient) -> None:
-        self._idle.append(client)
-
-    async def aclose(self) -> None:
-        for client in self._all:
-            await client.aclose()

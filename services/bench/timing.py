@@ -1,6 +1,8 @@
 """Raw per-request timestamps and the figures derived from them (pure: no I/O).
 
-The load generator records, per request, `time.perf_counter()` values (seconds):
+The load generator records, per request, `time.monotonic()` values (seconds;
+CLOCK_MONOTONIC on Linux, shared by every process of the host, so the records
+of several client processes merge onto one time axis):
 when the request was due (`scheduled_s`), when it was sent (`start_s`), when
 each token-bearing SSE chunk arrived and how many tokens it carried, and when
 the stream ended (`end_s`). Every figure is derived here from those values,
@@ -46,10 +48,11 @@ class RequestRecord(Strict):
 
     index: int = Field(ge=0, description="Position of the request in the measured window's prompt list.")
     prompt_id: str = Field(description="ID of the prompt sent (a corpus record ID or a shaped prompt ID).")
-    scheduled_s: float = Field(description="perf_counter() when the request was due by the arrival schedule, s.")
-    start_s: float = Field(description="perf_counter() right before the request was sent, s.")
-    end_s: float | None = Field(description="perf_counter() when the response ended or failed, s; None if never sent.")
-    chunk_arrival_s: list[float] = Field(description="perf_counter() at each token-bearing chunk's arrival, s.")
+    scheduled_s: float = Field(description="time.monotonic() when the request was due by the arrival schedule, s.")
+    start_s: float = Field(description="time.monotonic() right before the request was sent, s.")
+    end_s: float | None = Field(description="time.monotonic() when the response ended or failed, s; None if never sent.")
+    chunk_arrival_s: list[float] = Field(
+        description="time.monotonic() when the read carrying each token-bearing chunk arrived, s.")
     chunk_tokens: list[int] | None = Field(
         description="Tokens carried by each token-bearing chunk (server usage deltas or token ids); "
         "None when the server reported only the total."

@@ -19,7 +19,8 @@ the measured server answers on this host's loopback (the local executor; a
 Kubernetes port-forward reads the same, where the pin is harmless), on Linux
 with more than one CPU allowed, the child pins itself to every allowed CPU but
 0, so the client never takes the engine's core nor waits for it. Its own CPU
-seconds over the window (getrusage of the child, user and system) go into the
+seconds over the window (getrusage of the child, user and system, plus its own
+client processes' when `client_processes` > 1: they inherit the pin) go into the
 trial's result as `loadgen_cpu` (contracts/results.py, LoadgenCpu).
 """
 
@@ -95,6 +96,12 @@ async def run_window_process(spec: WindowSpec, prompts: Sequence[Prompt], *, run
         raise WindowProcessFailed(f"the measurement process wrote no window record: {exc}") from None
 
 
+def _cpu() -> tuple[float, float]:
+    """(user, system) CPU seconds of this process and of its waited-for children (the client processes)."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + kids.ru_utime, own.ru_stime + kids.ru_stime
+
+
 def main() -> int:
     try:
         request = orjson.loads(sys.stdin.buffer.read())
@@ -104,15 +111,15 @@ def main() -> int:
         print(f"specdec window: unreadable request on stdin: {exc}", file=sys.stderr)
         return 2
     cpus = _pin(spec.base_url)
-    started, wall = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+    started, wall = _cpu(), time.monotonic()
     try:
         record = asyncio.run(LoadGenerator(spec).run_window(prompts))
     except SpecdecError as exc:
         print(f"specdec window: {exc}", file=sys.stderr)
         return 1
-    ended, wall = resource.getrusage(resource.RUSAGE_SELF), time.monotonic() - wall
-    usage = LoadgenCpu(user_s=max(0.0, ended.ru_utime - started.ru_utime),
-                       sys_s=max(0.0, ended.ru_stime - started.ru_stime), wall_s=wall, cpus=cpus)
+    ended, wall = _cpu(), time.monotonic() - wall
+    usage = LoadgenCpu(user_s=max(0.0, ended[0] - started[0]), sys_s=max(0.0, ended[1] - started[1]), wall_s=wall,
+                       cpus=cpus)
     # Fields taken as validated (the record was built by the load generator), not validated again.
     measured = MeasuredWindow.model_construct(**{name: getattr(record, name) for name in WindowRecord.model_fields},
                                               loadgen_cpu=usage)

@@ -190,3 +190,73 @@ async def test_chat_stream_and_refused_connection(server: SSEServer):
     window = await LoadGenerator(dead).run_window([prompt(0), prompt(1)])
     assert [r.error_kind for r in window.requests] == ["connect", "connect"]
     assert window.metrics_before is None and window.metrics_error
+
+
+async def test_idle_connections_closed_by_the_server_and_streams_dropped_midway():
+    """Keep-alive connections the server closes while idle are replaced (the request goes again, once);
+    a stream cut mid-body is a `transport` failure."""
+    connections = 0
+    body = (b"data: " + orjson.dumps({"choices": [{"index": 0, "text": " a", "finish_reason": "length"}],
+                                      "usage": {"prompt_tokens": 3, "completion_tokens": 1}}) + b"\n\ndata: [DONE]\n\n")
+
+    async def close_after_each(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next((int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")), 0)
+        request = orjson.loads(await reader.readexactly(length)) if length else None
+        if request is None:  # GET /metrics
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\nx 1")
+        elif "DROP" in request["prompt"]:
+            writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+            writer.write(b"%x\r\n%s\r\n" % (len(body) // 2, body[: len(body) // 2]))  # half the events, no end
+        else:
+            writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+        await writer.drain()
+        await asyncio.sleep(0.05)  # the client has the whole response, then the idle connection goes
+        writer.close()
+
+    srv = await asyncio.start_server(close_after_each, "127.0.0.1", 0)
+    try:
+        host, port = srv.sockets[0].getsockname()[:2]
+        spec = WindowSpec(base_url=f"http://{host}:{port}", model="toy", max_concurrency=1)
+        prompts = [prompt(0), prompt(1), Prompt(prompt_id="drop", messages=[ChatTurn(role="user", content="DROP")],
+                                                 text="DROP", input_tokens=1, max_output_tokens=1, ignore_eos=True), prompt(3)]
+        window = await LoadGenerator(spec, sleep=asyncio.sleep).run_window(prompts)
+    finally:
+        srv.close()
+        await srv.wait_closed()
+    kinds = [r.error_kind for r in window.requests]
+    assert kinds == [None, None, "transport", None], [r.error for r in window.requests]
+    assert connections == 6  # two scrapes, four requests: each found its previous connection gone
+    assert window.metrics_before == window.metrics_after == "x 1"
+
+
+async def test_two_client_processes_make_one_window_on_one_clock(server: SSEServer):
+    """client_processes=2: two child processes share the cap, the warm-up and one start; the merged
+    record reads like one process's, every timestamp on the parent's CLOCK_MONOTONIC."""
+    import time
+
+    prompts = [prompt(i, fail=i == 5) for i in range(12)]
+    spec = WindowSpec(base_url=server.base_url, model="toy", max_concurrency=4, warmup_requests=3, client_processes=2)
+    before = time.monotonic()
+    window = await LoadGenerator(spec).run_window(prompts)
+    after = time.monotonic()
+
+    assert [r.index for r in window.requests] == list(range(12))
+    assert [r.prompt_id for r in window.requests] == [p.prompt_id for p in prompts]
+    assert server.generations == 3 + 11 and (window.warmup_completed, window.warmup_failed) == (3, 0)
+    assert server.peak <= 4 and 2 <= window.max_in_flight <= 4
+    summary = window.summary()
+    assert (summary.completed, summary.failed) == (11, 1) and summary.failures_by_kind == {"http_500": 1}
+    # One clock: every record's timestamps lie inside the parent's own before/after readings, and the
+    # two processes' requests (even and odd positions) started together, within one request's time.
+    for r in window.requests:
+        assert before < r.scheduled_s <= r.start_s <= (r.chunk_arrival_s or [r.start_s])[0] <= r.end_s < after
+    first = {p: min(r.start_s for r in window.requests if r.index % 2 == p) for p in (0, 1)}
+    assert abs(first[0] - first[1]) < FIRST_DELAY_S
+    assert window.duration_s == pytest.approx(max(r.end_s for r in window.requests) - min(first.values()), abs=0.25)
+    # The scrapes are the parent's, around the whole window: its counters cover both processes' requests.
+    delta = spec_decode_delta(window.metrics_before, window.metrics_after)
+    assert delta is not None and delta.num_drafts == 11 * 3
+    assert build_result(window, spec_decode=delta)["completed"] == 11

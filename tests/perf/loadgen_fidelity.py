@@ -16,12 +16,21 @@ same session, interleaved, FIDELITY_RUNS runs each.
   FIDELITY_OUTPUT_TOKENS tokens, FIDELITY_CONCURRENCY in flight.
 - Both tools send the same request body (each is given the keys only the other
   sends), so the server's work does not differ between them.
+- Both send the prompts in the same order (`--disable-shuffle`: vLLM's ShareGPT
+  loader otherwise shuffles them with the seed), so the engine batches the same
+  prompts together for both: TPOT under ngram depends on which prompts share a
+  step. And both warm their connections alike: vLLM's client sends the first
+  prompt once ("initial single prompt test run") on the session it then
+  measures with, so specdec's windows have `warmup_requests=1`.
 - One process (`python -m tests.perf.loadgen_fidelity clients ...`) imports vLLM
   once, warms the server with one window neither tool counts, then alternates
   specdec, vLLM, specdec, vLLM, ...
 - Figures: per tool, the median over runs of each run's median; its spread is
   max - min over runs. Goal: |specdec - vLLM| within the larger of the two
-  spreads, and within 5 % of vLLM's figure.
+  spreads, and within 5 % of vLLM's figure. Beside them, per run: median E2EL,
+  the chunks each tool counted (vLLM's client counts every chunk with a choice,
+  specdec every chunk whose usage grew: equal counts mean no chunk without a
+  token reached either), and the 1-minute load average.
 """
 
 from __future__ import annotations
@@ -164,15 +173,20 @@ def run(workdir: Path) -> list[dict[str, Any]]:
         failed = sum(r["failed"] for tool in runs.values() for r in tool)
         # Both tools must have sent every prompt: vLLM's dataset loader drops prompts it finds invalid.
         same_prompts = all(r["completed"] + r["failed"] == FIDELITY_PROMPTS for tool in runs.values() for r in tool)
-        rows.append(make_row(
+        loads = [r["load_1m"] for tool in runs.values() for r in tool]
+        row = make_row(
             f"loadgen fidelity: median {metric.upper()} (spread specdec {max(ours) - min(ours):.3f} ms, "
-            f"vLLM {max(theirs) - min(theirs):.3f} ms; {failed} failed)",
+            f"vLLM {max(theirs) - min(theirs):.3f} ms; {failed} failed; load {min(loads):.1f}-{max(loads):.1f})",
             value, "ms",
             goal="|diff| <= larger run-to-run spread and <= 5 %",
             passed=failed == 0 and same_prompts and diff <= spread and diff <= TOLERANCE * reference,
             reference=f"vllm bench serve (library), same server and prompts, median of {FIDELITY_RUNS} interleaved runs",
             reference_value=reference,
-        ))
+        )
+        # Per run, for the reader: each tool's medians, the chunks it counted, the load.
+        row["runs"] = {tool: [{k: r[k] for k in ("median_ttft_ms", "median_tpot_ms", "median_e2el_ms", "chunks", "load_1m")}
+                              for r in tool_runs] for tool, tool_runs in runs.items()}
+        rows.append(row)
     return rows
 
 
@@ -192,7 +206,7 @@ def _clients(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     # adds repetition_penalty 1.0 (a no-op value), specdec asks for per-chunk usage; each
     # sends the other's key too (vLLM's client reads only the final usage).
     spec = WindowSpec(base_url=args.base_url, model=MODEL_NAME, max_concurrency=FIDELITY_CONCURRENCY, temperature=0.0,
-                    extra_body={"repetition_penalty": 1.0})
+                      warmup_requests=1, extra_body={"repetition_penalty": 1.0})
     asyncio.run(LoadGenerator(spec).run_window(prompts[: 2 * FIDELITY_CONCURRENCY]))  # warm-up, counted by neither tool
 
     def vllm_args() -> argparse.Namespace:  # parsed afresh each run: main() edits its namespace
@@ -204,17 +218,25 @@ def _clients(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
             "--dataset-path", args.prompts, "--sharegpt-output-len", str(FIDELITY_OUTPUT_TOKENS),
             "--num-prompts", str(len(prompts)), "--max-concurrency", str(FIDELITY_CONCURRENCY), "--ignore-eos",
             "--temperature", "0", "--disable-tqdm", "--percentile-metrics", "ttft,tpot,itl,e2el", "--seed", "0",
+            "--disable-shuffle", "--save-detailed",
             "--extra-body", json.dumps({"stream_options": {"include_usage": True, "continuous_usage_stats": True}}),
         ])
 
     runs: dict[str, list[dict[str, Any]]] = {"specdec": [], "vllm": []}
     for _ in range(FIDELITY_RUNS):
-        summary = asyncio.run(LoadGenerator(spec).run_window(prompts)).summary()
+        window = asyncio.run(LoadGenerator(spec).run_window(prompts))
+        summary = window.summary()
         runs["specdec"].append({"median_ttft_ms": summary.ttft.median_ms, "median_tpot_ms": summary.tpot.median_ms,
-                                "completed": summary.completed, "failed": summary.failed})
+                                "median_e2el_ms": summary.e2el.median_ms, "chunks": summary.total_chunks,
+                                "ttfts_ms": [(r.chunk_arrival_s[0] - r.start_s) * 1e3 if r.ok else None for r in window.requests],
+                                "completed": summary.completed, "failed": summary.failed, "load_1m": os.getloadavg()[0]})
         result = serve.main(vllm_args())
+        ok = [not err for err in result["errors"]]
         runs["vllm"].append({"median_ttft_ms": result["median_ttft_ms"], "median_tpot_ms": result["median_tpot_ms"],
-                             "completed": result["completed"], "failed": result["failed"]})
+                             "median_e2el_ms": result["median_e2el_ms"],
+                             "chunks": sum(len(itl) + 1 for itl, good in zip(result["itls"], ok) if good),
+                             "ttfts_ms": [t * 1e3 if good else None for t, good in zip(result["ttfts"], ok)],
+                             "completed": result["completed"], "failed": result["failed"], "load_1m": os.getloadavg()[0]})
     return runs
 
 

@@ -1,16 +1,21 @@
-"""The load generator against httpx.MockTransport, with a scripted clock for the timing logic."""
+"""The load generator against a fake HTTP layer (the `pool` seam), with a scripted clock for the timing logic.
+
+The real HTTP/1.1 client is tested in test_bench_http1.py and, against a real
+server, in tests/integration/test_loadgen.py.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
 
-import httpx
 import orjson
 import pytest
 from pydantic import ValidationError
 
 from services.bench.errors import PromptError
+from services.bench.http1 import ConnectError, ConnectTimeout, Response
 from services.bench.loadgen import LoadGenerator, WindowSpec, run_levels
 from services.bench.prompts import ChatTurn, Prompt
 
@@ -18,7 +23,7 @@ BASE = "http://bench.test"
 
 
 class Clock:
-    """perf_counter stand-in: the scripted stream sets `now` before each part it yields."""
+    """Clock stand-in: the scripted stream sets `now` before each part it delivers."""
 
     def __init__(self, now: float = 100.0) -> None:
         self.now = now
@@ -27,15 +32,39 @@ class Clock:
         return self.now
 
 
-class Scripted(httpx.AsyncByteStream):
-    def __init__(self, clock: Clock | None, parts: list[tuple[float | None, bytes]]) -> None:
-        self.clock, self.parts = clock, parts
+# A handler gets (method, path, parsed body or None, sink) and returns a Response.
+Handler = Callable[[str, str, dict | None, Callable[[bytes, float], bool] | None], Awaitable[Response]]
 
-    async def __aiter__(self):
-        for at, data in self.parts:
-            if at is not None and self.clock is not None:
-                self.clock.now = at
-            yield data
+
+class FakePool:
+    """The generator's HTTP layer stand-in: requests are (method, path, body) tuples."""
+
+    def __init__(self, handler: Handler, clock) -> None:
+        self.handler, self.clock = handler, clock
+
+    def request_bytes(self, method, path, body, headers=None):
+        return method, path, body
+
+    async def send(self, request, sink=None, *, max_body=1 << 20):
+        method, path, body = request
+        return await self.handler(method, path, orjson.loads(body) if body else None, sink)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def scripted(clock: Clock | None, parts: list[tuple[float | None, bytes]], status: int = 200):
+    """A handler body: deliver `parts` to the sink, each at its scripted time."""
+
+    async def deliver(sink) -> Response:
+        for at, data in parts:
+            if at is not None and clock is not None:
+                clock.now = at
+            if sink(data, clock() if clock is not None else time.monotonic()):  # the generator's default clock
+                break
+        return Response(status, b"")
+
+    return deliver
 
 
 def sse(obj) -> bytes:
@@ -65,22 +94,25 @@ def spec(**kw) -> WindowSpec:
     return WindowSpec(base_url=BASE, model="toy", **kw)
 
 
-def transport(stream_for: Callable[[httpx.Request], httpx.Response], metrics: list[str] | None = None, seen=None):
+def fake(stream_for, metrics: list[str] | None = None, seen=None):
+    """A pool factory: /metrics answers the next of `metrics`; other requests go to stream_for(body)(sink)."""
     scrapes = iter(metrics or [])
 
-    def handler(request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/metrics":
-            return httpx.Response(200, text=next(scrapes, ""))
-        if seen is not None:
-            seen.append(orjson.loads(request.content))
-        return stream_for(request)
+    def factory(spec, clock):
+        async def handler(method, path, body, sink):
+            if path == "/metrics":
+                return Response(200, next(scrapes, "").encode())
+            if seen is not None:
+                seen.append(body)
+            return await stream_for(body)(sink)
 
-    return httpx.MockTransport(handler)
+        return FakePool(handler, clock)
+
+    return factory
 
 
 async def one_window(parts, *, clock: Clock, endpoint="/v1/completions", **kw):
-    gen = LoadGenerator(spec(endpoint=endpoint, **kw), clock=clock,
-                        transport=transport(lambda r: httpx.Response(200, stream=Scripted(clock, parts))))
+    gen = LoadGenerator(spec(endpoint=endpoint, **kw), clock=clock, pool=fake(lambda b: scripted(clock, parts)))
     return await gen.run_window([prompt()])
 
 
@@ -152,7 +184,7 @@ async def test_chat_role_chunk_is_not_a_token():
     parts = [(0.05, sse(chat({"role": "assistant", "content": ""}, 0))), (0.2, sse(chat({"content": "hi there"}, 2))),
              (0.3, sse(chat({"content": "!"}, 4))), (0.31, sse(usage(4, prompt=9)) + b"data: [DONE]\n\n")]
     gen = LoadGenerator(spec(endpoint="/v1/chat/completions"), clock=clock,
-                        transport=transport(lambda r: httpx.Response(200, stream=Scripted(clock, parts)), seen=seen))
+                        pool=fake(lambda b: scripted(clock, parts), seen=seen))
     (r,) = (await gen.run_window([prompt(max_tokens=4, ignore_eos=True)])).requests
     assert r.ok and r.chunk_arrival_s == pytest.approx([0.2, 0.3]) and r.chunk_tokens == [2, 2]
     assert r.text == "hi there!" and r.prompt_tokens == 9
@@ -167,7 +199,7 @@ async def test_completions_body():
     clock = Clock(0.0)
     parts = [(0.1, sse(comp("a", 1)) + sse(usage(1)) + b"data: [DONE]\n\n")]
     gen = LoadGenerator(spec(temperature=0.0, extra_body={"top_p": 0.5}), clock=clock,
-                        transport=transport(lambda r: httpx.Response(200, stream=Scripted(clock, parts)), seen=seen))
+                        pool=fake(lambda b: scripted(clock, parts), seen=seen))
     await gen.run_window([prompt(max_tokens=3)])
     body = seen[0]
     assert body["prompt"] == "q0" and body["max_tokens"] == 3 and body["model"] == "toy"
@@ -191,19 +223,21 @@ async def test_malformed_streams_are_failures(parts, kind):
 
 
 async def test_http_and_transport_failures_are_data():
-    def handler(request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/metrics":
-            return httpx.Response(404)
-        n = int(orjson.loads(request.content)["prompt"][1:])
-        if n == 0:
-            return httpx.Response(500, text="engine overloaded")
-        if n == 1:
-            raise httpx.ConnectError("refused", request=request)
-        if n == 2:
-            raise httpx.ReadTimeout("slow", request=request)
-        return httpx.Response(200, stream=Scripted(None, [(None, sse(comp("a", 1)) + sse(usage(1)) + b"data: [DONE]\n\n")]))
+    ok = scripted(None, [(None, sse(comp("a", 1)) + sse(usage(1)) + b"data: [DONE]\n\n")])
 
-    gen = LoadGenerator(spec(), transport=httpx.MockTransport(handler))
+    async def handler(method, path, body, sink):
+        if path == "/metrics":
+            return Response(404, b"")
+        n = int(body["prompt"][1:])
+        if n == 0:
+            return Response(500, b"engine overloaded")
+        if n == 1:
+            raise ConnectError("refused")
+        if n == 2:
+            raise ConnectTimeout("slow")
+        return await ok(sink)
+
+    gen = LoadGenerator(spec(), pool=lambda s, c: FakePool(handler, c))
     window = await gen.run_window([prompt(i) for i in range(4)])
     kinds = [r.error_kind for r in window.requests]
     assert kinds == ["http_500", "connect", "timeout", None]
@@ -214,29 +248,36 @@ async def test_http_and_transport_failures_are_data():
 
 
 async def test_request_deadline_is_a_timeout_record():
-    class Stall(httpx.AsyncByteStream):
-        async def __aiter__(self):
-            yield sse(comp("a", 1))
+    def stall(body):
+        async def deliver(sink):
+            sink(sse(comp("a", 1)), time.monotonic())
             await asyncio.sleep(5)
-            yield b"data: [DONE]\n\n"
+            sink(b"data: [DONE]\n\n", time.monotonic())
+            return Response(200, b"")
 
-    gen = LoadGenerator(spec(request_timeout_s=0.05), transport=transport(lambda r: httpx.Response(200, stream=Stall())))
+        return deliver
+
+    gen = LoadGenerator(spec(request_timeout_s=0.05), pool=fake(stall))
     (r,) = (await gen.run_window([prompt()])).requests
     assert r.error_kind == "timeout"
 
 
-class Paced(httpx.AsyncByteStream):
+class Paced:
     """A real-time stream that counts how many streams are open at once."""
 
     live = 0
     peak = 0
 
-    async def __aiter__(self):
+    def __init__(self, body) -> None:
+        pass
+
+    async def __call__(self, sink) -> Response:
         Paced.live += 1
         Paced.peak = max(Paced.peak, Paced.live)
         try:
             await asyncio.sleep(0.01)
-            yield sse(comp("a", 2)) + sse(usage(2)) + b"data: [DONE]\n\n"
+            sink(sse(comp("a", 2)) + sse(usage(2)) + b"data: [DONE]\n\n", time.monotonic())
+            return Response(200, b"")
         finally:
             Paced.live -= 1
 
@@ -246,7 +287,7 @@ async def test_concurrency_cap_warmup_and_scrapes():
     seen: list[dict] = []
     metrics = ["before 1\n", "after 2\n"]
     gen = LoadGenerator(spec(max_concurrency=3, warmup_requests=5),
-                        transport=transport(lambda r: httpx.Response(200, stream=Paced()), metrics=metrics, seen=seen))
+                        pool=fake(Paced, metrics=metrics, seen=seen))
     window = await gen.run_window([prompt(i) for i in range(12)])
     assert Paced.peak == 3 and window.max_in_flight == 3
     assert len(seen) == 17  # 5 warm-up + 12 measured requests reached the server
@@ -259,7 +300,7 @@ async def test_concurrency_cap_warmup_and_scrapes():
 async def test_run_levels_one_window_per_level():
     Paced.live = Paced.peak = 0
     windows = await run_levels(spec(), [prompt(i) for i in range(6)], [1, 4],
-                               transport=transport(lambda r: httpx.Response(200, stream=Paced())))
+                               pool=fake(Paced))
     assert [w.spec.max_concurrency for w in windows] == [1, 4]
     assert [w.max_in_flight for w in windows] == [1, 4]
 
@@ -274,7 +315,7 @@ async def test_constant_arrivals_follow_the_schedule():
 
     body = sse(comp("a", 1)) + sse(usage(1)) + b"data: [DONE]\n\n"
     gen = LoadGenerator(spec(arrival="constant", request_rate_per_s=4.0), clock=clock, sleep=sleep,
-                        transport=transport(lambda r: httpx.Response(200, stream=Scripted(None, [(None, body)]))))
+                        pool=fake(lambda b: scripted(None, [(None, body)])))
     window = await gen.run_window([prompt(i) for i in range(4)])
     assert [r.scheduled_s for r in window.requests] == pytest.approx([0.25, 0.5, 0.75, 1.0])
     assert sum(slept) == pytest.approx(1.0)
@@ -299,3 +340,24 @@ async def test_run_levels_validates_each_level_and_empty_windows():
 
     with pytest.raises(PromptError):
         await LoadGenerator(spec()).run_window([])
+
+
+def test_client_processes_split_the_cap_and_warmup_and_refuse_a_cap_too_small():
+    from services.bench.loadgen_procs import child_specs, max_overlap, shares
+
+    assert shares(10, 3) == [4, 3, 3] and shares(2, 4) == [1, 1, 0, 0]
+    children = child_specs(spec(max_concurrency=5, warmup_requests=3, client_processes=2))
+    assert [(c.max_concurrency, c.warmup_requests, c.client_processes) for c in children] == [(3, 2, 1), (2, 1, 1)]
+    assert [c.max_concurrency for c in child_specs(spec(client_processes=3))] == [None, None, None]
+    with pytest.raises(ValidationError, match="cannot be split"):
+        spec(max_concurrency=1, client_processes=2)
+
+    def rec(i, start, end):
+        from services.bench.timing import RequestRecord
+
+        return RequestRecord(index=i, prompt_id=f"p{i}", scheduled_s=start, start_s=start, end_s=end,
+                             chunk_arrival_s=[end], chunk_tokens=[1], output_tokens=1, prompt_tokens=1,
+                             status_code=200, error_kind=None, error=None, finish_reason="length", text="a")
+
+    # [0,2) [1,3) [2,4): at most two at once (an end and a start at the same instant do not overlap).
+    assert max_overlap([rec(0, 0.0, 2.0), rec(1, 1.0, 3.0), rec(2, 2.0, 4.0)]) == 2
