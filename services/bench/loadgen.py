@@ -176,14 +176,15 @@ class LoadGenerator:
     async def run_window(self, prompts: Sequence[Prompt]) -> WindowRecord:
         """Warm up, scrape, send `prompts` on the schedule, scrape again.
 
-        With spec.client_processes > 1 the window is driven by that many child
-        processes (services.bench.loadgen_procs; this generator's seams are not
-        passed to them) and their records are merged.
+        In this process only: a spec with client_processes > 1 is driven by
+        services.bench.loadgen_procs.drive_window (which builds on this module, so
+        this module never imports it).
         """
         if self.spec.client_processes > 1:
-            from services.bench.loadgen_procs import run_window_procs  # it imports this module
-
-            return await run_window_procs(self.spec, prompts)
+            raise ValueError(
+                f"client_processes {self.spec.client_processes}: drive the window with "
+                "services.bench.loadgen_procs.drive_window, which starts the client processes"
+            )
         return await self.run_window_at(prompts)
 
     async def run_window_at(self, prompts: Sequence[Prompt], *, ready: Callable[[], Awaitable[float | None]] | None = None,

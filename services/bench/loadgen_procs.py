@@ -84,6 +84,13 @@ def child_specs(spec: WindowSpec) -> list[WindowSpec]:
                                        "client_processes": 1}) for cap, w in zip(caps, warm)]
 
 
+async def drive_window(spec: WindowSpec, prompts: Sequence[Prompt]) -> WindowRecord:
+    """One window as the spec asks: in this process, or from spec.client_processes child processes."""
+    if spec.client_processes > 1:
+        return await run_window_procs(spec, prompts)
+    return await LoadGenerator(spec).run_window(prompts)
+
+
 async def run_window_procs(spec: WindowSpec, prompts: Sequence[Prompt], *, python: str = sys.executable) -> WindowRecord:
     """Drive one window from spec.client_processes child processes; the merged record."""
     n = spec.client_processes

@@ -41,7 +41,8 @@ from pydantic import Field
 from contracts.results import LoadgenCpu
 from services.bench.errors import WindowProcessFailed
 from services.bench.executor import SERVICE
-from services.bench.loadgen import LoadGenerator, WindowRecord, WindowSpec
+from services.bench.loadgen import WindowRecord, WindowSpec
+from services.bench.loadgen_procs import drive_window
 from services.bench.prompts import Prompt
 from services.runtime.errors import SpecdecError
 from services.runtime.procs import spawn
@@ -113,7 +114,7 @@ def main() -> int:
     cpus = _pin(spec.base_url)
     started, wall = _cpu(), time.monotonic()
     try:
-        record = asyncio.run(LoadGenerator(spec).run_window(prompts))
+        record = asyncio.run(drive_window(spec, prompts))
     except SpecdecError as exc:
         print(f"specdec window: {exc}", file=sys.stderr)
         return 1

@@ -238,9 +238,13 @@ async def test_two_client_processes_make_one_window_on_one_clock(server: SSEServ
     import time
 
     prompts = [prompt(i, fail=i == 5) for i in range(12)]
+    from services.bench.loadgen_procs import drive_window
+
     spec = WindowSpec(base_url=server.base_url, model="toy", max_concurrency=4, warmup_requests=3, client_processes=2)
+    with pytest.raises(ValueError, match="drive_window"):
+        await LoadGenerator(spec).run_window(prompts)  # one generator never starts processes behind its caller
     before = time.monotonic()
-    window = await LoadGenerator(spec).run_window(prompts)
+    window = await drive_window(spec, prompts)
     after = time.monotonic()
 
     assert [r.index for r in window.requests] == list(range(12))

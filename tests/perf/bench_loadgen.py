@@ -197,7 +197,8 @@ def _cpu_s() -> float:
 
 def _specdec_client(args: argparse.Namespace) -> dict[str, Any]:
     os.sched_setaffinity(0, {args.core})
-    from services.bench.loadgen import LoadGenerator, WindowSpec
+    from services.bench.loadgen import WindowSpec
+    from services.bench.loadgen_procs import drive_window
     from services.bench.prompts import ChatTurn, Prompt
     from services.bench.results import build_result
 
@@ -209,7 +210,7 @@ def _specdec_client(args: argparse.Namespace) -> dict[str, Any]:
     spec = WindowSpec(base_url=args.base_url, model=VLLM_MODEL, max_concurrency=CONCURRENCY, request_timeout_s=CLIENT_TIMEOUT_S,
                       client_processes=args.processes)
     cpu_before = _cpu_s()
-    window = asyncio.run(LoadGenerator(spec).run_window(prompts))
+    window = asyncio.run(drive_window(spec, prompts))
     cpu_s = _cpu_s() - cpu_before
     summary = window.summary()
     return {
