@@ -29,6 +29,11 @@ def redacted_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=netloc))
 
 
+# How long a command may wait for Redis's reply beyond its own blocking time
+# (redis-py's default socket timeout).
+SOCKET_TIMEOUT_S = 5.0
+
+
 def make_broker(settings: RuntimeSettings) -> RedisBroker:
     """A broker for the configured Redis (redis:// or rediss://, password in the URL).
 
@@ -41,6 +46,9 @@ def make_broker(settings: RuntimeSettings) -> RedisBroker:
 
     return RedisBroker(
         settings.redis_url,
+        # A reader's XREADGROUP waits up to SPECDEC_READ_BLOCK_MS for an entry:
+        # the socket must outwait it, or an idle reader fails with a read timeout.
+        socket_timeout=SOCKET_TIMEOUT_S + settings.read_block_ms / 1000,
         apply_types=False,
         log_level=logging.DEBUG,
         logger=logging.getLogger("specdec.faststream"),

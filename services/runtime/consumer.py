@@ -4,11 +4,12 @@ For each message of a route:
 1. parse and validate; an invalid payload or unknown version is dead-lettered at once;
 2. skip (and ack) a step key that is already done: duplicates never repeat side effects;
 3. dead-letter a message delivered more than `max_deliveries` times;
-4. take the step key's in-flight lease; keep it and the message alive with a
-   heartbeat (XCLAIM ... JUSTID by the same consumer) while the handler runs;
-5. on success publish the outputs, mark the key done, then ack (at-least-once:
-   a crash before the ack redelivers, and the done mark or idempotent side
-   effects make the retry harmless); on `StepFailed` publish `<step>.failed`;
+4. take the step key's in-flight lease (with the done-check of 2, one script); keep
+   it and the message alive with a heartbeat (XCLAIM ... JUSTID by the same
+   consumer) while the handler runs;
+5. on success publish the outputs, then mark the key done and ack in one script
+   (at-least-once: a crash before it redelivers, and idempotent side effects make
+   the retry harmless); on `StepFailed` publish `<step>.failed`;
    on any other error record it and leave the message pending for a retry
    (reclaimed after `reclaim_idle_ms`), dead-lettering it on its last delivery.
 """
@@ -217,7 +218,13 @@ class Consumer:
 
         context = StepContext(service=self.service, settings=self.settings, bus=self.bus, log=log, resources=self.resources)
         self.running.add(key)
-        heartbeat = asyncio.create_task(self._heartbeat(key, owner, delivery, log))
+        # The heartbeat starts only once the step has run one interval: most steps end
+        # sooner, and a timer costs less than a task started and cancelled per message.
+        heartbeat: list[asyncio.Task[None]] = []
+        beat_timer = asyncio.get_running_loop().call_later(
+            self.settings.heartbeat_s,
+            lambda: heartbeat.append(asyncio.create_task(self._heartbeat(key, owner, delivery, log))),
+        )
         finished = False
         try:
             log.debug("step started", step_key=key.step, delivery=deliveries)
@@ -273,7 +280,9 @@ class Consumer:
             log.warning("step raised; left pending for a retry", error=error, delivery=deliveries)
             return "retry"
         finally:
-            heartbeat.cancel()
+            beat_timer.cancel()
+            for beat in heartbeat:
+                beat.cancel()
             self.running.discard(key)
             if not finished:
                 try:
@@ -311,11 +320,15 @@ class Consumer:
         """Keep the lease and the message alive while the step runs. A beat that
         cannot reach Redis (restart, failover, network) is retried until it gets
         through: a heartbeat that stopped at the first error would let the lease
-        lapse and the message be reclaimed while the step still runs."""
+        lapse and the message be reclaimed while the step still runs. Started one
+        interval after the step began, it beats at once."""
         interval = self.settings.heartbeat_s
         failing = lost = False
+        first = True
         while True:
-            await asyncio.sleep(min(interval, HEARTBEAT_RETRY_S) if failing else interval)
+            if not first:
+                await asyncio.sleep(min(interval, HEARTBEAT_RETRY_S) if failing else interval)
+            first = False
             try:
                 held = await self.ledger.renew(key, owner, self.lease_ttl_ms)
                 # Touching claims the message for this consumer: only while this owner holds the lease.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,10 +18,10 @@ import redis.asyncio as aioredis
 import structlog
 from faststream import AckPolicy
 from faststream.redis import RedisBroker, StreamSub
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisError, ResponseError
 
 from contracts.registry import Registry, default_registry
-from services.runtime.broker import Bus, make_broker
+from services.runtime.broker import Bus, decode_entry, make_broker
 from services.runtime.consumer import Consumer, Delivery, Route
 from services.runtime.health import serve_health
 from services.runtime.ledger import Ledger, MemoryLedger, RedisLedger
@@ -28,6 +29,20 @@ from services.runtime.metrics import Metrics
 from services.runtime.settings import RuntimeSettings
 
 RECLAIM_SUFFIX = "~reclaim"
+
+
+class _Stream(StreamSub):
+    """A StreamSub that faststream reads without copying it.
+
+    faststream's subscriber rebuilds its StreamSub on every access
+    (`add_prefix` deep-copies it), several times per message and per idle
+    poll. specdec's brokers have no prefix (the stream names carry it), so
+    the copy is always equal to the original; returning the original is a
+    tenth of a service's CPU per message (docs/perf.md).
+    """
+
+    def add_prefix(self, prefix: str) -> StreamSub:
+        return self if not prefix else super().add_prefix(prefix)
 
 
 @dataclass
@@ -76,7 +91,8 @@ class Service:
             # pending and another instance reclaims it.
             for task in unfinished:
                 task.cancel()
-            await asyncio.wait(unfinished, timeout=5)
+            if unfinished:  # asyncio.wait refuses an empty set
+                await asyncio.wait(unfinished, timeout=5)
         await self.broker.stop()
         if self.client is not None:
             await self.client.aclose()
@@ -102,6 +118,115 @@ def _subscriber_for(service: Service, route: Route, sub: StreamSub, consumer_nam
     )(on_message)
 
 
+# Entries one reader takes per XREADGROUP when the instance handles one message at a
+# time: a backlog then costs one read per batch instead of one per entry, and a
+# lone event is returned at once all the same (COUNT is an upper bound).
+READ_BATCH = 32
+
+
+class _Entry:
+    """One entry of a batch read, as the consumer sees a delivery: a fresh read
+    (XREADGROUP >) is its first delivery; it is acked alone, by its ID."""
+
+    fresh = True
+
+    def __init__(self, client: aioredis.Redis, message_id: bytes, fields: dict[bytes, bytes], *,
+                 stream: str, consumer: str, group: str) -> None:
+        self.client = client
+        self.message_id = message_id.decode()
+        self.body, _ = decode_entry(fields)
+        self.stream = stream
+        self.consumer = consumer
+        self.group = group
+
+    async def delivery_count(self) -> int:
+        return 1
+
+    async def ack(self) -> None:
+        await self.client.xack(self.stream, self.group, self.message_id)
+
+
+@dataclass
+class _Batch:
+    """The entries of one read still waiting for their turn, and when the running one began."""
+
+    waiting: set[str]
+    step_began: float
+
+
+async def _keep_waiting(service: Service, stream: str, consumer: str, batch: _Batch) -> None:
+    """Keep a batch's read-but-unstarted entries from being reclaimed while this
+    instance works through the batch: every heartbeat, reset their idle time
+    (XCLAIM JUSTID by the reader, no delivery counted), as the consumer's
+    heartbeat does for the running one. An instance that dies stops touching
+    them and they become reclaimable as usual. While one step of the batch runs
+    longer than the reclaim idle time, the entries behind it are not touched:
+    they go idle and another instance reclaims them instead of waiting for that
+    step (the ledger's lease keeps each step from running twice)."""
+    assert service.client is not None
+    settings = service.settings
+    log = structlog.get_logger().bind(service=service.name, stream=stream)
+    while True:
+        await asyncio.sleep(settings.heartbeat_s)
+        if not batch.waiting:
+            return
+        if time.monotonic() - batch.step_began >= settings.reclaim_idle_ms / 1000:
+            continue
+        try:
+            await service.client.xclaim(stream, service.name, consumer, min_idle_time=0,
+                                        message_ids=sorted(batch.waiting), justid=True)
+        except (RedisError, OSError) as exc:
+            # The next beat retries; should Redis stay away past the idle time the
+            # entries are reclaimed elsewhere, and the ledger's lease decides who runs each.
+            log.warning("cannot keep a read batch's waiting entries; retrying", error=f"{type(exc).__name__}: {exc}")
+
+
+async def _raw_entries(message: Any, original: Any) -> Any:
+    """The batch reader's parser: faststream's own decodes every entry's body and
+    JSON-encodes the list, work `_Entry` does again; so faststream parses an
+    empty batch, and the message carries the raw entries."""
+    parsed = await original({**message, "data": []})
+    parsed.raw_message = message
+    return parsed
+
+
+async def _no_body(message: Any) -> None:
+    """The batch reader's decoder: none, the entries are decoded one by one (`_Entry`)."""
+
+
+def _batch_reader_for(service: Service, route: Route, sub: StreamSub, consumer_name: str) -> None:
+    stream = sub.name
+    context = service.broker.context
+    assert service.client is not None
+    client = service.client
+
+    async def on_batch(body: Any) -> None:
+        message = context.get_local("message")
+        raw = message.raw_message
+        entries = [
+            _Entry(client, message_id, fields, stream=stream, consumer=consumer_name, group=service.name)
+            for message_id, fields in zip(raw["message_ids"], raw["data"], strict=True)
+        ]
+        batch = _Batch(waiting={entry.message_id for entry in entries[1:]}, step_began=time.monotonic())
+        keeper = asyncio.create_task(_keep_waiting(service, stream, consumer_name, batch)) if batch.waiting else None
+        try:
+            for entry in entries:
+                batch.waiting.discard(entry.message_id)
+                batch.step_began = time.monotonic()
+                # Once the instance is stopping, handle() takes nothing new: the
+                # rest of the batch stays pending, unacked, for another instance.
+                await service.consumer.handle(route, entry)
+        finally:
+            if keeper is not None:
+                keeper.cancel()
+
+    on_batch.__name__ = f"{service.name}:{route.schema}:read"
+    service.broker.subscriber(
+        stream=sub, ack_policy=AckPolicy.MANUAL, title=f"{stream}:{service.name}:read",
+        parser=_raw_entries, decoder=_no_body,
+    )(on_batch)
+
+
 def bootstrap(
     name: str,
     routes: Sequence[Route],
@@ -122,7 +247,12 @@ def bootstrap(
         client = None
         ledger = ledger or MemoryLedger()
     else:
-        client = client or aioredis.Redis.from_url(settings.redis_url)
+        # One instance handling one message at a time sends its ledger commands one
+        # after another: one connection, without a pool's checkout per command
+        # (a tenth of the CPU per message, docs/perf.md). Concurrent handlers keep the pool.
+        client = client or aioredis.Redis.from_url(
+            settings.redis_url, single_connection_client=settings.max_concurrency == 1
+        )
         ledger = ledger or RedisLedger(client, settings.stream_prefix)
 
     touch = None
@@ -149,14 +279,21 @@ def bootstrap(
         stream = bus.stream_of(route.schema)
         reader = settings.instance
         reclaimer = settings.instance + RECLAIM_SUFFIX
-        # One entry per read: a read batch would sit in this instance's pending
-        # list unheartbeated, where its own reclaimer could take it.
-        reader_sub = StreamSub(stream, group=name, consumer=reader, polling_interval=settings.read_block_ms, max_records=1)
-        _subscriber_for(service, route, reader_sub, reader)
+        if client is not None and settings.max_concurrency == 1:
+            # A batch per read, its waiting entries kept alive (`_keep_waiting`).
+            _batch_reader_for(service, route, _Stream(
+                stream, group=name, consumer=reader, polling_interval=settings.read_block_ms,
+                max_records=READ_BATCH, batch=True,
+            ), reader)
+        else:
+            # One entry per read: concurrent handlers (max_concurrency > 1) each take
+            # their own, and the in-memory transport has no pending list to keep.
+            reader_sub = _Stream(stream, group=name, consumer=reader, polling_interval=settings.read_block_ms, max_records=1)
+            _subscriber_for(service, route, reader_sub, reader)
         _subscriber_for(
             service,
             route,
-            StreamSub(
+            _Stream(
                 stream,
                 group=name,
                 consumer=reclaimer,

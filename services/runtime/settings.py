@@ -37,8 +37,15 @@ class RuntimeSettings(BaseSettings):
     reclaim_idle_ms: int = Field(
         default=30_000, ge=100, description="Idle time after which another instance reclaims a pending message."
     )
-    reclaim_poll_ms: int = Field(default=1_000, ge=10, description="How often an instance looks for reclaimable work.")
-    read_block_ms: int = Field(default=1_000, ge=1, description="XREADGROUP block time; bounds shutdown latency.")
+    reclaim_poll_ms: int = Field(
+        default=10_000, ge=10,
+        description="How often an instance looks for reclaimable work: a dead instance's message is taken over "
+        "between reclaim_idle_ms and reclaim_idle_ms + this after its last heartbeat.",
+    )
+    read_block_ms: int = Field(
+        default=10_000, ge=1,
+        description="XREADGROUP block time of an idle reader (an entry ends the wait at once; stopping cancels it).",
+    )
     max_concurrency: int = Field(
         default=1, ge=1, le=256, description="Messages one instance handles at once (per stream it reads)."
     )

@@ -129,6 +129,28 @@ def test_long_handler_with_heartbeat_is_not_reclaimed(workers, client, prefix):
     assert len(stream_events(client, f"{prefix}.profile.completed")) == 1
 
 
+def test_entries_waiting_in_a_read_batch_are_kept_from_the_reclaimer(workers, client, prefix):
+    # Eight events are waiting when instance a starts: it reads them in one batch
+    # and runs them one after another (0.45 s each). The last ones start up to
+    # 3.2 s after the read, well past the 1.5 s reclaim idle time, while instance
+    # b polls every 0.1 s: only the batch's keeper (touching waiting entries)
+    # keeps b from taking them.
+    stream = f"{prefix}.profile.requested"
+    events = [ProfileRequested(run_id=f"toy-20261130-00000{i}-abcdef", producer="test", requested_by="test")
+              for i in range(8)]
+    for event in events:
+        publish(client, prefix, event)
+    a = workers.start("a", WORKER_SLEEP_S="0.45")
+    wait_for(lambda: any(l[0] == "start" for l in lines(workers.log)), 20, "a's first start")
+    workers.start("b", WORKER_SLEEP_S="0")
+    wait_for(lambda: [l[0] for l in lines(workers.log)].count("done") == 8, 30, "the eight completions")
+    wait_for(lambda: client.xpending(stream, "worker")["pending"] == 0, 10, "the acks")
+    time.sleep(0.5)
+    log = lines(workers.log)
+    assert [l[1] for l in log if l[0] == "start"] == [e.event_id for e in events], f"each ran once, in order: {log}"
+    assert {l[2] for l in log} == {str(a.pid)}, f"a waiting entry was reclaimed: {log}"
+
+
 def test_duplicate_delivery_does_not_repeat_the_side_effect(workers, client, prefix):
     workers.start("a")
     wait_group_ready(client, prefix)
