@@ -44,17 +44,14 @@ def test_a_measurement_process_really_runs_off_core_0() -> None:
 def test_the_record_carries_the_processes_cpu_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
     spec = WindowSpec(base_url="http://127.0.0.1:9", model="toy", max_concurrency=1)
 
-    class Generator:
-        def __init__(self, given: WindowSpec) -> None:
-            assert given == spec
-
-        async def run_window(self, prompts: Any) -> WindowRecord:
-            sum(i * i for i in range(200_000))  # some CPU of its own
-            return WindowRecord(spec=spec, duration_s=0.1, requests=[], warmup_completed=0, warmup_failed=0,
-                                max_in_flight=0, metrics_before=None, metrics_after=None, metrics_error="none")
+    async def drive_window(given: WindowSpec, prompts: Any) -> WindowRecord:
+        assert given == spec
+        sum(i * i for i in range(200_000))  # some CPU of its own
+        return WindowRecord(spec=spec, duration_s=0.1, requests=[], warmup_completed=0, warmup_failed=0,
+                            max_in_flight=0, metrics_before=None, metrics_after=None, metrics_error="none")
 
     stdout = io.BytesIO()
-    monkeypatch.setattr(window_module, "LoadGenerator", Generator)
+    monkeypatch.setattr(window_module, "drive_window", drive_window)
     monkeypatch.setattr(window_module, "_pin", lambda base_url: [1])  # never pin the test's own process
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(request_bytes(spec, PROMPTS))))
     monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(stdout))
