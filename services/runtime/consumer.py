@@ -39,6 +39,10 @@ from services.runtime.ledger import BUSY, DONE, AckRef, Ledger, StepKey
 from services.runtime.settings import RuntimeSettings
 
 
+# Waits between attempts of a progress event over a dropped connection: ~62 s in all.
+EMIT_RETRIES_S = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
+
+
 @dataclass
 class StepContext:
     """What a handler may use besides its event: publish progress, the lease, the log."""
@@ -51,8 +55,25 @@ class StepContext:
     resources: dict[str, Any] = field(default_factory=dict)
 
     async def emit(self, event: Event) -> None:
-        """Publish a progress event now (training.started, bench.trial.completed, ...)."""
-        await self.bus.publish(event)
+        """Publish a progress event now (training.started, bench.trial.completed, ...).
+
+        A dropped connection (a Redis restart) is retried for about a minute before
+        the error reaches the handler: the step's work behind the event is done and
+        recorded by then (a trial's result file), and a step retried later adopts
+        that work without announcing it again, so an emit that gave up at once
+        would lose the event. The heartbeat keeps the lease meanwhile. A repeated
+        publish carries the same event_id (the journal and every consumer dedup it).
+        """
+        for wait_s in (*EMIT_RETRIES_S, None):
+            try:
+                await self.bus.publish(event)
+                return
+            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+                if wait_s is None:
+                    raise
+                self.log.warning("a progress event cannot reach Redis; retrying", schema=event.SCHEMA,
+                                 event_id=event.event_id, error=f"{type(exc).__name__}: {exc}", retry_in_s=wait_s)
+                await asyncio.sleep(wait_s)
 
 
 Handler = Callable[[Event, StepContext], Awaitable[Sequence[Event]]]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+import structlog
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 import contracts
@@ -93,3 +94,20 @@ def test_a_connection_that_stays_down_leaves_the_message_pending_as_before():
     ledger, bus = MemoryLedger(), FlakyBus(failures=10)
     assert run_once(bus, ledger) == [REQUEST.event_id]
     assert ledger.done == {} and bus.raw == []  # not recorded, not dead-lettered: a retry later
+
+
+@pytest.mark.asyncio
+async def test_a_progress_event_over_a_dropped_connection_is_retried_until_it_goes_out(monkeypatch):
+    """StepContext.emit (a bench trial's event, mid-step) waits for Redis: a step retried later
+    adopts the recorded work without announcing it again, so giving up would lose the event."""
+    monkeypatch.setattr(consumer_module, "EMIT_RETRIES_S", (0.0, 0.0, 0.0))
+    bus = FlakyBus(failures=3)
+    ctx = consumer_module.StepContext(service="svc", settings=RuntimeSettings(), bus=bus, log=structlog.get_logger())
+    await ctx.emit(REQUEST)
+    assert bus.published == [ProfileRequested.SCHEMA] and bus.failures == 0
+
+    gone = FlakyBus(failures=4)  # one more failure than retries: the error reaches the handler
+    ctx = consumer_module.StepContext(service="svc", settings=RuntimeSettings(), bus=gone, log=structlog.get_logger())
+    with pytest.raises(RedisConnectionError):
+        await ctx.emit(REQUEST)
+    assert gone.published == []
