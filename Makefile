@@ -13,7 +13,7 @@ STAMP := $(VENV)/.installed-$(shell echo '$(EXTRAS)' | tr ',' '-')
 slurm:
 	infra/bin/ensure-slurm
 
-.PHONY: slurm setup model lint-imports demo test test-models test-unit test-integration test-e2e perf perf-quick asyncapi clean
+.PHONY: slurm setup model lint-imports demo test test-models test-unit test-integration test-e2e test-compose perf perf-quick asyncapi clean
 
 setup: $(STAMP)
 
@@ -41,6 +41,12 @@ lint-imports: setup
 # Two lanes at once: the tests that start vLLM, and the rest (infra/bin/run-tests).
 test: setup slurm lint-imports
 	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) PY=$(PY) infra/bin/run-tests
+
+# compose.yaml's CPU profile run for real: dockerd (started when none answers), images built
+# from scratch, a campaign inside the containers, Redis restarted mid-run; everything it made is
+# removed by label afterwards (infra/bin/test-compose, docs/deployment.md).
+test-compose: setup
+	PY=$(PY) infra/bin/test-compose
 
 test-models: setup model
 	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) $(PY) -m pytest tests/e2e -q -m models

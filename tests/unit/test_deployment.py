@@ -1,4 +1,5 @@
-"""The deployment files agree with the service catalogue (Docker does not run here).
+"""The deployment files agree with the service catalogue (checked statically here;
+`make test-compose` runs compose.yaml for real, tests/compose).
 
 compose.yaml, infra/k8s (both variants) and infra/Dockerfile are parsed and
 checked against `services.runtime.apps.available()`: every built service runs
@@ -362,6 +363,37 @@ def test_dockerfile_builds_one_image_with_extras() -> None:
     for key, svc in load_compose()["services"].items():
         if "build" in svc:
             assert extras(svc) <= known, f"compose {key}: unknown extras {extras(svc) - known}"
+
+
+def test_compose_file_suits_docker_compose_1_29_and_v2() -> None:
+    """No top-level `name:` (docker-compose 1.29 rejects it; the project is named with -p or
+    COMPOSE_PROJECT_NAME), only keys both read; and 1.29 itself accepts the file where it is installed."""
+    compose = load_compose()
+    assert {key for key in compose if not key.startswith("x-")} <= {"services", "volumes", "networks"}
+    if shutil.which("docker-compose") is None:
+        return
+    out = subprocess.run(["docker-compose", "-f", str(ROOT / "compose.yaml"), "config", "-q"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+
+
+def test_dockerfile_builds_without_a_registry() -> None:
+    """No `# syntax=` frontend to pull; the base image an argument (a locally made one where no registry
+    answers); packages in a virtualenv (PEP 668); pip's extra files from the context, empty by default."""
+    text = (ROOT / "infra/Dockerfile").read_text()
+    assert not re.search(r"^#\s*syntax\s*=", text, re.MULTILINE | re.IGNORECASE)
+    assert re.search(r"^ARG BASE_IMAGE=\S+\nFROM \$\{BASE_IMAGE\}$", text, re.MULTILINE)
+    assert re.search(r"^RUN python3 -m venv (\S+)$", text, re.MULTILINE)
+    assert re.search(r"^ARG PIP_FIND_LINKS=$", text, re.MULTILINE)
+    assert re.search(r"^ARG PIP_CA_BUNDLE=$", text, re.MULTILINE)
+    assert re.search(r"^ARG PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu$", text, re.MULTILINE)
+    folder = re.search(r"^ARG PIP_FILES=(\S+)$", text, re.MULTILINE)
+    assert folder and (ROOT / folder.group(1)).is_dir(), "the default PIP_FILES folder must exist for COPY"
+    redis_file = (ROOT / "infra/docker/redis.Dockerfile").read_text()
+    assert not re.search(r"^#\s*syntax\s*=", redis_file, re.MULTILINE | re.IGNORECASE)
+    # The same command and config path as compose.yaml's redis service.
+    command = load_compose()["services"]["redis"]["command"]
+    assert f"CMD {json.dumps(command)}" in redis_file
 
 
 def test_redis_conf_is_accepted_by_redis_server(tmp_path: Path) -> None:
