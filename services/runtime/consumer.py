@@ -43,6 +43,20 @@ from services.runtime.settings import RuntimeSettings
 EMIT_RETRIES_S = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 
 
+async def retry_dropped(op: Callable[[], Awaitable[Any]], waits: Sequence[float], log: Any, message: str,
+                        **fields: Any) -> Any:
+    """Run `op`, retrying a dropped Redis connection after each of `waits`; the last error goes to the caller."""
+    for wait_s in (*waits, None):
+        try:
+            return await op()
+        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+            if wait_s is None:
+                raise
+            log.warning(message, error=f"{type(exc).__name__}: {exc}", retry_in_s=wait_s, **fields)
+            await asyncio.sleep(wait_s)
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
 @dataclass
 class StepContext:
     """What a handler may use besides its event: publish progress, the lease, the log."""
@@ -64,16 +78,8 @@ class StepContext:
         would lose the event. The heartbeat keeps the lease meanwhile. A repeated
         publish carries the same event_id (the journal and every consumer dedup it).
         """
-        for wait_s in (*EMIT_RETRIES_S, None):
-            try:
-                await self.bus.publish(event)
-                return
-            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-                if wait_s is None:
-                    raise
-                self.log.warning("a progress event cannot reach Redis; retrying", schema=event.SCHEMA,
-                                 event_id=event.event_id, error=f"{type(exc).__name__}: {exc}", retry_in_s=wait_s)
-                await asyncio.sleep(wait_s)
+        await retry_dropped(lambda: self.bus.publish(event), EMIT_RETRIES_S, self.log,
+                            "a progress event cannot reach Redis; retrying", schema=event.SCHEMA, event_id=event.event_id)
 
 
 Handler = Callable[[Event, StepContext], Awaitable[Sequence[Event]]]
@@ -326,16 +332,7 @@ class Consumer:
         `finish` is idempotent. After the last retry the error goes to the caller,
         which leaves the message pending as before.
         """
-        for wait_s in (*RECORD_RETRIES_S, None):
-            try:
-                return await op()
-            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-                if wait_s is None:
-                    raise
-                log.warning("recording the finished step cannot reach Redis; retrying",
-                            error=f"{type(exc).__name__}: {exc}", retry_in_s=wait_s)
-                await asyncio.sleep(wait_s)
-        raise AssertionError("unreachable")  # the loop returns or raises
+        return await retry_dropped(op, RECORD_RETRIES_S, log, "recording the finished step cannot reach Redis; retrying")
 
     async def _heartbeat(self, key: StepKey, owner: str, delivery: Delivery, log: Any) -> None:
         """Keep the lease and the message alive while the step runs. A beat that
