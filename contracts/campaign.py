@@ -233,6 +233,14 @@ class LoadSpec(Strict):
         description="Generate exactly each prompt's output length, past the end-of-sequence token. None: true for "
         "shapes (a shape fixes the output length), false for traffic prompts (they end where the model ends them).",
     )
+    client_processes: int = Field(
+        default=1, ge=1, le=64,
+        description="Processes of specdec's builtin load generator that drive each window together, their "
+        "per-request records merged into one window on one clock (docs/bench-loadgen.md, \"Several client "
+        "processes\"): for servers that stream more chunks per second than one client core receives. Each process "
+        "needs a request in flight, so every cell's lowest concurrency level must be at least this; an operator "
+        "bench command drives its own load, so more than 1 is refused beside one.",
+    )
 
     @model_validator(mode="after")
     def _check_arrivals(self) -> LoadSpec:
@@ -284,6 +292,16 @@ class Matrix(Strict):
                 f"matrix.cells {interleaved} are regime warm-interleaved but {others} are not: warm-interleaved "
                 "rotates the trials across every cell's server, so set regime: warm-interleaved on every cell, "
                 "or on none"
+            )
+        # The builtin load generator splits a window's concurrency cap over its client processes;
+        # a level below the process count would leave a process with nothing to send.
+        low = {cell.cell_id: min(cell.concurrency) for cell in self.cells
+               if min(cell.concurrency) < self.load.client_processes}
+        if low:
+            raise ValueError(
+                f"matrix.load.client_processes {self.load.client_processes} splits each window's concurrency over "
+                f"that many client processes, and each needs a request in flight, but cells {low} have a lower "
+                "concurrency level: lower client_processes or raise those levels"
             )
         return self
 

@@ -417,12 +417,19 @@ def _shown_option(values: list[str | None] | None) -> str:
     return ", ".join("(set)" if value is None else value for value in values)
 
 
-def load_problems(benches: Sequence[tuple[str, ArgvTemplate | None]]) -> list[str]:
+def load_problems(benches: Sequence[tuple[str, ArgvTemplate | None]], *, client_processes: int = 1) -> list[str]:
     """Cells whose bench commands imply different loads: some builtin and some
     operator, or operator templates whose options differ (programs and
-    positional tokens may differ, e.g. two copies of one wrapper)."""
+    positional tokens may differ, e.g. two copies of one wrapper); and
+    `matrix.load.client_processes` above 1 beside an operator bench, which
+    drives its own load and would never read it."""
     builtin = [cell_id for cell_id, template in benches if template is None]
     operator = [(cell_id, template) for cell_id, template in benches if template is not None]
+    if operator and client_processes > 1:
+        return [f"matrix.load.client_processes {client_processes} sets how many processes of specdec's builtin "
+                f"load generator drive a window, but cells {[cell_id for cell_id, _ in operator]} are measured by "
+                "an operator bench command, which drives its own load and never reads it: remove client_processes "
+                "(or set 1), or measure with the builtin load generator"]
     if builtin and operator:
         return [f"cells {builtin} are measured by specdec's builtin load generator and cells "
                 f"{[cell_id for cell_id, _ in operator]} by an operator bench command: a controlled comparison "
@@ -489,4 +496,4 @@ def template_problems(campaign: Campaign, matrix: Matrix, *, cells_at: str = "ma
             declared = bench_declared(cell, matrix.load, shapes=campaign.shapes_only)
             problems += field_problems(cell.cell_id, "bench", source, template, declared)
         benches.append((cell.cell_id, None if bench is None else bench[0]))
-    return _worded(problems) + load_problems(benches)
+    return _worded(problems) + load_problems(benches, client_processes=matrix.load.client_processes)

@@ -115,6 +115,7 @@ def _window_spec(plan: BenchPlan, cell: CellPlan, base_url: str, concurrency: in
         warmup_requests=load.warmup_requests,
         temperature=0.0,
         seed=trial,
+        client_processes=load.client_processes,  # Matrix refuses a level below it
     )
 
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
-from contracts.campaign import Campaign, GateSpec, Matrix, SpeculativeConfig, missing_inputs
+from contracts.campaign import Campaign, GateSpec, LoadSpec, Matrix, SpeculativeConfig, missing_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -331,6 +331,16 @@ def test_burstiness_without_a_request_rate_is_refused_naming_both(data):
     data["matrix"]["load"]["request_rate"] = 4.0
     assert Campaign.model_validate(data).matrix.load.burstiness == 0.5
     assert LoadSpec().burstiness == 1.0 and LoadSpec(request_rate=2).burstiness == 1.0
+
+
+def test_client_processes_above_a_cells_lowest_level_is_refused_naming_the_cells(data):
+    data["matrix"]["load"]["client_processes"] = 2  # the example's cells measure levels [1, 4]
+    with pytest.raises(ValidationError, match=r"matrix.load.client_processes 2 splits .* but cells \{'standing': 1"):
+        Campaign.model_validate(data)
+    for cell in data["matrix"]["cells"]:
+        cell["concurrency"] = [2, 4]
+    assert Campaign.model_validate(data).matrix.load.client_processes == 2
+    assert LoadSpec().client_processes == 1
 
 
 @pytest.mark.parametrize("value", [0, 1])

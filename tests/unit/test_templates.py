@@ -449,3 +449,9 @@ def test_the_configuration_doc_lists_every_placeholder():
     table = text[text.index("### Placeholders"):text.index("### What `specdec submit` refuses")]
     missing = [name for name in PLACEHOLDERS if f"`{{{name}}}`" not in table]
     assert missing == [], f"docs/configuration.md's placeholder table lacks {missing}"
+
+
+def test_client_processes_beside_an_operator_bench_is_refused_naming_the_field():
+    found = problems(with_bench(BENCH_OK, {"client_processes": 2}, concurrency=[2, 4]))
+    assert "drives its own load and never reads it" in one(found, "matrix.load.client_processes 2")
+    assert problems(with_bench(BENCH_OK, {"client_processes": 1})) == []

@@ -172,6 +172,10 @@ CHECKS: dict[str, Check] = {
     # The value other than the one the prompt source gets by default (unset: true for shapes, false for
     # traffic): an explicit value is sent for heldout prompts and shapes alike.
     "matrix.load.ignore_eos": Check(LOAD_SEES, put("matrix.load.ignore_eos", not_effective_ignore_eos)),
+    # The builtin load generator's processes per window; each needs a request in flight (levels >= 2
+    # here), and an operator bench drives its own load: refused beside one.
+    "matrix.load.client_processes": Check(LOAD_SEES, put("matrix.load.client_processes", 2),
+                                          base=put("matrix.cells.*.concurrency", [2]), applies=when(bench="builtin")),
     "matrix.cells[].cell_id": Check(("serve", "gate_on_plan"), put(f"{C1}.cell_id", "ngram-k3-b")),
     # Swapping roles makes the ngram cell the baseline, which is not what is served today: refused.
     "matrix.cells[].role": Check(SERVE_SEES, both(put(f"{C0}.role", "candidate"), put(f"{C1}.role", "standing")),
