@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from contracts import events as ev
 from contracts import layout
 from contracts.envelope import Event
+from contracts.streams import DEADLETTER, SCHEMAS, deadletter_stream, stream_name  # noqa: F401 (re-exported)
 
 CLI = "cli"
 PROFILER = "profiler"
@@ -25,7 +26,6 @@ JOURNAL = "journal"
 
 # Services in flow order (the journal is infrastructure, listed last).
 SERVICES: tuple[str, ...] = (PROFILER, CORPUS, CAPACITY, TRAINER, BENCH, GATE, PUBLISHER, JOURNAL)
-DEADLETTER = "deadletter"
 
 
 @dataclass(frozen=True)
@@ -42,14 +42,6 @@ class StreamSpec:
 
     def stream(self, prefix: str) -> str:
         return stream_name(prefix, self.schema)
-
-
-def stream_name(prefix: str, schema: str) -> str:
-    return f"{prefix}.{schema}"
-
-
-def deadletter_stream(prefix: str) -> str:
-    return stream_name(prefix, DEADLETTER)
 
 
 def _spec(model: type[Event], producer: str, *consumers: str) -> StreamSpec:
@@ -92,6 +84,10 @@ CATALOGUE: tuple[StreamSpec, ...] = (
 )
 
 BY_SCHEMA: dict[str, StreamSpec] = {spec.schema: spec for spec in CATALOGUE}
+
+# contracts.streams repeats the schemas for readers that skip the models; a drift is a bug here.
+if tuple(BY_SCHEMA) != SCHEMAS:
+    raise RuntimeError(f"contracts.streams.SCHEMAS is not the catalogue's schemas in order: {tuple(BY_SCHEMA)}")
 
 
 def consumed_by(service: str) -> list[StreamSpec]:

@@ -139,18 +139,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_id", nargs="?")
     p.add_argument("--from-start", action="store_true", help="replay each stream from its first entry")
     p.add_argument("--timeout", type=float, help="stop after this many seconds")
-    p.set_defaults(func=_connected(_watch))
+    p.set_defaults(func=_connected(_watch), structured_logs=False)
 
     p = sub.add_parser("status", help="each step's state for a run (exit 1 when the run halted)")
     p.add_argument("run_id")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=_connected(_status))
+    p.set_defaults(func=_connected(_status), structured_logs=False)
 
     p = sub.add_parser("dlq", help="the dead-letter stream")
     dlq = p.add_subparsers(dest="dlq_command", required=True)
     q = dlq.add_parser("list", help="list dead letters with their reasons")
     q.add_argument("--json", action="store_true")
-    q.set_defaults(func=_connected(_dlq))
+    q.set_defaults(func=_connected(_dlq), structured_logs=False)
     q = dlq.add_parser("replay", help="put a dead letter's original payload back on its stream (once)")
     q.add_argument("dead_letter_id")
     q.set_defaults(func=_connected(_dlq))
@@ -181,10 +181,14 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     settings = RuntimeSettings()  # first: a bad SPECDEC_* variable fails every command, --help included
     args = build_parser().parse_args(argv)
-    # After parsing: --help and a usage error log nothing, so they skip structlog's import.
+    # After parsing: --help and a usage error log nothing, so they skip structlog's import; so do
+    # the commands that only read the streams (structured_logs=False), which never log through it.
     from services.runtime import logs
 
-    logs.configure("cli", settings.log_level)
+    if getattr(args, "structured_logs", True):
+        logs.configure("cli", settings.log_level)
+    else:
+        logs.configure_stdlib(settings.log_level)
     try:
         return int(args.func(args))
     except SpecdecError as exc:

@@ -8,8 +8,8 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
-from contracts.catalogue import CATALOGUE, deadletter_stream, stream_name
-from services.runtime.broker import decode_entry
+from contracts.streams import SCHEMAS, deadletter_stream, stream_name
+from services.runtime.wire import decode_entry
 
 
 def _body(fields: dict[bytes, bytes]) -> tuple[dict[str, Any] | None, dict[str, str]]:
@@ -42,8 +42,8 @@ async def scan(client: aioredis.Redis, stream: str, *, batch: int = 500) -> Asyn
 async def run_events(client: aioredis.Redis, prefix: str, run_id: str) -> list[dict[str, Any]]:
     """Every event of one run, across the catalogue's streams."""
     found: dict[str, dict[str, Any]] = {}
-    for spec in CATALOGUE:
-        async for _, data in scan(client, stream_name(prefix, spec.schema)):
+    for schema in SCHEMAS:
+        async for _, data in scan(client, stream_name(prefix, schema)):
             if data.get("run_id") == run_id:
                 found[str(data.get("event_id"))] = data
     return list(found.values())
@@ -57,7 +57,7 @@ async def follow(
     client: aioredis.Redis, prefix: str, *, from_start: bool, block_ms: int = 1000
 ) -> AsyncIterator[dict[str, Any] | None]:
     """Events of every stream as they arrive; yields None on each idle block (a tick)."""
-    positions = {stream_name(prefix, spec.schema): ("0-0" if from_start else "$") for spec in CATALOGUE}
+    positions = {stream_name(prefix, schema): ("0-0" if from_start else "$") for schema in SCHEMAS}
     if not from_start:
         # Resolve "$" to concrete IDs once, so events between two reads are not skipped.
         for stream in positions:

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit, urlunsplit
 from contracts.catalogue import deadletter_stream, stream_name
 from contracts.envelope import Event
 from services.runtime.settings import RuntimeSettings
+from services.runtime.wire import decode_entry  # noqa: F401 (re-exported: the services read entries through it)
 
 if TYPE_CHECKING:  # faststream loads when a broker is made: the CLI's read-only commands never make one
     from faststream.redis import RedisBroker
@@ -92,16 +93,3 @@ class Bus:
     async def publish_raw(self, stream: str, body: bytes, headers: dict[str, str], correlation_id: str) -> None:
         await self.broker.publish(body, stream=stream, headers=headers, correlation_id=correlation_id)
 
-
-def decode_entry(fields: dict[bytes, bytes]) -> tuple[bytes, dict[str, str]]:
-    """Body and headers of one raw stream entry as faststream wrote it."""
-    from faststream.redis.parser.binary import BinaryMessageFormatV1
-
-    data = fields.get(b"__data__")
-    if data is None:
-        # Not written by faststream (e.g. a plain XADD): the fields are the body.
-        import orjson
-
-        return orjson.dumps({k.decode(): v.decode("utf-8", "replace") for k, v in fields.items()}), {}
-    body, headers = BinaryMessageFormatV1.parse(data)
-    return body, {str(k): str(v) for k, v in headers.items()}

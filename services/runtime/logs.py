@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import TYPE_CHECKING
 
-import structlog
+if TYPE_CHECKING:
+    import structlog
 
 class _Stderr:
     """Resolves sys.stderr at each write, so a replaced stderr (tests, daemons)
@@ -21,14 +23,25 @@ class _Stderr:
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
 
 
-def configure(service: str, level: str = "info") -> structlog.stdlib.BoundLogger:
-    """Configure JSON logs on stderr for this process and return the service's logger."""
+def configure_stdlib(level: str = "info") -> int:
+    """The standard library's logging alone (what faststream and httpx log through); the numeric level.
+
+    For a command that never logs through structlog (`specdec status`, `watch`, `dlq list`):
+    importing structlog (and the rich it finds installed) would cost it ~0.2 s of its start."""
     numeric = _LEVELS[level]
     logging.basicConfig(stream=sys.stderr, level=numeric, format="%(message)s", force=True)
     # faststream's own supervisor chatter; specdec logs each message itself.
     logging.getLogger("specdec.faststream").setLevel(max(numeric, logging.WARNING))
     # One line per HTTP request of the load generator would drown the service's own lines.
     logging.getLogger("httpx").setLevel(max(numeric, logging.WARNING))
+    return numeric
+
+
+def configure(service: str, level: str = "info") -> structlog.stdlib.BoundLogger:
+    """Configure JSON logs on stderr for this process and return the service's logger."""
+    import structlog
+
+    numeric = configure_stdlib(level)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
@@ -45,4 +58,6 @@ def configure(service: str, level: str = "info") -> structlog.stdlib.BoundLogger
 
 
 def get(service: str) -> structlog.stdlib.BoundLogger:
+    import structlog
+
     return structlog.get_logger().bind(service=service)

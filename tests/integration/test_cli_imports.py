@@ -1,0 +1,65 @@
+"""The commands that only read the streams load only what reading needs (issue 18).
+
+`specdec status`, `watch` and `dlq list` run whole, in a fresh interpreter, on a
+real Redis holding one event that faststream wrote as a service writes it: none
+may load faststream (entries are read by services.runtime.wire), structlog (they
+never log through it), the event models or the campaign schema under them. Each
+of those costs ~0.2-0.9 s of CPU on the development machines, against a budget
+of 0.5 s a command (tests/perf/bench_cli.py times them). The output is checked
+too: a command that skipped its work would pass the import check for nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from contracts.events import ProfileRequested
+from services.runtime.broker import Bus, make_broker
+from services.runtime.settings import RuntimeSettings
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN = "lazy-imports-run"
+PROBE = """
+import contextlib, io, json, sys
+from services.cli.main import main
+outputs = []
+for argv in (["status", "lazy-imports-run"], ["watch", "--from-start", "--timeout", "0"], ["dlq", "list", "--json"]):
+    with contextlib.redirect_stdout(io.StringIO()) as out, contextlib.redirect_stderr(io.StringIO()) as err:
+        code = main(argv)
+    outputs.append({"argv": argv, "code": code, "out": out.getvalue(), "err": err.getvalue()})
+print(json.dumps({"outputs": outputs, "modules": sorted(sys.modules)}))
+"""
+
+
+def publish_one(redis_url: str, prefix: str) -> None:
+    async def publish() -> None:
+        broker = make_broker(RuntimeSettings(redis_url=redis_url, stream_prefix=prefix))
+        await broker.connect()
+        try:
+            await Bus(broker, prefix).publish(ProfileRequested(run_id=RUN, producer="test", requested_by="test"))
+        finally:
+            await broker.stop()
+
+    asyncio.run(publish())
+
+
+def test_reading_commands_load_neither_the_broker_nor_the_event_models_nor_structlog(redis_url: str, prefix: str):
+    publish_one(redis_url, prefix)
+    env = {**os.environ, "SPECDEC_REDIS_URL": redis_url, "SPECDEC_STREAM_PREFIX": prefix}
+    done = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    status, watch, dlq = found["outputs"]
+    assert status["code"] == 0 and "profile" in status["out"] and RUN in status["out"], status
+    assert watch["code"] == 0 and "profile.requested" in watch["out"] and RUN in watch["out"], watch
+    assert dlq["code"] == 0 and json.loads(dlq["out"]) == [], dlq
+    modules = set(found["modules"])
+    assert "redis.asyncio" in modules and "services.runtime.wire" in modules  # the probe did read Redis
+    packages = {name.split(".")[0] for name in modules}
+    assert packages & {"faststream", "structlog", "scipy", "numpy", "httpx"} == set()
+    assert modules & {"contracts.events", "contracts.campaign", "contracts.catalogue", "services.runtime.broker"} == set()
