@@ -139,18 +139,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run_id", nargs="?")
     p.add_argument("--from-start", action="store_true", help="replay each stream from its first entry")
     p.add_argument("--timeout", type=float, help="stop after this many seconds")
-    p.set_defaults(func=_connected(_watch), structured_logs=False)
+    p.set_defaults(func=_connected(_watch), reads_only=True)
 
     p = sub.add_parser("status", help="each step's state for a run (exit 1 when the run halted)")
     p.add_argument("run_id")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=_connected(_status), structured_logs=False)
+    p.set_defaults(func=_connected(_status), reads_only=True)
 
     p = sub.add_parser("dlq", help="the dead-letter stream")
     dlq = p.add_subparsers(dest="dlq_command", required=True)
     q = dlq.add_parser("list", help="list dead letters with their reasons")
     q.add_argument("--json", action="store_true")
-    q.set_defaults(func=_connected(_dlq), structured_logs=False)
+    q.set_defaults(func=_connected(_dlq), reads_only=True)
     q = dlq.add_parser("replay", help="put a dead letter's original payload back on its stream (once)")
     q.add_argument("dead_letter_id")
     q.set_defaults(func=_connected(_dlq))
@@ -178,17 +178,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# redis-py loads the OpenTelemetry metrics SDK whenever it is installed (vLLM installs it), for
+# metrics specdec never turns on: ~0.1 s of a reading command's 0.5 s. redis-py imports it
+# optionally (an ImportError leaves its metrics off), so such a command, which exits when done
+# and imports nothing else that needs the SDK, marks it absent before redis is imported.
+_METRICS_SDK = "opentelemetry.sdk.metrics"
+
+
+def _without_metrics_sdk() -> None:
+    if _METRICS_SDK not in sys.modules:
+        sys.modules[_METRICS_SDK] = None  # type: ignore[assignment]  # import raises ImportError
+
+
 def main(argv: list[str] | None = None) -> int:
     settings = RuntimeSettings()  # first: a bad SPECDEC_* variable fails every command, --help included
     args = build_parser().parse_args(argv)
     # After parsing: --help and a usage error log nothing, so they skip structlog's import; so do
-    # the commands that only read the streams (structured_logs=False), which never log through it.
+    # the commands that only read the streams (reads_only), which never log through it.
     from services.runtime import logs
 
-    if getattr(args, "structured_logs", True):
-        logs.configure("cli", settings.log_level)
-    else:
+    if getattr(args, "reads_only", False):
+        _without_metrics_sdk()
         logs.configure_stdlib(settings.log_level)
+    else:
+        logs.configure("cli", settings.log_level)
     try:
         return int(args.func(args))
     except SpecdecError as exc:
