@@ -7,8 +7,8 @@ cell, `standing-again`, that serves exactly the standing config (no speculation,
 training), run through `specdec demo` like the default (same model, windows, levels,
 trials and regime). A sound gate never promotes it. Afterwards the noise of every
 bundle (and of the demo's own bundle, when given) is written to
-tests/perf/data/demo-noise.json (tests/perf/measure_noise.py), the input of the gate's
-power benchmark. About 10 minutes a campaign on 2 cores at the demo's levels, 7 at
+tests/perf/data/demo-noise.json (tests/perf/measure_noise.py, beside the campaigns it
+already records unless `--fresh`), the input of the gate's power benchmark. About 10 minutes a campaign on 2 cores at the demo's levels, 7 at
 concurrency 1 alone (`--concurrency 1`).
 """
 
@@ -56,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, action="append", default=[],
                         help="levels of the A/A cells (default: the demo's). One level is the stricter test: "
                              "a campaign promotes a candidate better at every level")
+    parser.add_argument("--fresh", action="store_true",
+                        help="replace --out instead of adding these campaigns to the ones it records")
     args = parser.parse_args(argv)
     campaign = aa_campaign(yaml.safe_load(DEMO.read_text()), args.concurrency or None)
     runs: list[Path] = []
@@ -75,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
              f"{campaign['matrix']['load']['max_output_tokens']} tokens, {campaign['matrix']['load']['endpoint']} endpoint, "
              f"levels {campaign['matrix']['cells'][0]['concurrency']}, {campaign['matrix']['cells'][0]['trials']} trials, "
              f"regime {campaign['matrix']['cells'][0]['regime']}")
-    return measure_noise.main([*map(str, [*args.demo_bundle, *runs]), "--out", str(args.out), "--setup", setup])
+    return measure_noise.main([*map(str, [*args.demo_bundle, *runs]), "--out", str(args.out), "--setup", setup,
+                              *([] if args.fresh else ["--merge"])])
 
 
 if __name__ == "__main__":
