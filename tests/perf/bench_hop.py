@@ -16,8 +16,12 @@ process of the machine, so timestamps of the two processes subtract.
     once the previous one is fully handled: each hop meets an idle service);
 (b) throughput: N events published as fast as the publisher can, from the first
     publish to the end of the handling of the last;
-(c) the reference, same run: `redis-benchmark` XADD with 50 clients (requests/s,
-    for b) and with 1 client (round-trip p50/p99, for a).
+(c) drain: the service stopped (SIGSTOP), N events published as a backlog, the
+    service continued (SIGCONT) and timed from then to the end of the handling of
+    the last: the instance's own rate, with no publisher beside it on the machine's
+    cores (on 2 cores, b's publisher takes CPU the service would use);
+(d) the reference, same run: `redis-benchmark` XADD with 50 clients (requests/s,
+    for b and c) and with 1 client (round-trip p50/p99, for a).
 Goals (issue 18): hop p50 <= 1 ms, p99 <= 5 ms, >= 2,000 events/s per instance.
 HOP_PROFILE=<path> runs the service under cProfile (stats dumped there); see docs/perf.md.
 """
@@ -30,6 +34,7 @@ import io
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -245,36 +250,39 @@ async def measure_latency(bus: Any, service: ServiceProcess, n: int) -> list[flo
     return latencies
 
 
-async def measure_throughput(bus: Any, service: ServiceProcess, n: int, client: Any) -> dict[str, float]:
-    """Events/s from the first publish to the end of the last handling, over n events.
+async def _handled_all(service: ServiceProcess, expected: set[str]) -> tuple[int, int]:
+    """Read the service's lines until every expected event was handled once: (last done ns,
+    handler runs beyond the first). A repeat is counted, not fatal: it is a finding."""
+    n = len(expected)
+    last_done, repeated = 0, 0
+    seen: set[str] = set()
+    deadline = time.monotonic() + max(120.0, n / 50.0)
+    while len(seen) < n:
+        event_id, _, done = await service.handled(max(1.0, deadline - time.monotonic()), f"{n} events handled")
+        if event_id not in expected:
+            raise HopBenchError(f"handled {event_id}, which this phase did not publish")
+        if event_id in seen:
+            repeated += 1
+            continue
+        seen.add(event_id)
+        last_done = max(last_done, done)
+    return last_done, repeated
 
-    A handler entered twice for one event (a redelivery that ran the step
-    again) is counted, not fatal: it is a finding, reported as its own row.
-    """
+
+async def _publish_all(bus: Any, events: Sequence[Any]) -> None:
+    for start in range(0, len(events), PUBLISH_CONCURRENCY):
+        await asyncio.gather(*(bus.publish(event) for event in events[start : start + PUBLISH_CONCURRENCY]))
+
+
+async def measure_throughput(bus: Any, service: ServiceProcess, n: int, client: Any) -> dict[str, float]:
+    """Events/s from the first publish to the end of the last handling, over n events."""
     events = [_request() for _ in range(n)]
     expected = {event.event_id for event in events}
-
-    async def drain() -> tuple[int, int]:
-        last_done, repeated = 0, 0
-        seen: set[str] = set()
-        deadline = time.monotonic() + max(120.0, n / 50.0)
-        while len(seen) < n:
-            event_id, _, done = await service.handled(max(1.0, deadline - time.monotonic()), f"{n} events handled")
-            if event_id not in expected:
-                raise HopBenchError(f"handled {event_id}, which the throughput phase did not publish")
-            if event_id in seen:
-                repeated += 1
-                continue
-            seen.add(event_id)
-            last_done = max(last_done, done)
-        return last_done, repeated
-
-    reader = asyncio.create_task(drain())
+    reader = asyncio.create_task(_handled_all(service, expected))
     assert service.proc is not None
     cpu_before = process_cpu_s(service.proc.pid)
     first = time.monotonic_ns()
-    for start in range(0, n, PUBLISH_CONCURRENCY):
-        await asyncio.gather(*(bus.publish(event) for event in events[start : start + PUBLISH_CONCURRENCY]))
+    await _publish_all(bus, events)
     published = time.monotonic_ns()
     last_done, repeated = await reader
     cpu_used = process_cpu_s(service.proc.pid) - cpu_before
@@ -284,6 +292,30 @@ async def measure_throughput(bus: Any, service: ServiceProcess, n: int, client: 
         "publish_per_s": n / ((published - first) / 1e9),
         "repeated_runs": repeated,
         "service_cpu_ms_per_event": cpu_used / n * 1e3,
+    }
+
+
+async def measure_drain(bus: Any, service: ServiceProcess, n: int, client: Any) -> dict[str, float]:
+    """Events/s of the service draining a backlog of n events alone: stopped while they are
+    published, timed from its continuation to the end of the last handling."""
+    events = [_request() for _ in range(n)]
+    expected = {event.event_id for event in events}
+    assert service.proc is not None
+    pid = service.proc.pid
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        await _publish_all(bus, events)
+        cpu_before = process_cpu_s(pid)
+        resumed = time.monotonic_ns()
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    last_done, repeated = await _handled_all(service, expected)
+    cpu_used = process_cpu_s(pid) - cpu_before
+    repeated += await _late_repeats(service, client, bus.stream_of(SCHEMA), expected)
+    return {
+        "drain_events_per_s": n / ((last_done - resumed) / 1e9),
+        "drain_repeated_runs": repeated,
+        "drain_service_cpu_ms_per_event": cpu_used / n * 1e3,
     }
 
 
@@ -320,6 +352,7 @@ async def _measure(ctx: Any, prefix: str) -> dict[str, Any]:
         bus = Bus(broker, prefix)
         latencies = await measure_latency(bus, service, LATENCY_EVENTS[ctx.quick])
         rates = await measure_throughput(bus, service, THROUGHPUT_EVENTS[ctx.quick], client)
+        rates |= await measure_drain(bus, service, THROUGHPUT_EVENTS[ctx.quick], client)
     finally:
         await service.stop()
         await broker.stop()
@@ -421,10 +454,18 @@ def bench(ctx: Any) -> list[dict[str, Any]]:
         )
         | {"samples": THROUGHPUT_EVENTS[ctx.quick]},
         make_row(
-            "hop.repeated_runs", float(measured["repeated_runs"]), "handler runs",
-            goal="0: a delivered event runs its step once", passed=measured["repeated_runs"] == 0,
+            "hop.drain", measured["drain_events_per_s"], "events/s",
+            goal=f">= {RATE_GOAL:g} events/s per instance", passed=measured["drain_events_per_s"] >= RATE_GOAL,
+            reference="redis-benchmark XADD, 50 clients", reference_value=bulk["rps"],
         )
-        | {"samples": THROUGHPUT_EVENTS[ctx.quick]},
+        | {"samples": THROUGHPUT_EVENTS[ctx.quick],
+           "service_cpu_ms_per_event": round(measured["drain_service_cpu_ms_per_event"], 4)},
+        make_row(
+            "hop.repeated_runs", float(measured["repeated_runs"] + measured["drain_repeated_runs"]), "handler runs",
+            goal="0: a delivered event runs its step once",
+            passed=measured["repeated_runs"] + measured["drain_repeated_runs"] == 0,
+        )
+        | {"samples": 2 * THROUGHPUT_EVENTS[ctx.quick]},
         make_row(
             "hop.service_cpu", measured["service_cpu_ms_per_event"], "ms/event",
             goal="none: 0.5 ms/event is 2,000 events/s on one free core", passed=None,
