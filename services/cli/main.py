@@ -182,11 +182,13 @@ def build_parser() -> argparse.ArgumentParser:
 # metrics specdec never turns on: ~0.1 s of a reading command's 0.5 s. redis-py imports it
 # optionally (an ImportError leaves its metrics off), so such a command, which exits when done
 # and imports nothing else that needs the SDK, marks it absent before redis is imported.
+# Only in a process that has not loaded redis yet: one that has (a test run, a host calling
+# main() in-process) gains nothing, and may import the SDK later for its own use.
 _METRICS_SDK = "opentelemetry.sdk.metrics"
 
 
 def _without_metrics_sdk() -> None:
-    if _METRICS_SDK not in sys.modules:
+    if "redis" not in sys.modules and _METRICS_SDK not in sys.modules:
         sys.modules[_METRICS_SDK] = None  # type: ignore[assignment]  # import raises ImportError
 
 

@@ -99,3 +99,27 @@ def test_step_names_have_one_value():
     import contracts.steps
 
     assert contracts.events.STEPS == contracts.steps.STEPS
+
+
+def test_the_metrics_sdk_is_marked_absent_only_in_a_process_that_has_not_loaded_redis():
+    import importlib.util
+
+    import redis  # noqa: F401  (this test process, like any host calling main() in-process)
+
+    from services.cli import main
+
+    before = sys.modules.get(main._METRICS_SDK, "unset")
+    main._without_metrics_sdk()
+    assert sys.modules.get(main._METRICS_SDK, "unset") is before  # left alone: the host may need the SDK
+    # A fresh process, as `specdec status` is: redis-py then loads without the SDK ...
+    assert not _sdk_loaded("from services.cli import main\nmain._without_metrics_sdk()\nimport redis.asyncio")
+    # ... which it loads otherwise, wherever vLLM installed it.
+    if importlib.util.find_spec("opentelemetry.sdk") is not None:
+        assert _sdk_loaded("import redis.asyncio")
+
+
+def _sdk_loaded(code: str) -> bool:
+    probe = f"{code}\nimport sys\nprint(any(m and n.startswith('opentelemetry.sdk') for n, m in sys.modules.items()))"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1] == "True"
