@@ -36,6 +36,10 @@ class WindowProcessFailed(BenchError):
     """The window's process exited without a window record."""
 
 
+class WindowStalled(BenchError):
+    """Window after window, the client read the streamed chunks in bursts: the timing would be the client's."""
+
+
 class MetricsError(BenchError):
     """A /metrics text cannot be read, or its counters make no sense over the window."""
 

@@ -37,7 +37,7 @@ from contracts.results import LOADGEN_CPU_KEY, Evaluation, Parallelism, TrialIde
 from contracts.speculation import speculation_problems, window_of
 from contracts.templates import bench_values
 from services.bench import engine_config, interleave, resume
-from services.bench.errors import ServingError, SpeculationNotActive
+from services.bench.errors import ServingError, SpeculationNotActive, WindowStalled
 from services.bench.evaluate import agreement, run_eval_command, window_outputs
 from services.bench.executor import LocalExecutor, Served, ServingExecutor
 from services.bench.loadgen import WindowRecord, WindowSpec
@@ -46,6 +46,7 @@ from services.bench.plan import BenchPlan
 from services.bench.plan_types import CellPlan, Launch
 from services.bench.prompts import Prompt
 from services.bench.results import build_result, dumps_result
+from services.bench.stall import client_stall
 from services.bench.window import MeasuredWindow, run_window_process
 from services.runtime.bundle import BundleStore
 from services.runtime.errors import SpecdecError, StepFailed
@@ -53,6 +54,9 @@ from services.runtime.procs import spawn
 
 Emit = Callable[[Any], Awaitable[None]]
 Recheck = Callable[[str], Awaitable[str | None]]  # node -> None when idle, else why not
+
+# Windows measured per trial before a cell whose client keeps reading in bursts fails (services/bench/stall.py).
+STALL_ATTEMPTS = 3
 
 
 @dataclass
@@ -277,7 +281,7 @@ class BenchRun:
         measured = Measured(cell=cell, trial=trial, concurrency=concurrency, base_url=base_url)
         if cell.bench == "builtin":
             spec = _window_spec(self.plan, cell, base_url, concurrency, trial)
-            measured.window = await run_window_process(spec, self.prompts, run_id=self.run_id)
+            measured.window = await self._unstalled_window(cell, spec, trial, concurrency)
             measured.before, measured.after = measured.window.metrics_before, measured.window.metrics_after
         else:
             # Raw files of a later attempt go beside, never over, a dead attempt's.
@@ -285,6 +289,24 @@ class BenchRun:
             measured.operator_result, measured.before, measured.after = await self._operator_bench(
                 cell, base_url, raw, trial, concurrency)
         return measured
+
+    async def _unstalled_window(self, cell: CellPlan, spec: WindowSpec, trial: int, concurrency: int) -> MeasuredWindow:
+        """One window whose chunks were read as they streamed (services/bench/stall.py): a window the
+        client read in bursts is kept in the trial's raw folder and measured again, up to
+        STALL_ATTEMPTS windows; then the cell fails, naming why."""
+        raw = layout.attempt_folder(layout.trial_folder(cell.cell_id, trial), self.attempt)
+        for attempt in range(1, STALL_ATTEMPTS + 1):
+            window = await run_window_process(spec, self.prompts, run_id=self.run_id)
+            why = client_stall(window.requests)
+            if why is None:
+                return window
+            self.bundle.write_bytes(self.run_id, f"{raw}/stalled-window-c{concurrency}-{attempt}.json",
+                                    window.model_dump_json().encode())
+        raise WindowStalled(
+            f"cell {cell.cell_id} (trial {trial}, concurrency {concurrency}): {STALL_ATTEMPTS} windows in a row were "
+            f"read in bursts, the last: {why}; each is kept in {raw}/stalled-window-c{concurrency}-*.json. Look for "
+            "what holds the measurement process back on the client's cores (other load there), or a proxy that "
+            "buffers the stream between it and the server")
 
     async def record(self, measured: Measured) -> None:
         """Evaluate the window, apply the spec-decode rule, write its result and emit its event."""

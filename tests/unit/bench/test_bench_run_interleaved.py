@@ -205,3 +205,52 @@ async def test_a_cell_whose_speculation_is_not_active_fails_and_is_skipped_in_la
     assert {w[1] for w in windows if w[0] == "ngram-k3"} == {0}  # never measured after block 0
     assert {(w[1], w[2]) for w in windows if w[0] == "standing"} == {(b, c) for b in range(3) for c in (1, 4)}
     assert bundle.run_dir(RUN).joinpath(layout.rejected_result("ngram-k3", 0, 1)).exists()
+
+
+def _read_in_bursts(window: MeasuredWindow) -> MeasuredWindow:
+    """The window with every request's 5 chunks read at one instant (services/bench/stall.py)."""
+    requests = [r.model_copy(update={"chunk_arrival_s": [0.9] * 5, "chunk_tokens": [1] * 5, "output_tokens": 5})
+                for r in window.requests]
+    return window.model_copy(update={"requests": requests})
+
+
+async def test_a_window_read_in_bursts_is_kept_and_measured_again(wired, monkeypatch) -> None:
+    make, executor, events, bundle = wired
+    measured = run_module.run_window_process
+    stalled: list[tuple[str, int, int]] = []
+
+    async def ngram_stalls_once(spec: WindowSpec, prompts: list[Prompt], *, run_id: str) -> MeasuredWindow:
+        window = await measured(spec, prompts, run_id=run_id)
+        key = (executor.log[-1][1], spec.seed, spec.max_concurrency)
+        if key == ("ngram-k3", 1, 4) and key not in stalled:
+            stalled.append(key)
+            return _read_in_bursts(window)
+        return window
+
+    monkeypatch.setattr(run_module, "run_window_process", ngram_stalls_once)
+    outcome = await make(interleaved_plan()).execute()
+    assert outcome.failed_cells == {}
+    windows = [entry[1:] for entry in executor.log if entry[0] == "window"]
+    assert windows.count(("ngram-k3", 1, 4)) == 2 and windows.count(("ngram-k3", 0, 4)) == 1
+    raw = layout.attempt_folder(layout.trial_folder("ngram-k3", 1), 1)
+    kept = bundle.run_dir(RUN) / raw / "stalled-window-c4-1.json"
+    assert kept.is_file() and MeasuredWindow.model_validate_json(kept.read_bytes()).requests[0].chunk_arrival_s == [0.9] * 5
+    assert bundle.run_dir(RUN).joinpath(layout.trial_result("ngram-k3", 1, 4)).exists()
+
+
+async def test_a_cell_whose_client_keeps_reading_in_bursts_fails_naming_why(wired, monkeypatch) -> None:
+    make, executor, events, bundle = wired
+    measured = run_module.run_window_process
+
+    async def ngram_always_stalls(spec: WindowSpec, prompts: list[Prompt], *, run_id: str) -> MeasuredWindow:
+        window = await measured(spec, prompts, run_id=run_id)
+        return _read_in_bursts(window) if executor.log[-1][1] == "ngram-k3" else window
+
+    monkeypatch.setattr(run_module, "run_window_process", ngram_always_stalls)
+    outcome = await make(interleaved_plan()).execute()
+    assert set(outcome.failed_cells) == {"ngram-k3"}
+    assert f"{run_module.STALL_ATTEMPTS} windows in a row were read in bursts" in outcome.failed_cells["ngram-k3"]
+    assert "time the client, not the server" in outcome.failed_cells["ngram-k3"]
+    windows = [entry[1:] for entry in executor.log if entry[0] == "window"]
+    assert windows.count(("ngram-k3", 0, 1)) == run_module.STALL_ATTEMPTS
+    assert not bundle.run_dir(RUN).joinpath(layout.trial_result("ngram-k3", 0, 1)).exists()
