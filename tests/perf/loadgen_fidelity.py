@@ -24,7 +24,13 @@ same session, interleaved, FIDELITY_RUNS runs each.
   measures with, so specdec's windows have `warmup_requests=1`.
 - One process (`python -m tests.perf.loadgen_fidelity clients ...`) imports vLLM
   once, warms the server with one window neither tool counts, then alternates
-  specdec, vLLM, specdec, vLLM, ...
+  specdec, vLLM, specdec, vLLM, ... Each tool runs as its users run it: vLLM's
+  client in that process (as `vllm bench serve` imports vLLM), each of specdec's
+  windows in a measurement process of its own (`services.bench.window`, as the
+  bench-runner drives every window; pinned off the engine's core, where this
+  process, vLLM's client, is pinned too, so neither slows the engine). Driven inside
+  the vLLM process instead, one of specdec's windows was measured stalled: median
+  TPOT 0 and TTFT 265 ms, every chunk read at once after ~250 ms.
 - Figures: per tool, the median over runs of each run's median; its spread is
   max - min over runs. Goal: |specdec - vLLM| within the larger of the two
   spreads, and within 5 % of vLLM's figure. Beside them, per run: median E2EL,
@@ -56,6 +62,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO_ROOT / "infra" / "examples"
 TARGET_DIR = REPO_ROOT / ".run" / "examples" / "toy-target"
 FIDELITY_RUNS = 3
+FIDELITY_RUN_ID = "perf-loadgen-fidelity"  # the label of specdec's measurement processes
 FIDELITY_PROMPTS = 24
 FIDELITY_INPUT_TOKENS = 48
 FIDELITY_OUTPUT_TOKENS = 64
@@ -99,7 +106,10 @@ def _start_server(target: Path, log: Path) -> tuple[subprocess.Popen[bytes], str
             "--enforce-eager", "--speculative-config", json.dumps(NGRAM)]
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
     with log.open("wb") as sink:
-        proc = subprocess.Popen(argv, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+        # A process group of its own in this session, as the bench-runner starts servers (services/runtime/procs.py):
+        # in a session of its own, kernel autogroup scheduling gives the server one CPU share against the
+        # clients' and its API server flushes tokens in bursts (docs/bench-runner.md, "Burst delivery").
+        proc = subprocess.Popen(argv, env=env, stdout=sink, stderr=subprocess.STDOUT, process_group=0)
     base_url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
@@ -116,7 +126,7 @@ def _start_server(target: Path, log: Path) -> tuple[subprocess.Popen[bytes], str
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
-    # The server runs in its own session: its group is its pid. Only that group is signalled.
+    # The server runs in a process group of its own: its group is its pid. Only that group is signalled.
     try:
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=30)
@@ -197,7 +207,13 @@ def _clients(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
 
     from services.bench.loadgen import LoadGenerator, WindowSpec
     from services.bench.prompts import ChatTurn, Prompt
+    from services.bench.window import loadgen_cpus, run_window_process
 
+    # vLLM's client on the cores specdec's measurement processes keep to (all but the engine's): a
+    # client on the engine's core would slow the server for one tool's runs and not the other's.
+    cpus = loadgen_cpus(args.base_url, os.sched_getaffinity(0)) if hasattr(os, "sched_setaffinity") else None
+    if cpus is not None:
+        os.sched_setaffinity(0, cpus)
     rows = json.loads(Path(args.prompts).read_text())
     texts = [r["conversations"][0]["value"] for r in rows]
     prompts = [Prompt(prompt_id=r["id"], messages=[ChatTurn(role="user", content=t)], text=t, input_tokens=None,
@@ -224,7 +240,11 @@ def _clients(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
 
     runs: dict[str, list[dict[str, Any]]] = {"specdec": [], "vllm": []}
     for _ in range(FIDELITY_RUNS):
-        window = asyncio.run(LoadGenerator(spec).run_window(prompts))
+        # specdec's windows are driven as the bench-runner drives them: from a measurement process of
+        # their own (services/bench/window.py), never beside vLLM's modules in one interpreter, where a
+        # window was measured stalled for ~250 ms (median TPOT 0, TTFT 265 ms); vLLM's client runs as
+        # `vllm bench serve` does, in a process that has imported vLLM.
+        window = asyncio.run(run_window_process(spec, prompts, run_id=FIDELITY_RUN_ID))
         summary = window.summary()
         runs["specdec"].append({"median_ttft_ms": summary.ttft.median_ms, "median_tpot_ms": summary.tpot.median_ms,
                                 "median_e2el_ms": summary.e2el.median_ms, "chunks": summary.total_chunks,
