@@ -56,10 +56,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, action="append", default=[],
                         help="levels of the A/A cells (default: the demo's). One level is the stricter test: "
                              "a campaign promotes a candidate better at every level")
+    parser.add_argument("--max-output-tokens", type=int,
+                        help="the load's output cap instead of the demo's (longer windows: does the noise drop?)")
     parser.add_argument("--fresh", action="store_true",
                         help="replace --out instead of adding these campaigns to the ones it records")
     args = parser.parse_args(argv)
     campaign = aa_campaign(yaml.safe_load(DEMO.read_text()), args.concurrency or None)
+    if args.max_output_tokens:
+        campaign["matrix"]["load"]["max_output_tokens"] = args.max_output_tokens
     runs: list[Path] = []
     with tempfile.TemporaryDirectory(prefix="specdec-aa-") as tmp:
         path = Path(tmp) / "aa-campaign.yaml"
