@@ -10,7 +10,8 @@ inside its turn): drift then hits every arm alike.
 The order is the plan's (`BenchPlan.blocks`, approved with it): `block_order`
 draws it from a generator seeded with the run ID, so planning the same run
 again gives the same blocks; the run executes the stored order, never a
-recomputed one. Every window's own warm-up requests (`matrix.load.warmup_requests`,
+recomputed one. The servers' launch order (`BenchPlan.launches`) is shuffled
+the same way (`launch_order`), so no arm is always the last one started. Every window's own warm-up requests (`matrix.load.warmup_requests`,
 services/bench/loadgen.py) run right before it, so each server is warmed again
 after the other cells' windows ran.
 
@@ -59,6 +60,20 @@ def block_order(run_id: str, cells: Sequence[CellPlan]) -> list[Block]:
         rng.shuffle(order)
         blocks.append(Block(index=index, order=order))
     return blocks
+
+
+def launch_order(run_id: str, cells: Sequence[CellPlan]) -> list[str]:
+    """The order the warm-interleaved cells' servers are launched in: shuffled per run.
+
+    The servers start together, but in an order; always launching the standing cell
+    first would give any effect of launch order (a later server measured a few per
+    cent slower was not excluded by the A/A campaigns, docs/gate.md) to the
+    candidates alone, every run. Shuffled, it falls on a random arm. Seeded from
+    the run ID, on a stream of its own, so the blocks drawn for a run stay as before."""
+    rng = random.Random(int.from_bytes(hashlib.sha256(f"{run_id}:launches".encode()).digest(), "big"))
+    order = [cell.cell_id for cell in cells if cell.regime == REGIME]
+    rng.shuffle(order)
+    return order
 
 
 class Served(Protocol):

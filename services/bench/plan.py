@@ -17,7 +17,7 @@ from contracts.envelope import RunId, Strict
 from contracts.templates import serve_values
 from services.bench import kubernetes_pod, slurm_job
 from services.bench.interleave import REGIME as INTERLEAVED
-from services.bench.interleave import block_order
+from services.bench.interleave import block_order, launch_order
 from services.bench.plan_types import Block, CellPlan, Launch
 from services.bench.prompts import source_label
 from services.bench.serving import serve_argv, speculative_config
@@ -191,7 +191,7 @@ def build_plan(
                 speculative_config=spec, serve_argv=argv, serve_source=source, bench=bench, eval=evaluation,
             )
         )
-    launches = _launch_order(cells)
+    launches = _launch_order(cells, run_id)
     blocks = block_order(run_id, cells) or None
     if executor != "local":
         by_id = {cell.cell_id: cell for cell in cells}
@@ -239,16 +239,18 @@ def _operator_values(
     return values
 
 
-def _launch_order(cells: list[CellPlan]) -> list[Launch]:
+def _launch_order(cells: list[CellPlan], run_id: str) -> list[Launch]:
     """Warm cells: one launch each, in order. Cold cells: one launch per trial,
     cells interleaved across trials (trial 0 of every cell, then trial 1, ...).
-    Warm-interleaved cells: one launch each, in order, all up at once (their
-    trials run in the plan's blocks)."""
+    Warm-interleaved cells: one launch each, in an order shuffled per run
+    (interleave.launch_order), all up at once (their trials run in the plan's blocks)."""
     launches = [Launch(cell_id=c.cell_id, trials=list(range(c.trials))) for c in cells if c.regime == "warm"]
     cold = [c for c in cells if c.regime == "cold"]
     for trial in range(max((c.trials for c in cold), default=0)):
         launches += [Launch(cell_id=c.cell_id, trials=[trial]) for c in cold if trial < c.trials]
-    launches += [Launch(cell_id=c.cell_id, trials=list(range(c.trials))) for c in cells if c.regime == INTERLEAVED]
+    by_id = {c.cell_id: c for c in cells}
+    launches += [Launch(cell_id=cell_id, trials=list(range(by_id[cell_id].trials)))
+                 for cell_id in launch_order(run_id, cells)]
     return launches
 
 

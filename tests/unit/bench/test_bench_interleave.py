@@ -16,7 +16,7 @@ from contracts.campaign import Campaign, Cell, Matrix
 from contracts.results import TrialIdentity
 from services.bench import interleave
 from services.bench.errors import ServerNotReady, SpeculationNotActive
-from services.bench.interleave import block_order, run_interleaved
+from services.bench.interleave import block_order, launch_order, run_interleaved
 from services.bench.plan import BenchPlan, build_plan
 from services.bench.plan_types import Block, CellPlan, Launch
 from services.cli.plan_cmd import render
@@ -97,21 +97,22 @@ def test_the_campaign_refuses_a_partly_interleaved_matrix() -> None:
 # --- the plan --------------------------------------------------------------------------------
 
 
-def plan_for(regime: str | None) -> BenchPlan:
+def plan_for(regime: str | None, run_id: str = RUN) -> BenchPlan:
     data = example()
     for item in data["matrix"]["cells"]:
         if regime is not None:
             item["regime"] = regime
     campaign = Campaign.model_validate(data)
     assert isinstance(campaign.matrix, Matrix)
-    return build_plan(campaign, campaign.matrix, run_id=RUN, default_node="n1", training_output="/drafts/d",
+    return build_plan(campaign, campaign.matrix, run_id=run_id, default_node="n1", training_output="/drafts/d",
                       prompts={"source": layout.BENCH_PROMPTS})
 
 
 def test_an_interleaved_plan_starts_every_server_once_and_records_its_blocks() -> None:
     plan = plan_for(INTERLEAVED)
     assert [(launch.cell_id, launch.trials) for launch in plan.launches] == [
-        ("standing", [0, 1, 2]), ("ngram-k3", [0, 1, 2]), ("draft-k3", [0, 1, 2])]
+        (cell_id, [0, 1, 2]) for cell_id in launch_order(RUN, plan.cells)]
+    assert sorted(launch.cell_id for launch in plan.launches) == ["draft-k3", "ngram-k3", "standing"]
     assert plan.blocks == block_order(RUN, plan.cells) and len(plan.blocks) == 3
     assert "all up at once until the last block" in plan.deployment_changes[0]
     assert plan.cleanup[0].startswith("after the last block")
@@ -306,3 +307,17 @@ async def test_servers_start_together_and_a_failed_start_fails_only_its_cell() -
     assert run.failed == {"draft-k3": "no /health within 300 s"}
     measured = {m[0] for m in steps(run, "measure")}
     assert measured == {"standing", "ngram-k3"}
+
+
+def test_the_launch_order_is_shuffled_per_run_and_leaves_the_blocks_as_drawn_before() -> None:
+    runs = [f"toy-20261130-040404-{i:06x}" for i in range(24)]
+    plans = {run: plan_for(INTERLEAVED, run) for run in runs}
+    # No arm is always the one started first (nor, with three cells, always last).
+    assert {plan.launches[0].cell_id for plan in plans.values()} == {"standing", "ngram-k3", "draft-k3"}
+    for run, plan in plans.items():
+        assert [launch.cell_id for launch in plan.launches] == launch_order(run, plan.cells)
+        assert plan_for(INTERLEAVED, run).launches == plan.launches  # planning the run again: the same order
+        # The blocks are drawn from their own stream of the run's seed, as before launches were shuffled.
+        assert plan.blocks == block_order(run, plan.cells)
+    # Warm cells keep their written order: only the servers kept up together are shuffled.
+    assert [launch.cell_id for launch in plan_for("warm").launches] == ["standing", "ngram-k3", "draft-k3"]

@@ -148,9 +148,12 @@ async def test_the_plans_blocks_run_on_servers_kept_up_and_every_result_is_writt
     assert outcome.failed_cells == {}
     kinds = [entry[0] for entry in executor.log]
     assert kinds[:4] == ["recheck", "start", "start", "start"]
-    assert [entry[1] for entry in executor.log if entry[0] == "start"] == ["standing", "ngram-k3", "draft-k3"]
+    # Started in the plan's launch order (shuffled per run: interleave.launch_order).
+    launched = [launch.cell_id for launch in plan.launches]
+    assert sorted(launched) == ["draft-k3", "ngram-k3", "standing"]
+    assert [entry[1] for entry in executor.log if entry[0] == "start"] == launched
     assert [e[2] for e in executor.log if e[0] == "start"] == [layout.launch_folder(c, i) for i, c in
-                                                                enumerate(["standing", "ngram-k3", "draft-k3"])]
+                                                                enumerate(launched)]
     assert kinds[-4:] == ["stop", "stop", "stop", "cleanup"] and "stop" not in kinds[:-4]
     # The plan's block order, trial b in block b, each cell's levels in order.
     windows = [entry[1:] for entry in executor.log if entry[0] == "window"]
@@ -184,7 +187,7 @@ async def test_a_resumed_interleaved_run_measures_only_the_missing_trials(wired)
     assert len(events) == 18  # block 0's events are not emitted twice
     # The second attempt's launch files go beside the first's.
     assert [e[2] for e in executor.log if e[0] == "start"] == [
-        layout.attempt_folder(layout.launch_folder(c, i), 2) for i, c in enumerate(["standing", "ngram-k3", "draft-k3"])]
+        layout.attempt_folder(layout.launch_folder(launch.cell_id, i), 2) for i, launch in enumerate(plan.launches)]
 
 
 async def test_a_cell_whose_speculation_is_not_active_fails_and_is_skipped_in_later_blocks(wired, monkeypatch) -> None:
@@ -254,3 +257,4 @@ async def test_a_cell_whose_client_keeps_reading_in_bursts_fails_naming_why(wire
     windows = [entry[1:] for entry in executor.log if entry[0] == "window"]
     assert windows.count(("ngram-k3", 0, 1)) == run_module.STALL_ATTEMPTS
     assert not bundle.run_dir(RUN).joinpath(layout.trial_result("ngram-k3", 0, 1)).exists()
+
