@@ -215,6 +215,9 @@ def test_redis_killed_mid_run_and_restarted_loses_no_event(redis_server: RedisSe
                                   trainer_sleep_s=6)
         run_id = topology.submit(campaign)
         topology.wait(run_id, {"training.started"}, timeout_s=RUN_TIMEOUT_S)
+        # Mid-run means every service is serving: one still in its own start (the publisher
+        # imports the most) would meet the outage there, a different case from this one.
+        topology.wait_started(timeout_s=RUN_TIMEOUT_S)
         before = {e["event_id"]: e["schema"] for e in topology.events(run_id)}
 
         redis_server.kill()

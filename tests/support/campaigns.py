@@ -197,6 +197,21 @@ class Topology:
         for name in names or apps.available():
             self.start(name)
 
+    def wait_started(self, timeout_s: float) -> None:
+        """Until every running service has logged `service started` in its current log: its
+        consumer groups and subscribers are up. A test that takes Redis away from a running
+        topology waits for this first; one still starting would meet the outage in its start."""
+        deadline = time.monotonic() + timeout_s
+        waiting = set(self.procs)
+        while waiting and time.monotonic() < deadline:
+            for name in sorted(waiting):
+                log = self.logs / f"{name}.{self.starts[name]}.log"
+                if log.is_file() and '"event": "service started"' in log.read_text(errors="replace"):
+                    waiting.discard(name)
+            time.sleep(0.2)
+        if waiting:
+            raise AssertionError(f"services {sorted(waiting)} did not start within {timeout_s:g} s:\n{self.log_tail()}")
+
     def kill(self, name: str) -> int:
         """SIGKILL one service: no shutdown, no cleanup. Its pid."""
         proc = self.procs[name]
