@@ -9,7 +9,9 @@ For each message of a route:
    consumer) while the handler runs;
 5. on success publish the outputs, then mark the key done and ack in one script
    (at-least-once: a crash before it redelivers, and idempotent side effects make
-   the retry harmless); on `StepFailed` publish `<step>.failed`;
+   the retry harmless); on `StepFailed` publish `<step>.failed`. Inside a read
+   batch that script is sent together with the next entry's lease of 4, in one
+   round trip (the "deferred finish", `handle(defer_finish=True)` and `flush`);
    on any other error record it and leave the message pending for a retry
    (reclaimed after `reclaim_idle_ms`), dead-lettering it on its last delivery.
 """
@@ -35,7 +37,7 @@ from contracts.registry import ContractError, Registry, UnknownEvent
 from services.runtime.broker import Bus
 from services.runtime.bundle import ArtifactConflict
 from services.runtime.errors import SpecdecError, StepFailed, as_step_failure
-from services.runtime.ledger import BUSY, DONE, AckRef, Ledger, StepKey
+from services.runtime.ledger import BUSY, DONE, AckRef, Finish, Ledger, StepKey
 from services.runtime.settings import RuntimeSettings
 
 
@@ -175,6 +177,11 @@ class Consumer:
         # False once the instance is stopping: new deliveries are left pending
         # (unacked) for another instance to reclaim.
         self.accepting = True
+        # Finished steps of a read batch whose done mark and ack travel with the next
+        # entry's lease (`finish_then_begin`), or with `flush` at the batch's end. The
+        # step's outputs are published before one lands here, so a crash before it is
+        # written leaves the entry pending, exactly as a crash just before `finish`.
+        self._deferred: list[Finish] = []
 
     @property
     def lease_ttl_ms(self) -> int:
@@ -182,7 +189,10 @@ class Consumer:
         # before its message can be reclaimed (see services/runtime/ledger.py).
         return max(1, self.settings.reclaim_idle_ms * 2 // 3)
 
-    async def handle(self, route: Route, delivery: Delivery) -> None:
+    async def handle(self, route: Route, delivery: Delivery, *, defer_finish: bool = False) -> None:
+        """Handle one delivery. With `defer_finish` (a read batch's entry with another behind
+        it) a finished step's done mark and ack are written with the next entry's lease, in
+        one round trip; the batch's reader calls `flush` when it ends."""
         if not self.accepting:
             return
         started = time.perf_counter()
@@ -190,14 +200,32 @@ class Consumer:
         if task is not None:
             self.in_flight.add(task)
         try:
-            outcome = await self._handle(route, delivery)
+            outcome = await self._handle(route, delivery, defer_finish)
         finally:
             if task is not None:
                 self.in_flight.discard(task)
         if self.metrics is not None:
             self.metrics.observe(route.schema, outcome, time.perf_counter() - started)
 
-    async def _handle(self, route: Route, delivery: Delivery) -> str:
+    async def flush(self) -> None:
+        """Write every deferred finish now (a read batch ended, or stopped early)."""
+        while self._deferred:
+            done = self._deferred.pop(0)
+            await self._recording(lambda done=done: self.ledger.finish(done.key, done.owner, done.outputs, done.ack),
+                                  self.log)
+
+    async def _begin(self, key: StepKey, owner: str, log: Any) -> str:
+        """The step key's done-check and lease, carrying a deferred finish when one waits."""
+        if not self._deferred:
+            return await self.ledger.begin(key, owner, self.lease_ttl_ms)
+        done = self._deferred.pop(0)
+        try:
+            return await self._recording(lambda: self.ledger.finish_then_begin(done, key, owner, self.lease_ttl_ms), log)
+        except BaseException:
+            self._deferred.insert(0, done)  # not known to be written: flush() tries again
+            raise
+
+    async def _handle(self, route: Route, delivery: Delivery, defer_finish: bool = False) -> str:
         message_ref = f"{self.service}:{delivery.stream}:{delivery.message_id}"
         log = self.log.bind(stream=delivery.stream, message_id=delivery.message_id)
         deliveries = await delivery.delivery_count()
@@ -231,7 +259,7 @@ class Consumer:
             log.error("dead-lettered", kind="exhausted", deliveries=deliveries)
             return "dead_lettered"
         owner = f"{self.settings.instance}/{delivery.message_id}"
-        began = await self.ledger.begin(key, owner, self.lease_ttl_ms)
+        began = await self._begin(key, owner, log)
         if began == DONE:
             await delivery.ack()
             log.info("duplicate skipped", step_key=key.step)
@@ -280,8 +308,12 @@ class Consumer:
             for output in outputs:
                 await self._recording(lambda output=output: self.bus.publish(output), log)
             ack = AckRef(delivery.stream, delivery.group, delivery.message_id) if delivery.group else None
-            acked = await self._recording(
-                lambda: self.ledger.finish(key, owner, [output.event_id for output in outputs], ack), log)
+            done = Finish(key, owner, [output.event_id for output in outputs], ack)
+            if defer_finish and ack is not None:
+                self._deferred.append(done)  # written with the next entry's lease, or by flush()
+                acked = True
+            else:
+                acked = await self._recording(lambda: self.ledger.finish(done.key, owner, done.outputs, ack), log)
             finished = True
             if not acked:
                 await delivery.ack()

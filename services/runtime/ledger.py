@@ -42,6 +42,17 @@ class AckRef:
     message_id: str
 
 
+@dataclass(frozen=True)
+class Finish:
+    """A finished step's done mark, lease drop and ack, written by `finish` or together with
+    the next entry's `begin` (`finish_then_begin`)."""
+
+    key: StepKey
+    owner: str
+    outputs: list[str]
+    ack: AckRef | None = None
+
+
 # begin() outcomes
 DONE = "done"
 BEGUN = "begun"
@@ -54,6 +65,7 @@ class Ledger(Protocol):
     async def renew(self, key: StepKey, owner: str, ttl_ms: int) -> bool: ...
     async def release(self, key: StepKey, owner: str) -> None: ...
     async def finish(self, key: StepKey, owner: str, outputs: list[str], ack: AckRef | None = None) -> bool: ...
+    async def finish_then_begin(self, done: Finish, key: StepKey, owner: str, ttl_ms: int) -> str: ...
     async def record_error(self, message_ref: str, error: str) -> None: ...
     async def last_error(self, message_ref: str) -> str | None: ...
     async def holders(self, service: str) -> dict[str, str]: ...
@@ -97,6 +109,32 @@ if #KEYS == 3 then
 end
 return 0
 """
+# A read batch's finish of one entry and begin of the next in one round trip
+# (services/runtime/consumer.py, "deferred finish"): the finish comes first, exactly
+# as two separate calls would run. KEYS: the finished step's done and lease keys,
+# the next step's done and lease keys, then (optionally) the finished entry's
+# stream. ARGV: outputs, done TTL, next owner, next lease TTL, then (with the
+# stream) group and message ID. The begin part also answers 'begun' when the lease
+# is already this owner's: a retry after a dropped connection repeats the whole
+# script, and its first run may have taken the lease.
+_FINISH_BEGIN = """
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+redis.call('DEL', KEYS[2])
+if #KEYS == 5 then
+  redis.call('XACK', KEYS[5], ARGV[5], ARGV[6])
+end
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  return 'done'
+end
+if redis.call('SET', KEYS[4], ARGV[3], 'NX', 'PX', ARGV[4]) then
+  return 'begun'
+end
+if redis.call('GET', KEYS[4]) == ARGV[3] then
+  redis.call('PEXPIRE', KEYS[4], ARGV[4])
+  return 'begun'
+end
+return 'busy'
+"""
 _RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   return redis.call('DEL', KEYS[1])
@@ -115,6 +153,7 @@ class RedisLedger:
         self._renew = client.register_script(_RENEW)
         self._release = client.register_script(_RELEASE)
         self._finish = client.register_script(_FINISH)
+        self._finish_begin = client.register_script(_FINISH_BEGIN)
 
     def _done(self, key: StepKey) -> str:
         return f"{self.prefix}:ledger:done:{key.render()}"
@@ -145,6 +184,19 @@ class RedisLedger:
             args += [ack.group, ack.message_id]
         await self._finish(keys=keys, args=args)
         return ack is not None
+
+    async def finish_then_begin(self, done: Finish, key: StepKey, owner: str, ttl_ms: int) -> str:
+        """`finish(done)` then `begin(key)`, atomically, in one round trip; begin's outcome.
+
+        Safe to repeat after a dropped connection: the finish is idempotent, and a
+        lease this owner already took answers 'begun' again."""
+        keys = [self._done(done.key), self._inflight(done.key), self._done(key), self._inflight(key)]
+        args: list[str | int] = [",".join(done.outputs) or "-", DONE_TTL_S, owner, ttl_ms]
+        if done.ack is not None:
+            keys.append(done.ack.stream)
+            args += [done.ack.group, done.ack.message_id]
+        outcome = await self._finish_begin(keys=keys, args=args)
+        return outcome.decode() if isinstance(outcome, bytes) else str(outcome)
 
     async def record_error(self, message_ref: str, error: str) -> None:
         await self.client.set(f"{self.prefix}:ledger:error:{message_ref}", error[:4000], ex=ERROR_TTL_S)
@@ -207,6 +259,13 @@ class MemoryLedger:
         self.done[key] = list(outputs)
         self.inflight.pop(key, None)
         return False  # no PEL here: the transport acks
+
+    async def finish_then_begin(self, done: Finish, key: StepKey, owner: str, ttl_ms: int) -> str:
+        await self.finish(done.key, done.owner, done.outputs, done.ack)
+        held = self._live(key)
+        if key not in self.done and held and held[0] == owner:
+            return BEGUN
+        return await self.begin(key, owner, ttl_ms)
 
     async def record_error(self, message_ref: str, error: str) -> None:
         self.errors[message_ref] = error

@@ -119,3 +119,38 @@ async def test_renew_keeps_or_takes_back_a_free_lease_and_never_one_that_is_take
         assert not await ledger.renew(key, "a", 5_000), "a done step's lease is never taken back"
     finally:
         await client.aclose()
+
+
+@pytest.mark.parametrize("ledger_kind", ["redis", "memory"])
+async def test_finish_then_begin_finishes_first_and_can_be_repeated(redis_url, prefix, ledger_kind):
+    """A read batch's finish of one entry travels with the next entry's lease: the finish
+    lands first (so a duplicate right behind its original finds it done), the entry is
+    acked, and a retry of the whole call after a dropped connection still answers 'begun'."""
+    import redis.asyncio as aioredis
+
+    from services.runtime.ledger import AckRef, Finish, MemoryLedger, RedisLedger, StepKey
+
+    client = aioredis.Redis.from_url(redis_url)
+    ledger = RedisLedger(client, prefix) if ledger_kind == "redis" else MemoryLedger()
+    stream = f"{prefix}.profile.requested"
+    first = StepKey("profiler", "toy-20261130-000000-abcdef", "profile.requested", "e1")
+    second = StepKey("profiler", "toy-20261130-000000-abcdef", "profile.requested", "e2")
+    try:
+        ack = None
+        if ledger_kind == "redis":
+            await client.xgroup_create(stream, "profiler", id="0", mkstream=True)
+            entry = await client.xadd(stream, {"k": "v"})
+            await client.xreadgroup("profiler", "c", {stream: ">"})
+            ack = AckRef(stream, "profiler", entry.decode())
+        assert await ledger.begin(first, "a/1", 5_000) == "begun"
+        done = Finish(first, "a/1", ["profile.completed"], ack)
+        # A duplicate of the finished entry, right behind it in the batch: done, not busy.
+        assert await ledger.finish_then_begin(done, first, "a/2", 5_000) == "done"
+        assert await ledger.finish_then_begin(done, second, "a/3", 5_000) == "begun"
+        assert await ledger.finish_then_begin(done, second, "a/3", 5_000) == "begun", "a repeated call keeps its lease"
+        assert await ledger.finish_then_begin(done, second, "b/3", 5_000) == "busy", "another owner never takes it"
+        assert not await ledger.renew(first, "a/1", 5_000), "the finished step's lease is gone"
+        if ledger_kind == "redis":
+            assert (await client.xpending(stream, "profiler"))["pending"] == 0, "the finished entry is acked"
+    finally:
+        await client.aclose()

@@ -117,10 +117,13 @@ async def _serve() -> None:
         flush.clear()
         out.flush()
 
-    async def timed_handle(route: Route, delivery: Any) -> None:
+    async def timed_handle(route: Route, delivery: Any, **options: Any) -> None:
         # The subscribers look `consumer.handle` up per message, so this wraps
-        # the whole consumer path without touching the runtime.
-        await handle(route, delivery)
+        # the whole consumer path without touching the runtime. Inside a read batch
+        # an entry's done mark is written with the next entry's lease (`defer_finish`):
+        # the last event of a run is never deferred, so the rate still ends at a
+        # done mark.
+        await handle(route, delivery, **options)
         done = time.monotonic_ns()
         entry = entries.pop(id(asyncio.current_task()), None)
         if entry is not None:

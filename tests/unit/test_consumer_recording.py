@@ -111,3 +111,42 @@ async def test_a_progress_event_over_a_dropped_connection_is_retried_until_it_go
     with pytest.raises(RedisConnectionError):
         await ctx.emit(REQUEST)
     assert gone.published == []
+
+
+class GroupDelivery(OneDelivery):
+    """A delivery of a read batch: it has a group, so its finish can travel with the next entry's lease."""
+
+    def __init__(self, message_id: str, event: ProfileRequested = REQUEST) -> None:
+        super().__init__()
+        self.group = "svc"
+        self.message_id = message_id
+        self.body = event.to_json()
+
+
+def test_a_batchs_finish_is_written_with_the_next_lease_or_by_flush():
+    ledger, bus = MemoryLedger(), FlakyBus(failures=0)
+    runs: list[str] = []
+
+    async def handler(event, ctx):
+        runs.append(event.event_id)
+        return []
+
+    consumer = Consumer(service="svc", settings=RuntimeSettings(), registry=contracts.default_registry(),
+                        ledger=ledger, bus=bus)  # type: ignore[arg-type]
+    route = Route("profile.requested", handler)
+    other = ProfileRequested(run_id="toy-run-2", producer="t", requested_by="t")
+    duplicate = GroupDelivery("2-0")
+
+    async def batch() -> None:
+        await consumer.handle(route, GroupDelivery("1-0"), defer_finish=True)
+        assert ledger.done == {}, "the finish waits for the next entry's lease"
+        # The same event again, right behind it: the finish lands first, so it is a duplicate.
+        await consumer.handle(route, duplicate, defer_finish=True)
+        await consumer.handle(route, GroupDelivery("3-0", other), defer_finish=True)
+        assert len(ledger.done) == 1
+        await consumer.flush()
+
+    asyncio.run(batch())
+    assert runs == [REQUEST.event_id, other.event_id], "each step ran once"
+    assert duplicate.acked, "the duplicate was acked as done"
+    assert len(ledger.done) == 2 and not ledger.inflight, "flush wrote the last finish and dropped its lease"
