@@ -27,7 +27,7 @@ crashed bench, not a figure. Redis: ctx.redis_url (the runner's; standalone
 `python -m tests.perf.bench_cli` uses SPECDEC_REDIS_URL or db 15), under a
 stream prefix of this run alone, deleted afterwards.
 
-Goal (issue 18): each command <= 0.5 s on the 2-core development machine.
+Goal: each command <= 0.5 s on the 2-core development machine.
 Measured there (21 runs, medians; python -c pass 0.036 s): before the lazy
 imports help 2.65 s, status 3.07 s, watch 3.16 s, dlq list 3.20 s; after
 0.32 s, 1.04 s, 0.93 s, 0.91 s; then, on a quiet machine (load 0.6), with the

@@ -79,7 +79,7 @@ def bench(ctx: Any) -> list[dict[str, Any]]:
 # --- the embedded default's own design, from its measured noise -------------------------------------
 
 NOISE_FILE = Path(__file__).with_name("data") / "demo-noise.json"
-DEMO_POWER_GOAL = 0.80  # at a true 10 % TPOT change, 3 trials per arm, 2 candidates (issue 12)
+DEMO_POWER_GOAL = 0.80  # at a true 10 % TPOT change, 3 trials per arm, 2 candidates
 DEMO_CANDIDATES = 2
 DEMO_TRIALS = 3
 DEMO_CHANGE = 0.10

@@ -22,7 +22,7 @@ process of the machine, so timestamps of the two processes subtract.
     cores (on 2 cores, b's publisher takes CPU the service would use);
 (d) the reference, same run: `redis-benchmark` XADD with 50 clients (requests/s,
     for b and c) and with 1 client (round-trip p50/p99, for a).
-Goals (issue 18): hop p50 <= 1 ms, p99 <= 5 ms, >= 2,000 events/s per instance.
+Goals: hop p50 <= 1 ms, p99 <= 5 ms, >= 2,000 events/s per instance.
 HOP_PROFILE=<path> runs the service under cProfile (stats dumped there); see docs/perf.md.
 """
 

@@ -10,7 +10,7 @@ the window's wall time, in percent of one core.
 
 Reference, same window: the CPU of the Redis server the services poll
 (`INFO cpu`), which also serves whatever else uses it on a shared machine.
-Goal (issue 18): <= 0.5 % of a core per instance, the journal included.
+Goal: <= 0.5 % of a core per instance, the journal included.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Load generator capacity: SSE chunks/s received at 256 concurrent streams on one core,
-specdec's client beside vLLM's own benchmark client (issue 5, perf item 2).
+specdec's client beside vLLM's own benchmark client.
 
 Three processes, loopback only:
 - the server: `python -m tests.perf.bench_loadgen serve`, a minimal HTTP/1.1 SSE

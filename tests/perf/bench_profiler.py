@@ -7,7 +7,7 @@ the reference, a plain stdlib `for line in f: json.loads(line)` loop, and
 reports its peak resident memory (ru_maxrss of the child itself), so neither
 number carries the parent's memory or the other run's.
 
-Goals (issue 3): profiling within 2x of the reference loop's wall time; peak
+Goals: profiling within 2x of the reference loop's wall time; peak
 memory under 300 MB. CPU times are reported beside, since on a shared machine
 they move less with other load than wall times do.
 """

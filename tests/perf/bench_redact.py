@@ -13,7 +13,7 @@ the best wall time of each is compared, since on a shared machine other load
 only ever adds time. Each child also times redaction alone over the corpus's
 record texts (informational: what redaction itself costs per record).
 
-Goal (issue 16): the corpus step with the new redaction within 2x today's time.
+Goal: the corpus step with the new redaction within 2x today's time.
 Measured (2 shared cores, 100 k records, 82 MB): 84.9 s new against 84.8 s
 today's (1.00x wall, 0.92x CPU); redaction alone 74.9 us per text against
 63.0 us (1.19x).

