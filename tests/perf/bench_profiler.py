@@ -4,8 +4,9 @@ N synthetic requests with counts (OpenAI-style log and flat lines, with times)
 are written to ctx.workdir. Two fresh subprocesses then read the same file:
 the reference, a plain stdlib `for line in f: json.loads(line)` loop, and
 `profile_traffic`. Each child times its own work (after its imports) and
-reports its peak resident memory (ru_maxrss of the child itself), so neither
-number carries the parent's memory or the other run's.
+reports its peak resident memory (`tests.perf.peak`: VmHWM of its own address
+space, never ru_maxrss, which carries the perf runner's peak into a child), so
+neither number carries the parent's memory or the other run's.
 
 Goals: profiling within 2x of the reference loop's wall time; peak
 memory under 300 MB. CPU times are reported beside, since on a shared machine
@@ -36,7 +37,8 @@ _WORDS = (
 ).split()
 
 _CHILD_REFERENCE = """
-import json, resource, sys, time
+import json, sys, time
+from tests.perf.peak import peak_kb
 t0, c0 = time.perf_counter(), time.process_time()
 n = 0
 with open(sys.argv[1], encoding="utf-8") as f:
@@ -44,17 +46,18 @@ with open(sys.argv[1], encoding="utf-8") as f:
         json.loads(line)
         n += 1
 t1, c1 = time.perf_counter(), time.process_time()
-print(json.dumps({"wall_s": t1 - t0, "cpu_s": c1 - c0, "peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+print(json.dumps({"wall_s": t1 - t0, "cpu_s": c1 - c0, "peak_kb": peak_kb(),
                   "lines": n}))
 """
 
 _CHILD_PROFILE = """
-import json, resource, sys, time
+import json, sys, time
 from services.profiler.profile import profile_traffic
+from tests.perf.peak import peak_kb
 t0, c0 = time.perf_counter(), time.process_time()
 p = profile_traffic(sys.argv[1])
 t1, c1 = time.perf_counter(), time.process_time()
-print(json.dumps({"wall_s": t1 - t0, "cpu_s": c1 - c0, "peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+print(json.dumps({"wall_s": t1 - t0, "cpu_s": c1 - c0, "peak_kb": peak_kb(),
                   "lines": p.records.accepted, "method": p.recommended_method.method}))
 """
 

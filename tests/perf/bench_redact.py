@@ -274,11 +274,12 @@ def legacy_redact(text: str) -> tuple[str, dict[str, int]]:
 # =============================================================================
 
 _CHILD = """
-import json, resource, sys, time
+import json, sys, time
 mode, profile, traffic, out = sys.argv[1:5]
 import orjson
 import services.corpus.traffic as traffic_mod
 from services.corpus.build import build_corpus
+from tests.perf.peak import peak_kb
 if mode == "reference":
     from tests.perf.bench_redact import legacy_redact
     traffic_mod.redact = legacy_redact
@@ -299,7 +300,7 @@ t3 = time.perf_counter()
 print(json.dumps({"wall_s": t1 - t0, "cpu_s": c1 - c0, "records": manifest.records.total,
                   "redactions": sum(manifest.redaction.counts.values()), "texts": len(texts),
                   "redact_s": t3 - t2, "chars": sum(map(len, texts)),
-                  "peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
+                  "peak_kb": peak_kb()}))
 """
 
 
