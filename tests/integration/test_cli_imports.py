@@ -12,7 +12,6 @@ too: a command that skipped its work would pass the import check for nothing.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
@@ -20,8 +19,7 @@ import sys
 from pathlib import Path
 
 from contracts.events import ProfileRequested
-from services.runtime.broker import Bus, make_broker
-from services.runtime.settings import RuntimeSettings
+from tests.support.publishing import publish_event
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = "lazy-imports-run"
@@ -38,15 +36,7 @@ print(json.dumps({"outputs": outputs, "modules": sorted(name for name, module in
 
 
 def publish_one(redis_url: str, prefix: str) -> None:
-    async def publish() -> None:
-        broker = make_broker(RuntimeSettings(redis_url=redis_url, stream_prefix=prefix))
-        await broker.connect()
-        try:
-            await Bus(broker, prefix).publish(ProfileRequested(run_id=RUN, producer="test", requested_by="test"))
-        finally:
-            await broker.stop()
-
-    asyncio.run(publish())
+    publish_event(redis_url, prefix, ProfileRequested(run_id=RUN, producer="test", requested_by="test"))
 
 
 def test_reading_commands_load_neither_the_broker_nor_the_event_models_nor_structlog(redis_url: str, prefix: str):

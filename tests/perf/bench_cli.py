@@ -83,21 +83,10 @@ COMMANDS: dict[str, tuple[list[str], int, str]] = {
 def _seed(redis_url: str, prefix: str) -> None:
     """One event on its stream, published as a service publishes it (faststream's binary
     envelope), so that `watch --from-start` prints a line at once and `status` decodes it."""
-    import asyncio
-
     from contracts.events import ProfileRequested
-    from services.runtime.broker import Bus, make_broker
-    from services.runtime.settings import RuntimeSettings
+    from tests.support.publishing import publish_event
 
-    async def publish() -> None:
-        broker = make_broker(RuntimeSettings(redis_url=redis_url, stream_prefix=prefix))
-        await broker.connect()
-        try:
-            await Bus(broker, prefix).publish(ProfileRequested(run_id=WATCHED_RUN, producer="perf", requested_by="perf"))
-        finally:
-            await broker.stop()
-
-    asyncio.run(publish())
+    publish_event(redis_url, prefix, ProfileRequested(run_id=WATCHED_RUN, producer="perf", requested_by="perf"))
 
 
 def _cleanup(redis_url: str, prefix: str) -> None:
