@@ -3,7 +3,7 @@
     python -m tests.perf.engine_noise [--windows 10] [--concurrency 1] [--variant NAME ...] [--out FILE]
 
 Serves the embedded default (models/smollm2-135m-instruct, float32, eager; `make model`)
-exactly as the bench-runner's local executor does (`services.bench.executor.engine_env_defaults`:
+exactly as the bench-runner's local executor does (`services.bench.executor.launch`, with
 the engine in one process, a 1 GiB KV cache), and drives W identical windows through the
 bench-runner's own measurement process (`python -m services.bench.window`, pinned off core 0):
 the first 20 chat prompts of the sample traffic, 32 output tokens, 4 warm-up requests, in the
@@ -31,19 +31,18 @@ the noise comes from"). About 50 s to start a server and 35-60 s a window on 2 c
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import statistics
 import subprocess
 import sys
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import httpx
 import numpy as np
 
-from services.bench.executor import engine_env_defaults, free_port
+from services.bench.executor import Server, launch, wait_ready
 from services.bench.loadgen import WindowSpec
 from services.bench.prompts import ChatTurn, Prompt
 from services.bench.window import MeasuredWindow, request_bytes
@@ -51,6 +50,7 @@ from services.bench.window import MeasuredWindow, request_bytes
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / "models/smollm2-135m-instruct"
 TRAFFIC = ROOT / "infra/examples/sample-traffic.jsonl"
+RUN_ID = "engine-noise"  # the experiment label of the servers this tool starts
 VARIANTS: dict[str, tuple[dict[str, str], str | None]] = {
     "default": ({}, None),
     "omp1": ({"OMP_NUM_THREADS": "1"}, None),
@@ -118,28 +118,15 @@ def steal_s() -> float:
     return int(fields[8]) / os.sysconf("SC_CLK_TCK")
 
 
-def serve(variant: str, port: int, log: Path) -> subprocess.Popen[bytes]:
+def serve(variant: str, logdir: Path) -> Server:
+    """Start the server the way the bench-runner's local executor does (`executor.launch`: its
+    engine environment, its labels, a process group of its own), changed by the variant."""
     extra_env, cpus = VARIANTS[variant]
-    env = dict(os.environ, **engine_env_defaults(cpu_build=True), **extra_env)
     argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(MODEL), "--dtype", "float32",
-            "--enforce-eager", "--max-model-len", "1024", "--host", "127.0.0.1", "--port", str(port), "--seed", "0"]
+            "--enforce-eager", "--max-model-len", "1024", "--host", "127.0.0.1", "--port", "{port}", "--seed", "0"]
     if cpus is not None:
         argv = ["taskset", "-c", cpus, *argv]
-    return subprocess.Popen(argv, stdout=log.open("wb"), stderr=subprocess.STDOUT, env=env)
-
-
-def wait_ready(port: int, server: subprocess.Popen[bytes], timeout_s: float = 300) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise SystemExit(f"the server exited with {server.returncode} before it answered")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    raise SystemExit(f"the server did not answer within {timeout_s:.0f} s")
+    return launch(argv, run_id=RUN_ID, log_path=logdir / f"server-{variant}.log", env={**os.environ, **extra_env})
 
 
 def median_tpot_ms(window: MeasuredWindow) -> float:
@@ -160,26 +147,21 @@ def drive(port: int, concurrency: int, prompts: list[Prompt]) -> MeasuredWindow:
 
 
 def measure(variant: str, windows: int, levels: list[int], prompts: list[Prompt], logdir: Path) -> list[WindowRow]:
-    port = free_port()
-    server = serve(variant, port, logdir / f"server-{variant}.log")
+    server = serve(variant, logdir)
     rows: list[WindowRow] = []
     try:
-        wait_ready(port, server)
+        asyncio.run(wait_ready(server, timeout_s=300))
         for index in range(windows):
             for level in levels:
-                cpu0, steal0 = schedstat(server.pid), steal_s()
-                window = drive(port, level, prompts)
-                cpu1, steal1 = schedstat(server.pid), steal_s()
+                cpu0, steal0 = schedstat(server.process.pid), steal_s()
+                window = drive(server.port, level, prompts)
+                cpu1, steal1 = schedstat(server.process.pid), steal_s()
                 row = WindowRow(variant, index, level, round(median_tpot_ms(window), 3), round(window.duration_s, 3),
                                 round(cpu1[0] - cpu0[0], 3), round(cpu1[1] - cpu0[1], 3), round(steal1 - steal0, 3))
                 print(json.dumps(asdict(row)), flush=True)
                 rows.append(row)
     finally:
-        server.terminate()
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        server.stop()
     return rows
 
 
