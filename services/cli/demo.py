@@ -22,12 +22,14 @@ from typing import TextIO
 
 from contracts import layout
 from contracts.catalogue import STEP_OWNER
-from services.cli.context import connect
-from services.cli.progress import RunStatus, event_detail, one_line, run_status
-from services.cli.streams import follow
-from services.cli.submit import submit
+from services.app.context import connect
+from services.app.progress import RunStatus, event_detail, one_line, run_status
+from services.app.streams import follow
+from services.app.submit import submit
+from services.app.validate import validate
 from services.cli.up import start, stop
 from services.runtime import apps
+from services.runtime.errors import SpecdecError
 from services.runtime.settings import RuntimeSettings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,10 +95,10 @@ def blocked_step(status: RunStatus) -> tuple[str, str] | None:
 
 
 async def follow_run(settings: RuntimeSettings, run_id: str, out: TextIO, *, timeout_s: float) -> RunStatus:
-    async with connect(settings) as cli:
+    async with connect(settings) as session:
         events: list[dict] = []
         started = time.monotonic()
-        async for event in follow(cli.client, settings.stream_prefix, from_start=True):
+        async for event in follow(session.client, settings.stream_prefix, from_start=True):
             if event is not None and event.get("run_id") == run_id:
                 events.append(event)
                 status = run_status(run_id, events)
@@ -197,9 +199,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--campaign", default=str(DEMO_CAMPAIGN))
     parser.add_argument("--timeout", type=float, default=1800.0, help="give up following the run after this many seconds")
     args = parser.parse_args(argv)
-    out = sys.stdout
+    try:
+        return _run(Path(args.campaign), args.timeout, sys.stdout)
+    except SpecdecError as exc:
+        # Bad input (a campaign submit refuses, Redis not answering): the reasons alone, no traceback.
+        print(f"specdec demo: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run(campaign: Path, timeout_s: float, out: TextIO) -> int:
     settings = RuntimeSettings()
-    ensure_target(Path(args.campaign), out)
+    # Every check submit makes, before a model is built or a service started.
+    checked = validate(campaign)
+    if not checked.accepted:
+        lines = "\n".join(f"  - {p}" for p in checked.problems)
+        print(f"specdec demo: campaign {campaign} cannot be submitted; nothing was started:\n{lines}", file=sys.stderr)
+        return 2
+    ensure_target(campaign, out)
     names = apps.available()
     out.write(f"starting services: {', '.join(names)}\n")
     if apps.missing():
@@ -209,17 +225,17 @@ def main(argv: list[str] | None = None) -> int:
     out.write(f"service logs: {log_dir}\n")
     children = start(names, log_dir=str(log_dir))
     try:
-        run_id = asyncio.run(_submit(settings, Path(args.campaign)))
-        out.write(f"submitted {args.campaign} as run {run_id}\n")
-        status = asyncio.run(follow_run(settings, run_id, out, timeout_s=args.timeout))
+        run_id = asyncio.run(_submit(settings, campaign))
+        out.write(f"submitted {campaign} as run {run_id}\n")
+        status = asyncio.run(follow_run(settings, run_id, out, timeout_s=timeout_s))
         return summarize(status, settings.bundle_root.resolve() / run_id, out)
     finally:
         stop(children, grace_s=15)
 
 
 async def _submit(settings: RuntimeSettings, campaign: Path) -> str:
-    async with connect(settings) as cli:
-        return await submit(cli, campaign)
+    async with connect(settings) as session:
+        return await submit(session, campaign)
 
 
 if __name__ == "__main__":

@@ -7,38 +7,14 @@ cannot be read or the gate spec is invalid.
 from __future__ import annotations
 
 import argparse
-import glob
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from contracts.decision import Decision
-    from contracts.trials import Trial
-    from services.gate import decide, load_trials
 
 EXIT_BAD_INPUT = 2
-
-# The gate's entry points, bound here on first use: services.gate loads
-# scipy.stats and numpy (~1 s), which building the `specdec` parser (every
-# command) must not wait for. Module attributes all the same, so that
-# `gate_cmd.decide` names the gate's function (and a test can replace it).
-_GATE_NAMES = ("decide", "load_trials")
-
-
-def _bind_gate() -> None:
-    import services.gate
-
-    for name in _GATE_NAMES:
-        if name not in globals():  # a replaced one is kept
-            globals()[name] = getattr(services.gate, name)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _GATE_NAMES:
-        _bind_gate()
-        return globals()[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -77,12 +53,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here: the gate loads scipy.stats and numpy (~1 s), which building the
+    # `specdec` parser (every command) must not wait for.
     from pydantic import ValidationError
 
     from contracts.campaign import GateSpec
-    from services.gate import GateError, GateInputError
+    from services.app.gate import decide_files
+    from services.gate import GateError
 
-    _bind_gate()
     try:
         spec = GateSpec(
             objective=args.objective,
@@ -95,22 +73,7 @@ def run(args: argparse.Namespace) -> int:
     except ValidationError as err:
         return _fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors()))
     try:
-        baseline_paths = [p for pattern in args.baseline for p in _expand(pattern)]
-        candidate_specs = [(*_split_name(text), text) for text in args.candidate]
-        candidate_paths = {text: _expand(pattern) for _, pattern, text in candidate_specs}
-        shared = set(baseline_paths) & {p for paths in candidate_paths.values() for p in paths}
-        if shared:
-            raise GateInputError(f"file(s) match both the baseline and a candidate: {sorted(map(str, shared))}")
-        trials = load_trials([*baseline_paths, *(p for paths in candidate_paths.values() for p in paths)])
-        baseline, rest = trials[: len(baseline_paths)], trials[len(baseline_paths) :]
-        candidates: dict[str, list[Trial]] = {}
-        for index, (name, _, text) in enumerate(candidate_specs):
-            group, rest = rest[: len(candidate_paths[text])], rest[len(candidate_paths[text]) :]
-            for key, group_trials in _name_groups(name, group, index).items():
-                if key in candidates:
-                    raise GateInputError(f"candidate {key!r} is given twice: name each --candidate NAME=GLOB")
-                candidates[key] = group_trials
-        decision = decide(baseline, candidates, spec)
+        decision = decide_files(args.baseline, args.candidate, spec)
     except GateError as err:
         return _fail(str(err))
     print(render(decision))
@@ -145,35 +108,6 @@ def render(decision: Decision) -> str:
         lines.append(f"candidate {cand.candidate}: {cand.outcome}")
         lines.extend(f"  - {reason}" for reason in cand.reasons[1:])
     return "\n".join(lines)
-
-
-def _expand(pattern: str) -> list[Path]:
-    from services.gate import GateInputError
-
-    matches = sorted(glob.glob(pattern, recursive=True))
-    if not matches:
-        raise GateInputError(f"no file matches {pattern!r}")
-    return [Path(m) for m in matches]
-
-
-def _split_name(text: str) -> tuple[str | None, str]:
-    from contracts.envelope import KEY_RE
-
-    name, sep, pattern = text.partition("=")
-    if sep and KEY_RE.match(name):
-        return name, pattern
-    return None, text
-
-
-def _name_groups(name: str | None, trials: list[Trial], index: int) -> dict[str, list[Trial]]:
-    if name is not None:
-        return {name: trials}
-    if all(t.cell_id for t in trials):
-        groups: dict[str, list[Trial]] = {}
-        for t in trials:
-            groups.setdefault(t.cell_id, []).append(t)  # type: ignore[arg-type]
-        return groups
-    return {"candidate" if index == 0 else f"candidate-{index + 1}": trials}
 
 
 def _fail(message: str) -> int:

@@ -1,4 +1,4 @@
-"""The `specdec` command: a thin parser; each subcommand calls one entry point.
+"""The `specdec` command: a thin parser; each subcommand calls one use case (services/app) and renders it.
 
 Every command imports only what it runs, so that `specdec --help` and the Redis
 commands start at once: the handlers import their modules when called, and the
@@ -25,71 +25,97 @@ from services.runtime.settings import RuntimeSettings
 
 # Offline commands of the step services register themselves when built.
 _OPTIONAL_COMMANDS = ("services.cli.profile_cmd", "services.cli.corpus_cmd", "services.cli.gate_cmd", "services.cli.report_cmd",
-                      "services.cli.plan_cmd", "services.cli.mcp_cmd")
+                      "services.cli.plan_cmd", "services.cli.validate_cmd", "services.cli.mcp_cmd")
 
 
 def _connected(body: Callable[[Any, argparse.Namespace], Awaitable[int]]) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         import asyncio
 
-        from services.cli.context import connect
+        from services.app.context import connect
 
         async def go() -> int:
-            async with connect(RuntimeSettings()) as cli:
-                return await body(cli, args)
+            async with connect(RuntimeSettings()) as session:
+                return await body(session, args)
 
         return asyncio.run(go())
 
     return run
 
 
-async def _submit(cli: Any, args: argparse.Namespace) -> int:
-    from services.cli.submit import submit
+async def _submit(session: Any, args: argparse.Namespace) -> int:
+    from services.app.submit import submit
 
-    run_id = await submit(cli, Path(args.campaign), experiment_id=args.experiment_id)
+    run_id = await submit(session, Path(args.campaign), experiment_id=args.experiment_id)
     print(run_id)
     return 0
 
 
-async def _approve(cli: Any, args: argparse.Namespace) -> int:
-    from services.cli.ops import approve
+async def _approve(session: Any, args: argparse.Namespace) -> int:
+    from services.app.ops import approve
 
-    event = await approve(cli, args.run_id, acknowledged=args.i_understand_this_mutates_cluster, out=sys.stdout)
-    print(f"published run.approved {event.event_id} for {len(event.plan_sha256s)} plan(s)")
+    result = await approve(session, args.run_id, acknowledged=args.i_understand_this_mutates_cluster)
+    for plan in result.plans:
+        print(f"approving {plan.schema_name}: {plan.uri} sha256={plan.sha256}")
+    print(f"published run.approved {result.event_id} for {len(result.plan_sha256s)} plan(s)")
     return 0
 
 
-async def _request(cli: Any, args: argparse.Namespace) -> int:
-    from services.cli.ops import request
+async def _request(session: Any, args: argparse.Namespace) -> int:
+    from services.app.ops import request
 
-    event_id = await request(cli, args.step, args.run_id, inputs=args.input, reason=args.reason)
+    event_id = await request(session, args.step, args.run_id, inputs=args.input, reason=args.reason)
     print(f"published {args.step}.requested {event_id}")
     return 0
 
 
-async def _status(cli: Any, args: argparse.Namespace) -> int:
-    from services.cli.ops import render_status, status
+def render_status(result: Any) -> str:
+    """A run's steps, one line each (RunStatus)."""
+    lines = [f"run {result.run_id}: {result.events} events{' - HALTED' if result.halted else ''}"]
+    for step in result.steps:
+        lines.append(f"  {step.step:<9} {step.state:<18} {step.detail or ''}".rstrip())
+    return "\n".join(lines)
 
-    result = await status(cli, args.run_id)
+
+async def _status(session: Any, args: argparse.Namespace) -> int:
+    from services.app.ops import status
+
+    result = await status(session, args.run_id)
     print(result.model_dump_json(indent=2) if args.json else render_status(result))
     return 1 if result.halted else 0
 
 
-async def _watch(cli: Any, args: argparse.Namespace) -> int:
-    from services.cli.ops import watch
+def _watched(event: Any) -> None:
+    sys.stdout.write(f"{event.stamp} {event.run_id} {event.schema_name:<22} {event.progress}\n")
+    sys.stdout.flush()
 
-    await watch(cli, args.run_id, out=sys.stdout, from_start=args.from_start, timeout_s=args.timeout)
+
+async def _watch(session: Any, args: argparse.Namespace) -> int:
+    from services.app.ops import watch
+
+    await watch(session, args.run_id, on_event=_watched, from_start=args.from_start, timeout_s=args.timeout)
     return 0
 
 
-async def _dlq(cli: Any, args: argparse.Namespace) -> int:
-    from services.cli.ops import dlq_list, dlq_replay
+async def _dlq(session: Any, args: argparse.Namespace) -> int:
+    from services.app.ops import dlq_list, dlq_replay
 
-    if args.dlq_command == "list":
-        await dlq_list(cli, sys.stdout, as_json=args.json)
-    else:
-        stream = await dlq_replay(cli, args.dead_letter_id)
+    if args.dlq_command == "replay":
+        stream = await dlq_replay(session, args.dead_letter_id)
         print(f"replayed {args.dead_letter_id} onto {stream}")
+        return 0
+    letters = await dlq_list(session)
+    if args.json:
+        import orjson
+
+        print(orjson.dumps([letter.record for letter in letters], option=orjson.OPT_INDENT_2).decode())
+        return 0
+    if not letters:
+        print("dead-letter stream is empty")
+    for letter in letters:
+        r = letter.record
+        print(f"{r['dead_letter_id']}  {r['kind']:<9} {r['service']:<13} {r['stream']}  run={r.get('run_id') or '-'}"
+              f"  deliveries={r['delivery_count']}{'  (replayed)' if letter.replayed else ''}\n    {r['reason']}")
     return 0
 
 

@@ -1,50 +1,41 @@
-"""`specdec mcp`: serve the campaign workflow to MCP clients (services/mcp; docs/mcp.md).
+"""`specdec mcp ARGS`: start the MCP server (services/mcp/command.py) in place of this process.
 
-    specdec mcp                                  stdio (the client starts this process)
-    specdec mcp --http [--host H] [--port N]     streamable HTTP on 127.0.0.1:8391 by default
-
-Over HTTP every tool that mutates needs `Authorization: Bearer <token>` with the
-token named by SPECDEC_MCP_TOKEN_FILE or SPECDEC_MCP_TOKEN_ENV; without one the
-server does not start. The MCP SDK is imported only when the command runs.
+The CLI and the MCP server are two entry points over the same use cases, and
+neither imports the other (.importlinter): `specdec mcp` replaces itself with
+`python -m services.mcp ARGS` (exec: same process ID, stdio and environment, so an
+MCP client that started `specdec mcp` talks to the server directly). The server's
+own parser reads ARGS (`specdec mcp --help` lists them).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 
-from services.runtime.errors import ConfigurationError
-
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8391
-
-
-def _port(text: str) -> int:
-    value = int(text)
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"port {value} is not in 1-65535")
-    return value
+MODULE = "services.mcp"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    # Every token after `mcp` is the server's, options included: with no option prefix of its
+    # own, this parser takes `--http` as a word for ARGS rather than an option it lacks.
     p = subparsers.add_parser(
-        "mcp", help="serve the campaign workflow as MCP tools (stdio; --http for streamable HTTP)",
-        description="An MCP server over the same functions as the CLI: evidence_init, campaign_init, campaign_run "
-        "(a dry run unless acknowledged), campaign_status, plan_show, approve, gate, report_render, publish_to_lake; "
-        "the run's bundle files as bundle://RUN_ID/PATH resources. See docs/mcp.md.",
+        "mcp", add_help=False, prefix_chars="+", help="serve the campaign workflow as MCP tools (stdio; --http for streamable HTTP)",
+        description="Runs `python -m services.mcp ARGS`; `specdec mcp --help` shows its options.",
     )
-    p.add_argument("--http", action="store_true",
-                   help="serve streamable HTTP instead of stdio; the mutating tools then need the bearer token named by "
-                   "SPECDEC_MCP_TOKEN_FILE or SPECDEC_MCP_TOKEN_ENV")
-    p.add_argument("--host", help=f"address --http binds (default {DEFAULT_HOST}; another exposes the server beyond "
-                   "this machine)")
-    p.add_argument("--port", type=_port, help=f"port --http listens on (default {DEFAULT_PORT})")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="the MCP server's own options (--http, --host, --port)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    if not args.http and (args.host is not None or args.port is not None):
-        raise ConfigurationError("--host and --port apply to --http only: add --http, or drop them for stdio")
-    from services.mcp.server import serve
-    from services.runtime.settings import RuntimeSettings
+    argv = [sys.executable, "-m", MODULE, *args.args]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    exec_server(argv)
+    return 0  # only reached where exec_server returns (a test's replacement)
 
-    return serve(RuntimeSettings(), http=args.http, host=args.host or DEFAULT_HOST, port=args.port or DEFAULT_PORT)
+
+def exec_server(argv: list[str]) -> None:
+    """Replace this process with the server (never returns)."""
+    os.execv(argv[0], argv)  # noqa: S606 - fixed interpreter and module; ARGS are the server's to parse
+

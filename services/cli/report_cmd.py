@@ -1,4 +1,4 @@
-"""`specdec report` and `specdec publish`: the publisher's logic, offline (no Redis).
+"""`specdec report` and `specdec publish`: the use cases of services/app/report.py, offline (no Redis).
 
 Both read the run's bundle under SPECDEC_BUNDLE_ROOT (default ./bundles).
 
@@ -23,40 +23,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from services.publisher.pipeline import render_copy, render_run
-    from services.publisher.outbox import DraftOverride
-    from services.publisher.publish import Publication, parse_target, publish_report
+    from services.publisher.publish import Publication
     from services.runtime.bundle import BundleStore
-
-# The publisher's entry points, bound here on first use: its modules load
-# matplotlib and scipy (~0.7 s), which building the `specdec` parser (every
-# command) must not wait for. Module attributes all the same, so that
-# `report_cmd.render_run` names the publisher's function (and a test can replace it).
-_PUBLISHER_NAMES = {
-    "render_copy": "services.publisher.pipeline",
-    "render_run": "services.publisher.pipeline",
-    "DraftOverride": "services.publisher.outbox",
-    "parse_target": "services.publisher.publish",
-    "publish_report": "services.publisher.publish",
-}
-
-
-def _bind_publisher() -> None:
-    import importlib
-
-    for name, module in _PUBLISHER_NAMES.items():
-        if name not in globals():  # a replaced one is kept
-            globals()[name] = getattr(importlib.import_module(module), name)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _PUBLISHER_NAMES:
-        _bind_publisher()
-        return globals()[name]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -101,18 +72,22 @@ def _bundle() -> BundleStore:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    _bind_publisher()
+    # Imported here: the publisher loads matplotlib and scipy (~0.7 s), which building the
+    # `specdec` parser (every command) must not wait for.
+    from services.app import report
+
     bundle = _bundle()
     if args.out is not None:
-        report, summary, paths = render_copy(bundle, args.run_id, args.out)
+        rendered, summary, paths = report.render_elsewhere(bundle, args.run_id, args.out)
     else:
-        outcome = render_run(bundle, args.run_id)
-        report, summary = outcome.report, outcome.summary
+        outcome = report.render(bundle, args.run_id)
+        rendered, summary = outcome.report, outcome.summary
         paths = [bundle.resolve(ref.uri) for ref in outcome.refs]
     for path in paths:
         print(path)
     state = f"DRAFT ({len(summary.draft_reasons)} reason(s))" if summary.draft else "final"
-    print(f"report of {args.run_id}: {state}; {len(report.plots)} plot(s); next lever: {summary.levers[0]}", file=sys.stderr)
+    print(f"report of {args.run_id}: {state}; {len(rendered.plots)} plot(s); next lever: {summary.levers[0]}",
+          file=sys.stderr)
     for reason in summary.draft_reasons:
         print(f"  DRAFT: {reason}", file=sys.stderr)
     return 0
@@ -121,27 +96,15 @@ def run_report(args: argparse.Namespace) -> int:
 def run_publish(args: argparse.Namespace) -> int:
     import asyncio
 
-    from contracts import layout
-    from contracts.campaign import Campaign
-    from services.runtime.bundle import ArtifactMissing
-
-    _bind_publisher()
-    bundle = _bundle()
-    target = args.target
-    if target is None:
-        try:
-            target = Campaign.model_validate(bundle.read_json(args.run_id, layout.CAMPAIGN)).publish.target
-        except ArtifactMissing:
-            print(f"specdec publish: run {args.run_id} has no {layout.CAMPAIGN}: give --target", file=sys.stderr)
-            return 2
-    parse_target(target)  # a bad target fails before anything else
+    from services.app import report
+    from services.publisher.outbox import DraftOverride
     from services.runtime.settings import RuntimeSettings
 
-    acknowledged_by = "cli" if args.i_understand_this_publishes_externally else None
     override = DraftOverride(reason=args.publish_draft) if args.publish_draft else None
-    publication = asyncio.run(publish_report(
-        bundle, args.run_id, target, acknowledged_by=acknowledged_by, draft_override=override,
-        settings=RuntimeSettings(), dry_run=args.dry_run,
+    publication = asyncio.run(report.publish(
+        _bundle(), RuntimeSettings(), args.run_id, target=args.target,
+        acknowledged_by="cli" if args.i_understand_this_publishes_externally else None,
+        draft_override=override, dry_run=args.dry_run,
     ))
     print(render(publication))
     return 0

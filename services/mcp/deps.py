@@ -7,7 +7,7 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
-from services.cli.context import Cli, connect
+from services.app.context import Session, connect
 from services.mcp.auth import Guard
 from services.runtime.bundle import BundleStore
 from services.runtime.settings import RuntimeSettings
@@ -18,12 +18,12 @@ class Deps:
     settings: RuntimeSettings
     bundle: BundleStore
     guard: Guard
-    # One connection per tool call (the CLI's `connect`): a call that fails leaves nothing open,
+    # One connection per tool call (the use cases' `connect`, as the CLI's): a call that fails leaves nothing open,
     # and a server left idle holds no Redis connection.
-    connect: Callable[[], AbstractAsyncContextManager[Cli]]
+    connect: Callable[[], AbstractAsyncContextManager[Session]]
 
 
 def default_deps(settings: RuntimeSettings, token: str | None) -> Deps:
-    """The CLI's own parts: its bundle store and its connection to Redis and the bus."""
+    """The use cases' own parts: the bundle store and a connection to Redis and the bus per call."""
     return Deps(settings=settings, bundle=BundleStore(settings.bundle_root), guard=Guard(token),
                 connect=lambda: connect(settings))

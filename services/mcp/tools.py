@@ -1,18 +1,15 @@
-"""The MCP tools: thin calls to the functions the CLI calls, with typed, described inputs and outputs.
+"""The MCP tools: thin calls to the use cases (services/app), with typed, described inputs and outputs.
 
 Every tool, before it does anything: refuses an acknowledgement-looking token inside
 any string argument (contracts/argv.py, as the CLI refuses one inside an argv; the
 acknowledgements are the typed boolean arguments), and, when it mutates, checks the
 HTTP bearer token (auth.py). A SpecdecError or an invalid input becomes an MCP tool
-error carrying the CLI's message.
+error carrying the use case's message.
 """
 
 from __future__ import annotations
 
 import functools
-import io
-import json
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -23,37 +20,25 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from contracts import layout
 from contracts.argv import check_token
-from contracts.campaign import REVIEWED_STEPS, Campaign, GateSpec
-from contracts.catalogue import PLAN_PATHS
+from contracts.campaign import Campaign, GateSpec
 from contracts.decision import Decision
-from contracts.events import CampaignSubmitted, RunApproved
-from services.cli import ops, plan_cmd, submit
-from services.cli.progress import RunStatus, run_status
-from services.mcp import offline
+from services.app import gate as gate_use_case
+from services.app import ops, plans, report, workflow
+from services.app.ops import Approved
+from services.app.progress import RunStatus
+from services.app.results import CampaignRunResult, CampaignStored, RenderedReport, RunCreated
+from services.app.validate import Validation, validate
 from services.mcp.deps import Deps
-from services.mcp.models import (
-    Approval,
-    CampaignRunResult,
-    CampaignStored,
-    PlanShown,
-    PlanView,
-    RenderedReport,
-    RunCreated,
-)
+from services.mcp.models import PlanShown
 from services.publisher.outbox import DraftOverride
 from services.publisher.publish import Publication
-from services.runtime.approval import pre_approved
-from services.runtime.bundle import ArtifactMissing, BundleStore
-from services.runtime.campaign import load_campaign
-from services.runtime.errors import ConfigurationError, SpecdecError
+from services.runtime.errors import SpecdecError
 
 RunIdArg = Annotated[str, Field(description="The run ID (evidence_init or campaign_init returned it).")]
 PlanHashes = Annotated[list[str] | None, Field(
     description="sha256 of each plan to approve and run, as campaign_run, plan_show or campaign_status showed them.")]
 _FAMILY_PATTERN = next(m.pattern for m in Campaign.model_fields["family"].metadata if getattr(m, "pattern", None))
-_POLL_S = 0.5
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -109,38 +94,6 @@ class _Tools:
         return register
 
 
-def _stored_campaign(bundle: BundleStore, run_id: str) -> Campaign:
-    submit.check_run_id(run_id)
-    try:
-        bundle.ref(run_id, layout.CAMPAIGN)
-    except ArtifactMissing:
-        raise ConfigurationError(f"run {run_id} holds no campaign: store one with campaign_init first") from None
-    return load_campaign(bundle, run_id)
-
-
-def _plans(bundle: BundleStore, run_id: str, events: list[dict[str, Any]]) -> list[PlanView]:
-    approved = {sha for e in events if e.get("schema") == RunApproved.SCHEMA for sha in e.get("plan_sha256s", [])}
-    views: dict[str, PlanView] = {}  # by hash: a redelivered trigger may announce one plan twice
-    for event in sorted((e for e in events if e.get("schema") in ops.PLANNED), key=lambda e: str(e.get("produced_at"))):
-        step, sha = event["schema"].split(".")[0], event["plan"]["sha256"]
-        document = bundle.read_json(run_id, PLAN_PATHS[step])  # hash-checked: a changed plan is refused
-        views.setdefault(sha, PlanView(step=step, event_id=event["event_id"], uri=event["plan"]["uri"], sha256=sha,
-                                       approved=sha in approved, document=document))
-    return list(views.values())
-
-
-async def _wait_for_review(cli: Any, run_id: str, wait_s: float) -> list[dict[str, Any]]:
-    """The run's events once a plan waits for approval or the run halted, or after `wait_s`."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        events = await ops.journal(cli, run_id)
-        state = run_status(run_id, events)
-        stopped = state.halted or any(s.state == "unavailable" for s in state.steps)
-        if ops.pending_plans(events) or stopped or time.monotonic() >= deadline:
-            return events
-        await anyio.sleep(_POLL_S)
-
-
 def register(server: MCPServer, deps: Deps) -> None:
     tool = _Tools(server, deps).add
     bundle = deps.bundle
@@ -155,10 +108,8 @@ def register(server: MCPServer, deps: Deps) -> None:
                                  ] = None,
     ) -> RunCreated:
         """Create a run and its empty evidence bundle; publishes nothing. Next: campaign_init."""
-        async with deps.connect() as cli:
-            run_id = await submit.create_run(cli, family, experiment_id)
-        return RunCreated(run_id=run_id, bundle_path=str(bundle.run_dir(run_id).absolute()),
-                          next_step=f"campaign_init(config=..., experiment_id={run_id!r}, family={family!r})")
+        async with deps.connect() as session:
+            return await workflow.evidence_init(session, family, experiment_id)
 
     @tool(mutates=True)
     async def campaign_init(
@@ -174,22 +125,19 @@ def register(server: MCPServer, deps: Deps) -> None:
     ) -> CampaignStored:
         """Validate the campaign file (every problem at once, as `specdec submit`) and store it, the operator's
         commands and the source revisions in the run's bundle; publishes nothing. Next: campaign_run (a dry run)."""
-        run_id = submit.check_run_id(experiment_id)
-        if evidence_bundle is not None:
-            _check_bundle_path(deps, run_id, Path(evidence_bundle))
-        prepared = submit.prepare_campaign(Path(config))
-        if prepared.campaign.family != family:
-            raise ConfigurationError(f"the campaign {config} is of family {prepared.campaign.family!r}, not "
-                                     f"{family!r}: give its own family, or the campaign meant for {family!r}")
-        async with deps.connect() as cli:
-            run_id = await submit.open_run(cli, run_id)
-            ref = submit.store_campaign(cli.bundle, run_id, prepared)
-        pre = [step for step in REVIEWED_STEPS if pre_approved(prepared.campaign, step)]
-        return CampaignStored(
-            run_id=run_id, bundle_path=str(bundle.run_dir(run_id).absolute()), campaign=ref,
-            artifacts=bundle.artifacts(run_id), inert=prepared.inert, pre_approved_steps=pre,
-            next_step=f"campaign_run(run_id={run_id!r}) without the acknowledgement: a dry run that produces the plans",
-        )
+        async with deps.connect() as session:
+            return await workflow.campaign_init(session, Path(config), experiment_id, family,
+                                                Path(evidence_bundle) if evidence_bundle is not None else None)
+
+    @tool(mutates=False)
+    async def campaign_validate(
+        config: Annotated[str, Field(description="Path of the campaign YAML, as `specdec validate` takes it; relative "
+                                     "paths in it resolve from the server's working directory.")],
+    ) -> Validation:
+        """Every check campaign_init and `specdec submit` make, with no run created, nothing stored or published:
+        the problems (all at once), warnings, inert fields and each cell's declared serving config, as
+        `specdec validate --json`."""
+        return await anyio.to_thread.run_sync(lambda: validate(Path(config)))
 
     @tool(mutates=True, destructive=True)
     async def campaign_run(
@@ -205,53 +153,15 @@ def register(server: MCPServer, deps: Deps) -> None:
     ) -> CampaignRunResult:
         """Dry run by default: publish the stored campaign (once) and return its plans with their hashes, nothing
         executed. With the acknowledgement: approve the named plans, which then run."""
-        campaign = _stored_campaign(bundle, run_id)
-        pre = [step for step in REVIEWED_STEPS if pre_approved(campaign, step)]
-        async with deps.connect() as cli:
-            events = await ops.journal(cli, run_id)
-            submitted = any(e.get("schema") == CampaignSubmitted.SCHEMA for e in events)
-            published, approval = False, None
-            if not i_understand_this_mutates_cluster:
-                if pre:
-                    raise ConfigurationError(
-                        f"the campaign of run {run_id} pre-approves its {' and '.join(pre)} plan(s) (review.pre_approve): "
-                        "publishing it would run them, so a dry run cannot be honoured; remove review.pre_approve "
-                        "and store the campaign in a new run, or call campaign_run with "
-                        "i_understand_this_mutates_cluster=true")
-                if plan_sha256s:
-                    raise ConfigurationError("plan_sha256s approves plans, which a dry run never does: drop them, or "
-                                             "give i_understand_this_mutates_cluster=true")
-                if not submitted:
-                    await submit.publish_submitted(cli, run_id, campaign, bundle.ref(run_id, layout.CAMPAIGN))
-                    published = True
-                events = await _wait_for_review(cli, run_id, wait_for_plans_s)
-            elif not submitted:
-                if not pre:
-                    raise ConfigurationError(
-                        f"run {run_id} was not published yet, so it has no plan to approve: call campaign_run without "
-                        "i_understand_this_mutates_cluster first (a dry run); it returns the plans and their sha256")
-                await submit.publish_submitted(cli, run_id, campaign, bundle.ref(run_id, layout.CAMPAIGN))
-                published = True
-                events = await ops.journal(cli, run_id)
-            else:
-                approval = await ops.approve_plans(cli, run_id, plan_sha256s or [], acknowledged=True, out=io.StringIO())
-                events = await ops.journal(cli, run_id)
-        plans = _plans(bundle, run_id, events)
-        waiting = [p for p in plans if not p.approved and p.step not in pre]
-        next_step = (f"review the plans, then campaign_run(run_id={run_id!r}, i_understand_this_mutates_cluster=true, "
-                     f"plan_sha256s=[...]) to run them" if waiting else f"campaign_status(run_id={run_id!r})")
-        return CampaignRunResult(
-            run_id=run_id, dry_run=not i_understand_this_mutates_cluster, published_submission=published,
-            approved_sha256s=approval.plan_sha256s if approval else [],
-            approval_event_id=approval.event_id if approval else None, plans=plans,
-            status=run_status(run_id, events), next_step=next_step,
-        )
+        async with deps.connect() as session:
+            return await workflow.campaign_run(session, run_id, acknowledged=i_understand_this_mutates_cluster,
+                                               plan_sha256s=plan_sha256s, wait_for_plans_s=wait_for_plans_s)
 
     @tool(mutates=False)
     async def campaign_status(run_id: RunIdArg) -> RunStatus:
         """Each step's state for the run, as `specdec status RUN_ID --json` (halted: a step failed)."""
-        async with deps.connect() as cli:
-            return await ops.status(cli, run_id)
+        async with deps.connect() as session:
+            return await ops.status(session, run_id)
 
     @tool(mutates=False)
     async def plan_show(
@@ -260,12 +170,9 @@ def register(server: MCPServer, deps: Deps) -> None:
     ) -> PlanShown:
         """A stored plan, as `specdec <step> plan RUN_ID` prints it: every command, where, the cleanup, its sha256
         and whether an approval covers it; with the plan document."""
-        text, doc = io.StringIO(), io.StringIO()
-        plan_cmd.show_plan(bundle, step, run_id, as_json=False, out=text)
-        plan_cmd.show_plan(bundle, step, run_id, as_json=True, out=doc)
-        ref = bundle.ref(run_id, PLAN_PATHS[step])
-        return PlanShown(run_id=run_id, step=step, uri=ref.uri, sha256=ref.sha256, text=text.getvalue(),
-                         document=json.loads(doc.getvalue()))
+        shown = plans.show_plan(bundle, step, run_id)
+        return PlanShown(run_id=run_id, step=shown.step, uri=shown.uri, sha256=shown.sha256,
+                         text=plans.describe(shown), document=shown.document)
 
     @tool(mutates=True, destructive=True)
     async def approve(
@@ -274,15 +181,13 @@ def register(server: MCPServer, deps: Deps) -> None:
         i_understand_this_mutates_cluster: Annotated[bool, Field(
             description="Typed acknowledgement that the approved plans change the cluster; required.")] = False,
         plan_sha256s: PlanHashes = None,
-    ) -> Approval:
+    ) -> Approved:
         """Approve plans of the run, as `specdec approve`: the named ones, or every plan awaiting approval."""
-        async with deps.connect() as cli:
+        async with deps.connect() as session:
             if plan_sha256s:
-                event = await ops.approve_plans(cli, run_id, plan_sha256s, acknowledged=i_understand_this_mutates_cluster,
-                                                out=io.StringIO())
-            else:
-                event = await ops.approve(cli, run_id, acknowledged=i_understand_this_mutates_cluster, out=io.StringIO())
-        return Approval(run_id=run_id, event_id=event.event_id, plan_sha256s=event.plan_sha256s)
+                return await ops.approve_plans(session, run_id, plan_sha256s,
+                                               acknowledged=i_understand_this_mutates_cluster)
+            return await ops.approve(session, run_id, acknowledged=i_understand_this_mutates_cluster)
 
     @tool(mutates=False)
     async def gate(
@@ -292,13 +197,13 @@ def register(server: MCPServer, deps: Deps) -> None:
     ) -> Decision:
         """The gate's decision over the run's trial results in its bundle, offline (the gate's own `decide`, as
         `specdec gate`); writes nothing. The run's recorded decision is the resource bundle://RUN_ID/gate/DECISION.json."""
-        return await anyio.to_thread.run_sync(lambda: offline.decide_run(bundle, run_id, spec))
+        return await anyio.to_thread.run_sync(lambda: gate_use_case.decide_run(bundle, run_id, spec))
 
     @tool(mutates=True)
     async def report_render(ctx: Context, run_id: RunIdArg) -> RenderedReport:
         """Render the run's report into its bundle, as `specdec report RUN_ID` (write-once: the same evidence gives
         the same bytes); the files are resources."""
-        outcome = await anyio.to_thread.run_sync(lambda: offline.render(bundle, run_id))
+        outcome = await anyio.to_thread.run_sync(lambda: report.render(bundle, run_id))
         summary = outcome.summary
         return RenderedReport(run_id=run_id, files=outcome.refs, draft=summary.draft, draft_reasons=summary.draft_reasons,
                               plots=len(outcome.report.plots), next_lever=summary.levers[0] if summary.levers else "")
@@ -319,16 +224,6 @@ def register(server: MCPServer, deps: Deps) -> None:
     ) -> Publication:
         """Publish the run's rendered report (its files, evidence and manifest), as `specdec publish`: a dry run
         unless acknowledged; file:// writes a folder, s3:// and https:// send it off this machine."""
-        return await offline.publish(bundle, deps.settings, run_id, target=target,
-                                     live=i_understand_this_publishes_externally, draft_override=draft_override)
-
-
-def _check_bundle_path(deps: Deps, run_id: str, given: Path) -> None:
-    root = deps.settings.bundle_root.absolute().resolve()
-    path = given.absolute().resolve()
-    if not path.is_relative_to(root):
-        raise ConfigurationError(f"evidence_bundle {given} is not under the services' bundle root {root} "
-                                 "(SPECDEC_BUNDLE_ROOT): the services read and write bundles there only; leave it out, "
-                                 f"or give {root / run_id}")
-    if path != root / run_id:
-        raise ConfigurationError(f"evidence_bundle {given} is not the bundle of run {run_id}, which is {root / run_id}")
+        return await report.publish(bundle, deps.settings, run_id, target=target,
+                                    acknowledged_by="mcp" if i_understand_this_publishes_externally else None,
+                                    draft_override=draft_override)

@@ -89,7 +89,7 @@ def entries(client: redis.Redis, stream: str) -> list[tuple[dict[str, Any], dict
 
 
 def publish(settings: RuntimeSettings, *events: Any) -> None:
-    from services.cli.context import connect
+    from services.app.context import connect
 
     async def go() -> None:
         async with connect(settings) as c:
@@ -273,7 +273,7 @@ def test_approve_requires_the_flag_a_pending_plan_and_approves_its_hash(cli, env
 
 def dead_letter(settings: RuntimeSettings, payload: bytes, stream: str) -> DeadLetter:
     """A dead letter as the runtime writes one (services/runtime/consumer.py)."""
-    from services.cli.context import connect
+    from services.app.context import connect
 
     record = DeadLetter(kind="failed", reason="handler raised on delivery 3 of 3", error="RuntimeError: boom",
                         service="profiler", consumer="p-1", stream=stream, message_id="1-0", delivery_count=3,

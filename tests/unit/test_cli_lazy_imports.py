@@ -51,9 +51,9 @@ def test_help_loads_no_heavy_module_nor_the_log_setup():
 
 
 def test_redis_commands_load_no_step_module():
-    # status, watch and dlq run services.cli.ops over services.cli.context; faststream
+    # status, watch and dlq run services.app.ops over services.app.context; faststream
     # loads only when a broker is made (a publish) or an entry is decoded.
-    loaded = loaded_after("import services.cli.context, services.cli.ops")
+    loaded = loaded_after("import services.app.context, services.app.ops")
     assert loaded & {"scipy", "matplotlib", "numpy", "httpx", "detect_secrets", "faststream"} == set()
 
 
@@ -80,18 +80,18 @@ def test_a_step_command_module_that_is_not_built_is_left_out():
             main.build_parser().parse_args(["gate"])
 
 
-def test_step_entry_points_load_on_first_use_and_a_replacement_is_kept():
+def test_step_commands_load_their_use_case_only_when_run():
+    # gate and report import their use case (services/app/gate.py, report.py) inside the handler:
+    # the command modules themselves load neither the gate's scipy nor the publisher's matplotlib.
+    loaded = loaded_after("import services.cli.gate_cmd, services.cli.report_cmd, services.cli.validate_cmd")
+    assert loaded & set(HEAVY) == set()
+    import services.app.gate
+    import services.app.report
     import services.gate
     import services.publisher.pipeline
-    from services.cli import gate_cmd, report_cmd
 
-    assert gate_cmd.decide is services.gate.decide
-    assert report_cmd.render_run is services.publisher.pipeline.render_run
-    replacement = mock.Mock()
-    with mock.patch("services.cli.gate_cmd.decide", replacement):
-        gate_cmd._bind_gate()  # what `specdec gate` runs first
-        assert gate_cmd.decide is replacement
-    assert gate_cmd.decide is services.gate.decide
+    assert services.app.gate.decide is services.gate.decide
+    assert services.app.report.render_run is services.publisher.pipeline.render_run
 
 
 def test_step_names_have_one_value():

@@ -1,4 +1,4 @@
-"""Step states of a run derived from its events (services.cli.progress)."""
+"""Step states of a run derived from its events (services.app.progress)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from contracts.events import STEPS
-from services.cli.progress import one_line, run_status
+from services.app.progress import one_line, run_status
 
 RUN = "toy-20260101-000000-abcdef"
 _clock = count()

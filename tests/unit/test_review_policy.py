@@ -8,7 +8,6 @@ here: the contract, `pre_approved`, `specdec <step> plan`'s wording and the repo
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from contracts import layout
 from contracts.campaign import REVIEWED_STEPS, Campaign, ReviewPolicy
 from contracts.envelope import ArtifactRef
 from contracts.events import BenchPlanned, RunApproved, TrainingPlanned
-from services.cli.plan_cmd import show_plan
+from services.app.plans import describe, show_plan
 from services.publisher.model import PlanReview
 from services.publisher.review_record import plan_reviews
 from services.runtime.approval import pre_approved
@@ -103,20 +102,17 @@ def _bundle_with_plan(tmp_path: Path, campaign: Campaign) -> tuple[BundleStore, 
 
 def test_the_plan_command_says_an_acknowledged_campaign_without_a_policy_waits_for_an_approval(tmp_path: Path) -> None:
     bundle, _ = _bundle_with_plan(tmp_path, Campaign.model_validate(raw(acknowledged=True)))
-    out = io.StringIO()
-    assert show_plan(bundle, "bench", RUN, as_json=False, out=out) == 0
-    assert f"approval: none yet; run `specdec approve {RUN} --i-understand-this-mutates-cluster`" in out.getvalue()
+    text = describe(show_plan(bundle, "bench", RUN))
+    assert f"approval: none yet; run `specdec approve {RUN} --i-understand-this-mutates-cluster`" in text
 
 
 def test_the_plan_command_names_the_policy_only_for_the_step_it_lists(tmp_path: Path) -> None:
     bundle, _ = _bundle_with_plan(tmp_path, Campaign.model_validate(raw(acknowledged=True, pre_approve=["bench"])))
-    out = io.StringIO()
-    show_plan(bundle, "bench", RUN, as_json=False, out=out)
-    assert "pre-approved by the campaign's policy (review.pre_approve lists bench" in out.getvalue()
+    text = describe(show_plan(bundle, "bench", RUN))
+    assert "pre-approved by the campaign's policy (review.pre_approve lists bench" in text
     bundle.write_json(RUN, layout.TRAINING_PLAN, {"argv": ["python", "train.py"]})
-    out = io.StringIO()
-    show_plan(bundle, "training", RUN, as_json=False, out=out)
-    assert "none yet" in out.getvalue() and "pre-approved" not in out.getvalue()
+    text = describe(show_plan(bundle, "training", RUN))
+    assert "none yet" in text and "pre-approved" not in text
 
 
 # --- the report's record ----------------------------------------------------------------

@@ -19,7 +19,7 @@ from services.bench.errors import ServerNotReady, SpeculationNotActive
 from services.bench.interleave import block_order, launch_order, run_interleaved
 from services.bench.plan import BenchPlan, build_plan
 from services.bench.plan_types import Block, CellPlan, Launch
-from services.cli.plan_cmd import render
+from services.app.plans import render
 from services.runtime.bundle_records import canonical_json
 from tests.unit.bench.test_bench_plan import example
 

@@ -61,9 +61,13 @@ def _spies(calls: list[tuple[str, Any, Any]]) -> dict[str, Callable[..., Any]]:
         return coro if is_async else sync
 
     import services.corpus.build as corpus_build
+    import services.gate
     import services.profiler.profile as profiler
-    from services.cli import gate_cmd
+    from services.app.plans import StoredPlan
 
+    plan = StoredPlan(run_id=RUN, step="bench", file="bench/plan.json", uri=f"bundle://{RUN}/bench/plan.json",
+                      sha256="0" * 64, approval="none", approval_event_id=None, approved_by=None,
+                      document={"cells": ["standing"]})
     status = mock.Mock(halted=False)
     status.model_dump_json.return_value = "{}"
     outcome = mock.Mock(report=mock.Mock(plots=[]), refs=[],
@@ -74,26 +78,29 @@ def _spies(calls: list[tuple[str, Any, Any]]) -> dict[str, Callable[..., Any]]:
         yield _FakeCli(calls)
 
     return {
-        "services.cli.context.connect": connect,
-        "services.cli.submit.submit": record("submit", "toy-run", is_async=True),
-        "services.cli.ops.approve": record("approve", mock.Mock(event_id="e", plan_sha256s=[]), is_async=True),
-        "services.cli.ops.status": record("status", status, is_async=True),
-        "services.cli.ops.render_status": record("render_status", "status text"),
-        "services.cli.ops.watch": record("watch", None, is_async=True),
-        "services.cli.ops.dlq_list": record("dlq_list", [], is_async=True),
-        "services.cli.ops.dlq_replay": record("dlq_replay", "stream", is_async=True),
+        "services.app.context.connect": connect,
+        "services.app.submit.submit": record("submit", "toy-run", is_async=True),
+        "services.app.ops.approve": record("approve", mock.Mock(event_id="e", plan_sha256s=[], plans=[]), is_async=True),
+        "services.app.ops.status": record("status", status, is_async=True),
+        "services.cli.main.render_status": record("render_status", "status text"),
+        "services.app.ops.watch": record("watch", None, is_async=True),
+        "services.app.ops.dlq_list": record("dlq_list", [], is_async=True),
+        "services.app.ops.dlq_replay": record("dlq_replay", "stream", is_async=True),
         "services.cli.up.up": record("up", 0),
         "services.cli.export.export": record("export", []),
-        "services.cli.report_cmd.render_run": record("render_run", outcome),
-        "services.cli.report_cmd.render_copy": record("render_copy", (outcome.report, outcome.summary, [])),
-        "services.cli.report_cmd.publish_report": record("publish_report", None, is_async=True),
+        "services.app.report.render_run": record("render_run", outcome),
+        "services.app.report.render_copy": record("render_copy", (outcome.report, outcome.summary, [])),
+        "services.app.report.publish_report": record("publish_report", None, is_async=True),
+        "services.cli.mcp_cmd.exec_server": record("exec_mcp_server"),
         "services.mcp.server.serve": record("mcp_serve", 0),
         "services.cli.report_cmd.render": record("render_publication", "published"),
-        "services.cli.plan_cmd.show_plan": record("show_plan", 0),
+        "services.app.plans.show_plan": record("show_plan", plan),
         "services.profiler.profile.profile_traffic": record("profile_traffic", through=profiler.profile_traffic),
         "services.profiler.profile.profile_shapes": record("profile_shapes", through=profiler.profile_shapes),
         "services.corpus.build.build_corpus": record("build_corpus", through=corpus_build.build_corpus),
-        "services.cli.gate_cmd.decide": record("decide", through=gate_cmd.decide),
+        "services.app.gate.decide": record("decide", through=services.gate.decide),
+        "services.app.validate.validate": record("validate", mock.Mock(accepted=True, cells=[], warnings=[],
+                                                                        campaign="a.yaml", **{"model_dump_json.return_value": "{}"})),
     }
 
 
@@ -160,7 +167,7 @@ def invoke(argv: list[str]) -> Any:
     out = io.StringIO()
     entry, *rest = argv
     with contextlib.ExitStack() as stack:
-        spies = {"specdec": _spies, "demo": _demo_spies, "healthcheck": _healthcheck_spies}[entry](calls)
+        spies = {"specdec": _spies, "mcp": _spies, "demo": _demo_spies, "healthcheck": _healthcheck_spies}[entry](calls)
         for target, replacement in spies.items():
             stack.enter_context(mock.patch(target, replacement))
         stack.enter_context(contextlib.redirect_stdout(out))
@@ -169,6 +176,10 @@ def invoke(argv: list[str]) -> Any:
             if entry == "specdec":
                 args = build_parser().parse_args(rest)
                 rc: Any = args.func(args)
+            elif entry == "mcp":
+                from services.mcp import command
+
+                rc = command.main(rest)
             elif entry == "demo":
                 from services.cli import demo
 
@@ -225,6 +236,9 @@ def cli_checks(ctx: Ctx) -> dict[str, tuple[list[str], list[str]]]:
                 ["specdec", "request", step, RUN], ["specdec", "request", step, RUN, "--input", f"{name}={_uri(name)}"])
     campaign = str(ctx.tmp / "demo-campaign.yaml")
     checks.update({
+        "specdec mcp --http": (["mcp"], ["mcp", "--http"]),
+        "specdec mcp --host": (["mcp", "--http"], ["mcp", "--http", "--host", "0.0.0.0"]),
+        "specdec mcp --port": (["mcp", "--http"], ["mcp", "--http", "--port", "9001"]),
         "specdec demo --campaign": (["demo"], ["demo", "--campaign", campaign]),
         "specdec demo --timeout": (["demo"], ["demo", "--timeout", "60"]),
         "healthcheck check --port": (["healthcheck", "check", "--port", "8080"], ["healthcheck", "check", "--port", "8081"]),
@@ -262,9 +276,9 @@ def _specdec_checks(ctx: Ctx) -> dict[str, tuple[list[str], list[str]]]:
     return {
         "submit <campaign>": (["submit", "a.yaml"], ["submit", "b.yaml"]),
         "submit --experiment-id": (["submit", "a.yaml"], ["submit", "a.yaml", "--experiment-id", "my-run-7"]),
-        "mcp --http": (["mcp"], ["mcp", "--http"]),
-        "mcp --host": (["mcp", "--http"], ["mcp", "--http", "--host", "0.0.0.0"]),
-        "mcp --port": (["mcp", "--http"], ["mcp", "--http", "--port", "9001"]),
+        "mcp <args>": (["mcp"], ["mcp", "--http"]),
+        "validate <campaign>": (["validate", "a.yaml"], ["validate", "b.yaml"]),
+        "validate --json": (["validate", "a.yaml"], ["validate", "a.yaml", "--json"]),
         "approve <run_id>": (["approve", RUN], ["approve", OTHER_RUN]),
         "approve --i-understand-this-mutates-cluster": (["approve", RUN],
                                                         ["approve", RUN, "--i-understand-this-mutates-cluster"]),

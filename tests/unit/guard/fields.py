@@ -177,10 +177,12 @@ def parser_of(main: Callable[[list[str]], Any]) -> argparse.ArgumentParser:
 def parsers() -> dict[str, argparse.ArgumentParser]:
     """Every command line specdec has, by the prefix its arguments are named with."""
     from services.cli import demo
+    from services.mcp import command
     from services.runtime import healthcheck
 
+    # `specdec mcp ARGS` hands ARGS to the MCP server's own command line (services/mcp/command.py).
     return {"cli specdec": build_parser(), "cli specdec demo": parser_of(demo.main),
-            "cli healthcheck": parser_of(healthcheck.main)}
+            "cli specdec mcp": command.build_parser(), "cli healthcheck": parser_of(healthcheck.main)}
 
 
 def cli_arguments() -> list[str]:

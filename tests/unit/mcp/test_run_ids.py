@@ -1,9 +1,8 @@
-"""Caller-chosen run IDs and the reusable steps of a submit (services/cli/submit.py), and approving
-named plans (services/cli/ops.py approve_plans), against a real Redis."""
+"""Caller-chosen run IDs and the reusable steps of a submit (services/app/submit.py), and approving
+named plans (services/app/ops.py approve_plans), against a real Redis."""
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import pytest
@@ -12,8 +11,8 @@ import redis
 from contracts import layout
 from contracts.envelope import ArtifactRef
 from contracts.events import RunApproved, TrainingPlanned
-from services.cli import ops, submit
-from services.cli.context import connect
+from services.app import ops, submit
+from services.app.context import connect
 from services.runtime.errors import ConfigurationError
 from services.runtime.settings import RuntimeSettings
 
@@ -85,14 +84,14 @@ async def test_approve_plans_approves_the_named_pending_plans_only(settings: Run
     async with connect(settings) as cli:
         await cli.bus.publish(_planned(run_id, known))
         with pytest.raises(ConfigurationError, match=f"no plan awaiting approval with sha256 {other}.*{known}"):
-            await ops.approve_plans(cli, run_id, [other], acknowledged=True, out=io.StringIO())
+            await ops.approve_plans(cli, run_id, [other], acknowledged=True)
         with pytest.raises(ConfigurationError, match="typed acknowledgement"):
-            await ops.approve_plans(cli, run_id, [known], acknowledged=False, out=io.StringIO())
+            await ops.approve_plans(cli, run_id, [known], acknowledged=False)
         with pytest.raises(ConfigurationError, match="name the sha256"):
-            await ops.approve_plans(cli, run_id, [], acknowledged=True, out=io.StringIO())
-        event = await ops.approve_plans(cli, run_id, [known, known], acknowledged=True, out=io.StringIO())
+            await ops.approve_plans(cli, run_id, [], acknowledged=True)
+        event = await ops.approve_plans(cli, run_id, [known, known], acknowledged=True)
         assert event.plan_sha256s == [known]
         approvals = [e for e in await ops.journal(cli, run_id) if e["schema"] == RunApproved.SCHEMA]
         assert [a["plan_sha256s"] for a in approvals] == [[known]]
         with pytest.raises(ConfigurationError, match="awaiting approval: none"):
-            await ops.approve_plans(cli, run_id, [known], acknowledged=True, out=io.StringIO())
+            await ops.approve_plans(cli, run_id, [known], acknowledged=True)

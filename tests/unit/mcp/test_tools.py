@@ -141,3 +141,14 @@ async def test_bundle_resources_are_recorded_files_of_the_run_only(settings):
         (run_dir / "campaign.yaml").write_text("changed on disk\n")
         with pytest.raises(MCPError, match="changed on disk"):
             await client.read_resource("bundle://res-run/campaign.yaml")
+
+
+async def test_campaign_validate_is_the_validate_use_case_and_creates_nothing(settings, tmp_path):
+    broken = _campaign(tmp_path, bogus_key=1, family="Bad Family!")
+    async with serving(settings) as client:
+        result = await _ok(client, "campaign_validate", config=str(broken))
+        assert result["accepted"] is False and result["cells"] == []
+        assert any("bogus_key" in p for p in result["problems"]) and any("family" in p for p in result["problems"])
+        result = await _ok(client, "campaign_validate", config=str(EXAMPLE))
+        assert result["accepted"] is True and {c["cell_id"] for c in result["cells"]} >= {"standing"}
+    assert not settings.bundle_root.exists() and _streams(settings) == []

@@ -31,8 +31,8 @@ from contracts.events import CampaignSubmitted
 from contracts.inert import inert_fields_set
 from contracts.templates import template_problems
 from services.bench.plan import source_problems
-from services.cli.context import Cli, operator
-from services.cli.streams import run_events
+from services.app.context import Session, operator
+from services.app.streams import run_events
 from services.runtime.bundle import ArtifactMissing, BundleStore, InvalidPath
 from services.runtime.bundle_paths import validate_run_id
 from services.runtime.errors import ConfigurationError
@@ -253,17 +253,17 @@ def check_run_id(run_id: str) -> str:
         ) from None
 
 
-async def run_in_use(cli: Cli, run_id: str) -> str | None:
+async def run_in_use(session: Session, run_id: str) -> str | None:
     """Why `run_id` is taken (its bundle folder exists, or an event of it is on the streams), or None."""
-    if cli.bundle.run_dir(run_id).exists():
-        return f"run {run_id} already has a bundle folder at {cli.bundle.run_dir(run_id)}"
-    events = await run_events(cli.client, cli.settings.stream_prefix, run_id)
+    if session.bundle.run_dir(run_id).exists():
+        return f"run {run_id} already has a bundle folder at {session.bundle.run_dir(run_id)}"
+    events = await run_events(session.client, session.settings.stream_prefix, run_id)
     if events:
-        return f"run {run_id} already has {len(events)} event(s) on {cli.settings.stream_prefix}.*"
+        return f"run {run_id} already has {len(events)} event(s) on {session.settings.stream_prefix}.*"
     return None
 
 
-async def create_run(cli: Cli, family: str, experiment_id: str | None = None) -> str:
+async def create_run(session: Session, family: str, experiment_id: str | None = None) -> str:
     """Create a new run's bundle folder: `experiment_id` when the caller gives one (checked,
     and refused when in use), else a generated ID. The folder is claimed with an exclusive
     mkdir, so two callers racing for one ID cannot both get it."""
@@ -271,29 +271,29 @@ async def create_run(cli: Cli, family: str, experiment_id: str | None = None) ->
         run_id = new_run_id(family)
     else:
         run_id = check_run_id(experiment_id)
-        reason = await run_in_use(cli, run_id)
+        reason = await run_in_use(session, run_id)
         if reason is not None:
             raise RunIdRefused(f"experiment ID {run_id} is in use: {reason}; choose another or leave it out")
-    cli.bundle.root.mkdir(parents=True, exist_ok=True)
+    session.bundle.root.mkdir(parents=True, exist_ok=True)
     try:
-        cli.bundle.run_dir(run_id).mkdir()
+        session.bundle.run_dir(run_id).mkdir()
     except FileExistsError:
         raise RunIdRefused(f"experiment ID {run_id} is in use: its bundle folder appeared at "
-                           f"{cli.bundle.run_dir(run_id)} meanwhile; choose another") from None
-    cli.bundle.create_run(run_id)  # the store's own checks (no symlink out of the root)
+                           f"{session.bundle.run_dir(run_id)} meanwhile; choose another") from None
+    session.bundle.create_run(run_id)  # the store's own checks (no symlink out of the root)
     return run_id
 
 
-async def open_run(cli: Cli, run_id: str) -> str:
+async def open_run(session: Session, run_id: str) -> str:
     """A run whose folder was created earlier and holds nothing yet (evidence first, the
     campaign later), or a new run of that ID; refused when it holds a campaign or has events."""
     run_id = check_run_id(run_id)
-    if not cli.bundle.exists(run_id):
-        return await create_run(cli, "", run_id)
-    if _holds_campaign(cli.bundle, run_id):
+    if not session.bundle.exists(run_id):
+        return await create_run(session, "", run_id)
+    if _holds_campaign(session.bundle, run_id):
         raise RunIdRefused(f"run {run_id} already holds a campaign ({layout.CAMPAIGN}); a run is one campaign: "
                            "start a new run for another")
-    if cli.bundle.events_path(run_id).exists() or await run_events(cli.client, cli.settings.stream_prefix, run_id):
+    if session.bundle.events_path(run_id).exists() or await run_events(session.client, session.settings.stream_prefix, run_id):
         raise RunIdRefused(f"run {run_id} already has events; a campaign is stored before anything of its run runs: "
                            "start a new run")
     return run_id
@@ -354,19 +354,19 @@ def _holds_campaign(bundle: BundleStore, run_id: str) -> bool:
     return True
 
 
-async def publish_submitted(cli: Cli, run_id: str, campaign: Campaign, ref: ArtifactRef) -> CampaignSubmitted:
+async def publish_submitted(session: Session, run_id: str, campaign: Campaign, ref: ArtifactRef) -> CampaignSubmitted:
     """Publish campaign.submitted for a stored campaign: the pipeline starts."""
     event = CampaignSubmitted(run_id=run_id, producer=f"{PRODUCER}/{operator()}", campaign=campaign, campaign_ref=ref)
-    await cli.bus.publish(event)
+    await session.bus.publish(event)
     return event
 
 
-async def submit(cli: Cli, path: Path, *, experiment_id: str | None = None) -> str:
+async def submit(session: Session, path: Path, *, experiment_id: str | None = None) -> str:
     """Store the campaign in a new bundle before anything runs, then publish it."""
     if experiment_id is not None:
         check_run_id(experiment_id)  # a malformed ID is refused before the campaign is read
     prepared = prepare_campaign(path)
-    run_id = await create_run(cli, prepared.campaign.family, experiment_id)
-    ref = store_campaign(cli.bundle, run_id, prepared)
-    await publish_submitted(cli, run_id, prepared.campaign, ref)
+    run_id = await create_run(session, prepared.campaign.family, experiment_id)
+    ref = store_campaign(session.bundle, run_id, prepared)
+    await publish_submitted(session, run_id, prepared.campaign, ref)
     return run_id

@@ -1,4 +1,4 @@
-"""What every CLI command needs: settings, the bundle store, a Redis client, the bus."""
+"""What every use case that talks to Redis needs: settings, the bundle store, a Redis client, the bus."""
 
 from __future__ import annotations
 
@@ -54,8 +54,8 @@ class _BrokerOnFirstPublish:
             await self._broker.stop()
 
 
-class Cli:
-    """One command's connections; `bus` is made when a command first uses it."""
+class Session:
+    """One call's connections (a CLI command, an MCP tool call); `bus` is made when first used."""
 
     def __init__(self, settings: RuntimeSettings, bundle: BundleStore, client: aioredis.Redis) -> None:
         self.settings = settings
@@ -77,7 +77,7 @@ class Cli:
 
 
 @asynccontextmanager
-async def connect(settings: RuntimeSettings | None = None) -> AsyncIterator[Cli]:
+async def connect(settings: RuntimeSettings | None = None) -> AsyncIterator[Session]:
     import redis.asyncio as aioredis
 
     settings = settings or RuntimeSettings()
@@ -92,9 +92,9 @@ async def connect(settings: RuntimeSettings | None = None) -> AsyncIterator[Cli]
             f"Redis at {redacted_url(settings.redis_url)} did not answer ({exc}); "
             "start one or set SPECDEC_REDIS_URL"
         ) from None
-    cli = Cli(settings=settings, bundle=BundleStore(settings.bundle_root), client=client)
+    session = Session(settings=settings, bundle=BundleStore(settings.bundle_root), client=client)
     try:
-        yield cli
+        yield session
     finally:
-        await cli.close()
+        await session.close()
         await client.aclose()

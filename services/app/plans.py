@@ -1,0 +1,157 @@
+"""Plan show: a run's stored plan, what an approval of its sha256 would run, and who approved it.
+
+Read from the run's bundle, re-hashed against the manifest (a plan whose bytes
+changed is refused, as the services refuse it), with whether an approval in the
+run's journal covers its sha256 and whether the campaign's pre-approval policy
+(`review.pre_approve`) names the step. `describe` is its text, for the CLI and
+for the MCP result alike.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import Field
+
+from contracts.envelope import Strict
+from contracts.layout import PLAN_PATHS
+from services.runtime.errors import SpecdecError
+
+if TYPE_CHECKING:
+    from contracts.campaign import Campaign
+    from contracts.events import RunApproved
+    from services.runtime.bundle import BundleStore
+
+# The steps that store a plan, in the order `specdec --help` lists them. Their
+# paths come from contracts.layout (a plain table); the event models, the bundle
+# and the approval rules load when a plan is shown, not when a parser is built.
+PLAN_STEPS = ("bench", "training")
+
+
+class PlanUnavailable(SpecdecError):
+    """The run has no readable plan for the step."""
+
+
+class StoredPlan(Strict):
+    """One stored plan of a run, with its approval state."""
+
+    run_id: str = Field(description="The run.")
+    step: Literal["training", "bench"] = Field(description="The step the plan is of.")
+    file: str = Field(description="Where the plan lies on the bundle root.")
+    uri: str = Field(description="bundle://RUN_ID/<step>/plan.json: readable as an MCP resource.")
+    sha256: str = Field(description="The hash an approval names.")
+    approval: Literal["pre_approved", "approved", "none"] = Field(
+        description="pre_approved: the campaign's review.pre_approve names the step; approved: a run.approved event "
+        "names this hash; none: no approval yet.")
+    approval_event_id: str | None = Field(description="The last run.approved event covering it; None without one.")
+    approved_by: str | None = Field(description="Who that approval names; None without one.")
+    document: dict[str, Any] = Field(description="The plan itself (placement, commands, deployment changes, workload "
+                                     "shape, warm-up, cleanup), as stored and hash-checked.")
+
+
+def _planned_schema(step: str) -> str:
+    """The event that announces the step's plan."""
+    from contracts.events import BenchPlanned, TrainingPlanned
+
+    return {"bench": BenchPlanned.SCHEMA, "training": TrainingPlanned.SCHEMA}[step]
+
+
+def show_plan(bundle: BundleStore, step: str, run_id: str) -> StoredPlan:
+    """The run's stored plan of `step`; PlanUnavailable, saying where to look, when there is none to trust."""
+    from services.runtime.approval import covers, pre_approved
+    from services.runtime.bundle import ArtifactMissing, BundleError, InvalidPath
+
+    path, planned = PLAN_PATHS[step], _planned_schema(step)
+    try:
+        ref = bundle.ref(run_id, path)
+        plan = bundle.read_json(run_id, path)  # re-hashes: a changed plan raises
+    except (ArtifactMissing, InvalidPath):
+        raise PlanUnavailable(
+            f"run {run_id} has no {step} plan ({path} under {bundle.root}); it is written when the {step} step "
+            f"plans (event {planned}): check `specdec status {run_id}`"
+        ) from None
+    except BundleError as exc:
+        raise PlanUnavailable(f"the {step} plan of run {run_id} cannot be trusted: {exc}") from None
+    approvals = [approval for approval in _approvals(bundle, run_id) if covers(approval, ref)]
+    pre = pre_approved(_campaign(bundle, run_id), step)
+    state: Literal["pre_approved", "approved", "none"] = "pre_approved" if pre else "approved" if approvals else "none"
+    return StoredPlan(run_id=run_id, step=step, file=str(bundle.resolve(ref.uri)), uri=ref.uri, sha256=ref.sha256,
+                      approval=state, approval_event_id=approvals[-1].event_id if approvals else None,
+                      approved_by=approvals[-1].approved_by if approvals else None, document=plan)
+
+
+def describe(shown: StoredPlan) -> str:
+    """The plan as a person reads it: file, sha256, approval state, then every command, indented."""
+    head = f"{shown.step} plan of run {shown.run_id}\n  file: {shown.file}\n  sha256: {shown.sha256}\n"
+    if shown.approval == "pre_approved":
+        head += (f"  approval: pre-approved by the campaign's policy (review.pre_approve lists {shown.step}, with "
+                 "acknowledgements.i_understand_this_mutates_cluster); it runs once stored and announced\n")
+    elif shown.approval == "approved":
+        head += f"  approval: covered by run.approved {shown.approval_event_id} ({shown.approved_by})\n"
+    else:
+        head += f"  approval: none yet; run `specdec approve {shown.run_id} --i-understand-this-mutates-cluster`\n"
+    return head + render(shown.document)
+
+
+def document_json(shown: StoredPlan) -> str:
+    """The plan document as stored, as `--json` prints it."""
+    return json.dumps(shown.document, indent=2, sort_keys=True) + "\n"
+
+
+def _campaign(bundle: BundleStore, run_id: str) -> Campaign:
+    from pydantic import ValidationError
+
+    from contracts.campaign import Campaign
+    from services.runtime.bundle import BundleError
+    from services.runtime.bundle_records import CAMPAIGN_RELPATH
+
+    try:
+        return Campaign.model_validate(bundle.read_json(run_id, CAMPAIGN_RELPATH))
+    except (BundleError, ValidationError) as exc:
+        raise PlanUnavailable(f"the campaign of run {run_id} cannot be trusted, so the plan's approval state is "
+                              f"unknown: {exc}") from None
+
+
+def _approvals(bundle: BundleStore, run_id: str) -> list[RunApproved]:
+    from pydantic import ValidationError
+
+    from contracts.events import RunApproved
+
+    found = []
+    for event in bundle.events(run_id):
+        if event.get("schema") == RunApproved.SCHEMA:
+            try:
+                found.append(RunApproved.model_validate(event))
+            except ValidationError:
+                continue  # not an approval the services would honour either
+    return found
+
+
+def render(plan: Any, indent: int = 1) -> str:
+    """The plan as indented text; an argv (a list of strings) as one shell-quoted
+    line so that it reads as it would be typed (it is executed as a list, no shell)."""
+    pad = "  " * indent
+    lines: list[str] = []
+    if isinstance(plan, dict):
+        for key, value in plan.items():
+            if _is_argv(value) and key.endswith(("argv", "_cmd", "command")):
+                lines.append(f"{pad}{key}: {shlex.join(value)}\n")
+            elif isinstance(value, (dict, list)) and value:
+                lines.append(f"{pad}{key}:\n{render(value, indent + 1)}")
+            else:
+                lines.append(f"{pad}{key}: {json.dumps(value)}\n")
+    elif isinstance(plan, list):
+        for item in plan:
+            if isinstance(item, (dict, list)) and item:
+                lines.append(f"{pad}-\n{render(item, indent + 1)}")
+            else:
+                lines.append(f"{pad}- {item if isinstance(item, str) else json.dumps(item)}\n")
+    else:
+        lines.append(f"{pad}{json.dumps(plan)}\n")
+    return "".join(lines)
+
+
+def _is_argv(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(token, str) for token in value)

@@ -1,0 +1,86 @@
+"""Validate: every check submit makes on a campaign file, with nothing created, stored or published.
+
+For a CI pipeline that lints campaigns, and for a person who wants to see how
+specdec read their cells before any run exists: the problems (all at once, as
+submit names them), the warnings, the accepted-but-inert fields, and each cell's
+declared serving config as specdec resolved it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from contracts.campaign import Campaign, TrafficShapes
+from contracts.envelope import Strict
+from services.app.submit import CampaignRejected, prepare_campaign
+
+
+class DeclaredCell(Strict):
+    """One cell as specdec understood it: what it would serve and measure."""
+
+    cell_id: str = Field(description="The cell's ID.")
+    role: str = Field(description="standing (the baseline) or candidate.")
+    concurrency: list[int] = Field(description="The concurrency levels it is measured at.")
+    regime: str = Field(description="warm, cold or warm-interleaved.")
+    trials: int = Field(description="Trials per concurrency level.")
+    serving: dict[str, Any] = Field(description="The declared serving config, resolved (model path made absolute, "
+                                    "the target's checkpoint where unset): what the launch passes to vLLM and the "
+                                    "engine read-back checks.")
+    serve_cmd: list[str] | None = Field(description="The operator's serve argv template, as given; None: specdec "
+                                        "builds the command from `serving`.")
+    bench_cmd: list[str] | None = Field(description="The operator's bench argv template, as given; None: specdec's "
+                                        "own load generator.")
+
+
+class Validation(Strict):
+    """What submit would say of a campaign file, without creating a run."""
+
+    campaign: str = Field(description="The file validated.")
+    accepted: bool = Field(description="True when submit would accept it (no problem).")
+    problems: list[str] = Field(description="Every reason it would be refused, all at once; empty when accepted.")
+    warnings: list[str] = Field(description="What would not stop it but changes what runs or what is recorded.")
+    inert: dict[str, str] = Field(description="Fields set that change nothing, with the reason (contracts/inert.py); "
+                                  "submit records them in the bundle's inert.json.")
+    cells: list[DeclaredCell] = Field(description="Each cell's declared config; empty when the file cannot be read "
+                                      "as a campaign.")
+
+
+def validate(path: Path) -> Validation:
+    """Run every check submit runs on the file at `path`; stores and publishes nothing."""
+    try:
+        prepared = prepare_campaign(path)
+    except CampaignRejected as rejected:
+        return Validation(campaign=str(path), accepted=False, problems=rejected.problems, warnings=[], inert={},
+                          cells=[])
+    campaign = prepared.campaign
+    return Validation(campaign=str(path), accepted=True, problems=[], warnings=_warnings(campaign, prepared.inert),
+                      inert=prepared.inert, cells=declared_cells(campaign))
+
+
+def declared_cells(campaign: Campaign) -> list[DeclaredCell]:
+    """Each cell of a prepared (inline-matrix) campaign as it would be launched."""
+    cells = campaign.matrix.cells  # type: ignore[union-attr]  # prepare_campaign stores the matrix inline
+    target = campaign.target.checkpoint
+    found = []
+    for cell in cells:
+        serving = cell.serving.model_dump(mode="json")
+        serving["model"] = serving["model"] or target
+        found.append(DeclaredCell(
+            cell_id=cell.cell_id, role=cell.role, concurrency=cell.concurrency, regime=cell.regime, trials=cell.trials,
+            serving=serving, serve_cmd=_argv(cell.vllm_sweep.serve_cmd), bench_cmd=_argv(cell.vllm_sweep.bench_cmd)))
+    return found
+
+
+def _argv(template: Any) -> list[str] | None:
+    return None if template is None else [str(token) for token in template]
+
+
+def _warnings(campaign: Campaign, inert: dict[str, str]) -> list[str]:
+    found = [f"accepted but inert: {field}: {reason}" for field, reason in inert.items()]
+    if isinstance(campaign.traffic, TrafficShapes):
+        found.append("traffic gives named workload shapes only: there is no traffic to learn from, so corpus and "
+                     "training will be recorded as skipped (a candidate must need no training or name a draft)")
+    return found
