@@ -22,11 +22,11 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from contracts.catalogue import step_of
@@ -39,6 +39,9 @@ from services.runtime.bundle import ArtifactConflict
 from services.runtime.errors import SpecdecError, StepFailed, as_step_failure
 from services.runtime.ledger import BUSY, DONE, AckRef, Finish, Ledger, StepKey
 from services.runtime.settings import RuntimeSettings
+
+if TYPE_CHECKING:
+    import redis.asyncio as aioredis
 
 
 # Waits between attempts of a progress event over a dropped connection: ~62 s in all.
@@ -57,6 +60,69 @@ async def retry_dropped(op: Callable[[], Awaitable[Any]], waits: Sequence[float]
             log.warning(message, error=f"{type(exc).__name__}: {exc}", retry_in_s=wait_s, **fields)
             await asyncio.sleep(wait_s)
     raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def group_lost(exc: BaseException) -> bool:
+    """Whether a read's error says the consumer group may be gone: NOGROUP (no group, or no
+    stream at all), or UNBLOCKED (Redis 7's answer to an XREADGROUP blocked on a stream that
+    was deleted meanwhile, e.g. by FLUSHALL)."""
+    return isinstance(exc, ResponseError) and str(exc).startswith(("NOGROUP", "UNBLOCKED"))
+
+
+class GroupKeeper:
+    """Creates a service's consumer group on each stream it reads, and creates it again when it vanished.
+
+    Redis is the transport, not the record (DESIGN.md): it may restart empty, fail
+    over to a replica that lagged, or be flushed, and a stream deleted meanwhile is
+    recreated, without its group, by the next publish. Every read of the group then
+    fails with NOGROUP and nothing is consumed again until the group is back. The
+    group is recreated at ID 0, so the entries the new stream already holds are read.
+    """
+
+    def __init__(self, client: aioredis.Redis, group: str, log: Any) -> None:
+        self.client = client
+        self.group = group
+        self.log = log
+
+    async def ensure(self, stream: str) -> bool:
+        """XGROUP CREATE <stream> <group> 0 MKSTREAM; False when the group is already there."""
+        try:
+            await self.client.xgroup_create(stream, self.group, id="0", mkstream=True)
+        except ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+            return False
+        return True
+
+    async def recover(self, stream: str, error: ResponseError) -> None:
+        """Recreate the group after a read found it gone. One warning per loss: the
+        stream's other subscribers (and other instances) that hit the same NOGROUP
+        find the group already recreated (BUSYGROUP) and go on reading silently."""
+        if await self.ensure(stream):
+            self.log.warning(
+                "consumer group vanished (Redis restarted empty, failed over or was flushed, or the stream was "
+                "recreated); recreated it, reading the stream from its start",
+                stream=stream, group=self.group, error=str(error),
+            )
+
+    def guard(self, read: Callable[..., Awaitable[Any]], stream: str) -> Callable[..., Awaitable[Any]]:
+        """`read` (one fetch of a subscriber's read loop), recreating the group when it is gone.
+
+        The fetch then returns nothing and the loop reads again, now from the recreated
+        group. Any other error goes on to the loop as before (a dropped connection is
+        logged and retried there).
+        """
+
+        async def guarded(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return await read(*args, **kwargs)
+            except ResponseError as exc:
+                if not group_lost(exc):
+                    raise
+                await self.recover(stream, exc)
+                return None
+
+        return guarded
 
 
 @dataclass

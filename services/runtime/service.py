@@ -18,11 +18,11 @@ import redis.asyncio as aioredis
 import structlog
 from faststream import AckPolicy
 from faststream.redis import RedisBroker, StreamSub
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import RedisError
 
 from contracts.registry import Registry, default_registry
 from services.runtime.broker import Bus, decode_entry, make_broker
-from services.runtime.consumer import Consumer, Delivery, Route
+from services.runtime.consumer import Consumer, Delivery, GroupKeeper, Route
 from services.runtime.health import serve_health
 from services.runtime.ledger import Ledger, MemoryLedger, RedisLedger
 from services.runtime.metrics import Metrics
@@ -56,6 +56,8 @@ class Service:
     consumer: Consumer
     routes: Sequence[Route]
     client: aioredis.Redis | None
+    # Creates the consumer groups, and again when one vanished; None without Redis (in memory).
+    groups: GroupKeeper | None = None
 
     @property
     def streams(self) -> list[str]:
@@ -64,14 +66,10 @@ class Service:
     async def prepare(self) -> None:
         """Create the consumer groups at the stream's start, so events published
         before this service first ran are still delivered to it."""
-        if self.client is None:
+        if self.groups is None:
             return
         for stream in self.streams:
-            try:
-                await self.client.xgroup_create(stream, self.name, id="0", mkstream=True)
-            except ResponseError as exc:
-                if "BUSYGROUP" not in str(exc):
-                    raise
+            await self.groups.ensure(stream)
 
     async def start(self) -> None:
         await self.broker.connect()
@@ -98,6 +96,30 @@ class Service:
             await self.client.aclose()
 
 
+def _keep_group(service: Service, subscriber: Any, stream: str) -> None:
+    """Let a subscriber's read loop outlive its consumer group (`GroupKeeper`).
+
+    faststream's stream subscriber owns the read loop: its `_consume` calls
+    `_get_msgs` once per fetch (XREADGROUP for a reader, XAUTOCLAIM for a
+    reclaimer) and, on NOGROUP, stops the subscriber for good ("restart the
+    application"), so a service whose Redis came back empty never reads again.
+    faststream has no hook around the fetch (middlewares, parsers and decoders see
+    messages, never the read), so the fetch of this one subscriber is wrapped:
+    a NOGROUP reaches specdec's GroupKeeper, which recreates the group, before
+    faststream's loop sees it, and the loop goes on. Should a faststream upgrade
+    rename the fetch, the service refuses to start instead of losing this quietly.
+    """
+    if service.groups is None:
+        return
+    fetch = getattr(subscriber, "_get_msgs", None)
+    if fetch is None:
+        raise RuntimeError(
+            f"faststream's {type(subscriber).__name__} has no _get_msgs: the consumer group recovery "
+            "(services/runtime/service.py, _keep_group) must follow faststream's read loop"
+        )
+    subscriber._get_msgs = service.groups.guard(fetch, stream)
+
+
 def _subscriber_for(service: Service, route: Route, sub: StreamSub, consumer_name: str) -> None:
     stream = sub.name
     fresh = not consumer_name.endswith(RECLAIM_SUFFIX)
@@ -113,9 +135,11 @@ def _subscriber_for(service: Service, route: Route, sub: StreamSub, consumer_nam
     role = "read" if fresh else "reclaim"
     on_message.__name__ = f"{service.name}:{route.schema}:{role}"
     workers = {"max_workers": service.settings.max_concurrency} if service.settings.max_concurrency > 1 else {}
-    service.broker.subscriber(
+    subscriber = service.broker.subscriber(
         stream=sub, ack_policy=AckPolicy.MANUAL, title=f"{stream}:{service.name}:{role}", **workers
-    )(on_message)
+    )
+    subscriber(on_message)
+    _keep_group(service, subscriber, stream)
 
 
 # Entries one reader takes per XREADGROUP when the instance handles one message at a
@@ -224,10 +248,12 @@ def _batch_reader_for(service: Service, route: Route, sub: StreamSub, consumer_n
             await service.consumer.flush()
 
     on_batch.__name__ = f"{service.name}:{route.schema}:read"
-    service.broker.subscriber(
+    subscriber = service.broker.subscriber(
         stream=sub, ack_policy=AckPolicy.MANUAL, title=f"{stream}:{service.name}:read",
         parser=_raw_entries, decoder=_no_body,
-    )(on_batch)
+    )
+    subscriber(on_batch)
+    _keep_group(service, subscriber, stream)
 
 
 def bootstrap(
@@ -277,7 +303,9 @@ def bootstrap(
         resources=resources,
         metrics=Metrics(name),
     )
-    service = Service(name=name, settings=settings, broker=broker, bus=bus, consumer=consumer, routes=routes, client=client)
+    groups = GroupKeeper(client, name, structlog.get_logger().bind(service=name)) if client is not None else None
+    service = Service(name=name, settings=settings, broker=broker, bus=bus, consumer=consumer, routes=routes,
+                      client=client, groups=groups)
     for route in routes:
         stream = bus.stream_of(route.schema)
         reader = settings.instance
