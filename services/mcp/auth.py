@@ -32,7 +32,7 @@ class McpSettings(BaseSettings):
 
     Empty strings mean unset, so the settings round-trip through `SPECDEC_*` variables."""
 
-    model_config = SettingsConfigDict(env_prefix="SPECDEC_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="SPECDEC_", extra="forbid")
 
     mcp_token_env: str = Field(
         default="", pattern=r"^([A-Za-z_][A-Za-z0-9_]*)?$",

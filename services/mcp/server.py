@@ -21,8 +21,7 @@ INSTRUCTIONS = (
 
 
 def build_server(deps: Deps) -> MCPServer:
-    server = MCPServer(NAME, instructions=INSTRUCTIONS, log_level="WARNING")
-    tools.register(server, deps)
+    server = MCPServer(NAME, instructions=INSTRUCTIONS, log_level="WARNING", tools=tools.build(deps))
     resources.register(server, deps.bundle)
     return server
 

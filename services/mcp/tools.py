@@ -1,5 +1,10 @@
 """The MCP tools: thin calls to the use cases (services/app), with typed, described inputs and outputs.
 
+Every tool's input schema forbids additional properties, and an argument the tool does
+not declare is refused by name (the SDK would drop it silently: a setting accepted and
+consumed by nothing, DESIGN.md principle 1); a declared argument that a mode would ignore
+is refused in that mode (campaign_run's wait_for_plans_s on a live call) or consumed
+(evidence_init's family beside an experiment_id, checked by campaign_init; docs/mcp.md).
 Every tool, before it does anything: refuses an acknowledgement-looking token inside
 any string argument (contracts/argv.py, as the CLI refuses one inside an argv; the
 acknowledgements are the typed boolean arguments), and, when it mutates, checks the
@@ -17,8 +22,9 @@ from typing import Annotated, Any, Literal
 import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
 from mcp_types import ToolAnnotations
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from contracts.argv import check_token
 from contracts.campaign import Campaign, GateSpec
@@ -33,11 +39,12 @@ from services.mcp.deps import Deps
 from services.mcp.models import PlanShown
 from services.publisher.outbox import DraftOverride
 from services.publisher.publish import Publication
-from services.runtime.errors import SpecdecError
+from services.runtime.errors import ConfigurationError, SpecdecError
 
 RunIdArg = Annotated[str, Field(description="The run ID (evidence_init or campaign_init returned it).")]
 PlanHashes = Annotated[list[str] | None, Field(
     description="sha256 of each plan to approve and run, as campaign_run, plan_show or campaign_status showed them.")]
+DRY_RUN_WAIT_S = 60.0  # campaign_run's wait for the first plan of a dry run when the caller names none
 _FAMILY_PATTERN = next(m.pattern for m in Campaign.model_fields["family"].metadata if getattr(m, "pattern", None))
 
 
@@ -67,9 +74,34 @@ def invalid_input(exc: ValidationError) -> str:
     return f"invalid input: {problems}"
 
 
+def strict(tool: Tool) -> Tool:
+    """The tool with an argument model that refuses an undeclared argument by name, and an input schema that
+    says so (`additionalProperties: false`). The SDK's own model ignores extra keys and calls the tool without
+    them, so a misspelt or invented argument would succeed without a word."""
+    base = tool.fn_metadata.arg_model
+    declared = sorted(info.alias or name for name, info in base.model_fields.items())
+    name = tool.name
+
+    def known_only(cls: type[BaseModel], data: Any) -> Any:
+        unknown = sorted(set(data) - set(declared)) if isinstance(data, dict) else []
+        if unknown:
+            raise ValueError(f"{name} takes no argument {', '.join(map(repr, unknown))}: its arguments are "
+                             f"{', '.join(declared) or 'none'}; remove it (nothing was done)")
+        return data
+
+    model = type(base.__name__, (base,), {
+        "__module__": base.__module__,
+        "model_config": ConfigDict(arbitrary_types_allowed=True, extra="forbid"),
+        "_known_only": model_validator(mode="before")(classmethod(known_only)),
+    })
+    metadata = tool.fn_metadata.model_copy(update={"arg_model": model})
+    return tool.model_copy(update={"fn_metadata": metadata, "parameters": model.model_json_schema(by_alias=True)})
+
+
 class _Tools:
-    def __init__(self, server: MCPServer, deps: Deps) -> None:
-        self.server, self.deps = server, deps
+    def __init__(self, deps: Deps) -> None:
+        self.deps = deps
+        self.tools: list[Tool] = []
 
     def add(self, *, mutates: bool, destructive: bool = False, external: bool = False
             ) -> Callable[[Callable[..., Awaitable[Any]]], Callable[..., Awaitable[Any]]]:
@@ -88,14 +120,34 @@ class _Tools:
                     raise ToolError(invalid_input(exc)) from None
 
             hints = ToolAnnotations(read_only_hint=not mutates, destructive_hint=destructive, open_world_hint=external)
-            self.server.add_tool(call, annotations=hints)
+            self.tools.append(strict(Tool.from_function(call, annotations=hints)))
             return call
 
         return register
 
 
-def register(server: MCPServer, deps: Deps) -> None:
-    tool = _Tools(server, deps).add
+# evidence_init's family, kept for campaign_init's check when the caller chose the run ID (a generated ID
+# carries the family in its name). A key beside the ledger's, not a bundle file: the bundle stays empty
+# until campaign_init stores the campaign.
+def family_key(prefix: str, run_id: str) -> str:
+    return f"{prefix}:mcp:family:{run_id}"
+
+
+async def _check_family(session: Any, run_id: str, family: str) -> None:
+    recorded = await session.client.get(family_key(session.settings.stream_prefix, run_id))
+    if recorded is None:
+        return
+    recorded = recorded.decode() if isinstance(recorded, bytes) else str(recorded)
+    if recorded != family:
+        raise ConfigurationError(
+            f"run {run_id} was created by evidence_init for family {recorded!r}, not {family!r}: store a campaign "
+            f"of family {recorded!r} in it, or create a new run for {family!r}; nothing was stored")
+
+
+def build(deps: Deps) -> list[Tool]:
+    """The server's tools over the use cases, each strict (see `strict`)."""
+    registry = _Tools(deps)
+    tool = registry.add
     bundle = deps.bundle
 
     @tool(mutates=True)
@@ -104,12 +156,18 @@ def register(server: MCPServer, deps: Deps) -> None:
         family: Annotated[str, Field(description="Model family label (the campaign's `family`); a generated run ID "
                                      "starts with it.", pattern=_FAMILY_PATTERN)],
         experiment_id: Annotated[str | None, Field(description="A run ID the caller already uses (3-63 of a-z, 0-9, "
-                                                   "'-', alphanumeric at both ends; not in use); generated if absent.")
+                                                   "'-', alphanumeric at both ends; not in use); generated if absent. "
+                                                   "Given, the family is kept for campaign_init, which refuses a "
+                                                   "campaign of another family.")
                                  ] = None,
     ) -> RunCreated:
-        """Create a run and its empty evidence bundle; publishes nothing. Next: campaign_init."""
+        """Create a run and its empty evidence bundle; publishes nothing. Next: campaign_init (with an
+        experiment_id, it refuses a campaign of another family than this one)."""
         async with deps.connect() as session:
-            return await workflow.evidence_init(session, family, experiment_id)
+            created = await workflow.evidence_init(session, family, experiment_id)
+            if experiment_id is not None:  # else the generated run ID starts with the family
+                await session.client.set(family_key(deps.settings.stream_prefix, created.run_id), family)
+            return created
 
     @tool(mutates=True)
     async def campaign_init(
@@ -126,6 +184,7 @@ def register(server: MCPServer, deps: Deps) -> None:
         """Validate the campaign file (every problem at once, as `specdec submit`) and store it, the operator's
         commands and the source revisions in the run's bundle; publishes nothing. Next: campaign_run (a dry run)."""
         async with deps.connect() as session:
+            await _check_family(session, experiment_id, family)
             return await workflow.campaign_init(session, Path(config), experiment_id, family,
                                                 Path(evidence_bundle) if evidence_bundle is not None else None)
 
@@ -148,14 +207,21 @@ def register(server: MCPServer, deps: Deps) -> None:
             "steps that change nothing run and every plan is produced and stored, and executes none. true: approve "
             "the plans named in plan_sha256s, which the services then run.")] = False,
         plan_sha256s: PlanHashes = None,
-        wait_for_plans_s: Annotated[float, Field(ge=0, le=600, description="Dry run: seconds to wait for the first "
-                                                 "plan (or a halt) before returning what exists.")] = 60.0,
+        wait_for_plans_s: Annotated[float | None, Field(ge=0, le=600, description="Dry run only: seconds to wait for "
+                                                        "the first plan (or a halt) before returning what exists; "
+                                                        f"{DRY_RUN_WAIT_S:g} when absent. Refused on a live call, "
+                                                        "which waits for nothing.")] = None,
     ) -> CampaignRunResult:
         """Dry run by default: publish the stored campaign (once) and return its plans with their hashes, nothing
         executed. With the acknowledgement: approve the named plans, which then run."""
+        if i_understand_this_mutates_cluster and wait_for_plans_s is not None:
+            raise ConfigurationError(
+                "wait_for_plans_s applies to a dry run only (it waits for the first plan): a live call approves plans "
+                "and waits for nothing; drop wait_for_plans_s, or drop i_understand_this_mutates_cluster for a dry run")
         async with deps.connect() as session:
-            return await workflow.campaign_run(session, run_id, acknowledged=i_understand_this_mutates_cluster,
-                                               plan_sha256s=plan_sha256s, wait_for_plans_s=wait_for_plans_s)
+            return await workflow.campaign_run(
+                session, run_id, acknowledged=i_understand_this_mutates_cluster, plan_sha256s=plan_sha256s,
+                wait_for_plans_s=DRY_RUN_WAIT_S if wait_for_plans_s is None else wait_for_plans_s)
 
     @tool(mutates=False)
     async def campaign_status(run_id: RunIdArg) -> RunStatus:
@@ -227,3 +293,5 @@ def register(server: MCPServer, deps: Deps) -> None:
         return await report.publish(bundle, deps.settings, run_id, target=target,
                                     acknowledged_by="mcp" if i_understand_this_publishes_externally else None,
                                     draft_override=draft_override)
+
+    return registry.tools

@@ -10,21 +10,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from tests.unit.mcp.test_tools import EXAMPLE, _ok, _refused, _streams, serving
 
 
-@pytest.mark.xfail(strict=True, reason="the SDK's schemas allow additional properties (issue 29)")
 async def test_every_tool_schema_forbids_additional_properties(settings):
     async with serving(settings) as client:
         tools = (await client.list_tools()).tools
-        assert len(tools) == 9
+        assert len(tools) == 10
         loose = sorted(t.name for t in tools if t.input_schema.get("additionalProperties") is not False)
         assert loose == [], f"tools whose input schema allows undeclared arguments: {loose}"
 
 
-@pytest.mark.xfail(strict=True, reason='the SDK drops an undeclared argument silently (issue 29)')
 async def test_an_undeclared_argument_is_refused_by_name_and_does_nothing(settings):
     async with serving(settings) as client:
         text = await _refused(client, "evidence_init", family="toy-llama", experiment_id="bogus-run", bogus=1)
@@ -35,7 +31,6 @@ async def test_an_undeclared_argument_is_refused_by_name_and_does_nothing(settin
         assert _streams(settings) == []
 
 
-@pytest.mark.xfail(strict=True, reason='evidence_init ignores family when experiment_id is given (issue 29)')
 async def test_evidence_init_family_beside_an_experiment_id_is_checked_by_campaign_init(settings):
     async with serving(settings) as client:
         made = await _ok(client, "evidence_init", family="other-family", experiment_id="family-run")
@@ -48,7 +43,6 @@ async def test_evidence_init_family_beside_an_experiment_id_is_checked_by_campai
         await _ok(client, "campaign_init", config=str(EXAMPLE), experiment_id="family-ok", family="toy-llama")
 
 
-@pytest.mark.xfail(strict=True, reason='campaign_run ignores wait_for_plans_s on a live call (issue 29)')
 async def test_wait_for_plans_s_on_a_live_call_is_refused_with_the_reason(settings):
     async with serving(settings) as client:
         await _ok(client, "campaign_init", config=str(EXAMPLE), experiment_id="live-wait", family="toy-llama")

@@ -79,7 +79,7 @@ async def test_campaign_init_stores_the_campaign_of_the_named_family_in_the_name
                               evidence_bundle=str(settings.bundle_root / "other-run"))
         assert "not the bundle of run init-run" in text
         text = await _refused(client, "campaign_init", config=str(EXAMPLE), experiment_id="init-run", family="llama-3")
-        assert "of family 'toy-llama', not 'llama-3'" in text
+        assert "family 'toy-llama', not 'llama-3'" in text
         assert list(Path(made["bundle_path"]).iterdir()) == []  # nothing was stored by a refusal
         stored = await _ok(client, "campaign_init", config=str(EXAMPLE), experiment_id="init-run", family="toy-llama",
                            evidence_bundle=made["bundle_path"])
