@@ -37,7 +37,7 @@ from contracts.registry import ContractError, Registry, UnknownEvent
 from services.runtime.broker import Bus
 from services.runtime.bundle import ArtifactConflict
 from services.runtime.errors import SpecdecError, StepFailed, as_step_failure
-from services.runtime.ledger import BUSY, DONE, AckRef, Finish, Ledger, StepKey
+from services.runtime.ledger import BUSY, DONE, RETAKEN, AckRef, Finish, Ledger, StepKey
 from services.runtime.settings import RuntimeSettings
 
 if TYPE_CHECKING:
@@ -83,6 +83,9 @@ class GroupKeeper:
         self.client = client
         self.group = group
         self.log = log
+        # Told when a group had to be recreated: Redis lost its state, and with it every
+        # lease (services/runtime/reconcile.py waits before cleaning anything).
+        self.on_reset: Callable[[str], None] | None = None
 
     async def ensure(self, stream: str) -> bool:
         """XGROUP CREATE <stream> <group> 0 MKSTREAM; False when the group is already there."""
@@ -104,6 +107,8 @@ class GroupKeeper:
                 "recreated); recreated it, reading the stream from its start",
                 stream=stream, group=self.group, error=str(error),
             )
+            if self.on_reset is not None:
+                self.on_reset(f"consumer group {self.group} on {stream} vanished")
 
     def guard(self, read: Callable[..., Awaitable[Any]], stream: str) -> Callable[..., Awaitable[Any]]:
         """`read` (one fetch of a subscriber's read loop), recreating the group when it is gone.
@@ -248,6 +253,9 @@ class Consumer:
         # step's outputs are published before one lands here, so a crash before it is
         # written leaves the entry pending, exactly as a crash just before `finish`.
         self._deferred: list[Finish] = []
+        # Told when a running step's heartbeat found its lease gone and took it back: Redis
+        # lost its leases (services/runtime/reconcile.py waits before cleaning anything).
+        self.on_reset: Callable[[str], None] | None = None
 
     @property
     def lease_ttl_ms(self) -> int:
@@ -447,6 +455,8 @@ class Consumer:
             first = False
             try:
                 held = await self.ledger.renew(key, owner, self.lease_ttl_ms)
+                if held == RETAKEN and self.on_reset is not None:
+                    self.on_reset(f"the lease of running step {key.render()} had vanished; taken back")
                 # Touching claims the message for this consumer: only while this owner holds the lease.
                 if held and self.touch is not None:
                     await self.touch(delivery.stream, self.service, delivery.consumer, delivery.message_id)

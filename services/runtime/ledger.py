@@ -58,17 +58,27 @@ DONE = "done"
 BEGUN = "begun"
 BUSY = "busy"
 
+# renew() outcomes: another owner holds the lease (or the step is done), the owner's lease
+# was extended, or it had vanished and the owner took it back. RETAKEN is how a running
+# step learns that Redis lost its leases (a restart, a flush, a failover, or an outage
+# longer than the lease): other instances then cannot see each other's work for a while
+# (services/runtime/reconcile.py waits for the owners to re-register before cleaning).
+LOST = 0
+RENEWED = 1
+RETAKEN = 2
+
 
 class Ledger(Protocol):
     async def is_done(self, key: StepKey) -> bool: ...
     async def begin(self, key: StepKey, owner: str, ttl_ms: int) -> str: ...
-    async def renew(self, key: StepKey, owner: str, ttl_ms: int) -> bool: ...
+    async def renew(self, key: StepKey, owner: str, ttl_ms: int) -> int: ...
     async def release(self, key: StepKey, owner: str) -> None: ...
     async def finish(self, key: StepKey, owner: str, outputs: list[str], ack: AckRef | None = None) -> bool: ...
     async def finish_then_begin(self, done: Finish, key: StepKey, owner: str, ttl_ms: int) -> str: ...
     async def record_error(self, message_ref: str, error: str) -> None: ...
     async def last_error(self, message_ref: str) -> str | None: ...
     async def holders(self, service: str) -> dict[str, str]: ...
+    async def age_s(self) -> float: ...
 
 
 # Renew only if we still own the lease (compare-and-set in one script). A lease
@@ -82,9 +92,23 @@ if held == ARGV[1] then
 end
 if not held and redis.call('EXISTS', KEYS[2]) == 0 then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-  return 1
+  return 2
 end
 return 0
+"""
+# The ledger's birth: Redis's own clock (ms) when the first service wrote to this ledger
+# after Redis last lost it; written once, never expires. A young ledger means Redis started
+# empty, was flushed or failed over to a replica without it (or the deployment is new):
+# leases of live owners may not be back yet. Returns {born_ms, now_ms}.
+_AGE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local born = redis.call('GET', KEYS[1])
+if not born then
+  redis.call('SET', KEYS[1], now)
+  born = now
+end
+return {tonumber(born), now}
 """
 # Done-check and lease in one step: a copy finishing between a separate check
 # and lease would otherwise let a duplicate run the step again.
@@ -154,6 +178,7 @@ class RedisLedger:
         self._release = client.register_script(_RELEASE)
         self._finish = client.register_script(_FINISH)
         self._finish_begin = client.register_script(_FINISH_BEGIN)
+        self._age = client.register_script(_AGE)
 
     def _done(self, key: StepKey) -> str:
         return f"{self.prefix}:ledger:done:{key.render()}"
@@ -168,9 +193,10 @@ class RedisLedger:
         outcome = await self._begin(keys=[self._done(key), self._inflight(key)], args=[owner, ttl_ms])
         return outcome.decode() if isinstance(outcome, bytes) else str(outcome)
 
-    async def renew(self, key: StepKey, owner: str, ttl_ms: int) -> bool:
-        """Extend our lease, or take it back when it lapsed and is free; False when another owner holds it."""
-        return bool(await self._renew(keys=[self._inflight(key), self._done(key)], args=[owner, ttl_ms]))
+    async def renew(self, key: StepKey, owner: str, ttl_ms: int) -> int:
+        """Extend our lease (RENEWED), or take it back when it lapsed and is free (RETAKEN);
+        LOST (0, falsy) when another owner holds it or the step is done."""
+        return int(await self._renew(keys=[self._inflight(key), self._done(key)], args=[owner, ttl_ms]))
 
     async def release(self, key: StepKey, owner: str) -> None:
         await self._release(keys=[self._inflight(key)], args=[owner])
@@ -216,11 +242,20 @@ class RedisLedger:
                 found[name.split(":ledger:inflight:", 1)[1]] = owner.decode() if isinstance(owner, bytes) else owner
         return found
 
+    async def age_s(self) -> float:
+        """Seconds since this ledger was born: since Redis last lost it (or the deployment's first service).
+
+        Read, and the birth written when missing, in one script on Redis's clock, so
+        instances on hosts whose clocks disagree see the same age."""
+        born_ms, now_ms = await self._age(keys=[f"{self.prefix}:ledger:born"])
+        return max(0.0, (int(now_ms) - int(born_ms)) / 1000)
+
 
 class MemoryLedger:
     """In-process ledger for unit tests with the in-memory broker."""
 
     def __init__(self) -> None:
+        self.born = time.monotonic()
         self.done: dict[StepKey, list[str]] = {}
         self.inflight: dict[StepKey, tuple[str, float]] = {}
         self.errors: dict[str, str] = {}
@@ -243,12 +278,12 @@ class MemoryLedger:
         self.inflight[key] = (owner, time.monotonic() + ttl_ms / 1000)
         return BEGUN
 
-    async def renew(self, key: StepKey, owner: str, ttl_ms: int) -> bool:
+    async def renew(self, key: StepKey, owner: str, ttl_ms: int) -> int:
         held = self._live(key)
         if (held and held[0] != owner) or (not held and key in self.done):
-            return False
+            return LOST
         self.inflight[key] = (owner, time.monotonic() + ttl_ms / 1000)
-        return True
+        return RENEWED if held else RETAKEN
 
     async def release(self, key: StepKey, owner: str) -> None:
         held = self._live(key)
@@ -275,3 +310,6 @@ class MemoryLedger:
 
     async def holders(self, service: str) -> dict[str, str]:
         return {k.render(): v[0] for k, v in list(self.inflight.items()) if k.service == service and self._live(k)}
+
+    async def age_s(self) -> float:
+        return time.monotonic() - self.born

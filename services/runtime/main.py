@@ -12,8 +12,8 @@ from redis import exceptions as redis_errors
 from services.runtime import apps, logs, procs
 from services.runtime.bundle import BundleStore
 from services.runtime.ledger import RedisLedger
-from services.runtime.reconcile import reconcile
-from services.runtime.service import bootstrap, serve
+from services.runtime.reconcile import Reconciler, settle_period_s
+from services.runtime.service import Service, bootstrap, serve
 from services.runtime.settings import RuntimeSettings
 
 
@@ -59,10 +59,26 @@ async def run(name: str, settings: RuntimeSettings) -> None:
         await wait_for_redis(service.consumer.ledger.client.ping, log)
     deployment = procs.deployment_id(settings.redis_url, settings.stream_prefix)
     procs.label_deployment(deployment)  # before any child starts: every child carries it
-    cleaned = await reconcile(name, service.consumer.ledger, deployment=deployment)
-    for proc in cleaned:
-        log.warning("reconciled: killed unowned labelled process", pid=proc.pid, run_id=proc.run_id)
-    await serve(service)
+    reconciler = reconciler_for(service, deployment, log)
+    # Before serving, unless Redis lost its state less than a settle period ago: then in
+    # the background, once live owners have re-registered their leases (reconcile.py).
+    await reconciler.at_start()
+    try:
+        await serve(service)
+    finally:
+        await reconciler.close()
+
+
+def reconciler_for(service: Service, deployment: str, log: Any) -> Reconciler:
+    """The instance's reconcile, told of every reset the instance sees while it runs; the
+    runs it is running itself are never cleaned."""
+    reconciler = Reconciler(
+        service.name, service.consumer.ledger, deployment=deployment,
+        settle_s=settle_period_s(service.settings.heartbeat_s),
+        keep_runs=lambda: {key.run_id for key in service.consumer.running}, log=log,
+    )
+    service.on_reset(reconciler.note_reset)
+    return reconciler
 
 
 def main(argv: list[str] | None = None) -> int:

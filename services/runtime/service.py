@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -62,6 +62,14 @@ class Service:
     @property
     def streams(self) -> list[str]:
         return [self.bus.stream_of(route.schema) for route in self.routes]
+
+    def on_reset(self, notice: Callable[[str], None]) -> None:
+        """Call `notice(reason)` whenever this instance sees that Redis lost its state while it
+        runs: a consumer group recreated, or a running step's lease found gone (the signals
+        services/runtime/reconcile.py's Reconciler waits on)."""
+        self.consumer.on_reset = notice
+        if self.groups is not None:
+            self.groups.on_reset = notice
 
     async def prepare(self) -> None:
         """Create the consumer groups at the stream's start, so events published
