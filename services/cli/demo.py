@@ -195,6 +195,12 @@ def summarize(status: RunStatus, bundle_dir: Path, out: TextIO) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from services.runtime.environment import startup_problem
+
+    problem = startup_problem()  # first: a misspelt SPECDEC_* variable would be ignored
+    if problem is not None:
+        print(f"specdec demo: {problem}", file=sys.stderr)
+        return 2
     parser = argparse.ArgumentParser(prog="specdec demo", description=__doc__)
     parser.add_argument("--campaign", default=str(DEMO_CAMPAIGN))
     parser.add_argument("--timeout", type=float, default=1800.0, help="give up following the run after this many seconds")

@@ -219,7 +219,14 @@ def _without_metrics_sdk() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    settings = RuntimeSettings()  # first: a bad SPECDEC_* variable fails every command, --help included
+    from services.runtime.environment import startup_problem
+
+    # First: an unknown or bad SPECDEC_* variable fails every command, --help included.
+    problem = startup_problem()
+    if problem is not None:
+        print(f"specdec: {problem}", file=sys.stderr)
+        return 2
+    settings = RuntimeSettings()
     args = build_parser().parse_args(argv)
     # After parsing: --help and a usage error log nothing, so they skip structlog's import; so do
     # the commands that only read the streams (reads_only), which never log through it.

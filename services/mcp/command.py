@@ -47,8 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from services.runtime.environment import startup_problem
     from services.runtime.settings import RuntimeSettings
 
+    problem = startup_problem()  # first: a misspelt SPECDEC_* variable would be ignored
+    if problem is not None:
+        print(f"specdec mcp: {problem}", file=sys.stderr)
+        return 2
     try:
         settings = RuntimeSettings()
         args = build_parser().parse_args(argv)

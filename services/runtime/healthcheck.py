@@ -13,6 +13,8 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 
+from services.runtime.environment import startup_problem
+
 
 def check(port: int, host: str = "127.0.0.1", timeout_s: float = 5.0) -> tuple[bool, str]:
     """(healthy, what was seen) for the endpoint at host:port."""
@@ -26,6 +28,10 @@ def check(port: int, host: str = "127.0.0.1", timeout_s: float = 5.0) -> tuple[b
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    problem = startup_problem()  # first: a misspelt SPECDEC_* variable would be ignored
+    if problem is not None:
+        print(f"healthcheck: {problem}", file=sys.stderr)
+        return 2
     parser = argparse.ArgumentParser(prog="python -m services.runtime.healthcheck")
     sub = parser.add_subparsers(dest="command", required=True)
     probe = sub.add_parser("check", help="exit 0 when GET /health answers 200")

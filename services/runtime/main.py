@@ -14,6 +14,7 @@ from services.runtime.bundle import BundleStore
 from services.runtime.ledger import RedisLedger
 from services.runtime.reconcile import Reconciler, settle_period_s
 from services.runtime.service import Service, bootstrap, serve
+from services.runtime.environment import startup_problem
 from services.runtime.settings import RuntimeSettings
 
 
@@ -82,6 +83,10 @@ def reconciler_for(service: Service, deployment: str, log: Any) -> Reconciler:
 
 
 def main(argv: list[str] | None = None) -> int:
+    problem = startup_problem()  # first: a misspelt SPECDEC_* variable would be ignored
+    if problem is not None:
+        print(f"services.runtime.main: {problem}", file=sys.stderr)
+        return 2
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         print(f"usage: python -m services.runtime.main SERVICE  (one of: {', '.join(apps.available())})", file=sys.stderr)
