@@ -13,7 +13,12 @@ STAMP := $(VENV)/.installed-$(shell echo '$(EXTRAS)' | tr ',' '-')
 slurm:
 	infra/bin/ensure-slurm
 
-.PHONY: slurm setup model lint-imports demo test test-models test-unit test-integration test-e2e test-compose perf perf-quick asyncapi clean
+# promtool for the alert rules' checks and unit tests (infra/prometheus, tests/integration/test_alerting.py):
+# Debian's prometheus package, installed only when promtool is missing.
+promtool:
+	infra/bin/ensure-promtool >/dev/null
+
+.PHONY: slurm promtool setup model lint-imports demo test test-models test-unit test-integration test-e2e test-compose perf perf-quick asyncapi clean
 
 setup: $(STAMP)
 
@@ -39,7 +44,7 @@ lint-imports: setup
 	$(VENV)/bin/lint-imports --no-cache
 
 # Two lanes at once: the tests that start vLLM, and the rest (infra/bin/run-tests).
-test: setup slurm lint-imports
+test: setup slurm promtool lint-imports
 	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) PY=$(PY) infra/bin/run-tests
 
 # compose.yaml's CPU profile run for real: dockerd (started when none answers), images built

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
 from contracts.envelope import ArtifactRef, Strict
 from contracts.inputs import input_problem
 from services.app.context import Session, operator
-from services.app.progress import RunStatus, one_line, run_status
+from services.app.progress import STEP_EXPECTED_S, RunStatus, find_stall, one_line, plan_expected_s, run_status
 from services.app.streams import dead_letters, follow, run_events
 from services.runtime.errors import ConfigurationError
 
@@ -138,10 +138,31 @@ async def journal(session: Session, run_id: str) -> list[dict[str, Any]]:
 
 
 async def status(session: Session, run_id: str) -> RunStatus:
+    """Each step's state; `stalled` names the step the run waits on when it has had no event for
+    longer than that step's expected time (docs/delivery.md, "Stalled runs")."""
     events = await journal(session, run_id)
     if not events:
         raise ConfigurationError(f"no event of run {run_id} on {session.settings.stream_prefix}.* nor in its bundle")
-    return run_status(run_id, events)
+    from datetime import UTC, datetime
+
+    return find_stall(run_status(run_id, events), events, now=datetime.now(UTC),
+                      expected=lambda step: expected_time(session, run_id, step))
+
+
+def expected_time(session: Session, run_id: str, step: str) -> tuple[float, Literal["plan", "default"]]:
+    """How long `step` may go without an event: from its stored plan where there is one, else the default."""
+    from contracts.layout import PLAN_PATHS
+    from services.runtime.bundle import BundleError
+
+    if step in PLAN_PATHS and session.bundle.exists(run_id):
+        try:
+            plan = session.bundle.read_json(run_id, PLAN_PATHS[step])
+        except (BundleError, OSError, ValueError):
+            plan = None  # no plan yet, or one that cannot be trusted: the default applies
+        seconds = plan_expected_s(step, plan) if isinstance(plan, dict) else None
+        if seconds is not None:
+            return seconds, "plan"
+    return STEP_EXPECTED_S[step], "default"
 
 
 class WatchedEvent(Strict):

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -44,6 +45,44 @@ class StepState(Strict):
     at: str | None = Field(default=None, description="When that event was produced (UTC, ISO 8601).")
 
 
+# How long each step may go without an event of its run before `specdec status` calls the
+# run stalled, where the step's plan says nothing (docs/delivery.md, "Stalled runs"). Generous:
+# a stall is a step nobody works on, not a slow one. Training and bench are read from their
+# plans when there is one (`plan_expected_s`).
+STEP_EXPECTED_S: dict[str, float] = {
+    "profile": 600.0,  # reads and redacts the traffic file
+    "corpus": 900.0,  # tokenizes and splits it
+    "capacity": 300.0,  # one scheduler query
+    "training": 7200.0,  # without a plan: the campaign's default commands.train.timeout_s is 3600 s, twice that
+    "bench": 1800.0,  # without a plan: one trial (a server start and a measured window) between events
+    "gate": 300.0,  # statistics over the trial results
+    "report": 600.0,  # renders the report (charts, a headless browser for the PDF)
+    "publish": 600.0,  # uploads the bundle
+}
+# What a plan's own limit leaves out: after the trainer's timeout, its probes and the capture
+# of its outputs; before a bench trial's window, the server's start is bounded by the plan's
+# readiness timeout, and the window itself takes this long at most.
+TRAINING_AFTER_TIMEOUT_S = 600.0
+BENCH_WINDOW_S = 900.0
+# States in which a run waits on someone, not on a service: never stalled.
+NOT_STALLED = frozenset({"awaiting_approval", "failed", "unavailable"})
+
+
+class Stall(Strict):
+    """A run whose next step has had no event for longer than that step's expected time."""
+
+    step: str = Field(description="The step the run waits on (the first not done nor skipped).")
+    state: str = Field(description="That step's state (pending, requested or running).")
+    since: str = Field(description="When the run's last event was produced (UTC, ISO 8601).")
+    last_event: str = Field(description="Schema of the run's last event.")
+    waiting_s: float = Field(description="Seconds since that event, when status was read.")
+    expected_s: float = Field(description="Seconds the step may go without an event.")
+    expected_from: Literal["plan", "default"] = Field(
+        description="plan: from the step's stored plan; default: progress.STEP_EXPECTED_S.")
+    resume: str = Field(description="The command that starts the step again.")
+    hint: str = Field(description="What to check and do, in words.")
+
+
 class RunStatus(Strict):
     """Every step of a run, in flow order."""
 
@@ -51,6 +90,9 @@ class RunStatus(Strict):
     events: int = Field(description="Events seen for the run.")
     halted: bool = Field(description="True when a step failed: the run stops there.")
     steps: list[StepState] = Field(description="Every step in flow order.")
+    stalled: Stall | None = Field(
+        default=None, description="Set when the run's next step has had no event for longer than expected "
+        "(only `status` computes it; watch and the demo leave it null).")
 
 
 def event_detail(event: dict[str, Any]) -> str | None:
@@ -92,3 +134,67 @@ def one_line(status: RunStatus) -> str:
     marks = {"pending": ".", "requested": ">", "awaiting_approval": "?", "running": "~", "done": "+",
              "skipped": "-", "unavailable": "!", "failed": "x"}
     return " ".join(f"{s.step}{marks.get(s.state, '?')}" for s in status.steps)
+
+
+def plan_expected_s(step: str, plan: dict[str, Any]) -> float | None:
+    """The time the step's stored plan allows between two of its events; None when it says nothing."""
+    if step == "training" and isinstance(plan.get("timeout_s"), int | float):
+        return float(plan["timeout_s"]) + float(plan.get("kill_grace_s") or 0) + TRAINING_AFTER_TIMEOUT_S
+    if step == "bench" and isinstance(plan.get("readiness_timeout_s"), int | float):
+        return float(plan["readiness_timeout_s"]) + BENCH_WINDOW_S
+    return None
+
+
+def next_step(status: RunStatus) -> StepState | None:
+    """The first step neither done nor skipped; None when the run finished or halted."""
+    if status.halted:
+        return None
+    return next((s for s in status.steps if s.state not in ("done", "skipped")), None)
+
+
+def _parse(stamp: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(stamp)
+    except ValueError:
+        return None
+
+
+def _span(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds >= 3600:
+        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+    if seconds >= 60:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds} s"
+
+
+def find_stall(
+    status: RunStatus, events: Iterable[dict[str, Any]], *, now: datetime,
+    expected: Callable[[str], tuple[float, Literal["plan", "default"]]] | None = None,
+) -> RunStatus:
+    """`status` with `stalled` set (and said in the step's detail) when its next step has had no
+    event for longer than `expected(step)` (default: STEP_EXPECTED_S); otherwise unchanged.
+
+    The clock starts at the run's last event, whatever step it was of: the event that made
+    the step due (the previous step's completion), or the step's own latest progress
+    (training.started, bench.trial.completed)."""
+    step = next_step(status)
+    if step is None or step.state in NOT_STALLED:
+        return status
+    stamped = [(at, e) for e in events if e.get("run_id") == status.run_id
+               if (at := _parse(str(e.get("produced_at", "")))) is not None]
+    if not stamped:
+        return status
+    since, last = max(stamped, key=lambda pair: pair[0])
+    expected_s, source = (expected or (lambda name: (STEP_EXPECTED_S[name], "default")))(step.step)
+    waiting_s = (now - since).total_seconds()
+    if waiting_s <= expected_s:
+        return status
+    resume = f"specdec request {step.step} {status.run_id}"
+    hint = (f"no event for {_span(waiting_s)} (expected within {_span(expected_s)}, from the {source}): check that "
+            f"the {step.step} step's service runs (its /health) and `specdec dlq list`, then resume with `{resume}`")
+    stall = Stall(step=step.step, state=step.state, since=since.isoformat(), last_event=str(last.get("schema")),
+                  waiting_s=round(waiting_s, 1), expected_s=expected_s, expected_from=source, resume=resume, hint=hint)
+    steps = [s.model_copy(update={"detail": f"STALLED: {hint}" + (f" (last: {s.detail})" if s.detail else "")})
+             if s.step == step.step else s for s in status.steps]
+    return status.model_copy(update={"stalled": stall, "steps": steps})

@@ -10,8 +10,9 @@ only: two read-only routes need no framework) answering:
   pending count and consumer count.
 - `GET /metrics`: Prometheus text from a registry of this instance alone
   (`Metrics`): events consumed, failed and dead-lettered, handler latency,
-  and the group's pending count and lag, read with XINFO GROUPS at scrape time
-  so they are never stale.
+  the group's pending count and lag (XINFO GROUPS), the age of the oldest step
+  waiting for the service (XPENDING IDLE, and the first undelivered entry), and
+  the dead-letter stream's length, all read at scrape time so they are never stale.
 
 The counters live in services/runtime/metrics.py; the container's probe of
 this endpoint is services/runtime/healthcheck.py.
@@ -27,6 +28,7 @@ from pydantic import Field
 from redis.exceptions import RedisError, ResponseError
 
 from contracts.envelope import Strict
+from contracts.streams import deadletter_stream
 from services.runtime.errors import SpecdecError
 from services.runtime.metrics import GroupState, Metrics
 
@@ -95,25 +97,64 @@ class HealthEndpoint:
         return await self.service.broker.ping(timeout=self.timeout_s)
 
     async def _groups(self) -> tuple[str | None, list[GroupState]]:
-        """(Redis error or None, one state per stream), in one pipelined round trip."""
+        """(Redis error or None, one state per stream); the dead-letter count goes to the metrics."""
         client = self.service.client
         group = self.service.name
+        self.metrics.groups.deadletter_entries = None  # absent unless read now: never a stale value
         if client is None:
             return "no Redis client (an in-memory service has no groups to report)", []
+        streams = self.streams
         pipe = client.pipeline(transaction=False)
         pipe.ping()
-        for stream in self.streams:
+        pipe.time()
+        pipe.xlen(deadletter_stream(self.service.settings.stream_prefix))
+        for stream in streams:
             pipe.xinfo_groups(stream)
+            # The oldest pending entry nobody has touched for a reclaim idle time: abandoned,
+            # not running (a running step's heartbeat keeps its idle time low).
+            pipe.xpending_range(stream, group, min="-", max="+", count=1, idle=self.service.settings.reclaim_idle_ms)
         try:
             replies = await asyncio.wait_for(pipe.execute(raise_on_error=False), self.timeout_s)
         except (RedisError, OSError, TimeoutError) as exc:
             return _describe(exc), []
         if isinstance(replies[0], Exception):
             return _describe(replies[0]), []
+        now_ms = _now_ms(replies[1])
+        self.metrics.groups.deadletter_entries = replies[2] if isinstance(replies[2], int) else None
         states = []
-        for stream, reply in zip(self.streams, replies[1:], strict=True):
-            states.append(_group_state(stream, group, reply))
+        firsts: dict[str, str] = {}  # stream -> the group's last delivered ID, where entries wait undelivered
+        for index, stream in enumerate(streams):
+            info, pending = replies[3 + 2 * index], replies[4 + 2 * index]
+            state, last_delivered = _group_state(stream, group, info)
+            if state.error is None and now_ms is not None and not isinstance(pending, Exception):
+                age_s = _age_s(pending[0]["message_id"], now_ms) if pending else 0.0
+                state = state.model_copy(update={"oldest_waiting_age_s": age_s})
+                if state.lag != 0 and last_delivered is not None:
+                    firsts[stream] = last_delivered
+            states.append(state)
+        if firsts and now_ms is not None:
+            states = await self._undelivered(states, firsts, now_ms)
         return None, states
+
+    async def _undelivered(self, states: list[GroupState], firsts: dict[str, str], now_ms: int) -> list[GroupState]:
+        """Fold the age of each stream's first undelivered entry (the one after the group's last
+        delivered ID) into its oldest waiting age: a second round trip, only where entries wait."""
+        pipe = self.service.client.pipeline(transaction=False)
+        for stream, last in firsts.items():
+            pipe.xrange(stream, min=f"({last}", max="+", count=1)
+        try:
+            replies = await asyncio.wait_for(pipe.execute(raise_on_error=False), self.timeout_s)
+        except (RedisError, OSError, TimeoutError):
+            return states  # the first round trip's figures stand; the next scrape tries again
+        first_ids = {stream: reply[0][0] for stream, reply in zip(firsts, replies, strict=True)
+                     if isinstance(reply, list) and reply}
+        updated = []
+        for state in states:
+            if state.stream in first_ids and state.oldest_waiting_age_s is not None:
+                age_s = max(state.oldest_waiting_age_s, _age_s(first_ids[state.stream], now_ms))
+                state = state.model_copy(update={"oldest_waiting_age_s": age_s})
+            updated.append(state)
+        return updated
 
     async def check(self) -> HealthReport:
         broker_ok, (redis_error, states) = await asyncio.gather(self._broker_ok(), self._groups())
@@ -162,24 +203,39 @@ class HealthEndpoint:
         return (200 if report.ok else 503), "application/json", report.model_dump_json().encode()
 
 
-def _group_state(stream: str, group: str, reply: object) -> GroupState:
+def _now_ms(reply: object) -> int | None:
+    """Redis's clock (TIME: seconds, microseconds) in ms: entry IDs carry the time of the
+    Redis that wrote them, so ages are taken on its clock, not this host's."""
+    if isinstance(reply, tuple | list) and len(reply) == 2:
+        return int(reply[0]) * 1000 + int(reply[1]) // 1000
+    return None
+
+
+def _age_s(entry_id: object, now_ms: int) -> float:
+    """Seconds since the entry ID's time (`<ms>-<seq>`)."""
+    return max(0.0, (now_ms - int(_text(entry_id).split("-", 1)[0])) / 1000)
+
+
+def _group_state(stream: str, group: str, reply: object) -> tuple[GroupState, str | None]:
+    """The group's state on the stream, and its last delivered ID (None when unknown)."""
     if isinstance(reply, ResponseError) and "no such key" in str(reply).lower():
         return GroupState(stream=stream, group=group, lag=None, pending=None, consumers=None,
-                          error="the stream does not exist (the service creates it with its group when it starts)")
+                          error="the stream does not exist (the service creates it with its group when it starts)"), None
     if isinstance(reply, Exception):
-        return GroupState(stream=stream, group=group, lag=None, pending=None, consumers=None, error=_describe(reply))
+        return GroupState(stream=stream, group=group, lag=None, pending=None, consumers=None, error=_describe(reply)), None
     for info in reply if isinstance(reply, list) else []:
         if _text(info.get("name")) == group:
             lag = info.get("lag")
+            last = info.get("last-delivered-id")
             return GroupState(
                 stream=stream,
                 group=group,
                 lag=None if lag is None else int(lag),
                 pending=int(info.get("pending", 0)),
                 consumers=int(info.get("consumers", 0)),
-            )
+            ), None if last is None else _text(last)
     return GroupState(stream=stream, group=group, lag=None, pending=None, consumers=None,
-                      error=f"group {group} does not exist on the stream (the service creates it when it starts)")
+                      error=f"group {group} does not exist on the stream (the service creates it when it starts)"), None
 
 
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}

@@ -32,6 +32,10 @@ class GroupState(Strict):
     lag: int | None = Field(description="Entries not yet delivered to the group; null when Redis cannot tell.")
     pending: int | None = Field(description="Entries delivered but not acked (the group's PEL); null when unread.")
     consumers: int | None = Field(description="Consumers (readers and reclaimers) in the group; null when unread.")
+    oldest_waiting_age_s: float | None = Field(
+        default=None,
+        description="Age (from its entry ID's time) of the oldest entry waiting for this group: not yet delivered, "
+        "or pending with nobody working on it (idle past SPECDEC_RECLAIM_IDLE_MS); 0 when none waits, null when unread.")
     error: str | None = Field(default=None, description="Why the state could not be read, when it could not.")
 
 
@@ -46,6 +50,8 @@ class _GroupCollector:
         self.service = service
         self.states: list[GroupState] = []
         self.redis_up: bool | None = None
+        # XLEN of the deployment's dead-letter stream at the last scrape; None when unread.
+        self.deadletter_entries: int | None = None
 
     def collect(self) -> Iterable[Metric]:
         pending = GaugeMetricFamily(
@@ -54,15 +60,27 @@ class _GroupCollector:
         lag = GaugeMetricFamily(
             "specdec_group_lag", "Entries of the stream not yet delivered to the group.", labels=["service", "stream"]
         )
+        waiting = GaugeMetricFamily(
+            "specdec_oldest_waiting_step_age_seconds",
+            "Age of the oldest step waiting for this service: an entry not yet delivered to its group, or pending "
+            "with nobody working on it; 0 when none waits.", labels=["service", "stream"],
+        )
         for state in self.states:
             if state.pending is not None:
                 pending.add_metric([self.service, state.stream], state.pending)
             if state.lag is not None:
                 lag.add_metric([self.service, state.stream], state.lag)
+            if state.oldest_waiting_age_s is not None:
+                waiting.add_metric([self.service, state.stream], state.oldest_waiting_age_s)
         up = GaugeMetricFamily("specdec_redis_up", "1 when Redis answered at the last scrape.", labels=["service"])
         if self.redis_up is not None:
             up.add_metric([self.service], 1.0 if self.redis_up else 0.0)
-        return [pending, lag, up]
+        dead = GaugeMetricFamily(
+            "specdec_deadletter_entries", "Entries of the deployment's dead-letter stream (XLEN).", labels=["service"]
+        )
+        if self.deadletter_entries is not None:
+            dead.add_metric([self.service], self.deadletter_entries)
+        return [pending, lag, waiting, up, dead]
 
 
 class Metrics:

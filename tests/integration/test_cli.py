@@ -235,6 +235,24 @@ def test_status_reflects_the_published_events(cli, env):
     assert code == 1 and "HALTED" in out and "traffic is empty" in out
 
 
+def test_status_names_a_stalled_run_and_how_to_resume_it(cli, env):
+    from datetime import UTC, datetime, timedelta
+
+    run_id = "toy-20260101-000000-5ta11d"
+    # The profile step was requested 20 minutes ago and nothing happened since: past its default 10 min.
+    publish(env, REQUESTED["profile"](run_id=run_id, producer="cli/t", requested_by="t",
+                                      produced_at=datetime.now(UTC) - timedelta(minutes=20)))
+    code, out, _ = cli("status", run_id, "--json")
+    assert code == 0, "a stalled run is not a halted one"
+    stalled = orjson.loads(out)["stalled"]
+    assert (stalled["step"], stalled["expected_from"], stalled["resume"]) == ("profile", "default",
+                                                                              f"specdec request profile {run_id}")
+    assert 1190 < stalled["waiting_s"] < 1300 and stalled["expected_s"] == 600
+    code, out, _ = cli("status", run_id)
+    profile_line = next(line for line in out.splitlines() if line.strip().startswith("profile"))
+    assert "STALLED: no event for 20 min" in profile_line and f"specdec request profile {run_id}" in profile_line
+
+
 def test_status_of_an_unknown_run_says_so(cli):
     code, _, err = cli("status", "no-such-run-000")
     assert code != 0 and "no event of run no-such-run-000" in err

@@ -126,3 +126,65 @@ def test_one_line_marks_each_step():
         ev("training.planned"), ev("bench.trial.completed"), ev("gate.failed", reason="r"), ev("report.requested"),
     ]
     assert one_line(run_status(RUN, events)) == "profile+ corpus- capacity! training? bench~ gatex report> publish."
+
+
+# --- stalled runs (progress.find_stall) ------------------------------------------------
+
+from datetime import UTC, datetime, timedelta  # noqa: E402 - grouped with the tests that use it
+
+from services.app.progress import STEP_EXPECTED_S, find_stall, plan_expected_s  # noqa: E402
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def stamped(schema: str, seconds: float, **fields: Any) -> dict[str, Any]:
+    return {"schema": schema, "run_id": RUN, "event_id": f"s-{schema}-{seconds}",
+            "produced_at": (T0 + timedelta(seconds=seconds)).isoformat(), **fields}
+
+
+DONE_EVENTS = ("profile.completed", "corpus.completed", "capacity.selected", "training.completed", "bench.completed",
+               "gate.decided", "report.rendered", "report.published")
+
+
+def done_before(step: str, at: float = 0) -> list[dict[str, Any]]:
+    """The completion events of every step before `step`."""
+    return [stamped(schema, at) for schema in DONE_EVENTS[:STEPS.index(step)]]
+
+
+def stall_after(events: list[dict[str, Any]], seconds: float, **kwargs: Any):
+    return find_stall(run_status(RUN, events), events, now=T0 + timedelta(seconds=seconds), **kwargs)
+
+
+def test_a_run_past_its_next_steps_expected_time_is_named_with_how_to_resume():
+    events = [stamped("campaign.submitted", 0), stamped("profile.completed", 30)]
+    quiet = STEP_EXPECTED_S["corpus"]
+    assert stall_after(events, 30 + quiet - 1).stalled is None
+    result = stall_after(events, 30 + quiet + 60)
+    assert result.stalled is not None
+    assert (result.stalled.step, result.stalled.state, result.stalled.last_event) == ("corpus", "pending", "profile.completed")
+    assert result.stalled.expected_from == "default" and result.stalled.resume == f"specdec request corpus {RUN}"
+    corpus = next(s for s in result.steps if s.step == "corpus")
+    assert corpus.detail.startswith("STALLED: no event for 16 min 00 s (expected within 15 min 00 s")
+    assert f"specdec request corpus {RUN}" in corpus.detail
+
+
+def test_a_running_steps_own_progress_restarts_the_clock():
+    events = [*done_before("bench"), stamped("bench.trial.completed", 1000, cell_id="c", trial=0)]
+    assert stall_after(events, 1000 + STEP_EXPECTED_S["bench"] - 1).stalled is None
+    assert stall_after(events, 1000 + STEP_EXPECTED_S["bench"] + 1).stalled.step == "bench"
+
+
+def test_the_plan_sets_the_expected_time_where_there_is_one():
+    assert plan_expected_s("training", {"timeout_s": 3600, "kill_grace_s": 10}) == 3600 + 10 + 600
+    assert plan_expected_s("bench", {"readiness_timeout_s": 300}) == 300 + 900
+    assert plan_expected_s("gate", {"timeout_s": 1}) is None
+    events = [*done_before("training"), stamped("training.started", 0)]
+    assert stall_after(events, 5000, expected=lambda step: (4210.0, "plan")).stalled.expected_from == "plan"
+    assert stall_after(events, 4000, expected=lambda step: (4210.0, "plan")).stalled is None
+
+
+@pytest.mark.parametrize("last", ["training.planned", "capacity.unavailable", "profile.failed", "report.published"])
+def test_a_run_waiting_on_an_operator_halted_or_finished_is_never_stalled(last):
+    step = {"training.planned": "training", "capacity.unavailable": "capacity", "profile.failed": "profile"}.get(last)
+    events = [*done_before(step), stamped(last, 1)] if step else done_before("publish") + [stamped(last, 1)]
+    assert stall_after(events, 10**6).stalled is None
