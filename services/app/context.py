@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import getpass
 import socket
-from collections.abc import AsyncIterator
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +24,47 @@ if TYPE_CHECKING:
 
 def operator() -> str:
     return f"{getpass.getuser()}@{socket.gethostname()}"
+
+
+Notice = Callable[[str], None]
+
+
+def say(line: str) -> None:
+    """The default `notice`: one line on stderr (stdout stays the command's output)."""
+    sys.stderr.write(f"specdec: {line}\n")
+    sys.stderr.flush()
+
+
+# How long a command waits for Redis to answer before giving up: a restart or a failover
+# takes seconds, and a reading command should ride it out instead of failing at once.
+CONNECT_PATIENCE_S = 20.0
+# Waits between attempts while Redis does not answer: doubling from FIRST to at most MAX.
+FIRST_RETRY_S = 0.25
+MAX_RETRY_S = 4.0
+
+
+def backoff(first_s: float = FIRST_RETRY_S, max_s: float = MAX_RETRY_S) -> AsyncIterator[float]:
+    """Sleeps first_s, 2 first_s, ... up to max_s each time it is stepped; yields each wait."""
+
+    async def waits() -> AsyncIterator[float]:
+        wait_s = first_s
+        while True:
+            await asyncio.sleep(wait_s)
+            yield wait_s
+            wait_s = min(wait_s * 2, max_s)
+
+    return waits()
+
+
+def dropped(exc: BaseException) -> bool:
+    """Whether an error is Redis being away (restart, failover, network), which waiting can heal."""
+    from redis.exceptions import AuthenticationError
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    if isinstance(exc, AuthenticationError):
+        return False  # a wrong password does not heal by waiting (redis-py files it under ConnectionError)
+    return isinstance(exc, RedisConnectionError | RedisTimeoutError | OSError)
 
 
 class _BrokerOnFirstPublish:
@@ -76,22 +119,75 @@ class Session:
         await self._broker.stop()
 
 
+async def patiently(op: Callable[[], Any], *, notice: Notice = say, patience_s: float = CONNECT_PATIENCE_S,
+                    what: str = "reading") -> Any:
+    """`await op()`, repeated with backoff while Redis is away, for at most `patience_s`; one line says so.
+
+    For reading use cases only (status, dlq list): a read repeated is harmless."""
+    started = time.monotonic()
+    waits = backoff()
+    told = False
+    while True:
+        try:
+            result = await op()
+        except BaseException as exc:
+            if not dropped(exc):
+                raise
+            if time.monotonic() - started >= patience_s:
+                raise BrokerUnavailable(f"Redis did not answer within {patience_s:g} s while {what} ({exc}); "
+                                        "check that it runs and SPECDEC_REDIS_URL") from None
+            if not told:
+                notice(f"lost Redis while {what} ({type(exc).__name__}: {exc}); retrying with backoff "
+                       f"for up to {patience_s:g} s")
+                told = True
+            await anext(waits)
+            continue
+        if told:
+            notice(f"Redis answers again after {time.monotonic() - started:.1f} s")
+        return result
+
+
+async def _ping(client: aioredis.Redis, settings: RuntimeSettings, notice: Notice, patience_s: float) -> None:
+    """PING until Redis answers, with backoff, for at most `patience_s`; says so in one line."""
+    from services.runtime.broker import redacted_url
+
+    started = time.monotonic()
+    waits = backoff()
+    told = False
+    while True:
+        try:
+            await client.ping()
+            if told:
+                notice(f"Redis answers again after {time.monotonic() - started:.1f} s")
+            return
+        except BaseException as exc:
+            if not dropped(exc):
+                raise
+            where = redacted_url(settings.redis_url)
+            if time.monotonic() - started >= patience_s:
+                raise BrokerUnavailable(
+                    f"Redis at {where} did not answer within {patience_s:g} s ({exc}); start one or set SPECDEC_REDIS_URL"
+                ) from None
+            if not told:
+                notice(f"Redis at {where} does not answer ({type(exc).__name__}: {exc}); retrying with backoff "
+                       f"for up to {patience_s:g} s")
+                told = True
+            await anext(waits)
+
+
 @asynccontextmanager
-async def connect(settings: RuntimeSettings | None = None) -> AsyncIterator[Session]:
+async def connect(settings: RuntimeSettings | None = None, *, notice: Notice = say,
+                  patience_s: float = CONNECT_PATIENCE_S) -> AsyncIterator[Session]:
+    """A session on the configured Redis, once it answers (waiting up to `patience_s` with backoff)."""
     import redis.asyncio as aioredis
 
     settings = settings or RuntimeSettings()
     client = aioredis.Redis.from_url(settings.redis_url)
     try:
-        await client.ping()
-    except (aioredis.ConnectionError, OSError) as exc:
+        await _ping(client, settings, notice, patience_s)
+    except BaseException:
         await client.aclose()
-        from services.runtime.broker import redacted_url
-
-        raise BrokerUnavailable(
-            f"Redis at {redacted_url(settings.redis_url)} did not answer ({exc}); "
-            "start one or set SPECDEC_REDIS_URL"
-        ) from None
+        raise
     session = Session(settings=settings, bundle=BundleStore(settings.bundle_root), client=client)
     try:
         yield session

@@ -13,7 +13,7 @@ from pydantic import Field
 
 from contracts.envelope import ArtifactRef, Strict
 from contracts.inputs import input_problem
-from services.app.context import Session, operator
+from services.app.context import Session, operator, patiently
 from services.app.progress import STEP_EXPECTED_S, RunStatus, find_stall, one_line, plan_expected_s, run_status
 from services.app.streams import dead_letters, follow, run_events
 from services.runtime.errors import ConfigurationError
@@ -140,7 +140,7 @@ async def journal(session: Session, run_id: str) -> list[dict[str, Any]]:
 async def status(session: Session, run_id: str) -> RunStatus:
     """Each step's state; `stalled` names the step the run waits on when it has had no event for
     longer than that step's expected time (docs/delivery.md, "Stalled runs")."""
-    events = await journal(session, run_id)
+    events = await patiently(lambda: journal(session, run_id), what=f"reading run {run_id}")
     if not events:
         raise ConfigurationError(f"no event of run {run_id} on {session.settings.stream_prefix}.* nor in its bundle")
     from datetime import UTC, datetime

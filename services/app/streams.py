@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -9,6 +10,7 @@ import orjson
 import redis.asyncio as aioredis
 
 from contracts.streams import SCHEMAS, deadletter_stream, stream_name
+from services.app.context import Notice, backoff, dropped, say
 from services.runtime.wire import decode_entry
 
 
@@ -54,17 +56,40 @@ async def dead_letters(client: aioredis.Redis, prefix: str) -> list[tuple[str, d
 
 
 async def follow(
-    client: aioredis.Redis, prefix: str, *, from_start: bool, block_ms: int = 1000
+    client: aioredis.Redis, prefix: str, *, from_start: bool, block_ms: int = 1000, notice: Notice = say
 ) -> AsyncIterator[dict[str, Any] | None]:
-    """Events of every stream as they arrive; yields None on each idle block (a tick)."""
+    """Events of every stream as they arrive; yields None on each idle block (a tick).
+
+    Redis going away (a restart, a failover, the network) does not end the follow: it
+    says so in one line, retries with backoff (0.25 s doubling to 4 s), yielding a tick
+    after each failed attempt so that the caller's own timeout still applies, and says
+    in a second line when Redis answers again. It then reads on from the last entry
+    it yielded of each stream (an emptied Redis's new entries carry later IDs)."""
     positions = {stream_name(prefix, schema): ("0-0" if from_start else "$") for schema in SCHEMAS}
-    if not from_start:
-        # Resolve "$" to concrete IDs once, so events between two reads are not skipped.
-        for stream in positions:
-            info = await client.xinfo_stream(stream) if await client.exists(stream) else None
-            positions[stream] = info["last-generated-id"].decode() if info else "0-0"
+    lost_at: float | None = None
+    waits = backoff()
+    resolved = from_start
     while True:
-        response = await client.xread(positions, block=block_ms, count=100)
+        try:
+            if not resolved:
+                # Resolve "$" to concrete IDs once, so events between two reads are not skipped.
+                for stream in positions:
+                    info = await client.xinfo_stream(stream) if await client.exists(stream) else None
+                    positions[stream] = info["last-generated-id"].decode() if info else "0-0"
+                resolved = True
+            response = await client.xread(positions, block=block_ms, count=100)
+        except BaseException as exc:
+            if not dropped(exc):
+                raise
+            if lost_at is None:
+                lost_at = time.monotonic()
+                notice(f"lost Redis while following events ({type(exc).__name__}: {exc}); retrying with backoff")
+            await anext(waits)
+            yield None
+            continue
+        if lost_at is not None:
+            notice(f"Redis answers again after {time.monotonic() - lost_at:.1f} s; following on")
+            lost_at, waits = None, backoff()
         if not response:
             yield None
             continue
