@@ -1,11 +1,13 @@
 """Every operator-settable field of specdec, found by introspection.
 
-Three sources: the campaign contract (walked recursively through nested
+Five sources: the campaign contract (walked recursively through nested
 models, unions, lists and dicts: the matrix and serving contracts live under
 it), the service settings (`RuntimeSettings`, one `SPECDEC_*` variable each)
 and every flag and positional argument of every command line specdec has:
 each `specdec` subcommand, `specdec demo` (services/cli/demo.py) and the
-container health check (services/runtime/healthcheck.py).
+container health check (services/runtime/healthcheck.py); the MCP server's
+settings (`McpSettings`, services/mcp/auth.py) and every argument of every MCP
+tool, as the real server (services.mcp.server.build_server) lists its tools.
 
 Besides the model's fields, the keys of a mapping and the items of a list are
 settings of their own: each `capacity.selectors` key under its scheduler (the
@@ -19,7 +21,8 @@ Names:
   (`matrix.cells[].serving.dtype`). A field that may be null or a plain value
   as well as a nested model (`standing`, `commands.serve`) is a field itself,
   besides its nested fields: choosing null or `builtin` is a setting too.
-- settings are `env SPECDEC_<NAME>`.
+- settings are `env SPECDEC_<NAME>` (RuntimeSettings and McpSettings alike).
+- MCP tool arguments are `mcp <tool>.<argument>`.
 - CLI arguments are `cli specdec <subcommand...> <option or positional>`,
   `cli specdec demo <option>` and `cli healthcheck <subcommand> <option>`.
 - a selector key is `capacity.selectors{<scheduler>}.<key>`; a list item is the
@@ -190,5 +193,29 @@ def cli_arguments() -> list[str]:
     return sorted(name for prefix, parser in parsers().items() for name in _actions(parser, prefix))
 
 
+def mcp_settings_fields() -> list[str]:
+    from services.mcp.auth import McpSettings
+
+    return [f"env SPECDEC_{name.upper()}" for name in McpSettings.model_fields]
+
+
+def mcp_server(settings: RuntimeSettings | None = None) -> Any:
+    """The real MCP server (services.mcp.server.build_server) over the use cases' own dependencies;
+    building it connects to nothing."""
+    from services.mcp.deps import default_deps
+    from services.mcp.server import build_server
+
+    return build_server(default_deps(settings or RuntimeSettings(instance="guard"), None))
+
+
+def mcp_arguments(server: Any = None) -> list[str]:
+    """`mcp <tool>.<argument>` for every property of every tool's input schema, as the server lists its tools."""
+    import asyncio
+
+    tools = asyncio.run((server or mcp_server()).list_tools())
+    return sorted(f"mcp {tool.name}.{name}" for tool in tools for name in tool.input_schema.get("properties", {}))
+
+
 def every_field() -> list[str]:
-    return [*campaign_fields(), *selector_keys(), *settings_fields(), *cli_arguments()]
+    return [*campaign_fields(), *selector_keys(), *settings_fields(), *mcp_settings_fields(), *cli_arguments(),
+            *mcp_arguments()]
