@@ -26,6 +26,7 @@ OPERATOR_REVISIONS = "operator/source_revisions.json"
 # at submit when the checkpoint folder carries one (infra/examples/smollm2.py writes it).
 TARGET_BUILD = "operator/target-build.json"
 TARGET_BUILD_FILE = "specdec-build.json"  # the record's name inside a checkpoint folder
+CANONICAL = "canonical.json"  # what a canonical matrix file said beyond the campaign (contracts/canonical.py)
 INERT = "inert.json"  # fields accepted but not consumed (contracts/inert.py)
 
 # --- profile/ --------------------------------------------------------------------

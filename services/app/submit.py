@@ -26,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 from contracts import campaign as campaign_models
 from contracts import layout
 from contracts.campaign import Campaign, Matrix, MatrixFile, TrafficFile, missing_inputs
+from contracts.canonical import CanonicalRecord, is_canonical
 from contracts.envelope import ArtifactRef
 from contracts.events import CampaignSubmitted
 from contracts.inert import inert_fields_set
@@ -51,6 +52,14 @@ class CampaignRejected(ConfigurationError):
 
 def load_campaign(path: Path) -> tuple[Campaign, bytes]:
     """Parse and validate a campaign file, naming every problem at once."""
+    campaign, raw_bytes, _ = load_campaign_file(path)
+    return campaign, raw_bytes
+
+
+def load_campaign_file(path: Path) -> tuple[Campaign, bytes, CanonicalRecord | None]:
+    """Parse and validate a campaign file in either shape, naming every problem at once: specdec's own, or the
+    workflow's canonical matrix (services/app/canonical.py), read into specdec's campaign with the record of what
+    else it said."""
     try:
         raw_bytes = path.read_bytes()
     except OSError as exc:
@@ -59,6 +68,21 @@ def load_campaign(path: Path) -> tuple[Campaign, bytes]:
         data: Any = yaml.safe_load(raw_bytes)
     except yaml.YAMLError as exc:
         raise CampaignRejected(path, [f"not valid YAML: {exc}"]) from None
+    record: CanonicalRecord | None = None
+    if is_canonical(data):
+        from services.app import canonical
+
+        try:
+            data, record = canonical.translate(data, base=Path.cwd())
+        except ValidationError as exc:
+            raise CampaignRejected(path, canonical.validation_problems(exc)) from None
+        except canonical.CanonicalProblems as exc:
+            raise CampaignRejected(path, exc.problems) from None
+    parsed = {cell.cell_id for cell in record.cells if cell.parsed_by_vllm} if record else set()
+    return _validated(path, data, raw_bytes, parsed), raw_bytes, record
+
+
+def _validated(path: Path, data: Any, raw_bytes: bytes, parsed: set[str]) -> Campaign:
     problems = [f"missing: {item}" for item in missing_inputs(data)]
     try:
         campaign = Campaign.model_validate(data)
@@ -75,19 +99,25 @@ def load_campaign(path: Path) -> tuple[Campaign, bytes]:
             problems.append(f"invalid: {exc}")
         raise CampaignRejected(path, problems) from None
     problems += _missing_files(campaign)
-    problems += _template_problems(campaign)
+    problems += _template_problems(campaign, parsed)
     problems += _source_problems(campaign)
     if problems:
         raise CampaignRejected(path, problems)
-    return campaign, raw_bytes
+    return campaign
 
 
-def _template_problems(campaign: Campaign) -> list[str]:
+def _template_problems(campaign: Campaign, parsed: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]
     """Operator serve and bench templates that would drop or contradict a declared
     field (contracts/templates.py), refused before anything is stored. A matrix
     file is read here for that, from where submit runs; a missing one is named by
-    _missing_files, an unreadable one here."""
+    _missing_files, an unreadable one here. Cells in `parsed` (a canonical file's
+    `vllm serve` commands) are left out: their declared config is what vLLM's own
+    parser read from that very command, so it carries it by construction."""
     if isinstance(campaign.matrix, Matrix):
+        if parsed:
+            cells = [cell for cell in campaign.matrix.cells if cell.cell_id not in parsed]
+            matrix = campaign.matrix.model_copy(update={"cells": cells})
+            return [f"template: {p}" for p in template_problems(campaign, matrix)] if cells else []
         return [f"template: {p}" for p in template_problems(campaign, campaign.matrix)]
     matrix_path = Path(campaign.matrix.path)
     if not matrix_path.is_file():
@@ -306,19 +336,39 @@ class PreparedCampaign:
     campaign: Campaign
     raw_bytes: bytes
     inert: dict[str, str]
+    # What a canonical matrix file said beyond the campaign (contracts/canonical.py); None for specdec's shape.
+    canonical: CanonicalRecord | None = None
 
 
 def prepare_campaign(path: Path) -> PreparedCampaign:
     """Validate the campaign file (every problem named at once) and resolve it: paths made
     absolute from where this runs, specdec's own revision filled in. Stores nothing."""
-    campaign, raw_bytes = load_campaign(path)
+    campaign, raw_bytes, canonical = load_campaign_file(path)
     # Before absolutize(): it re-validates from a full dump, after which every
     # field would look operator-set and every inert field would be warned on.
     inert = inert_fields_set(campaign)
     campaign = absolutize(campaign, Path.cwd())
     revisions = campaign.source_revisions.model_copy(update={"specdec": specdec_revision()})
     campaign = campaign.model_copy(update={"source_revisions": revisions})
-    return PreparedCampaign(campaign=campaign, raw_bytes=raw_bytes, inert=inert)
+    return PreparedCampaign(campaign=campaign, raw_bytes=raw_bytes, inert=inert, canonical=canonical)
+
+
+def canonical_run_problems(prepared: PreparedCampaign, run_id: str | None, bundle_root: Path) -> list[str]:
+    """A canonical file's experiment_id and evidence_bundle_path must be the run it is submitted into."""
+    record = prepared.canonical
+    if record is None:
+        return []
+    problems = []
+    if record.experiment_id is not None and run_id is not None and record.experiment_id != run_id:
+        problems.append(f"experiment_id: the file names run {record.experiment_id!r}, but it is submitted into run "
+                        f"{run_id!r}: submit it with --experiment-id {record.experiment_id}, or fix the file")
+    if record.evidence_bundle_path is not None and run_id is not None:
+        want = (bundle_root / run_id).absolute().resolve()
+        given = Path(record.evidence_bundle_path).absolute().resolve()
+        if given != want:
+            problems.append(f"evidence_bundle_path: the file names {record.evidence_bundle_path}, but run {run_id}'s "
+                            f"bundle is {want} (SPECDEC_BUNDLE_ROOT/<run-id>): fix the file or the bundle root")
+    return problems
 
 
 def store_campaign(bundle: BundleStore, run_id: str, prepared: PreparedCampaign) -> ArtifactRef:
@@ -338,6 +388,8 @@ def store_campaign(bundle: BundleStore, run_id: str, prepared: PreparedCampaign)
     build_record = target_build_record(Path(campaign.target.checkpoint))
     if build_record is not None:
         bundle.write_json(run_id, layout.TARGET_BUILD, build_record)
+    if prepared.canonical is not None:
+        bundle.write_json(run_id, layout.CANONICAL, prepared.canonical)
     if prepared.inert:
         bundle.write_json(run_id, layout.INERT, prepared.inert)
         for entry, reason in prepared.inert.items():
@@ -366,6 +418,11 @@ async def submit(session: Session, path: Path, *, experiment_id: str | None = No
     if experiment_id is not None:
         check_run_id(experiment_id)  # a malformed ID is refused before the campaign is read
     prepared = prepare_campaign(path)
+    if experiment_id is None and prepared.canonical is not None and prepared.canonical.experiment_id is not None:
+        experiment_id = check_run_id(prepared.canonical.experiment_id)  # the file names its run
+    problems = canonical_run_problems(prepared, experiment_id, session.bundle.root)
+    if problems:
+        raise CampaignRejected(path, problems)
     run_id = await create_run(session, prepared.campaign.family, experiment_id)
     ref = store_campaign(session.bundle, run_id, prepared)
     await publish_submitted(session, run_id, prepared.campaign, ref)

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import Field
 
 from contracts.campaign import Campaign, TrafficShapes
+from contracts.canonical import CanonicalRecord, Rewrite
 from contracts.envelope import Strict
 from services.app.submit import CampaignRejected, prepare_campaign
 
@@ -33,6 +34,12 @@ class DeclaredCell(Strict):
                                         "builds the command from `serving`.")
     bench_cmd: list[str] | None = Field(description="The operator's bench argv template, as given; None: specdec's "
                                         "own load generator.")
+    engine_args: dict[str, Any] | None = Field(
+        default=None, description="A canonical file's `vllm serve` cell: every argument its command sets, as vLLM's "
+        "own parser read it (vLLM's defaults hold for the rest); None otherwise.")
+    launch_changes: list[Rewrite] = Field(
+        default_factory=list, description="Each token of the operator's serve command that is launched otherwise "
+        "(declared -> launched, and why); empty when launched as written.")
 
 
 class Validation(Strict):
@@ -57,25 +64,29 @@ def validate(path: Path) -> Validation:
                           cells=[])
     campaign = prepared.campaign
     return Validation(campaign=str(path), accepted=True, problems=[], warnings=_warnings(campaign, prepared.inert),
-                      inert=prepared.inert, cells=declared_cells(campaign))
+                      inert=prepared.inert, cells=declared_cells(campaign, prepared.canonical))
 
 
-def declared_cells(campaign: Campaign) -> list[DeclaredCell]:
+def declared_cells(campaign: Campaign, canonical: CanonicalRecord | None = None) -> list[DeclaredCell]:
     """Each cell of a prepared (inline-matrix) campaign as it would be launched."""
     cells = campaign.matrix.cells  # type: ignore[union-attr]  # prepare_campaign stores the matrix inline
+    records = {record.cell_id: record for record in canonical.cells} if canonical else {}
     target = campaign.target.checkpoint
     found = []
     for cell in cells:
         serving = cell.serving.model_dump(mode="json")
         serving["model"] = serving["model"] or target
+        record = records.get(cell.cell_id)
         found.append(DeclaredCell(
             cell_id=cell.cell_id, role=cell.role, concurrency=cell.concurrency, regime=cell.regime, trials=cell.trials,
-            serving=serving, serve_cmd=_argv(cell.vllm_sweep.serve_cmd), bench_cmd=_argv(cell.vllm_sweep.bench_cmd)))
+            serving=serving, serve_cmd=_argv(cell.vllm_sweep.serve_cmd), bench_cmd=_argv(cell.vllm_sweep.bench_cmd),
+            engine_args=record.engine_args if record is not None and record.parsed_by_vllm else None,
+            launch_changes=record.rewrites if record is not None else []))
     return found
 
 
 def _argv(template: Any) -> list[str] | None:
-    return None if template is None else [str(token) for token in template]
+    return None if template is None else list(template.root)
 
 
 def _warnings(campaign: Campaign, inert: dict[str, str]) -> list[str]:

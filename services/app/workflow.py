@@ -50,6 +50,9 @@ async def campaign_init(session: Session, config: Path, experiment_id: str, fami
     if prepared.campaign.family != family:
         raise ConfigurationError(f"the campaign {config} is of family {prepared.campaign.family!r}, not "
                                  f"{family!r}: give its own family, or the campaign meant for {family!r}")
+    problems = submit.canonical_run_problems(prepared, run_id, session.settings.bundle_root)
+    if problems:
+        raise submit.CampaignRejected(config, problems)
     run_id = await submit.open_run(session, run_id)
     ref = submit.store_campaign(session.bundle, run_id, prepared)
     pre = [step for step in REVIEWED_STEPS if pre_approved(prepared.campaign, step)]

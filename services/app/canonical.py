@@ -1,0 +1,294 @@
+"""The workflow's canonical matrix file, read into specdec's campaign (docs/configuration.md, "The canonical shape").
+
+The operator's exact serve commands are the source of truth. Each `vllm serve`
+command is read with vLLM's own parser (services/shared/vllm_cli.py); what it sets,
+with vLLM's defaults for the rest, is the cell's declared serving config, which the
+engine read-back checks before the first trial. The command is launched as written:
+specdec changes only the tokens it must (the address the server binds, the model
+path made absolute so a service started elsewhere finds it), and records each change
+as declared -> launched (`Rewrite`). Everything else the file says about a cell (its
+notes, identity labels, the engine arguments its command sets) is kept in the
+bundle (`canonical.json`) and shown in the report.
+
+Pure apart from reading vLLM's parsers and checking which paths exist: no bundle,
+no Redis.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from contracts.argv import PLACEHOLDERS, token_placeholders
+from contracts.canonical import CanonicalCell, CanonicalCellRecord, CanonicalFile, CanonicalRecord, Rewrite
+from contracts.templates import SERVE_PLACEHOLDERS
+from services.shared import vllm_cli
+
+# Engine arguments that differ between arms without making the comparison uncontrolled: the speculation
+# under test, and where the server listens (specdec assigns those).
+_COMPARED_AWAY = frozenset({"speculative_config", "host", "port"})
+# What a placeholder stands for while vLLM's parser reads a command (a value of the right type); the
+# launch renders the real one. `{training.output}` is kept: the speculative config names the trained draft.
+_SAMPLES = {"host": "127.0.0.1", "port": "8000", "base_url": "http://127.0.0.1:8000", "concurrency": "1",
+            "max_model_len": "2048", "tensor_parallel_size": "1", "max_num_seqs": "1", "num_prompts": "1",
+            "warmup_requests": "0", "request_rate": "inf", "burstiness": "1.0", "max_output_tokens": "1"}
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+
+
+class CanonicalProblems(Exception):
+    """Every reason a canonical file cannot become a campaign."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+def translate(raw: dict[str, Any], *, base: Path) -> tuple[dict[str, Any], CanonicalRecord]:
+    """specdec's campaign (as a dict, validated by the caller) and the record of what else the file said.
+    `base` is where relative paths resolve from (where submit runs). CanonicalProblems names every problem
+    found; a ValidationError is the file's shape itself."""
+    file = CanonicalFile.model_validate(raw)
+    problems: list[str] = []
+    own = file.specdec
+    max_model_len = int((own.get("target") or {}).get("max_model_len") or 2048)
+    baseline = _baseline(file, problems)
+    cells, records = [], []
+    for index, cell in enumerate(file.cells):
+        where = f"cells[{cell.cell_id}]"
+        role = "standing" if cell.cell_id == baseline else "candidate"
+        try:
+            serving, template, record = _cell(cell, role, where=where, base=base, max_model_len=max_model_len)
+        except (vllm_cli.CommandRefused, vllm_cli.VllmUnavailable) as exc:
+            problems.append(str(exc))
+            continue
+        except CanonicalProblems as exc:
+            problems.extend(exc.problems)
+            continue
+        records.append(record)
+        cells.append({
+            "cell_id": cell.cell_id, "role": role, "hardware": cell.hardware, "concurrency": cell.concurrencies,
+            "regime": cell.regime, "trials": cell.trials, "node": cell.node, "source_revision": cell.source_revision,
+            "serving": serving, "vllm_sweep": {"serve_cmd": template},
+        })
+    exploratory = bool(own.get("exploratory", False))
+    if not exploratory:
+        problems += _uncontrolled(records, baseline)
+    if problems:
+        raise CanonicalProblems(problems)
+    data = {key: value for key, value in own.items() if key not in ("load", "exploratory")}
+    data["family"] = file.family
+    data.setdefault("version", 1)
+    commands = dict(data.get("commands") or {})
+    # The cells bring their own serve commands; the bench and the evaluation are specdec's unless the
+    # operator names their own (a canonical cell's bench_cmd is refused until it can be read: _cell).
+    for key in ("serve", "bench", "eval"):
+        commands.setdefault(key, "builtin")
+    data["commands"] = commands
+    if "standing" not in data:
+        standing = next((c for c in cells if c["role"] == "standing"), None)
+        data["standing"] = standing["serving"]["speculative"] if standing else None
+    data["matrix"] = {"cells": cells, "load": own.get("load") or {}, "exploratory": exploratory}
+    record = CanonicalRecord(name=file.name, description=file.description, experiment_id=file.experiment_id,
+                             evidence_bundle_path=file.evidence_bundle_path, provenance=file.provenance,
+                             comparator_baseline=baseline or "", cells=records)
+    return data, record
+
+
+def _baseline(file: CanonicalFile, problems: list[str]) -> str | None:
+    ids = [cell.cell_id for cell in file.cells]
+    named = file.campaign.comparator_baseline
+    if named:
+        if named not in ids:
+            problems.append(f"campaign.comparator_baseline {named!r} is not a cell_id of the file ({', '.join(ids)})")
+            return None
+        return named
+    if len(ids) == 2:
+        return ids[0]  # the previous cell of the only candidate
+    problems.append(
+        f"campaign.comparator_baseline is empty, which compares each cell with the previous one ({' -> '.join(ids)}); "
+        "specdec compares every candidate with one baseline, the standing config: name it, e.g. "
+        f"comparator_baseline: {ids[0]}")
+    return None
+
+
+def _cell(cell: CanonicalCell, role: str, *, where: str, base: Path, max_model_len: int
+          ) -> tuple[dict[str, Any], list[str], CanonicalCellRecord]:
+    if cell.vllm_sweep.bench_cmd is not None:
+        raise CanonicalProblems([
+            f"{where}.vllm_sweep.bench_cmd: reading an operator's `vllm bench serve` command is not built yet; leave "
+            "bench_cmd out and specdec's own load generator drives every cell with the file's `load` "
+            "(docs/configuration.md, \"The canonical shape\")"])
+    declared = vllm_cli.split_command(cell.vllm_sweep.serve_cmd, where=f"{where}.vllm_sweep.serve_cmd")
+    unfilled = sorted({name for token in declared for name in token_placeholders(_literal(token))}
+                      - SERVE_PLACEHOLDERS)
+    if unfilled:
+        raise CanonicalProblems([f"{where}.vllm_sweep.serve_cmd uses {', '.join('{' + n + '}' for n in unfilled)}, "
+                                 "which the serve step does not fill: write the value"])
+    identity = {"model": cell.model, "hardware": cell.hardware, "quant": cell.quant,
+                "tensor_parallel": cell.tensor_parallel, "parallel_strategy": cell.parallel_strategy,
+                "max_num_batched_tokens": cell.max_num_batched_tokens, "extras": cell.extras}
+    if not vllm_cli.is_vllm_serve(declared):
+        if cell.serving is None:
+            raise CanonicalProblems([
+                f"{where}.vllm_sweep.serve_cmd {declared[0]!r} is not `vllm serve`, so vLLM's parser cannot read what "
+                "it serves: declare the cell's serving config in specdec's keys (`serving:`, as matrix.cells[].serving), "
+                "which its command must then carry"])
+        record = CanonicalCellRecord(cell_id=cell.cell_id, role=role, notes=cell.notes, identity=identity,
+                                     serve_cmd=declared, parsed_by_vllm=False, engine_args={}, rewrites=[])
+        return cell.serving, [_literal(token) for token in declared], record
+    if cell.serving is not None:
+        raise CanonicalProblems([
+            f"{where}.serving: the cell's `vllm serve` command declares what it serves (read by vLLM's parser); a "
+            "second declaration could only disagree with it: remove serving"])
+    parsed = vllm_cli.parse_serve([_sample(token) for token in declared], where=f"{where}.vllm_sweep.serve_cmd")
+    serving, problems = _serving(parsed, cell, where=where, max_model_len=max_model_len)
+    template, rewrites = _launch_template(declared, parsed, base=base)
+    if problems:
+        raise CanonicalProblems(problems)
+    engine_args = {name: value for name, value in parsed.declared().items() if name not in ("host", "port")}
+    record = CanonicalCellRecord(cell_id=cell.cell_id, role=role, notes=cell.notes, identity=identity,
+                                 serve_cmd=declared, parsed_by_vllm=True, engine_args=engine_args, rewrites=rewrites)
+    return serving, template, record
+
+
+def _serving(parsed: vllm_cli.ParsedServe, cell: CanonicalCell, *, where: str, max_model_len: int
+             ) -> tuple[dict[str, Any], list[str]]:
+    """specdec's typed serving config from what vLLM read; the identity labels the command contradicts."""
+    args, problems = parsed.args, []
+    model = parsed.model
+    if model is None:
+        problems.append(f"{where}.vllm_sweep.serve_cmd names no model (`vllm serve MODEL` or --model): vLLM would "
+                        "serve its own default model")
+    spec = args.get("speculative_config")
+    serving = {
+        "model": model, "dtype": args.get("dtype") or "auto", "quantization": args.get("quantization"),
+        "tensor_parallel_size": args.get("tensor_parallel_size") or 1,
+        "graph_mode": "eager" if args.get("enforce_eager") else "graph", "max_num_seqs": args.get("max_num_seqs"),
+        "speculative": dict(spec) if spec else None,
+    }
+    given_len = args.get("max_model_len")
+    if given_len is not None and int(given_len) != max_model_len:
+        problems.append(f"{where}.vllm_sweep.serve_cmd serves --max-model-len {given_len}, but target.max_model_len is "
+                        f"{max_model_len}: specdec sizes prompts by the target's; make them agree")
+    for label, value, served in (("quant", cell.quant, serving["quantization"]),
+                                 ("tensor_parallel", cell.tensor_parallel, serving["tensor_parallel_size"]),
+                                 ("max_num_batched_tokens", cell.max_num_batched_tokens,
+                                  args.get("max_num_batched_tokens"))):
+        if value is not None and str(value) != str(served):
+            problems.append(f"{where}.{label} is {value!r}, but its serve command runs {served!r}: the identity "
+                            "label must say what is served")
+    return serving, problems
+
+
+def _launch_template(declared: list[str], parsed: vllm_cli.ParsedServe, *, base: Path
+                     ) -> tuple[list[str], list[Rewrite]]:
+    """The argv template launched: the operator's tokens (literal braces kept literal), with the address the
+    server binds and a relative model path changed, each change recorded."""
+    template = [_literal(token) for token in declared]
+    rewrites: list[Rewrite] = []
+    model = parsed.model
+    for name, placeholder in (("--host", "{host}"), ("--port", "{port}")):
+        at = _option_value(declared, name)
+        if at is None:
+            template += [name, placeholder]
+            rewrites.append(Rewrite(position=len(declared), declared=None, launched=f"{name} {placeholder}",
+                                    why=f"the server must listen where specdec reaches it; the command sets no {name}"))
+        else:
+            index, inline = at
+            launched = f"{name}={placeholder}" if inline else placeholder
+            if template[index] != launched:
+                rewrites.append(Rewrite(position=index, declared=declared[index], launched=launched,
+                                        why=f"specdec assigns {name[2:]} per launch (a free port, the bind address "
+                                        "of the executor)"))
+                template[index] = launched
+    if model and not Path(model).is_absolute() and (base / model).exists():
+        absolute = str((base / model).resolve())
+        for index, token in enumerate(declared):
+            if token == model:
+                rewrites.append(Rewrite(position=index, declared=token, launched=absolute,
+                                        why="a relative model path resolves from where submit ran, so services "
+                                        "started elsewhere serve the same files"))
+                template[index] = _literal(absolute)
+            elif token == f"--model={model}":
+                rewrites.append(Rewrite(position=index, declared=token, launched=f"--model={absolute}",
+                                        why="a relative model path resolves from where submit ran"))
+                template[index] = _literal(f"--model={absolute}")
+    return template, rewrites
+
+
+def _option_value(argv: list[str], name: str) -> tuple[int, bool] | None:
+    """(index of the value token, whether it is inline `--name=value`) of the last occurrence, or None."""
+    found = None
+    for index, token in enumerate(argv):
+        if token == name and index + 1 < len(argv):
+            found = (index + 1, False)
+        elif token.startswith(name + "="):
+            found = (index, True)
+    return found
+
+
+def _literal(token: str) -> str:
+    """A canonical token as an argv template: a whitelisted `{name}` stays a placeholder, every other brace
+    is literal (so `--speculative-config '{"method": "ngram"}'` is kept as written)."""
+    out, last = [], 0
+    for match in _PLACEHOLDER.finditer(token):
+        if match.group(1) not in PLACEHOLDERS:
+            continue
+        out.append(_escape(token[last:match.start()]))
+        out.append(match.group(0))
+        last = match.end()
+    out.append(_escape(token[last:]))
+    return "".join(out)
+
+
+def _escape(text: str) -> str:
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def _sample(token: str) -> str:
+    """A token as vLLM's parser reads it before launch: each whitelisted placeholder but the trained draft
+    stands for a value of its type."""
+    def fill(match: re.Match[str]) -> str:
+        return _SAMPLES.get(match.group(1), match.group(0)) if match.group(1) in PLACEHOLDERS else match.group(0)
+
+    return _PLACEHOLDER.sub(fill, token)
+
+
+def _uncontrolled(records: list[CanonicalCellRecord], baseline: str | None) -> list[str]:
+    """Arms whose engine arguments differ in anything but the speculation: not a controlled comparison."""
+    by_id = {record.cell_id: record for record in records}
+    base = by_id.get(baseline or "")
+    if base is None or not base.parsed_by_vllm:
+        return []
+    problems = []
+    compared = {k: v for k, v in base.engine_args.items() if k not in _COMPARED_AWAY}
+    for record in records:
+        if record.cell_id == base.cell_id or not record.parsed_by_vllm:
+            continue
+        mine = {k: v for k, v in record.engine_args.items() if k not in _COMPARED_AWAY}
+        differ = sorted(k for k in set(compared) | set(mine) if compared.get(k) != mine.get(k))
+        # The served model is compared by the path each names (one relative, one absolute is the same model).
+        differ = [k for k in differ if not (k in ("model_tag", "model") and _same_path(compared.get(k), mine.get(k)))]
+        if differ:
+            shown = ", ".join(f"{k}: {compared.get(k)!r} vs {mine.get(k)!r}" for k in differ)
+            problems.append(f"cells[{record.cell_id}] differs from the baseline {base.cell_id} in more than its "
+                            f"speculation ({shown}): not a controlled comparison; make the commands agree, or set "
+                            "exploratory: true for a DRAFT")
+    return problems
+
+
+def _same_path(a: Any, b: Any) -> bool:
+    return isinstance(a, str) and isinstance(b, str) and os.path.normpath(a) == os.path.normpath(b)
+
+
+def validation_problems(exc: ValidationError) -> list[str]:
+    """A canonical file's shape errors in submit's words."""
+    found = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"] if not str(p).startswith("function-")) or "(file)"
+        found.append(f"invalid: {where}: {error['msg'].removeprefix('Value error, ')}")
+    return found

