@@ -47,7 +47,7 @@ def test_each_count_equals_an_independent_total(surfaces):
     assert len(surfaces["MCP tool arguments"].fields) == _listed_over_tools_list()
     # Settings: the rows of the variables' tables in the docs.
     assert len(surfaces["settings (RuntimeSettings)"].fields) == _documented("configuration.md", r"^\| `SPECDEC_\w+` \|")
-    assert len(surfaces["settings (McpSettings)"].fields) == _documented("mcp.md", r"^\| `SPECDEC_MCP_\w+` \|")
+    assert len(surfaces["settings (McpSettings)"].fields) == _documented("mcp.md", r"^\| `SPECDEC_(MCP_\w+)` \|")
 
 
 def test_an_added_field_changes_the_count_and_is_uncovered(surfaces, monkeypatch, tmp_path):
