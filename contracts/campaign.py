@@ -18,6 +18,11 @@ from contracts.envelope import Key, Strict
 CAMPAIGN_VERSION = 1
 # The gate's noise estimate (Welch interval, A/A bound over an arm's trials) needs two trials per arm.
 GATE_MIN_TRIALS = 2
+# The workflow asks for at least three matched trials per arm; fewer only in an exploratory matrix.
+GATE_MIN_TRIALS_CAMPAIGN = 3
+# The smallest relative change the gate counts as one, in % (docs/gate.md "Minimum effect": the known-truth
+# simulation in tests/perf/bench_sequential.py meets its targets at 1 % and 1.5 %, misses power at 2 %).
+DEFAULT_MIN_EFFECT_PCT = 1.0
 # The label of prompts drawn from the corpus's heldout split (a campaign with traffic).
 HELDOUT_SHAPE = "corpus-heldout"
 
@@ -339,7 +344,18 @@ class GateSpec(Strict):
     guards: list[str] = Field(
         default_factory=list,
         description="Metrics a candidate must not worsen, METRIC[:STAT] each (output_throughput, acceptance_rate, "
-        "acceptance_length, or a latency such as ttft:p99): worse beyond the noise on any of them rejects it.",
+        "acceptance_length, or a latency such as ttft:p99): worse beyond the minimum effect on any of them rejects it.",
+    )
+    min_effect_pct: float = Field(
+        default=DEFAULT_MIN_EFFECT_PCT, ge=0, lt=100,
+        description="Smallest change that counts, in % of the baseline: the objective is better only when its whole "
+        "interval lies beyond this improvement, worse (and a guard worse) only when beyond this deterioration.",
+    )
+    server_bias_pct: float = Field(
+        default=0.0, ge=0, lt=100,
+        description="Systematic difference between two servers of one config, in %, as measured by A/A campaigns "
+        "on this target and hardware: widens every interval by this much on both sides. 0 (the default) when "
+        "none was measured.",
     )
 
     @field_validator("min_trials")
@@ -519,6 +535,19 @@ class Campaign(Strict):
                         f"cell {cell.cell_id} needs a trained draft, but a shapes-only campaign has no traffic "
                         "to train on: use ngram/suffix or name an existing draft checkpoint"
                     )
+        return self
+
+    @model_validator(mode="after")
+    def _check_gate_trials(self) -> Campaign:
+        # An inline matrix only: a matrix given as a path is read and stored inline at submit, and the
+        # stored campaign is validated again there.
+        if (isinstance(self.matrix, Matrix) and not self.matrix.exploratory
+                and self.gate.min_trials < GATE_MIN_TRIALS_CAMPAIGN):
+            raise ValueError(
+                f"gate.min_trials {self.gate.min_trials} is below {GATE_MIN_TRIALS_CAMPAIGN}: a campaign needs at "
+                f"least {GATE_MIN_TRIALS_CAMPAIGN} matched trials per arm; set gate.min_trials to "
+                f"{GATE_MIN_TRIALS_CAMPAIGN} or more, or matrix.exploratory: true for a DRAFT"
+            )
         return self
 
     @model_validator(mode="after")

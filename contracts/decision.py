@@ -2,6 +2,12 @@
 
 The gate writes it (services.gate.decide); the publisher reads it back from the
 bundle to render the report. No I/O here.
+
+`continue` (sequential rounds, `specdec gate --max-trials N`) is a decision of
+`specdec gate` and of the bench-runner's rounds only: the gate service decides on
+the trials the bench ran (its cap), never writes a `continue` DECISION.json and
+never emits one (GateDecided refuses it), so a `continue` never starts the report.
+The sequential fields are optional: decisions written before them read as None.
 """
 
 from __future__ import annotations
@@ -15,8 +21,11 @@ from contracts.envelope import Strict
 
 DECISION_VERSION = 1
 
-Outcome = Literal["promote", "reject", "inconclusive"]
-LevelOutcome = Literal["win", "reject", "inconclusive"]
+Outcome = Literal["promote", "reject", "inconclusive", "continue"]
+LevelOutcome = Literal["win", "reject", "inconclusive", "continue"]
+# Why a level stopped taking trials: its interval decided it, the cap was reached, a floor failed,
+# or its data cannot be compared (more trials of the same data would not help).
+StopReason = Literal["decided", "cap", "floor_failed", "data_problem", "moot"]
 Verdict = Literal["better", "worse", "within_noise", "unavailable"]
 
 
@@ -42,7 +51,11 @@ class MetricComparison(Strict):
     delta_pct: float | None = Field(description="(candidate / baseline - 1) x 100; negative is lower.")
     interval: Interval | None = Field(description="Interval for delta_pct; None when unavailable.")
     noise_bound_pct: float | None = Field(
-        description="A/A bound: larger of the arms' mean pairwise trial difference over their median, x 100."
+        description="Reported, not a threshold: larger of the arms' mean pairwise trial difference over their "
+        "median, x 100 (the verdict rests on the interval and the minimum effect)."
+    )
+    min_effect_pct: float | None = Field(
+        default=None, description="The minimum effect the interval had to clear, in %; None in older decisions."
     )
     verdict: Verdict = Field(description="better, worse or within_noise; unavailable when not computable.")
     baseline_trials: int = Field(ge=0, description="Baseline trials that carry this metric.")
@@ -100,6 +113,21 @@ class LevelDecision(Strict):
         description="Identity fields that could not be compared (files without specdec's identity block)."
     )
     reasons: list[str] = Field(min_length=1, description="Every reason for the outcome, in words.")
+    trials_used: int | None = Field(
+        default=None, ge=0, description="Trials per arm the level was decided on (the smaller arm's count)."
+    )
+    stopped: StopReason | None = Field(
+        default=None,
+        description="Why the level took no more trials: decided (its interval cleared the minimum effect, or lies "
+        "within it), cap (the maximum trials, or the trials at hand without one), floor_failed, data_problem (data "
+        "that more trials would not mend), moot (the campaign's outcome no longer depends on it); None while it "
+        "continues and in older decisions.",
+    )
+    trials_expected_more: int | None = Field(
+        default=None, ge=0,
+        description="More trials per arm the level is expected to need to decide, if its estimate and spread hold; "
+        "0 once stopped; None while continuing when no decision is expected by the cap, and in older decisions.",
+    )
 
 
 class CandidateDecision(Strict):
@@ -107,7 +135,8 @@ class CandidateDecision(Strict):
 
     candidate: str = Field(description="Candidate name: the cell ID, or the name given to the gate.")
     outcome: LevelOutcome = Field(
-        description="win (wins at every level: eligible for promotion), reject (rejected at some level) or inconclusive."
+        description="win (wins at every level: eligible for promotion), reject (rejected at some level), "
+        "inconclusive, or continue (more trials could still change its outcome)."
     )
     levels: list[LevelDecision] = Field(description="One per concurrency level, ascending (no limit last).")
     worst_gain_pct: float | None = Field(
@@ -127,13 +156,30 @@ class Thresholds(Strict):
     per_candidate_confidence: float = Field(description="Confidence of each candidate's intervals (Bonferroni).")
     min_trials: int = Field(description="Trials per arm and level below which a level is inconclusive.")
     max_failed_share: float = Field(description="Failed-request share above which an arm's level is inconclusive.")
+    min_effect_pct: float | None = Field(
+        default=None, description="Minimum effect every interval had to clear, in %; None in older decisions."
+    )
+    server_bias_pct: float | None = Field(
+        default=None, description="Measured server bias added to every interval's half-width, in %; None in older decisions."
+    )
+    max_trials: int | None = Field(
+        default=None, ge=1,
+        description="Trials per arm and level at most (sequential rounds, specdec gate --max-trials); None: the "
+        "trials at hand are the cap (one look, the plain Welch interval).",
+    )
+    spending: str | None = Field(
+        default=None, description="How the type-I error is spread over the looks, in words; None in older decisions."
+    )
 
 
 class Decision(Strict):
     """The gate's decision over every candidate and concurrency level."""
 
     version: Literal[1] = Field(default=DECISION_VERSION, description="DECISION.json version.")
-    decision: Outcome = Field(description="promote, reject or inconclusive.")
+    decision: Outcome = Field(
+        description="promote, reject or inconclusive; continue while a level could still change the outcome "
+        "(sequential rounds only: never written by the gate service, never reported)."
+    )
     winner: str | None = Field(description="The promoted candidate; None unless promoting.")
     objective: str = Field(description="Objective metric and statistic as evaluated, e.g. tpot:median.")
     direction: Literal["higher_is_better", "lower_is_better"] = Field(description="Which way the objective is better.")

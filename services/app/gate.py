@@ -38,10 +38,11 @@ def decide_run(bundle: BundleStore, run_id: str, spec: GateSpec | None) -> Decis
                   rejected=rejected)
 
 
-def decide_files(baseline: list[str], candidates: list[str], spec: GateSpec) -> Decision:
+def decide_files(baseline: list[str], candidates: list[str], spec: GateSpec, *, max_trials: int | None = None) -> Decision:
     """The decision over result files: `baseline` globs (the standing cell's trials) against `candidates`,
     each `[NAME=]GLOB`; without NAME, files are grouped by their identity's cell_id, else named candidate,
-    candidate-2, ... GateInputError names what cannot be read or is given twice."""
+    candidate-2, ... GateInputError names what cannot be read or is given twice. `max_trials`: the cap of
+    sequential rounds (the decision may then be `continue`); None: the trials at hand are the cap."""
     baseline_paths = [p for pattern in baseline for p in _expand(pattern)]
     candidate_specs = [(*_split_name(text), text) for text in candidates]
     candidate_paths = {text: _expand(pattern) for _, pattern, text in candidate_specs}
@@ -57,7 +58,7 @@ def decide_files(baseline: list[str], candidates: list[str], spec: GateSpec) -> 
             if key in groups:
                 raise GateInputError(f"candidate {key!r} is given twice: name each --candidate NAME=GLOB")
             groups[key] = group_trials
-    return decide(base, groups, spec)
+    return decide(base, groups, spec, max_trials=max_trials)
 
 
 def _expand(pattern: str) -> list[Path]:

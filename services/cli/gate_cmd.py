@@ -1,7 +1,8 @@
 """`specdec gate`: the gate's decision from trial result files, offline (same logic as the gate service).
 
-Exit status 0 on any decision (promote, reject, inconclusive); 2 when the input
-cannot be read or the gate spec is invalid.
+Exit status 0 on any decision (promote, reject, inconclusive, continue); 2 when
+the input cannot be read, the gate spec is invalid, or a --direction contradicts
+the metric it follows.
 """
 
 from __future__ import annotations
@@ -15,6 +16,28 @@ if TYPE_CHECKING:
     from contracts.decision import Decision
 
 EXIT_BAD_INPUT = 2
+DIRECTION_FLAGS = {"higher-is-better": "higher_is_better", "lower-is-better": "lower_is_better"}
+
+
+class _Metric(argparse.Action):
+    """--objective / --guard: the value, and its place in the command line for a --direction after it."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
+        if self.dest == "guard":
+            setattr(namespace, "guard", [*(getattr(namespace, "guard", None) or []), values])
+        else:
+            setattr(namespace, self.dest, values)
+        namespace.metric_order = [*(getattr(namespace, "metric_order", None) or []), values]
+
+
+class _Direction(argparse.Action):
+    """--direction applies to the --objective or --guard just before it."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
+        order = getattr(namespace, "metric_order", None) or []
+        if not order:
+            parser.error("--direction must follow the --objective or --guard it applies to")
+        namespace.directions = [*(getattr(namespace, "directions", None) or []), (order[-1], values)]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -36,18 +59,37 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "else named candidate, candidate-2, ...",
     )
     parser.add_argument(
-        "--objective", required=True, metavar="METRIC[:STAT]", help="The latency objective: ttft, tpot, itl or "
-        "e2el, optionally :median (default), :mean or :pNN, e.g. tpot:p99.",
+        "--objective", required=True, action=_Metric, metavar="METRIC[:STAT]", help="The latency objective: ttft, "
+        "tpot, itl or e2el, optionally :median (default), :mean or :pNN, e.g. tpot:p99.",
     )  # fmt: skip
     parser.add_argument(
-        "--guard", action="append", default=[], metavar="METRIC[:STAT]", help="A metric the candidate must not "
-        "worsen beyond the noise (output_throughput, acceptance_rate, acceptance_length, ttft:p99, ...); repeatable.",
+        "--guard", action=_Metric, default=[], metavar="METRIC[:STAT]", help="A metric the candidate must not "
+        "worsen beyond the minimum effect (output_throughput, acceptance_rate, acceptance_length, ttft:p99, ...); "
+        "repeatable.",
+    )  # fmt: skip
+    parser.add_argument(
+        "--direction", action=_Direction, choices=sorted(DIRECTION_FLAGS), default=[], dest="directions",
+        help="Which way is better for the --objective or --guard just before it; a check: a direction that "
+        "contradicts the metric (latency is lower-is-better; throughput and acceptance higher-is-better) is refused.",
     )  # fmt: skip
     floors = parser.add_mutually_exclusive_group(required=True)
     floors.add_argument("--acceptance-floor", type=float, metavar="X", help="Minimum acceptance rate in [0, 1].")
     floors.add_argument("--acceptance-length-floor", type=float, metavar="L", help="Minimum mean acceptance length (>= 1).")
     parser.add_argument("--accuracy-floor", type=float, metavar="Y", help="Minimum accuracy or agreement in [0, 1].")
     parser.add_argument("--min-trials", type=int, default=3, metavar="N", help="Trials per arm and level needed (default 3).")
+    parser.add_argument(
+        "--min-effect", type=float, default=None, metavar="PCT", help="Smallest change that counts, in %% of the "
+        "baseline: better only when the whole interval lies beyond it (default: the gate's, 1 %%).",
+    )  # fmt: skip
+    parser.add_argument(
+        "--server-bias", type=float, default=None, metavar="PCT", help="Systematic difference between two servers "
+        "of one config, in %%, as measured by A/A campaigns: widens every interval by it (default 0: not measured).",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-trials", type=int, default=None, metavar="N", help="Sequential rounds: the cap on trials per arm and "
+        "level. With fewer, an undecided level is `continue`, and so is the decision while any level could still "
+        "change it. Without it the trials at hand are the cap.",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, metavar="DECISION.json", help="Write the decision as JSON here.")
     parser.set_defaults(func=run)
 
@@ -61,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
     from services.app.gate import decide_files
     from services.gate import GateError
 
+    optional = {"min_effect_pct": args.min_effect, "server_bias_pct": args.server_bias}
     try:
         spec = GateSpec(
             objective=args.objective,
@@ -69,11 +112,15 @@ def run(args: argparse.Namespace) -> int:
             accuracy_floor=args.accuracy_floor,
             min_trials=args.min_trials,
             guards=args.guard,
+            **{k: v for k, v in optional.items() if v is not None},
         )
     except ValidationError as err:
         return _fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in err.errors()))
+    contradiction = direction_problem(args.directions)
+    if contradiction:
+        return _fail(contradiction)
     try:
-        decision = decide_files(args.baseline, args.candidate, spec)
+        decision = decide_files(args.baseline, args.candidate, spec, max_trials=args.max_trials)
     except GateError as err:
         return _fail(str(err))
     print(render(decision))
@@ -84,6 +131,19 @@ def run(args: argparse.Namespace) -> int:
             return _fail(f"cannot write {args.out}: {err.strerror or err}")
         print(f"decision written to {args.out}")
     return 0
+
+
+def direction_problem(directions: list[tuple[str, str]]) -> str | None:
+    """The first --direction that contradicts the nature of the metric it follows, in one line; None when none does."""
+    from contracts.trials import DIRECTIONS
+
+    for metric, given in directions:
+        name = metric.partition(":")[0]
+        nature = DIRECTIONS.get(name)
+        if nature is not None and nature != DIRECTION_FLAGS[given]:
+            right = next(flag for flag, value in DIRECTION_FLAGS.items() if value == nature)
+            return f"--direction {given} contradicts {metric}: {name} is {right}"
+    return None
 
 
 def render(decision: Decision) -> str:
@@ -107,6 +167,13 @@ def render(decision: Decision) -> str:
     for cand in decision.candidates:
         lines.append(f"candidate {cand.candidate}: {cand.outcome}")
         lines.extend(f"  - {reason}" for reason in cand.reasons[1:])
+        for lvl in cand.levels:
+            if lvl.trials_used is not None:
+                where = "no limit" if lvl.concurrency is None else f"concurrency {lvl.concurrency}"
+                state = f"stopped ({lvl.stopped})" if lvl.stopped else "continues"
+                more = "" if lvl.stopped else (f", about {lvl.trials_expected_more} more expected"
+                                               if lvl.trials_expected_more is not None else ", not expected to decide by the cap")
+                lines.append(f"  {where}: {lvl.outcome}, {lvl.trials_used} trial(s) per arm, {state}{more}")
     return "\n".join(lines)
 
 

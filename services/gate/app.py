@@ -12,6 +12,12 @@ reasons, and every result read is re-checked against the spec-decode rule
 (contracts/speculation.py, with the campaign's max_model_len) by `decide`. A
 candidate cell whose every trial was rejected is still decided (inconclusive,
 with the reasons) rather than dropped.
+
+The service decides on the trials the bench ran: they are the cap (`max_trials`
+None, one look), so its decision is never `continue`. `final` makes that
+explicit: a `continue` would fail the step rather than write DECISION.json or
+emit gate.decided, the event that starts the report (GateDecided refuses the
+value too), so a `continue` never reaches the report or publish steps.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from pathlib import Path
 from contracts import layout
 from contracts.campaign import Campaign, Matrix
 from contracts.catalogue import GATE
+from contracts.decision import Decision
 from contracts.envelope import Event
 from contracts.events import BenchCompleted, GateDecided
 from services.gate import decide, load_trials, split_by_role
@@ -54,8 +61,9 @@ def gate_run(bundle: BundleStore, event: Event, producer: str) -> GateDecided:
             candidates.setdefault(ident.cell_id, [])  # decided, on its counted trials (perhaps none)
     if not candidates:
         raise StepFailed(_no_candidates(event), error_type="NoCandidates")
-    decision = decide(baseline, candidates, campaign.gate, max_model_len=campaign.target.max_model_len,
-                      rejected=rejected)
+    # The fixed-trial path: the trials the bench ran are the cap (sequential rounds are the bench-runner's).
+    decision = final(decide(baseline, candidates, campaign.gate, max_model_len=campaign.target.max_model_len,
+                            rejected=rejected, max_trials=None))
     if _exploratory(bundle, event, campaign):
         decision = decision.model_copy(update={"draft": True, "reasons": [
             decision.reasons[0], "DRAFT: the trials come from an exploratory matrix (matrix.exploratory: true); "
@@ -65,6 +73,17 @@ def gate_run(bundle: BundleStore, event: Event, producer: str) -> GateDecided:
         GateDecided, producer=producer, decision=decision.decision, winner=decision.winner,
         decision_ref=ref, reasons=list(decision.reasons) or [f"decision: {decision.decision}"],
     )
+
+
+def final(decision: Decision) -> Decision:
+    """The decision, refused when it is `continue`: the gate step reports only final decisions."""
+    if decision.decision == "continue":
+        raise StepFailed(
+            "the gate decided `continue` (more trials could change the outcome), which the gate step never reports: "
+            "sequential rounds belong to the bench-runner, which gates only when its rounds have stopped",
+            error_type="NotFinal",
+        )
+    return decision
 
 
 def _exploratory(bundle: BundleStore, event: Event, campaign: Campaign) -> bool:

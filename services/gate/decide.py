@@ -3,11 +3,17 @@
 Rules (docs/gate.md has them in full):
 
 - A level is a `win` when every floor is met, no data check failed, no guard
-  metric is `worse` or uncomparable and the (latency) objective is `better`;
-  `reject` when a floor fails (the candidate's own counters say it does not
-  draft well enough), or when the data is sound and the objective or a guard
-  is `worse`; `inconclusive` otherwise. Guards are compared by the objective's
-  own machinery (`_compare_metric`, stats.compare): one statistics path.
+  metric is `worse` or uncomparable and the (latency) objective is `better`
+  (its interval clears the minimum effect); `reject` when a floor fails (the
+  candidate's own counters say it does not draft well enough), or when the data
+  is sound and the objective or a guard is `worse`; `inconclusive` otherwise.
+  Guards are compared by the objective's own machinery (`_compare_metric`,
+  stats.compare): one statistics path.
+- Sequential rounds (`max_trials`): a level still undecided with fewer than
+  `max_trials` trials per arm is `continue`, and so is the campaign while any
+  level could still change its outcome (`_possible`); once the outcome is fixed,
+  the levels it no longer depends on stop as `moot`. Without `max_trials` the
+  trials at hand are the cap: one look, never `continue`.
 - A candidate wins when it wins at every concurrency level; it is rejected when
   it is rejected at any level; otherwise it is inconclusive.
 - The campaign promotes the winning candidate whose smallest objective gain
@@ -24,6 +30,7 @@ Rules (docs/gate.md has them in full):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -45,17 +52,26 @@ from services.gate import checks
 from services.gate.errors import GateInputError
 from services.gate.metrics import parse_guards, parse_objective, reported_metrics
 from services.gate.results import load_trials
+from services.gate.errors import GateSpecError
 from services.gate.stats import CONFIDENCE, MIN_TRIALS_FOR_NOISE, VERDICT_NAMES, compare
+from services.shared import sequential
 
 CAMPAIGN_RULE = (
-    "A candidate wins a concurrency level when it meets every floor, its data passes every check and its "
-    "objective is better beyond the noise bound while no guard metric is worse beyond it; it wins when it wins "
-    "every level and is rejected when any level "
-    "rejects it. The campaign promotes the winning candidate with the largest smallest-gain over the levels, "
-    "rejects when every candidate is rejected, and is inconclusive otherwise. Intervals are Bonferroni-split "
-    "over the candidates; training metrics never count."
+    "A candidate wins a concurrency level when it meets every floor, its data passes every check and the "
+    "interval of its objective's change lies wholly beyond the minimum effect on the better side while no guard "
+    "metric's interval lies wholly beyond it on the worse side; it wins when it wins every level and is rejected "
+    "when any level rejects it. The campaign promotes the winning candidate with the largest smallest-gain over "
+    "the levels, rejects when every candidate is rejected, and is inconclusive otherwise; with a cap on trials it "
+    "continues while any level could still change that outcome. Intervals are Bonferroni-split over the "
+    "candidates; training metrics never count."
 )
 INTERVAL_METHOD = "Welch t-interval on log per-trial figures (trials are the independent units), exponentiated"
+SEQUENTIAL_METHOD = (
+    "Welch t repeated confidence interval on log per-trial figures, exponentiated: looks at {first}..{cap} "
+    "trials per arm, Hwang-Shih-DeCani alpha spending (gamma {gamma:g}) on each side, each look's nominal level "
+    "read at its Welch degrees of freedom"
+)
+SPENDING_FIXED = "none: one look at the trials at hand (no cap), the full alpha"
 
 Level = int | None
 
@@ -108,12 +124,15 @@ def decide(
     *,
     max_model_len: int | None = None,
     rejected: Sequence[checks.Rejected] = (),
+    max_trials: int | None = None,
 ) -> Decision:
     """Pure: the decision over every candidate and concurrency level.
 
     `max_model_len`: the context length the trials were served with (the campaign's),
     for the spec-decode rule's exact-k check; None where unknown (the rule then
-    bounds draft tokens per draft by k). `rejected`: trials the bench rejected."""
+    bounds draft tokens per draft by k). `rejected`: trials the bench rejected.
+    `max_trials`: the cap on trials per arm and level of sequential rounds; None
+    (the gate service's fixed-trial path) makes the trials at hand the cap."""
     objective = parse_objective(spec.objective)
     guards = list(zip(spec.guards, parse_guards(spec.guards)))
     if not baseline_trials:
@@ -125,6 +144,11 @@ def decide(
         )
     alpha = (1 - CONFIDENCE) / len(candidate_trials)
     min_trials = max(spec.min_trials, MIN_TRIALS_FOR_NOISE)
+    if max_trials is not None and max_trials < min_trials:
+        raise GateSpecError(f"max_trials {max_trials} is below min_trials {min_trials}: the cap must allow the "
+                            "minimum trials per arm; raise max_trials or lower min_trials")
+    design = _Design(alpha=alpha, min_effect=spec.min_effect_pct / 100, bias=spec.server_bias_pct / 100,
+                     first=min_trials, cap=max_trials)
     counted_base, base_rejected = checks.recheck(baseline_trials, max_model_len)
     counted: dict[str, list[Trial]] = {}
     set_aside: dict[str, list[checks.Rejected]] = {}
@@ -137,17 +161,27 @@ def decide(
     base_rejected_levels = _rejected_by_level(base_rejected)
     keys = reported_metrics(objective)
     decided = [
-        _decide_candidate(name, base_levels, _by_level(trials), keys, guards, spec, alpha, min_trials,
+        _decide_candidate(name, base_levels, _by_level(trials), keys, guards, spec, design,
                           base_rejected_levels, _rejected_by_level(set_aside[name]))
         for name, trials in counted.items()
     ]
+    settled = _settled(decided)
+    if settled:
+        # The outcome is fixed: what still runs cannot change it, so it stops (moot).
+        decided = [_moot(c) if c.outcome == "continue" else c for c in decided]
     decided.sort(key=_rank)
     winners = [c for c in decided if c.outcome == "win"]
     reasons = [f"{c.candidate}: {c.outcome} - {c.reasons[0]}" for c in decided]
     if all_rejected:
         reasons.insert(0, f"{len(all_rejected)} trial(s) rejected and not counted (their spec-decode counters contradict "
                           f"the declared speculation): " + "; ".join(r.describe() for r in all_rejected))
-    if winners:
+    if not settled:
+        outcome, winner = "continue", None
+        open_levels = [f"{c.candidate} at {_level_name(lvl.concurrency)} ({_expected_words(lvl)})"
+                       for c in decided for lvl in c.levels if lvl.outcome == "continue"]
+        head = (f"continue: more trials (at most {max_trials} per arm) could still change the outcome at "
+                + "; ".join(open_levels))
+    elif winners:
         outcome, winner = "promote", winners[0].candidate
         head = f"promote {winner}: it wins at every concurrency level"
         if len(winners) > 1:
@@ -171,6 +205,10 @@ def decide(
             per_candidate_confidence=1 - alpha,
             min_trials=min_trials,
             max_failed_share=MAX_FAILED_SHARE,
+            min_effect_pct=spec.min_effect_pct,
+            server_bias_pct=spec.server_bias_pct,
+            max_trials=max_trials,
+            spending=design.method() if max_trials is not None else SPENDING_FIXED,
         ),
         campaign_rule=CAMPAIGN_RULE,
         baseline=_arm_name(baseline_trials, "baseline"),
@@ -180,6 +218,24 @@ def decide(
     )
 
 
+@dataclass(frozen=True)
+class _Design:
+    """The statistics of one decision: the candidate's alpha (two-sided, Bonferroni-split), the minimum
+    effect and the measured server bias (relative), the first look and the cap (None: one look)."""
+
+    alpha: float
+    min_effect: float
+    bias: float
+    first: int
+    cap: int | None
+
+    def method(self) -> str:
+        if self.cap is None:
+            return INTERVAL_METHOD + (f", widened by a measured server bias of {100 * self.bias:g} %" if self.bias else "")
+        text = SEQUENTIAL_METHOD.format(first=self.first, cap=self.cap, gamma=sequential.SPENDING_GAMMA)
+        return text + (f", widened by a measured server bias of {100 * self.bias:g} %" if self.bias else "")
+
+
 def _decide_candidate(
     name: str,
     base_levels: dict[Level, list[Trial]],
@@ -187,8 +243,7 @@ def _decide_candidate(
     keys: list[MetricKey],
     guards: list[tuple[str, MetricKey]],
     spec: GateSpec,
-    alpha: float,
-    min_trials: int,
+    design: _Design,
     base_rejected: dict[Level, list[checks.Rejected]],
     cand_rejected: dict[Level, list[checks.Rejected]],
 ) -> CandidateDecision:
@@ -196,16 +251,25 @@ def _decide_candidate(
     accuracy = float(np.mean(accuracies)) if accuracies else None
     levels = sorted(set(base_levels) | set(cand_levels) | set(base_rejected) | set(cand_rejected), key=_level_order)
     decisions = [
-        _decide_level(level, base_levels.get(level, []), cand_levels.get(level, []), keys, guards, spec, alpha,
-                      min_trials, accuracy, base_rejected.get(level, []), cand_rejected.get(level, []))
+        _decide_level(level, base_levels.get(level, []), cand_levels.get(level, []), keys, guards, spec, design,
+                      accuracy, base_rejected.get(level, []), cand_rejected.get(level, []))
         for level in levels
     ]
+    return _candidate(name, decisions, accuracy)
+
+
+def _candidate(name: str, decisions: list[LevelDecision], accuracy: float | None) -> CandidateDecision:
     gains = [_gain(d) for d in decisions]
     worst = None if any(g is None for g in gains) else min(gains)  # type: ignore[type-var]
     stops = _stops_paying_at(decisions)
     outcomes = [d.outcome for d in decisions]
+    possible = _possible([{o} if o != "continue" else set(_ANY_LEVEL) for o in outcomes])
     where = lambda outcome: ", ".join(_level_name(d.concurrency) for d in decisions if d.outcome == outcome)  # noqa: E731
-    if "reject" in outcomes:
+    if len(possible) > 1:
+        outcome = "continue"
+        reasons = [f"continues at {where('continue')}: more trials could still change its outcome "
+                   f"({' or '.join(sorted(possible))})"]
+    elif "reject" in outcomes:
         outcome = "reject"
         reasons = [f"rejected at {where('reject')}"]
     elif all(o == "win" for o in outcomes):
@@ -220,13 +284,77 @@ def _decide_candidate(
         reasons.append(f"speculation stops paying at concurrency {stops}: the objective is no longer better there")
     return CandidateDecision(
         candidate=name,
-        outcome=outcome,
+        outcome=outcome,  # type: ignore[arg-type]
         levels=decisions,
         worst_gain_pct=worst,
         stops_paying_at=stops,
         accuracy=accuracy,
         reasons=reasons,
     )
+
+
+_ANY_LEVEL = ("win", "reject", "inconclusive")
+
+
+def _possible(sets: list[set[str]]) -> set[str]:
+    """The outcomes a candidate can still end in, from what each level can still end in: it wins when
+    every level wins, is rejected when any level rejects, and is inconclusive otherwise."""
+    found = set()
+    if all("win" in s for s in sets):
+        found.add("win")
+    if any("reject" in s for s in sets):
+        found.add("reject")
+    if all(s - {"reject"} for s in sets) and any("inconclusive" in s for s in sets):
+        found.add("inconclusive")
+    return found
+
+
+def _settled(candidates: list[CandidateDecision]) -> bool:
+    """Whether no more trials can change the campaign's decision or its winner."""
+    sets = [{c.outcome} if c.outcome != "continue" else _possible(
+        [{lvl.outcome} if lvl.outcome != "continue" else set(_ANY_LEVEL) for lvl in c.levels]) for c in candidates]
+    decisions = set()
+    if any("win" in s for s in sets):
+        decisions.add("promote")
+    if all("reject" in s for s in sets):
+        decisions.add("reject")
+    if all(s - {"win"} for s in sets) and any("inconclusive" in s for s in sets):
+        decisions.add("inconclusive")
+    if len(decisions) != 1:
+        return False
+    if decisions != {"promote"}:
+        return True
+    # A certain winner's levels have all stopped, so its ranking figure (worst_gain_pct) is final. A candidate
+    # that could still win changes the winner only if it could outrank that: its best case is the better
+    # end of its objective's interval, at its worst level.
+    certain = [c.worst_gain_pct for c, s in zip(candidates, sets) if s == {"win"}]
+    if not certain:
+        return False
+    best = max(g if g is not None else -np.inf for g in certain)
+    return all(_best_case_gain(c) < best for c, s in zip(candidates, sets) if "win" in s and s != {"win"})
+
+
+def _best_case_gain(c: CandidateDecision) -> float:
+    """The largest smallest-gain (%) the candidate could still reach, from its levels' intervals."""
+    ends = []
+    for lvl in c.levels:
+        m = lvl.objective
+        if m is None or m.interval is None:
+            return np.inf
+        ends.append(m.interval.high_pct if m.direction == "higher_is_better" else -m.interval.low_pct)
+    return min(ends) if ends else np.inf
+
+
+def _moot(c: CandidateDecision) -> CandidateDecision:
+    """A candidate whose levels still run although the campaign's outcome no longer depends on them."""
+    levels = [
+        lvl.model_copy(update={
+            "outcome": "inconclusive", "stopped": "moot", "trials_expected_more": 0,
+            "reasons": [*lvl.reasons, "stopped: the campaign's outcome no longer depends on this level"],
+        }) if lvl.outcome == "continue" else lvl
+        for lvl in c.levels
+    ]
+    return _candidate(c.candidate, levels, c.accuracy)
 
 
 def _decide_level(
@@ -236,19 +364,21 @@ def _decide_level(
     keys: list[MetricKey],
     guards: list[tuple[str, MetricKey]],
     spec: GateSpec,
-    alpha: float,
-    min_trials: int,
+    design: _Design,
     accuracy: float | None,
     base_rejected: list[checks.Rejected],
     cand_rejected: list[checks.Rejected],
 ) -> LevelDecision:
     base, cand = sorted(base, key=checks.trial_order), sorted(cand, key=checks.trial_order)
     base_counts, cand_counts = checks.arm_counts(base), checks.arm_counts(cand)
+    too_few = [
+        *checks.count_problems("baseline", base_counts, design.first),
+        *checks.count_problems("candidate", cand_counts, design.first),
+    ]
     problems = [
         *checks.rejected_problems("baseline", base_rejected),
         *checks.rejected_problems("candidate", cand_rejected),
-        *checks.count_problems("baseline", base_counts, min_trials),
-        *checks.count_problems("candidate", cand_counts, min_trials),
+        *too_few,
         *checks.arm_problems("baseline", base, {r.index for r in base_rejected if r.index is not None}),
         *checks.arm_problems("candidate", cand, {r.index for r in cand_rejected if r.index is not None}),
     ]
@@ -262,29 +392,41 @@ def _decide_level(
         accuracy=accuracy,
     )
     problems += floor_problems
-    metrics = [_compare_metric(key, base, cand, alpha) for key in keys] if base and cand else []
+    metrics = [_compare_metric(key, base, cand, design) for key in keys] if base and cand else []
     objective = metrics[0] if metrics else None
-    guarded = _guard_checks(guards, metrics, base, cand, alpha) if base and cand else []
+    guarded = _guard_checks(guards, metrics, base, cand, design) if base and cand else []
     worse_guards = [g for g in guarded if g.passed is False]
     unread_guards = [g for g in guarded if g.passed is None]
+    used = min(len(base), len(cand))
+    # More trials can mend too few trials or an undecided interval, nothing else.
+    may_continue = design.cap is not None and used < design.cap
 
     failed_floors = [f for f in floors if f.passed is False]
     reasons = [f"{f.floor} {f.measured:.3f} is below the floor {f.minimum:.3f}" for f in failed_floors]
+    stopped: str | None
     if failed_floors:
-        outcome = "reject"
+        outcome, stopped = "reject", "floor_failed"
     elif problems:
-        outcome = "inconclusive"
+        only_few = len(problems) == len(too_few)
+        outcome, stopped = ("continue", None) if only_few and may_continue else (
+            "inconclusive", "cap" if only_few else "data_problem")
     elif objective is None or objective.verdict == "unavailable":
-        outcome = "inconclusive"
+        outcome, stopped = "inconclusive", "data_problem"
         problems.append(f"the objective could not be compared: {objective.note if objective else 'no trials'}")
     elif objective.verdict == "worse" or worse_guards:
-        outcome = "reject"
+        outcome, stopped = "reject", "decided"
     elif unread_guards:
-        outcome = "inconclusive"
+        outcome, stopped = "inconclusive", "data_problem"
     elif objective.verdict == "better":
-        outcome = "win"
+        outcome, stopped = "win", "decided"
+    elif _within_min_effect(objective, design.min_effect):
+        outcome, stopped = "inconclusive", "decided"
+        problems.append(f"no change that matters: the objective's whole interval lies within +-{_pct(design)} "
+                        "(the minimum effect), and more trials would not show one")
+    elif may_continue:
+        outcome, stopped = "continue", None
     else:
-        outcome = "inconclusive"
+        outcome, stopped = "inconclusive", "cap"
     reasons += problems
     if objective is not None and objective.verdict != "unavailable":
         reasons.append(_describe(objective))
@@ -297,6 +439,9 @@ def _decide_level(
     guard_names = {g.comparison.metric for g in guarded}
     reasons += [f"not the objective, noted: {_describe(m)}" for m in metrics[1:]
                 if m.verdict == "worse" and m.metric not in guard_names]
+    expected = 0 if stopped is not None else _expected_more(objective, used, design)
+    if stopped is not None:
+        reasons.append(f"stopped ({stopped}) at {used} trial(s) per arm")
     return LevelDecision(
         concurrency=level,
         outcome=outcome,  # type: ignore[arg-type]
@@ -308,10 +453,44 @@ def _decide_level(
         candidate=cand_counts,
         unchecked_identity_fields=unchecked,
         reasons=reasons or ["no reason recorded"],
+        trials_used=used,
+        stopped=stopped,  # type: ignore[arg-type]
+        trials_expected_more=expected,
     )
 
 
-def _compare_metric(key: MetricKey, base: list[Trial], cand: list[Trial], alpha: float) -> MetricComparison:
+def _pct(design: _Design) -> str:
+    return f"{100 * design.min_effect:g} %"
+
+
+def _within_min_effect(m: MetricComparison, min_effect: float) -> bool:
+    """The interval lies within +-min_effect: no change that matters, whatever more trials show."""
+    assert m.interval is not None
+    return m.interval.low_pct >= -100 * min_effect and m.interval.high_pct <= 100 * min_effect
+
+
+def _expected_more(objective: MetricComparison | None, used: int, design: _Design) -> int | None:
+    """More trials per arm this level is expected to need, from its estimate and spread as they stand."""
+    assert design.cap is not None
+    if objective is None or objective.delta_pct is None or used < MIN_TRIALS_FOR_NOISE:
+        return max(design.first - used, 1)
+    logs = [np.log(objective.baseline_trial_values), np.log(objective.candidate_trial_values)]
+    dof = sum(len(v) - 1 for v in logs)
+    spread = float(np.sqrt(sum(float(np.sum((v - v.mean()) ** 2)) for v in logs) / dof))
+    at = sequential.trials_expected(
+        float(np.log1p(objective.delta_pct / 100)), spread, n=used + 1,
+        higher_is_better=objective.direction == "higher_is_better", alpha=design.alpha / 2,
+        min_effect=design.min_effect, first=design.first, cap=design.cap, bias=design.bias,
+    )
+    return None if at is None else at - used
+
+
+def _expected_words(lvl: LevelDecision) -> str:
+    more = lvl.trials_expected_more
+    return "not expected to decide by the cap" if more is None else f"about {more} more trial(s) per arm expected"
+
+
+def _compare_metric(key: MetricKey, base: list[Trial], cand: list[Trial], design: _Design) -> MetricComparison:
     b_vals = [trial_value(t, key) for t in base]
     c_vals = [trial_value(t, key) for t in cand]
     b_have = [v for v in b_vals if v is not None]
@@ -324,6 +503,7 @@ def _compare_metric(key: MetricKey, base: list[Trial], cand: list[Trial], alpha:
         candidate_trial_values=c_have,
         baseline_trials=len(b_have),
         candidate_trials=len(c_have),
+        min_effect_pct=100 * design.min_effect,
     )
     missing = [t.source for t, v in [*zip(base, b_vals), *zip(cand, c_vals)] if v is None]
     note = None
@@ -338,7 +518,8 @@ def _compare_metric(key: MetricKey, base: list[Trial], cand: list[Trial], alpha:
             **common, baseline_value=None, candidate_value=None, delta_pct=None, interval=None,
             noise_bound_pct=None, verdict="unavailable", note=note,
         )  # fmt: skip
-    cmp = compare(np.array(b_have), np.array(c_have), higher_is_better=key.higher_is_better, alpha=alpha)
+    cmp = compare(np.array(b_have), np.array(c_have), higher_is_better=key.higher_is_better, alpha=design.alpha,
+                  min_effect=design.min_effect, first=design.first, cap=design.cap, bias=design.bias)
     return MetricComparison(
         **common,
         baseline_value=float(cmp.baseline_center),
@@ -347,8 +528,8 @@ def _compare_metric(key: MetricKey, base: list[Trial], cand: list[Trial], alpha:
         interval=Interval(
             low_pct=100 * (float(cmp.ratio_low) - 1),
             high_pct=100 * (float(cmp.ratio_high) - 1),
-            confidence=1 - alpha,
-            method=INTERVAL_METHOD,
+            confidence=1 - design.alpha,
+            method=design.method(),
         ),
         noise_bound_pct=100 * float(cmp.noise_bound),
         verdict=VERDICT_NAMES[int(cmp.verdict)],  # type: ignore[arg-type]
@@ -357,14 +538,14 @@ def _compare_metric(key: MetricKey, base: list[Trial], cand: list[Trial], alpha:
 
 def _guard_checks(
     guards: list[tuple[str, MetricKey]], metrics: list[MetricComparison], base: list[Trial], cand: list[Trial],
-    alpha: float,
+    design: _Design,
 ) -> list[GuardCheck]:
     """Each guard compared like the objective: the reported metric's comparison where it is one
     (same key, same alpha), else a comparison of its own (e.g. ttft:p99)."""
     by_name = {m.metric: m for m in metrics}
     found: list[GuardCheck] = []
     for text, key in guards:
-        m = by_name.get(key.name) or _compare_metric(key, base, cand, alpha)
+        m = by_name.get(key.name) or _compare_metric(key, base, cand, design)
         passed = None if m.verdict == "unavailable" else m.verdict != "worse"
         found.append(GuardCheck(guard=text, passed=passed, comparison=m))
     return found
@@ -375,8 +556,9 @@ def _describe(m: MetricComparison) -> str:
     return (
         f"{m.metric}: candidate {m.candidate_value:.4g} vs baseline {m.baseline_value:.4g} {m.unit}, "
         f"{m.delta_pct:+.1f} % (interval {m.interval.low_pct:+.1f} % to {m.interval.high_pct:+.1f} % at "
-        f"{m.interval.confidence:.1%}; noise bound {m.noise_bound_pct:.1f} %; "
-        f"{m.baseline_trials} vs {m.candidate_trials} trials): {m.verdict.replace('_', ' ')}"
+        f"{m.interval.confidence:.1%}; minimum effect {m.min_effect_pct or 0:g} %; noise bound "
+        f"{m.noise_bound_pct:.1f} % (reported); {m.baseline_trials} vs {m.candidate_trials} trials): "
+        f"{m.verdict.replace('_', ' ')}"
     )
 
 
@@ -401,7 +583,7 @@ def _stops_paying_at(decisions: list[LevelDecision]) -> int | None:
 
 
 def _rank(c: CandidateDecision) -> tuple[int, float, str]:
-    order = {"win": 0, "inconclusive": 1, "reject": 2}[c.outcome]
+    order = {"win": 0, "continue": 1, "inconclusive": 2, "reject": 3}[c.outcome]
     return (order, -(c.worst_gain_pct if c.worst_gain_pct is not None else -np.inf), c.candidate)
 
 

@@ -6,26 +6,23 @@ independent would make a 3-trial comparison look like a 600-sample one. Each
 trial is reduced to one figure (metrics.py), and the two arms' per-trial figures
 are compared as two small samples.
 
-Two conditions make a difference real (docs/gate.md):
+The interval and the verdict are the shared sequential rule
+(services/shared/sequential.py), which the bench-runner's rounds apply too:
 
-1. The interval. Welch's t-interval on the log of the per-trial figures gives a
-   (1 - alpha) interval for log(candidate / baseline), the log of the ratio of
-   geometric means; exponentiated it is an interval for the ratio. Welch because
-   a candidate's trials need not vary like the baseline's; logs because latency
-   noise is multiplicative. With 3 trials a bootstrap over trials has 10 distinct
-   resamples and shrinks the variance by (n-1)/n, so its intervals are too narrow;
-   the t-interval is exact when the log figures are normal.
-2. The noise bound (A/A bound). Each arm's own trials, compared pairwise,
-   are A/A comparisons: the mean absolute difference between two trials of the
-   same config, relative to the arm's median, is what the config measures
-   against itself. The bound is the larger of the two arms' figures; the point
-   estimate must move beyond it. The mean pairwise difference estimates the same
-   quantity whatever the number of trials (the range, max - min, grows with it,
-   which would make 5 trials less able to show a win than 3).
+1. The interval. Welch's t-interval on the log of the per-trial figures, for
+   log(candidate / baseline), exponentiated into an interval for the ratio. With
+   a cap on trials (sequential rounds) it is a repeated confidence interval: each
+   look's multiplier comes from group-sequential alpha spending, so the interval
+   holds over every look. Without a cap there is one look and it is the plain
+   Welch interval. It narrows as trials accumulate (about 1/sqrt(n)).
+2. The minimum effect m. `better` when the whole interval of the change lies
+   beyond m on the better side; `worse` when beyond m on the worse side;
+   `within_noise` otherwise (the interval straddles m, or lies within +-m).
+3. A measured server bias, when given, widens the interval on both sides.
 
-better: the whole interval lies on the better side of "no change" and the
-point estimate improves by more than the noise bound; worse: the mirror image;
-within_noise: anything else.
+The noise bound (A/A bound: each arm's mean pairwise trial difference over its
+median) is still computed and reported; it is no longer a threshold, because it
+does not shrink with more trials (docs/gate.md).
 """
 
 from __future__ import annotations
@@ -33,7 +30,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as st
+
+from contracts.campaign import DEFAULT_MIN_EFFECT_PCT
+from services.shared import sequential
 
 CONFIDENCE = 0.95  # family-wise over the candidates of a campaign (Bonferroni, see decide.py)
 MIN_TRIALS_FOR_NOISE = 2  # fewer trials in an arm leave its trial-to-trial variance unknown
@@ -51,8 +50,10 @@ class Comparison:
     ratio: np.ndarray  # candidate_center / baseline_center
     ratio_low: np.ndarray  # lower end of the ratio's interval
     ratio_high: np.ndarray  # upper end of the ratio's interval
-    noise_bound: np.ndarray  # relative, e.g. 0.04 for 4 %
+    noise_bound: np.ndarray  # relative, e.g. 0.04 for 4 % (reported, not a threshold)
     verdict: np.ndarray  # BETTER, WITHIN_NOISE or WORSE (int8)
+    settled: np.ndarray  # True where the look decided: better, worse, or within +-min_effect (bool)
+    spread: np.ndarray  # pooled sd of the arms' log per-trial figures (for the trials still expected)
 
 
 def relative_spread(values: np.ndarray) -> np.ndarray:
@@ -68,10 +69,20 @@ def relative_spread(values: np.ndarray) -> np.ndarray:
 
 
 def compare(
-    baseline: np.ndarray, candidate: np.ndarray, *, higher_is_better: bool, alpha: float = 1 - CONFIDENCE
+    baseline: np.ndarray,
+    candidate: np.ndarray,
+    *,
+    higher_is_better: bool,
+    alpha: float = 1 - CONFIDENCE,
+    min_effect: float = DEFAULT_MIN_EFFECT_PCT / 100,
+    first: int = MIN_TRIALS_FOR_NOISE,
+    cap: int | None = None,
+    bias: float = 0.0,
 ) -> Comparison:
     """Compare per-trial figures; the last axis holds the trials of one arm.
 
+    alpha: the two-sided interval's miss rate (alpha / 2 on each side, spent over the
+    looks n = first .. cap when a cap is given). min_effect, bias: relative (0.01 for 1 %).
     Invariants the caller guarantees: every figure is finite and > 0 (a ratio of
     geometric means needs that), and each arm has at least 2 trials.
     """
@@ -84,34 +95,20 @@ def compare(
         raise ValueError("per-trial figures must be finite and positive")
     if not 0 < alpha < 1:
         raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
-
+    seen = sequential.look(base, cand, higher_is_better=higher_is_better, alpha=alpha / 2, min_effect=min_effect,
+                           first=first, cap=cap, bias=bias)
+    verdict = np.where(seen.verdict == sequential.BETTER, BETTER,
+                       np.where(seen.verdict == sequential.WORSE, WORSE, WITHIN_NOISE)).astype(np.int8)
     lb, lc = np.log(base), np.log(cand)
-    diff = lc.mean(axis=-1) - lb.mean(axis=-1)
-    vb = lb.var(axis=-1, ddof=1) / nb
-    vc = lc.var(axis=-1, ddof=1) / nc
-    se = np.sqrt(vb + vc)
-    # Welch-Satterthwaite degrees of freedom; identical trials (se == 0) give a
-    # zero-width interval whatever df is, so any finite df serves there.
-    denom = vb**2 / (nb - 1) + vc**2 / (nc - 1)
-    df = np.where(denom > 0, (vb + vc) ** 2 / np.where(denom > 0, denom, 1.0), nb + nc - 2.0)
-    half = st.t.ppf(1 - alpha / 2, df) * se
-    ratio = np.exp(diff)
-    low, high = np.exp(diff - half), np.exp(diff + half)
-    noise = np.maximum(relative_spread(base), relative_spread(cand))
-
-    if higher_is_better:
-        better = (low > 1) & (ratio - 1 > noise)
-        worse = (high < 1) & (1 - ratio > noise)
-    else:
-        better = (high < 1) & (1 - ratio > noise)
-        worse = (low > 1) & (ratio - 1 > noise)
-    verdict = np.where(better, BETTER, np.where(worse, WORSE, WITHIN_NOISE)).astype(np.int8)
+    pooled = np.sqrt(((nb - 1) * lb.var(axis=-1, ddof=1) + (nc - 1) * lc.var(axis=-1, ddof=1)) / (nb + nc - 2))
     return Comparison(
         baseline_center=np.exp(lb.mean(axis=-1)),
         candidate_center=np.exp(lc.mean(axis=-1)),
-        ratio=ratio,
-        ratio_low=low,
-        ratio_high=high,
-        noise_bound=noise,
+        ratio=np.exp(seen.estimate),
+        ratio_low=np.exp(seen.low),
+        ratio_high=np.exp(seen.high),
+        noise_bound=np.maximum(relative_spread(base), relative_spread(cand)),
         verdict=verdict,
+        settled=seen.verdict != sequential.UNDECIDED,
+        spread=pooled,
     )

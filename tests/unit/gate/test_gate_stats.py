@@ -39,15 +39,45 @@ def test_interval_is_for_the_ratio_of_geometric_means() -> None:
     assert cmp.ratio_low < 0.5 < cmp.ratio_high
 
 
-def test_point_estimate_inside_the_noise_bound_is_not_a_win() -> None:
-    # The interval alone excludes "no change" (tiny within-arm variance) but the
-    # move is smaller than the arms' own pairwise spread: not a win.
+def test_a_change_the_noise_bound_hides_is_a_win_once_the_interval_clears_the_minimum_effect() -> None:
+    # 32 trials per arm pin the ratio at 0.96: the interval clears the 1 % minimum effect, although
+    # the arms' pairwise spread (the old A/A bound, now only reported) is larger than the change.
     base = np.array([1.00, 1.10, 1.00, 1.10, 1.00, 1.10, 1.00, 1.10] * 4)
     cand = base * 0.96
     cmp = compare(base, cand, higher_is_better=False)
-    assert cmp.ratio_high < 1
+    assert cmp.ratio_high < 0.99
     assert cmp.noise_bound > 0.04
+    assert cmp.verdict == BETTER
+
+
+def test_a_change_inside_the_minimum_effect_is_not_a_win() -> None:
+    # The interval excludes "no change" but not the declared minimum effect.
+    base = np.array([1.00, 1.001, 0.999] * 10)
+    cand = base * 0.995
+    cmp = compare(base, cand, higher_is_better=False, min_effect=0.01)
+    assert cmp.ratio_high < 1
     assert cmp.verdict == WITHIN_NOISE
+    assert cmp.settled  # the whole interval lies within +-1 %: more trials would not make it a win
+    assert compare(base, cand, higher_is_better=False, min_effect=0.001).verdict == BETTER
+
+
+def test_a_measured_server_bias_widens_the_interval() -> None:
+    base = np.array([1.00, 1.02, 0.99, 1.01])
+    cand = base * 0.9
+    plain = compare(base, cand, higher_is_better=False)
+    biased = compare(base, cand, higher_is_better=False, bias=0.05)
+    assert biased.ratio_low < plain.ratio_low and biased.ratio_high > plain.ratio_high
+    assert compare(base, cand, higher_is_better=False, bias=0.12).verdict == WITHIN_NOISE
+
+
+def test_a_cap_widens_the_early_looks() -> None:
+    # The same 3 trials per arm, as the first look of rounds up to 15, get a wider interval than as
+    # the only look: alpha is spent over every look.
+    rng = np.random.default_rng(4)
+    base, cand = rng.lognormal(0, 0.08, 3), rng.lognormal(-0.2, 0.08, 3)
+    once = compare(base, cand, higher_is_better=False)
+    first = compare(base, cand, higher_is_better=False, first=3, cap=15)
+    assert first.ratio_high - first.ratio_low > once.ratio_high - once.ratio_low
 
 
 def test_fewer_trials_means_a_wider_interval() -> None:

@@ -217,6 +217,9 @@ CHECKS: dict[str, Check] = {
     "gate.acceptance_length_floor": Check(("gate",), put("gate.acceptance_length_floor", 3.5)),
     "gate.accuracy_floor": Check(("gate",), put("gate.accuracy_floor", 0.9)),
     "gate.min_trials": Check(("gate",), put("gate.min_trials", 5)),
+    # The fixed candidate is about 30 % faster: a 60 % minimum effect, or a 60 % server bias, denies the win.
+    "gate.min_effect_pct": Check(("gate",), put("gate.min_effect_pct", 60.0)),
+    "gate.server_bias_pct": Check(("gate",), put("gate.server_bias_pct", 60.0)),
     # The fixed candidate is worse on TTFT p99: guarding it rejects the candidate.
     "gate.guards": Check(("gate",), put("gate.guards", ["ttft:p99"])),
     "publish.target": Check(("publish",), put("publish.target", "https://reports.example.com/upload")),

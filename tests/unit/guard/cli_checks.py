@@ -319,6 +319,11 @@ def _specdec_checks(ctx: Ctx) -> dict[str, tuple[list[str], list[str]]]:
         "gate --accuracy-floor": (gate, [*gate, "--accuracy-floor", "0.9"]),
         "gate --guard": (gate, [*gate, "--guard", "ttft:p99"]),
         "gate --min-trials": (gate, [*gate, "--min-trials", "5"]),
+        "gate --min-effect": (gate, [*gate, "--min-effect", "60"]),
+        "gate --server-bias": (gate, [*gate, "--server-bias", "60"]),
+        "gate --max-trials": (gate, [*gate, "--max-trials", "15"]),
+        # A check: the one contradicting tpot is refused, the other decides.
+        "gate --direction": ([*gate, "--direction", "lower-is-better"], [*gate, "--direction", "higher-is-better"]),
         "gate --out": (gate, [*gate, "--out", str(t / "DECISION.json")]),
         "report <run_id>": (["report", RUN], ["report", OTHER_RUN]),
         "report --out": (["report", RUN], ["report", RUN, "--out", str(t / "report-copy")]),

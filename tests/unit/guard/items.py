@@ -18,7 +18,7 @@ from typing import Any
 from contracts import layout
 from tests.unit.guard.campaign_checks import CHECKS, Check, item_checks
 from tests.unit.guard.context import OTHER_RUN, ROOT, RUN, Ctx
-from tests.unit.guard.edits import put
+from tests.unit.guard.edits import both, put
 from tests.unit.guard.guard import judge
 from tests.unit.guard.observe import (
     Refused,
@@ -160,7 +160,25 @@ def burstiness_without_request_rate(ctx: Ctx) -> list[str]:
 
 
 def min_trials_one(ctx: Ctx) -> list[str]:
-    return _refused_or_consumed(ctx, "min_trials", put("gate.min_trials", 1), ("gate",), base=put("gate.min_trials", 2))
+    # 2 is allowed only in an exploratory matrix (min_trials_below_three_only_exploratory).
+    return _refused_or_consumed(ctx, "min_trials", put("gate.min_trials", 1), ("gate",),
+                                base=both(put("gate.min_trials", 2), put("matrix.exploratory", True)))
+
+
+def min_trials_below_three_only_exploratory(ctx: Ctx) -> list[str]:
+    """gate.min_trials 2 is refused naming min_trials unless the matrix is exploratory, where the gate uses it."""
+    problems = []
+    for variant in VARIANTS:
+        data = variant.data()
+        put("gate.min_trials", 2)(data, ctx)
+        found = refusals(observe_data(ctx, data, ("gate",)))
+        if not any(names(r, "min_trials") and "exploratory" in str(r) for r in found):
+            problems.append(f"{variant.id}: gate.min_trials 2 in a non-exploratory matrix is not refused naming "
+                            f"min_trials and exploratory: {found or 'accepted'}")
+        put("matrix.exploratory", True)(data, ctx)
+        if refusals(observe_data(ctx, data, ("gate",))):
+            problems.append(f"{variant.id}: gate.min_trials 2 in an exploratory matrix is refused")
+    return problems
 
 
 def exploratory_with_enough_trials(ctx: Ctx) -> list[str]:
@@ -265,6 +283,7 @@ ITEMS: dict[str, Case] = {
     "relative paths in matrix.path resolved": relative_paths_in_matrix_path_resolved,
     "burstiness without request_rate consumed or refused": burstiness_without_request_rate,
     "min_trials: 1 consumed or refused": min_trials_one,
+    "min_trials below 3 only in an exploratory matrix": min_trials_below_three_only_exploratory,
     "exploratory consumed or refused": exploratory_with_enough_trials,
     "training-input hash checks": training_input_hash_checks,
     "latency-only gate objective": latency_only_gate_objective,

@@ -149,6 +149,8 @@ def _revert(item: str, mp: pytest.MonkeyPatch) -> Any:
         return dropped(LoadSpec, "_check_arrivals")
     elif item == "min_trials: 1 consumed or refused":
         return dropped(GateSpec, "_check_min_trials")
+    elif item == "min_trials below 3 only in an exploratory matrix":
+        return dropped(Campaign, "_check_gate_trials")
     elif item == "exploratory consumed or refused":
         def draft(plan: Any, campaign: Any, matrix: Any, *a: Any, **k: Any) -> Any:
             return plan.model_copy(update={"draft": matrix.exploratory and any(c.trials < 3 for c in matrix.cells)})
