@@ -48,6 +48,8 @@ PLACEHOLDERS: dict[str, str] = {
     "max_num_seqs_flag": "flag: --max-num-seqs=N, or nothing when max_num_seqs is unset",
     "max_model_len": "the target's maximum model length",
     "result_path": "path the bench command writes its result JSON to",
+    "result_dir": "folder of result_path (vllm bench serve --result-dir)",
+    "result_filename": "file name of result_path (vllm bench serve --result-filename)",
     "prompts_path": "path of the bench's prompts (bench/prompts.jsonl of the run, one JSON prompt a line)",
     "endpoint": "API path of matrix.load.endpoint: /v1/completions or /v1/chat/completions",
     "num_prompts": "number of measured prompts",

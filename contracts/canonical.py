@@ -171,6 +171,15 @@ class CanonicalCellRecord(Strict):
     engine_args: dict[str, Any] = Field(description="Every argument the serve command sets, as vLLM's parser read "
                                         "it; empty for a command vLLM's parser cannot read.")
     rewrites: list[Rewrite] = Field(description="Each token launched other than declared, and why.")
+    bench_cmd: list[str] | None = Field(default=None, description="The operator's bench argv, as declared; None: "
+                                        "specdec's load generator.")
+    bench_args: dict[str, Any] = Field(default_factory=dict, description="Every argument the bench command sets, as "
+                                       "vLLM's bench parser read it.")
+    bench_rewrites: list[Rewrite] = Field(default_factory=list, description="Each token of the bench command run "
+                                          "other than declared, and why.")
+    bench_dataset: str | None = Field(default=None, description="What the operator's bench draws its prompts from "
+                                      "(its --dataset-name and settings), the cell's workload shape; None: specdec's "
+                                      "prompts (the corpus's heldout split or the named shapes).")
 
 
 class CanonicalRecord(Strict):

@@ -50,7 +50,8 @@ SERVE_PLACEHOLDERS: frozenset[str] = frozenset({
     "speculative_config_json", "speculative_config_flag", "training.output",
 })
 BENCH_PLACEHOLDERS: frozenset[str] = frozenset({
-    "run_id", "model", "tokenizer", "host", "port", "base_url", "result_path", "prompts_path", "endpoint",
+    "run_id", "model", "tokenizer", "host", "port", "base_url", "result_path", "result_dir", "result_filename",
+    "prompts_path", "endpoint",
     "num_prompts", "concurrency", "warmup_requests", "request_rate", "burstiness", "max_output_tokens",
     "ignore_eos", "ignore_eos_flag",
 })
@@ -94,6 +95,8 @@ def bench_values(load: LoadSpec, *, concurrency: int, base_url: str, result_path
         "host": address.hostname or "",
         "port": str(address.port or ""),
         "result_path": result_path,
+        "result_dir": os.path.dirname(result_path),
+        "result_filename": os.path.basename(result_path),
         "prompts_path": prompts_path,
         "endpoint": ENDPOINT_PATHS[load.endpoint],
         "num_prompts": str(load.num_prompts),

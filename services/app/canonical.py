@@ -26,6 +26,7 @@ from pydantic import ValidationError
 from contracts.argv import PLACEHOLDERS, token_placeholders
 from contracts.canonical import CanonicalCell, CanonicalCellRecord, CanonicalFile, CanonicalRecord, Rewrite
 from contracts.templates import SERVE_PLACEHOLDERS
+from services.app.canonical_bench import BenchRead, bench_command
 from services.shared import vllm_cli
 
 # Engine arguments that differ between arms without making the comparison uncontrolled: the speculation
@@ -56,6 +57,7 @@ def translate(raw: dict[str, Any], *, base: Path) -> tuple[dict[str, Any], Canon
     own = file.specdec
     max_model_len = int((own.get("target") or {}).get("max_model_len") or 2048)
     baseline = _baseline(file, problems)
+    _BENCHES.clear()
     cells, records = [], []
     for index, cell in enumerate(file.cells):
         where = f"cells[{cell.cell_id}]"
@@ -72,11 +74,14 @@ def translate(raw: dict[str, Any], *, base: Path) -> tuple[dict[str, Any], Canon
         cells.append({
             "cell_id": cell.cell_id, "role": role, "hardware": cell.hardware, "concurrency": cell.concurrencies,
             "regime": cell.regime, "trials": cell.trials, "node": cell.node, "source_revision": cell.source_revision,
-            "serving": serving, "vllm_sweep": {"serve_cmd": template},
+            "serving": serving, "vllm_sweep": {"serve_cmd": template, **(
+                {"bench_cmd": _BENCHES[cell.cell_id].template} if cell.cell_id in _BENCHES else {})},
         })
     exploratory = bool(own.get("exploratory", False))
     if not exploratory:
         problems += _uncontrolled(records, baseline)
+    load, load_problems = _shared_load(file, own)
+    problems += load_problems
     if problems:
         raise CanonicalProblems(problems)
     data = {key: value for key, value in own.items() if key not in ("load", "exploratory")}
@@ -91,11 +96,34 @@ def translate(raw: dict[str, Any], *, base: Path) -> tuple[dict[str, Any], Canon
     if "standing" not in data:
         standing = next((c for c in cells if c["role"] == "standing"), None)
         data["standing"] = standing["serving"]["speculative"] if standing else None
-    data["matrix"] = {"cells": cells, "load": own.get("load") or {}, "exploratory": exploratory}
+    data["matrix"] = {"cells": cells, "load": load, "exploratory": exploratory}
     record = CanonicalRecord(name=file.name, description=file.description, experiment_id=file.experiment_id,
                              evidence_bundle_path=file.evidence_bundle_path, provenance=file.provenance,
                              comparator_baseline=baseline or "", cells=records)
     return data, record
+
+
+def _shared_load(file: CanonicalFile, own: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """matrix.load: the file's `load`, or what the cells' bench commands declare, which must be one load."""
+    benches = {cell_id: bench for cell_id, bench in _BENCHES.items()}
+    if not benches:
+        return own.get("load") or {}, []
+    problems = []
+    without = [cell.cell_id for cell in file.cells if cell.cell_id not in benches]
+    if without:
+        problems.append(f"cells {without} have no bench_cmd while {sorted(benches)} do: a controlled comparison runs "
+                        "one bench on every cell; give each cell the same `vllm bench serve` command")
+    if "load" in own:
+        problems.append("load: the cells' bench commands declare the load; remove `load` (it would only disagree)")
+    first_id, first = next(iter(benches.items()))
+    for cell_id, bench in benches.items():
+        differ = sorted(k for k in set(first.comparable) | set(bench.comparable)
+                        if first.comparable.get(k) != bench.comparable.get(k))
+        if differ:
+            shown = ", ".join(f"{k}: {first.comparable.get(k)!r} vs {bench.comparable.get(k)!r}" for k in differ)
+            problems.append(f"cells[{cell_id}].vllm_sweep.bench_cmd drives another load than cells[{first_id}]'s "
+                            f"({shown}): every cell must share the load")
+    return first.load, problems
 
 
 def _baseline(file: CanonicalFile, problems: list[str]) -> str | None:
@@ -117,11 +145,24 @@ def _baseline(file: CanonicalFile, problems: list[str]) -> str | None:
 
 def _cell(cell: CanonicalCell, role: str, *, where: str, base: Path, max_model_len: int
           ) -> tuple[dict[str, Any], list[str], CanonicalCellRecord]:
+    serving, template, record = _serve(cell, role, where=where, base=base, max_model_len=max_model_len)
     if cell.vllm_sweep.bench_cmd is not None:
-        raise CanonicalProblems([
-            f"{where}.vllm_sweep.bench_cmd: reading an operator's `vllm bench serve` command is not built yet; leave "
-            "bench_cmd out and specdec's own load generator drives every cell with the file's `load` "
-            "(docs/configuration.md, \"The canonical shape\")"])
+        try:
+            bench = bench_command(cell, where=f"{where}.vllm_sweep.bench_cmd", base=base, literal=_literal)
+        except ValueError as exc:
+            raise CanonicalProblems([str(exc)]) from None
+        record = record.model_copy(update=bench.record)
+        _BENCHES[cell.cell_id] = bench
+    return serving, template, record
+
+
+# The bench commands read during one translate() (it clears it first): a module table, because the
+# cell reader's result is the record, and the campaign needs the template and the load beside it.
+_BENCHES: dict[str, BenchRead] = {}
+
+
+def _serve(cell: CanonicalCell, role: str, *, where: str, base: Path, max_model_len: int
+           ) -> tuple[dict[str, Any], list[str], CanonicalCellRecord]:
     declared = vllm_cli.split_command(cell.vllm_sweep.serve_cmd, where=f"{where}.vllm_sweep.serve_cmd")
     unfilled = sorted({name for token in declared for name in token_placeholders(_literal(token))}
                       - SERVE_PLACEHOLDERS)

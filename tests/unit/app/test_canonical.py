@@ -189,11 +189,55 @@ def test_a_wrapper_needs_its_serving_keys_and_a_vllm_command_refuses_them(tmp_pa
     assert any("a second declaration could only disagree" in p for p in problems(data, tmp_path))
 
 
-def test_a_bench_command_is_refused_until_it_can_be_read(tmp_path):
+BENCH = ("vllm bench serve --model models/toy-target --base-url http://10.0.0.9:8000 --dataset-name random "
+         "--random-input-len 64 --random-output-len 32 --num-prompts 8 --max-concurrency {concurrency} "
+         "--num-warmups 2 --request-rate 4 --percentile-metrics ttft,tpot")
+
+
+def with_bench(command: str = BENCH) -> dict[str, Any]:
     data = example()
-    _cell(data, "ngram-k3")["vllm_sweep"]["bench_cmd"] = "vllm bench serve --num-prompts 8"
-    assert any("bench_cmd: reading an operator's `vllm bench serve` command is not built yet" in p
-               for p in problems(data, tmp_path))
+    data.pop("load")
+    for cell in data["cells"]:
+        cell["vllm_sweep"]["bench_cmd"] = command
+    return data
+
+
+def test_the_bench_command_is_the_declared_load_and_runs_with_only_where_changed(tmp_path):
+    campaign, record = translated(with_bench())
+    load = campaign.matrix.load
+    assert (load.num_prompts, load.warmup_requests, load.request_rate, load.max_output_tokens, load.endpoint) == \
+        (8, 2, 4.0, 32, "completions")
+    cell = record.cells[1]
+    assert cell.bench_dataset == "vllm-bench:random(in=64,out=32)" and cell.bench_args["num_prompts"] == 8
+    changes = {(c.declared, c.launched) for c in cell.bench_rewrites}
+    assert ("http://10.0.0.9:8000", "{base_url}") in changes and (None, "--save-result") in changes
+    assert (None, "--result-dir {result_dir}") in changes and (None, "--result-filename {result_filename}") in changes
+    # The operator asked for ttft and tpot percentiles: specdec adds what the gate reads, keeps theirs.
+    assert ("ttft,tpot", "ttft,tpot,itl,e2el") in changes
+    template = next(c for c in campaign.matrix.cells if c.cell_id == "ngram-k3").vllm_sweep.bench_cmd.root
+    assert template[:3] == ["vllm", "bench", "serve"] and "{concurrency}" in template
+    plan = build_plan(campaign, campaign.matrix, run_id="canon-run", default_node="n", training_output=None,
+                      prompts={}, canonical=record)
+    assert {c.identity["workload_shape"] for c in plan.cells} == {"vllm-bench:random(in=64,out=32)"}
+    assert any(c["command"] == "bench" for c in plan.cells[0].launch_changes)
+
+
+@pytest.mark.parametrize(("edit", "says"), [
+    (lambda d: _cell(d, "ngram-k3")["vllm_sweep"].update(bench_cmd=BENCH.replace("--num-prompts 8", "--num-prompts 9")),
+     "drives another load than"),
+    (lambda d: _cell(d, "ngram-k3")["vllm_sweep"].pop("bench_cmd"), "have no bench_cmd while"),
+    (lambda d: d.update(load={"num_prompts": 8}), "the cells' bench commands declare the load"),
+    (lambda d: _cell(d, "ngram-k3")["vllm_sweep"].update(bench_cmd=BENCH.replace("{concurrency}", "2")),
+     "runs --max-concurrency 2, but the cell measures concurrency levels [1, 2]"),
+    (lambda d: _cell(d, "ngram-k3")["vllm_sweep"].update(bench_cmd="python my_bench.py --n 8"),
+     "is not `vllm bench serve`"),
+    (lambda d: _cell(d, "ngram-k3")["vllm_sweep"].update(bench_cmd=BENCH + " --endpoint /v1/embeddings"),
+     "specdec measures /v1/completions or /v1/chat/completions"),
+])
+def test_a_bench_command_that_cannot_be_one_controlled_load_is_refused(tmp_path, edit, says):
+    data = with_bench()
+    edit(data)
+    assert any(says in p for p in problems(data, tmp_path)), problems(data, tmp_path)
 
 
 def test_the_trained_draft_placeholder_inside_literal_json_is_filled_at_launch(tmp_path):
@@ -279,10 +323,11 @@ def test_every_key_of_the_canonical_shape_changes_the_campaign_or_the_record_or_
 
     assert set(FILE_EDITS) == set(CanonicalFile.model_fields), "a canonical key without a check"
     assert set(CELL_EDITS) == set(CanonicalCell.model_fields), "a canonical cell key without a check"
-    assert set(VllmSweepCommands.model_fields) == {"serve_cmd", "bench_cmd"}  # both checked above and below
+    assert set(VllmSweepCommands.model_fields) == {"serve_cmd", "bench_cmd"}  # serve: vllm_sweep above
     base = _outcome(example())
     assert not isinstance(base, str), base
-    for name, edit in {**FILE_EDITS, **CELL_EDITS}.items():
+    bench = {"vllm_sweep.bench_cmd": lambda data: _cell(data, "ngram-k3")["vllm_sweep"].update(bench_cmd=BENCH)}
+    for name, edit in {**FILE_EDITS, **CELL_EDITS, **bench}.items():
         data = example()
         edit(data)
         assert _outcome(data) != base, f"{name} changed nothing"
