@@ -16,7 +16,7 @@ from contracts import layout
 from contracts.campaign import Campaign
 from contracts.catalogue import BENCH
 from contracts.envelope import ArtifactRef, Event
-from contracts.events import BenchPlanned, BenchRequested, TrainingCompleted
+from contracts.events import BenchCompleted, BenchPlanned, BenchRequested, TrainingCompleted
 from services.bench.execution import execute
 from services.bench.plan import BenchPlan
 from services.bench.planning import plan_bench
@@ -42,5 +42,6 @@ def routes(resources: dict[str, Any]) -> list[Route]:
     review = Reviewed(
         bundle=bundle, step=STEP, service=NAME, plan_path=layout.BENCH_PLAN, plan_model=BenchPlan,
         planned_schema=BenchPlanned.SCHEMA, plan=partial(plan_bench, bundle), announce=announce, execute=run,
+        outputs=(BenchCompleted.SCHEMA,),
     )
     return review.routes([(TrainingCompleted.SCHEMA, once_per_run), (BenchRequested.SCHEMA, per_event)])

@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 
 from contracts import layout
 from contracts.envelope import ArtifactRef
-from services.runtime.bundle import ArtifactMissing, BundleError, BundleStore
+from services.runtime.adopt import recorded
+from services.runtime.bundle import BundleError, BundleStore
 
 
 @dataclass(frozen=True)
@@ -61,11 +62,12 @@ def adopt(bundle: BundleStore, run_id: str, cell_id: str, trial: int, concurrenc
     overwrites it."""
     for relpath, rejected in ((layout.trial_result(cell_id, trial, concurrency), False),
                               (layout.rejected_result(cell_id, trial, concurrency), True)):
+        # The runtime's adoption (services/runtime/adopt.py), per trial: whole steps are adopted the same way.
         try:
-            ref = bundle.ref(run_id, relpath)
-            result = json.loads(bundle.read_bytes(run_id, relpath))
-        except ArtifactMissing:
-            continue
+            found = recorded(bundle, run_id, relpath)
+            if found is None:
+                continue
+            ref, result = found[0], json.loads(found[1])
         except (BundleError, ValueError) as exc:
             raise BundleError(f"the recorded result {relpath} of an earlier attempt cannot be read back: {exc}") from None
         problems = [str(p) for p in (result.get("speculation_problems") or []) if p] if isinstance(result, dict) else []

@@ -26,6 +26,8 @@ from services.shared.scheduler.runner import CommandRunner, SubprocessRunner
 
 NAME = CAPACITY
 STEP = "capacity"
+# What completes the step (services/runtime/adopt.py): recorded in the bundle, re-emitted instead of re-run.
+DONE_BY = (CapacitySelected.SCHEMA, CapacityUnavailable.SCHEMA)
 
 
 def run_step(bundle: BundleStore, runner: CommandRunner, event: Event, producer: str) -> Event:
@@ -60,6 +62,6 @@ def routes(resources: dict[str, Any]) -> list[Route]:
     # twice, while a new capacity.requested checks again (capacity changes over time).
     # A StepFailed is capacity.failed, also when the trigger was corpus.completed.
     return [
-        Route(CorpusCompleted.SCHEMA, handle, step_key=lambda event: event.event_id, failure_step=STEP),
-        Route("capacity.requested", handle, step_key=lambda event: event.event_id, failure_step=STEP),
+        Route(CorpusCompleted.SCHEMA, handle, step_key=lambda event: event.event_id, failure_step=STEP, outputs=DONE_BY),
+        Route("capacity.requested", handle, step_key=lambda event: event.event_id, failure_step=STEP, outputs=DONE_BY),
     ]

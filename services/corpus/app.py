@@ -33,6 +33,8 @@ from services.runtime.consumer import Route, StepContext
 from services.runtime.target import tokenizer_folder
 
 NAME = CORPUS
+# What completes the step (services/runtime/adopt.py): recorded in the bundle, re-emitted instead of re-run.
+DONE_BY = (CorpusCompleted.SCHEMA,)
 
 
 def split_files(corpus: bytes) -> dict[str, bytes]:
@@ -85,6 +87,6 @@ def routes(resources: dict) -> list[Route]:
         return [await asyncio.to_thread(run_corpus, bundle, event, f"{NAME}/{ctx.settings.instance}")]
 
     return [
-        Route("profile.completed", handle, failure_step="corpus"),
-        Route("corpus.requested", handle, step_key=lambda e: e.event_id, failure_step="corpus"),
+        Route("profile.completed", handle, failure_step="corpus", outputs=DONE_BY),
+        Route("corpus.requested", handle, step_key=lambda e: e.event_id, failure_step="corpus", outputs=DONE_BY),
     ]

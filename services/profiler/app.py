@@ -25,6 +25,8 @@ from services.runtime.consumer import Route, StepContext
 from services.runtime.target import tokenizer_folder
 
 NAME = PROFILER
+# What completes the step (services/runtime/adopt.py): recorded in the bundle, re-emitted instead of re-run.
+DONE_BY = (ProfileCompleted.SCHEMA,)
 
 
 def run_profile(bundle: BundleStore, event: Event, producer: str) -> ProfileCompleted:
@@ -64,6 +66,6 @@ def routes(resources: dict) -> list[Route]:
         return [await asyncio.to_thread(run_profile, bundle, event, f"{NAME}/{ctx.settings.instance}")]
 
     return [
-        Route("campaign.submitted", handle, failure_step="profile"),
-        Route("profile.requested", handle, step_key=lambda e: e.event_id, failure_step="profile"),
+        Route("campaign.submitted", handle, failure_step="profile", outputs=DONE_BY),
+        Route("profile.requested", handle, step_key=lambda e: e.event_id, failure_step="profile", outputs=DONE_BY),
     ]

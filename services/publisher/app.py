@@ -45,6 +45,12 @@ from services.runtime.settings import RuntimeSettings
 NAME = PUBLISHER
 
 
+# What completes each step (services/runtime/adopt.py): recorded in the bundle per triggering
+# event, re-emitted instead of re-run; a new request is a new event and runs again.
+RENDERED = ("report.rendered",)
+PUBLISHED = ("report.published",)
+
+
 def _by_event(event: Event) -> str:
     return event.event_id
 
@@ -106,8 +112,8 @@ def routes(resources: dict) -> list[Route]:
         return [await publish_event(bundle, event, f"{NAME}/{ctx.settings.instance}", ctx.settings)]
 
     return [
-        Route("gate.decided", render, step_key=_by_event, failure_step="report"),
-        Route("report.requested", render, step_key=_by_event, failure_step="report"),
-        Route("report.rendered", publish, step_key=_by_event, failure_step="publish"),
-        Route("publish.requested", publish, step_key=_by_event, failure_step="publish"),
+        Route("gate.decided", render, step_key=_by_event, failure_step="report", outputs=RENDERED),
+        Route("report.requested", render, step_key=_by_event, failure_step="report", outputs=RENDERED),
+        Route("report.rendered", publish, step_key=_by_event, failure_step="publish", outputs=PUBLISHED),
+        Route("publish.requested", publish, step_key=_by_event, failure_step="publish", outputs=PUBLISHED),
     ]

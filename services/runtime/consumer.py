@@ -34,6 +34,7 @@ from contracts.deadletter import DeadLetter
 from contracts.envelope import Event
 from contracts.events import FAILED
 from contracts.registry import ContractError, Registry, UnknownEvent
+from services.runtime.adopt import adopt_step, completes, record_step, with_derived_ids
 from services.runtime.broker import Bus
 from services.runtime.bundle import ArtifactConflict
 from services.runtime.errors import SpecdecError, StepFailed, as_step_failure
@@ -170,6 +171,11 @@ class Route:
     step_key: StepKeyFn = lambda event: "step"
     # The step whose `<step>.failed` a StepFailed becomes; default: the schema's step.
     failure_step: str | None = None
+    # The schemas that complete this step (services/runtime/adopt.py): when set, and the service has
+    # a bundle, a completed step is recorded in it before its outputs are published, and a delivery
+    # whose ledger lost the step (Redis restarted empty) re-emits the recorded events instead of
+    # running. Empty: the ledger alone decides (the journal, whose step is one append).
+    outputs: tuple[str, ...] = ()
 
 
 class Delivery:
@@ -357,9 +363,21 @@ class Consumer:
         finished = False
         try:
             log.debug("step started", step_key=key.step, delivery=deliveries)
+            bundle = self.resources.get("bundle") if route.outputs else None
+            adopted = None
+            if bundle is not None:
+                # The bundle, not Redis's ledger, is the record: a step recorded there (its ledger
+                # mark lost with Redis) emits its recorded events again, same IDs, and does not run.
+                adopted = await asyncio.to_thread(adopt_step, bundle, self.service, event, key.step, self.registry)
+                if adopted is not None:
+                    log.info("step already recorded in the bundle; re-emitting its events instead of running",
+                             step_key=key.step, outputs=[output.SCHEMA for output in adopted])
             try:
                 try:
-                    outputs = list(await route.handler(event, context))
+                    if adopted is not None:
+                        outputs = adopted
+                    else:
+                        outputs = list(await route.handler(event, context))
                 except ArtifactConflict as exc:
                     # Evidence already written differs from what this run now
                     # produced: a retry cannot fix that, the run halts.
@@ -379,6 +397,11 @@ class Consumer:
                 )
                 outputs = [failed]
                 log.warning("step failed", step=step, reason=exc.reason)
+            if adopted is None:
+                # Derived IDs: a retry's or a re-emission's events are the same events.
+                outputs = with_derived_ids(self.service, event, key.step, outputs)
+                if bundle is not None and completes(route.outputs, outputs):
+                    outputs = await asyncio.to_thread(record_step, bundle, self.service, event, key.step, outputs)
             for output in outputs:
                 await self._recording(lambda output=output: self.bus.publish(output), log)
             ack = AckRef(delivery.stream, delivery.group, delivery.message_id) if delivery.group else None
@@ -458,7 +481,8 @@ class Consumer:
                 if held == RETAKEN and self.on_reset is not None:
                     self.on_reset(f"the lease of running step {key.render()} had vanished; taken back")
                 # Touching claims the message for this consumer: only while this owner holds the lease.
-                if held and self.touch is not None:
+                # A step taken up from the bundle (catchup.py) has no stream entry to touch.
+                if held and self.touch is not None and delivery.group:
                     await self.touch(delivery.stream, self.service, delivery.consumer, delivery.message_id)
                 # A beat racing the step's own finish finds it done: no other owner is involved.
                 finished = not held and await self.ledger.is_done(key)

@@ -71,6 +71,8 @@ class Reviewed(Generic[P]):
     announce: Announcer[P]  # the `<step>.planned` event for a stored plan
     execute: Executor[P]  # runs an approved (or pre-approved) plan
     skip: Skipper | None = None  # events that end the step without a plan, or None to plan
+    # The schemas that complete the step (services/runtime/adopt.py); a plan awaiting approval is not one.
+    outputs: tuple[str, ...] = ()
 
     def producer(self, ctx: StepContext) -> str:
         return f"{self.service}/{ctx.settings.instance}"
@@ -116,8 +118,8 @@ class Reviewed(Generic[P]):
     def routes(self, triggers: Sequence[tuple[str, StepKeyFn]]) -> list[Route]:
         """The step's routes: each trigger schema with its step key, and run.approved."""
         return [
-            *(Route(schema, self.on_trigger, step_key=key, failure_step=self.step)
+            *(Route(schema, self.on_trigger, step_key=key, failure_step=self.step, outputs=self.outputs)
               for schema, key in triggers),
             Route(RunApproved.SCHEMA, self.on_approved, step_key=approval_step_key(self.bundle, self.plan_path),
-                  failure_step=self.step),
+                  failure_step=self.step, outputs=self.outputs),
         ]

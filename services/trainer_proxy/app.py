@@ -25,7 +25,7 @@ from contracts import layout
 from contracts.campaign import Campaign
 from contracts.catalogue import TRAINER
 from contracts.envelope import ArtifactRef, Event
-from contracts.events import CapacitySelected, TrainingPlanned, TrainingRequested
+from contracts.events import CapacitySelected, TrainingCompleted, TrainingPlanned, TrainingRequested
 from services.runtime.bundle import BundleStore
 from services.runtime.consumer import Route, StepContext
 from services.runtime.review import Reviewed, per_event
@@ -54,6 +54,6 @@ def routes(resources: dict[str, Any]) -> list[Route]:
     review = Reviewed(
         bundle=bundle, step=STEP, service=NAME, plan_path=layout.TRAINING_PLAN, plan_model=TrainingPlan,
         planned_schema=TrainingPlanned.SCHEMA, plan=partial(plan_training, bundle), announce=announce, execute=run,
-        skip=partial(skipped, bundle),
+        skip=partial(skipped, bundle), outputs=(TrainingCompleted.SCHEMA,),
     )
     return review.routes([(CapacitySelected.SCHEMA, per_event), (TrainingRequested.SCHEMA, per_event)])
