@@ -190,7 +190,8 @@ def find_stall(
     waiting_s = (now - since).total_seconds()
     if waiting_s <= expected_s:
         return status
-    resume = f"specdec request {step.step} {status.run_id}"
+    # Publishes the step's trigger again from the bundle (services/app/resume.py); idempotent.
+    resume = f"specdec resume {status.run_id}"
     hint = (f"no event for {_span(waiting_s)} (expected within {_span(expected_s)}, from the {source}): check that "
             f"the {step.step} step's service runs (its /health) and `specdec dlq list`, then resume with `{resume}`")
     stall = Stall(step=step.step, state=step.state, since=since.isoformat(), last_event=str(last.get("schema")),

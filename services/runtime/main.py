@@ -11,6 +11,7 @@ from redis import exceptions as redis_errors
 
 from services.runtime import apps, logs, procs
 from services.runtime.bundle import BundleStore
+from services.runtime.catchup import CatchUp
 from services.runtime.ledger import RedisLedger
 from services.runtime.reconcile import Reconciler, settle_period_s
 from services.runtime.service import Service, bootstrap, serve
@@ -60,23 +61,26 @@ async def run(name: str, settings: RuntimeSettings) -> None:
         await wait_for_redis(service.consumer.ledger.client.ping, log)
     deployment = procs.deployment_id(settings.redis_url, settings.stream_prefix)
     procs.label_deployment(deployment)  # before any child starts: every child carries it
-    reconciler = reconciler_for(service, deployment, log)
+    catchup = CatchUp(service, resources["bundle"], log)  # type: ignore[arg-type]
+    reconciler = reconciler_for(service, deployment, log, after_pass=catchup.schedule)
     # Before serving, unless Redis lost its state less than a settle period ago: then in
     # the background, once live owners have re-registered their leases (reconcile.py).
+    # Each pass is followed by the catch-up over the bundle, which waits until the service serves.
     await reconciler.at_start()
     try:
-        await serve(service)
+        await serve(service, started=catchup.ready.set)
     finally:
         await reconciler.close()
 
 
-def reconciler_for(service: Service, deployment: str, log: Any) -> Reconciler:
+def reconciler_for(service: Service, deployment: str, log: Any,
+                   after_pass: Callable[[], None] | None = None) -> Reconciler:
     """The instance's reconcile, told of every reset the instance sees while it runs; the
     runs it is running itself are never cleaned."""
     reconciler = Reconciler(
         service.name, service.consumer.ledger, deployment=deployment,
         settle_s=settle_period_s(service.settings.heartbeat_s),
-        keep_runs=lambda: {key.run_id for key in service.consumer.running}, log=log,
+        keep_runs=lambda: {key.run_id for key in service.consumer.running}, log=log, after_pass=after_pass,
     )
     service.on_reset(reconciler.note_reset)
     return reconciler

@@ -91,8 +91,12 @@ class Reconciler:
         keep_runs: Callable[[], set[str]] = set, log: Any = None, grace_s: float = 5.0,
         clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         scan: Callable[..., list[Labelled]] = labelled_processes, kill: Callable[..., None] = kill_group,
+        after_pass: Callable[[], None] | None = None,
     ) -> None:
         self.service = service
+        # Called after each pass (start, and each settled reset): the service then takes up the runs
+        # waiting on it from the bundle (services/runtime/catchup.py), once live owners hold their leases again.
+        self.after_pass = after_pass
         self.ledger = ledger
         self.deployment = deployment
         self.settle_s = settle_s
@@ -167,6 +171,8 @@ class Reconciler:
             for proc in cleaned:
                 self.log.warning("reconciled: killed unowned labelled process", pid=proc.pid, run_id=proc.run_id)
             self.cleaned.extend(cleaned)
+            if self.after_pass is not None:
+                self.after_pass()
             return cleaned
 
     async def at_start(self) -> list[Labelled]:

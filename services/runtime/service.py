@@ -351,8 +351,8 @@ async def start_health(service: Service) -> asyncio.AbstractServer | None:
     return await serve_health(service, service.settings.health_port)
 
 
-async def serve(service: Service) -> None:
-    """Run until SIGTERM or SIGINT, then stop gracefully."""
+async def serve(service: Service, started: Callable[[], None] | None = None) -> None:
+    """Run until SIGTERM or SIGINT, then stop gracefully; `started()` once the instance serves."""
     log = structlog.get_logger().bind(service=service.name, instance=service.settings.instance)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -361,6 +361,8 @@ async def serve(service: Service) -> None:
     await service.start()
     health = await start_health(service)
     log.info("service started", streams=service.streams, health_port=service.settings.health_port or None)
+    if started is not None:
+        started()
     await stop.wait()
     log.info("stopping: no new work; in-flight work may finish", grace_s=service.settings.shutdown_grace_s)
     await service.stop()

@@ -246,11 +246,11 @@ def test_status_names_a_stalled_run_and_how_to_resume_it(cli, env):
     assert code == 0, "a stalled run is not a halted one"
     stalled = orjson.loads(out)["stalled"]
     assert (stalled["step"], stalled["expected_from"], stalled["resume"]) == ("profile", "default",
-                                                                              f"specdec request profile {run_id}")
+                                                                              f"specdec resume {run_id}")
     assert 1190 < stalled["waiting_s"] < 1300 and stalled["expected_s"] == 600
     code, out, _ = cli("status", run_id)
     profile_line = next(line for line in out.splitlines() if line.strip().startswith("profile"))
-    assert "STALLED: no event for 20 min" in profile_line and f"specdec request profile {run_id}" in profile_line
+    assert "STALLED: no event for 20 min" in profile_line and f"specdec resume {run_id}" in profile_line
 
 
 def test_status_of_an_unknown_run_says_so(cli):

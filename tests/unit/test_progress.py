@@ -162,10 +162,10 @@ def test_a_run_past_its_next_steps_expected_time_is_named_with_how_to_resume():
     result = stall_after(events, 30 + quiet + 60)
     assert result.stalled is not None
     assert (result.stalled.step, result.stalled.state, result.stalled.last_event) == ("corpus", "pending", "profile.completed")
-    assert result.stalled.expected_from == "default" and result.stalled.resume == f"specdec request corpus {RUN}"
+    assert result.stalled.expected_from == "default" and result.stalled.resume == f"specdec resume {RUN}"
     corpus = next(s for s in result.steps if s.step == "corpus")
     assert corpus.detail.startswith("STALLED: no event for 16 min 00 s (expected within 15 min 00 s")
-    assert f"specdec request corpus {RUN}" in corpus.detail
+    assert f"specdec resume {RUN}" in corpus.detail
 
 
 def test_a_running_steps_own_progress_restarts_the_clock():
