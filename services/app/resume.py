@@ -87,7 +87,9 @@ async def resume(session: Session, run_id: str) -> Resumed:
                        detail=f"the {step.step} step waits on an operator ({step.state}): "
                        + ("approve its plan with `specdec approve`" if step.state == "awaiting_approval"
                           else f"request it again with `specdec request {step.step} {run_id}` once capacity is idle"))
-    trigger = next((e for e in reversed(events) if e.get("schema") == TRIGGERS[step.step]), None)
+    # The step's latest trigger: the event that made it due, or an operator's request of it.
+    triggers = (TRIGGERS[step.step], f"{step.step}.requested")
+    trigger = next((e for e in reversed(events) if e.get("schema") in triggers), None)
     if trigger is not None:
         import orjson
 
