@@ -28,6 +28,14 @@ TARGET_BUILD = "operator/target-build.json"
 TARGET_BUILD_FILE = "specdec-build.json"  # the record's name inside a checkpoint folder
 CANONICAL = "canonical.json"  # what a canonical matrix file said beyond the campaign (contracts/canonical.py)
 INERT = "inert.json"  # fields accepted but not consumed (contracts/inert.py)
+INTENT = "intent.json"  # what the campaign is for, as evidence_init was told (the workflow's --intent)
+WORKFLOW = "workflow"  # the workflow tools' own records
+
+
+def workflow_dry_run(n: int) -> str:
+    """The plan hashes the n-th perf_tune_report_campaign_run dry run returned (n from 1)."""
+    return f"{WORKFLOW}/dry-run-{n}.json"
+
 
 # --- profile/ --------------------------------------------------------------------
 PROFILE_DIR = "profile"

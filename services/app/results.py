@@ -11,11 +11,14 @@ from services.app.progress import RunStatus
 
 
 class RunCreated(Strict):
-    """evidence_init: a new run and its (empty) evidence bundle; nothing is published."""
+    """evidence_init: a new run and its evidence bundle (empty, or holding the intent); nothing is published."""
 
-    run_id: str = Field(description="The run ID: also the experiment ID and the experiment=<run-id> label value.")
-    bundle_path: str = Field(description="The run's bundle folder on the services' bundle root.")
+    run_id: str | None = Field(description="The run ID: also the experiment ID and the experiment=<run-id> label "
+                               "value; None when only the help was asked for.")
+    bundle_path: str | None = Field(description="The run's bundle folder on the services' bundle root.")
     next_step: str = Field(description="What to call next.")
+    happened: str = Field(default="", description="What the call did, in words.")
+    help: str | None = Field(default=None, description="The verb's --help text, when `args` asked for it.")
 
 
 class CampaignStored(Strict):

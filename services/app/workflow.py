@@ -36,7 +36,8 @@ async def evidence_init(session: Session, family: str, experiment_id: str | None
     """Create a run and its empty evidence bundle; publishes nothing."""
     run_id = await submit.create_run(session, family, experiment_id)
     return RunCreated(run_id=run_id, bundle_path=str(session.bundle.run_dir(run_id).absolute()),
-                      next_step=f"campaign_init(config=..., experiment_id={run_id!r}, family={family!r})")
+                      next_step=f"campaign_init(config=..., experiment_id={run_id!r}, family={family!r})",
+                      happened=f"created run {run_id} and its empty evidence bundle; nothing published")
 
 
 async def campaign_init(session: Session, config: Path, experiment_id: str, family: str,

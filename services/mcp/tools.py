@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import anyio.to_thread
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp_types import ToolAnnotations
@@ -30,17 +30,21 @@ from contracts.argv import check_token
 from contracts.campaign import Campaign, GateSpec
 from contracts.decision import Decision
 from services.app import gate as gate_use_case
-from services.app import ops, plans, report, workflow
+from services.app import ops, plans, report, verb_calls, verbs, workflow
 from services.app.ops import Approved
 from services.app.progress import RunStatus
 from services.app.results import CampaignRunResult, CampaignStored, RenderedReport, RunCreated
 from services.app.validate import Validation, validate
+from services.app.verbs import VerbResult
 from services.mcp.deps import Deps
 from services.mcp.models import PlanShown
 from services.publisher.outbox import DraftOverride
 from services.publisher.publish import Publication
 from services.runtime.errors import ConfigurationError, SpecdecError
 
+ArgsArg = Annotated[list[str] | None, Field(
+    description="The workflow's call shape: the verb's command-line arguments, parsed as `specdec <verb>` parses them "
+    "(`[\"--help\"]` returns its help). Acknowledgements are typed fields, never tokens here.")]
 RunIdArg = Annotated[str, Field(description="The run ID (evidence_init or campaign_init returned it).")]
 PlanHashes = Annotated[list[str] | None, Field(
     description="sha256 of each plan to approve and run, as campaign_run, plan_show or campaign_status showed them.")]
@@ -153,16 +157,36 @@ def build(deps: Deps) -> list[Tool]:
     @tool(mutates=True)
     async def evidence_init(
         ctx: Context,
-        family: Annotated[str, Field(description="Model family label (the campaign's `family`); a generated run ID "
-                                     "starts with it.", pattern=_FAMILY_PATTERN)],
+        family: Annotated[str | None, Field(description="Model family label (the campaign's `family`); a generated "
+                                            "run ID starts with it. Required unless `args` is given.",
+                                            pattern=_FAMILY_PATTERN)] = None,
         experiment_id: Annotated[str | None, Field(description="A run ID the caller already uses (3-63 of a-z, 0-9, "
                                                    "'-', alphanumeric at both ends; not in use); generated if absent. "
                                                    "Given, the family is kept for campaign_init, which refuses a "
                                                    "campaign of another family.")
                                  ] = None,
+        args: ArgsArg = None,
     ) -> RunCreated:
-        """Create a run and its empty evidence bundle; publishes nothing. Next: campaign_init (with an
-        experiment_id, it refuses a campaign of another family than this one)."""
+        """Create one identity: a run (its ID is also the experiment ID, campaign ID, scheduler label and join key)
+        and its evidence bundle; publishes nothing. Typed (family, experiment_id) or the workflow's call shape:
+        args ["--family", F, "--intent", TEXT, "--run-id", ID] (the intent is stored in the bundle and shown in the
+        report). Next: campaign_init, or perf_tune_report_campaign_init with args."""
+        if args is not None:
+            if family is not None or experiment_id is not None:
+                raise ConfigurationError("evidence_init takes `args` or the typed family/experiment_id, not both: "
+                                         "put --family and --run-id in args (nothing was done)")
+            parsed = verbs.parse(verbs.EVIDENCE_INIT, args)
+            if parsed.namespace is None:
+                return RunCreated(run_id=None, bundle_path=None, next_step="call evidence_init with args",
+                                  happened="printed the help", help=parsed.help)
+            async with deps.connect() as session:
+                created = await verb_calls.evidence_init(session, parsed.namespace)
+                if parsed.namespace.run_id is not None:
+                    await session.client.set(family_key(deps.settings.stream_prefix, created.run_id),
+                                             parsed.namespace.family)
+                return created
+        if family is None:
+            raise ConfigurationError("evidence_init needs family (or the workflow's args with --family)")
         async with deps.connect() as session:
             created = await workflow.evidence_init(session, family, experiment_id)
             if experiment_id is not None:  # else the generated run ID starts with the family
@@ -222,6 +246,52 @@ def build(deps: Deps) -> list[Tool]:
             return await workflow.campaign_run(
                 session, run_id, acknowledged=i_understand_this_mutates_cluster, plan_sha256s=plan_sha256s,
                 wait_for_plans_s=DRY_RUN_WAIT_S if wait_for_plans_s is None else wait_for_plans_s)
+
+    @tool(mutates=True)
+    async def perf_tune_report_campaign_init(ctx: Context, args: ArgsArg) -> VerbResult:
+        """The workflow's campaign init: args ["--config", <matrix.yaml>, "--experiment-id", <run-id>, "--family", F,
+        "--evidence-bundle", <bundle>]. Validates the campaign (canonical matrix or specdec's own; every problem at
+        once) and stores it with the operator's commands and source revisions; publishes nothing."""
+        parsed = verbs.parse(verbs.CAMPAIGN_INIT, args or [])
+        if parsed.namespace is None:
+            return _help(verbs.CAMPAIGN_INIT, parsed.help)
+        async with deps.connect() as session:
+            await _check_family(session, parsed.namespace.experiment_id, parsed.namespace.family)
+            return await verb_calls.campaign_init(session, parsed.namespace)
+
+    @tool(mutates=True, destructive=True)
+    async def perf_tune_report_campaign_run(
+        ctx: Context,
+        args: ArgsArg,
+        i_understand_this_mutates_cluster: Annotated[bool, Field(
+            description="Typed acknowledgement. false (default): a dry run, which produces and returns every plan with "
+            "its sha256 and executes none. true: approve exactly the plans this run's preceding dry run returned.")
+        ] = False,
+    ) -> VerbResult:
+        """The workflow's campaign run: args ["--config", <matrix.yaml>, "--campaign", <bundle or run-id>,
+        "--dry-run"]. A dry run unless acknowledged with the typed field; never an acknowledgement inside args."""
+        parsed = verbs.parse(verbs.CAMPAIGN_RUN, args or [])
+        if parsed.namespace is None:
+            return _help(verbs.CAMPAIGN_RUN, parsed.help)
+        async with deps.connect() as session:
+            return await verb_calls.campaign_run(session, parsed.namespace, acknowledged=i_understand_this_mutates_cluster)
+
+    @tool(mutates=True, external=True)
+    async def perf_tune_report_publish_to_lake(
+        ctx: Context,
+        args: ArgsArg,
+        i_understand_this_publishes_externally: Annotated[bool, Field(
+            description="Typed acknowledgement for this call: send the report for real. Without it, a dry run.")
+        ] = False,
+    ) -> VerbResult:
+        """The workflow's publish: args ["--campaign", <bundle or run-id>, "--target", URL?, "--dry-run"?,
+        "--publish-draft", REASON?]. A dry run first; live with the typed field (an external target needs that dry
+        run of the same report first)."""
+        parsed = verbs.parse(verbs.PUBLISH, args or [])
+        if parsed.namespace is None:
+            return _help(verbs.PUBLISH, parsed.help)
+        async with deps.connect() as session:
+            return await verb_calls.publish(session, parsed.namespace, acknowledged=i_understand_this_publishes_externally)
 
     @tool(mutates=False)
     async def campaign_status(run_id: RunIdArg) -> RunStatus:
@@ -295,3 +365,8 @@ def build(deps: Deps) -> list[Tool]:
                                     draft_override=draft_override)
 
     return registry.tools
+
+
+def _help(verb: str, text: str | None) -> VerbResult:
+    return VerbResult(verb=verb, run_id=None, bundle=None, happened="printed the help", help=text,
+                      next_step=f"call {verb} with args")

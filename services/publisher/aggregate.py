@@ -43,7 +43,7 @@ from contracts.trials import MetricKey, Trial, parse_trial, trial_value
 from services.publisher.errors import ReportInputError
 from services.publisher.prediction_inputs import read_draft_cost, read_ngram_advice
 from services.publisher.review_record import plan_reviews
-from services.publisher.canonical_section import read_canonical
+from services.publisher.canonical_section import read_canonical, read_intent
 from services.publisher.target_model import read_target_build
 from services.publisher.model import (
     EVIDENCE_STEPS,
@@ -134,7 +134,7 @@ def read_campaign(bundle: BundleStore, run_id: str, *, extra_events: Sequence[Ma
         redaction=_read_redaction(bundle, run_id, problems),
         ngram_advice=advice, ngram_advice_note=advice_note, draft_cost=cost, draft_cost_note=cost_note,
         target_build=build, target_build_note=build_note,
-        canonical=read_canonical(bundle, run_id, problems),
+        canonical=read_canonical(bundle, run_id, problems), intent=read_intent(bundle, run_id, problems),
         reviews=plan_reviews(events, campaign),
     )
 

@@ -33,6 +33,24 @@ def read_canonical(bundle: BundleStore, run_id: str, problems: list[str]) -> Can
         return None
 
 
+def read_intent(bundle: BundleStore, run_id: str, problems: list[str]) -> str | None:
+    """What the campaign is for, as the workflow's evidence_init was told (intent.json); None without one."""
+    try:
+        record = bundle.read_json(run_id, layout.INTENT)
+    except ArtifactMissing:
+        return None
+    except BundleError as exc:
+        problems.append(f"{layout.INTENT}: {exc}")
+        return None
+    return str(record.get("intent")) if isinstance(record, dict) and record.get("intent") else None
+
+
+def intent_section(intent: str | None) -> list[Section]:
+    if not intent:
+        return []
+    return [Section("intent", "Intent", (Paragraph((f"What this campaign is for, as stated at evidence_init: {intent}",)),))]
+
+
 def canonical_section(record: CanonicalRecord | None) -> list[Section]:
     if record is None:
         return []

@@ -164,6 +164,8 @@ class CampaignData(Strict):
         "hashes and conversion versions; None when the checkpoint carries none.",
     )
     target_build_note: str | None = Field(default=None, description="Why there is no build record; None with one.")
+    intent: str | None = Field(default=None, description="What the campaign is for, as the workflow's "
+                               "evidence_init was told (intent.json); None without one.")
     canonical: CanonicalRecord | None = Field(
         default=None, description="What a canonical matrix file said beyond the campaign (canonical.json: name, "
         "description, provenance, each cell's notes, labels, exact command and launch changes); None otherwise.")

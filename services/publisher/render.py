@@ -82,6 +82,7 @@ def build_document(data: CampaignData, plots: list[Plot], found: list[Lever]) ->
     sections = [
         *([_draft_section(reasons)] if reasons else []),
         _summary(data),
+        *canonical_section.intent_section(data.intent),
         _steps(data),
         review_section(data),
         _identity(data),

@@ -43,8 +43,9 @@ from tests.support.waiting import wait_for
 TRAFFIC = ROOT / "infra/examples/sample-traffic.jsonl"
 MODELS = ROOT / ".run" / "examples"  # the e2e tests' toy target, reused by content hash
 SERVER_ARGV = ["-m", "services.cli.main", "mcp"]  # `specdec mcp`
-TOOLS = {"evidence_init", "campaign_init", "campaign_run", "campaign_status", "plan_show", "approve", "gate",
-         "report_render", "publish_to_lake"}
+TOOLS = {"evidence_init", "campaign_init", "campaign_validate", "campaign_run", "campaign_status", "plan_show",
+         "approve", "gate", "report_render", "publish_to_lake", "perf_tune_report_campaign_init",
+         "perf_tune_report_campaign_run", "perf_tune_report_publish_to_lake"}
 BUCKET = "specdec-lake"
 RUN_TIMEOUT_S = 150
 
@@ -245,3 +246,99 @@ async def _until_published(client: Client, run_id: str) -> dict[str, Any]:
             return status
         await asyncio.sleep(1.0)
     raise AssertionError(f"run {run_id} did not publish its report within {RUN_TIMEOUT_S} s: {status}")
+
+
+# --- the workflow document, verbatim: its tool names, its `args` call shape, a canonical matrix file ------------
+
+WORKFLOW_TOOLS = {"perf_tune_report_campaign_init", "perf_tune_report_campaign_run", "perf_tune_report_publish_to_lake"}
+
+
+def _canonical(tmp_path: Path, target: Path) -> Path:
+    """The cheapest real canonical matrix: the standing cell and an ngram candidate on the stand-in server (its
+    command is a wrapper, so each cell declares its serving config in specdec's keys), named shapes (no training)."""
+    from tests.support.campaigns import fake_serve
+
+    data = yaml.safe_load((ROOT / "infra/examples/canonical-campaign.yaml").read_text())
+    data["target"]["checkpoint"] = str(target)
+    data["load"] = {"num_prompts": 4, "warmup_requests": 1, "max_output_tokens": 12}
+    data["publish"] = {"target": f"file://{tmp_path / 'service-lake'}"}
+    for cell in data["cells"]:
+        spec = {"method": "ngram", "num_speculative_tokens": 3} if cell["cell_id"] != "standing" else None
+        cell["concurrencies"] = [1]
+        cell["serving"] = {"graph_mode": "eager", "speculative": spec}
+        cell["vllm_sweep"] = {"serve_cmd": fake_serve(spec is not None)}
+        cell.pop("tensor_parallel", None)
+        cell.pop("quant", None)
+    path = tmp_path / "matrix.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_an_agent_follows_the_workflow_document_verbatim(
+    settings: RuntimeSettings, settings_env: dict[str, str], toy_target: Path, tmp_path: Path,
+) -> None:
+    started = time.monotonic()
+    topology = Topology(redis_url=settings.redis_url, prefix=settings.stream_prefix, root=tmp_path)
+    topology.start_all()
+    try:
+        asyncio.run(_document(settings, settings_env, toy_target, tmp_path, topology))
+    finally:
+        topology.stop()
+        drop_keys(settings.redis_url, settings.stream_prefix)
+    print(f"workflow document: {time.monotonic() - started:.1f} s")
+
+
+async def _document(settings: RuntimeSettings, env: dict[str, str], target: Path, tmp_path: Path,
+                    topology: Topology) -> None:
+    matrix = _canonical(tmp_path, target)
+    run_id = f"doc-{uuid.uuid4().hex[:10]}"
+    (tmp_path / "logs").mkdir(exist_ok=True)
+    params = StdioServerParameters(command=sys.executable, args=SERVER_ARGV, env=env, cwd=str(ROOT))
+    with (tmp_path / "logs" / "mcp-server.log").open("w") as errlog:
+        async with Client(stdio_client(params, errlog=errlog), read_timeout_seconds=120) as client:
+            assert WORKFLOW_TOOLS <= {tool.name for tool in (await client.list_tools()).tools}
+            help_text = (await _call(client, "perf_tune_report_campaign_run", args=["--help"]))["help"]
+            assert "--dry-run" in help_text and "--campaign" in help_text
+
+            # 1. Create one identity.
+            made = await _call(client, "evidence_init", args=["--family", "toy-llama", "--intent",
+                                                               "does ngram pay on the toy target", "--run-id", run_id])
+            bundle = made["bundle_path"]
+            assert made["run_id"] == run_id and "perf_tune_report_campaign_init" in made["next_step"]
+            # 2. Initialise the campaign with the required config.
+            init = await _call(client, "perf_tune_report_campaign_init", args=[
+                "--config", str(matrix), "--experiment-id", run_id, "--family", "toy-llama", "--evidence-bundle", bundle])
+            assert init["run_id"] == run_id and init["bundle"] == bundle and "--dry-run" in init["next_step"]
+            # An acknowledgement inside raw args is refused; nothing ran.
+            refused = await _refused(client, "perf_tune_report_campaign_run", args=[
+                "--config", str(matrix), "--campaign", run_id, "--i-understand-this-mutates-cluster"])
+            assert "acknowledgement" in refused
+            assert leftovers(run_id) == [] and topology.events(run_id) == []
+            # 3. Dry run: plans returned with their hashes, nothing executed, no server started.
+            dry = await _call(client, "perf_tune_report_campaign_run",
+                              args=["--config", str(matrix), "--campaign", bundle, "--dry-run"])
+            assert dry["dry_run"] and [p["step"] for p in dry["plans"]] == ["bench"], dry
+            plan = dry["plans"][0]
+            assert {"launches", "deployment_changes", "warmup", "cleanup", "load"} <= set(plan["document"])
+            topology.settle(run_id, quiet_s=2.0)
+            assert leftovers(run_id) == [], "a server started before the live call"
+            # 4. Live, with the structured field: exactly the plan the dry run returned.
+            live = await _call(client, "perf_tune_report_campaign_run", args=["--config", str(matrix), "--campaign",
+                                                                              run_id], i_understand_this_mutates_cluster=True)
+            assert live["approved_sha256s"] == [plan["sha256"]] and not live["dry_run"]
+            # 5. The decision.
+            status = await _until_published(client, run_id)
+            assert not status["halted"], status
+            assert (Path(bundle) / "gate/DECISION.json").is_file()
+            # 6. Publish: a dry run first, then live to a file:// lake with the typed field for that call.
+            lake = tmp_path / "lake"
+            dry_pub = await _call(client, "perf_tune_report_publish_to_lake",
+                                  args=["--campaign", run_id, "--target", f"file://{lake}", "--dry-run"])
+            assert dry_pub["dry_run"] and not lake.exists()
+            pub = await _call(client, "perf_tune_report_publish_to_lake", args=["--campaign", run_id, "--target",
+                                                                               f"file://{lake}"],
+                              i_understand_this_publishes_externally=True)
+            assert not pub["dry_run"] and (lake / run_id).is_dir(), pub
+    # The intent is evidence: in the bundle, and in the report.
+    assert "does ngram pay" in (Path(bundle) / "intent.json").read_text()
+    assert "does ngram pay on the toy target" in (Path(bundle) / "report/report.md").read_text()

@@ -77,6 +77,13 @@ def _spies(calls: list[tuple[str, Any, Any]]) -> dict[str, Callable[..., Any]]:
     async def connect(settings: Any = None):
         yield _FakeCli(calls)
 
+    def verb(name: str) -> Callable[..., Any]:
+        # A workflow verb's parsed arguments are a Namespace: recorded field by field.
+        async def coro(session: Any, args: Any, **kwargs: Any) -> Any:
+            calls.append((name, [_plain(vars(args))], {k: _plain(v) for k, v in sorted(kwargs.items())}))
+            return mock.Mock(**{"model_dump_json.return_value": "{}"})
+        return coro
+
     return {
         "services.app.context.connect": connect,
         "services.app.submit.submit": record("submit", "toy-run", is_async=True),
@@ -101,6 +108,10 @@ def _spies(calls: list[tuple[str, Any, Any]]) -> dict[str, Callable[..., Any]]:
         "services.profiler.profile.profile_shapes": record("profile_shapes", through=profiler.profile_shapes),
         "services.corpus.build.build_corpus": record("build_corpus", through=corpus_build.build_corpus),
         "services.app.gate.decide": record("decide", through=services.gate.decide),
+        "services.app.verb_calls.evidence_init": verb("evidence_init"),
+        "services.app.verb_calls.campaign_init": verb("campaign_init"),
+        "services.app.verb_calls.campaign_run": verb("campaign_run"),
+        "services.app.verb_calls.publish": verb("publish_to_lake"),
         "services.app.validate.validate": record("validate", mock.Mock(accepted=True, cells=[], warnings=[],
                                                                         campaign="a.yaml", **{"model_dump_json.return_value": "{}"})),
     }
@@ -280,6 +291,7 @@ def _specdec_checks(ctx: Ctx) -> dict[str, tuple[list[str], list[str]]]:
         "submit --experiment-id": (["submit", "a.yaml"], ["submit", "a.yaml", "--experiment-id", "my-run-7"]),
         "mcp <args>": (["mcp"], ["mcp", "--http"]),
         "validate <campaign>": (["validate", "a.yaml"], ["validate", "b.yaml"]),
+        **_verb_checks(swap),
         "validate --json": (["validate", "a.yaml"], ["validate", "a.yaml", "--json"]),
         "approve <run_id>": (["approve", RUN], ["approve", OTHER_RUN]),
         "approve --i-understand-this-mutates-cluster": (["approve", RUN],
@@ -341,6 +353,32 @@ def _specdec_checks(ctx: Ctx) -> dict[str, tuple[list[str], list[str]]]:
         "bench plan --json": (["bench", "plan", RUN], ["bench", "plan", RUN, "--json"]),
         "training plan <run_id>": (["training", "plan", RUN], ["training", "plan", OTHER_RUN]),
         "training plan --json": (["training", "plan", RUN], ["training", "plan", RUN, "--json"]),
+    }
+
+
+def _verb_checks(swap: Callable[[list[str], str, str], list[str]]) -> dict[str, tuple[list[str], list[str]]]:
+    """The workflow's verbs (services/app/verbs.py): each argument reaches the verb's call."""
+    ev = ["evidence-init", "--family", "toy-llama"]
+    ci = ["campaign-init", "--config", "a.yaml", "--experiment-id", "my-run-7", "--family", "toy-llama"]
+    cr = ["campaign-run", "--config", "a.yaml", "--campaign", "my-run-7"]
+    pl = ["publish-to-lake", "--campaign", "my-run-7"]
+    return {
+        "evidence-init --family": (ev, swap(ev, "--family", "other")),
+        "evidence-init --intent": (ev, [*ev, "--intent", "does ngram pay"]),
+        "evidence-init --run-id": (ev, [*ev, "--run-id", "my-run-7"]),
+        "campaign-init --config": (ci, swap(ci, "--config", "b.yaml")),
+        "campaign-init --experiment-id": (ci, swap(ci, "--experiment-id", "my-run-8")),
+        "campaign-init --family": (ci, swap(ci, "--family", "other")),
+        "campaign-init --evidence-bundle": (ci, [*ci, "--evidence-bundle", "bundles/my-run-7"]),
+        "campaign-run --config": (cr, swap(cr, "--config", "b.yaml")),
+        "campaign-run --campaign": (cr, swap(cr, "--campaign", "my-run-8")),
+        "campaign-run --dry-run": (cr, [*cr, "--dry-run"]),
+        "campaign-run --i-understand-this-mutates-cluster": (cr, [*cr, "--i-understand-this-mutates-cluster"]),
+        "publish-to-lake --campaign": (pl, swap(pl, "--campaign", "my-run-8")),
+        "publish-to-lake --target": (pl, [*pl, "--target", "file:///tmp/lake"]),
+        "publish-to-lake --dry-run": (pl, [*pl, "--dry-run"]),
+        "publish-to-lake --publish-draft": (pl, [*pl, "--publish-draft", "reviewed by hand"]),
+        "publish-to-lake --i-understand-this-publishes-externally": (pl, [*pl, "--i-understand-this-publishes-externally"]),
     }
 
 

@@ -10,6 +10,7 @@ named argument only.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import logging
@@ -44,6 +45,9 @@ BASE: dict[str, dict[str, Any]] = {
     "gate": {"run_id": RUN},
     "report_render": {"run_id": RUN},
     "publish_to_lake": {"run_id": RUN},
+    "perf_tune_report_campaign_init": {"args": ["--config", "a.yaml", "--experiment-id", RUN, "--family", "toy-llama"]},
+    "perf_tune_report_campaign_run": {"args": ["--config", "a.yaml", "--campaign", RUN]},
+    "perf_tune_report_publish_to_lake": {"args": ["--campaign", RUN]},
 }
 
 # `mcp <tool>.<argument>` -> the value the changed call gives it (beside the base, or instead of it).
@@ -72,6 +76,12 @@ CHANGES: dict[str, Any] = {
     "publish_to_lake.target": "file:///tmp/lake",
     "publish_to_lake.i_understand_this_publishes_externally": True,
     "publish_to_lake.draft_override": {"reason": "a reviewed exploratory run"},
+    "evidence_init.args": ["--family", "toy-llama", "--intent", "does ngram pay"],
+    "perf_tune_report_campaign_init.args": ["--config", "b.yaml", "--experiment-id", RUN, "--family", "toy-llama"],
+    "perf_tune_report_campaign_run.args": ["--config", "a.yaml", "--campaign", RUN, "--dry-run"],
+    "perf_tune_report_campaign_run.i_understand_this_mutates_cluster": True,
+    "perf_tune_report_publish_to_lake.args": ["--campaign", OTHER],
+    "perf_tune_report_publish_to_lake.i_understand_this_publishes_externally": True,
 }
 
 # The use cases the tools call, by the name the tools reach them through.
@@ -80,6 +90,8 @@ _USE_CASES = [
     "services.mcp.tools.validate", "services.app.ops.status", "services.app.ops.approve",
     "services.app.ops.approve_plans", "services.app.plans.show_plan", "services.app.gate.decide_run",
     "services.app.report.render", "services.app.report.publish",
+    "services.app.verb_calls.evidence_init", "services.app.verb_calls.campaign_init",
+    "services.app.verb_calls.campaign_run", "services.app.verb_calls.publish",
 ]
 
 
@@ -93,6 +105,8 @@ def checks() -> dict[str, tuple[str, dict[str, Any], dict[str, Any]]]:
 
 
 def _plain(value: Any) -> Any:
+    if isinstance(value, argparse.Namespace):  # a workflow verb's parsed args
+        return _plain(vars(value))
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     if isinstance(value, dict):

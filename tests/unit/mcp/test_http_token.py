@@ -32,6 +32,10 @@ MUTATING: dict[str, dict[str, Any]] = {
     "approve": {"run_id": "tok-run-c", "i_understand_this_mutates_cluster": True},
     "report_render": {"run_id": "tok-run-c"},
     "publish_to_lake": {"run_id": "tok-run-c", "target": "file://published"},
+    "perf_tune_report_campaign_init": {"args": ["--config", str(EXAMPLE), "--experiment-id", "tok-run-d",
+                                                "--family", "toy-llama"]},
+    "perf_tune_report_campaign_run": {"args": ["--config", str(EXAMPLE), "--campaign", "tok-run-d", "--dry-run"]},
+    "perf_tune_report_publish_to_lake": {"args": ["--campaign", "tok-run-d", "--target", "file://published"]},
 }
 
 

@@ -16,7 +16,7 @@ from tests.unit.mcp.test_tools import EXAMPLE, _ok, _refused, _streams, serving
 async def test_every_tool_schema_forbids_additional_properties(settings):
     async with serving(settings) as client:
         tools = (await client.list_tools()).tools
-        assert len(tools) == 10
+        assert len(tools) == 13  # the ten typed tools and the workflow's three args-shaped verbs
         loose = sorted(t.name for t in tools if t.input_schema.get("additionalProperties") is not False)
         assert loose == [], f"tools whose input schema allows undeclared arguments: {loose}"
 
