@@ -109,4 +109,5 @@ def routes(resources: dict) -> list[Route]:
     async def handle(event: Event, ctx: StepContext) -> list[Event]:
         return [gate_run(bundle, event, producer=f"{NAME}/{ctx.settings.instance}")]
 
-    return [Route("bench.completed", handle, failure_step="gate"), Route("gate.requested", handle, failure_step="gate")]
+    return [Route("bench.completed", handle, failure_step="gate", outputs=("gate.decided",)),
+            Route("gate.requested", handle, failure_step="gate", outputs=("gate.decided",))]
