@@ -233,7 +233,7 @@ def _launch_template(declared: list[str], parsed: vllm_cli.ParsedServe, *, base:
     rewrites: list[Rewrite] = []
     model = parsed.model
     for name, placeholder in (("--host", "{host}"), ("--port", "{port}")):
-        at = _option_value(declared, name)
+        at = vllm_cli.option_value(declared, name)
         if at is None:
             template += [name, placeholder]
             rewrites.append(Rewrite(position=len(declared), declared=None, launched=f"{name} {placeholder}",
@@ -259,17 +259,6 @@ def _launch_template(declared: list[str], parsed: vllm_cli.ParsedServe, *, base:
                                         why="a relative model path resolves from where submit ran"))
                 template[index] = _literal(f"--model={absolute}")
     return template, rewrites
-
-
-def _option_value(argv: list[str], name: str) -> tuple[int, bool] | None:
-    """(index of the value token, whether it is inline `--name=value`) of the last occurrence, or None."""
-    found = None
-    for index, token in enumerate(argv):
-        if token == name and index + 1 < len(argv):
-            found = (index + 1, False)
-        elif token.startswith(name + "="):
-            found = (index, True)
-    return found
 
 
 def _literal(token: str) -> str:

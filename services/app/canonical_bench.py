@@ -70,7 +70,7 @@ def bench_command(cell: CanonicalCell, *, where: str, base: Path, literal: Any) 
     rewrites: list[Rewrite] = []
 
     def replace(flag: str, placeholder: str, why: str, *, append: bool = True) -> None:
-        at = _option_value(declared, flag)
+        at = vllm_cli.option_value(declared, flag)
         if at is None:
             if append:
                 template.extend([flag, placeholder])
@@ -84,15 +84,15 @@ def bench_command(cell: CanonicalCell, *, where: str, base: Path, literal: Any) 
             template[index] = launched
 
     address = "specdec starts each cell's server on a port of its own and points the bench at it"
-    if _option_value(declared, "--base-url") is not None:
+    if vllm_cli.option_value(declared, "--base-url") is not None:
         replace("--base-url", "{base_url}", address)
     else:
         replace("--host", "{host}", address, append=False)
         replace("--port", "{port}", address, append=False)
-        if _option_value(declared, "--host") is None and _option_value(declared, "--port") is None:
+        if vllm_cli.option_value(declared, "--host") is None and vllm_cli.option_value(declared, "--port") is None:
             replace("--base-url", "{base_url}", address)
     given = args.get("max_concurrency")
-    literal_levels = _option_value(declared, "--max-concurrency") is not None and "{concurrency}" not in " ".join(declared)
+    literal_levels = vllm_cli.option_value(declared, "--max-concurrency") is not None and "{concurrency}" not in " ".join(declared)
     if literal_levels and levels != [given]:
         problems.append(f"{where} runs --max-concurrency {given}, but the cell measures concurrency levels {levels}, "
                         "one window each: write --max-concurrency {concurrency}")
@@ -137,16 +137,6 @@ def dataset_label(args: dict[str, Any]) -> str:
         return f"vllm-bench:random(in={args.get('random_input_len')},out={args.get('random_output_len')})"
     path = args.get("dataset_path")
     return f"vllm-bench:{name}" + (f"({Path(str(path)).name})" if path else "")
-
-
-def _option_value(argv: list[str], name: str) -> tuple[int, bool] | None:
-    found = None
-    for index, token in enumerate(argv):
-        if token == name and index + 1 < len(argv):
-            found = (index + 1, False)
-        elif token.startswith(name + "="):
-            found = (index, True)
-    return found
 
 
 def _sample(token: str) -> str:

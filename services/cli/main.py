@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from contracts.inputs import STEP_INPUTS
 from contracts.steps import STEPS
-from services.runtime.errors import SpecdecError
+from services.runtime.errors import SpecdecError, invalid_input
 from services.runtime.settings import RuntimeSettings
 
 # Offline commands of the step services register themselves when built.
@@ -244,8 +244,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"specdec: {exc}", file=sys.stderr)
         return 2
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors())
-        print(f"specdec: invalid input: {problems}", file=sys.stderr)
+        print(f"specdec: {invalid_input(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

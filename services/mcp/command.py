@@ -17,7 +17,7 @@ import sys
 
 from pydantic import ValidationError
 
-from services.runtime.errors import ConfigurationError, SpecdecError
+from services.runtime.errors import ConfigurationError, SpecdecError, invalid_input
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8391
@@ -66,8 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"specdec mcp: {exc}", file=sys.stderr)
         return 2
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors())
-        print(f"specdec mcp: invalid input: {problems}", file=sys.stderr)
+        print(f"specdec mcp: {invalid_input(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -40,7 +40,7 @@ from services.mcp.deps import Deps
 from services.mcp.models import PlanShown
 from services.publisher.outbox import DraftOverride
 from services.publisher.publish import Publication
-from services.runtime.errors import ConfigurationError, SpecdecError
+from services.runtime.errors import ConfigurationError, SpecdecError, invalid_input
 
 ArgsArg = Annotated[list[str] | None, Field(
     description="The workflow's call shape: the verb's command-line arguments, parsed as `specdec <verb>` parses them "
@@ -70,12 +70,6 @@ def refuse_ack_tokens(arguments: dict[str, Any]) -> None:
     argument; braces are escaped first so that only the acknowledgement rule applies, not the placeholder one."""
     for text in _strings(arguments):
         check_token(text.replace("{", "{{").replace("}", "}}"))
-
-
-def invalid_input(exc: ValidationError) -> str:
-    """The CLI's wording of a validation error (services/cli/main.py)."""
-    problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors())
-    return f"invalid input: {problems}"
 
 
 def strict(tool: Tool) -> Tool:

