@@ -31,7 +31,13 @@ CHECKED_FIELDS: tuple[str, ...] = (
     "speculative_method",
     "num_speculative_tokens",
     "draft_model",
+    "prompt_lookup_min",
+    "prompt_lookup_max",
+    "draft_tensor_parallel_size",
 )
+# Speculative keys the engine's resolved-config line does not state: read from what the API server received
+# after any wrapper (its "non-default args" line), else unverifiable (docs/bench-runner.md).
+RECEIVED_SPECULATIVE_KEYS: tuple[str, ...] = ("prompt_lookup_min", "prompt_lookup_max", "draft_tensor_parallel_size")
 
 
 class EffectiveConfig(Strict):
@@ -49,6 +55,10 @@ class EffectiveConfig(Strict):
     num_speculative_tokens: int | None = Field(description="Tokens proposed per step (k); None without speculation.")
     draft_model: str | None = Field(description="Draft model of a draft_model/eagle config; None otherwise.")
     sources: list[str] = Field(description="Where each value was read (log line, /v1/models), for the evidence.")
+    received_speculative: dict[str, Any] | None = Field(
+        default=None, description="The speculative config the API server received (its 'non-default args' line, "
+        "after any wrapper): where prompt_lookup_min/max and draft_tensor_parallel_size are read; None when the log "
+        "has no such line, {} when no speculative config was passed.")
 
 
 class FieldCheck(Strict):
@@ -58,6 +68,9 @@ class FieldCheck(Strict):
     declared: Any = Field(description="The cell's declared value; None when the cell does not declare it.")
     effective: Any = Field(description="What the engine reports; None when it does not say.")
     ok: bool = Field(description="True when the engine runs what was declared (or nothing was declared).")
+    unverifiable: bool = Field(default=False, description="True when the engine states the declared value nowhere: "
+                               "the field is shown as unverifiable, never as checked (ok stays true: nothing "
+                               "contradicts it).")
 
 
 class EngineCheck(Strict):

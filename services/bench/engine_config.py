@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import json
 import os
 import re
 import time
@@ -35,7 +36,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from contracts.engine import CHECKED_FIELDS, EffectiveConfig, EngineCheck, FieldCheck
+from contracts.engine import CHECKED_FIELDS, RECEIVED_SPECULATIVE_KEYS, EffectiveConfig, EngineCheck, FieldCheck
 from services.bench.errors import ServingError
 from services.bench.plan_types import CellPlan
 
@@ -212,8 +213,30 @@ def effective_config(log: EngineLog, models: dict[str, Any] | None, *, log_name:
         speculative_method=None if spec is None else spec.get("method"),
         num_speculative_tokens=None if spec is None else _int(spec.get("num_spec_tokens")),
         draft_model=None if spec is None else spec.get("model"),
-        sources=sources,
+        sources=sources + [_received_source(log)],
+        received_speculative=_received_speculative(log),
     )
+
+
+def _received_speculative(log: EngineLog) -> dict[str, Any] | None:
+    """The speculative config the API server received, as its 'non-default args' line echoes it."""
+    if log.non_default_args is None:
+        return None
+    given = log.non_default_args.get("speculative_config")
+    if isinstance(given, str):  # passed through as the JSON text
+        try:
+            given = json.loads(given)
+        except ValueError:
+            return {}
+    return dict(given) if isinstance(given, dict) else {}
+
+
+def _received_source(log: EngineLog) -> str:
+    keys = ", ".join(RECEIVED_SPECULATIVE_KEYS)
+    if log.non_default_args is None:
+        return f"{keys}: unverifiable (the log has no 'non-default args' line, and the config line does not state them)"
+    return (f"{keys}: the API server's 'non-default args' line (what it received after any wrapper; the engine's "
+            "config line does not state them)")
 
 
 def _quantization(value: str | None) -> str | None:
@@ -316,8 +339,18 @@ def compare(declared: Declared, effective: EffectiveConfig) -> list[FieldCheck]:
         "draft_model": (draft, effective.draft_model,
                         draft is None or normalize_model(draft) == normalize_model(effective.draft_model)),
     }
-    return [FieldCheck(field=name, declared=rows[name][0], effective=rows[name][1], ok=rows[name][2])
-            for name in CHECKED_FIELDS]
+    unverifiable: set[str] = set()
+    for key in RECEIVED_SPECULATIVE_KEYS:
+        want = spec.get(key)
+        if effective.received_speculative is None:
+            rows[key] = (want, None, True)
+            if want is not None:
+                unverifiable.add(key)
+        else:
+            got = effective.received_speculative.get(key)
+            rows[key] = (want, got, want is None or _int(got) == _int(want))
+    return [FieldCheck(field=name, declared=rows[name][0], effective=rows[name][1], ok=rows[name][2],
+                       unverifiable=name in unverifiable) for name in CHECKED_FIELDS]
 
 
 def engine_check(cell_id: str, launch: int, declared: Declared, effective: EffectiveConfig) -> EngineCheck:

@@ -186,15 +186,17 @@ def _engine(data: CampaignData) -> Section:
             if c is None:
                 rows.append((row.cell_id, launch, name, "-", "not read back", "-", row.path or "-"))
             else:
+                verdict = "UNVERIFIABLE" if c.unverifiable else "ok" if c.ok else "MISMATCH"
                 rows.append((row.cell_id, launch, name, _val(c.declared, "not declared"), _val(c.effective, "not reported"),
-                             "ok" if c.ok else "MISMATCH", row.path or "-"))
+                             verdict, row.path or "-"))
     if not rows:
         return Section("engine", "Engine read-back: declared and effective serving config",
                        (Paragraph(("No launch in this bundle.",)),))
     return Section("engine", "Engine read-back: declared and effective serving config", (
         Paragraph(("What each launch's engine reported it runs (its start-up config and /v1/models), beside what the "
                    "cell declared; a mismatch fails the cell. 'not read back': the launch has no read-back, so what "
-                   "it served is unverified.",)),
+                   "it served is unverified; 'UNVERIFIABLE': the engine states that declared value nowhere (the "
+                   "lookup sizes come from what the API server received), so it is not counted as checked.",)),
         Table(("cell", "launch", "field", "declared", "effective", "check", "read-back file"), tuple(rows),
               identity_column=False),
     ))

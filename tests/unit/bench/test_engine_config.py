@@ -160,12 +160,15 @@ def test_dtype_auto_matches_any_resolved_dtype_an_explicit_one_must_equal_it():
 
 def test_speculation_must_run_exactly_as_declared():
     # Declared but not running (an operator command that dropped --speculative-config).
+    # The lookup sizes were not received either (the API server's non-default args line shows no speculative config).
     assert bad(check(cell(spec=NGRAM), "eager-no-spec")) == {
-        "speculative_method": ("ngram", "none"), "num_speculative_tokens": (3, None)}
+        "speculative_method": ("ngram", "none"), "num_speculative_tokens": (3, None),
+        "prompt_lookup_min": (2, None), "prompt_lookup_max": (4, None)}
     # Running but not declared.
     assert bad(check(cell(), "ngram-k3")) == {"speculative_method": ("none", "ngram"), "num_speculative_tokens": (None, 3)}
     # Another method, another k, another draft.
-    assert bad(check(cell(spec=NGRAM), "draft-model-k3")) == {"speculative_method": ("ngram", "draft_model")}
+    assert bad(check(cell(spec=NGRAM), "draft-model-k3")) == {
+        "speculative_method": ("ngram", "draft_model"), "prompt_lookup_min": (2, None), "prompt_lookup_max": (4, None)}
     assert bad(check(cell(spec={**NGRAM, "num_speculative_tokens": 5}), "ngram-k3")) == {
         "num_speculative_tokens": (5, 3)}
     assert bad(check(cell(spec={**DRAFT_K3, "model": "/elsewhere/draft"}), "draft-model-k3")) == {
@@ -230,3 +233,23 @@ async def test_a_log_that_never_shows_the_config_line_fails_naming_what_is_missi
 def test_compare_covers_every_checked_field_once():
     rows = compare(declared_of(cell(), max_model_len=512), fixture("eager-no-spec"))
     assert [row.field for row in rows] == list(CHECKED_FIELDS)
+
+
+def test_lookup_sizes_are_checked_against_what_the_api_server_received():
+    """The engine's config line says method, k and draft only: a wrapper that rewrites prompt_lookup_max 4 -> 2
+    and prompt_lookup_min 2 -> 1 is caught from the API server's own 'non-default args' line."""
+    text = (FIXTURES / "ngram-k3.log").read_text()
+    models = json.loads((FIXTURES / "ngram-k3.models.json").read_text())
+    assert "'prompt_lookup_max': 4" in text and "'prompt_lookup_min': 2" in text  # what vLLM 0.32.0 really logged
+    log = read_log(text.replace("'prompt_lookup_max': 4", "'prompt_lookup_max': 2")
+                   .replace("'prompt_lookup_min': 2", "'prompt_lookup_min': 1"))
+    found = engine_check("c", 0, declared_of(cell(spec=NGRAM), max_model_len=512), effective_config(log, models))
+    assert {(c.field, c.declared, c.effective) for c in found.mismatches} == {
+        ("prompt_lookup_max", 4, 2), ("prompt_lookup_min", 2, 1)}
+    assert "prompt_lookup_max: declared 4, effective 2" in mismatch_reason(found)
+    # Without that line the sizes are unverifiable: shown so, never passed as checked, and no cell fails on them.
+    silent = read_log("\n".join(line for line in text.splitlines() if "non-default args" not in line))
+    found = engine_check("c", 0, declared_of(cell(spec=NGRAM), max_model_len=512), effective_config(silent, models))
+    rows = {c.field: c for c in found.checks}
+    assert rows["prompt_lookup_max"].unverifiable and rows["prompt_lookup_max"].ok
+    assert not rows["speculative_method"].unverifiable
