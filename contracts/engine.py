@@ -60,6 +60,19 @@ class EffectiveConfig(Strict):
         "after any wrapper): where prompt_lookup_min/max and draft_tensor_parallel_size are read; None when the log "
         "has no such line, {} when no speculative config was passed.")
 
+    # The received keys, read like every other checked field (getattr(effective, field) for CHECKED_FIELDS).
+    @property
+    def prompt_lookup_min(self) -> Any:
+        return (self.received_speculative or {}).get("prompt_lookup_min")
+
+    @property
+    def prompt_lookup_max(self) -> Any:
+        return (self.received_speculative or {}).get("prompt_lookup_max")
+
+    @property
+    def draft_tensor_parallel_size(self) -> Any:
+        return (self.received_speculative or {}).get("draft_tensor_parallel_size")
+
 
 class FieldCheck(Strict):
     """One declared field against its effective value."""

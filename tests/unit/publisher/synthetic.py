@@ -34,6 +34,7 @@ from services.gate.app import gate_run
 from services.gate.simulate import identity, spec_counters, trial_result
 from services.profiler.profile import profile_shapes
 from services.runtime.bundle import BundleStore
+from tests.support.campaigns import without_trainer
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "infra/examples/campaign.yaml"
@@ -98,6 +99,8 @@ def campaign(spec: Spec) -> Campaign:
     raw["acknowledgements"]["i_understand_this_publishes_externally"] = spec.acknowledged
     raw["publish"]["target"] = spec.publish_target
     raw["gate"]["guards"] = list(spec.guards)
+    if not any((c["serving"].get("speculative") or {}).get("model") == "{training.output}" for c in cells):
+        without_trainer(raw)  # nothing trains: a trainer would be refused
     return Campaign.model_validate(raw)
 
 
@@ -163,7 +166,8 @@ def _engine_checks(bundle: BundleStore, run_id: str, spec: Spec, ngram: Speculat
                     "graph_mode": "eager", "max_num_seqs": 8, "max_model_len": 2048,
                     "speculative_method": speculative.method if speculative else None,
                     "num_speculative_tokens": speculative.num_speculative_tokens if speculative else None,
-                    "draft_model": None}
+                    "draft_model": None, "prompt_lookup_min": None, "prompt_lookup_max": None,
+                    "draft_tensor_parallel_size": None}
         checks = []
         for name in CHECKED_FIELDS:
             value = getattr(effective, name)
