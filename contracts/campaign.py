@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SerializerFunctionWrapHandler, field_validator, model_serializer, model_validator
 
 from contracts.argv import ArgvTemplate
 from contracts.envelope import Key, Strict
@@ -23,6 +23,8 @@ GATE_MIN_TRIALS_CAMPAIGN = 3
 # The smallest relative change the gate counts as one, in % (docs/gate.md "Minimum effect": the known-truth
 # simulation in tests/perf/bench_sequential.py meets its targets at 1 % and 1.5 %, misses power at 2 %).
 DEFAULT_MIN_EFFECT_PCT = 1.0
+# gate.max_trials: the most trials per arm a campaign's rounds may ask for.
+MAX_TRIALS_CAP = 100
 # The label of prompts drawn from the corpus's heldout split (a campaign with traffic).
 HELDOUT_SHAPE = "corpus-heldout"
 
@@ -33,6 +35,8 @@ Scheduler = Literal["local", "slurm", "kubernetes"]
 # The steps that change the cluster and so pass the review point (services/runtime/review.py).
 ReviewedStep = Literal["training", "bench"]
 REVIEWED_STEPS: tuple[str, ...] = ("training", "bench")
+# The speculative model that names the draft this campaign trains.
+TRAINED_DRAFT = "{training.output}"
 OBJECTIVE_RE = re.compile(
     r"^(ttft|tpot|itl|e2el|output_throughput|acceptance_rate|acceptance_length)(:(mean|median|p[0-9]{1,2}(\.[0-9]+)?))?$"
 )
@@ -83,7 +87,7 @@ class SpeculativeConfig(Strict):
 
     @property
     def needs_training(self) -> bool:
-        return self.model == "{training.output}"
+        return self.model == TRAINED_DRAFT
 
 
 class TrafficFile(Strict):
@@ -148,7 +152,11 @@ Builtin = Literal["builtin"]
 class Commands(Strict):
     """The operator's commands. serve, bench and eval must be set, to an argv or to 'builtin'."""
 
-    train: TrainCommand | None = Field(default=None, description="Trainer; required unless traffic is shapes-only.")
+    train: TrainCommand | None = Field(
+        default=None,
+        description="Trainer; required when a cell serves '{training.output}' (traffic campaigns only), refused when "
+        "none does (nothing would run it).",
+    )
     serve: ArgvCommand | Builtin | None = Field(default=None, description="Serve command, or 'builtin' (vLLM's OpenAI server).")
     bench: ArgvCommand | Builtin | None = Field(default=None, description="Bench command, or 'builtin' (specdec's load generator).")
     eval: ArgvCommand | Builtin | None = Field(default=None, description="Eval command, or 'builtin' (agreement with the standing cell).")
@@ -357,6 +365,30 @@ class GateSpec(Strict):
         "on this target and hardware: widens every interval by this much on both sides. 0 (the default) when "
         "none was measured.",
     )
+    max_trials: int | None = Field(
+        default=None, ge=GATE_MIN_TRIALS, le=MAX_TRIALS_CAP,
+        description="Sequential rounds: the most trials per arm and concurrency level the bench may run (a hard "
+        "ceiling on server time, in the approved plan). The bench runs min_trials, then one more trial per arm "
+        "and level each round until every level is decided or this cap; every cell must then be warm-interleaved "
+        "and run min_trials as its `trials`. None (the default): each cell runs its fixed `trials`.",
+    )
+
+    @model_validator(mode="after")
+    def _check_max_trials(self) -> GateSpec:
+        if self.max_trials is not None and self.max_trials < self.min_trials:
+            raise ValueError(
+                f"gate.max_trials {self.max_trials} is below gate.min_trials {self.min_trials}: the cap must allow "
+                "the minimum trials per arm; raise gate.max_trials or remove it"
+            )
+        return self
+
+    @model_serializer(mode="wrap")
+    def _without_absent_max_trials(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A campaign without a cap stores (and a decision echoes) its gate spec byte for byte as before the field.
+        data = handler(self)
+        if data.get("max_trials") is None:
+            data.pop("max_trials", None)
+        return data
 
     @field_validator("min_trials")
     @classmethod
@@ -478,13 +510,14 @@ class SourceRevisions(Strict):
 
     target: str | None = Field(
         default=None,
-        description="Revision of the target checkpoint: enters the training input key; with traffic.shapes (nothing "
-        "trained) a provenance label only, accepted but inert (contracts/inert.py).",
+        description="Revision of the target checkpoint: enters the training input key; where nothing is trained "
+        "(traffic.shapes, or no cell serves '{training.output}') a provenance label only, accepted but inert "
+        "(contracts/inert.py).",
     )
     trainer: str | None = Field(
         default=None,
-        description="Revision of the operator's trainer: enters the training input key; refused with traffic.shapes "
-        "(nothing is trained).",
+        description="Revision of the operator's trainer: enters the training input key; refused where nothing is "
+        "trained (traffic.shapes, or no cell serves '{training.output}').",
     )
     serving: str | None = Field(default=None, description="Revision of the serving stack.")
     specdec: str | None = Field(default=None, description="specdec's own revision; filled in at submit.")
@@ -514,6 +547,16 @@ class Campaign(Strict):
     @property
     def shapes_only(self) -> bool:
         return isinstance(self.traffic, TrafficShapes)
+
+    @property
+    def trains_nothing(self) -> bool:
+        """True when no training can run: named shapes, or an inline matrix no cell of which serves the
+        trained draft. A matrix still given as a path is unknown here (False): submit inlines it and validates again."""
+        if self.shapes_only:
+            return True
+        return isinstance(self.matrix, Matrix) and not any(
+            cell.serving.speculative is not None and cell.serving.speculative.needs_training for cell in self.matrix.cells
+        )
 
     @model_validator(mode="after")
     def _check_complete(self) -> Campaign:
@@ -570,6 +613,32 @@ class Campaign(Strict):
         return self
 
     @model_validator(mode="after")
+    def _check_unused_trainer(self) -> Campaign:
+        # With traffic but no cell serving `{training.output}`, the trainer-proxy records training as skipped:
+        # a trainer and what only a training reads would be accepted and ignored (DESIGN.md, principle 1).
+        # Shapes campaigns are _check_shapes_only's and _check_review's (same fields, their own reason).
+        if self.shapes_only or not self.trains_nothing:
+            return self
+        why = f"no cell serves the draft this campaign trains (speculative model {TRAINED_DRAFT!r}), so nothing trains"
+        problems = []
+        train = self.commands.train
+        if train is not None:
+            # Named so the operator sees what goes with it; an explicit default (`kubernetes_job: null`) is not news.
+            parts = sorted(name for name in train.model_fields_set - {"argv"}
+                           if getattr(train, name) != TrainCommand.model_fields[name].default)
+            given = f" (with {', '.join(parts)})" if parts else ""
+            problems.append(f"commands.train{given} is set, but {why}: remove commands.train, or serve "
+                            f"{TRAINED_DRAFT!r} in a cell")
+        if self.source_revisions.trainer is not None:
+            problems.append(f"source_revisions.trainer is set, but {why} and only a training reads it: remove it")
+        if "training" in self.review.pre_approve:
+            problems.append(f"review.pre_approve lists training, but {why} and there is no training plan to "
+                            "pre-approve: remove training from review.pre_approve")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @model_validator(mode="after")
     def _check_review(self) -> Campaign:
         steps = self.review.pre_approve
         if steps and not self.acknowledgements.i_understand_this_mutates_cluster:
@@ -611,6 +680,14 @@ def _get(data: Any, *path: str) -> Any:
     return data
 
 
+def _cells_train(matrix: Any) -> bool:
+    """Whether a raw inline matrix has a cell serving the draft the campaign trains (`{training.output}`)."""
+    cells = _get(matrix, "cells")
+    if not isinstance(cells, list):
+        return False
+    return any(_get(cell, "serving", "speculative", "model") == TRAINED_DRAFT for cell in cells)
+
+
 def missing_inputs(data: Any) -> list[str]:
     """Every required workflow input absent from a raw campaign mapping, in words."""
     if not isinstance(data, dict):
@@ -624,8 +701,11 @@ def missing_inputs(data: Any) -> list[str]:
     if not (_get(traffic, "path") or _get(traffic, "shapes")):
         missing.append("traffic (traffic.path: a traffic JSONL, or traffic.shapes: named workload shapes)")
     shapes_only = bool(_get(traffic, "shapes")) and not _get(traffic, "path")
-    if not shapes_only and not _get(data, "commands", "train", "argv"):
-        missing.append("commands.train.argv (the operator's trainer; required when the campaign has traffic)")
+    # Only a cell serving `{training.output}` makes the run train. A matrix given as a path is not read
+    # here (no I/O in contracts): submit stores it inline and validates the campaign again, which asks then.
+    if not shapes_only and _cells_train(data.get("matrix")) and not _get(data, "commands", "train", "argv"):
+        missing.append("commands.train.argv (the operator's trainer; required when a cell serves the draft this "
+                       "campaign trains, speculative model '{training.output}')")
     for name in ("serve", "bench", "eval"):
         value = _get(data, "commands", name)
         if value != "builtin" and not _get(value, "argv"):

@@ -28,9 +28,10 @@ INERT: dict[str, str] = {
 }
 
 
-def _shapes(model: BaseModel) -> bool:
-    # Duck-typed so this module needs no campaign import: Campaign.shapes_only (traffic.shapes).
-    return bool(getattr(model, "shapes_only", False))
+def _trains_nothing(model: BaseModel) -> bool:
+    # Duck-typed so this module needs no campaign import: Campaign.trains_nothing (traffic.shapes, or no
+    # cell serving the trained draft).
+    return bool(getattr(model, "trains_nothing", False))
 
 
 @dataclass(frozen=True)
@@ -48,10 +49,10 @@ class InertWhere:
 
 INERT_WHERE: dict[str, InertWhere] = {
     # Elsewhere it enters the training input key (an earlier identical draft is reused only under the
-    # same revision). Nothing in a shapes campaign compares targets: every arm serves the same one.
+    # same revision). Nothing else compares targets: every arm serves the same one.
     "source_revisions.target": InertWhere(
-        where="with traffic.shapes (nothing is trained)",
-        holds=_shapes,
+        where="where nothing is trained (traffic.shapes, or no cell serves `{training.output}`)",
+        holds=_trains_nothing,
         reason="provenance label: printed in the report and the bundle, changes no run",
     ),
 }

@@ -102,6 +102,18 @@ def counter_of(trainer: Path) -> Path:
     return trainer.parent / "counter.txt"
 
 
+def without_trainer(data: dict[str, Any]) -> dict[str, Any]:
+    """A raw campaign whose cells serve no trained draft, made valid: nothing trains, so the contract
+    refuses a trainer, its revision and a training pre-approval that nothing would use (DESIGN.md,
+    principle 1). Takes them out in place and returns `data`."""
+    (data.get("commands") or {}).pop("train", None)
+    (data.get("source_revisions") or {}).pop("trainer", None)
+    review = data.get("review") or {}
+    if review.get("pre_approve"):
+        review["pre_approve"] = [step for step in review["pre_approve"] if step != "training"]
+    return data
+
+
 def write_campaign(
     path: Path,
     *,
@@ -138,6 +150,8 @@ def write_campaign(
             cell["vllm_sweep"]["serve_cmd"] = standing_serve
         cells.append(cell)
     data["matrix"]["cells"] = cells
+    if not train_draft:
+        without_trainer(data)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path

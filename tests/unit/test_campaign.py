@@ -72,20 +72,24 @@ def test_each_missing_input_is_named(data, what, remove, named):
         Campaign.model_validate(data)
 
 
+# Only a cell serving `{training.output}` needs the trainer: without a matrix none does.
+WITHOUT_CELLS = [r for r in REQUIRED if r[0] != "commands.train"]
+
+
 def test_every_missing_input_is_named_in_one_call(data):
     for _, remove, _ in REQUIRED:
         remove(data)
     missing = missing_inputs(data)
-    assert len(missing) == len(REQUIRED)
-    for (what, _, named), item in zip(REQUIRED, missing, strict=True):
+    assert len(missing) == len(WITHOUT_CELLS)
+    for (what, _, named), item in zip(WITHOUT_CELLS, missing, strict=True):
         assert item.startswith(named), (what, item)
 
 
 def test_the_same_items_are_missing_from_an_empty_mapping():
-    # An empty file: everything but the shapes-only exemption is named.
+    # An empty file: everything but the trainer (no cell needs one) is named.
     names = [item.split(" ")[0] for item in missing_inputs({})]
-    assert "target.checkpoint" in names and "commands.train.argv" in names and "matrix" in names
-    assert len(names) == len(REQUIRED)
+    assert "target.checkpoint" in names and "matrix" in names and "commands.train.argv" not in names
+    assert len(names) == len(WITHOUT_CELLS)
 
 
 @pytest.mark.parametrize("raw", [None, [], "text", 3])
@@ -410,8 +414,8 @@ def test_the_targets_revision_on_a_shapes_campaign_is_accepted_and_recorded_as_i
     campaign = Campaign.model_validate(shaped)
     assert campaign.source_revisions.target == "toy-target@local"  # kept: the report and the bundle print it
     assert inert_fields_set(campaign) == {"source_revisions.target": (
-        "with traffic.shapes (nothing is trained): provenance label: printed in the report and the bundle, "
-        "changes no run")}
+        "where nothing is trained (traffic.shapes, or no cell serves `{training.output}`): provenance label: "
+        "printed in the report and the bundle, changes no run")}
     assert inert_fields_set(Campaign.model_validate(data)) == {}  # with traffic: the training input key reads it
     shaped["source_revisions"].pop("target")
     assert inert_fields_set(Campaign.model_validate(shaped)) == {}  # not set: nothing to warn about

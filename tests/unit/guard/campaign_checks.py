@@ -72,6 +72,15 @@ def standing_is(spec: dict) -> Edit:
     return both(put("standing", dict(spec)), put(f"{C0}.serving.speculative", dict(spec)))
 
 
+def _another_trained_cell(data: dict) -> None:
+    """A copy of cell 2 beside it when it serves the trained draft (`{training.output}`), so that changing
+    cell 2's draft leaves a cell that trains and the campaign's trainer stays in use."""
+    cells = data["matrix"]["cells"]
+    spec = cells[2].get("serving", {}).get("speculative") or {}
+    if spec.get("model") == "{training.output}":
+        cells.append({**copy.deepcopy(cells[2]), "cell_id": f"{cells[2]['cell_id']}-also"})
+
+
 def matrix_file(extra_level: int | None = None) -> Edit:
     """The variant's own inline matrix as a matrix.path file (with one more concurrency level on every cell)."""
 
@@ -202,7 +211,9 @@ CHECKS: dict[str, Check] = {
     "matrix.cells[].serving.speculative.method": Check(SERVE_SEES, put(f"{C2}.serving.speculative.method", "eagle")),
     "matrix.cells[].serving.speculative.num_speculative_tokens": Check(
         SERVE_SEES, put(f"{C1}.serving.speculative.num_speculative_tokens", 5)),
-    "matrix.cells[].serving.speculative.model": Check(SERVE_SEES, put(f"{C2}.serving.speculative.model", "/drafts/kept")),
+    # A second cell keeps serving the trained draft: with none left, the trainer would be refused (issue 29).
+    "matrix.cells[].serving.speculative.model": Check(SERVE_SEES, put(f"{C2}.serving.speculative.model", "/drafts/kept"),
+                                                      base=lambda data, ctx: _another_trained_cell(data)),
     "matrix.cells[].serving.speculative.prompt_lookup_min": Check(
         SERVE_SEES, put(f"{C1}.serving.speculative.prompt_lookup_min", 1)),
     "matrix.cells[].serving.speculative.prompt_lookup_max": Check(
@@ -220,6 +231,9 @@ CHECKS: dict[str, Check] = {
     # The fixed candidate is about 30 % faster: a 60 % minimum effect, or a 60 % server bias, denies the win.
     "gate.min_effect_pct": Check(("gate",), put("gate.min_effect_pct", 60.0)),
     "gate.server_bias_pct": Check(("gate",), put("gate.server_bias_pct", 60.0)),
+    # Sequential rounds: the servers run up to the cap's blocks (every cell warm-interleaved, as rounds need).
+    "gate.max_trials": Check(("serve",), put("gate.max_trials", 6),
+                             base=put("matrix.cells.*.regime", "warm-interleaved")),
     # The fixed candidate is worse on TTFT p99: guarding it rejects the candidate.
     "gate.guards": Check(("gate",), put("gate.guards", ["ttft:p99"])),
     "publish.target": Check(("publish",), put("publish.target", "https://reports.example.com/upload")),
