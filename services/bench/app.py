@@ -30,7 +30,7 @@ STEP = "bench"
 
 def announce(event: Event, plan: BenchPlan, ref: ArtifactRef, producer: str) -> Event:
     return event.caused(BenchPlanned, producer=producer, plan=ref, cells=[cell.cell_id for cell in plan.cells],
-                        trials=max(cell.trials for cell in plan.cells))
+                        trials=plan.cap or max(cell.trials for cell in plan.cells))  # rounds: the cap
 
 
 def routes(resources: dict[str, Any]) -> list[Route]:

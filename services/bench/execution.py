@@ -66,6 +66,11 @@ async def execute(
     outcome = await run.execute()
     if outcome.cleaned:
         ctx.log.info("cleaned up by label", executor=plan.executor, cleaned=outcome.cleaned)
+    if outcome.rounds:
+        last = outcome.rounds[-1]
+        ctx.log.info("sequential rounds stopped", trials_per_arm=last["trials_per_arm"], stopped=last["stopped"],
+                     max_trials=last["max_trials"], open_levels=[(lvl["candidate"], lvl["concurrency"])
+                                                              for lvl in last["levels"] if lvl["open"]])
     if outcome.cleanup_error:
         ctx.log.warning("cleanup by label failed: labelled work may be left; clean up by the label",
                         executor=plan.executor, error=outcome.cleanup_error, label=f"experiment={plan.run_id}")

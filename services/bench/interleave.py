@@ -48,15 +48,17 @@ from services.bench.plan_types import Block, CellPlan, Launch
 REGIME = "warm-interleaved"
 
 
-def block_order(run_id: str, cells: Sequence[CellPlan]) -> list[Block]:
+def block_order(run_id: str, cells: Sequence[CellPlan], *, trials: int | None = None) -> list[Block]:
     """The blocks of the warm-interleaved cells: block b holds every cell with more than b
-    trials, shuffled; none for a plan without such cells."""
+    trials, shuffled; none for a plan without such cells. `trials`: sequential rounds' cap,
+    every cell's trials up to it (the blocks past the minimum run only while the rounds go on)."""
     interleaved = [cell for cell in cells if cell.regime == REGIME]
     # Seeded from the run ID, not the clock: the plan is reproducible from its run.
     rng = random.Random(int.from_bytes(hashlib.sha256(run_id.encode("utf-8")).digest(), "big"))
     blocks = []
-    for index in range(max((cell.trials for cell in interleaved), default=0)):
-        order = [cell.cell_id for cell in interleaved if index < cell.trials]
+    counts = {cell.cell_id: trials or cell.trials for cell in interleaved}
+    for index in range(max(counts.values(), default=0)):
+        order = [cell.cell_id for cell in interleaved if index < counts[cell.cell_id]]
         rng.shuffle(order)
         blocks.append(Block(index=index, order=order))
     return blocks
@@ -115,8 +117,13 @@ class Runner(Protocol):
         ...
 
 
-async def run_interleaved(runner: Runner, launches: Sequence[tuple[int, Launch]], blocks: Sequence[Block]) -> None:
-    """Start every launch's server, run the blocks in order, stop every server."""
+async def run_interleaved(
+    runner: Runner, launches: Sequence[tuple[int, Launch]], blocks: Sequence[Block],
+    *, stop: Callable[[Block], bool] | None = None,
+) -> None:
+    """Start every launch's server, run the blocks in order, stop every server.
+
+    `stop` (sequential rounds): asked after each block; True ends the rotation there."""
     servers: dict[str, Served] = {}
     todo: dict[str, set[tuple[int, int]]] = {}
     try:
@@ -127,6 +134,8 @@ async def run_interleaved(runner: Runner, launches: Sequence[tuple[int, Launch]]
                 # Never measured again: stopped now, so it neither holds memory nor loads the
                 # node during the other cells' windows.
                 await _close(runner, cell_id, servers.pop(cell_id))
+            if stop is not None and stop(block):
+                break
     finally:
         for cell_id in list(servers):
             await _close(runner, cell_id, servers.pop(cell_id))

@@ -19,11 +19,11 @@ from contracts.templates import serve_values
 from services.bench import kubernetes_pod, slurm_job
 from services.bench.interleave import REGIME as INTERLEAVED
 from services.bench.interleave import block_order, launch_order
-from services.bench.plan_types import Block, CellPlan, Launch
+from services.bench.plan_types import Block, CellPlan, Launch, LevelNoise, Rounds
 from services.bench.prompts import source_label
 from services.bench.serving import serve_argv, speculative_config
 from services.runtime.errors import ConfigurationError
-from services.shared import vllm_cli
+from services.shared import sequential, vllm_cli
 from services.shared.scheduler import slurm
 
 PLAN_VERSION = 1
@@ -55,6 +55,11 @@ class BenchPlan(Strict):
     cleanup: list[str] = Field(description="What cleanup does, selected by the experiment label only.")
     draft: bool = Field(description="True for an exploratory matrix (matrix.exploratory): every result is DRAFT.")
     readiness_timeout_s: float = Field(description="How long a server may take to answer /health.")
+    rounds: Rounds | None = Field(
+        default=None,
+        description="Sequential rounds (gate.max_trials): every cell runs `trials` (the minimum), then one more "
+        "trial per arm and level each block until the stopping rule says every level is decided, or "
+        "`rounds.max_trials`; the blocks and launches cover the cap. Absent from a fixed-trial plan.")
 
     @model_validator(mode="after")
     def _check_blocks(self) -> BenchPlan:
@@ -70,9 +75,15 @@ class BenchPlan(Strict):
         # A plan without warm-interleaved cells serialises (and hashes, and is approved) byte for
         # byte as before `blocks` existed.
         data = handler(self)
-        if data.get("blocks") is None:
-            data.pop("blocks", None)
+        for name in ("blocks", "rounds"):  # a fixed-trial plan hashes as before `rounds` existed too
+            if data.get(name) is None:
+                data.pop(name, None)
         return data
+
+    @property
+    def cap(self) -> int | None:
+        """The most trials per arm and level the plan may run (sequential rounds); None for fixed trials."""
+        return self.rounds.max_trials if self.rounds is not None else None
 
 
 def _identity(cell: Cell, campaign: Campaign, spec: dict[str, Any] | None) -> dict[str, Any]:
@@ -97,7 +108,9 @@ def source_problems(campaign: Campaign, matrix: Matrix, *, cells_at: str = "matr
     A cell's `workload_shape` is the label its trials carry; the prompts come from
     the campaign's traffic (the corpus's heldout split) or its listed shapes, so a
     label other than theirs would be a claim (`prompts.source_label`). Every listed
-    shape is benched, so the window needs at least one prompt per shape."""
+    shape is benched, so the window needs at least one prompt per shape. Sequential rounds
+    (gate.max_trials) that the matrix cannot run are named too (`round_problems`), so that
+    `specdec submit` refuses them before anything runs."""
     problems = []
     label = source_label(campaign.traffic)
     for cell in matrix.cells:
@@ -109,6 +122,7 @@ def source_problems(campaign: Campaign, matrix: Matrix, *, cells_at: str = "matr
                 f"{source}, which is {label!r}: remove workload_shape (it is derived from the prompt source) or set "
                 f"it to {label!r}"
             )
+    problems += round_problems(campaign, matrix, cells_at=cells_at)
     if isinstance(campaign.traffic, TrafficShapes):
         shapes = list(dict.fromkeys(campaign.traffic.shapes))
         if matrix.load.num_prompts < len(shapes):
@@ -117,6 +131,31 @@ def source_problems(campaign: Campaign, matrix: Matrix, *, cells_at: str = "matr
                 f"{shapes}: every listed shape is benched with its share of the prompts; set num_prompts to "
                 f"{len(shapes)} or more, or list fewer shapes"
             )
+    return problems
+
+
+def round_problems(campaign: Campaign, matrix: Matrix, *, cells_at: str = "matrix.cells") -> list[str]:
+    """What makes the campaign's sequential rounds (gate.max_trials) impossible, in words; none without a cap.
+
+    Rounds add one trial per arm and level per block of the warm-interleaved rotation, so every
+    cell must be warm-interleaved; every cell runs gate.min_trials before the first look, so a
+    cell's `trials` other than that would be inert (refused rather than ignored)."""
+    if campaign.gate.max_trials is None:
+        return []
+    problems = []
+    regimes = {cell.cell_id: cell.regime for cell in matrix.cells if cell.regime != INTERLEAVED}
+    if regimes:
+        problems.append(
+            f"gate.max_trials {campaign.gate.max_trials} runs sequential rounds, one more trial of every cell per "
+            f"block of the warm-interleaved rotation, but {cells_at} {regimes} are not warm-interleaved: set regime: "
+            "warm-interleaved on every cell, or remove gate.max_trials to run fixed trials")
+    trials = {cell.cell_id: cell.trials for cell in matrix.cells if cell.trials != campaign.gate.min_trials}
+    if trials:
+        problems.append(
+            f"gate.max_trials {campaign.gate.max_trials} runs every cell from gate.min_trials "
+            f"({campaign.gate.min_trials}) up to the cap, but {cells_at} {trials} set other trials: remove their "
+            f"`trials` or set it to {campaign.gate.min_trials} (gate.min_trials), or remove gate.max_trials to run "
+            "fixed trials")
     return problems
 
 
@@ -156,11 +195,15 @@ def build_plan(
     run_dir: str | None = None,
     cwd: str | None = None,
     canonical: CanonicalRecord | None = None,
+    noise: dict[int, tuple[list[list[float]], list[str]]] | None = None,
 ) -> BenchPlan:
     """`run_dir` (the run's bundle folder, absolute) and `cwd` (where a job starts)
     are rendered into a scheduler's launches; a local plan does not need them.
     `canonical` (a canonical matrix file's record) gives each cell's declared
-    command, shown in the plan beside what is launched with every change."""
+    command, shown in the plan beside what is launched with every change.
+    `noise` (sequential rounds only): per concurrency level, the objective's per-trial figures of
+    each arm of earlier runs of the same target and hardware, and those runs' IDs, for
+    the expected trials per arm (services/bench/rounds.earlier_noise)."""
     declared = {record.cell_id: record for record in canonical.cells} if canonical else {}
     executor = campaign.capacity.scheduler
     if executor != "local" and not (run_dir and cwd):
@@ -212,8 +255,9 @@ def build_plan(
                 declared_serve_argv=record.serve_cmd if record is not None else None, launch_changes=changes or None,
             )
         )
-    launches = _launch_order(cells, run_id)
-    blocks = block_order(run_id, cells) or None
+    cap = campaign.gate.max_trials
+    launches = _launch_order(cells, run_id, cap)
+    blocks = block_order(run_id, cells, trials=cap) or None
     if executor != "local":
         by_id = {cell.cell_id: cell for cell in cells}
         path = campaign.commands.serve_pod_template
@@ -237,7 +281,40 @@ def build_plan(
         # Exploratory means DRAFT whatever the trial counts: the operator said these results are not final.
         draft=matrix.exploratory,
         readiness_timeout_s=readiness_timeout_s,
+        rounds=_rounds(campaign, cells, noise or {}) if cap is not None else None,
     )
+
+
+ROUND_RULE = (
+    "After each block from min_trials on, every level of every candidate that has not failed is looked at "
+    "(services/shared/sequential.py, the gate's own rule: group-sequential alpha spending over the looks "
+    "min_trials..max_trials): a level is decided when its objective's interval lies beyond the minimum effect on "
+    "either side or within it, or a guard's lies beyond it on the worse side. The rounds stop when every level "
+    "is decided, or at max_trials; the gate then decides on the trials measured."
+)
+
+
+def _rounds(campaign: Campaign, cells: list[CellPlan], noise: dict[int, tuple[list[list[float]], list[str]]]) -> Rounds:
+    """The plan's sequential rounds: the range, the rule and the expected trials per arm from earlier noise."""
+    gate = campaign.gate
+    assert gate.max_trials is not None and gate.objective is not None
+    candidates = sum(cell.role == "candidate" for cell in cells)
+    alpha = sequential.side_alpha(max(candidates, 1))
+    first = max(gate.min_trials, sequential.MIN_LOOK_TRIALS)
+    levels = sorted({level for cell in cells for level in cell.concurrency})
+    rows = []
+    for level in levels:
+        arms, runs = noise.get(level, ([], []))
+        spread = sequential.pooled_spread(arms)
+        expected = None if spread is None else sequential.trials_expected(
+            0.0, spread, n=first, higher_is_better=False, alpha=alpha, min_effect=gate.min_effect_pct / 100,
+            first=first, cap=gate.max_trials, bias=gate.server_bias_pct / 100)
+        rows.append(LevelNoise(concurrency=level, trials=sum(len(arm) for arm in arms), runs=runs,
+                               cv_pct=None if spread is None else round(100 * spread, 3),
+                               expected_trials_per_arm=expected))
+    return Rounds(min_trials=first, max_trials=gate.max_trials, objective=gate.objective, guards=list(gate.guards),
+                  min_effect_pct=gate.min_effect_pct, server_bias_pct=gate.server_bias_pct,
+                  alpha_per_side=alpha, rule=ROUND_RULE, noise=rows)
 
 
 def _operator_values(
@@ -260,17 +337,18 @@ def _operator_values(
     return values
 
 
-def _launch_order(cells: list[CellPlan], run_id: str) -> list[Launch]:
+def _launch_order(cells: list[CellPlan], run_id: str, cap: int | None = None) -> list[Launch]:
     """Warm cells: one launch each, in order. Cold cells: one launch per trial,
     cells interleaved across trials (trial 0 of every cell, then trial 1, ...).
     Warm-interleaved cells: one launch each, in an order shuffled per run
-    (interleave.launch_order), all up at once (their trials run in the plan's blocks)."""
+    (interleave.launch_order), all up at once (their trials run in the plan's blocks, up to the
+    rounds' cap when there is one)."""
     launches = [Launch(cell_id=c.cell_id, trials=list(range(c.trials))) for c in cells if c.regime == "warm"]
     cold = [c for c in cells if c.regime == "cold"]
     for trial in range(max((c.trials for c in cold), default=0)):
         launches += [Launch(cell_id=c.cell_id, trials=[trial]) for c in cold if trial < c.trials]
     by_id = {c.cell_id: c for c in cells}
-    launches += [Launch(cell_id=cell_id, trials=list(range(by_id[cell_id].trials)))
+    launches += [Launch(cell_id=cell_id, trials=list(range(cap or by_id[cell_id].trials)))
                  for cell_id in launch_order(run_id, cells)]
     return launches
 

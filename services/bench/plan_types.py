@@ -101,3 +101,30 @@ class Block(Strict):
         description="Cell IDs in the order they are measured in this block (each cell's concurrency levels in "
         "order inside its turn): a permutation of the cells with more than `index` trials, shuffled by a "
         "generator seeded from the run ID.")
+
+
+class LevelNoise(Strict):
+    """What earlier runs of the same target and hardware say about one concurrency level's noise."""
+
+    concurrency: int = Field(description="The concurrency level.")
+    trials: int = Field(ge=0, description="Earlier trials the spread comes from (0: none recorded).")
+    runs: list[str] = Field(description="The earlier runs they come from.")
+    cv_pct: float | None = Field(description="Per-trial spread of the objective (sd of its logs, as %); null when none.")
+    expected_trials_per_arm: int | None = Field(
+        description="Trials per arm expected to resolve the minimum effect at that spread (an interval narrow enough "
+        "to show a change beyond it, or none that matters); null when unknown (no earlier trials: round 1, the "
+        "pilot, tells) or not expected by the cap.")
+
+
+class Rounds(Strict):
+    """Sequential rounds (campaign gate.max_trials): the trial range per arm and the stopping rule."""
+
+    min_trials: int = Field(ge=2, description="Trials per arm and level every cell runs before the first look.")
+    max_trials: int = Field(ge=2, description="The cap: the most trials per arm and level, a hard ceiling on server time.")
+    objective: str = Field(description="The gate's objective, looked at after every round.")
+    guards: list[str] = Field(description="Guards looked at after every round (one worse beyond the minimum effect settles a level).")
+    min_effect_pct: float = Field(description="The gate's minimum effect, %.")
+    server_bias_pct: float = Field(description="The gate's measured server bias, %.")
+    alpha_per_side: float = Field(description="Each candidate's one-sided alpha (95 % family-wise, Bonferroni over the candidates).")
+    rule: str = Field(description="The stopping rule, in words.")
+    noise: list[LevelNoise] = Field(description="Per level: the noise of earlier runs and the trials per arm it implies.")

@@ -23,6 +23,7 @@ from contracts.envelope import ArtifactRef, Event
 from contracts.events import CapacitySelected, TrainingCompleted
 from contracts.inputs import CORPUS, TRAINING_OUTPUT
 from services.bench.plan import BenchPlan, build_plan
+from services.bench.rounds import earlier_noise
 from services.bench.prompts import (
     Prompt,
     ShapeSpec,
@@ -172,5 +173,8 @@ def plan_bench(bundle: BundleStore, campaign: Campaign, event: Event) -> tuple[B
         prompts={"source": layout.BENCH_PROMPTS, "uri": prompts_ref.uri, "sha256": prompts_ref.sha256,
                  "count": len(prompts), **source},
         run_dir=str(bundle.run_dir(run_id).absolute()), cwd=str(Path.cwd()),
+        # Sequential rounds: the noise earlier runs of the same target and hardware recorded, for the
+        # expected trials per arm the plan states before approval.
+        noise=earlier_noise(bundle, campaign, matrix, run_id) if campaign.gate.max_trials is not None else None,
     )
     return plan, bundle.write_json(run_id, layout.BENCH_PLAN, plan)

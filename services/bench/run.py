@@ -36,14 +36,14 @@ from contracts.events import BenchTrialCompleted
 from contracts.results import LOADGEN_CPU_KEY, Evaluation, Parallelism, TrialIdentity, TrialResultBlocks, attach_blocks
 from contracts.speculation import speculation_problems, window_of
 from contracts.templates import bench_values
-from services.bench import engine_config, interleave, resume
+from services.bench import engine_config, interleave, resume, rounds
 from services.bench.errors import ServingError, SpeculationNotActive, WindowStalled
 from services.bench.evaluate import agreement, run_eval_command, window_outputs
 from services.bench.executor import LocalExecutor, Served, ServingExecutor
 from services.bench.loadgen import WindowRecord, WindowSpec
 from services.bench.metrics import spec_decode_delta
 from services.bench.plan import BenchPlan
-from services.bench.plan_types import CellPlan, Launch
+from services.bench.plan_types import Block, CellPlan, Launch
 from services.bench.prompts import Prompt
 from services.bench.results import build_result, dumps_result
 from services.bench.stall import client_stall
@@ -68,6 +68,8 @@ class Outcome:
     cleaned: list[str] = field(default_factory=list)
     # Why the final label-selected cleanup failed, if it did: labelled work may be left.
     cleanup_error: str | None = None
+    # Sequential rounds: every look of the round controller, in order (services/bench/rounds.py).
+    rounds: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -84,7 +86,7 @@ class Measured:
     after: str | None = None
 
 
-def _identity(cell: CellPlan, *, concurrency: int, trial: int, baseline: str) -> TrialIdentity:
+def _identity(cell: CellPlan, *, concurrency: int, trial: int, baseline: str, in_rounds: bool = False) -> TrialIdentity:
     ident = cell.identity
     spec = SpeculativeConfig.model_validate(cell.speculative_config) if cell.speculative_config else None
     serving = ServingConfig(
@@ -101,7 +103,9 @@ def _identity(cell: CellPlan, *, concurrency: int, trial: int, baseline: str) ->
         parallelism=Parallelism(tensor_parallel_size=serving.tensor_parallel_size), serving_config=serving,
         workload_shape=ident["workload_shape"], concurrency=concurrency, regime=cell.regime,
         graph_mode=serving.graph_mode, source_revision=ident["source_revision"], trial=trial,
-        trial_count=cell.trials, cell_id=cell.cell_id, role=cell.role,
+        # Sequential rounds: the trials declared when this one ran (the minimum, then one more per round),
+        # so that the arm's largest trial_count is the trials its rounds ran, none missing.
+        trial_count=max(cell.trials, trial + 1) if in_rounds else cell.trials, cell_id=cell.cell_id, role=cell.role,
         baseline_cell_id=None if cell.role == "standing" else baseline,
         node=cell.node or None,  # the plan's node: this host's name on the local executor
     )
@@ -191,7 +195,7 @@ class BenchRun:
                 except (ServingError, SpeculationNotActive, SpecdecError) as exc:
                     self.outcome.failed_cells[cell.cell_id] = str(exc)
             if rotation:
-                await interleave.run_interleaved(self, rotation, self.plan.blocks or [])
+                await interleave.run_interleaved(self, rotation, self.plan.blocks or [], stop=self._stop_rounds())
         finally:
             try:
                 self.outcome.cleaned += await self.executor.cleanup()
@@ -200,6 +204,14 @@ class BenchRun:
                 # learns that labelled work may be left (bench.completed's log line).
                 self.outcome.cleanup_error = str(exc)
         return self.outcome
+
+    def _stop_rounds(self) -> Callable[[Block], bool] | None:
+        """Sequential rounds: after each block, whether the stopping rule ends the rotation (rounds.py)."""
+        if self.plan.rounds is None:
+            return None
+        controller = rounds.RoundController(self.plan, self.bundle)
+        self.outcome.rounds = controller.looks
+        return lambda block: controller.stop_after(block.index, self.outcome.results, self.outcome.failed_cells)
 
     async def _serve(self, index: int, cell: CellPlan, launch_plan: Launch) -> None:
         pending = self.pending(cell, launch_plan.trials)
@@ -313,7 +325,8 @@ class BenchRun:
         """Evaluate the window, apply the spec-decode rule, write its result and emit its event."""
         cell, trial, concurrency, base_url = measured.cell, measured.trial, measured.concurrency, measured.base_url
         raw = layout.attempt_folder(layout.trial_folder(cell.cell_id, trial), self.attempt)
-        identity = _identity(cell, concurrency=concurrency, trial=trial, baseline=self.baseline)
+        identity = _identity(cell, concurrency=concurrency, trial=trial, baseline=self.baseline,
+                             in_rounds=self.plan.rounds is not None)
         declared = cell.speculative_config is not None
         window, before, after = measured.window, measured.before, measured.after
         delta = spec_decode_delta(before, after)

@@ -50,6 +50,9 @@ from scipy.optimize import brentq
 # true 10 % gain promoted 81 %, 77 % at +1); -2 decides the 25 % gain in 4.6 and promotes the 10 % one 85 %.
 SPENDING_GAMMA = -2.0
 MIN_LOOK_TRIALS = 2  # the variance of an arm needs two trials
+# The gate's family-wise confidence over the candidates of one decision (services/gate/stats.CONFIDENCE,
+# kept equal by a test): the bench-runner's rounds look with the alpha the gate will decide with.
+CONFIDENCE = 0.95
 
 UNDECIDED, BETTER, WORSE, NO_EFFECT = 0, 1, -1, 2
 VERDICT_NAMES = {UNDECIDED: "undecided", BETTER: "better", WORSE: "worse", NO_EFFECT: "no_effect"}
@@ -189,3 +192,17 @@ def trials_expected(
         if gain - half > up or gain + half < down or (gain - half >= down and gain + half <= up):
             return m
     return None
+
+
+def side_alpha(candidates: int) -> float:
+    """One side's alpha of each candidate's interval: 95 % family-wise, Bonferroni-split over the candidates."""
+    return (1 - CONFIDENCE) / candidates / 2
+
+
+def pooled_spread(arms: list[list[float]]) -> float | None:
+    """The per-trial spread (sd of the logs) pooled over arms of positive figures; None without two trials in an arm."""
+    logs = [np.log(np.asarray(arm, dtype=float)) for arm in arms if len(arm) >= MIN_LOOK_TRIALS]
+    dof = sum(v.size - 1 for v in logs)
+    if not dof:
+        return None
+    return float(np.sqrt(sum(float(np.sum((v - v.mean()) ** 2)) for v in logs) / dof))
