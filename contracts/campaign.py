@@ -35,6 +35,13 @@ Scheduler = Literal["local", "slurm", "kubernetes"]
 # The steps that change the cluster and so pass the review point (services/runtime/review.py).
 ReviewedStep = Literal["training", "bench"]
 REVIEWED_STEPS: tuple[str, ...] = ("training", "bench")
+# What review.pre_approve may name: the reviewed steps (their plans) and `publish`, a live external publish
+# of the final report from the dry run the publisher records first (services/publisher/publish_review.py).
+# Publish has no plan and changes no cluster: the review point never waits on it (REVIEWED_STEPS).
+PreApprovedStep = Literal["training", "bench", "publish"]
+PRE_APPROVABLE_STEPS: tuple[str, ...] = (*REVIEWED_STEPS, "publish")
+# Publish targets whose files leave this machine (services/publisher/publish.py is_external).
+EXTERNAL_PUBLISH = ("s3://", "https://", "http://")
 # The speculative model that names the draft this campaign trains.
 TRAINED_DRAFT = "{training.output}"
 OBJECTIVE_RE = re.compile(
@@ -474,12 +481,16 @@ class PublishSpec(Strict):
 class ReviewPolicy(Strict):
     """The review point (DESIGN.md): which stored plans run without a separate approval."""
 
-    pre_approve: list[ReviewedStep] = Field(
+    pre_approve: list[PreApprovedStep] = Field(
         default_factory=list,
         description="Reviewed steps (training, bench) whose plan runs as soon as it is stored and announced, without "
-        "a `specdec approve` naming its sha256; each step once. Needs acknowledgements.i_understand_this_mutates_cluster"
-        ": true (a policy is a mutation approval). Empty (the default): every plan waits for an approval naming its "
-        "hash. Recorded in the bundle (campaign.json) and the report.",
+        "a `specdec approve` naming its sha256, and publish: the publisher sends the final report live to the "
+        "external publish.target (s3://, https://, http://) from the dry run it records first; each step once. "
+        "training and bench need acknowledgements.i_understand_this_mutates_cluster: true (a policy is a mutation "
+        "approval), publish needs acknowledgements.i_understand_this_publishes_externally: true and an external "
+        "target. Empty (the default): every plan waits for an approval naming its hash, and an external publish "
+        "stays a dry run until a call carrying the acknowledgement publishes it. Recorded in the bundle "
+        "(campaign.json) and the report.",
     )
 
     @field_validator("pre_approve")
@@ -501,7 +512,11 @@ class Acknowledgements(Strict):
         "names the steps whose plans run without that approval.",
     )
     i_understand_this_publishes_externally: bool = Field(
-        default=False, description="Allow a live publish of the report to the publish target."
+        default=False,
+        description="Allow a live publish of the report to the publish target. To a folder (file://) it alone makes "
+        "the publisher's publish live; to an external target (s3://, https://, http://) it takes effect only with "
+        "review.pre_approve listing publish, which needs it: alone it publishes nothing live there (accepted but "
+        "inert, contracts/inert.py), the dry run waits for a call carrying the acknowledgement.",
     )
 
 
@@ -638,15 +653,41 @@ class Campaign(Strict):
             raise ValueError("; ".join(problems))
         return self
 
+    @property
+    def publishes_externally(self) -> bool:
+        """Whether publish.target sends the report off this machine (s3://, https://, http://)."""
+        return self.publish.target.startswith(EXTERNAL_PUBLISH)
+
     @model_validator(mode="after")
     def _check_review(self) -> Campaign:
         steps = self.review.pre_approve
-        if steps and not self.acknowledgements.i_understand_this_mutates_cluster:
+        plans = [step for step in steps if step in REVIEWED_STEPS]
+        if plans and not self.acknowledgements.i_understand_this_mutates_cluster:
             raise ValueError(
-                f"review.pre_approve {steps} runs those plans without a separate approval, which changes the cluster: "
+                f"review.pre_approve {plans} runs those plans without a separate approval, which changes the cluster: "
                 "it needs acknowledgements.i_understand_this_mutates_cluster: true; set the acknowledgement, or remove "
-                "review.pre_approve (every plan then waits for `specdec approve RUN_ID --i-understand-this-mutates-cluster`)"
+                "them from review.pre_approve (every plan then waits for `specdec approve RUN_ID "
+                "--i-understand-this-mutates-cluster`)"
             )
+        if "publish" in steps:
+            # The policy is the review of an external publish; a folder needs none (the acknowledgement alone
+            # writes it), so there it would change nothing.
+            problems = []
+            if not self.acknowledgements.i_understand_this_publishes_externally:
+                problems.append(
+                    "review.pre_approve lists publish, which sends the final report to publish.target without a "
+                    "separate acknowledged call: it needs acknowledgements.i_understand_this_publishes_externally: "
+                    "true; set the acknowledgement, or remove publish from review.pre_approve (the report then stays a "
+                    "dry run until `specdec publish RUN_ID --i-understand-this-publishes-externally` publishes it)"
+                )
+            if not self.publishes_externally:
+                problems.append(
+                    f"review.pre_approve lists publish, but publish.target {self.publish.target!r} is a folder on this "
+                    "machine, not external (s3://, https://, http://): the acknowledgement alone writes it and there "
+                    "is no external publish to pre-approve; remove publish from review.pre_approve"
+                )
+            if problems:
+                raise ValueError("; ".join(problems))
         # A shapes campaign trains nothing (training is recorded as skipped): there is no plan to pre-approve.
         if "training" in steps and self.shapes_only:
             raise ValueError(

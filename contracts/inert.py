@@ -47,6 +47,14 @@ class InertWhere:
         return f"{self.where}: {self.reason}"
 
 
+def _unreviewed_external_publish(model: BaseModel) -> bool:
+    # Duck-typed (Campaign.publishes_externally, review.pre_approve, acknowledgements): the acknowledgement is
+    # given, the target is external, and the policy that would use it is absent.
+    acknowledged = getattr(getattr(model, "acknowledgements", None), "i_understand_this_publishes_externally", False)
+    steps = getattr(getattr(model, "review", None), "pre_approve", [])
+    return bool(acknowledged and getattr(model, "publishes_externally", False) and "publish" not in steps)
+
+
 INERT_WHERE: dict[str, InertWhere] = {
     # Elsewhere it enters the training input key (an earlier identical draft is reused only under the
     # same revision). Nothing else compares targets: every arm serves the same one.
@@ -54,6 +62,16 @@ INERT_WHERE: dict[str, InertWhere] = {
         where="where nothing is trained (traffic.shapes, or no cell serves `{training.output}`)",
         holds=_trains_nothing,
         reason="provenance label: printed in the report and the bundle, changes no run",
+    ),
+    # Elsewhere it makes a folder publish live, or goes with review.pre_approve: [publish] (which needs it).
+    # An external target gets only reviewed evidence: a call carrying the acknowledgement after a dry run of
+    # the same report, or the campaign's policy (services/publisher/publish_review.py).
+    "acknowledgements.i_understand_this_publishes_externally": InertWhere(
+        where="true with an external publish.target (s3://, https://, http://) and review.pre_approve without publish",
+        holds=_unreviewed_external_publish,
+        reason="the publisher service records a dry run and sends nothing: list publish in review.pre_approve for "
+        "a live publish from that dry run, or publish it with `specdec publish RUN_ID "
+        "--i-understand-this-publishes-externally` (the MCP tool's argument) after reviewing it",
     ),
 }
 

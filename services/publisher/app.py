@@ -4,7 +4,8 @@
   `report/` (write-once) -> `report.rendered` (DRAFT flag, Markdown and HTML refs);
 - `report.rendered`, `publish.requested` -> publish to the campaign's
   `publish.target`, a dry run unless the campaign acknowledges
-  `i_understand_this_publishes_externally` -> `report.published` (target, dry
+  `i_understand_this_publishes_externally` (and, for an external target, lists
+  `publish` in `review.pre_approve`) -> `report.published` (target, dry
   run or not, the hashes of the report's files that were or would be sent, the
   recorded response; the evidence files and the manifest hash are in
   `publish/<key>/publication.json`).
@@ -12,7 +13,10 @@
 The campaign's acknowledgement and an external target (`s3://`, `https://`,
 `http://`; services/publisher/publish_review.py): the service always makes the dry run
 first and records it (`publish/dry-run/<digest>.json`); it goes live from that
-dry run only when the campaign acknowledges and the report is final. A DRAFT
+dry run only when the campaign's `review.pre_approve` lists `publish` (which needs
+the acknowledgement) and the report is final. The acknowledgement alone leaves
+it a dry run for a person to review and publish (`specdec publish ...
+--i-understand-this-publishes-externally`); it is recorded as inert there. A DRAFT
 stays a dry run here, never an error: a campaign carries no override, so a
 DRAFT goes out only by a person's `specdec publish` with an explicit override
 (or the MCP tool's). A `file://` target is not external: the acknowledgement
@@ -35,7 +39,7 @@ from contracts.envelope import Event
 from contracts.events import ReportPublished, ReportRendered
 from services.publisher.errors import PublishFailed
 from services.publisher.pipeline import render_run
-from services.publisher.publish import publish_run
+from services.publisher.publish import Acknowledger, publish_run
 from services.runtime.bundle import BundleStore
 from services.runtime.campaign import load_campaign
 from services.runtime.consumer import Route, StepContext
@@ -86,12 +90,17 @@ async def publish_for(
     bundle: BundleStore, event: Event, campaign: Campaign, producer: str, settings: RuntimeSettings | None = None
 ) -> ReportPublished:
     """Publish to the campaign's target; live only when the campaign carries the acknowledgement (and,
-    for an external target, from the dry run made first, for a final report)."""
+    for an external target, its review.pre_approve lists publish: from the dry run made first, for a
+    final report)."""
     acknowledged = campaign.acknowledgements.i_understand_this_publishes_externally
+    # The contract accepts publish in review.pre_approve only beside the acknowledgement and an external target.
+    by: Acknowledger | None = None
+    if acknowledged:
+        by = "policy" if "publish" in campaign.review.pre_approve else "campaign"
     try:
         publication = await publish_run(
             bundle, event.run_id, target=campaign.publish.target, key=f"ev-{event.event_id}",
-            acknowledged_by="campaign" if acknowledged else None, settings=settings,
+            acknowledged_by=by, settings=settings,
         )
     except PublishFailed as exc:
         raise StepFailed(exc.reason, error_type="PublishFailed", artifacts=[exc.recorded] if exc.recorded else []) from None

@@ -24,7 +24,7 @@ Safe by default: a publish is a dry run unless acknowledged
 nothing at the target. `s3://`, `https://` and `http://` are external: there a
 live publish also needs a recorded dry run of the same manifest to the same
 destination and, for a DRAFT, an explicit override (publish_review.py, where the
-service's campaign-level acknowledgement is placed too).
+service's campaign-level acknowledgement and pre-approval policy are placed too).
 
 Entry points: `publish_report` for a person or a tool (the CLI, the MCP tool);
 `publish_run` for the service (app.py), with the request's key. Records: the
@@ -54,6 +54,7 @@ from services.publisher.errors import PublishConflict, PublishFailed, PublishRef
 from services.publisher.outbox import DraftOverride, Outbox, SentFile, outbox
 from services.publisher.publish_review import (
     ACK_FIELD,
+    SERVICE_ACKNOWLEDGERS,
     Acknowledger,
     check_override,
     dry_run_path,
@@ -169,7 +170,7 @@ async def publish_report(
     external target) and nothing else; a live publish records publish/<cli|mcp>-<UTC time>/.
     Raises a PublishError (review refusals, credentials, conflicts, failures) or ReportInputError."""
     if acknowledged_by not in (None, "cli", "mcp"):
-        # The campaign's acknowledgement is the service's (publish_run): a call here types its own.
+        # The campaign's acknowledgement and policy are the service's (publish_run): a call here types its own.
         raise PublishRefused(f"acknowledged_by={acknowledged_by!r}: a call acknowledges as 'cli' or 'mcp', or not at all")
     live = acknowledged_by is not None and not dry_run
     key = f"{acknowledged_by or 'dry'}-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
@@ -217,8 +218,9 @@ async def publish_run(
     reviewed: str | None = None
     if external:
         path = dry_run_path(destination, box.manifest_sha256)
-        if dry_run or acknowledged_by == "campaign":
-            # The service's pre-approval still makes and records the dry run before anything goes out.
+        if dry_run or acknowledged_by in SERVICE_ACKNOWLEDGERS:
+            # The service always makes and records the dry run first: its policy goes live from it, and
+            # without one it is what a person reviews before publishing it.
             bundle.write_json(run_id, path, dry_run_record(run_id, destination, box))
         reviewed = path if _recorded(bundle, run_id, path) else None
         if dry_run:

@@ -23,12 +23,17 @@
    final report is refused: there is nothing to override.
 
 The service path (app.py) reacts to `report.rendered` / `publish.requested`
-with the campaign's acknowledgement, which plays the part of a pre-approval
-policy (DESIGN.md, the review point): the service always makes the dry run
-and records it first, then goes live from it when the campaign acknowledges
-and the report is final. A campaign carries no override, so the service never
-sends a DRAFT out: it stays a dry run (never an error), and a person publishes
-it with the override if they mean to.
+and always makes the dry run and records it first. It goes live from that
+dry run only under the campaign's pre-approval policy (DESIGN.md, the review
+point): `review.pre_approve` lists `publish` (with the acknowledgement, which
+the contract requires beside it; acknowledged by "policy") and the report is
+final. The campaign's acknowledgement alone (acknowledged by "campaign") sends
+nothing live to an external target: nobody reviewed that dry run, so it stays
+one, and the acknowledgement stands in contracts/inert.py's conditional table
+there; a person (or the MCP tool) publishes the reviewed dry run with the
+acknowledgement on that call. A campaign carries no override, so the service
+never sends a DRAFT out: it stays a dry run (never an error), and a person
+publishes it with the override if they mean to.
 """
 
 from __future__ import annotations
@@ -46,8 +51,12 @@ from services.publisher.outbox import DraftOverride, Outbox, SentFile
 DRY_RUN_VERSION = 1
 DRY_RUN_DIR = f"{layout.PUBLISH_DIR}/dry-run"
 ACK_FIELD = "i_understand_this_publishes_externally"
-# Who gave the acknowledgement: the campaign (the service), a person at `specdec publish`, or the MCP tool.
-Acknowledger = Literal["campaign", "cli", "mcp"]
+# Who gave the acknowledgement: the campaign alone (the service: live to a folder only), the campaign's policy
+# (the service, review.pre_approve lists publish), a person at `specdec publish`, or the MCP tool.
+Acknowledger = Literal["campaign", "policy", "cli", "mcp"]
+# The service's acknowledgers: both make and record the dry run before anything could go out.
+SERVICE_ACKNOWLEDGERS = ("campaign", "policy")
+PUBLISH_HOW = "`specdec publish RUN_ID --i-understand-this-publishes-externally`, or the MCP tool publish_to_lake"
 OVERRIDE_HOW = "`specdec publish --publish-draft REASON`, or the MCP tool's draft_override"
 
 
@@ -106,18 +115,27 @@ def live_external(
     """(live, why) for an acknowledged publish to an external target; `reviewed` is the bundle path of
     the matching dry run record, None when there is none.
 
-    The campaign's acknowledgement (the service) never sends a DRAFT: it answers a dry run. A person's
-    or the MCP tool's request that cannot go live is refused with every reason, since they asked for
-    a live publish and must learn it did not happen."""
-    if acknowledged_by == "campaign":
+    The service's acknowledgers answer a dry run, never an error: the campaign's acknowledgement alone
+    sends nothing (nobody reviewed the dry run), its policy (`review.pre_approve` lists publish) sends a
+    final report and never a DRAFT. A person's or the MCP tool's request that cannot go live is refused
+    with every reason, since they asked for a live publish and must learn it did not happen."""
+    if acknowledged_by in SERVICE_ACKNOWLEDGERS:
         if reviewed is None:  # the service writes the record just before; a missing one is a bug, not a policy
             raise PublishRefused(f"no dry run recorded for {destination}: the service records one before going live")
+        if acknowledged_by == "campaign":
+            return False, (
+                f"dry run: the campaign's {ACK_FIELD} alone publishes nothing live to an external target (it is "
+                f"recorded as inert); review the dry run ({reviewed}) and publish it with the acknowledgement on that "
+                f"call ({PUBLISH_HOW}), or list publish in the campaign's review.pre_approve"
+            )
         if draft:
             return False, (
-                f"dry run: the report is a DRAFT, and the campaign's {ACK_FIELD} never sends a DRAFT to an external "
-                f"target; review the dry run ({reviewed}) and publish it with an explicit override ({OVERRIDE_HOW})"
+                f"dry run: the report is a DRAFT, and the campaign's review.pre_approve never sends a DRAFT to an "
+                f"external target; review the dry run ({reviewed}) and publish it with an explicit override "
+                f"({OVERRIDE_HOW})"
             )
-        return True, f"live: {ACK_FIELD} given by the campaign, after the dry run recorded in {reviewed}"
+        return True, (f"live: review.pre_approve lists publish (with the campaign's {ACK_FIELD}), after the dry run "
+                      f"recorded in {reviewed}")
     problems = []
     if reviewed is None:
         problems.append(

@@ -75,9 +75,17 @@ def policy_line(campaign: Campaign | None) -> str:
         return (f"Pre-approval policy: none (review.pre_approve is empty; acknowledgements."
                 f"i_understand_this_mutates_cluster is {str(acknowledged).lower()}): every plan waits for "
                 "`specdec approve` naming its sha256.")
-    return (f"Pre-approval policy: review.pre_approve {', '.join(steps)}, with acknowledgements."
-            f"i_understand_this_mutates_cluster true: those steps' plans ran once stored and announced, "
-            "without a separate approval.")
+    # publish has no plan: the policy sends the final report live from the dry run recorded first.
+    plans = [step for step in steps if step != "publish"]
+    parts = []
+    if plans:
+        parts.append(f"review.pre_approve {', '.join(plans)}, with acknowledgements.i_understand_this_mutates_cluster "
+                     "true: those steps' plans ran once stored and announced, without a separate approval")
+    if "publish" in steps:
+        parts.append("review.pre_approve publish, with acknowledgements.i_understand_this_publishes_externally true: "
+                     "the final report goes to the external publish target from the dry run the publisher records "
+                     "first, without a separate acknowledged call")
+    return "Pre-approval policy: " + "; ".join(parts) + "."
 
 
 def review_section(data: CampaignData) -> Section:

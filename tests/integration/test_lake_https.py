@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from contracts.campaign import Campaign
 from contracts.events import ReportRendered
 from services.publisher.app import publish_for
 from services.publisher.errors import PublishCredentialsError, PublishFailed
@@ -211,14 +212,24 @@ async def test_without_the_ca_bundle_the_private_certificate_is_not_trusted(bund
     assert lake.requests == []  # the handshake failed: no request, so no token, ever reached it
 
 
-async def test_the_service_publishes_live_from_its_own_dry_run_when_the_campaign_acknowledges(bundle, lake, token_file):
+async def test_the_service_publishes_live_from_its_own_dry_run_when_the_campaign_pre_approves(bundle, lake, token_file):
     settings = RuntimeSettings(instance="t", publish_token_file=str(token_file), publish_ca_bundle=str(lake.ca))
     out = render_run(bundle, RUN)
+    acknowledged = campaign(Spec(publish_target=lake.url, acknowledged=True))
+    # The acknowledgement alone: the service records its dry run and sends nothing (issue 29).
+    alone = ReportRendered(run_id=RUN, producer="t", markdown=out.markdown, html=out.html, draft=False)
+    published = await publish_for(bundle, alone, acknowledged, producer="publisher/t", settings=settings)
+    assert published.dry_run is True and lake.requests == []
+    # With review.pre_approve listing publish: live, from that same dry run.
+    data = acknowledged.model_dump(by_alias=True)
+    data["review"] = {"pre_approve": ["publish"]}
     event = ReportRendered(run_id=RUN, producer="t", markdown=out.markdown, html=out.html, draft=False)
-    published = await publish_for(bundle, event, campaign(Spec(publish_target=lake.url, acknowledged=True)),
-                                  producer="publisher/t", settings=settings)
+    published = await publish_for(bundle, event, Campaign.model_validate(data), producer="publisher/t",
+                                  settings=settings)
     assert published.dry_run is False and [status for status, _, _ in lake.requests] == [200]
     record = orjson.loads(bundle.read_bytes(RUN, f"publish/ev-{event.event_id}/publication.json"))
-    assert record["acknowledged_by"] == "campaign" and record["dry_run_record"].startswith("publish/dry-run/")
+    assert record["acknowledged_by"] == "policy" and record["dry_run_record"].startswith("publish/dry-run/")
+    before = orjson.loads(bundle.read_bytes(RUN, f"publish/ev-{alone.event_id}/publication.json"))
+    assert before["dry_run_record"] == record["dry_run_record"]
     assert orjson.loads(bundle.read_bytes(RUN, record["dry_run_record"]))["manifest_sha256"] == record["manifest_sha256"]
     token_nowhere(bundle)

@@ -124,18 +124,32 @@ async def test_an_override_on_a_final_report_is_refused(clean, receiver):
         await _publish(bundle, receiver.url, override=DraftOverride(reason="not needed"))
 
 
-async def test_the_campaign_acknowledgement_dry_runs_first_and_never_sends_a_draft(clean, drafted, receiver):
+async def test_the_campaign_policy_dry_runs_first_and_never_sends_a_draft(clean, drafted, receiver):
     bundle, _ = clean
-    pub = await publish_run(bundle, RUN, target=receiver.url + "/svc", key="svc-1", acknowledged_by="campaign",
+    pub = await publish_run(bundle, RUN, target=receiver.url + "/svc", key="svc-1", acknowledged_by="policy",
                             settings=SETTINGS, policy=FAST)
-    assert not pub.dry_run and len(receiver.bodies) == 1
+    assert not pub.dry_run and len(receiver.bodies) == 1 and pub.acknowledged_by == "policy"
     assert pub.dry_run_record == dry_run_path(receiver.url + "/svc", pub.manifest_sha256)
     assert bundle.ref(RUN, pub.dry_run_record).size_bytes > 0
     draft_bundle, _ = drafted
-    pub = await publish_run(draft_bundle, RUN, target=receiver.url + "/svc", key="svc-2", acknowledged_by="campaign",
+    pub = await publish_run(draft_bundle, RUN, target=receiver.url + "/svc", key="svc-2", acknowledged_by="policy",
                             settings=SETTINGS, policy=FAST)
     assert pub.dry_run and pub.acknowledged_by is None and "never sends a DRAFT" in pub.mode_reason
     assert len(receiver.bodies) == 1 and draft_bundle.ref(RUN, pub.dry_run_record)  # the dry run is recorded
+
+
+async def test_the_campaign_acknowledgement_alone_records_a_dry_run_a_person_then_publishes(clean, receiver):
+    bundle, _ = clean
+    sent = len(receiver.bodies)
+    pub = await publish_run(bundle, RUN, target=receiver.url + "/svc", key="svc-alone", acknowledged_by="campaign",
+                            settings=SETTINGS, policy=FAST)
+    assert pub.dry_run and pub.acknowledged_by is None and len(receiver.bodies) == sent
+    assert "alone publishes nothing live" in pub.mode_reason and "review.pre_approve" in pub.mode_reason
+    assert bundle.ref(RUN, pub.dry_run_record).size_bytes > 0
+    # That dry run is the review a person's acknowledged call needs: the same report goes live.
+    live = await publish_report(bundle, RUN, receiver.url + "/svc", acknowledged_by="cli", settings=SETTINGS,
+                                policy=FAST)
+    assert not live.dry_run and live.dry_run_record == pub.dry_run_record and len(receiver.bodies) == sent + 1
 
 
 async def test_a_folder_is_not_external_and_needs_no_dry_run(drafted, tmp_path):

@@ -158,7 +158,7 @@ async def test_http_retries_a_503_then_records_the_accepting_response(clean, end
     async def sleep(seconds: float) -> None:
         waits.append(seconds)
 
-    pub = await publish_run(bundle, RUN, target=server.url, key="http-ok", acknowledged_by="campaign",
+    pub = await publish_run(bundle, RUN, target=server.url, key="http-ok", acknowledged_by="policy",
                             policy=FAST, sleep=sleep)
     assert not pub.dry_run and len(server.requests) == 2 and waits == [0.0]  # Retry-After: 0
     record = orjson.loads(bundle.read_bytes(RUN, "publish/http-ok/response.json"))
@@ -177,7 +177,7 @@ async def test_http_retries_a_503_then_records_the_accepting_response(clean, end
         field, data = received[f.name]
         assert field == "file" and sha(data) == f.ref.sha256
     # A redelivery of the same request finds the record and sends nothing again.
-    again = await publish_run(bundle, RUN, target=server.url, key="http-ok", acknowledged_by="campaign", policy=FAST)
+    again = await publish_run(bundle, RUN, target=server.url, key="http-ok", acknowledged_by="policy", policy=FAST)
     assert again == pub and len(server.requests) == 2
 
 
@@ -185,7 +185,7 @@ async def test_http_refusal_is_final_and_recorded(clean, endpoint):
     bundle, _ = clean
     server = endpoint(400)
     with pytest.raises(PublishFailed, match="HTTP 400") as caught:
-        await publish_run(bundle, RUN, target=server.url, key="http-400", acknowledged_by="campaign", policy=FAST)
+        await publish_run(bundle, RUN, target=server.url, key="http-400", acknowledged_by="policy", policy=FAST)
     assert len(server.requests) == 1
     record = orjson.loads(bundle.read_bytes(RUN, "publish/http-400/response.json"))
     assert record["outcome"] == "refused" and caught.value.recorded.uri.endswith("publish/http-400/response.json")
