@@ -208,8 +208,10 @@ def test_the_operators_exact_commands_ran_and_the_engine_said_what_they_declared
         changed = {change["position"] for change in cell["launch_changes"]}
         launch = next(campaign_run.bundle_dir.glob(f"bench/{cell['cell_id']}/launch-*"))
         launched = orjson.loads((launch / "argv.json").read_bytes())["argv"]
-        # Every declared token that no recorded change names is launched as written, in order.
-        kept = [token for index, token in enumerate(declared) if index not in changed]
+        # Every declared token that no recorded change names is launched as written, in order (the operator's own
+        # {training.output} placeholder filled with the draft the plan resolved).
+        draft = str((cell["speculative_config"] or {}).get("model") or "")
+        kept = [token.replace("{training.output}", draft) for index, token in enumerate(declared) if index not in changed]
         it = iter(launched)
         assert all(token in it for token in kept), (kept, launched)
         # The read-back's effective values come from this engine's start-up line in its own log.
