@@ -149,8 +149,6 @@ async def patiently(op: Callable[[], Any], *, notice: Notice = say, patience_s: 
 
 async def _ping(client: aioredis.Redis, settings: RuntimeSettings, notice: Notice, patience_s: float) -> None:
     """PING until Redis answers, with backoff, for at most `patience_s`; says so in one line."""
-    from services.runtime.broker import redacted_url
-
     started = time.monotonic()
     waits = backoff()
     told = False
@@ -163,6 +161,9 @@ async def _ping(client: aioredis.Redis, settings: RuntimeSettings, notice: Notic
         except BaseException as exc:
             if not dropped(exc):
                 raise
+            # Only here: the broker module loads the event models, which the reading commands never need.
+            from services.runtime.broker import redacted_url
+
             where = redacted_url(settings.redis_url)
             if time.monotonic() - started >= patience_s:
                 raise BrokerUnavailable(

@@ -30,6 +30,7 @@ from services.cli.main import main
 from services.runtime.broker import decode_entry
 from services.runtime.bundle import BundleStore
 from services.runtime.settings import RuntimeSettings
+from tests.support.campaigns import without_trainer
 from tests.support.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -624,6 +625,7 @@ def test_submit_resolves_a_matrix_files_paths_like_inline_cells_and_stores_it_in
     matrix = data.pop("matrix")
     matrix["cells"][1]["serving"]["model"] = "hub-org/served-model"  # no such path: a model name, left as written
     matrix["cells"][2]["serving"]["speculative"]["model"] = "drafts/d1"  # relative to where submit runs
+    without_trainer(data)  # an existing draft: nothing trains, so no trainer may be given
     (work / "matrices/m.yaml").write_text(yaml.safe_dump(matrix))
     data["matrix"] = {"path": "matrices/m.yaml"}
     (work / "campaign.yaml").write_text(yaml.safe_dump(data))
