@@ -30,6 +30,8 @@ from typing import Any
 
 import yaml
 
+from tests.support.campaigns import without_trainer
+
 ROOT = Path(__file__).resolve().parents[2]
 LABEL = "specdec.test-compose"
 PROFILE = "cpu"
@@ -222,6 +224,7 @@ def campaign(dest: Path, *, target_in: str, traffic_in: str) -> Path:
         cell["concurrency"] = [1]
         cell["trials"] = data["gate"]["min_trials"]
     data["matrix"]["cells"] = cells
+    without_trainer(data)  # no draft, so no trainer: the contract refuses one nothing would use
     dest.write_text(yaml.safe_dump(data, sort_keys=False))
     return dest
 
