@@ -17,27 +17,21 @@ no Redis.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from contracts.argv import PLACEHOLDERS, token_placeholders
+from contracts.argv import token_placeholders
 from contracts.canonical import CanonicalCell, CanonicalCellRecord, CanonicalFile, CanonicalRecord, Rewrite
 from contracts.templates import SERVE_PLACEHOLDERS
 from services.app.canonical_bench import BenchRead, bench_command
+from services.app.canonical_tokens import literal, sample
 from services.shared import vllm_cli
 
 # Engine arguments that differ between arms without making the comparison uncontrolled: the speculation
 # under test, and where the server listens (specdec assigns those).
 _COMPARED_AWAY = frozenset({"speculative_config", "host", "port"})
-# What a placeholder stands for while vLLM's parser reads a command (a value of the right type); the
-# launch renders the real one. `{training.output}` is kept: the speculative config names the trained draft.
-_SAMPLES = {"host": "127.0.0.1", "port": "8000", "base_url": "http://127.0.0.1:8000", "concurrency": "1",
-            "max_model_len": "2048", "tensor_parallel_size": "1", "max_num_seqs": "1", "num_prompts": "1",
-            "warmup_requests": "0", "request_rate": "inf", "burstiness": "1.0", "max_output_tokens": "1"}
-_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 
 
 class CanonicalProblems(Exception):
@@ -57,13 +51,13 @@ def translate(raw: dict[str, Any], *, base: Path) -> tuple[dict[str, Any], Canon
     own = file.specdec
     max_model_len = int((own.get("target") or {}).get("max_model_len") or 2048)
     baseline = _baseline(file, problems)
-    _BENCHES.clear()
-    cells, records = [], []
+    cells, records, benches = [], [], {}
     for index, cell in enumerate(file.cells):
         where = f"cells[{cell.cell_id}]"
         role = "standing" if cell.cell_id == baseline else "candidate"
         try:
-            serving, template, record = _cell(cell, role, where=where, base=base, max_model_len=max_model_len)
+            serving, template, record, bench = _cell(cell, role, where=where, base=base,
+                                                     max_model_len=max_model_len)
         except (vllm_cli.CommandRefused, vllm_cli.VllmUnavailable) as exc:
             problems.append(str(exc))
             continue
@@ -71,16 +65,18 @@ def translate(raw: dict[str, Any], *, base: Path) -> tuple[dict[str, Any], Canon
             problems.extend(exc.problems)
             continue
         records.append(record)
+        if bench is not None:
+            benches[cell.cell_id] = bench
         cells.append({
             "cell_id": cell.cell_id, "role": role, "hardware": cell.hardware, "concurrency": cell.concurrencies,
             "regime": cell.regime, "trials": cell.trials, "node": cell.node, "source_revision": cell.source_revision,
-            "serving": serving, "vllm_sweep": {"serve_cmd": template, **(
-                {"bench_cmd": _BENCHES[cell.cell_id].template} if cell.cell_id in _BENCHES else {})},
+            "serving": serving, "vllm_sweep": {"serve_cmd": template,
+                                               **({"bench_cmd": bench.template} if bench is not None else {})},
         })
     exploratory = bool(own.get("exploratory", False))
     if not exploratory:
         problems += _uncontrolled(records, baseline)
-    load, load_problems = _shared_load(file, own)
+    load, load_problems = _shared_load(file, own, benches)
     problems += load_problems
     if problems:
         raise CanonicalProblems(problems)
@@ -103,9 +99,9 @@ def translate(raw: dict[str, Any], *, base: Path) -> tuple[dict[str, Any], Canon
     return data, record
 
 
-def _shared_load(file: CanonicalFile, own: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+def _shared_load(file: CanonicalFile, own: dict[str, Any], benches: dict[str, BenchRead]
+                 ) -> tuple[dict[str, Any], list[str]]:
     """matrix.load: the file's `load`, or what the cells' bench commands declare, which must be one load."""
-    benches = {cell_id: bench for cell_id, bench in _BENCHES.items()}
     if not benches:
         return own.get("load") or {}, []
     problems = []
@@ -144,27 +140,23 @@ def _baseline(file: CanonicalFile, problems: list[str]) -> str | None:
 
 
 def _cell(cell: CanonicalCell, role: str, *, where: str, base: Path, max_model_len: int
-          ) -> tuple[dict[str, Any], list[str], CanonicalCellRecord]:
+          ) -> tuple[dict[str, Any], list[str], CanonicalCellRecord, BenchRead | None]:
+    """The cell's typed serving config, serve template and record, and its bench command as read (None
+    without one)."""
     serving, template, record = _serve(cell, role, where=where, base=base, max_model_len=max_model_len)
-    if cell.vllm_sweep.bench_cmd is not None:
-        try:
-            bench = bench_command(cell, where=f"{where}.vllm_sweep.bench_cmd", base=base, literal=_literal)
-        except ValueError as exc:
-            raise CanonicalProblems([str(exc)]) from None
-        record = record.model_copy(update=bench.record)
-        _BENCHES[cell.cell_id] = bench
-    return serving, template, record
-
-
-# The bench commands read during one translate() (it clears it first): a module table, because the
-# cell reader's result is the record, and the campaign needs the template and the load beside it.
-_BENCHES: dict[str, BenchRead] = {}
+    if cell.vllm_sweep.bench_cmd is None:
+        return serving, template, record, None
+    try:
+        bench = bench_command(cell, where=f"{where}.vllm_sweep.bench_cmd", base=base)
+    except ValueError as exc:
+        raise CanonicalProblems([str(exc)]) from None
+    return serving, template, record.model_copy(update=bench.record), bench
 
 
 def _serve(cell: CanonicalCell, role: str, *, where: str, base: Path, max_model_len: int
            ) -> tuple[dict[str, Any], list[str], CanonicalCellRecord]:
     declared = vllm_cli.split_command(cell.vllm_sweep.serve_cmd, where=f"{where}.vllm_sweep.serve_cmd")
-    unfilled = sorted({name for token in declared for name in token_placeholders(_literal(token))}
+    unfilled = sorted({name for token in declared for name in token_placeholders(literal(token))}
                       - SERVE_PLACEHOLDERS)
     if unfilled:
         raise CanonicalProblems([f"{where}.vllm_sweep.serve_cmd uses {', '.join('{' + n + '}' for n in unfilled)}, "
@@ -180,12 +172,12 @@ def _serve(cell: CanonicalCell, role: str, *, where: str, base: Path, max_model_
                 "which its command must then carry"])
         record = CanonicalCellRecord(cell_id=cell.cell_id, role=role, notes=cell.notes, identity=identity,
                                      serve_cmd=declared, parsed_by_vllm=False, engine_args={}, rewrites=[])
-        return cell.serving, [_literal(token) for token in declared], record
+        return cell.serving, [literal(token) for token in declared], record
     if cell.serving is not None:
         raise CanonicalProblems([
             f"{where}.serving: the cell's `vllm serve` command declares what it serves (read by vLLM's parser); a "
             "second declaration could only disagree with it: remove serving"])
-    parsed = vllm_cli.parse_serve([_sample(token) for token in declared], where=f"{where}.vllm_sweep.serve_cmd")
+    parsed = vllm_cli.parse_serve([sample(token) for token in declared], where=f"{where}.vllm_sweep.serve_cmd")
     serving, problems = _serving(parsed, cell, where=where, max_model_len=max_model_len)
     template, rewrites = _launch_template(declared, parsed, base=base)
     if problems:
@@ -196,7 +188,7 @@ def _serve(cell: CanonicalCell, role: str, *, where: str, base: Path, max_model_
     return serving, template, record
 
 
-def _serving(parsed: vllm_cli.ParsedServe, cell: CanonicalCell, *, where: str, max_model_len: int
+def _serving(parsed: vllm_cli.Parsed, cell: CanonicalCell, *, where: str, max_model_len: int
              ) -> tuple[dict[str, Any], list[str]]:
     """specdec's typed serving config from what vLLM read; the identity labels the command contradicts."""
     args, problems = parsed.args, []
@@ -225,11 +217,11 @@ def _serving(parsed: vllm_cli.ParsedServe, cell: CanonicalCell, *, where: str, m
     return serving, problems
 
 
-def _launch_template(declared: list[str], parsed: vllm_cli.ParsedServe, *, base: Path
+def _launch_template(declared: list[str], parsed: vllm_cli.Parsed, *, base: Path
                      ) -> tuple[list[str], list[Rewrite]]:
     """The argv template launched: the operator's tokens (literal braces kept literal), with the address the
     server binds and a relative model path changed, each change recorded."""
-    template = [_literal(token) for token in declared]
+    template = [literal(token) for token in declared]
     rewrites: list[Rewrite] = []
     model = parsed.model
     for name, placeholder in (("--host", "{host}"), ("--port", "{port}")):
@@ -253,39 +245,12 @@ def _launch_template(declared: list[str], parsed: vllm_cli.ParsedServe, *, base:
                 rewrites.append(Rewrite(position=index, declared=token, launched=absolute,
                                         why="a relative model path resolves from where submit ran, so services "
                                         "started elsewhere serve the same files"))
-                template[index] = _literal(absolute)
+                template[index] = literal(absolute)
             elif token == f"--model={model}":
                 rewrites.append(Rewrite(position=index, declared=token, launched=f"--model={absolute}",
                                         why="a relative model path resolves from where submit ran"))
-                template[index] = _literal(f"--model={absolute}")
+                template[index] = literal(f"--model={absolute}")
     return template, rewrites
-
-
-def _literal(token: str) -> str:
-    """A canonical token as an argv template: a whitelisted `{name}` stays a placeholder, every other brace
-    is literal (so `--speculative-config '{"method": "ngram"}'` is kept as written)."""
-    out, last = [], 0
-    for match in _PLACEHOLDER.finditer(token):
-        if match.group(1) not in PLACEHOLDERS:
-            continue
-        out.append(_escape(token[last:match.start()]))
-        out.append(match.group(0))
-        last = match.end()
-    out.append(_escape(token[last:]))
-    return "".join(out)
-
-
-def _escape(text: str) -> str:
-    return text.replace("{", "{{").replace("}", "}}")
-
-
-def _sample(token: str) -> str:
-    """A token as vLLM's parser reads it before launch: each whitelisted placeholder but the trained draft
-    stands for a value of its type."""
-    def fill(match: re.Match[str]) -> str:
-        return _SAMPLES.get(match.group(1), match.group(0)) if match.group(1) in PLACEHOLDERS else match.group(0)
-
-    return _PLACEHOLDER.sub(fill, token)
 
 
 def _uncontrolled(records: list[CanonicalCellRecord], baseline: str | None) -> list[str]:

@@ -14,12 +14,12 @@ default `random`, `sharegpt`, ...) is named as the cell's workload shape.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from contracts.canonical import CanonicalCell, Rewrite
+from services.app.canonical_tokens import literal, sample
 from services.shared import vllm_cli
 
 # What the gate reads from a vLLM result: the four latencies, their medians and every percentile asked for.
@@ -35,9 +35,6 @@ _OUTPUT_LEN = {"random": "random_output_len", "custom": "custom_output_len", "sh
 _NOT_LOAD = frozenset({"base_url", "host", "port", "max_concurrency", "model", "tokenizer", "save_result",
                        "result_dir", "result_filename", "percentile_metrics", "metric_percentiles",
                        "served_model_name"})
-_SAMPLES = {"base_url": "http://127.0.0.1:8000", "host": "127.0.0.1", "port": "8000", "concurrency": "1",
-            "result_dir": "/tmp", "result_filename": "result.json"}
-_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 
 
 @dataclass(frozen=True)
@@ -50,15 +47,14 @@ class BenchRead:
     record: dict[str, Any]  # the CanonicalCellRecord fields of the bench
 
 
-def bench_command(cell: CanonicalCell, *, where: str, base: Path, literal: Any) -> BenchRead:
-    """Read `vllm_sweep.bench_cmd`; CommandRefused or ValueError name what cannot be run as declared.
-    `literal` turns a token into an argv template token (whitelisted placeholders kept, other braces literal)."""
+def bench_command(cell: CanonicalCell, *, where: str, base: Path) -> BenchRead:
+    """Read `vllm_sweep.bench_cmd`; CommandRefused or ValueError name what cannot be run as declared."""
     declared = vllm_cli.split_command(cell.vllm_sweep.bench_cmd or [], where=where)
     if not vllm_cli.is_vllm_bench(declared):
         raise vllm_cli.CommandRefused(
             f"{where} {declared[0]!r} is not `vllm bench serve`, which is the bench a canonical cell runs: write the "
             "operator's `vllm bench serve` command, or leave bench_cmd out for specdec's own load generator")
-    parsed = vllm_cli.parse_bench([_sample(token) for token in declared], where=where)
+    parsed = vllm_cli.parse_bench([sample(token) for token in declared], where=where)
     args = parsed.args
     problems = []
     endpoint = ENDPOINTS.get(str(args.get("endpoint")))
@@ -137,7 +133,3 @@ def dataset_label(args: dict[str, Any]) -> str:
         return f"vllm-bench:random(in={args.get('random_input_len')},out={args.get('random_output_len')})"
     path = args.get("dataset_path")
     return f"vllm-bench:{name}" + (f"({Path(str(path)).name})" if path else "")
-
-
-def _sample(token: str) -> str:
-    return _PLACEHOLDER.sub(lambda m: _SAMPLES.get(m.group(1), m.group(0)), token)

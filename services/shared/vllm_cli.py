@@ -84,19 +84,31 @@ def is_vllm_bench(argv: Sequence[str]) -> bool:
 
 
 @dataclass(frozen=True)
-class ParsedServe:
-    """What vLLM's own serve parser reads from a command: every argument, defaults included."""
+class Parsed:
+    """What one of vLLM's own parsers read from a command: every argument, defaults included."""
 
-    args: dict[str, Any]  # every destination of vLLM's serve parser, as parsed
+    namespace: argparse.Namespace  # as vLLM's parser made it (vllm.benchmarks.serve.main takes it)
     set_by_command: frozenset[str]  # the destinations whose value differs from vLLM's default
 
     @property
+    def args(self) -> dict[str, Any]:
+        return vars(self.namespace)
+
+    @property
     def model(self) -> str | None:
+        """A serve command's model: `vllm serve MODEL`, or --model when the command sets it."""
         return self.args.get("model_tag") or (self.args.get("model") if "model" in self.set_by_command else None)
 
     def declared(self) -> dict[str, Any]:
         """The arguments the command sets, as vLLM read them (JSON-safe)."""
         return {name: _plain(self.args[name]) for name in sorted(self.set_by_command)}
+
+
+def _read(parser: argparse.ArgumentParser, defaults: dict[str, Any], argv: list[str], *, where: str) -> Parsed:
+    namespace = _parse(parser, argv, where=where)
+    changed = frozenset(name for name, value in vars(namespace).items()
+                        if name not in _NOT_ARGS and value != defaults.get(name))
+    return Parsed(namespace=namespace, set_by_command=changed)
 
 
 @functools.cache
@@ -117,15 +129,11 @@ def _serve_defaults() -> dict[str, Any]:
     return vars(_parse(_serve_parser(), ["serve"], where="vLLM's serve defaults"))
 
 
-def parse_serve(argv: Sequence[str], *, where: str) -> ParsedServe:
+def parse_serve(argv: Sequence[str], *, where: str) -> Parsed:
     """`vllm serve ...` read by vLLM's serve parser; CommandRefused with vLLM's own message where it refuses."""
     if not is_vllm_serve(argv):
         raise CommandRefused(f"{where}: not a `vllm serve` command")
-    parsed = vars(_parse(_serve_parser(), list(argv[1:]), where=where))
-    defaults = _serve_defaults()
-    changed = frozenset(name for name, value in parsed.items()
-                        if name not in _NOT_ARGS and value != defaults.get(name))
-    return ParsedServe(args=parsed, set_by_command=changed)
+    return _read(_serve_parser(), _serve_defaults(), list(argv[1:]), where=where)
 
 
 # Parser bookkeeping, not arguments of the engine or the server.
@@ -150,29 +158,11 @@ def _bench_defaults() -> dict[str, Any]:
     return vars(_parse(_bench_parser(), [], where="vLLM's bench defaults"))
 
 
-@dataclass(frozen=True)
-class ParsedBench:
-    """What vLLM's own bench parser reads from a `vllm bench serve` command."""
-
-    namespace: argparse.Namespace  # what vllm.benchmarks.serve.main takes
-    set_by_command: frozenset[str]
-
-    @property
-    def args(self) -> dict[str, Any]:
-        return vars(self.namespace)
-
-    def declared(self) -> dict[str, Any]:
-        return {name: _plain(self.args[name]) for name in sorted(self.set_by_command)}
-
-
-def parse_bench(argv: Sequence[str], *, where: str) -> ParsedBench:
+def parse_bench(argv: Sequence[str], *, where: str) -> Parsed:
     """`vllm bench serve ...` read by vLLM's bench parser."""
     if not is_vllm_bench(argv):
         raise CommandRefused(f"{where}: not a `vllm bench serve` command")
-    namespace = _parse(_bench_parser(), list(argv[3:]), where=where)
-    defaults = _bench_defaults()
-    changed = frozenset(name for name, value in vars(namespace).items() if value != defaults.get(name))
-    return ParsedBench(namespace=namespace, set_by_command=changed)
+    return _read(_bench_parser(), _bench_defaults(), list(argv[3:]), where=where)
 
 
 class _Refused(Exception):
