@@ -93,7 +93,30 @@ def strict(tool: Tool) -> Tool:
         "_known_only": model_validator(mode="before")(classmethod(known_only)),
     })
     metadata = tool.fn_metadata.model_copy(update={"arg_model": model})
-    return tool.model_copy(update={"fn_metadata": metadata, "parameters": model.model_json_schema(by_alias=True)})
+    fields = {key: getattr(tool, key) for key in type(tool).model_fields}
+    return _OneLineTool.model_construct(**{**fields, "fn_metadata": metadata,
+                                           "parameters": model.model_json_schema(by_alias=True)})
+
+
+def _argument_problem(name: str, exc: ValidationError) -> str:
+    """Arguments that fail the tool's model, in one line: a refusal the argument model words itself
+    (an undeclared argument) as it is, anything else as every entry point words invalid input."""
+    errors = exc.errors()
+    own = [e["ctx"]["error"] for e in errors if e["type"] == "value_error" and not e["loc"] and "ctx" in e]
+    return f"{name}: {own[0]}" if len(own) == len(errors) == 1 else f"{name}: {invalid_input(exc)}"
+
+
+class _OneLineTool(Tool):
+    """The SDK words an argument that fails validation as pydantic's multi-line report; a caller gets one line
+    that says what to fix, as from every other entry point (docs/mcp.md, "Errors")."""
+
+    async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
+        try:
+            return await super().run(arguments, context, convert_result)
+        except ToolError as exc:
+            if type(exc) is ToolError and isinstance(exc.__cause__, ValidationError):
+                raise ToolError(_argument_problem(self.name, exc.__cause__)) from None
+            raise
 
 
 class _Tools:

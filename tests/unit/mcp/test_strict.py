@@ -25,9 +25,12 @@ async def test_an_undeclared_argument_is_refused_by_name_and_does_nothing(settin
     async with serving(settings) as client:
         text = await _refused(client, "evidence_init", family="toy-llama", experiment_id="bogus-run", bogus=1)
         assert "'bogus'" in text and "evidence_init" in text
+        assert "\n" not in text and text.startswith("evidence_init: "), text  # one line, as every entry point
         assert not (settings.bundle_root / "bogus-run").exists()
         text = await _refused(client, "campaign_status", run_id="bogus-run", verbose=True)
-        assert "'verbose'" in text
+        assert "'verbose'" in text and "\n" not in text
+        text = await _refused(client, "campaign_status", run_id=7)  # a wrong type: pydantic's words, one line
+        assert text.startswith("campaign_status: invalid input: run_id") and "\n" not in text, text
         assert _streams(settings) == []
 
 
