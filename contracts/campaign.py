@@ -31,6 +31,9 @@ HELDOUT_SHAPE = "corpus-heldout"
 SpecMethod = Literal["ngram", "suffix", "draft_model", "eagle", "eagle3", "mtp", "medusa"]
 # Methods whose proposer is a separate model checkpoint.
 METHODS_WITH_MODEL = frozenset({"draft_model", "eagle", "eagle3", "medusa"})
+# The suffix method's own keys (SpeculativeConfig below), passed to vLLM and read back like the rest.
+SUFFIX_KEYS: tuple[str, ...] = ("suffix_decoding_max_tree_depth", "suffix_decoding_max_cached_requests",
+                                "suffix_decoding_max_spec_factor", "suffix_decoding_min_token_prob")
 Scheduler = Literal["local", "slurm", "kubernetes"]
 # The steps that change the cluster and so pass the review point (services/runtime/review.py).
 ReviewedStep = Literal["training", "bench"]
@@ -78,6 +81,15 @@ class SpeculativeConfig(Strict):
     prompt_lookup_min: int | None = Field(default=None, ge=1, description="ngram: smallest n-gram to match.")
     prompt_lookup_max: int | None = Field(default=None, ge=1, description="ngram: largest n-gram to match.")
     draft_tensor_parallel_size: int | None = Field(default=None, ge=1, description="Tensor parallel size of the draft.")
+    # suffix: vLLM's SpeculativeConfig keys of the same names (its defaults 24, 10000, 1.0, 0.1 when unset).
+    suffix_decoding_max_tree_depth: int | None = Field(
+        default=None, ge=1, description="suffix: deepest suffix tree (prefix match plus draft length).")
+    suffix_decoding_max_cached_requests: int | None = Field(
+        default=None, ge=0, description="suffix: requests kept in the global tree (FIFO); 0 disables it.")
+    suffix_decoding_max_spec_factor: float | None = Field(
+        default=None, ge=0, description="suffix: draft length at most this times the prefix match length.")
+    suffix_decoding_min_token_prob: float | None = Field(
+        default=None, ge=0, le=1, description="suffix: smallest estimated probability of a drafted token.")
 
     @model_validator(mode="after")
     def _check_method_fields(self) -> SpeculativeConfig:
@@ -88,6 +100,8 @@ class SpeculativeConfig(Strict):
         lookup = (self.prompt_lookup_min, self.prompt_lookup_max)
         if self.method != "ngram" and any(v is not None for v in lookup):
             raise ValueError("prompt_lookup_min/max apply to the ngram method only")
+        if self.method != "suffix" and any(getattr(self, key) is not None for key in SUFFIX_KEYS):
+            raise ValueError("suffix_decoding_* apply to the suffix method only")
         if None not in lookup and lookup[0] > lookup[1]:  # type: ignore[operator]
             raise ValueError("prompt_lookup_min must not exceed prompt_lookup_max")
         return self
