@@ -30,6 +30,7 @@ already there is skipped and reported as "reused".
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import math
@@ -292,8 +293,18 @@ def build_hash(traffic: Path, settings: dict[str, Any]) -> str:
 
 def build_target(traffic: str | Path, out_dir: str | Path, seed: int = 0, steps: int = DEFAULTS["steps"],
                  log=print, **overrides: Any) -> Path:
-    """Build (or reuse) the toy target in `out_dir`; return its path. See the module docstring."""
-    traffic, out_dir = Path(traffic), Path(out_dir)
+    """Build (or reuse) the toy target in `out_dir`; return its path. See the module docstring.
+
+    One build at a time per folder, across processes: `make test`'s two lanes both use the toy target, and
+    the second to ask waits for the first's build and then reuses it (an exclusive lock beside the folder)."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    with (out_dir.parent / f".{out_dir.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when this process dies
+        return _build_target(Path(traffic), out_dir, seed, steps, log, **overrides)
+
+
+def _build_target(traffic: Path, out_dir: Path, seed: int, steps: int, log: Any, **overrides: Any) -> Path:
     unknown = set(overrides) - set(DEFAULTS)
     if unknown:
         raise ToyBuildError(f"unknown settings {sorted(unknown)}; known: {sorted(DEFAULTS)}")
