@@ -1,0 +1,129 @@
+"""The k that maximises predicted speedup at each measured concurrency, written as vLLM's
+`num_speculative_tokens_per_batch_size` schedule (contracts/schedule.py). Pure: numbers in, numbers out.
+
+The model is the report's prediction with the draft's cost (services/publisher/predict.py), evaluated at
+every k from 0 up to the k the candidate was measured with:
+
+    S_l(j) = L_l(j) / (1 + j * c_l),   L_l(j) = 1 + a_1 + ... + a_j,   S_l(0) = 1
+
+- a_i: the candidate's measured acceptance at draft position i at level l (accepted at i / drafts, pooled
+  over the level's trials). Truncating a draft to j tokens leaves positions 1..j as they were: a token
+  is accepted only when every earlier one was, so a_1..a_j do not depend on later positions.
+- c_l: the measured cost of one drafted token at level l, in plain decode steps. Where the level has a
+  realized speedup R_l (baseline TPOT / candidate TPOT), c_l = (L_l(k) / R_l - 1) / k: the whole overhead
+  of the measured speculative step (draft forwards and the extra verification work at that batch size),
+  spread over its k tokens, floored at 0. At the measured k the model then reproduces R_l exactly; at
+  another k it assumes the step's cost grows linearly in k. Without a realized speedup, c_l is the
+  draft's own measured cost (draft-cost.json; 0 for ngram and suffix), which leaves verification out.
+- j = 0 is no speculation (S = 1): vLLM's schedule accepts k = 0 for a range.
+
+The best k at a level maximises S_l(j) (ties: the smaller j, it drafts less). The best fixed k maximises
+the geometric mean of S_l(j) over the levels (equivalently minimises the geometric mean of predicted
+TPOT_l(j) = TPOT_l(baseline) / S_l(j)). Levels are batch-size boundaries: level l's k covers batch sizes
+above the previous level up to l, so each measured level's steady batch runs its own k.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+EPS = 1e-9
+
+
+def speedup(per_position: Sequence[float], cost: float, k: int) -> float:
+    """S(k) = (1 + a_1 + ... + a_k) / (1 + k c); 1 for k = 0."""
+    if k == 0:
+        return 1.0
+    return (1 + sum(per_position[:k])) / (1 + k * cost)
+
+
+def cost_from_realized(per_position: Sequence[float], realized: float) -> float:
+    """c_l from the realized speedup at the measured k: (L(k) / R - 1) / k, at least 0."""
+    k = len(per_position)
+    return max(0.0, ((1 + sum(per_position)) / realized - 1) / k)
+
+
+def best_k(per_position: Sequence[float], cost: float) -> int:
+    """The j in 0..k with the highest S(j); the smallest such j on a tie."""
+    best, value = 0, 1.0
+    for j in range(1, len(per_position) + 1):
+        s = speedup(per_position, cost, j)
+        if s > value + EPS:
+            best, value = j, s
+    return best
+
+
+@dataclass(frozen=True)
+class Level:
+    """One measured level of one candidate: what the model reads."""
+
+    concurrency: int | None  # None: no concurrency cap
+    per_position: tuple[float, ...]  # a_1..a_k at this level
+    cost: float  # c_l
+    cost_source: str
+    baseline_tpot_ms: float | None  # None: no baseline TPOT at this level
+
+    def speedup(self, k: int) -> float:
+        return speedup(self.per_position, self.cost, k)
+
+    def tpot_ms(self, k: int) -> float | None:
+        return None if self.baseline_tpot_ms is None else self.baseline_tpot_ms / self.speedup(k)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One candidate's schedule and what it predicts against the best fixed k."""
+
+    k_max: int
+    levels: tuple[Level, ...]  # ascending concurrency, no cap last
+    chosen: tuple[int, ...]  # best k per level
+    fixed_k: int  # the best single k over all levels
+    schedule: tuple[tuple[int, int, int], ...]
+
+    @property
+    def gain(self) -> float:
+        """Geometric-mean predicted speedup of the schedule over the best fixed k (1.0: no gain)."""
+        return _geomean([lv.speedup(k) / lv.speedup(self.fixed_k) for lv, k in zip(self.levels, self.chosen, strict=True)])
+
+    @property
+    def varies(self) -> bool:
+        """True when the schedule runs more than one k (otherwise it is a fixed k)."""
+        return len({k for _, _, k in self.schedule}) > 1
+
+
+def plan(levels: Sequence[Level]) -> Plan:
+    """The schedule for one candidate from its measured levels (at least one, each with the same k_max)."""
+    ordered = tuple(sorted(levels, key=lambda lv: (lv.concurrency is None, lv.concurrency or 0)))
+    k_max = max(len(lv.per_position) for lv in ordered)
+    chosen = tuple(best_k(lv.per_position, lv.cost) for lv in ordered)
+    fixed, value = 1, -math.inf
+    for j in range(1, k_max + 1):
+        g = _geomean([lv.speedup(min(j, len(lv.per_position))) for lv in ordered])
+        if g > value + EPS:
+            fixed, value = j, g
+    return Plan(k_max=k_max, levels=ordered, chosen=chosen, fixed_k=fixed,
+                schedule=ranges([(lv.concurrency, k) for lv, k in zip(ordered, chosen, strict=True)]))
+
+
+def ranges(choices: Sequence[tuple[int | None, int]]) -> tuple[tuple[int, int, int], ...]:
+    """[(level, k)] in ascending level -> [start_bs, end_bs, k] ranges: level l covers (previous level, l];
+    a level without a cap starts after the highest capped one (vLLM carries the last k on from there).
+    Adjacent ranges with the same k are merged."""
+    out: list[list[int]] = []
+    previous = 0
+    for level, k in choices:
+        end = level if level is not None else previous + 1
+        if end <= previous:
+            continue
+        if out and out[-1][2] == k:
+            out[-1][1] = end
+        else:
+            out.append([previous + 1, end, k])
+        previous = end
+    return tuple((a, b, c) for a, b, c in out)
+
+
+def _geomean(values: Sequence[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else 1.0
