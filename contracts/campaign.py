@@ -14,6 +14,7 @@ from pydantic import Field, SerializerFunctionWrapHandler, field_validator, mode
 
 from contracts.argv import ArgvTemplate
 from contracts.envelope import Key, Strict
+from contracts.schedule import schedule_problems
 
 CAMPAIGN_VERSION = 1
 # The gate's noise estimate (Welch interval, A/A bound over an arm's trials) needs two trials per arm.
@@ -90,6 +91,20 @@ class SpeculativeConfig(Strict):
         default=None, ge=0, description="suffix: draft length at most this times the prefix match length.")
     suffix_decoding_min_token_prob: float | None = Field(
         default=None, ge=0, le=1, description="suffix: smallest estimated probability of a drafted token.")
+    num_speculative_tokens_per_batch_size: list[tuple[int, int, int]] | None = Field(
+        default=None,
+        description="A k per batch size: [[start_bs, end_bs, k], ...], inclusive non-overlapping ascending ranges, "
+        "the first starting at 1, each k from 0 to num_speculative_tokens (vLLM's dynamic speculation; "
+        "contracts/schedule.py). None: k every step.",
+    )
+
+    @model_validator(mode="after")
+    def _check_schedule(self) -> SpeculativeConfig:
+        entries = self.num_speculative_tokens_per_batch_size
+        problems = [] if entries is None else schedule_problems(entries, self.num_speculative_tokens)
+        if problems:
+            raise ValueError("num_speculative_tokens_per_batch_size: " + "; ".join(problems))
+        return self
 
     @model_validator(mode="after")
     def _check_method_fields(self) -> SpeculativeConfig:
