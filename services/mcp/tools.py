@@ -165,6 +165,13 @@ async def _check_family(session: Any, run_id: str, family: str) -> None:
             f"of family {recorded!r} in it, or create a new run for {family!r}; nothing was stored")
 
 
+async def _family_consumed(session: Any, run_id: str) -> None:
+    """The stored campaign now carries the family and is write-once: the key has done its work, and a run
+    whose campaign is stored leaves nothing behind in Redis. (A run created and never given a campaign keeps
+    its one short key until Redis loses it.)"""
+    await session.client.delete(family_key(session.settings.stream_prefix, run_id))
+
+
 def build(deps: Deps) -> list[Tool]:
     """The server's tools over the use cases, each strict (see `strict`)."""
     registry = _Tools(deps)
@@ -226,8 +233,10 @@ def build(deps: Deps) -> list[Tool]:
         commands and the source revisions in the run's bundle; publishes nothing. Next: campaign_run (a dry run)."""
         async with deps.connect() as session:
             await _check_family(session, experiment_id, family)
-            return await workflow.campaign_init(session, Path(config), experiment_id, family,
-                                                Path(evidence_bundle) if evidence_bundle is not None else None)
+            stored = await workflow.campaign_init(session, Path(config), experiment_id, family,
+                                                  Path(evidence_bundle) if evidence_bundle is not None else None)
+            await _family_consumed(session, experiment_id)
+            return stored
 
     @tool(mutates=False)
     async def campaign_validate(
@@ -274,7 +283,9 @@ def build(deps: Deps) -> list[Tool]:
             return _help(verbs.CAMPAIGN_INIT, parsed.help)
         async with deps.connect() as session:
             await _check_family(session, parsed.namespace.experiment_id, parsed.namespace.family)
-            return await verb_calls.campaign_init(session, parsed.namespace)
+            stored = await verb_calls.campaign_init(session, parsed.namespace)
+            await _family_consumed(session, parsed.namespace.experiment_id)
+            return stored
 
     @tool(mutates=True, destructive=True)
     async def perf_tune_report_campaign_run(

@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import redis
+
+from services.mcp.tools import family_key
 from tests.unit.mcp.test_tools import EXAMPLE, _ok, _refused, _streams, serving
 
 
@@ -43,7 +46,18 @@ async def test_evidence_init_family_beside_an_experiment_id_is_checked_by_campai
         assert "other-family" in text and "evidence_init" in text
         assert list(Path(made["bundle_path"]).iterdir()) == []
         await _ok(client, "evidence_init", family="toy-llama", experiment_id="family-ok")
+        assert _family_keys(settings) == {b"family-run", b"family-ok"}
         await _ok(client, "campaign_init", config=str(EXAMPLE), experiment_id="family-ok", family="toy-llama")
+        assert _family_keys(settings) == {b"family-run"}  # consumed once the campaign (and its family) is stored
+
+
+def _family_keys(settings) -> set[bytes]:
+    client = redis.Redis.from_url(settings.redis_url)
+    try:
+        keys = client.scan_iter(match=family_key(settings.stream_prefix, "*"))
+        return {key.rsplit(b":", 1)[1] for key in keys}
+    finally:
+        client.close()
 
 
 async def test_wait_for_plans_s_on_a_live_call_is_refused_with_the_reason(settings):
