@@ -3,10 +3,12 @@
 The gate writes it (services.gate.decide); the publisher reads it back from the
 bundle to render the report. No I/O here.
 
-`continue` (sequential rounds, `specdec gate --max-trials N`) is a decision of
-`specdec gate` and of the bench-runner's rounds only: the gate service decides on
-the trials the bench ran (its cap), never writes a `continue` DECISION.json and
-never emits one (GateDecided refuses it), so a `continue` never starts the report.
+`continue` (sequential rounds, `specdec gate --max-trials N`, the campaign's
+gate.max_trials) is a decision `specdec gate` prints and the bench-runner's
+rounds act on: the gate service decides with the campaign's cap, and a
+`continue` fails its step (NotFinal) instead of writing DECISION.json or
+emitting gate.decided (GateDecided refuses it), so a `continue` never starts the
+report.
 The sequential fields are optional: decisions written before them read as None.
 """
 
@@ -24,8 +26,9 @@ DECISION_VERSION = 1
 Outcome = Literal["promote", "reject", "inconclusive", "continue"]
 LevelOutcome = Literal["win", "reject", "inconclusive", "continue"]
 # Why a level stopped taking trials: its interval decided it, the cap was reached, a floor failed,
-# or its data cannot be compared (more trials of the same data would not help).
-StopReason = Literal["decided", "cap", "floor_failed", "data_problem", "moot"]
+# its data cannot be compared (more trials of the same data would not help), the outcome no longer
+# depends on it, or the bench measured its cell no more (the cell failed there).
+StopReason = Literal["decided", "cap", "floor_failed", "data_problem", "moot", "bench_failed"]
 Verdict = Literal["better", "worse", "within_noise", "unavailable"]
 
 
@@ -120,8 +123,8 @@ class LevelDecision(Strict):
         default=None,
         description="Why the level took no more trials: decided (its interval cleared the minimum effect, or lies "
         "within it), cap (the maximum trials, or the trials at hand without one), floor_failed, data_problem (data "
-        "that more trials would not mend), moot (the campaign's outcome no longer depends on it); None while it "
-        "continues and in older decisions.",
+        "that more trials would not mend), moot (the campaign's outcome no longer depends on it), bench_failed (the "
+        "bench measured the cell no more: it failed there); None while it continues and in older decisions.",
     )
     trials_expected_more: int | None = Field(
         default=None, ge=0,

@@ -13,11 +13,18 @@ reasons, and every result read is re-checked against the spec-decode rule
 candidate cell whose every trial was rejected is still decided (inconclusive,
 with the reasons) rather than dropped.
 
-The service decides on the trials the bench ran: they are the cap (`max_trials`
-None, one look), so its decision is never `continue`. `final` makes that
-explicit: a `continue` would fail the step rather than write DECISION.json or
-emit gate.decided, the event that starts the report (GateDecided refuses the
-value too), so a `continue` never reaches the report or publish steps.
+The service decides with the campaign's cap (`gate.max_trials`, the cap of the
+bench's sequential rounds; none: the trials at hand are the cap, one look), so
+its interval is the repeated one at the look where the rounds stopped, the
+interval the rounds looked with. A candidate cell the bench failed is measured
+no more: its levels stop (`bench_failed`) and never read as `continue`. The
+bench stops its rounds only when every level is decided or at the cap, so after
+bench.completed a `continue` is rare (a level with trials missing); on
+gate.requested while the rounds still run it is the expected answer. `final`
+handles it: a `continue` fails the step (NotFinal, naming the open levels)
+rather than write DECISION.json or emit gate.decided, the only event that starts
+the report (GateDecided refuses the value too), so a `continue` never reaches
+the report or publish steps.
 """
 
 from __future__ import annotations
@@ -61,9 +68,10 @@ def gate_run(bundle: BundleStore, event: Event, producer: str) -> GateDecided:
             candidates.setdefault(ident.cell_id, [])  # decided, on its counted trials (perhaps none)
     if not candidates:
         raise StepFailed(_no_candidates(event), error_type="NoCandidates")
-    # The fixed-trial path: the trials the bench ran are the cap (sequential rounds are the bench-runner's).
+    completed = event if isinstance(event, BenchCompleted) else latest(bundle, event.run_id, BenchCompleted)
+    failed = dict(completed.failed_cells) if completed is not None else {}
     decision = final(decide(baseline, candidates, campaign.gate, max_model_len=campaign.target.max_model_len,
-                            rejected=rejected, max_trials=None))
+                            rejected=rejected, max_trials=campaign.gate.max_trials, failed_cells=failed))
     if _exploratory(bundle, event, campaign):
         decision = decision.model_copy(update={"draft": True, "reasons": [
             decision.reasons[0], "DRAFT: the trials come from an exploratory matrix (matrix.exploratory: true); "
@@ -79,8 +87,8 @@ def final(decision: Decision) -> Decision:
     """The decision, refused when it is `continue`: the gate step reports only final decisions."""
     if decision.decision == "continue":
         raise StepFailed(
-            "the gate decided `continue` (more trials could change the outcome), which the gate step never reports: "
-            "sequential rounds belong to the bench-runner, which gates only when its rounds have stopped",
+            f"the gate decided `continue`, which the gate step never reports ({decision.reasons[0]}): sequential "
+            "rounds belong to the bench-runner, whose bench.completed gates the run once its rounds have stopped",
             error_type="NotFinal",
         )
     return decision

@@ -125,6 +125,7 @@ def decide(
     max_model_len: int | None = None,
     rejected: Sequence[checks.Rejected] = (),
     max_trials: int | None = None,
+    failed_cells: Mapping[str, str] | None = None,
 ) -> Decision:
     """Pure: the decision over every candidate and concurrency level.
 
@@ -132,7 +133,9 @@ def decide(
     for the spec-decode rule's exact-k check; None where unknown (the rule then
     bounds draft tokens per draft by k). `rejected`: trials the bench rejected.
     `max_trials`: the cap on trials per arm and level of sequential rounds; None
-    (the gate service's fixed-trial path) makes the trials at hand the cap."""
+    (the gate's fixed-trial path) makes the trials at hand the cap. `failed_cells`: candidates (by
+    name or cell) the bench measured no more, with why: their levels stop (`bench_failed`), never
+    `continue`, since no round will add to them."""
     objective = parse_objective(spec.objective)
     guards = list(zip(spec.guards, parse_guards(spec.guards)))
     if not baseline_trials:
@@ -160,9 +163,10 @@ def decide(
     base_levels = _by_level(counted_base)
     base_rejected_levels = _rejected_by_level(base_rejected)
     keys = reported_metrics(objective)
+    failed = _failed(failed_cells or {}, candidate_trials)
     decided = [
         _decide_candidate(name, base_levels, _by_level(trials), keys, guards, spec, design,
-                          base_rejected_levels, _rejected_by_level(set_aside[name]))
+                          base_rejected_levels, _rejected_by_level(set_aside[name]), failed.get(name))
         for name, trials in counted.items()
     ]
     settled = _settled(decided)
@@ -246,13 +250,14 @@ def _decide_candidate(
     design: _Design,
     base_rejected: dict[Level, list[checks.Rejected]],
     cand_rejected: dict[Level, list[checks.Rejected]],
+    failed: str | None = None,
 ) -> CandidateDecision:
     accuracies = [t.accuracy for trials in cand_levels.values() for t in trials if t.accuracy is not None]
     accuracy = float(np.mean(accuracies)) if accuracies else None
     levels = sorted(set(base_levels) | set(cand_levels) | set(base_rejected) | set(cand_rejected), key=_level_order)
     decisions = [
         _decide_level(level, base_levels.get(level, []), cand_levels.get(level, []), keys, guards, spec, design,
-                      accuracy, base_rejected.get(level, []), cand_rejected.get(level, []))
+                      accuracy, base_rejected.get(level, []), cand_rejected.get(level, []), failed)
         for level in levels
     ]
     return _candidate(name, decisions, accuracy)
@@ -368,6 +373,7 @@ def _decide_level(
     accuracy: float | None,
     base_rejected: list[checks.Rejected],
     cand_rejected: list[checks.Rejected],
+    failed: str | None = None,
 ) -> LevelDecision:
     base, cand = sorted(base, key=checks.trial_order), sorted(cand, key=checks.trial_order)
     base_counts, cand_counts = checks.arm_counts(base), checks.arm_counts(cand)
@@ -398,8 +404,10 @@ def _decide_level(
     worse_guards = [g for g in guarded if g.passed is False]
     unread_guards = [g for g in guarded if g.passed is None]
     used = min(len(base), len(cand))
-    # More trials can mend too few trials or an undecided interval, nothing else.
-    may_continue = design.cap is not None and used < design.cap
+    # More trials can mend too few trials or an undecided interval, nothing else; a cell the bench measured
+    # no more (it failed) gets none, whatever the cap.
+    may_continue = design.cap is not None and used < design.cap and failed is None
+    at_end = "bench_failed" if failed is not None else "cap"
 
     failed_floors = [f for f in floors if f.passed is False]
     reasons = [f"{f.floor} {f.measured:.3f} is below the floor {f.minimum:.3f}" for f in failed_floors]
@@ -409,7 +417,7 @@ def _decide_level(
     elif problems:
         only_few = len(problems) == len(too_few)
         outcome, stopped = ("continue", None) if only_few and may_continue else (
-            "inconclusive", "cap" if only_few else "data_problem")
+            "inconclusive", at_end if only_few or failed is not None else "data_problem")
     elif objective is None or objective.verdict == "unavailable":
         outcome, stopped = "inconclusive", "data_problem"
         problems.append(f"the objective could not be compared: {objective.note if objective else 'no trials'}")
@@ -426,7 +434,9 @@ def _decide_level(
     elif may_continue:
         outcome, stopped = "continue", None
     else:
-        outcome, stopped = "inconclusive", "cap"
+        outcome, stopped = "inconclusive", at_end
+    if stopped == "bench_failed":
+        problems.append(f"the bench measured this cell no more: {failed}")
     reasons += problems
     if objective is not None and objective.verdict != "unavailable":
         reasons.append(_describe(objective))
@@ -612,6 +622,17 @@ def _assign(
         if name is not None:
             set_aside[name].append(r)
     return base_rejected
+
+
+def _failed(failed_cells: Mapping[str, str], candidates: Mapping[str, list[Trial]]) -> dict[str, str]:
+    """The candidates the bench measured no more, by name: named as given, or by the cell of their trials."""
+    found = {}
+    for name, trials in candidates.items():
+        cells = [name, *sorted({t.cell_id for t in trials if t.cell_id})]
+        why = next((failed_cells[c] for c in cells if c in failed_cells), None)
+        if why is not None:
+            found[name] = why
+    return found
 
 
 def _rejected_by_level(rejected: list[checks.Rejected]) -> dict[Level, list[checks.Rejected]]:
