@@ -55,6 +55,7 @@ class Check:
     elsewhere: Edit | None = None
 
 
+SCHEDULE = [[1, 2, 3], [3, 8, 2]]  # a k per batch-size range (num_speculative_tokens_per_batch_size)
 NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
 DRAFT = {"method": "draft_model", "num_speculative_tokens": 3, "model": "/drafts/standing", "draft_tensor_parallel_size": 1}
 TRAIN = {"argv": ["python", "infra/examples/train_draft.py", "--corpus", "{corpus_train}", "--out", "{output_dir}"]}
@@ -125,6 +126,9 @@ CHECKS: dict[str, Check] = {
                                         may_refuse=True),
     "standing.draft_tensor_parallel_size": Check(SERVE_SEES, put("standing.draft_tensor_parallel_size", 2),
                                                  base=standing_is(DRAFT), may_refuse=True),
+    "standing.num_speculative_tokens_per_batch_size": Check(
+        SERVE_SEES, put("standing.num_speculative_tokens_per_batch_size", SCHEDULE),
+        base=standing_is(NGRAM), may_refuse=True),
     "traffic.path": Check(("training_data", "requests"), put("traffic.path", lambda ctx, d: str(ctx.traffic_other)),
                           applies=FILE),
     # 3 % of the lines are malformed: 5 % accepts them, 1 % fails the profile.
@@ -220,6 +224,8 @@ CHECKS: dict[str, Check] = {
         SERVE_SEES, put(f"{C1}.serving.speculative.prompt_lookup_max", 5)),
     "matrix.cells[].serving.speculative.draft_tensor_parallel_size": Check(
         SERVE_SEES, put(f"{C2}.serving.speculative.draft_tensor_parallel_size", 1)),
+    "matrix.cells[].serving.speculative.num_speculative_tokens_per_batch_size": Check(
+        SERVE_SEES, put(f"{C1}.serving.speculative.num_speculative_tokens_per_batch_size", SCHEDULE)),
     "matrix.cells[].vllm_sweep.serve_cmd": Check(SERVE_SEES, put(f"{C1}.vllm_sweep.serve_cmd", OTHER_SERVE)),
     # Every cell must be measured by one bench: set on all of them.
     "matrix.cells[].vllm_sweep.bench_cmd": Check(LOAD_SEES, put("matrix.cells.*.vllm_sweep.bench_cmd", OTHER_BENCH)),
@@ -329,6 +335,19 @@ def _pre_approve_item(i: int, n: int) -> Check:
                  elsewhere=both(ack, put("review.pre_approve", ["training"])))
 
 
+def _schedule_item(prefix: str, *, standing: bool = False) -> ItemCheck:
+    # Entry i's k lowered to 1: the --speculative-config the server gets changes (the standing config
+    # must match the standing cell's, so a change to it alone is refused, naming it).
+    def check(i: int, n: int) -> Check:
+        entries = [[1, 2, 3], *[[3 + 6 * j, 8 + 6 * j, 2] for j in range(n - 1)]]
+        changed = [*entries[i][:2], 1]
+        start = (standing_is({**NGRAM, "num_speculative_tokens_per_batch_size": entries}) if standing
+                 else put(f"{prefix}.num_speculative_tokens_per_batch_size", entries))
+        return Check(SERVE_SEES, put(f"{prefix}.num_speculative_tokens_per_batch_size.{i}", changed), base=start,
+                     may_refuse=standing)
+    return check
+
+
 # list field -> (its check per item, the items walked when the variant lists none)
 ITEM_CHECKS: dict[str, tuple[ItemCheck, int]] = {
     "traffic.shapes": (_shape_item, 0),
@@ -336,10 +355,16 @@ ITEM_CHECKS: dict[str, tuple[ItemCheck, int]] = {
     "matrix.cells[].concurrency": (_level_item, 0),
     "gate.guards": (_guard_item, 2),
     "review.pre_approve": (_pre_approve_item, 1),
+    "matrix.cells[].serving.speculative.num_speculative_tokens_per_batch_size": (
+        _schedule_item(f"{C1}.serving.speculative"), 2),
+    "standing.num_speculative_tokens_per_batch_size": (_schedule_item("standing", standing=True), 2),
 }
 ITEM_PATHS = {"traffic.shapes": "traffic.shapes", "matrix.cells": "matrix.cells",
               "matrix.cells[].concurrency": "matrix.cells.0.concurrency", "gate.guards": "gate.guards",
-              "review.pre_approve": "review.pre_approve"}
+              "review.pre_approve": "review.pre_approve",
+              "matrix.cells[].serving.speculative.num_speculative_tokens_per_batch_size":
+                  f"{C1}.serving.speculative.num_speculative_tokens_per_batch_size",
+              "standing.num_speculative_tokens_per_batch_size": "standing.num_speculative_tokens_per_batch_size"}
 
 
 def item_count(list_field: str, data: dict) -> int:
