@@ -16,6 +16,9 @@ from __future__ import annotations
 EVENTS = "events.jsonl"  # append-only; the journal is its one writer
 MANIFEST = "manifest.json"  # derived from the artifacts, rebuilt atomically
 INDEX_DIR = ".index"  # the store's per-artifact hash records
+# The journal's records of events Redis lost before it read them (services/runtime/gaps.py);
+# the manifest's lost_events derive from them.
+GAPS_DIR = "journal/gaps"
 
 # --- stored by `specdec submit`, before anything runs ----------------------------
 CAMPAIGN_YAML = "campaign.yaml"  # the operator's file, byte for byte

@@ -2,15 +2,21 @@
 
 The journal has a consumer group of its own over every stream (the catalogue),
 so it sees each event once whatever the other services do. It is idempotent on
-event_id: a redelivered event is not appended twice.
+event_id: a redelivered event is not appended twice. After each reconcile pass (on
+start, and once a detected Redis reset has settled) it names the events Redis lost
+before it read them in the run's manifest (services/runtime/gaps.py).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from contracts.catalogue import CATALOGUE, JOURNAL
 from contracts.envelope import Event
 from services.runtime.bundle import BundleStore
 from services.runtime.consumer import Route, StepContext
+from services.runtime.gaps import note_gaps
+from services.runtime.service import Service
 
 NAME = JOURNAL
 
@@ -31,3 +37,8 @@ def routes(resources: dict) -> list[Route]:
         return []
 
     return [Route(spec.schema, handle, step_key=lambda event: event.event_id) for spec in CATALOGUE]
+
+
+async def after_reconcile(service: Service, resources: dict, log: Any) -> None:
+    """Called by services/runtime/main.py after each reconcile pass: record the events Redis lost."""
+    await note_gaps(resources["bundle"], service.consumer.ledger, log)

@@ -62,7 +62,18 @@ async def run(name: str, settings: RuntimeSettings) -> None:
     deployment = procs.deployment_id(settings.redis_url, settings.stream_prefix)
     procs.label_deployment(deployment)  # before any child starts: every child carries it
     catchup = CatchUp(service, resources["bundle"], log)  # type: ignore[arg-type]
-    reconciler = reconciler_for(service, deployment, log, after_pass=catchup.schedule)
+    # A service's own work after each pass (the journal names the events Redis lost, services/runtime/gaps.py).
+    hook = getattr(module, "after_reconcile", None)
+    hooks: set[asyncio.Task[Any]] = set()
+
+    def after_pass() -> None:
+        catchup.schedule()
+        if hook is not None:
+            task = asyncio.get_running_loop().create_task(hook(service, resources, log))
+            hooks.add(task)
+            task.add_done_callback(hooks.discard)
+
+    reconciler = reconciler_for(service, deployment, log, after_pass=after_pass)
     # Before serving, unless Redis lost its state less than a settle period ago: then in
     # the background, once live owners have re-registered their leases (reconcile.py).
     # Each pass is followed by the catch-up over the bundle, which waits until the service serves.
