@@ -27,6 +27,15 @@ The rule (DESIGN.md, "vLLM and models on CPU"; figures in docs/bench-runner.md,
     rule asks for exactly k when the window shows that no request could come
     that close (`Window.may_trim` is False), and at most k otherwise,
     including when the file does not say how long its requests were.
+  - a cell with a k per batch size (`num_speculative_tokens_per_batch_size`,
+    contracts/schedule.py) drafts per step the k of that step's batch size, so
+    "k" above is a span: over the batch sizes a window at concurrency c can
+    schedule (1..c; every size when the level has no cap or the file does not
+    say), the fewest and the most tokens per draft the schedule gives. Draft
+    tokens per draft never exceed the most; a model-based proposer drafts at
+    least the fewest (same trimming exception); where the schedule gives k = 0
+    at some of those sizes a window may have no drafts, and where it gives 0 at
+    all of them it must have none.
 
 Pure: no I/O, no vLLM import.
 """
@@ -39,6 +48,7 @@ from typing import Any
 
 from contracts.campaign import SpeculativeConfig
 from contracts.events import SpecDecodeDelta
+from contracts.schedule import k_span
 
 # Methods whose proposer finds no draft, or a shorter one, when the context has no match.
 SHORTER_DRAFT_METHODS = frozenset({"ngram", "suffix"})
@@ -64,6 +74,8 @@ class Window:
     longest_output: int | None = None
     # The context length the engine served the window with.
     max_model_len: int | None = None
+    # The window's concurrency cap (its batch sizes run 1 up to it); None: no cap, or the file does not say.
+    concurrency: int | None = None
 
     def may_trim(self, k: int) -> bool:
         """True unless the window shows every request ended far enough below max_model_len."""
@@ -76,12 +88,15 @@ def window_of(result: Mapping[str, Any], *, max_model_len: int | None) -> Window
     """The window of a trial result: `input_lens` and `output_lens`, the per-request arrays
     of vLLM's --save-detailed format (the bench-runner's builtin results always carry them)."""
     inputs, outputs = result.get("input_lens"), result.get("output_lens")
+    cap = result.get("max_concurrency")
+    concurrency = cap if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else None
     if not (_ints(inputs) and _ints(outputs) and len(inputs) == len(outputs) and outputs):  # type: ignore[arg-type]
-        return Window(max_model_len=max_model_len)
+        return Window(max_model_len=max_model_len, concurrency=concurrency)
     return Window(
         longest_sequence=max(i + o for i, o in zip(inputs, outputs)),  # type: ignore[arg-type]
         longest_output=max(outputs),  # type: ignore[arg-type]
         max_model_len=max_model_len,
+        concurrency=concurrency,
     )
 
 
@@ -93,6 +108,15 @@ def declared(spec: SpeculativeConfig | Mapping[str, Any] | None) -> tuple[str | 
         return spec.method, spec.num_speculative_tokens
     method = spec.get("method")
     return (str(method) if method is not None else None), int(spec["num_speculative_tokens"])
+
+
+def schedule_of(spec: SpeculativeConfig | Mapping[str, Any] | None) -> list[list[int]] | None:
+    """The declared k per batch size (num_speculative_tokens_per_batch_size), None when the cell declares none."""
+    if spec is None:
+        return None
+    raw = spec.num_speculative_tokens_per_batch_size if isinstance(spec, SpeculativeConfig) \
+        else spec.get("num_speculative_tokens_per_batch_size")
+    return [[int(v) for v in entry] for entry in raw] if raw else None
 
 
 def speculation_problems(
@@ -107,8 +131,18 @@ def speculation_problems(
         return []
     if delta is None:
         return ["speculation declared but the engine exports no spec-decode counters"]
+    schedule = schedule_of(spec)
+    # (fewest, most) tokens per draft: k and k, or the schedule's span at the window's concurrency.
+    low, high = (k, k) if schedule is None else k_span(schedule, k, window.concurrency)
+    what = f"k={k}" if schedule is None else \
+        f"k {low}..{high} (the schedule {schedule} at batch sizes 1..{window.concurrency or 'any'})"
     problems = []
-    if delta.num_drafts <= 0:
+    if schedule is not None and high == 0:
+        if delta.num_drafts > 0:
+            problems.append(f"{delta.num_drafts} drafts, but {what} drafts nothing at this concurrency")
+    elif delta.num_drafts <= 0 and low == 0:
+        pass  # the schedule drafts nothing at some of the window's batch sizes: a window may have no drafts
+    elif delta.num_drafts <= 0:
         why = "no drafts during the measured window"
         if window.longest_output is not None and window.longest_output <= 1:
             why += " (no request produced more than one token, so there was nothing to draft: raise max_output_tokens)"
@@ -118,11 +152,12 @@ def speculation_problems(
         problems.append(f"{positions} per-position series, expected num_speculative_tokens={k}")
     if delta.num_drafts > 0:
         per_draft = delta.num_draft_tokens / delta.num_drafts
-        if per_draft > k + 1e-9:
-            problems.append(f"{per_draft:.2f} draft tokens per draft, more than k={k}")
-        elif method not in SHORTER_DRAFT_METHODS and per_draft < k - 1e-9 and not window.may_trim(k):
+        if per_draft > high + 1e-9:
+            problems.append(f"{per_draft:.2f} draft tokens per draft, more than {what}")
+        elif method not in SHORTER_DRAFT_METHODS and per_draft < low - 1e-9 and not window.may_trim(k):
+            expected = f"exactly k={k}" if schedule is None else f"at least {low}, {what},"
             problems.append(
-                f"{per_draft:.2f} draft tokens per draft, expected exactly k={k} for {method}: the longest request "
+                f"{per_draft:.2f} draft tokens per draft, expected {expected} for {method}: the longest request "
                 f"({window.longest_sequence} tokens) ended at least {trim_margin(k)} tokens below max_model_len "
                 f"{window.max_model_len}, so vLLM had no reason to trim a draft"
             )
