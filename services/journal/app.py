@@ -16,6 +16,7 @@ from contracts.envelope import Event
 from services.runtime.bundle import BundleStore
 from services.runtime.consumer import Route, StepContext
 from services.runtime.gaps import note_gaps
+from services.runtime.reconcile import settle_period_s
 from services.runtime.service import Service
 
 NAME = JOURNAL
@@ -41,4 +42,4 @@ def routes(resources: dict) -> list[Route]:
 
 async def after_reconcile(service: Service, resources: dict, log: Any) -> None:
     """Called by services/runtime/main.py after each reconcile pass: record the events Redis lost."""
-    await note_gaps(resources["bundle"], service.consumer.ledger, log)
+    await note_gaps(resources["bundle"], service.consumer.ledger, log, settle_period_s(service.settings.heartbeat_s))

@@ -104,9 +104,15 @@ def record_gaps(bundle: BundleStore, redis_since: datetime) -> dict[str, list[Lo
     return found
 
 
-async def note_gaps(bundle: BundleStore, ledger: Ledger, log: Any) -> dict[str, list[LostEvent]]:
-    """Record the events lost since the current Redis state began; one warning per run with a loss."""
-    redis_since = utc_now() - timedelta(seconds=await ledger.age_s())
+async def note_gaps(bundle: BundleStore, ledger: Ledger, log: Any, settle_s: float) -> dict[str, list[LostEvent]]:
+    """Record the events lost since the current Redis state began; one warning per run with a loss.
+
+    The cutoff is the ledger's birth, or a settle period ago when that is earlier: the ledger is
+    born lazily (the first service to ask after the reset), and what was produced within the
+    last settle period may still be on its way to the journal, whereas the reset that lost
+    events was noticed at least a settle period before this pass."""
+    now = utc_now()
+    redis_since = min(now - timedelta(seconds=await ledger.age_s()), now - timedelta(seconds=settle_s))
     try:
         found = await asyncio.to_thread(record_gaps, bundle, redis_since)
     except (BundleError, OSError) as exc:
