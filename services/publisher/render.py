@@ -48,6 +48,7 @@ from services.publisher.levers import Lever, levers
 from services.publisher.model import ArmLevel, CampaignData, arm_key
 from services.publisher.plots import Plot, render_plots
 from services.publisher.review_record import review_section
+from services.publisher.schedule_section import with_schedule
 
 # report.md links its plots relative to itself: report/plots/ seen from report/.
 PLOTS_LINK = posixpath.relpath(layout.REPORT_PLOTS_DIR, posixpath.dirname(layout.REPORT_MARKDOWN))
@@ -99,7 +100,7 @@ def build_document(data: CampaignData, plots: list[Plot], found: list[Lever]) ->
         _speedup(data, by_name),
         render_predict.stops_paying_section(data),
         render_predict.ngram_settings_section(data),
-        _levers(found),
+        with_schedule(_levers(found), data),  # ends with the k per concurrency, predicted (issue 34)
     ]
     return Document(title=f"specdec report: run {data.run_id}", draft_reasons=tuple(reasons), sections=tuple(sections))
 
