@@ -18,7 +18,12 @@ slurm:
 promtool:
 	infra/bin/ensure-promtool >/dev/null
 
-.PHONY: slurm promtool setup model lint-imports demo test test-models test-unit test-integration test-e2e test-compose perf perf-quick asyncapi clean
+# The example EAGLE-3 trainer's own environment (.venv-speculators: speculators over torch's CPU build,
+# infra/bin/ensure-speculators-env): about 3 min once, then under a second.
+speculators-env:
+	infra/bin/ensure-speculators-env >/dev/null
+
+.PHONY: slurm promtool speculators-env setup model lint-imports demo test test-models test-unit test-integration test-e2e test-compose perf perf-quick asyncapi clean
 
 setup: $(STAMP)
 
