@@ -10,7 +10,9 @@ it was given (vLLM's defaults otherwise), which the bench-runner reads back;
 each, with cumulative usage; /metrics exports vLLM's spec-decode counters, which
 move only when a speculative config was given (k per-position series, k draft
 tokens per draft), like the real engine; `--fake-no-drafts` makes an engine
-that logs its speculative config but never drafts (the counters' guard).
+that logs its speculative config but never drafts (the counters' guard);
+`--fake-token-ms MS --fake-trial-cv CV --fake-seed S` set its decode pace and
+a seeded per-window noise on it (tests/support/fake_pacing.py).
 """
 
 from __future__ import annotations
@@ -21,12 +23,15 @@ import json
 
 import orjson
 
+from tests.support.fake_pacing import Pace
+
 TOKENS_PER_CHUNK = 3
 
 
 class Fake:
-    def __init__(self, k: int, models: dict | None = None) -> None:
+    def __init__(self, k: int, models: dict | None = None, pace: Pace | None = None) -> None:
         self.k = k
+        self.pace = pace or Pace()
         self.models = models or {"object": "list", "data": []}
         self.drafts = 0
         self.accepted = 0
@@ -44,6 +49,7 @@ class Fake:
                 elif path == "/v1/models":
                     self.plain(writer, orjson.dumps(self.models), "application/json")
                 elif path == "/metrics":
+                    self.pace.scraped()
                     self.plain(writer, self.metrics().encode(), "text/plain; version=0.0.4")
                 elif method == "POST" and path == "/v1/completions":
                     await self.generate(writer, orjson.loads(body))
@@ -68,7 +74,7 @@ class Fake:
             if self.k and sent:
                 self.drafts += 1
                 self.accepted += n - 1
-            await asyncio.sleep(0.002)
+            await asyncio.sleep(self.pace.step())
             sent += n
             # Greedy and deterministic: the same prompt gets the same text in every cell.
             piece = "".join(f" w{(len(req['prompt']) + sent - n + i) % 97}" for i in range(n))
@@ -137,6 +143,7 @@ async def main() -> None:
     parser.add_argument("--tensor-parallel-size", type=int)
     parser.add_argument("--quantization")
     parser.add_argument("--fake-no-drafts", action="store_true")
+    Pace.add_arguments(parser)
     args, _ = parser.parse_known_args()
     spec = json.loads(args.speculative_config) if args.speculative_config else None
     k = int(spec["num_speculative_tokens"]) if spec and not args.fake_no_drafts else 0
@@ -145,7 +152,7 @@ async def main() -> None:
     model = args.model or DEFAULT_MODEL
     models = {"object": "list", "data": [{"id": model, "object": "model", "root": model,
                                           "max_model_len": args.max_model_len or DEFAULT_MAX_MODEL_LEN}]}
-    server = await asyncio.start_server(Fake(k, models).connection, "127.0.0.1", args.port)
+    server = await asyncio.start_server(Fake(k, models, Pace.from_args(args)).connection, "127.0.0.1", args.port)
     async with server:
         await server.serve_forever()
 
