@@ -45,6 +45,11 @@ if TYPE_CHECKING:
     import redis.asyncio as aioredis
 
 
+# A read loop's backoff while Redis does not answer: 0.1 s doubling to 2 s.
+READ_RETRY_S = 0.1
+READ_RETRY_MAX_S = 2.0
+# Groups recreated within this many seconds of the last one went with the same reset: not warned again.
+RECOVERY_QUIET_S = 30.0
 # Waits between attempts of a progress event over a dropped connection: ~62 s in all.
 EMIT_RETRIES_S = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 
@@ -87,6 +92,12 @@ class GroupKeeper:
         # Told when a group had to be recreated: Redis lost its state, and with it every
         # lease (services/runtime/reconcile.py waits before cleaning anything).
         self.on_reset: Callable[[str], None] | None = None
+        # A dropped connection: when it was first seen (None while Redis answers) and each
+        # stream's next wait. One line when Redis goes and one when it is back, for all of
+        # this instance's read loops together (faststream alone logs a traceback per fetch).
+        self.lost_since: float | None = None
+        self._recovered_at: float | None = None  # when a group was last recreated
+        self._waits: dict[str, float] = {}
 
     async def ensure(self, stream: str) -> bool:
         """XGROUP CREATE <stream> <group> 0 MKSTREAM; False when the group is already there."""
@@ -103,9 +114,15 @@ class GroupKeeper:
         stream's other subscribers (and other instances) that hit the same NOGROUP
         find the group already recreated (BUSYGROUP) and go on reading silently."""
         if await self.ensure(stream):
-            self.log.warning(
+            # One warning per reset: the service's other streams, whose groups went with the
+            # same reset, follow within seconds and are logged at debug level.
+            now = time.monotonic()
+            quiet = self._recovered_at is not None and now - self._recovered_at < RECOVERY_QUIET_S
+            self._recovered_at = now
+            (self.log.debug if quiet else self.log.warning)(
                 "consumer group vanished (Redis restarted empty, failed over or was flushed, or the stream was "
-                "recreated); recreated it, reading the stream from its start",
+                "recreated); recreated it, reading the stream from its start (and each other stream's group "
+                "that went with it)",
                 stream=stream, group=self.group, error=str(error),
             )
             if self.on_reset is not None:
@@ -121,14 +138,45 @@ class GroupKeeper:
 
         async def guarded(*args: Any, **kwargs: Any) -> Any:
             try:
-                return await read(*args, **kwargs)
+                got = await read(*args, **kwargs)
             except ResponseError as exc:
                 if not group_lost(exc):
                     raise
+                await self.answered()
                 await self.recover(stream, exc)
                 return None
+            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+                await self.dropped(stream, exc)
+                return None
+            await self.answered()
+            self._waits.pop(stream, None)
+            return got
 
         return guarded
+
+    async def dropped(self, stream: str, exc: BaseException) -> None:
+        """A read found Redis gone: say so once (for every read loop of the instance), then wait
+        this stream's backoff (READ_RETRY_S doubling to READ_RETRY_MAX_S) before the loop reads again."""
+        if self.lost_since is None:
+            self.lost_since = time.monotonic()
+            self.log.warning("lost Redis; every read retries with backoff until it answers",
+                             error=f"{type(exc).__name__}: {exc}", max_wait_s=READ_RETRY_MAX_S)
+        wait_s = self._waits.get(stream, READ_RETRY_S)
+        self._waits[stream] = min(wait_s * 2, READ_RETRY_MAX_S)
+        await asyncio.sleep(wait_s)
+
+    async def answered(self) -> None:
+        """A read returned: once Redis answers a PING too (a fetch may return without asking Redis,
+        a reclaimer between its polls), the line that says it is back, once per outage."""
+        if self.lost_since is None:
+            return
+        try:
+            await self.client.ping()
+        except (RedisConnectionError, RedisTimeoutError, OSError):
+            return
+        if self.lost_since is not None:
+            self.log.warning("Redis answers again; reading on", after_s=round(time.monotonic() - self.lost_since, 1))
+            self.lost_since = None
 
 
 @dataclass

@@ -32,6 +32,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 import structlog
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from services.runtime.ledger import Ledger
 from services.runtime.procs import Labelled, kill_group, labelled_processes
@@ -113,6 +115,7 @@ class Reconciler:
         # A reset noticed while a pass was already past its read: one more pass follows.
         self._again = False
         self.cleaned: list[Labelled] = []
+        self._unanswered = False  # the last read of the leases found Redis gone
 
     def settled_in_s(self, now: float) -> float:
         """Seconds until cleaning may go on; 0 when no reset is waiting out its settle period."""
@@ -120,7 +123,7 @@ class Reconciler:
             return 0.0
         return max(0.0, self.reset_at + self.settle_s - now)
 
-    def note_reset(self, reason: str, *, ago_s: float = 0.0, schedule: bool = True) -> None:
+    def note_reset(self, reason: str, *, ago_s: float = 0.0, schedule: bool = True, say: bool = True) -> None:
         """Redis lost its state `ago_s` seconds ago (the reason says how it was seen):
         no cleaning until the settle period after it has passed. One warning per reset:
         signals arriving while one is being waited out only move its start."""
@@ -128,7 +131,7 @@ class Reconciler:
         waiting = self.settled_in_s(self.clock()) > 0
         if self.reset_at is None or at > self.reset_at:
             self.reset_at = at
-        if not waiting:
+        if not waiting and say:
             self.log.warning(
                 "Redis lost its leases (restart, flush, failover or a long outage); cleaning no labelled work "
                 "until live owners have re-registered theirs", reason=reason, wait_s=round(self.settled_in_s(self.clock()), 1),
@@ -161,7 +164,17 @@ class Reconciler:
                 await self.sleep(wait_s)
                 continue
             seen = self.reset_at
-            held = await self.ledger.holders(self.service)
+            try:
+                held = await self.ledger.holders(self.service)
+            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+                # Redis went away under the pass: when it answers again it may have lost the
+                # leases too, so the pass waits out a settle period from then (and is not lost).
+                # One warning for the outage, not one per attempt.
+                self.note_reset(f"Redis did not answer the read of the leases ({type(exc).__name__})",
+                                schedule=False, say=not self._unanswered)
+                self._unanswered = True
+                continue
+            self._unanswered = False
             if self.reset_at != seen:
                 continue  # a reset noticed during the read: its owners' leases are not back yet
             cleaned = await reconcile(

@@ -351,6 +351,36 @@ async def start_health(service: Service) -> asyncio.AbstractServer | None:
     return await serve_health(service, service.settings.health_port)
 
 
+# Waits before starting again after Redis went away during a start: 0.5 s doubling to 5 s.
+START_RETRY_S = 0.5
+START_RETRY_MAX_S = 5.0
+
+
+async def start_riding_out(service: Service, stop: asyncio.Event, log: Any) -> bool:
+    """Start the instance; should Redis go away while it starts (its subscribers are started one
+    by one, seconds on a busy host), stop what started and start again once Redis answers, with
+    backoff and one line per attempt, instead of exiting. False when SIGTERM came first."""
+    wait_s = START_RETRY_S
+    while not stop.is_set():
+        try:
+            await service.start()
+            return True
+        except (RedisError, TimeoutError, OSError) as exc:  # faststream's start wait raises TimeoutError
+            log.warning("Redis went away while the service started; starting again once it answers",
+                        error=f"{type(exc).__name__}: {exc}", retry_in_s=wait_s)
+            service.consumer.accepting = False
+            try:
+                await service.broker.stop()
+            except (RedisError, OSError):
+                pass  # nothing more to stop on a connection that is gone
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=wait_s)
+            except TimeoutError:
+                pass  # waited out the backoff: try again
+            wait_s = min(wait_s * 2, START_RETRY_MAX_S)
+    return False
+
+
 async def serve(service: Service, started: Callable[[], None] | None = None) -> None:
     """Run until SIGTERM or SIGINT, then stop gracefully; `started()` once the instance serves."""
     log = structlog.get_logger().bind(service=service.name, instance=service.settings.instance)
@@ -358,7 +388,8 @@ async def serve(service: Service, started: Callable[[], None] | None = None) -> 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    await service.start()
+    if not await start_riding_out(service, stop, log):
+        return
     health = await start_health(service)
     log.info("service started", streams=service.streams, health_port=service.settings.health_port or None)
     if started is not None:
