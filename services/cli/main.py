@@ -26,7 +26,7 @@ from services.runtime.settings import RuntimeSettings
 # Offline commands of the step services register themselves when built.
 _OPTIONAL_COMMANDS = ("services.cli.profile_cmd", "services.cli.corpus_cmd", "services.cli.gate_cmd", "services.cli.report_cmd",
                       "services.cli.plan_cmd", "services.cli.validate_cmd", "services.cli.verbs_cmd", "services.cli.mcp_cmd",
-                      "services.cli.resume_cmd")
+                      "services.cli.resume_cmd", "services.cli.next_cmd")
 
 
 def _connected(body: Callable[[Any, argparse.Namespace], Awaitable[int]]) -> Callable[[argparse.Namespace], int]:
