@@ -104,6 +104,7 @@ BENCH_PLAN = f"{BENCH_DIR}/plan.json"
 BENCH_PROMPTS = f"{BENCH_DIR}/prompts.jsonl"
 BENCH_RECHECK_DIR = f"{BENCH_DIR}/capacity"
 BENCH_ATTEMPTS_DIR = f"{BENCH_DIR}/attempts"
+BENCH_ROUNDS_DIR = f"{BENCH_DIR}/rounds"  # sequential rounds: look-<n>.json, one per look
 # Inside a launch folder (the server's log, the Slurm job, the Kubernetes Pod).
 SERVER_LOG = "server.log"
 SLURM_SERVE_JOB = "serve-job.py"
