@@ -145,8 +145,11 @@ async def status(session: Session, run_id: str) -> RunStatus:
         raise ConfigurationError(f"no event of run {run_id} on {session.settings.stream_prefix}.* nor in its bundle")
     from datetime import UTC, datetime
 
-    return find_stall(run_status(run_id, events), events, now=datetime.now(UTC),
-                      expected=lambda step: expected_time(session, run_id, step))
+    from services.app.rounds_status import rounds_cost
+
+    found = find_stall(run_status(run_id, events), events, now=datetime.now(UTC),
+                       expected=lambda step: expected_time(session, run_id, step))
+    return found.model_copy(update={"rounds": rounds_cost(session.bundle, run_id)})
 
 
 def expected_time(session: Session, run_id: str, step: str) -> tuple[float, Literal["plan", "default"]]:

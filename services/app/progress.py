@@ -10,6 +10,7 @@ from pydantic import Field
 
 from contracts.envelope import Strict
 from contracts.steps import STEPS
+from services.app.rounds_status import RoundsCost
 
 # schema -> (step, state it puts the step in)
 _TRANSITIONS: dict[str, tuple[str, str]] = {
@@ -93,6 +94,10 @@ class RunStatus(Strict):
     stalled: Stall | None = Field(
         default=None, description="Set when the run's next step has had no event for longer than expected "
         "(only `status` computes it; watch and the demo leave it null).")
+    rounds: RoundsCost | None = Field(
+        default=None, description="Sequential rounds (gate.max_trials): the expected trials per arm for the "
+        "minimum effect, from round 1 (the pilot) or earlier runs of the same target and hardware, and where the "
+        "rounds stand (only `status` computes it; null without rounds).")
 
 
 def event_detail(event: dict[str, Any]) -> str | None:

@@ -23,7 +23,10 @@ would call moot (it does not apply the floors and data checks the gate does),
 so it may run a round the gate would not have needed, never one fewer.
 
 Each look is stored as bench/rounds/look-<n>.json (n trials per arm): per
-level, the objective's interval, the verdict and whether it is still open.
+level, the objective's interval, the verdict, whether it is still open, and the
+objective's per-trial spread with the trials per arm it implies for the minimum
+effect (`expected_trials_per_arm`; the first look's is the pilot's figure that
+`specdec status` states).
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from services.bench.plan import BenchPlan
 from services.runtime.bundle import BundleStore
 from services.shared import sequential
 
-LOOKS_DIR = f"{layout.BENCH_DIR}/rounds"
+LOOKS_DIR = layout.BENCH_ROUNDS_DIR
 
 
 def look_path(trials: int) -> str:
@@ -135,6 +138,12 @@ class RoundController:
                 bias=self.rounds.server_bias_pct / 100)
         objective = seen[self.objective]
         verdict = sequential.VERDICT_NAMES[int(objective.verdict)]
+        # The pilot's figure (round 1 is the first look): the trials per arm the minimum effect needs at
+        # the spread measured so far, both arms pooled (sequential.trials_for_min_effect).
+        spread = sequential.pooled_spread([_figures(base, self.objective) or [], _figures(cand, self.objective) or []])
+        expected = None if spread is None else sequential.trials_for_min_effect(
+            spread, alpha=self.rounds.alpha_per_side, min_effect=self.rounds.min_effect_pct / 100,
+            first=self.rounds.min_trials, cap=self.rounds.max_trials, bias=self.rounds.server_bias_pct / 100)
         worse_guards = [key.name for key in self.guards if int(seen[key].verdict) == sequential.WORSE]
         row.update(
             objective=self.objective.name, verdict=verdict,
@@ -143,6 +152,8 @@ class RoundController:
                           round(100 * float(np.expm1(objective.high)), 4)],
             worse_guards=worse_guards,
             open=verdict == "undecided" and not worse_guards,
+            cv_pct=None if spread is None else round(100 * spread, 3),
+            expected_trials_per_arm=expected,
         )
         return row
 

@@ -75,6 +75,10 @@ def render_status(result: Any) -> str:
     lines = [f"run {result.run_id}: {result.events} events{' - HALTED' if result.halted else ''}"]
     for step in result.steps:
         lines.append(f"  {step.step:<9} {step.state:<18} {step.detail or ''}".rstrip())
+    if getattr(result, "rounds", None) is not None:
+        from services.app.rounds_status import describe
+
+        lines += describe(result.rounds)
     return "\n".join(lines)
 
 

@@ -194,6 +194,22 @@ def trials_expected(
     return None
 
 
+def trials_for_min_effect(
+    spread: float, *, alpha: float, min_effect: float, first: int, cap: int, bias: float = 0.0,
+) -> int | None:
+    """The expected trials per arm for the declared minimum effect, at a per-trial spread (sd of an
+    arm's log figures): the first look at which the interval, at that spread, is no wider than the
+    minimum effect on each side, so it can settle either way (a change beyond the minimum effect
+    shown, or none that matters); None when not by the cap.
+
+    The planning figure of the bench plan (`rounds.noise`, from earlier runs of the same target and
+    hardware) and of the rounds' pilot (round 1's own spread, bench/rounds/look-<first>.json) that
+    `specdec status` and `campaign_status` state; it depends on the noise and the minimum effect,
+    not on the change measured so far (DECISION.json's `trials_expected_more` does)."""
+    return trials_expected(0.0, spread, n=first, higher_is_better=False, alpha=alpha, min_effect=min_effect,
+                           first=first, cap=cap, bias=bias)
+
+
 def side_alpha(candidates: int) -> float:
     """One side's alpha of each candidate's interval: 95 % family-wise, Bonferroni-split over the candidates."""
     return (1 - CONFIDENCE) / candidates / 2

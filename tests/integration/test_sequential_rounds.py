@@ -20,6 +20,7 @@ import orjson
 from contracts import layout
 from contracts.campaign import Campaign
 from contracts.events import BenchRequested
+from services.app.rounds_status import rounds_cost
 from services.bench import rounds
 from services.gate import decide, load_trials, split_by_role
 from services.runtime.bundle import BundleStore
@@ -77,6 +78,11 @@ async def test_continue_then_an_extra_round_then_a_decision(settings):
         counts.setdefault(ident["cell_id"], []).append(ident["trial"])
     assert {cell: sorted(t) for cell, t in counts.items()} == {"standing": list(range(used)),
                                                                 "faster": list(range(used))}
+
+    # Status states round 1 as the pilot: its spread and the trials per arm it implies, and where the rounds stopped.
+    cost = rounds_cost(bundle, RUN)
+    assert cost is not None and (cost.trials_per_arm, cost.stopped) == (used, "decided")
+    assert cost.levels[0].source == "pilot" and cost.levels[0].cv_pct == first["levels"][0]["cv_pct"] > 0
 
     # The gate service decides on the same trials with the same cap: the decision the rounds stopped on.
     assert decided["decision"] == "promote" and decided["winner"] == "faster", decided["reasons"]
