@@ -565,6 +565,9 @@ class SourceRevisions(Strict):
     )
     serving: str | None = Field(default=None, description="Revision of the serving stack.")
     specdec: str | None = Field(default=None, description="specdec's own revision; filled in at submit.")
+    suffix_decoding: str | None = Field(
+        default=None, description="arctic-inference's version in the suffix cells' serving interpreter "
+        "(arctic-inference==X); filled in at submit, None without a suffix cell.")
 
 
 class Campaign(Strict):

@@ -25,6 +25,11 @@ INERT: dict[str, str] = {
         "`specdec submit` replaces it with specdec's own revision (git describe of its checkout, else its "
         "package version), so the evidence names the code that really ran; the operator's value is dropped"
     ),
+    "source_revisions.suffix_decoding": (
+        "`specdec submit` replaces it with the arctic-inference version the suffix cells' serving interpreter "
+        "imports (none without a suffix cell), so the evidence names the package that really ran; the operator's "
+        "value is dropped"
+    ),
 }
 
 

@@ -33,6 +33,7 @@ from contracts.inert import inert_fields_set
 from contracts.templates import template_problems
 from services.bench.plan import source_problems
 from services.app.context import Session, operator
+from services.app.suffix_cells import suffix_problems, suffix_revision
 from services.app.streams import run_events
 from services.runtime.bundle import ArtifactMissing, BundleStore, InvalidPath
 from services.runtime.bundle_paths import validate_run_id
@@ -100,9 +101,14 @@ def _validated(path: Path, data: Any, raw_bytes: bytes, record: CanonicalRecord 
     problems += _missing_files(campaign)
     problems += _template_problems(campaign, record)
     problems += _source_problems(campaign)
+    problems += [f"invalid: {p}" for p in suffix_problems(campaign, matrix)] if (matrix := _matrix_of(campaign)) else []
     if problems:
         raise CampaignRejected(path, problems)
     return campaign
+
+
+def _matrix_of(campaign: Campaign) -> Matrix | None:
+    return campaign.matrix if isinstance(campaign.matrix, Matrix) else _matrix_file(Path(campaign.matrix.path))
 
 
 def _template_problems(campaign: Campaign, record: CanonicalRecord | None = None) -> list[str]:
@@ -354,7 +360,9 @@ def prepare_campaign(path: Path) -> PreparedCampaign:
     # field would look operator-set and every inert field would be warned on.
     inert = inert_fields_set(campaign)
     campaign = absolutize(campaign, Path.cwd())
-    revisions = campaign.source_revisions.model_copy(update={"specdec": specdec_revision()})
+    matrix = _matrix_of(campaign)
+    revisions = campaign.source_revisions.model_copy(update={
+        "specdec": specdec_revision(), "suffix_decoding": suffix_revision(campaign, matrix) if matrix else None})
     campaign = campaign.model_copy(update={"source_revisions": revisions})
     return PreparedCampaign(campaign=campaign, raw_bytes=raw_bytes, inert=inert, canonical=canonical)
 

@@ -102,6 +102,11 @@ def _cpu_build() -> bool:
     return True
 
 
+# arctic-inference (the suffix method's package) registers a vLLM plugin that patches the engine when this is
+# set to 1 (for CUDA); unset, it does nothing. specdec never passes it to a server: every arm runs stock vLLM.
+ARCTIC_PLUGIN_ENV = "ARCTIC_INFERENCE_ENABLED"
+
+
 def engine_env_defaults(cpu_build: bool) -> dict[str, str]:
     """What specdec sets in a local server's environment unless the operator's sets it.
 
@@ -126,6 +131,7 @@ def launch(argv_template: list[str], *, run_id: str, log_path: Path, env: dict[s
     port = free_port()
     argv = [token.replace("{port}", str(port)) for token in argv_template]
     child_env = dict(os.environ if env is None else env)
+    child_env.pop(ARCTIC_PLUGIN_ENV, None)  # stock vLLM in every arm (ARCTIC_PLUGIN_ENV says why)
     applied = {name: value for name, value in engine_env_defaults(_cpu_build()).items() if name not in child_env}
     child_env.update(applied)  # an operator's environment wins
     log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -105,7 +105,8 @@ def apply_pod_template(template: dict[str, Any], rendered: dict[str, Any]) -> di
     if not container.get("image"):
         container["image"] = server["image"]
     container.setdefault("workingDir", server["workingDir"])
-    keep = {item["name"] for item in server["env"]}
+    # The template's own ARCTIC_INFERENCE_ENABLED goes too: every arm runs stock vLLM (executor.ARCTIC_PLUGIN_ENV).
+    keep = {item["name"] for item in server["env"]} | {"ARCTIC_INFERENCE_ENABLED"}
     container["env"] = [e for e in container.get("env", []) if e.get("name") not in keep] + server["env"]
     container["ports"] = [p for p in container.get("ports", []) if p.get("containerPort") != SERVE_PORT] + server["ports"]
     container["readinessProbe"] = server["readinessProbe"]

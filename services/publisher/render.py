@@ -122,7 +122,8 @@ def _summary(data: CampaignData) -> Section:
         rev = c.source_revisions
         lines.append((f"family: {c.family}; target: {c.target.checkpoint}",))
         lines.append((f"source revisions: target {rev.target or 'unknown'}, trainer {rev.trainer or 'unknown'}, "
-                      f"serving {rev.serving or 'unknown'}, specdec {rev.specdec or 'unknown'}",))
+                      f"serving {rev.serving or 'unknown'}, specdec {rev.specdec or 'unknown'}"
+                      + (f", suffix decoding {rev.suffix_decoding}" if rev.suffix_decoding else ""),))
     if data.draft_reused_from:
         lines.append((f"draft model: reused from run {data.draft_reused_from}, whose training inputs were identical "
                       f"(training input key {data.draft_input_key or 'unknown'}); nothing was trained in this run",))

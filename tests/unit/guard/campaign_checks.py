@@ -21,6 +21,7 @@ container is a plain value under that variant, `commands.serve: builtin`).
 from __future__ import annotations
 
 import copy
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,7 +58,11 @@ class Check:
 
 SCHEDULE = [[1, 2, 3], [3, 8, 2]]  # a k per batch-size range (num_speculative_tokens_per_batch_size)
 NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
+SUFFIX = {"method": "suffix", "num_speculative_tokens": 3}
 DRAFT = {"method": "draft_model", "num_speculative_tokens": 3, "model": "/drafts/standing", "draft_tensor_parallel_size": 1}
+# The suffix method's keys, each changed from vLLM's default.
+SUFFIX_CHANGES = {"suffix_decoding_max_tree_depth": 16, "suffix_decoding_max_cached_requests": 100,
+                  "suffix_decoding_max_spec_factor": 2.0, "suffix_decoding_min_token_prob": 0.3}
 TRAIN = {"argv": ["python", "infra/examples/train_draft.py", "--corpus", "{corpus_train}", "--out", "{output_dir}"]}
 OTHER_SERVE = [*SERVE_TEMPLATE[:2], "my_server", *SERVE_TEMPLATE[3:]]
 OTHER_BENCH = ["python", "bench2.py", *BENCH_TEMPLATE[2:]]
@@ -71,6 +76,19 @@ LOAD_SEES = ("requests",)
 def standing_is(spec: dict) -> Edit:
     """The campaign's standing config and the standing cell (cell 0) serve `spec`."""
     return both(put("standing", dict(spec)), put(f"{C0}.serving.speculative", dict(spec)))
+
+
+def _serving_python(data: dict, ctx: Any) -> None:
+    """An operator serve template run by this interpreter, which imports arctic-inference (make setup): submit
+    refuses a suffix cell whose interpreter cannot (services/app/suffix_cells.py)."""
+    serve = data["commands"].get("serve")
+    if isinstance(serve, dict) and serve["argv"][0] == "python":
+        serve["argv"] = [sys.executable, *serve["argv"][1:]]
+
+
+def suffix_at(path: str) -> Edit:
+    """`path` (a speculative config) serves suffix, with an interpreter that can."""
+    return both(put(path, dict(SUFFIX)), _serving_python)
 
 
 def _another_trained_cell(data: dict) -> None:
@@ -126,6 +144,8 @@ CHECKS: dict[str, Check] = {
                                         may_refuse=True),
     "standing.draft_tensor_parallel_size": Check(SERVE_SEES, put("standing.draft_tensor_parallel_size", 2),
                                                  base=standing_is(DRAFT), may_refuse=True),
+    **{f"standing.{key}": Check(SERVE_SEES, put(f"standing.{key}", value), may_refuse=True,
+                                base=both(standing_is(SUFFIX), _serving_python)) for key, value in SUFFIX_CHANGES.items()},
     "standing.num_speculative_tokens_per_batch_size": Check(
         SERVE_SEES, put("standing.num_speculative_tokens_per_batch_size", SCHEDULE),
         base=standing_is(NGRAM), may_refuse=True),
@@ -224,6 +244,9 @@ CHECKS: dict[str, Check] = {
         SERVE_SEES, put(f"{C1}.serving.speculative.prompt_lookup_max", 5)),
     "matrix.cells[].serving.speculative.draft_tensor_parallel_size": Check(
         SERVE_SEES, put(f"{C2}.serving.speculative.draft_tensor_parallel_size", 1)),
+    **{f"matrix.cells[].serving.speculative.{key}": Check(
+        SERVE_SEES, put(f"{C1}.serving.speculative.{key}", value), base=suffix_at(f"{C1}.serving.speculative"))
+       for key, value in SUFFIX_CHANGES.items()},
     "matrix.cells[].serving.speculative.num_speculative_tokens_per_batch_size": Check(
         SERVE_SEES, put(f"{C1}.serving.speculative.num_speculative_tokens_per_batch_size", SCHEDULE)),
     "matrix.cells[].vllm_sweep.serve_cmd": Check(SERVE_SEES, put(f"{C1}.vllm_sweep.serve_cmd", OTHER_SERVE)),

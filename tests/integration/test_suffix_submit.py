@@ -1,0 +1,96 @@
+"""`specdec submit` and a suffix cell: refused, with the reason, where the serving interpreter cannot import
+arctic-inference; accepted with the package's version in the bundle's source revisions where it can.
+
+Real interpreters: this venv's (make setup installs the package) and the base Python it was made from
+(which has no arctic-inference)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+import structlog
+import yaml
+
+from contracts.campaign import Campaign
+from services.cli.main import main
+from services.runtime.settings import RuntimeSettings
+from services.shared import suffix_package
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "infra/examples/campaign.yaml"
+BASE_PYTHON = getattr(sys, "_base_executable", None)
+
+
+@pytest.fixture(autouse=True)
+def _env(settings: RuntimeSettings, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in settings.model_dump().items():
+        monkeypatch.setenv(f"SPECDEC_{name.upper()}", str(value))
+    monkeypatch.chdir(ROOT)
+    yield
+    structlog.reset_defaults()
+
+
+def _campaign(tmp_path: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
+    data = yaml.safe_load(EXAMPLE.read_text())
+    cell = next(c for c in data["matrix"]["cells"] if c["cell_id"] == "ngram-k3")
+    cell["cell_id"] = "suffix-k3"
+    cell["serving"]["speculative"] = {"method": "suffix", "num_speculative_tokens": 3,
+                                      "suffix_decoding_max_spec_factor": 2.0}
+    edit(data)
+    path = tmp_path / "campaign.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def _submit(capsys: pytest.CaptureFixture[str], path: Path) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main(["submit", str(path)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_suffix_cell_is_submitted_with_the_package_version_recorded(capsys, settings, tmp_path):
+    installed = suffix_package.probe(sys.executable)
+    assert installed.version, f"make setup installs arctic-inference in this venv: {installed.why}"
+    code, out, err = _submit(capsys, _campaign(tmp_path, lambda data: None))
+    assert code == 0, err
+    run_id = out.strip().splitlines()[-1]
+    stored = orjson.loads((Path(settings.bundle_root) / run_id / "campaign.json").read_bytes())
+    assert stored["source_revisions"]["suffix_decoding"] == f"arctic-inference=={installed.version}"
+    spec = Campaign.model_validate(stored).matrix.cells[1].serving.speculative
+    assert spec.method == "suffix" and spec.suffix_decoding_max_spec_factor == 2.0
+
+
+def test_a_suffix_cell_whose_interpreter_lacks_the_package_is_refused_by_name(capsys, settings, tmp_path):
+    assert BASE_PYTHON and suffix_package.probe(BASE_PYTHON).version is None
+
+    def serve_with_base_python(data: dict[str, Any]) -> None:
+        cell = next(c for c in data["matrix"]["cells"] if c["cell_id"] == "suffix-k3")
+        cell["vllm_sweep"] = {"serve_cmd": [BASE_PYTHON, "-m", "vllm.entrypoints.openai.api_server", "--model",
+                                            "{model}", "--max-model-len", "{max_model_len}", "{enforce_eager_flag}", "--speculative-config", "{speculative_config_json}",
+                                            "--port", "{port}"]}
+
+    code, _, err = _submit(capsys, _campaign(tmp_path, serve_with_base_python))
+    assert code != 0
+    refused = [line for line in err.splitlines() if "serves speculative method suffix" in line]
+    assert len(refused) == 1, err
+    line = refused[0]
+    assert "matrix.cells[suffix-k3]" in line and BASE_PYTHON in line
+    assert "arctic_inference.suffix_decoding" in line and "does not serve another method" in line
+    assert "Traceback" not in err
+    assert not any(Path(settings.bundle_root).glob("*/campaign.json"))
+
+
+def test_an_operator_suffix_revision_is_replaced(capsys, settings, tmp_path):
+    path = _campaign(tmp_path, lambda data: data["source_revisions"].update(suffix_decoding="arctic-inference==9"))
+    code, out, err = _submit(capsys, path)
+    assert code == 0, err
+    run_id = out.strip().splitlines()[-1]
+    stored = orjson.loads((Path(settings.bundle_root) / run_id / "campaign.json").read_bytes())
+    assert stored["source_revisions"]["suffix_decoding"] != "arctic-inference==9"
+    assert "source_revisions.suffix_decoding" in orjson.loads((Path(settings.bundle_root) / run_id / "inert.json").read_bytes())
