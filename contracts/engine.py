@@ -34,10 +34,12 @@ CHECKED_FIELDS: tuple[str, ...] = (
     "prompt_lookup_min",
     "prompt_lookup_max",
     "draft_tensor_parallel_size",
+    "num_speculative_tokens_per_batch_size",
 )
 # Speculative keys the engine's resolved-config line does not state: read from what the API server received
 # after any wrapper (its "non-default args" line), else unverifiable (docs/bench-runner.md).
-RECEIVED_SPECULATIVE_KEYS: tuple[str, ...] = ("prompt_lookup_min", "prompt_lookup_max", "draft_tensor_parallel_size")
+RECEIVED_SPECULATIVE_KEYS: tuple[str, ...] = ("prompt_lookup_min", "prompt_lookup_max", "draft_tensor_parallel_size",
+                                              "num_speculative_tokens_per_batch_size")
 
 
 class EffectiveConfig(Strict):
@@ -72,6 +74,12 @@ class EffectiveConfig(Strict):
     @property
     def draft_tensor_parallel_size(self) -> Any:
         return (self.received_speculative or {}).get("draft_tensor_parallel_size")
+
+    @property
+    def num_speculative_tokens_per_batch_size(self) -> Any:
+        # vLLM's SpeculativeConfig repr (the config line) names method, model and k only: the schedule is
+        # read from what the API server received.
+        return (self.received_speculative or {}).get("num_speculative_tokens_per_batch_size")
 
 
 class FieldCheck(Strict):

@@ -348,9 +348,19 @@ def compare(declared: Declared, effective: EffectiveConfig) -> list[FieldCheck]:
                 unverifiable.add(key)
         else:
             got = effective.received_speculative.get(key)
-            rows[key] = (want, got, want is None or _int(got) == _int(want))
+            rows[key] = (want, got, want is None or _same_received(got, want))
     return [FieldCheck(field=name, declared=rows[name][0], effective=rows[name][1], ok=rows[name][2],
                        unverifiable=name in unverifiable) for name in CHECKED_FIELDS]
+
+
+def _same_received(got: Any, want: Any) -> bool:
+    """A received speculative key against the declared one: an int, or a schedule's [start, end, k] entries."""
+    if isinstance(want, (list, tuple)):
+        try:
+            return [tuple(int(v) for v in e) for e in got] == [tuple(int(v) for v in e) for e in want]
+        except (TypeError, ValueError):
+            return False
+    return _int(got) == _int(want)
 
 
 def engine_check(cell_id: str, launch: int, declared: Declared, effective: EffectiveConfig) -> EngineCheck:

@@ -171,8 +171,9 @@ def _engine_checks(bundle: BundleStore, run_id: str, spec: Spec, ngram: Speculat
         checks = []
         for name in CHECKED_FIELDS:
             value = getattr(effective, name)
-            ok = declared[name] is None or declared[name] == value or (name == "dtype" and declared[name] == "auto")
-            checks.append(FieldCheck(field=name, declared=declared[name], effective=value, ok=ok))
+            want = declared.get(name)  # a field not listed above is not declared
+            ok = want is None or want == value or (name == "dtype" and want == "auto")
+            checks.append(FieldCheck(field=name, declared=want, effective=value, ok=ok))
         check = EngineCheck(cell_id=cell, launch=index, effective=effective, checks=checks)
         bundle.write_json(run_id, layout.engine_check(layout.launch_folder(cell, index)), check)
 
