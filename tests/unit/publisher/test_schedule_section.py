@@ -11,6 +11,7 @@ from contracts.campaign import Cell
 from services.publisher.aggregate import read_campaign
 from services.publisher.pipeline import render_run
 from services.publisher.schedule_plan import candidate_plans, proposed_cells
+from services.publisher.schedule_section import schedule_blocks
 from tests.unit.publisher.synthetic import CANDIDATE, RUN, Spec, build
 
 
@@ -55,5 +56,5 @@ def test_the_report_ends_with_the_schedule_and_the_cells_that_prove_it(store):
 
 def test_without_counters_there_is_no_schedule(store):
     build(store, Spec(bare_candidate=True, gate=False))
-    md = render_run(store, RUN).report.markdown.decode()
-    assert "there is no schedule to predict" in md[md.rindex("\n## "):]
+    blocks = schedule_blocks(read_campaign(store, RUN))
+    assert "there is no schedule to predict" in blocks[-1].text[0]
