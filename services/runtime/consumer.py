@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 # A read loop's backoff while Redis does not answer: 0.1 s doubling to 2 s.
 READ_RETRY_S = 0.1
 READ_RETRY_MAX_S = 2.0
+# A dropped connection within this many seconds of Redis answering again is a stale pooled one.
+STALE_WINDOW_S = 5.0
 # Groups recreated within this many seconds of the last one went with the same reset: not warned again.
 RECOVERY_QUIET_S = 30.0
 # Waits between attempts of a progress event over a dropped connection: ~62 s in all.
@@ -97,6 +99,7 @@ class GroupKeeper:
         # this instance's read loops together (faststream alone logs a traceback per fetch).
         self.lost_since: float | None = None
         self._recovered_at: float | None = None  # when a group was last recreated
+        self._back_at: float | None = None  # when Redis last answered again after an outage
         self._waits: dict[str, float] = {}
 
     async def ensure(self, stream: str) -> bool:
@@ -157,8 +160,14 @@ class GroupKeeper:
     async def dropped(self, stream: str, exc: BaseException) -> None:
         """A read found Redis gone: say so once (for every read loop of the instance), then wait
         this stream's backoff (READ_RETRY_S doubling to READ_RETRY_MAX_S) before the loop reads again."""
+        now = time.monotonic()
+        if self.lost_since is None and self._back_at is not None and now - self._back_at < STALE_WINDOW_S:
+            # Right after Redis came back, a pooled connection opened before the outage fails once
+            # on its first use: the next read opens a new one. Not a new outage.
+            await asyncio.sleep(READ_RETRY_S)
+            return
         if self.lost_since is None:
-            self.lost_since = time.monotonic()
+            self.lost_since = now
             self.log.warning("lost Redis; every read retries with backoff until it answers",
                              error=f"{type(exc).__name__}: {exc}", max_wait_s=READ_RETRY_MAX_S)
         wait_s = self._waits.get(stream, READ_RETRY_S)
@@ -177,6 +186,7 @@ class GroupKeeper:
         if self.lost_since is not None:
             self.log.warning("Redis answers again; reading on", after_s=round(time.monotonic() - self.lost_since, 1))
             self.lost_since = None
+            self._back_at = time.monotonic()
 
 
 @dataclass
@@ -329,6 +339,13 @@ class Consumer:
             self.in_flight.add(task)
         try:
             outcome = await self._handle(route, delivery, defer_finish)
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            # Redis went away under the delivery's own ledger calls (its lease, its done mark): the
+            # entry stays pending and is delivered again once Redis answers; one line, no traceback.
+            self.log.warning("Redis went away while handling a delivery; it is handled again once Redis answers",
+                             stream=delivery.stream, message_id=delivery.message_id,
+                             error=f"{type(exc).__name__}: {exc}")
+            return
         finally:
             if task is not None:
                 self.in_flight.discard(task)

@@ -27,6 +27,9 @@ import asyncio
 from datetime import datetime, timedelta
 from typing import Any
 
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
 from contracts.envelope import utc_now
 from contracts.layout import GAPS_DIR
 from services.runtime.adopt import step_record_path, step_records
@@ -112,7 +115,15 @@ async def note_gaps(bundle: BundleStore, ledger: Ledger, log: Any, settle_s: flo
     last settle period may still be on its way to the journal, whereas the reset that lost
     events was noticed at least a settle period before this pass."""
     now = utc_now()
-    redis_since = min(now - timedelta(seconds=await ledger.age_s()), now - timedelta(seconds=settle_s))
+    try:
+        age_s = await ledger.age_s()
+    except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
+        # Redis went away after the pass: when it answers again it is a reset (or not) of its
+        # own, whose pass looks again.
+        log.warning("could not read the ledger's age to look for events Redis lost; the next pass looks",
+                    error=f"{type(exc).__name__}: {exc}")
+        return {}
+    redis_since = min(now - timedelta(seconds=age_s), now - timedelta(seconds=settle_s))
     try:
         found = await asyncio.to_thread(record_gaps, bundle, redis_since)
     except (BundleError, OSError) as exc:
