@@ -1,0 +1,106 @@
+"""Offline acceptance of an EAGLE-3 head, before it is served: teacher-forced, per position, on held-out prompts.
+
+The served engine drafts k tokens after each verified token and accepts the longest
+prefix that equals the target's greedy choice. This estimate does the same on the
+held-out split without an engine: the target answers each held-out prompt greedily
+(transformers), its hidden states feed the head exactly as in training
+(train_eagle3.hidden_features), and the head is unrolled over k positions with
+`speculators`' own forward. At every answer position, draft j counts as accepted
+when drafts 0..j all equal the target's greedy tokens (`speculators`' `full_acc_j`;
+the inputs are teacher-forced, which changes nothing for an accepted prefix: there
+the head's own tokens are the target's). So
+
+    p_j = accepted at position j / drafts      (vLLM's per-position acceptance,
+                                                 spec_decode_num_accepted_tokens_per_pos / num_drafts)
+    acceptance length = 1 + sum_j p_j
+
+It differs from the served figure in known ways: the estimate drafts at every answer
+position (the engine drafts only after each verification step), it uses the target's
+float32 transformers forward (the engine's numerics differ slightly), and the head's
+weights are the bf16 ones it is saved with. The report sets both side by side; the gate
+never reads this file (training metrics cannot authorise promotion).
+
+Written as `offline-acceptance.json` (ARTIFACT) in the training output.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+ARTIFACT = "offline-acceptance.json"
+FORMAT = 1
+
+
+class OfflineAcceptanceError(Exception):
+    """The estimate cannot be made from these inputs; the message says what to change."""
+
+
+def read_heldout(corpus: Path) -> list[list[dict[str, str]]]:
+    """The prompt messages of every `heldout` record (other lines are skipped)."""
+    prompts = []
+    try:
+        lines = corpus.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise OfflineAcceptanceError(f"cannot read {corpus}: {exc.strerror}; pass --heldout the held-out corpus") from exc
+    for raw in lines:
+        try:
+            record = json.loads(raw)
+        except json.JSONDecodeError:
+            continue
+        messages = record.get("messages") if isinstance(record, dict) else None
+        if record.get("split") == "heldout" and isinstance(messages, list) and messages:
+            prompts.append([{"role": m["role"], "content": m["content"]} for m in messages])
+    if not prompts:
+        raise OfflineAcceptanceError(f"{corpus} has no record with split 'heldout'; pass the corpus's held-out file")
+    return prompts
+
+
+def estimate(head, target_dir: Path, heldout: Path, aux_layers: list[int], ttt_steps: int, *,
+             max_new_tokens: int, gen_batch: int, token_budget: int, log) -> dict:
+    """The per-position estimate for `head` (a float32 Eagle3DraftModel) on `heldout`'s prompts."""
+    import torch
+    from speculators.losses import resolve_loss_config
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from train_draft import target_answers
+    from train_eagle3 import hidden_features, pack, run_head
+
+    prompts = read_heldout(heldout)
+    tokenizer = AutoTokenizer.from_pretrained(str(target_dir))
+    target = AutoModelForCausalLM.from_pretrained(str(target_dir), dtype=torch.float32).eval()
+    pairs, too_long = target_answers(target, tokenizer, prompts, max_new_tokens, gen_batch,
+                                     target.config.max_position_embeddings, log)
+    samples = hidden_features(target, pairs, aux_layers, gen_batch)
+    del target
+    accepted = [0.0] * ttt_steps
+    drafts = 0.0
+    loss_config = resolve_loss_config("kl_div", "eager")
+    head.eval()
+    with torch.inference_mode():
+        for batch in pack(samples, token_budget, None):
+            _, _, metrics = run_head(head, batch, ttt_steps, loss_config)
+            drafts += float(metrics["full_acc_0_total"])  # every answer position drafts once
+            for j in range(ttt_steps):
+                accepted[j] += float(metrics[f"full_acc_{j}_sum"])
+    per_position = [round(a / drafts, 4) if drafts else math.nan for a in accepted]
+    return {
+        "format": FORMAT, "method": "eagle3",
+        "definition": "teacher-forced on the held-out split against the target's greedy tokens: p_j = share of "
+                      "answer positions whose drafts 0..j all equal the target's greedy tokens (speculators' "
+                      "full_acc_j); acceptance_length = 1 + sum(p_j)",
+        "heldout_prompts": len(prompts), "prompts_too_long": too_long, "answers": len(pairs),
+        "drafts": int(drafts), "accepted_per_position": [int(a) for a in accepted],
+        "per_position_acceptance": per_position, "num_speculative_tokens": ttt_steps,
+        "acceptance_length": round(1 + sum(per_position), 4),
+        "acceptance_rate": round(sum(accepted) / (drafts * ttt_steps), 4) if drafts else math.nan,
+        "max_new_tokens": max_new_tokens,
+    }
+
+
+def write(out: Path, report: dict) -> dict:
+    """Write the artifact; its name and headline figures for the trainer's summary."""
+    (out / ARTIFACT).write_text(json.dumps(report, indent=2) + "\n")
+    return {"artifact": ARTIFACT, "per_position_acceptance": report["per_position_acceptance"],
+            "acceptance_length": report["acceptance_length"]}
