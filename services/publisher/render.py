@@ -8,7 +8,8 @@ baseline); the rows also repeat the cell, the concurrency, the trial count and
 the named baseline so a row read alone still says what it measured. Plots
 carry the identity line in their subtitle and pointers in their caption.
 
-Sections, in order: DRAFT reasons (when any), summary, steps, the review
+Sections, in order: DRAFT reasons (when any), the answer per level (its chart
+first on the page: answer.py), summary, steps, the review
 point (what approved each plan: an approval's event and hashes, or the
 campaign's pre-approval policy: review_record.py), identity, the
 engine's read-back (declared beside effective, per launch), rejected trials,
@@ -29,7 +30,7 @@ from contracts import layout
 from contracts.campaign import ServingConfig
 from contracts.engine import CHECKED_FIELDS
 from services.publisher import figures as fig
-from services.publisher import canonical_section, render_predict, target_model
+from services.publisher import answer, canonical_section, render_predict, target_model
 from services.publisher.document import (
     Anchor,
     Bullets,
@@ -82,6 +83,7 @@ def build_document(data: CampaignData, plots: list[Plot], found: list[Lever]) ->
     reasons = draft_reasons(data)
     sections = [
         *([_draft_section(reasons)] if reasons else []),
+        *answer.answer_section(data, by_name),  # the first screen: the per-level answer (answer.py)
         _summary(data),
         *canonical_section.intent_section(data.intent),
         _steps(data),

@@ -52,12 +52,13 @@ def test_plot_count_is_cells_times_levels_plus_campaign_plots(clean):
     bundle, out = clean
     html = out.report.html.decode()
     cells, speculative = (STANDING, CANDIDATE), (CANDIDATE,)
-    # latency per cell x level, acceptance per speculative cell, one throughput, one speedup (plots.py)
-    expected = len(cells) * len(LEVELS) + len(speculative) + 1 + 1
+    # the answer per level, latency per cell x level, acceptance per speculative cell, one throughput, one speedup
+    # (plots.py)
+    expected = 1 + len(cells) * len(LEVELS) + len(speculative) + 1 + 1
     assert len(PNG_RE.findall(html)) == expected
     names = {p.name for p in out.report.plots}
     assert {f"latency-{c}-c{level}.png" for c in cells for level in LEVELS} <= names
-    assert {"acceptance-ngram-k3.png", "throughput.png", "speedup.png"} <= names
+    assert {"answer.png", "acceptance-ngram-k3.png", "throughput.png", "speedup.png"} <= names
     on_disk = sorted((bundle.run_dir(RUN) / "report/plots").glob("*.png"))
     assert len(on_disk) == expected
     embedded = sorted(base64.b64decode(m) for m in PNG_RE.findall(html))
