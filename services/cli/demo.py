@@ -138,6 +138,9 @@ def headline(bundle_dir: Path, out: TextIO) -> None:
                 f"{_num(obj.get('noise_bound_pct'), '.1f')} %): {obj.get('verdict')}, "
                 f"{obj.get('baseline_trials')} vs {obj.get('candidate_trials')} trials\n"
             )
+    spent = trials_spent(decision)
+    if spent:
+        out.write(spent + "\n")
     results = sorted(bundle_dir.glob(layout.trial_result("*", 0, "*")))
     if results:
         ident = orjson.loads(results[0].read_bytes()).get("identity") or {}
@@ -147,6 +150,24 @@ def headline(bundle_dir: Path, out: TextIO) -> None:
             f"workload {ident.get('workload_shape')}, {ident.get('regime')} regime, graph mode {ident.get('graph_mode')}, "
             f"source {ident.get('source_revision')}, baseline cell {decision.get('baseline')}\n"
         )
+
+
+def trials_spent(decision: dict) -> str | None:
+    """The trials per arm each concurrency level took and why it stopped (DECISION.json's `trials_used` and
+    `stopped`), with the cap of the sequential rounds; None for a decision that records neither."""
+    cap = (decision.get("thresholds") or {}).get("max_trials")
+    by_level: dict[str, list[str]] = {}
+    for candidate in decision.get("candidates", []):
+        for level in candidate.get("levels", []):
+            if level.get("trials_used") is None:
+                continue
+            where = "unlimited" if level.get("concurrency") is None else f"c={level['concurrency']}"
+            by_level.setdefault(where, []).append(
+                f"{candidate['candidate']} {level['trials_used']} ({level.get('stopped') or 'continues'})")
+    if not by_level:
+        return None
+    head = f"trials spent per arm (cap {cap} per arm)" if cap is not None else "trials spent per arm (no cap)"
+    return f"  {head}: " + "; ".join(f"{where}: {', '.join(parts)}" for where, parts in by_level.items())
 
 
 def draft_origin(bundle_dir: Path) -> str | None:

@@ -28,3 +28,22 @@ def test_a_candidate_without_figures_prints_na_instead_of_crashing(tmp_path: Pat
     assert "draft-k3 @ concurrency 1: tpot:median 3.22 -> 2.76 ms (-14.3 %, interval -53.5..+57.8 %" in text
     assert "ngram-k3 @ concurrency 1: tpot:median 3.22 -> n/a ms (n/a %, interval n/a..n/a %, noise bound n/a %): " \
            "unavailable, 3 vs 0 trials" in text
+
+
+def test_the_trials_spent_per_level_and_why_they_stopped(tmp_path: Path) -> None:
+    (tmp_path / "gate").mkdir()
+    objective = {"metric": "tpot:median", "unit": "ms", "baseline_value": 30.0, "candidate_value": 21.0,
+                 "delta_pct": -30.0, "interval": {"low_pct": -40.0, "high_pct": -20.0}, "noise_bound_pct": 9.0,
+                 "verdict": "better", "baseline_trials": 4, "candidate_trials": 4}
+    decision = {"decision": "promote", "winner": "draft-k3", "baseline": "standing", "thresholds": {"max_trials": 5},
+                "candidates": [
+                    {"candidate": "draft-k3", "levels": [
+                        {"concurrency": 1, "objective": objective, "trials_used": 4, "stopped": "decided"},
+                        {"concurrency": 4, "objective": objective, "trials_used": 5, "stopped": "cap"}]},
+                    {"candidate": "ngram-k3", "levels": [
+                        {"concurrency": 1, "objective": objective, "trials_used": 4, "stopped": "moot"}]}]}
+    (tmp_path / "gate/DECISION.json").write_text(json.dumps(decision))
+    out = io.StringIO()
+    headline(tmp_path, out)
+    assert ("trials spent per arm (cap 5 per arm): c=1: draft-k3 4 (decided), ngram-k3 4 (moot); "
+            "c=4: draft-k3 5 (cap)") in out.getvalue()
