@@ -60,7 +60,7 @@ test: setup slurm promtool lint-imports
 test-compose: setup
 	PY=$(PY) infra/bin/test-compose
 
-test-models: setup model
+test-models: setup model speculators-env
 	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) $(PY) -m pytest tests/e2e -q -m models
 
 test-unit: setup
