@@ -222,19 +222,24 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def train(args: argparse.Namespace, argv: list[str]) -> dict:
-    import torch
-    from importlib.metadata import version
-    from speculators.losses import resolve_loss_config
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     started = time.monotonic()
     for name in ("steps", "ttt_steps", "num_layers", "token_budget", "max_new_tokens", "gen_batch"):
         if getattr(args, name) < 1:
             raise TrainEagle3Error(f"--{name.replace('_', '-')} must be >= 1")
-    torch.manual_seed(args.seed)
-    torch.set_num_threads(args.threads)
     if not (args.target / "config.json").is_file():
         raise TrainEagle3Error(f"no checkpoint at {args.target} (config.json missing); pass --target the target folder")
+    try:
+        from speculators.losses import resolve_loss_config
+    except ImportError:
+        raise TrainEagle3Error(f"{sys.executable} has no `speculators`: run this with .venv-speculators/bin/python "
+                               "(make speculators-env builds it)") from None
+    from importlib.metadata import version
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.threads)
     prompts, skipped = read_train_split(args.corpus)
     if args.max_train_prompts is not None:
         prompts = prompts[: max(1, args.max_train_prompts)]

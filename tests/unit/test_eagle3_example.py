@@ -1,0 +1,74 @@
+"""The example EAGLE-3 trainer's input handling (infra/examples/train_eagle3.py, offline_acceptance.py).
+
+These run in the main venv: the checks here stop before anything imports `speculators`
+(the trainer imports it lazily). Training, the checkpoint and serving are covered by
+tests/e2e/test_eagle3.py in the speculators environment (`make test-models`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "infra" / "examples"
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(EXAMPLES))  # the trainer imports its neighbours from its own folder
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(EXAMPLES))
+    return module
+
+
+eagle3 = _load("train_eagle3")
+offline = _load("offline_acceptance")
+
+
+@pytest.mark.parametrize(("layers", "ids"), [(30, [2, 15, 27]), (32, [2, 16, 29]), (4, [1, 2, 3]), (6, [1, 3, 5])])
+def test_default_aux_layers_are_speculators_own_or_spread_for_a_shallow_target(layers, ids):
+    assert eagle3.default_aux_layers(layers) == ids
+    assert len(set(ids)) == 3 and max(ids) < layers  # vLLM captures ids 0..n-1 inside its layer loop
+
+
+def test_a_target_of_three_layers_is_refused():
+    with pytest.raises(eagle3.TrainEagle3Error, match="three distinct auxiliary layers"):
+        eagle3.default_aux_layers(3)
+
+
+@pytest.mark.parametrize("text", ["1,2", "1,1,2", "3,2,1", "1,2,4", "a,b,c"])
+def test_bad_aux_layers_are_refused_by_name(text):
+    with pytest.raises(eagle3.TrainEagle3Error, match="--aux-layers"):
+        eagle3.parse_layers(text, 4)
+
+
+def test_bad_input_exits_2_with_one_line(tmp_path, capsys):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}], "split": "train"}) + "\n")
+    code = eagle3.main(["--corpus", str(corpus), "--target", str(tmp_path / "none"), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "config.json missing" in err[0]
+    code = eagle3.main(["--corpus", str(corpus), "--target", str(tmp_path), "--out", str(tmp_path / "o"), "--steps", "0"])
+    assert code == 2 and "--steps must be >= 1" in capsys.readouterr().err
+    if importlib.util.find_spec("speculators") is None:  # the main venv: the trainer names its environment
+        (tmp_path / "config.json").write_text("{}")
+        code = eagle3.main(["--corpus", str(corpus), "--target", str(tmp_path), "--out", str(tmp_path / "o")])
+        assert code == 2 and "make speculators-env" in capsys.readouterr().err
+
+
+def test_heldout_reader_keeps_heldout_records_only(tmp_path):
+    path = tmp_path / "h.jsonl"
+    lines = [{"messages": [{"role": "user", "content": "a"}], "split": "heldout"},
+             {"messages": [{"role": "user", "content": "b"}], "split": "train"}, "not json"]
+    path.write_text("\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n")
+    assert offline.read_heldout(path) == [[{"role": "user", "content": "a"}]]
+    path.write_text(json.dumps(lines[1]) + "\n")
+    with pytest.raises(offline.OfflineAcceptanceError, match="no record with split 'heldout'"):
+        offline.read_heldout(path)
