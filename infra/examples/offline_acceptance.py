@@ -104,3 +104,46 @@ def write(out: Path, report: dict) -> dict:
     (out / ARTIFACT).write_text(json.dumps(report, indent=2) + "\n")
     return {"artifact": ARTIFACT, "per_position_acceptance": report["per_position_acceptance"],
             "acceptance_length": report["acceptance_length"]}
+
+
+def load_head(head_dir: Path, target_dir: Path):
+    """A saved head, in float32, its verifier weights (norm, lm_head) read from `target_dir`."""
+    from speculators.models.eagle3 import Eagle3DraftModel, Eagle3SpeculatorConfig
+
+    config = Eagle3SpeculatorConfig.from_pretrained(str(head_dir))
+    config.speculators_config.verifier.name_or_path = str(target_dir)  # the path it was trained with may be relative
+    config.transformer_layer_config._attn_implementation = "sdpa"  # not saved; flex attention needs a GPU
+    return Eagle3DraftModel.from_pretrained(str(head_dir), config=config).float(), config
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description="Estimate a saved EAGLE-3 head's acceptance offline (module docstring).")
+    parser.add_argument("--head", type=Path, required=True, help="the head's folder (speculators format)")
+    parser.add_argument("--target", type=Path, required=True, help="the target checkpoint folder")
+    parser.add_argument("--heldout", type=Path, required=True, help="corpus JSONL with heldout records")
+    parser.add_argument("--max-new-tokens", type=int, default=64, help="target answer length (default 64)")
+    parser.add_argument("--gen-batch", type=int, default=48, help="prompts per target batch (default 48)")
+    parser.add_argument("--token-budget", type=int, default=2048, help="tokens per packed row (default 2048)")
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    if not (args.head / "config.json").is_file():
+        print(f"offline_acceptance: no head at {args.head} (config.json missing)", file=sys.stderr)
+        return 2
+    head, config = load_head(args.head, args.target)
+    k = config.speculators_config.proposal_methods[0].speculative_tokens
+    try:
+        report = estimate(head, args.target, args.heldout, config.eagle_aux_hidden_state_layer_ids, k,
+                          max_new_tokens=args.max_new_tokens, gen_batch=args.gen_batch,
+                          token_budget=args.token_budget, log=lambda m: print(f"offline_acceptance: {m}", file=sys.stderr))
+    except OfflineAcceptanceError as exc:
+        print(f"offline_acceptance: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(write(args.head, report)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
