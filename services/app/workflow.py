@@ -23,6 +23,7 @@ from services.app import ops, submit
 from services.app.context import Session
 from services.app.ops import Approved
 from services.app.progress import run_status
+from services.app.rounds_status import rounds_cost
 from services.app.results import CampaignRunResult, CampaignStored, PlanView, RunCreated
 from services.runtime.approval import pre_approved
 from services.runtime.bundle import ArtifactMissing, BundleStore
@@ -102,7 +103,9 @@ async def campaign_run(session: Session, run_id: str, *, acknowledged: bool, pla
         approval = await ops.approve_plans(session, run_id, plan_sha256s or [], acknowledged=True)
         events = await ops.journal(session, run_id)
     plans = plans_of(bundle, run_id, events)
-    return _run_result(run_id, acknowledged, published, approval, plans, pre, events)
+    result = _run_result(run_id, acknowledged, published, approval, plans, pre, events)
+    # The cost before approval: a sequential plan's expected trials per arm (services/app/rounds_status.py).
+    return result.model_copy(update={"status": result.status.model_copy(update={"rounds": rounds_cost(bundle, run_id)})})
 
 
 def _run_result(run_id: str, acknowledged: bool, published: bool, approval: Approved | None, plans: list[PlanView],
