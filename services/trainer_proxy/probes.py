@@ -10,6 +10,9 @@ when a probe runs):
   token IDs map to the same strings on a spread sample;
 - forward_pass: tokenized heldout prompts give finite logits whose last
   dimension is the target's vocabulary size.
+A head in `speculators`' format (config.json with `speculators_config`: an EAGLE-3
+head) is checked its own way: checkpoint_loads, vocabulary_matches and head_fits_target
+(speculators_format.py).
 Plus the operator's probe argv when the campaign gives one (no shell; a
 non-zero exit fails it). Results go to `training/probes.json`.
 
@@ -30,6 +33,7 @@ from pydantic import Field
 from contracts import layout
 from contracts.envelope import ArtifactRef, RunId, Strict
 from services.runtime.bundle import BundleStore
+from services.trainer_proxy import speculators_format
 from services.trainer_proxy.errors import ExecutorError
 from services.trainer_proxy.local import run_process
 
@@ -41,7 +45,8 @@ FALLBACK_PROMPT = "specdec probe: the quick brown fox jumps over the lazy dog."
 class ProbeCheck(Strict):
     """One probe's verdict."""
 
-    name: str = Field(description="Probe name: checkpoint_loads, vocabulary_matches, forward_pass or operator.")
+    name: str = Field(description="Probe name: checkpoint_loads, vocabulary_matches, forward_pass (head_fits_target for a "
+                      "speculators-format head) or operator.")
     passed: bool = Field(description="True when the probe passed.")
     detail: str = Field(description="What was checked and found, in words.")
 
@@ -106,6 +111,9 @@ def builtin_checks(
                   "checkpoint (config and weights) to {output_dir}"),
             *(_fail(name, "not run: the checkpoint did not load") for name in rest),
         ]
+    if speculators_format.is_speculators_checkpoint(checkpoint_dir):  # an EAGLE-3 head: its own probes
+        return [ProbeCheck(name=name, passed=ok, detail=detail)
+                for name, ok, detail in speculators_format.checks(checkpoint_dir, target)]
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
