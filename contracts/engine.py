@@ -28,6 +28,9 @@ CHECKED_FIELDS: tuple[str, ...] = (
     "graph_mode",
     "max_num_seqs",
     "max_model_len",
+    "enable_prefix_caching",
+    "max_num_batched_tokens",
+    "kv_cache_dtype",
     "speculative_method",
     "num_speculative_tokens",
     "draft_model",
@@ -53,6 +56,13 @@ class EffectiveConfig(Strict):
     graph_mode: Literal["eager", "graph"] | None = Field(description="eager when enforce_eager=True, else graph.")
     max_num_seqs: int | None = Field(description="Sequences scheduled per step at most.")
     max_model_len: int | None = Field(description="Context length the engine serves (/v1/models' max_model_len).")
+    enable_prefix_caching: bool | None = Field(default=None, description="Whether the engine caches prefixes (its "
+                                               "config line's enable_prefix_caching); None where it did not say.")
+    max_num_batched_tokens: int | None = Field(
+        default=None, description="Tokens scheduled per step at most: the engine's own line where it logs the "
+        "resolved value, else what the API server received ('non-default args'); None where neither says.")
+    kv_cache_dtype: str | None = Field(default=None, description="KV-cache dtype as the engine's config line states "
+                                       "it ('auto': the model's dtype).")
     speculative_method: str | None = Field(description="Speculative method the engine runs; None for none.")
     num_speculative_tokens: int | None = Field(description="Tokens proposed per step (k); None without speculation.")
     draft_model: str | None = Field(description="Draft model of a draft_model/eagle config; None otherwise.")

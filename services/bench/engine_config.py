@@ -11,6 +11,13 @@ captured from real runs (tests/unit/bench/fixtures/vllm-0.32.0/):
   ..., tensor_parallel_size=1, ..., quantization=None, ..., enforce_eager=True,
   ...`: the resolved values (`--dtype auto` shows as the dtype chosen);
 - `GET /v1/models`: `max_model_len` of the served model;
+- prefix caching and the kv-cache dtype: the same config line
+  (`enable_prefix_caching=True`, `kv_cache_dtype=auto`);
+- max_num_batched_tokens is not on it: vLLM's own `Chunked prefill is enabled
+  with max_num_batched_tokens=N` line when it logs one (the resolved scheduler
+  value), its DEBUG `Defaulting max_num_batched_tokens to N`, else the API
+  server's `non-default args` echo of a passed value (what it received after any
+  wrapper), as for max_num_seqs below;
 - max_num_seqs is in neither, nor in /metrics (whose only config gauge is
   `vllm:cache_config_info`). vLLM states the value it defaulted to only at
   DEBUG level (`Defaulting max_num_seqs to N ...`); a value passed to it is
@@ -36,7 +43,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from contracts.engine import CHECKED_FIELDS, RECEIVED_SPECULATIVE_KEYS, EffectiveConfig, EngineCheck, FieldCheck
+from contracts.engine import (
+    CHECKED_FIELDS,
+    RECEIVED_SPECULATIVE_KEYS,
+    EffectiveConfig,
+    EngineCheck,
+    FieldCheck,
+)
 from services.bench.errors import ServingError
 from services.bench.plan_types import CellPlan
 
@@ -45,6 +58,8 @@ KNOWN_VERSIONS = ("0.32.0",)
 CONFIG_LINE = re.compile(r"Initializing a V1 LLM engine \(v(?P<version>[^)]*)\) with config: (?P<config>.*)$")
 NON_DEFAULT_ARGS = re.compile(r"non-default args: (?P<args>\{.*\})\s*$")
 DEFAULTED_SEQS = re.compile(r"Defaulting max_num_seqs to (?P<n>\d+)")
+DEFAULTED_BATCHED = re.compile(r"Defaulting max_num_batched_tokens to (?P<n>\d+)")
+CHUNKED_BATCHED = re.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(?P<n>\d+)")
 # Methods whose --speculative-config names no draft checkpoint (the log then says model=None).
 NO_DRAFT_METHODS = frozenset({"ngram", "suffix", "mtp"})
 # How often the log is read again while waiting for the config line.
@@ -121,6 +136,8 @@ class EngineLog:
     config_line: int | None  # 1-based line number of the engine config line
     non_default_args: dict[str, Any] | None
     defaulted_max_num_seqs: int | None
+    defaulted_max_num_batched_tokens: int | None = None  # its DEBUG 'Defaulting max_num_batched_tokens to N' line
+    chunked_max_num_batched_tokens: int | None = None  # its 'Chunked prefill is enabled with ...=N' line
 
     @property
     def has_config(self) -> bool:
@@ -130,6 +147,7 @@ class EngineLog:
 def read_log(text: str) -> EngineLog:
     """Scan a server log; the last engine config line wins (the engine that is running now)."""
     version, config, config_line, args, defaulted = None, {}, None, None, None
+    batched: dict[str, int] = {}
     for number, line in enumerate(text.splitlines(), start=1):
         match = CONFIG_LINE.search(line)
         if match:
@@ -146,8 +164,14 @@ def read_log(text: str) -> EngineLog:
         match = DEFAULTED_SEQS.search(line)
         if match:
             defaulted = int(match["n"])
+            continue
+        for name, pattern in (("defaulted", DEFAULTED_BATCHED), ("chunked", CHUNKED_BATCHED)):
+            match = pattern.search(line)
+            if match:
+                batched[name] = int(match["n"])
     return EngineLog(version=version, config=config, config_line=config_line, non_default_args=args,
-                     defaulted_max_num_seqs=defaulted)
+                     defaulted_max_num_seqs=defaulted, defaulted_max_num_batched_tokens=batched.get("defaulted"),
+                     chunked_max_num_batched_tokens=batched.get("chunked"))
 
 
 def _int(value: Any) -> int | None:
@@ -179,13 +203,29 @@ def _max_num_seqs(log: EngineLog) -> tuple[int | None, str]:
                   "(VLLM_LOGGING_LEVEL=DEBUG: 'Defaulting max_num_seqs to N')")
 
 
+def _max_num_batched_tokens(log: EngineLog) -> tuple[int | None, str]:
+    if log.chunked_max_num_batched_tokens is not None:
+        return log.chunked_max_num_batched_tokens, ("max_num_batched_tokens: the engine's 'Chunked prefill is enabled "
+                                                    "with max_num_batched_tokens=N' line (the resolved value)")
+    if log.defaulted_max_num_batched_tokens is not None:
+        return log.defaulted_max_num_batched_tokens, ("max_num_batched_tokens: the engine's 'Defaulting "
+                                                      "max_num_batched_tokens to N' line (DEBUG)")
+    passed = (log.non_default_args or {}).get("max_num_batched_tokens")
+    if passed is not None:
+        return _int(passed), ("max_num_batched_tokens: the API server's 'non-default args' line (what it received "
+                              "after any wrapper; the engine's config line does not state it)")
+    if log.non_default_args is None:
+        return None, "max_num_batched_tokens: not stated (the log has no 'non-default args' line)"
+    return None, f"max_num_batched_tokens: {NOT_PASSED}, whose value vLLM {log.version or '?'} logs only at DEBUG level"
+
+
 def effective_config(log: EngineLog, models: dict[str, Any] | None, *, log_name: str = "server.log") -> EffectiveConfig:
     """The effective config from a read log and /v1/models' answer (None when it gave none)."""
     sources = []
     fields = log.config
     if log.has_config:
-        sources.append(f"model, dtype, quantization, tensor_parallel_size, graph_mode (enforce_eager), speculative "
-                       f"method, k and draft model: {log_name} line {log.config_line}, 'Initializing a V1 LLM engine "
+        sources.append(f"model, dtype, quantization, tensor_parallel_size, graph_mode (enforce_eager), prefix caching, "
+                       f"kv-cache dtype, speculative method, k and draft model: {log_name} line {log.config_line}, 'Initializing a V1 LLM engine "
                        f"(v{log.version}) with config'")
         if log.version not in KNOWN_VERSIONS:
             sources.append(f"note: this reader was checked against vLLM {', '.join(KNOWN_VERSIONS)}, "
@@ -201,6 +241,10 @@ def effective_config(log: EngineLog, models: dict[str, Any] | None, *, log_name:
     sources.append(where)
     max_num_seqs, where = _max_num_seqs(log)
     sources.append(where)
+    batched, where = _max_num_batched_tokens(log)
+    sources.append(where)
+    prefix = _literal(fields.get("enable_prefix_caching"))
+    kv_dtype = _literal(fields.get("kv_cache_dtype"))
     return EffectiveConfig(
         vllm_version=log.version,
         model=_literal(fields["model"]) if "model" in fields else None,
@@ -210,6 +254,9 @@ def effective_config(log: EngineLog, models: dict[str, Any] | None, *, log_name:
         graph_mode=None if not isinstance(enforce_eager, bool) else ("eager" if enforce_eager else "graph"),
         max_num_seqs=max_num_seqs,
         max_model_len=max_model_len,
+        enable_prefix_caching=prefix if isinstance(prefix, bool) else None,
+        max_num_batched_tokens=batched,
+        kv_cache_dtype=None if kv_dtype is None else str(kv_dtype),
         speculative_method=None if spec is None else spec.get("method"),
         num_speculative_tokens=None if spec is None else _int(spec.get("num_spec_tokens")),
         draft_model=None if spec is None else spec.get("model"),
@@ -269,12 +316,17 @@ class Declared:
     max_num_seqs: int | None
     max_model_len: int | None
     speculative: dict[str, Any] | None
+    # What a canonical cell's `vllm serve` command sets (None: not declared, the engine's own default).
+    enable_prefix_caching: bool | None = None
+    max_num_batched_tokens: int | None = None
+    kv_cache_dtype: str | None = None
 
 
 def declared_of(cell: CellPlan, *, max_model_len: int | None) -> Declared:
     """From the plan's cell (what the approval covered) and the target's max_model_len."""
     ident = cell.identity
     serving = ident["serving_config"]
+    args = cell.declared_engine_args or {}
     quantization = ident.get("quantization")
     return Declared(
         model=ident["model"], dtype=serving.get("dtype") or "auto",
@@ -282,6 +334,8 @@ def declared_of(cell: CellPlan, *, max_model_len: int | None) -> Declared:
         tensor_parallel_size=int(str(ident["parallelism"]).removeprefix("tp=")),
         graph_mode=ident["graph_mode"], max_num_seqs=serving.get("max_num_seqs"), max_model_len=max_model_len,
         speculative=cell.speculative_config,
+        enable_prefix_caching=args.get("enable_prefix_caching"), max_num_batched_tokens=args.get("max_num_batched_tokens"),
+        kv_cache_dtype=args.get("kv_cache_dtype"),
     )
 
 
@@ -340,6 +394,19 @@ def compare(declared: Declared, effective: EffectiveConfig) -> list[FieldCheck]:
                         draft is None or normalize_model(draft) == normalize_model(effective.draft_model)),
     }
     unverifiable: set[str] = set()
+    # The engine's own statements of the canonical command's other arguments: not declared passes anything, a
+    # declared value the engine states nowhere is unverifiable (shown, never counted as checked).
+    kv_declared = None if declared.kv_cache_dtype in (None, "auto") else declared.kv_cache_dtype
+    for key, want, same in (
+            ("enable_prefix_caching", declared.enable_prefix_caching, lambda a, b: a == b),
+            ("max_num_batched_tokens", declared.max_num_batched_tokens, lambda a, b: _int(a) == _int(b)),
+            ("kv_cache_dtype", kv_declared, lambda a, b: str(a).lower() == str(b).lower())):
+        got = getattr(effective, key)
+        if want is not None and got is None and not _stated_absent(key, effective):
+            unverifiable.add(key)
+            rows[key] = (want, None, True)
+        else:
+            rows[key] = (want, got, want is None or (got is not None and same(want, got)))
     for key in RECEIVED_SPECULATIVE_KEYS:
         want = spec.get(key)
         if effective.received_speculative is None:
@@ -363,6 +430,12 @@ def _same_received(got: Any, want: Any) -> bool:
     return _int(got) == _int(want)
 
 
+def _stated_absent(key: str, effective: EffectiveConfig) -> bool:
+    """True where the engine's record shows the value was not passed (so the engine runs its default, a mismatch
+    for a declared one) rather than saying nothing about it."""
+    return key == "max_num_batched_tokens" and any(s.startswith(f"{key}: not passed") for s in effective.sources)
+
+
 def engine_check(cell_id: str, launch: int, declared: Declared, effective: EffectiveConfig) -> EngineCheck:
     return EngineCheck(cell_id=cell_id, launch=launch, effective=effective, checks=compare(declared, effective))
 
@@ -372,9 +445,9 @@ def mismatch_reason(check: EngineCheck) -> str:
     parts = []
     for row in check.mismatches:
         effective = repr(row.effective)
-        if row.field == "max_num_seqs" and row.effective is None:
-            effective = next((s.removeprefix("max_num_seqs: ") for s in check.effective.sources
-                              if s.startswith("max_num_seqs:")), "not stated")
+        if row.field in ("max_num_seqs", "max_num_batched_tokens") and row.effective is None:
+            effective = next((s.removeprefix(f"{row.field}: ") for s in check.effective.sources
+                              if s.startswith(f"{row.field}:")), "not stated")
         elif row.effective is None and row.field in ("num_speculative_tokens", "draft_model") \
                 and check.effective.speculative_method is None and check.effective.vllm_version is not None:
             effective = "none (the engine runs no speculation)"

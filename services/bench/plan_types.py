@@ -70,12 +70,16 @@ class CellPlan(Strict):
     launch_changes: list[dict[str, Any]] | None = Field(
         default=None, description="Each token of the operator's serve command launched other than declared: position, "
         "declared -> launched, and why (docs/bench-runner.md, \"Exact operator commands\"); absent when none.")
+    declared_engine_args: dict[str, Any] | None = Field(
+        default=None, description="Every argument the operator's `vllm serve` command sets, as vLLM's own parser read "
+        "it (a canonical matrix file): the engine read-back checks prefix caching, max_num_batched_tokens and the "
+        "kv-cache dtype against it; absent for a cell declared in specdec's keys.")
 
     @model_serializer(mode="wrap")
     def _without_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # A cell without a declared command serialises (and hashes, and is approved) as before these fields.
         data = handler(self)
-        for name in ("declared_serve_argv", "launch_changes"):
+        for name in ("declared_serve_argv", "launch_changes", "declared_engine_args"):
             if data.get(name) is None:
                 data.pop(name, None)
         return data

@@ -3,7 +3,8 @@ bench-runner tests that must not pay a real model's start-up.
 
 `python -m tests.support.fake_vllm --port P [--model M] [--max-model-len N]
 [--enforce-eager] [--dtype D] [--max-num-seqs N] [--tensor-parallel-size N]
-[--quantization Q] [--speculative-config JSON] [--fake-no-drafts]`: at start it prints vLLM
+[--quantization Q] [--max-num-batched-tokens N] [--kv-cache-dtype D] [--[no-]enable-prefix-caching]
+[--speculative-config JSON] [--fake-no-drafts]`: at start it prints vLLM
 0.32.0's `non-default args` and `Initializing a V1 LLM engine` lines for what
 it was given (vLLM's defaults otherwise), which the bench-runner reads back;
 /v1/models names the model and its max_model_len; /health answers 200; /v1/completions streams SSE chunks carrying several tokens
@@ -112,7 +113,8 @@ def startup_lines(args: argparse.Namespace, spec: dict | None) -> list[str]:
         ("model", args.model), ("dtype", args.dtype), ("max_model_len", args.max_model_len),
         ("quantization", args.quantization), ("tensor_parallel_size", args.tensor_parallel_size),
         ("enforce_eager", args.enforce_eager or None), ("max_num_seqs", args.max_num_seqs),
-        ("speculative_config", spec)) if value is not None}
+        ("max_num_batched_tokens", args.max_num_batched_tokens), ("enable_prefix_caching", args.enable_prefix_caching),
+        ("kv_cache_dtype", args.kv_cache_dtype), ("speculative_config", spec)) if value is not None}
     resolved = {None: "bfloat16", "auto": "bfloat16", "half": "float16", "float": "float32"}
     dtype = f"torch.{resolved.get(args.dtype, args.dtype)}"
     model = args.model or DEFAULT_MODEL
@@ -125,8 +127,9 @@ def startup_lines(args: argparse.Namespace, spec: dict | None) -> list[str]:
               f"dtype={dtype}, max_seq_len={args.max_model_len or DEFAULT_MAX_MODEL_LEN}, download_dir=None, "
               f"load_format=auto, tensor_parallel_size={args.tensor_parallel_size or 1}, pipeline_parallel_size=1, "
               f"data_parallel_size=1, quantization={args.quantization or None}, quantization_config=None, "
-              f"enforce_eager={args.enforce_eager}, kv_cache_dtype=auto, device_config=cpu, seed=0, "
-              f"served_model_name={model}, compilation_config={{'mode': <CompilationMode.NONE: 0>}}")
+              f"enforce_eager={args.enforce_eager}, kv_cache_dtype={args.kv_cache_dtype or 'auto'}, device_config=cpu, "
+              f"seed=0, served_model_name={model}, enable_prefix_caching={args.enable_prefix_caching is not False}, "
+              f"enable_chunked_prefill=True, compilation_config={{'mode': <CompilationMode.NONE: 0>}}")
     engine = f"(EngineCore pid=2) INFO 12-01 00:00:01 [core.py:133] Initializing a V1 LLM engine (v0.32.0) with config: {config}"
     return [f"(APIServer pid=1) INFO 12-01 00:00:00 [api_utils.py:286] non-default args: {given!r}", engine]
 
@@ -142,6 +145,9 @@ async def main() -> None:
     parser.add_argument("--max-num-seqs", type=int)
     parser.add_argument("--tensor-parallel-size", type=int)
     parser.add_argument("--quantization")
+    parser.add_argument("--max-num-batched-tokens", type=int)
+    parser.add_argument("--kv-cache-dtype")
+    parser.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction)
     parser.add_argument("--fake-no-drafts", action="store_true")
     Pace.add_arguments(parser)
     args, _ = parser.parse_known_args()

@@ -167,7 +167,8 @@ def _engine_checks(bundle: BundleStore, run_id: str, spec: Spec, ngram: Speculat
                     "speculative_method": speculative.method if speculative else None,
                     "num_speculative_tokens": speculative.num_speculative_tokens if speculative else None,
                     "draft_model": None, "prompt_lookup_min": None, "prompt_lookup_max": None,
-                    "draft_tensor_parallel_size": None}
+                    "draft_tensor_parallel_size": None, "enable_prefix_caching": None, "max_num_batched_tokens": None,
+                    "kv_cache_dtype": None}
         checks = []
         for name in CHECKED_FIELDS:
             value = getattr(effective, name)
