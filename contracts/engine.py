@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from contracts.campaign import SUFFIX_KEYS
 from contracts.envelope import Key, Strict
 
 ENGINE_CHECK_VERSION = 1
@@ -38,11 +39,12 @@ CHECKED_FIELDS: tuple[str, ...] = (
     "prompt_lookup_max",
     "draft_tensor_parallel_size",
     "num_speculative_tokens_per_batch_size",
+    *SUFFIX_KEYS,
 )
 # Speculative keys the engine's resolved-config line does not state: read from what the API server received
 # after any wrapper (its "non-default args" line), else unverifiable (docs/bench-runner.md).
 RECEIVED_SPECULATIVE_KEYS: tuple[str, ...] = ("prompt_lookup_min", "prompt_lookup_max", "draft_tensor_parallel_size",
-                                              "num_speculative_tokens_per_batch_size")
+                                              "num_speculative_tokens_per_batch_size", *SUFFIX_KEYS)
 
 
 class EffectiveConfig(Strict):
@@ -90,6 +92,23 @@ class EffectiveConfig(Strict):
         # vLLM's SpeculativeConfig repr (the config line) names method, model and k only: the schedule is
         # read from what the API server received.
         return (self.received_speculative or {}).get("num_speculative_tokens_per_batch_size")
+
+    # The suffix method's keys (contracts.campaign.SUFFIX_KEYS): its config line names none of them either.
+    @property
+    def suffix_decoding_max_tree_depth(self) -> Any:
+        return (self.received_speculative or {}).get("suffix_decoding_max_tree_depth")
+
+    @property
+    def suffix_decoding_max_cached_requests(self) -> Any:
+        return (self.received_speculative or {}).get("suffix_decoding_max_cached_requests")
+
+    @property
+    def suffix_decoding_max_spec_factor(self) -> Any:
+        return (self.received_speculative or {}).get("suffix_decoding_max_spec_factor")
+
+    @property
+    def suffix_decoding_min_token_prob(self) -> Any:
+        return (self.received_speculative or {}).get("suffix_decoding_min_token_prob")
 
 
 class FieldCheck(Strict):

@@ -36,6 +36,7 @@ from __future__ import annotations
 import ast
 import asyncio
 import json
+import math
 import os
 import re
 import time
@@ -421,7 +422,13 @@ def compare(declared: Declared, effective: EffectiveConfig) -> list[FieldCheck]:
 
 
 def _same_received(got: Any, want: Any) -> bool:
-    """A received speculative key against the declared one: an int, or a schedule's [start, end, k] entries."""
+    """A received speculative key against the declared one: an int, a float (the suffix method's spec factor and
+    token probability), or a schedule's [start, end, k] entries."""
+    if isinstance(want, float) or isinstance(got, float):
+        try:
+            return math.isclose(float(got), float(want), rel_tol=1e-9, abs_tol=1e-12)
+        except (TypeError, ValueError):
+            return False
     if isinstance(want, (list, tuple)):
         try:
             return [tuple(int(v) for v in e) for e in got] == [tuple(int(v) for v in e) for e in want]
