@@ -69,7 +69,8 @@ def write_next(bundle: BundleStore, run_id: str, out: Path | None = None) -> Nex
     if not isinstance(matrix, Matrix):  # _stored_campaign refused it
         raise ConfigurationError(f"run {run_id}'s matrix is not inline")
     standing = next(c for c in matrix.cells if c.role == "standing").model_dump(mode="json")
-    raw["matrix"]["cells"] = [standing, cells["fixed"], cells["scheduled"]]
+    # A schedule that runs one k at every level is that fixed k: benching both would measure one config twice.
+    raw["matrix"]["cells"] = [standing, cells["fixed"], *([cells["scheduled"]] if chosen.plan.varies else [])]
     raw["source_revisions"]["specdec"] = None  # filled in again at submit
     draft = ""
     if cells["scheduled"]["serving"]["speculative"].get("model") == TRAINED_DRAFT:
@@ -161,8 +162,9 @@ def _prediction(chosen: CandidatePlan, cells: dict[str, dict[str, Any]]) -> tupl
     for lv, k in zip(chosen.plan.levels, chosen.plan.chosen, strict=True):
         level = "unlimited" if lv.concurrency is None else lv.concurrency
         base = "-" if lv.baseline_tpot_ms is None else f"{lv.baseline_tpot_ms:.2f} ms"
+        sched = f"; {cells['scheduled']['cell_id']} (k {k}) {_ms(lv.tpot_ms(k))}" if chosen.plan.varies else ""
         out.append(f"concurrency {level}: standing {base} (measured); {cells['fixed']['cell_id']} (k {fixed}) "
-                   f"{_ms(lv.tpot_ms(fixed))}; {cells['scheduled']['cell_id']} (k {k}) {_ms(lv.tpot_ms(k))} (predicted)")
+                   f"{_ms(lv.tpot_ms(fixed))}{sched} (predicted)")
     return tuple(out)
 
 
@@ -171,7 +173,9 @@ def _header(run_id: str, chosen: CandidatePlan, schedule: list[list[int]], draft
     lines = [
         f"specdec next {run_id}: proves or rejects the k per concurrency predicted from {chosen.cell_id}'s measured",
         f"acceptance and cost: num_speculative_tokens_per_batch_size {schedule}, against the best fixed k",
-        f"{chosen.plan.fixed_k} (predicted {(chosen.plan.gain - 1) * 100:+.1f} %), beside the standing cell.",
+        f"{chosen.plan.fixed_k} (predicted {(chosen.plan.gain - 1) * 100:+.1f} %), beside the standing cell."
+        + ("" if chosen.plan.varies else " The schedule runs one k at every level: it is the fixed k, benched "
+           "alone."),
         "Predicted TPOT per level (the new run's decision is set beside it):",
         *(f"  {line}" for line in prediction),
         f"Same target, traffic and corpus spec as run {run_id}: the same corpus."

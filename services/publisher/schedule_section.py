@@ -78,8 +78,16 @@ def _proof(data: CampaignData, chosen: CandidatePlan) -> list[Block]:
         return [Paragraph((f"The schedule: none. No candidate's k is predicted to pay at any measured level; the "
                            f"standing config stands (best candidate {chosen.cell_id}).",))]
     cells = proposed_cells(data, chosen)
-    snippet = yaml.safe_dump({"cells": [cells["fixed"], cells["scheduled"]]}, sort_keys=False,
-                             default_flow_style=None, width=100).rstrip().splitlines()
+    if not chosen.plan.varies:  # one k everywhere: the schedule is that fixed k, proven by its cell alone
+        snippet = _yaml([cells["fixed"]])
+        return [
+            Paragraph((f"The schedule: {chosen.cell_id} runs one k, {chosen.plan.fixed_k}, at every measured level: "
+                       "no schedule beats it, so the lever is that fixed k. The candidate cell that proves or rejects "
+                       f"it, benched beside the standing cell in a new run (`specdec next {data.run_id}`):",)),
+            Formula(snippet),
+            Paragraph((gate_text(data),)),
+        ]
+    snippet = _yaml([cells["fixed"], cells["scheduled"]])
     fixed_id, sched_id = cells["fixed"]["cell_id"], cells["scheduled"]["cell_id"]
     schedule = cells["scheduled"]["serving"]["speculative"]["num_speculative_tokens_per_batch_size"]
     return [
@@ -88,7 +96,7 @@ def _proof(data: CampaignData, chosen: CandidatePlan) -> list[Block]:
                    f"over its best fixed k {chosen.plan.fixed_k}. The candidate cells that prove or reject it, "
                    f"benched beside the standing cell in a new run (`specdec next {data.run_id}` writes that "
                    "campaign; it reuses this run's target, draft and corpus and pools no trial with this run):",)),
-        Formula(tuple(snippet)),
+        Formula(snippet),
         Paragraph((gate_text(data) + " The new run's gate decides each cell against the standing cell; the "
                    f"schedule against the fixed k is decided by the same gate with {fixed_id} as the baseline:",)),
         Formula((f"specdec gate --baseline 'BUNDLES/NEXT_RUN/bench/{fixed_id}/trial-*/result-*.json' \\",
@@ -97,6 +105,11 @@ def _proof(data: CampaignData, chosen: CandidatePlan) -> list[Block]:
         Paragraph((f"promoted: the schedule is proven against the fixed k; rejected or inconclusive: {fixed_id} "
                    "stands.",)),
     ]
+
+
+def _yaml(cells: list[dict]) -> tuple[str, ...]:
+    return tuple(yaml.safe_dump({"cells": cells}, sort_keys=False, default_flow_style=None,
+                                width=100).rstrip().splitlines())
 
 
 def _gate_flags(data: CampaignData) -> str:

@@ -132,3 +132,11 @@ def test_the_cli_prints_the_file_and_refuses_in_one_line(store, tmp_path, monkey
     assert main(["next", RUN, "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "exists" in err
+
+
+def test_a_schedule_of_one_k_benches_that_fixed_k_alone(store, tmp_path):
+    build(store, Spec(factors={1: 0.6, 4: 0.6}))
+    found = write_next(store, RUN, tmp_path / "next.yaml")
+    campaign, _ = load_campaign(found.path)
+    assert [c.cell_id for c in campaign.matrix.cells] == ["standing", "ngram-k2"]
+    assert "it is the fixed k, benched alone" in found.path.read_text()

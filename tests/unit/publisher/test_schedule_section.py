@@ -58,3 +58,13 @@ def test_without_counters_there_is_no_schedule(store):
     build(store, Spec(bare_candidate=True, gate=False))
     blocks = schedule_blocks(read_campaign(store, RUN))
     assert "there is no schedule to predict" in blocks[-1].text[0]
+
+
+def test_one_k_everywhere_is_a_fixed_k_proven_alone(store):
+    build(store, Spec(factors={1: 0.6, 4: 0.6}))
+    data = read_campaign(store, RUN)
+    [found] = candidate_plans(data)
+    assert not found.plan.varies and set(found.plan.chosen) == {found.plan.fixed_k}
+    text = "\n".join(line for b in schedule_blocks(data) for line in getattr(b, "lines", ()))
+    cells = yaml.safe_load(text[text.index("cells:"):])["cells"]
+    assert [c["cell_id"] for c in cells] == [f"ngram-k{found.plan.fixed_k}"]
