@@ -105,7 +105,8 @@ def proposed_cells(data: CampaignData, found: CandidatePlan) -> dict[str, dict[s
     dicts, valid `Cell`s): the candidate's declared cell with its speculation changed, and a new cell_id."""
     source = _declared_cell(data, found.cell_id)
     levels = sorted({lv.concurrency for lv in found.plan.levels if lv.concurrency is not None})
-    spec = found.spec.model_dump(mode="json", exclude_none=True)
+    # The declared speculation (a trained draft stays '{training.output}'), else what the trials ran.
+    spec = (source.get("serving") or {}).get("speculative") or found.spec.model_dump(mode="json", exclude_none=True)
     fixed = {**spec, "num_speculative_tokens": found.plan.fixed_k}
     k = found.scheduled_k
     scheduled = {**spec, "num_speculative_tokens": k,
