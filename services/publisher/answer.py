@@ -22,6 +22,7 @@ from matplotlib.figure import Figure
 from contracts.decision import Decision, LevelDecision
 from services.publisher.document import Image, Paragraph, Ref, Section, Table
 from services.publisher.model import CampaignData, arm_key
+from services.publisher import plots as plotting
 from services.publisher.plots import DPI, Plot, _png
 from services.shared import sequential
 
@@ -80,6 +81,14 @@ def looks(d: Decision, level: LevelDecision) -> list[Look]:
         gain_low, gain_high = (low, high) if better_up else (-high, -low)
         found.append(Look(n, gain_low, gain_high, sequential.VERDICT_NAMES[int(seen.verdict)]))
     return found
+
+
+def answer_plots(data: CampaignData) -> list[Plot]:
+    """The chart as the report's first plot, drawn under the plots' lock (matplotlib's shared state); [] when
+    there is nothing to draw."""
+    with plotting._LOCK:
+        plot = answer_plot(data)
+    return [plot] if plot is not None else []
 
 
 def answer_plot(data: CampaignData) -> Plot | None:

@@ -4,7 +4,7 @@ Which plots a campaign gets (the report's plot count is this, exactly):
 
 | plot | one per | file |
 | --- | --- | --- |
-| the answer per level: each candidate's gain per level, its interval, the minimum effect, the outcome (answer.py) | campaign, when the decision compared any objective | `answer.png` |
+| the answer per level: each candidate's gain per level, its interval, the minimum effect, the outcome (drawn by answer.py under this module's lock, first) | campaign, when the decision compared any objective | `answer.png` |
 | TTFT / TPOT / ITL, spread of trials, named baseline beside | cell x level with results | `latency-<cell>-c<level>.png` |
 | acceptance per position (a_i and p_i, one line per level) | candidate cell with spec-decode counters | `acceptance-<cell>.png` |
 | output throughput against concurrency, every cell | campaign, when any trial has throughput | `throughput.png` |
@@ -52,10 +52,7 @@ def render_plots(data: CampaignData) -> list[Plot]:
 
 
 def _render_all(data: CampaignData) -> list[Plot]:
-    from services.publisher.answer import answer_plot  # it draws with this module's helpers
-
-    plots = [p for p in (answer_plot(data),) if p is not None]
-    plots += [_latency(data, arm) for arm in data.arms if arm.trials]
+    plots = [_latency(data, arm) for arm in data.arms if arm.trials]
     plots += [p for cell in data.cells() if (p := _acceptance(data, cell)) is not None]
     for build in (_throughput, _speedup):
         plot = build(data)

@@ -69,7 +69,7 @@ class RenderedReport:
 
 
 def render_report(data: CampaignData) -> RenderedReport:
-    plots = render_plots(data)
+    plots = [*answer.answer_plots(data), *render_plots(data)]  # the answer's chart first (answer.py)
     found = levers(data)
     doc = build_document(data, plots, found)
     return RenderedReport(
