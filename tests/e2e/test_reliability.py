@@ -3,9 +3,10 @@
 - A service instance SIGKILLed in the middle of its step and started again
   (same consumer name, as a container restarted in place): the run completes,
   no step is done twice (counted on the streams and by the trainer itself).
-- Redis (a test-owned instance, AOF on, appendfsync always) SIGKILLed mid-run
-  and restarted on the same port and folder: the run completes, no event is
-  lost, and the bundle's journal holds every event of the run once.
+- Redis (a test-owned instance with compose's infra/redis.conf: AOF on,
+  appendfsync everysec) SIGKILLed mid-run and restarted on the same port and
+  folder: the run completes, no event is lost, no step runs twice, and the
+  bundle's journal holds every event of the run once.
 - Campaigns with bad inputs each end with the right `<step>.failed` and its
   reason; nothing after it runs; the bundle keeps what was produced;
   `specdec status RUN_ID --json` shows where and why.
@@ -28,6 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
 from tests.support.campaigns import (
@@ -202,11 +204,15 @@ def test_bench_runner_killed_mid_bench_and_restarted_completes_the_run_once(
 # --- Redis SIGKILLed mid-run ------------------------------------------------------
 
 
-def test_redis_killed_mid_run_and_restarted_loses_no_event(redis_server: RedisServer, toy_target: Path, tmp_path: Path) -> None:
-    """Redis dies while the trainer runs, for longer than a step's lease and the
-    reclaim idle time, and comes back from its AOF: every event published before
-    the kill is still there, the running step is not run a second time beside
-    itself, and the run completes with each event once in the bundle's journal."""
+def test_redis_killed_mid_run_and_restarted_loses_no_event(toy_target: Path, tmp_path: Path) -> None:
+    """Redis, with compose's own configuration (infra/redis.conf: AOF, appendfsync
+    everysec), is SIGKILLed while the trainer runs, for longer than a step's lease and
+    the reclaim idle time, and comes back from its AOF: every event published before
+    the kill is still there, no step runs twice (the trainer started once, the bench
+    executed once, no server launched twice), and the run completes with each event
+    once in the bundle's journal and no lost event named in its manifest."""
+    redis_server = RedisServer(tmp_path / "redis", config=ROOT / "infra/redis.conf")
+    redis_server.start()
     topology = Topology(redis_url=redis_server.url, prefix=f"rel{uuid.uuid4().hex[:8]}", root=tmp_path / "topology")
     try:
         topology.start_all()
@@ -230,12 +236,17 @@ def test_redis_killed_mid_run_and_restarted_loses_no_event(redis_server: RedisSe
         topology.wait(run_id, {"report.published"}, timeout_s=RUN_TIMEOUT_S)
         events = topology.settle(run_id)
         assert_completed_once(events)
-        assert counter_lines(counter_of(trainer)) == ["start", "done"]
+        assert counter_lines(counter_of(trainer)) == ["start", "done"], "the trainer started once"
+        run_dir = topology.bundle_root / run_id
+        assert len(list((run_dir / "bench/attempts").iterdir())) == 1, "the bench executed once"
+        assert not [p for p in run_dir.rglob("attempt-*") if p.is_dir()], "no server launched a second time"
         assert dead_letters(topology, run_id) == []
         assert_journal_complete(topology, run_id, events)
+        assert orjson.loads((run_dir / "manifest.json").read_bytes())["lost_events"] == [], "the manifest names a loss"
         assert leftovers(run_id) == []
     finally:
         topology.stop()
+        redis_server.stop()
 
 
 # --- bad inputs -------------------------------------------------------------------

@@ -19,11 +19,14 @@ def free_port() -> int:
 
 
 class RedisServer:
-    def __init__(self, directory: Path, *, appendfsync: str = "always") -> None:
+    def __init__(self, directory: Path, *, appendfsync: str = "always", config: Path | None = None) -> None:
+        """AOF on with `appendfsync`; or, given `config` (compose's infra/redis.conf), that file's
+        settings as they are, only its port, bind address and folder replaced by the test's."""
         if shutil.which("redis-server") is None:
             raise RuntimeError("redis-server is not installed; `make test` installs it (infra/bin/ensure-redis)")
         self.directory = directory
         self.appendfsync = appendfsync
+        self.config = config
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -35,9 +38,9 @@ class RedisServer:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(  # noqa: S603 - fixed argv
             [
-                "redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                "--appendonly", "yes", "--appendfsync", self.appendfsync, "--dir", str(self.directory),
-                "--logfile", str(self.directory / "redis.log"),
+                "redis-server", *([str(self.config)] if self.config else []), "--port", str(self.port),
+                "--bind", "127.0.0.1", "--dir", str(self.directory), "--logfile", str(self.directory / "redis.log"),
+                *([] if self.config else ["--save", "", "--appendonly", "yes", "--appendfsync", self.appendfsync]),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
