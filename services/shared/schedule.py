@@ -85,7 +85,8 @@ class Plan:
     @property
     def gain(self) -> float:
         """Geometric-mean predicted speedup of the schedule over the best fixed k (1.0: no gain)."""
-        return _geomean([lv.speedup(k) / lv.speedup(self.fixed_k) for lv, k in zip(self.levels, self.chosen, strict=True)])
+        pairs = zip(self.levels, self.chosen, strict=True)
+        return _geomean([lv.speedup(k) / lv.speedup(self.fixed_k) for lv, k in pairs])
 
     @property
     def varies(self) -> bool:
