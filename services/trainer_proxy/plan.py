@@ -44,11 +44,14 @@ PROBE_PROMPTS = 4
 
 BUILTIN_PROBES: dict[str, str] = {
     "checkpoint_loads": "the output directory holds a checkpoint that transformers' AutoConfig and "
-    "AutoModelForCausalLM load on CPU",
+    "AutoModelForCausalLM load on CPU; for a head in speculators' format (config.json with speculators_config, "
+    "an EAGLE-3 head), its config names its algorithm and its safetensors weights load, all finite",
     "vocabulary_matches": "the draft's vocabulary size equals the target's, covers every token of the target's "
-    "tokenizer, and (when the output carries a tokenizer) a sample of token IDs maps to the same strings",
+    "tokenizer, and (when the output carries a tokenizer) a sample of token IDs maps to the same strings; for a "
+    "speculators head, its verifier vocabulary is the target's and a reduced draft vocabulary has its d2t mapping",
     "forward_pass": "a forward pass on tokenized heldout prompts yields finite logits whose last dimension is the "
-    "target's vocabulary size",
+    "target's vocabulary size; a speculators head's forward needs the target's hidden states, so head_fits_target "
+    "replaces it (hidden size and auxiliary layers fit the target)",
 }
 
 
