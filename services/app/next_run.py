@@ -21,6 +21,7 @@ predicted), which the new run's decision is set beside.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,10 +89,29 @@ def write_next(bundle: BundleStore, run_id: str, out: Path | None = None) -> Nex
     schedule = cells["scheduled"]["serving"]["speculative"]["num_speculative_tokens_per_batch_size"]
     header = _header(run_id, chosen, schedule, draft, prediction)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("x") as handle:  # exclusive: a file that appeared meanwhile is not overwritten
-        handle.write(header + yaml.safe_dump(raw, sort_keys=False, default_flow_style=None, width=110))
+    _write_checked(path, header + yaml.safe_dump(raw, sort_keys=False, default_flow_style=None, width=110), run_id)
     return NextCampaign(run_id=run_id, path=path, cells=tuple(c["cell_id"] for c in raw["matrix"]["cells"]),
                         schedule=schedule, draft=draft, prediction=prediction)
+
+
+def _write_checked(path: Path, text: str, run_id: str) -> None:
+    """Write `text` to `path` only if `specdec submit` would accept it (its own reading, every check):
+    an operator serve command that spells the speculative config literally, for one, would refuse the
+    changed cells. Never overwrites: the file is linked into place, which fails if the path exists."""
+    from services.app.submit import CampaignRejected, load_campaign
+
+    partial = path.with_name(f".{path.name}.partial")
+    partial.write_text(text)
+    try:
+        load_campaign(partial)
+        os.link(partial, path)
+    except CampaignRejected as exc:
+        raise ConfigurationError(f"the next campaign of run {run_id} would not submit: "
+                                 + "; ".join(exc.problems)) from None
+    except FileExistsError:
+        raise ConfigurationError(f"{path} exists: give --out a new file (specdec next never overwrites one)") from None
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def _stored_campaign(bundle: BundleStore, run_id: str) -> Campaign:

@@ -23,6 +23,7 @@ from services.publisher.aggregate import read_campaign
 from services.publisher.schedule_plan import best, candidate_plans
 from services.runtime.bundle import BundleStore
 from services.runtime.errors import ConfigurationError
+from tests.unit.publisher import synthetic
 from tests.unit.publisher.synthetic import EXAMPLE, RUN, ROOT, Spec, build
 
 DRAFT_RUN = "toy-20261130-020202-abcdef"
@@ -140,3 +141,22 @@ def test_a_schedule_of_one_k_benches_that_fixed_k_alone(store, tmp_path):
     campaign, _ = load_campaign(found.path)
     assert [c.cell_id for c in campaign.matrix.cells] == ["standing", "ngram-k2"]
     assert "it is the fixed k, benched alone" in found.path.read_text()
+
+
+def test_a_campaign_submit_would_refuse_is_not_written(store, tmp_path, monkeypatch):
+    # The run's traffic file is gone: the new run could not profile it, submit would refuse the file, and so
+    # does specdec next, with submit's own reason, writing nothing.
+    traffic = tmp_path / "traffic.jsonl"
+    traffic.write_bytes((ROOT / "infra/examples/sample-traffic.jsonl").read_bytes())
+    original = synthetic.campaign
+
+    def moved(spec: Spec) -> Campaign:
+        found = original(spec)
+        return found.model_copy(update={"traffic": found.traffic.model_copy(update={"path": str(traffic)})})
+
+    monkeypatch.setattr(synthetic, "campaign", moved)
+    build(store, Spec(factors={1: 0.6, 4: 1.2}))
+    traffic.unlink()
+    with pytest.raises(ConfigurationError, match="would not submit: missing file: traffic.path"):
+        write_next(store, RUN, tmp_path / "next.yaml")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bundles"]
