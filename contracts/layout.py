@@ -44,6 +44,7 @@ def workflow_dry_run(n: int) -> str:
 PROFILE_DIR = "profile"
 PROFILE = f"{PROFILE_DIR}/PROFILE.json"
 PROFILE_REJECTED = f"{PROFILE_DIR}/PROFILE.rejected.json"  # kept when too many lines were rejected
+PROFILE_SUFFIX = f"{PROFILE_DIR}/SUFFIX_PREDICTION.json"  # suffix acceptance predicted offline (contracts/suffix.py)
 
 # --- corpus/ ---------------------------------------------------------------------
 CORPUS_DIR = "corpus"

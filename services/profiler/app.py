@@ -1,4 +1,5 @@
-"""Profiler entrypoint: campaign.submitted / profile.requested -> profile.completed.
+"""Profiler entrypoint: campaign.submitted / profile.requested -> profile.completed; corpus.completed ->
+profile/SUFFIX_PREDICTION.json when the campaign has a suffix cell (no event).
 
 Profiles the campaign's traffic file (or its named shapes) and writes
 profile/PROFILE.json to the bundle. Token counts use the target's tokenizer
@@ -16,9 +17,11 @@ from contracts import layout
 from contracts.campaign import TrafficFile
 from contracts.catalogue import PROFILER
 from contracts.envelope import Event
-from contracts.events import ProfileCompleted
+from contracts.events import CorpusCompleted, ProfileCompleted
+from contracts.suffix import SuffixPrediction
 from services.profiler.errors import TooManyRejected
 from services.profiler.profile import profile_shapes, profile_traffic
+from services.profiler.suffix_prediction import predict, suffix_cells
 from services.runtime.bundle import BundleStore
 from services.runtime.campaign import load_campaign
 from services.runtime.consumer import Route, StepContext
@@ -56,8 +59,31 @@ def run_profile(bundle: BundleStore, event: Event, producer: str) -> ProfileComp
     )
 
 
+def run_suffix_prediction(bundle: BundleStore, event: CorpusCompleted) -> None:
+    """profile/SUFFIX_PREDICTION.json for the campaign's suffix cells (none: nothing is written). Advice beside
+    the measured figures, never a step of the run: whatever goes wrong is written down as the reason, and the
+    run goes on (services/profiler/suffix_prediction.py)."""
+    campaign = load_campaign(bundle, event.run_id)
+    if not suffix_cells(campaign):
+        return
+    try:
+        corpus = bundle.read_bytes(event.run_id, layout.CORPUS) if event.corpus is not None else None
+        prediction = predict(campaign, corpus, tokenizer_folder(campaign))
+    except Exception as exc:  # noqa: BLE001 - a prediction that fails is a note in the report, not a failed run
+        prediction = SuffixPrediction(package=None, tokens=None, cells=[],
+                                      unavailable_reason=f"the simulation failed: {type(exc).__name__}: {exc}")
+    if prediction is not None:
+        bundle.write_json(event.run_id, layout.PROFILE_SUFFIX, prediction)
+
+
 def routes(resources: dict) -> list[Route]:
     bundle: BundleStore = resources["bundle"]
+
+    async def suffix(event: Event, ctx: StepContext) -> list[Event]:
+        import asyncio
+
+        await asyncio.to_thread(run_suffix_prediction, bundle, event)  # type: ignore[arg-type]
+        return []
 
     async def handle(event: Event, ctx: StepContext) -> list[Event]:
         import asyncio
@@ -68,4 +94,6 @@ def routes(resources: dict) -> list[Route]:
     return [
         Route("campaign.submitted", handle, failure_step="profile", outputs=DONE_BY),
         Route("profile.requested", handle, step_key=lambda e: e.event_id, failure_step="profile", outputs=DONE_BY),
+        # Emits nothing: the prediction is a file the report reads, and a redelivery writes the same bytes.
+        Route("corpus.completed", suffix, failure_step="profile"),
     ]

@@ -41,7 +41,7 @@ from contracts.results import TrialIdentity
 from contracts.training import KeyRecord
 from contracts.trials import MetricKey, Trial, parse_trial, trial_value
 from services.publisher.errors import ReportInputError
-from services.publisher.prediction_inputs import read_draft_cost, read_ngram_advice
+from services.publisher.prediction_inputs import read_draft_cost, read_ngram_advice, read_suffix_prediction
 from services.publisher.review_record import plan_reviews
 from services.publisher.canonical_section import read_canonical, read_intent
 from services.publisher.target_model import read_target_build
@@ -114,6 +114,7 @@ def read_campaign(bundle: BundleStore, run_id: str, *, extra_events: Sequence[Ma
     reused_from, input_key = _draft_origin(bundle, run_id, events, problems)
     advice, advice_note = read_ngram_advice(bundle, run_id, problems)
     cost, cost_note = read_draft_cost(bundle, run_id, problems)
+    suffix, suffix_note = read_suffix_prediction(bundle, run_id, problems)
     build, build_note = read_target_build(bundle, run_id, problems)
     return CampaignData(
         run_id=run_id,
@@ -133,6 +134,7 @@ def read_campaign(bundle: BundleStore, run_id: str, *, extra_events: Sequence[Ma
         engine=_read_engine(bundle, run_id, plan if isinstance(plan, dict) else None, loaded, problems),
         redaction=_read_redaction(bundle, run_id, problems),
         ngram_advice=advice, ngram_advice_note=advice_note, draft_cost=cost, draft_cost_note=cost_note,
+        suffix_prediction=suffix, suffix_prediction_note=suffix_note,
         target_build=build, target_build_note=build_note,
         canonical=read_canonical(bundle, run_id, problems), intent=read_intent(bundle, run_id, problems),
         reviews=plan_reviews(events, campaign),

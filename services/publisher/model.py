@@ -20,6 +20,7 @@ from contracts.engine import EngineCheck
 from contracts.envelope import Key, RunId, Sha256, Strict
 from contracts.events import SpecDecodeDelta
 from contracts.profile import NgramAdvice
+from contracts.suffix import SuffixPrediction
 from contracts.results import TrialIdentity
 from contracts.training import DraftCost
 
@@ -152,6 +153,11 @@ class CampaignData(Strict):
     ngram_advice_note: str | None = Field(
         default=None, description="Why there is no ngram advice (no profile, an older or invalid one); None with it."
     )
+    suffix_prediction: SuffixPrediction | None = Field(
+        default=None, description="Suffix acceptance predicted offline by the profiler (profile/SUFFIX_PREDICTION.json); "
+        "None when the bundle has none.")
+    suffix_prediction_note: str | None = Field(
+        default=None, description="Why there is no suffix prediction file; None with one.")
     draft_cost: DraftCost | None = Field(
         default=None, description="The draft's per-token cost against the target's (training/draft-cost.json); None "
         "when not measured.",

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from contracts import layout
 from contracts.profile import NgramAdvice, Profile
+from contracts.suffix import SuffixPrediction
 from contracts.training import DraftCost
 from services.runtime.bundle import (
     ArtifactMissing,
@@ -34,6 +35,12 @@ def read_ngram_advice(bundle: BundleStore, run_id: str, problems: list[str]) -> 
     if profile.ngram_advice is None:
         return None, f"{layout.PROFILE} predates ngram advice (written by an older profiler): profile the traffic again"
     return profile.ngram_advice, None
+
+
+def read_suffix_prediction(bundle: BundleStore, run_id: str,
+                           problems: list[str]) -> tuple[SuffixPrediction | None, str | None]:
+    """(the profiler's suffix prediction, why there is none)."""
+    return _read(bundle, run_id, layout.PROFILE_SUFFIX, SuffixPrediction, problems)
 
 
 def read_draft_cost(bundle: BundleStore, run_id: str, problems: list[str]) -> tuple[DraftCost | None, str | None]:

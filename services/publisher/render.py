@@ -102,6 +102,7 @@ def build_document(data: CampaignData, plots: list[Plot], found: list[Lever]) ->
         _speedup(data, by_name),
         render_predict.stops_paying_section(data),
         render_predict.ngram_settings_section(data),
+        render_predict.suffix_prediction_section(data),
         with_schedule(_levers(found), data),  # ends with the k per concurrency, predicted (issue 34)
     ]
     return Document(title=f"specdec report: run {data.run_id}", draft_reasons=tuple(reasons), sections=tuple(sections))

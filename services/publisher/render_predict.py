@@ -24,6 +24,7 @@ from services.publisher.document import (
 from services.publisher.model import ArmLevel, CampaignData
 from services.publisher.predict import (
     Prediction,
+    cell_speculation,
     ngram_comparisons,
     predictions,
     stops_paying_all,
@@ -120,6 +121,52 @@ def ngram_settings_section(data: CampaignData) -> Section:
                                  "Its reasons:",)))
         blocks.append(Bullets(tuple((r,) for r in advice.reasons)))
     return Section("ngram-settings", title, tuple(blocks))
+
+
+def suffix_prediction_section(data: CampaignData) -> Section:
+    """Each suffix cell's acceptance as the profiler predicted it offline, beside what its arms served."""
+    title = "Suffix decoding: predicted vs served acceptance"
+    cells = [c for c, spec in cell_speculation(data).items() if spec is not None and spec.method == "suffix"]
+    if not cells:
+        return Section("suffix-prediction", title, (Paragraph(("The campaign has no suffix candidate.",)),))
+    found = data.suffix_prediction
+    predicted = {c.cell_id: c for c in found.cells} if found is not None else {}
+    rows = []
+    for arm in (a for a in data.arms if a.cell_id in cells):
+        p, served = predicted.get(arm.cell_id), fig.acceptance(arm)
+        rows.append((Ref(arm.key), arm.cell_id, _lvl(arm.concurrency),
+                     _pct(p.acceptance_rate) if p else "-", _num(p.mean_acceptance_length) if p else "-",
+                     f"{served.rate:.0%}" if served else "no drafts", f"{served.mean_length:.2f}" if served else "-",
+                     f"{served.draft_tokens / served.drafts:.2f}" if served else "-"))
+    why = (found.unavailable_reason if found is not None else data.suffix_prediction_note) or ""
+    blocks: list[Block] = [Paragraph((
+        f"The profiler replays the corpus's heldout prompts with their reference completions through "
+        f"arctic-inference's suffix-decoding simulator ({layout.PROFILE_SUFFIX}; "
+        f"{found.package if found and found.package else 'no package'}), configured as each cell declares, and "
+        "counts what vLLM's spec-decode counters count. One pass with the traffic's own completions and a cold "
+        "cache: the served arms decode the target's outputs and see the bench's repeated prompts. The prediction "
+        "is advice; the gate decides on the served figures only.",))]
+    if why:
+        blocks.append(Paragraph((f"No prediction: {why}.",)))
+    blocks.append(Table(("arm", "cell", "concurrency", "predicted acceptance", "predicted mean length",
+                         "served acceptance", "served mean length", "served draft tokens per draft"), tuple(rows)))
+    if found is not None and found.cells:
+        blocks.append(Table(
+            ("cell", "k", "max_tree_depth", "max_cached_requests", "max_spec_factor", "min_token_prob", "requests",
+             "steps", "drafts", "draft tokens", "accepted"),
+            tuple((c.cell_id, str(c.num_speculative_tokens), str(c.max_tree_depth), str(c.max_cached_requests),
+                   f"{c.max_spec_factor:g}", f"{c.min_token_prob:g}", str(c.requests), str(c.steps), str(c.drafts),
+                   str(c.draft_tokens), str(c.accepted_tokens)) for c in found.cells),
+            identity_column=False))
+    return Section("suffix-prediction", title, tuple(blocks))
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.0%}"
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
 
 
 def training_section(data: CampaignData) -> Section:

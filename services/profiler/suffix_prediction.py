@@ -1,0 +1,122 @@
+"""Suffix-decoding acceptance predicted offline, before anything is served (contracts/suffix.py).
+
+Once the corpus is built, each suffix cell of the campaign is replayed with arctic-inference's own
+simulator (`arctic_inference.suffix_decoding.simulator.suffix_decode`, the package vLLM's suffix
+proposer runs on): the heldout records in corpus order, each prompt rendered as the bench-runner sends it
+(the target's chat template) and tokenized with the target's tokenizer, its reference completion as the
+output. The cache is set up as vLLM sets up its proposer (SuffixDecodingCache with the cell's
+max_tree_depth and max_cached_requests; per-request prompt trees; no tree speculation; at most k tokens per
+draft, the cell's spec factor and token probability), and starts empty, as a fresh server does: each
+completion is cached after its request, for the ones that follow.
+
+What it predicts is one pass over the heldout split with the traffic's own completions. The served arm
+differs where the target's outputs differ from the references, and where the bench sends the same prompts
+again (warm-up and later trials find earlier outputs cached). The report shows both; the gate reads only
+what was served.
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from contracts.campaign import Campaign, Matrix, SpeculativeConfig
+from contracts.corpus import CorpusRecord
+from contracts.suffix import SuffixCellPrediction, SuffixPrediction
+from services.shared.text.chat_template import load_chat_template
+
+# vLLM's SpeculativeConfig defaults for the suffix keys (vllm/config/speculative.py, 0.32.0).
+VLLM_DEFAULTS = {"suffix_decoding_max_tree_depth": 24, "suffix_decoding_max_cached_requests": 10000,
+                 "suffix_decoding_max_spec_factor": 1.0, "suffix_decoding_min_token_prob": 0.1}
+
+
+def suffix_cells(campaign: Campaign) -> list[tuple[str, SpeculativeConfig]]:
+    """(cell_id, config) of every suffix cell of an inline matrix (submit stores a matrix file inline)."""
+    if not isinstance(campaign.matrix, Matrix):
+        return []
+    return [(c.cell_id, c.serving.speculative) for c in campaign.matrix.cells
+            if c.serving.speculative is not None and c.serving.speculative.method == "suffix"]
+
+
+def _unavailable(why: str, package: str | None = None) -> SuffixPrediction:
+    return SuffixPrediction(package=package, tokens=None, cells=[], unavailable_reason=why)
+
+
+def _pairs(corpus: bytes, tokenizer_dir: str) -> tuple[list[tuple[Any, Any]], str]:
+    """(prompt ids, reference completion ids) of every heldout record with a completion, and how."""
+    import numpy as np
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(Path(tokenizer_dir) / "tokenizer.json"))
+    template = load_chat_template(tokenizer_dir)
+    pairs = []
+    for line in corpus.splitlines():
+        if not line.strip():
+            continue
+        record = CorpusRecord.model_validate(orjson.loads(line))
+        if record.split != "heldout" or not record.reference_completion:
+            continue
+        turns = [{"role": m.role, "content": m.content} for m in record.messages]
+        text = template.render(turns, add_generation_prompt=True) if template else "\n\n".join(t["content"] for t in turns)
+        prompt = tokenizer.encode(text, add_special_tokens=template is None).ids
+        output = tokenizer.encode(record.reference_completion, add_special_tokens=False).ids
+        pairs.append((np.asarray(prompt, dtype=np.int32), np.asarray(output, dtype=np.int32)))
+    how = (f"{tokenizer_dir}/tokenizer.json; prompts through its chat template" if template
+           else f"{tokenizer_dir}/tokenizer.json; prompts as their messages' text (no chat template)")
+    return pairs, how
+
+
+def _simulate(cell_id: str, spec: SpeculativeConfig, pairs: list[tuple[Any, Any]]) -> SuffixCellPrediction:
+    from arctic_inference.suffix_decoding import SuffixDecodingCache
+    from arctic_inference.suffix_decoding.simulator import suffix_decode
+
+    keys = {key: getattr(spec, key) if getattr(spec, key) is not None else default
+            for key, default in VLLM_DEFAULTS.items()}
+    k = spec.num_speculative_tokens
+    cache = SuffixDecodingCache(max_tree_depth=keys["suffix_decoding_max_tree_depth"],
+                                max_cached_requests=keys["suffix_decoding_max_cached_requests"])
+    steps = drafts = drafted = accepted = output = 0
+    for request_id, (prompt, completion) in enumerate(pairs):
+        for step in suffix_decode(cache, request_id, prompt, completion, k,
+                                  max_spec_factor=keys["suffix_decoding_max_spec_factor"],
+                                  min_token_prob=keys["suffix_decoding_min_token_prob"],
+                                  use_tree_spec=False, use_cached_prompt=True):
+            steps += 1
+            drafts += step["num_spec_toks"] > 0
+            drafted += step["num_spec_toks"]
+            accepted += step["num_accept_toks"]
+        output += len(completion)
+    return SuffixCellPrediction(
+        cell_id=cell_id, num_speculative_tokens=k, max_tree_depth=keys["suffix_decoding_max_tree_depth"],
+        max_cached_requests=keys["suffix_decoding_max_cached_requests"],
+        max_spec_factor=keys["suffix_decoding_max_spec_factor"], min_token_prob=keys["suffix_decoding_min_token_prob"],
+        requests=len(pairs), output_tokens=output, steps=steps, drafts=drafts, draft_tokens=drafted,
+        accepted_tokens=accepted, acceptance_rate=accepted / drafted if drafted else None,
+        mean_acceptance_length=1 + accepted / drafts if drafts else None,
+    )
+
+
+def predict(campaign: Campaign, corpus: bytes | None, tokenizer_dir: str | None) -> SuffixPrediction | None:
+    """The prediction for the campaign's suffix cells; None when it has none (nothing is written then)."""
+    cells = suffix_cells(campaign)
+    if not cells:
+        return None
+    try:
+        package = f"arctic-inference=={version('arctic-inference')}"
+        import arctic_inference.suffix_decoding.simulator  # noqa: F401 - its imports (pandas) must load
+    except (PackageNotFoundError, ImportError) as exc:
+        return _unavailable(f"arctic-inference's simulator cannot be imported here ({exc}): make setup installs "
+                            "the suffix extra")
+    if corpus is None:
+        return _unavailable("no corpus: the campaign profiles shapes, which have no prompts with completions", package)
+    if tokenizer_dir is None:
+        return _unavailable("the target has no tokenizer.json: prompts and completions cannot become the tokens "
+                            "the suffix trees match on", package)
+    pairs, how = _pairs(corpus, tokenizer_dir)
+    if not pairs:
+        return _unavailable("the corpus's heldout split has no record with a reference completion", package)
+    return SuffixPrediction(package=package, tokens=how, cells=[_simulate(c, s, pairs) for c, s in cells],
+                            unavailable_reason=None)
