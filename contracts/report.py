@@ -7,8 +7,8 @@ the DRAFT flag and its reasons without parsing the Markdown. No I/O here.
 Versioning: `version` stays 1 while changes only add optional fields (with a
 default), so a report.json written before a field existed still validates (the
 publisher reads earlier reports back to publish them). The prediction figures
-(`speedups`, `stops_paying`, `ngram_settings`, `draft_relative_cost`) are such
-fields; docs/publisher.md defines them.
+(`speedups`, `stops_paying`, `ngram_settings`, `draft_relative_cost`,
+`schedules`) are such fields; docs/publisher.md defines them.
 """
 
 from __future__ import annotations
@@ -73,6 +73,32 @@ class NgramSettingsFigure(Strict):
     comparison: str = Field(description="The report's sentence: agree, which differ, or why nothing is compared.")
 
 
+class ScheduleLevelFigure(Strict):
+    """One measured level of a candidate's k per concurrency (docs/publisher.md, "A k per concurrency")."""
+
+    concurrency: int | None = Field(description="Concurrency level; None when the load had no limit.")
+    cost: float = Field(ge=0, description="c_l: the measured cost per drafted token at this level.")
+    cost_source: str = Field(description="Where c_l comes from (the realized speedup, or the draft's own cost).")
+    best_k: int = Field(ge=0, description="The k with the highest predicted speedup at this level (0: none).")
+    predicted_speedup: float = Field(description="Predicted speedup over the standing cell at best_k.")
+    measured_tpot_ms: float | None = Field(description="The candidate's TPOT at its measured k; None without one.")
+    predicted_tpot_ms: float | None = Field(description="Predicted TPOT at best_k; None without a baseline TPOT.")
+    predicted_fixed_tpot_ms: float | None = Field(description="Predicted TPOT at the best fixed k; None without a "
+                                                  "baseline TPOT.")
+
+
+class ScheduleFigure(Strict):
+    """One speculative candidate's k per concurrency, as vLLM's num_speculative_tokens_per_batch_size."""
+
+    cell_id: Key = Field(description="The candidate cell the schedule is predicted from.")
+    measured_k: int = Field(ge=1, description="The k it was measured with.")
+    schedule: list[tuple[int, int, int]] = Field(description="[[start_bs, end_bs, k], ...], inclusive, from 1.")
+    fixed_k: int = Field(ge=1, description="The best fixed k over the measured levels.")
+    gain_over_fixed_pct: float = Field(description="Predicted geometric-mean gain of the schedule over fixed_k, %.")
+    chosen: bool = Field(description="True for the schedule the report proposes (the highest predicted speedup).")
+    levels: list[ScheduleLevelFigure] = Field(description="Per measured level, ascending concurrency.")
+
+
 class ReportSummary(Strict):
     """report/report.json: what the rendered report says about itself."""
 
@@ -96,4 +122,8 @@ class ReportSummary(Strict):
     draft_relative_cost: float | None = Field(
         default=None, description="The draft's per-token cost relative to the target's (training/draft-cost.json); "
         "None when not measured.",
+    )
+    schedules: list[ScheduleFigure] = Field(
+        default_factory=list, description="Per speculative candidate, the predicted k per concurrency; the chosen "
+        "one is the schedule the report proposes.",
     )

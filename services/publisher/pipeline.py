@@ -24,6 +24,7 @@ from services.publisher.aggregate import read_campaign
 from services.publisher.errors import ReportConflict
 from services.publisher.predict import report_figures
 from services.publisher.render import RenderedReport, render_report
+from services.publisher.schedule_plan import schedule_figures
 from services.runtime.bundle import ArtifactMissing, BundleStore
 from services.runtime.bundle_records import canonical_json
 
@@ -80,6 +81,7 @@ def _render(
         plots=[p.name for p in report.plots],
         levers=[lever.rule for lever in report.levers],
         **report_figures(data),
+        schedules=schedule_figures(data),
     )
     return report, summary
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contracts.campaign import Cell, Matrix, SpeculativeConfig
+from contracts.report import ScheduleFigure, ScheduleLevelFigure
 from services.publisher.figures import acceptance, baseline_of, spread
 from services.publisher.model import ArmLevel, CampaignData
 from services.publisher.predict import cell_speculation, draft_cost_of, realized
@@ -132,3 +133,18 @@ def _declared_cell(data: CampaignData, cell_id: str) -> dict[str, Any]:
 def _cell_id(cell: str, suffix: str) -> str:
     base = cell.rsplit("-k", 1)[0] if cell.rsplit("-k", 1)[-1].isdigit() else cell
     return f"{base}-{suffix}"
+
+
+def schedule_figures(data: CampaignData) -> list[ScheduleFigure]:
+    """The `schedules` of report.json: every candidate's schedule, the proposed one marked chosen."""
+    plans = candidate_plans(data)
+    top = best(plans)
+    return [ScheduleFigure(
+        cell_id=p.cell_id, measured_k=p.spec.num_speculative_tokens, schedule=list(p.plan.schedule),
+        fixed_k=p.plan.fixed_k, gain_over_fixed_pct=(p.plan.gain - 1) * 100, chosen=p is top and any(p.plan.chosen),
+        levels=[ScheduleLevelFigure(
+            concurrency=lv.concurrency, cost=lv.cost, cost_source=lv.cost_source, best_k=k,
+            predicted_speedup=lv.speedup(k), measured_tpot_ms=own, predicted_tpot_ms=lv.tpot_ms(k),
+            predicted_fixed_tpot_ms=lv.tpot_ms(p.plan.fixed_k),
+        ) for lv, k, own in zip(p.plan.levels, p.plan.chosen, p.measured_tpot_ms, strict=True)],
+    ) for p in plans]

@@ -52,6 +52,13 @@ def test_the_report_ends_with_the_schedule_and_the_cells_that_prove_it(store):
     cells = yaml.safe_load(snippet[:snippet.index("```")])["cells"]
     assert [Cell.model_validate(c).cell_id for c in cells] == ["ngram-k1", "ngram-sched"]
     assert "specdec next " + RUN in section and "specdec gate --baseline" in section
+    # report.json carries every schedule, the proposed one marked.
+    [figure] = out.summary.schedules
+    [found] = candidate_plans(read_campaign(store, RUN))
+    assert figure.chosen and figure.cell_id == CANDIDATE and figure.measured_k == 3
+    assert figure.schedule == list(found.plan.schedule) and figure.fixed_k == found.plan.fixed_k
+    assert [lv.best_k for lv in figure.levels] == list(found.plan.chosen)
+    assert all(lv.predicted_tpot_ms <= lv.predicted_fixed_tpot_ms + 1e-9 for lv in figure.levels)
 
 
 def test_without_counters_there_is_no_schedule(store):
@@ -68,3 +75,4 @@ def test_one_k_everywhere_is_a_fixed_k_proven_alone(store):
     text = "\n".join(line for b in schedule_blocks(data) for line in getattr(b, "lines", ()))
     cells = yaml.safe_load(text[text.index("cells:"):])["cells"]
     assert [c["cell_id"] for c in cells] == [f"ngram-k{found.plan.fixed_k}"]
+
