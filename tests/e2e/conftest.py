@@ -127,7 +127,7 @@ def campaign_file(path: Path, *, pre_approved: bool, target: Path) -> Path:
     return path
 
 
-def _wait(client: redis.Redis, prefix: str, run_id: str, done: set[str], timeout_s: float) -> list[dict[str, Any]]:
+def wait_run(client: redis.Redis, prefix: str, run_id: str, done: set[str], timeout_s: float) -> list[dict[str, Any]]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         events = run_events(client, prefix, run_id)
@@ -171,7 +171,7 @@ def services_env(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> It
                 child.wait()
 
 
-def _submit(env: dict[str, str], campaign: Path) -> str:
+def submit_campaign(env: dict[str, str], campaign: Path) -> str:
     proc = subprocess.run([sys.executable, "-m", "services.cli.main", "submit", str(campaign)], env=env, cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -190,10 +190,10 @@ def toy_target() -> Path:
 def campaign_run(services_env: dict[str, str], toy_target: Path, tmp_path_factory: pytest.TempPathFactory) -> CampaignRun:
     started = time.monotonic()
     campaign = campaign_file(tmp_path_factory.mktemp("campaign") / "campaign.yaml", pre_approved=True, target=toy_target)
-    run_id = _submit(services_env, campaign)
+    run_id = submit_campaign(services_env, campaign)
     client = redis.Redis.from_url(services_env["SPECDEC_REDIS_URL"])
     prefix = services_env["SPECDEC_STREAM_PREFIX"]
-    events = _wait(client, prefix, run_id, {"report.published"}, RUN_TIMEOUT_S)
+    events = wait_run(client, prefix, run_id, {"report.published"}, RUN_TIMEOUT_S)
     # The journal may trail the last event by a moment.
     time.sleep(3)
     events = run_events(client, prefix, run_id)
@@ -207,10 +207,10 @@ def dry_run(services_env: dict[str, str], toy_target: Path, campaign_run: Campai
             tmp_path_factory: pytest.TempPathFactory) -> CampaignRun:
     """The same campaign, acknowledged but with no pre-approval policy: it must stop at its first plan."""
     campaign = campaign_file(tmp_path_factory.mktemp("dry") / "campaign.yaml", pre_approved=False, target=toy_target)
-    run_id = _submit(services_env, campaign)
+    run_id = submit_campaign(services_env, campaign)
     client = redis.Redis.from_url(services_env["SPECDEC_REDIS_URL"])
     prefix = services_env["SPECDEC_STREAM_PREFIX"]
-    events = _wait(client, prefix, run_id, {"training.planned"}, 300)
+    events = wait_run(client, prefix, run_id, {"training.planned"}, 300)
     time.sleep(5)  # anything that would (wrongly) start next has time to show
     events = run_events(client, prefix, run_id)
     client.close()
