@@ -95,9 +95,9 @@ def write_next(bundle: BundleStore, run_id: str, out: Path | None = None) -> Nex
 
 
 def _write_checked(path: Path, text: str, run_id: str) -> None:
-    """Write `text` to `path` only if `specdec submit` would accept it (its own reading, every check):
-    an operator serve command that spells the speculative config literally, for one, would refuse the
-    changed cells. Never overwrites: the file is linked into place, which fails if the path exists."""
+    """Write `text` to `path` only if `specdec submit` would accept it (its own reading, every check: a
+    traffic file moved away since the run, for one). Never overwrites: the file is linked into place,
+    which fails if the path exists."""
     from services.app.submit import CampaignRejected, load_campaign
 
     partial = path.with_name(f".{path.name}.partial")
