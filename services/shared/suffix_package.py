@@ -22,7 +22,6 @@ in the bundle's source revisions.
 
 from __future__ import annotations
 
-import functools
 import os
 import shutil
 import subprocess
@@ -84,9 +83,21 @@ def _shebang(script: str | None) -> str | None:
     return words[0] if words else None
 
 
-@functools.lru_cache(maxsize=8)
+_FOUND: dict[str, Probe] = {}
+
+
 def probe(python: str) -> Probe:
-    """Ask `python` to import the suffix proposer's package (cached per interpreter)."""
+    """Ask `python` to import the suffix proposer's package. A found package is remembered per interpreter; a
+    missing one is asked again next time (a long-lived MCP server sees a package installed after it started)."""
+    if python in _FOUND:
+        return _FOUND[python]
+    found = _probe(python)
+    if found.version:
+        _FOUND[python] = found
+    return found
+
+
+def _probe(python: str) -> Probe:
     try:  # this process's environment, which a local server inherits (services/bench/executor.py)
         out = subprocess.run(  # noqa: S603 - fixed argv, an interpreter path
             [python, "-c", _PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False
