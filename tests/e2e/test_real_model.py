@@ -49,7 +49,21 @@ def test_demo_completes_and_decides(demo_run) -> None:
     assert "campaign complete" in done.stdout
     decision = json.loads((bundle / layout.DECISION).read_bytes())
     assert decision["decision"] in ("promote", "reject", "inconclusive")
-    assert {c["candidate"] for c in decision["candidates"]} == {"ngram-k3", "draft-k3"}
+    assert {c["candidate"] for c in decision["candidates"]} == {"ngram-k3", "suffix-k3", "draft-k3"}
+
+
+def test_the_suffix_arm_drafts_variable_lengths_and_reads_back(demo_run) -> None:
+    """The demo's suffix-k3 (issue 33): its trials' counters show fewer draft tokens than k per draft, and every
+    launch's read-back found method suffix and k 3."""
+    _, bundle = demo_run
+    results = [json.loads(p.read_bytes()) for p in bundle.glob("bench/suffix-k3/**/result-*.json")]
+    assert results, "no suffix-k3 trial result"
+    drafts = sum(r["spec_decode"]["num_drafts"] for r in results)
+    tokens = sum(r["spec_decode"]["num_draft_tokens"] for r in results)
+    assert drafts > 0 and tokens < 3 * drafts, (drafts, tokens)
+    checks = [json.loads(p.read_bytes()) for p in bundle.glob("bench/suffix-k3/**/engine-config.json")]
+    assert checks and all(c["effective"]["speculative_method"] == "suffix" for c in checks)
+    assert all(row["ok"] for c in checks for row in c["checks"])
 
 
 def test_changes_beyond_ten_percent_are_resolved(demo_run) -> None:
