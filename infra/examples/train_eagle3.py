@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     args = parser.parse_args(argv)
     try:
-        summary = train(args, sys.argv if argv is None else ["train_eagle3.py", *argv])
+        summary = train(args, sys.argv if argv is None else [__file__, *argv])
     except (TrainEagle3Error, TrainDraftError, OfflineAcceptanceError) as exc:
         print(f"train_eagle3: {exc}", file=sys.stderr)
         return 2
@@ -285,7 +285,7 @@ def train(args: argparse.Namespace, argv: list[str]) -> dict:
     head.to(torch.bfloat16).save_pretrained(str(args.out))  # speculators' writer; bf16 as `speculators train` saves
     saved = json.loads((args.out / "config.json").read_text())
     summary = {
-        "argv": argv, "speculators_version": version("speculators"), "torch_version": torch.__version__,
+        "argv": [sys.executable, *argv], "speculators_version": version("speculators"), "torch_version": torch.__version__,
         "transformers_version": version("transformers"), "speculators_config": saved.get("speculators_config"),
         "aux_layers": aux_layers, "draft_vocab_size": saved.get("draft_vocab_size"), "num_layers": args.num_layers,
         "ttt_steps": args.ttt_steps, "train_prompts": len(prompts), "skipped": skipped, "prompts_too_long": too_long,
