@@ -6,9 +6,10 @@ held-out split without an engine: the target answers each held-out prompt greedi
 (transformers), its hidden states feed the head exactly as in training
 (train_eagle3.hidden_features), and the head is unrolled over k positions with
 `speculators`' own forward. At every answer position, draft j counts as accepted
-when drafts 0..j all equal the target's greedy tokens (`speculators`' `full_acc_j`;
+when drafts 0..j all equal the target's greedy tokens (accepted_counts;
 the inputs are teacher-forced, which changes nothing for an accepted prefix: there
-the head's own tokens are the target's). So
+the head's own tokens are the target's; a head with a reduced vocabulary has its drafts
+mapped to the target's ids by its d2t first, as vLLM does). So
 
     p_j = accepted at position j / drafts      (vLLM's per-position acceptance,
                                                  spec_decode_num_accepted_tokens_per_pos / num_drafts)
@@ -74,29 +75,53 @@ def estimate(head, target_dir: Path, heldout: Path, aux_layers: list[int], ttt_s
                                      target.config.max_position_embeddings, log)
     samples = hidden_features(target, pairs, aux_layers, gen_batch)
     del target
-    accepted = [0.0] * ttt_steps
-    drafts = 0.0
+    accepted = [0] * ttt_steps
+    drafts = 0
     loss_config = resolve_loss_config("kl_div", "eager")
     head.eval()
     with torch.inference_mode():
         for batch in pack(samples, token_budget, None):
-            _, _, metrics = run_head(head, batch, ttt_steps, loss_config)
-            drafts += float(metrics["full_acc_0_total"])  # every answer position drafts once
-            for j in range(ttt_steps):
-                accepted[j] += float(metrics[f"full_acc_{j}_sum"])
+            draft_tokens, _, _ = run_head(head, batch, ttt_steps, loss_config)
+            drafts += int(batch["loss_mask"].sum())
+            for j, count in enumerate(accepted_counts(draft_tokens, batch, head.d2t)):
+                accepted[j] += count
     per_position = [round(a / drafts, 4) if drafts else math.nan for a in accepted]
     return {
         "format": FORMAT, "method": "eagle3",
         "definition": "teacher-forced on the held-out split against the target's greedy tokens: p_j = share of "
-                      "answer positions whose drafts 0..j all equal the target's greedy tokens (speculators' "
-                      "full_acc_j); acceptance_length = 1 + sum(p_j)",
+                      "answer positions whose drafts 0..j (mapped to the target's vocabulary by d2t when the head's "
+                      "is reduced) all equal the target's next greedy tokens; acceptance_length = 1 + sum(p_j)",
         "heldout_prompts": len(prompts), "prompts_too_long": too_long, "answers": len(pairs),
-        "drafts": int(drafts), "accepted_per_position": [int(a) for a in accepted],
+        "drafts": drafts, "accepted_per_position": accepted,
         "per_position_acceptance": per_position, "num_speculative_tokens": ttt_steps,
         "acceptance_length": round(1 + sum(per_position), 4),
         "acceptance_rate": round(sum(accepted) / (drafts * ttt_steps), 4) if drafts else math.nan,
         "max_new_tokens": max_new_tokens,
     }
+
+
+def accepted_counts(draft_tokens, batch: dict, d2t) -> list[int]:
+    """Per position j, how many answer positions i have drafts 0..j all equal to the target's greedy tokens.
+
+    `draft_tokens[j][0, i]` is the head's j-th draft from position i (in its own vocabulary; `d2t`
+    maps draft id d to target id d + d2t[d]); it proposes the token after position i + j, which in
+    the target's own greedy answer is `input_ids[i + j + 1]`. A position counts only where position
+    i + j is an answer position of the same sample (the loss mask and document ids)."""
+    import torch
+
+    ids, mask, docs = batch["input_ids"][0], batch["loss_mask"][0].bool(), batch["document_ids"][0]
+    n = ids.shape[0]
+    greedy_next = torch.cat([ids[1:], ids.new_full((1,), -1)])
+    alive = mask.clone()
+    counts = []
+    for j, tokens in enumerate(draft_tokens):
+        drafted = tokens[0] if d2t is None else tokens[0] + d2t[tokens[0]]
+        ok = torch.zeros(n, dtype=torch.bool)
+        if j < n:
+            ok[: n - j] = (drafted[: n - j] == greedy_next[j:]) & mask[j:] & (docs[j:] == docs[: n - j])
+        alive &= ok
+        counts.append(int(alive.sum()))
+    return counts
 
 
 def write(out: Path, report: dict) -> dict:

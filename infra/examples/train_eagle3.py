@@ -162,19 +162,35 @@ def pack(samples: list[dict], budget: int, rng: random.Random | None) -> list[di
     return batches
 
 
-def build_head(target_dir: Path, aux_layers: list[int], num_layers: int, ttt_steps: int):
+def vocab_mapping(pairs, draft_vocab: int | None, target_vocab: int):
+    """(d2t, t2d) for a reduced draft vocabulary, or (None, None) for the target's whole one.
+
+    `speculators`' own builder (`build_vocab_mappings_from_distribution`) over the answer tokens'
+    frequencies, as its data pipeline counts them (the loss-masked tokens): the draft predicts
+    only the `draft_vocab` tokens the target says most often, and vLLM maps them back with d2t."""
+    if draft_vocab is None or draft_vocab >= target_vocab:
+        return None, None
+    from collections import Counter
+
+    from speculators.train.vocab_mapping import build_vocab_mappings_from_distribution
+
+    counts = Counter(token for _, answer in pairs for token in answer)
+    return build_vocab_mappings_from_distribution(dict(counts), draft_vocab, target_vocab)
+
+
+def build_head(target_dir: Path, aux_layers: list[int], num_layers: int, ttt_steps: int, *, d2t=None, t2d=None):
     """The untrained head, exactly as `speculators train --speculator-type eagle3 --dry-run` builds it
     (its CLI defaults for eagle3), with sdpa attention and full attention in every layer (module docstring)."""
     from speculators.models.eagle3 import Eagle3DraftModel
     from speculators.train.cli import create_transformer_layer_config
     from transformers import AutoConfig
 
-    vocab = AutoConfig.from_pretrained(str(target_dir)).vocab_size
+    vocab = AutoConfig.from_pretrained(str(target_dir)).vocab_size if d2t is None else int(d2t.shape[0])
     layer_config = create_transformer_layer_config(
         verifier_name_or_path=str(target_dir), num_layers=num_layers, draft_arch="llama", hidden_act="silu",
         sliding_window=2048, full_attention_indices=list(range(num_layers)))
     return Eagle3DraftModel.from_training_args(
-        verifier_config=layer_config, t2d=None, d2t=None, verifier_name_or_path=str(target_dir),
+        verifier_config=layer_config, t2d=t2d, d2t=d2t, verifier_name_or_path=str(target_dir),
         target_layer_ids=aux_layers, num_layers=num_layers, draft_vocab_size=vocab, norm_before_residual=True,
         norm_before_fc=True, norm_output=True, fc_norm=False, embed_requires_grad=False, ttt_steps=ttt_steps,
         draft_attn_impl="sdpa")
@@ -205,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ttt-steps", type=int, default=3, help="positions the head is unrolled over (default 3)")
     parser.add_argument("--num-layers", type=int, default=1, help="draft decoder layers (default 1)")
     parser.add_argument("--aux-layers", default=None, help="three target layer ids, e.g. 1,2,3 (default: speculators')")
+    parser.add_argument("--draft-vocab-size", type=int, default=None,
+                        help="predict only this many of the target's tokens, the most frequent in its answers "
+                        "(speculators' d2t/t2d; default: the whole vocabulary)")
     parser.add_argument("--token-budget", type=int, default=2048, help="tokens per packed row (default 2048)")
     parser.add_argument("--max-new-tokens", type=int, default=64, help="target answer length (default 64)")
     parser.add_argument("--gen-batch", type=int, default=48, help="prompts per target batch (default 48)")
@@ -246,6 +265,9 @@ def train(args: argparse.Namespace, argv: list[str]) -> dict:
     tokenizer = AutoTokenizer.from_pretrained(str(args.target))
     target = AutoModelForCausalLM.from_pretrained(str(args.target), dtype=torch.float32).eval()
     aux_layers = parse_layers(args.aux_layers, target.config.num_hidden_layers)
+    target_vocab = target.config.vocab_size
+    if args.draft_vocab_size is not None and not 1 <= args.draft_vocab_size <= target_vocab:
+        raise TrainEagle3Error(f"--draft-vocab-size must be between 1 and the target's {target_vocab}")
     log(f"{len(prompts)} train prompts; target answers them greedily (on-policy labels)")
     pairs, too_long = target_answers(target, tokenizer, prompts, args.max_new_tokens, args.gen_batch,
                                      target.config.max_position_embeddings, log)
@@ -254,7 +276,8 @@ def train(args: argparse.Namespace, argv: list[str]) -> dict:
     samples = hidden_features(target, pairs, aux_layers, args.gen_batch)
     features_s = time.monotonic() - started
     del target
-    head = build_head(args.target, aux_layers, args.num_layers, args.ttt_steps)
+    d2t, t2d = vocab_mapping(pairs, args.draft_vocab_size, target_vocab)
+    head = build_head(args.target, aux_layers, args.num_layers, args.ttt_steps, d2t=d2t, t2d=t2d)
     loss_config = resolve_loss_config("kl_div", "eager")  # the eager (unfused) loss runs on CPU
     trainable = [p for p in head.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=args.lr, weight_decay=0.0)

@@ -72,3 +72,39 @@ def test_heldout_reader_keeps_heldout_records_only(tmp_path):
     path.write_text(json.dumps(lines[1]) + "\n")
     with pytest.raises(offline.OfflineAcceptanceError, match="no record with split 'heldout'"):
         offline.read_heldout(path)
+
+
+def _batch(ids, mask, docs):
+    import torch
+
+    return {"input_ids": torch.tensor([ids]), "loss_mask": torch.tensor([mask]).bool(), "document_ids": torch.tensor([docs])}
+
+
+def test_accepted_counts_need_every_earlier_draft_right():
+    import torch
+
+    # One sample: prompt 7, 8; answer 1 2 3 4 5. The greedy token after position i is ids[i + 1].
+    batch = _batch([7, 8, 1, 2, 3, 4, 5], [0, 0, 1, 1, 1, 1, 0], [0] * 7)
+    right = [torch.tensor([[0, 0, 2, 3, 4, 5, 0]]), torch.tensor([[0, 0, 3, 4, 5, 0, 0]])]
+    assert offline.accepted_counts(right, batch, None) == [4, 3]  # position 5's second draft is past the answer
+    wrong_first = [torch.tensor([[0, 0, 9, 3, 4, 5, 0]]), right[1]]
+    assert offline.accepted_counts(wrong_first, batch, None) == [3, 2]  # position 2 fails at 0, so at 1 too
+
+
+def test_accepted_counts_map_a_reduced_vocabulary_and_stay_in_their_sample():
+    import torch
+
+    d2t = torch.tensor([1, 1, 1, 1, 1, 1])  # draft id d is target id d + 1
+    batch = _batch([7, 1, 2, 8, 3, 4], [0, 1, 0, 0, 1, 0], [0, 0, 0, 1, 1, 1])
+    drafts = [torch.tensor([[0, 1, 0, 0, 3, 0]]), torch.tensor([[0, 5, 0, 0, 0, 0]])]
+    # Position 1 drafts 2 (1 + 1), right; its second draft (6) would reach past its answer: not counted.
+    assert offline.accepted_counts(drafts, batch, d2t) == [2, 0]
+
+
+def test_accepted_counts_never_cross_into_the_next_sample():
+    import torch
+
+    batch = _batch([7, 1, 2, 3, 4], [0, 1, 1, 1, 0], [0, 0, 0, 1, 1])
+    drafts = [torch.tensor([[0, 2, 3, 4, 0]]), torch.tensor([[0, 3, 4, 0, 0]])]
+    # Position 2's second draft (4) equals ids[4], but position 3 belongs to the next sample.
+    assert offline.accepted_counts(drafts, batch, None) == [3, 1]
