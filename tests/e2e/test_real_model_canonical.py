@@ -1,6 +1,8 @@
 """The embedded default's real model in the workflow's canonical matrix shape: `specdec demo --campaign` on a
 file whose cells are the operator's exact `vllm serve` commands for SmolLM2-135M-Instruct (literal
---speculative-config JSON, a relative model path) and one `vllm bench serve` command every cell runs.
+--speculative-config JSON, a relative model path) and one `vllm bench serve` command every cell runs, on the
+operator's own prompt file (vLLM's `custom` dataset, written here from the example traffic; greedy, so prompt
+lookup finds what the answers repeat: on vLLM's random-token prompts SmolLM2 gave an ngram window no draft).
 
 The run decides; each launched argv is the operator's apart from the changes the plan records (the relative
 model path among them); each engine's read-back names its own log's start-up line; every window is vLLM's own
@@ -28,16 +30,30 @@ MODEL = "models/smollm2-135m-instruct"
 SPEC = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
 LEVELS = [1, 4]
 TRIALS = 3
-NUM_PROMPTS = 12
+NUM_PROMPTS = 8
+OUTPUT_LEN = 32
 pytestmark = [pytest.mark.e2e, pytest.mark.models, pytest.mark.timeout(3600)]
+
+
+def prompt_file(path: Path) -> Path:
+    """The example traffic's prompts in vLLM's custom-dataset form, one {"prompt": ...} a line."""
+    prompts = []
+    for line in (ROOT / "infra/examples/sample-traffic.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        text = record.get("prompt") or (record.get("request") or {}).get("messages", [{}])[-1].get("content")
+        if text and text not in prompts:
+            prompts.append(text)
+    path.write_text("".join(json.dumps({"prompt": text}) + "\n" for text in prompts[:64]))
+    return path
 
 
 def canonical_file(path: Path) -> Path:
     demo = yaml.safe_load((ROOT / "infra/examples/demo-campaign.yaml").read_text())
+    prompts = prompt_file(path.parent / "prompts.jsonl")
     serve = f"vllm serve {MODEL} --dtype float32 --max-model-len 1024 --enforce-eager --host 0.0.0.0 --port 8000"
-    bench = (f"vllm bench serve --model {MODEL} --base-url http://serving-node:8000 --dataset-name random "
-             f"--random-input-len 128 --random-output-len 32 --ignore-eos --num-prompts {NUM_PROMPTS} --num-warmups 2 "
-             "--max-concurrency {concurrency}")
+    bench = (f"vllm bench serve --model {MODEL} --base-url http://serving-node:8000 --dataset-name custom "
+             f"--dataset-path {prompts} --custom-output-len {OUTPUT_LEN} --ignore-eos --temperature 0 "
+             f"--num-prompts {NUM_PROMPTS} --num-warmups 2 --max-concurrency {{concurrency}}")
     cells = [{
         "cell_id": cell_id, "id": cell_id, "backend": "vllm-sweep", "concurrencies": LEVELS, "trials": TRIALS,
         "notes": note, "model": "smollm2-135m-instruct", "hardware": "cpu", "tensor_parallel": 1,
@@ -113,4 +129,6 @@ def test_the_read_back_came_from_each_engines_own_log_and_the_windows_are_vllms_
             for level in LEVELS:
                 raw = orjson.loads((bundle / f"bench/{cell_id}/trial-{trial}/operator-result-c{level}.json").read_bytes())
                 assert raw["completed"] == raw["num_prompts"] == NUM_PROMPTS and raw["max_concurrency"] == level
-                assert "p99_tpot_ms" in raw
+                assert raw["total_output_tokens"] == NUM_PROMPTS * OUTPUT_LEN and "p99_tpot_ms" in raw
+    plan = orjson.loads((bundle / "bench/plan.json").read_bytes())
+    assert {cell["identity"]["workload_shape"] for cell in plan["cells"]} == {"vllm-bench:custom(prompts.jsonl)"}
