@@ -33,10 +33,12 @@ MAX_NUM_BATCHED_TOKENS = 512
 
 
 def canonical_file(path: Path, target: Path) -> Path:
+    # Greedy (--temperature 0): the toy target repeats itself, so prompt lookup drafts in every window, the same
+    # 32 drafts each time (sampled, windows drew 3 and 4, and one with none would fail the ngram cell).
     serve = (f"vllm serve {target} --max-model-len 512 --enforce-eager --no-enable-prefix-caching "
              f"--max-num-batched-tokens {MAX_NUM_BATCHED_TOKENS} --host 0.0.0.0 --port 8000")
     bench = (f"vllm bench serve --model {target} --base-url http://gpu-node-7:8000 --endpoint /v1/completions "
-             f"--dataset-name random --random-input-len 24 --random-output-len 24 --ignore-eos "
+             f"--dataset-name random --random-input-len 24 --random-output-len 24 --ignore-eos --temperature 0 "
              f"--num-prompts {NUM_PROMPTS} --num-warmups 1 --max-concurrency {{concurrency}}")
     cells = []
     for cell_id, spec in (("standing", None), ("ngram-k3", SPEC)):
