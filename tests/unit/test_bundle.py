@@ -334,7 +334,8 @@ def test_manifest_contents(store: BundleStore, root: Path) -> None:
     manifest = orjson.loads(path.read_bytes())
     assert manifest["run_id"] == RUN
     assert manifest["commands"] == campaign.model_dump(mode="json", by_alias=True)["commands"]
-    assert manifest["source_revisions"] == {"target": "abc123", "trainer": None, "serving": None, "specdec": "deadbeef"}
+    assert manifest["source_revisions"] == {"target": "abc123", "trainer": None, "serving": None, "specdec": "deadbeef",
+                                            "suffix_decoding": None}
     expected = sorted(
         ({"path": r.uri.split("/", 3)[3], "sha256": r.sha256, "size_bytes": r.size_bytes} for r in refs),
         key=lambda a: a["path"],
