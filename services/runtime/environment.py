@@ -64,6 +64,8 @@ _SCRIPTS = {
     "SPECDEC_SLURM_GRES_COUNT": "infra/bin/ensure-slurm: GPUs the local Slurm node declares",
     "SPECDEC_SLURMCTLD_PORT": "infra/bin/ensure-slurm: slurmctld's port",
     "SPECDEC_SLURMD_PORT": "infra/bin/ensure-slurm: slurmd's port",
+    "SPECDEC_SPECULATORS_VENV": "infra/bin/ensure-speculators-env: folder of the EAGLE-3 trainer's environment",
+    "SPECDEC_WHEEL_CACHE": "infra/bin/build-arctic-inference: folder the built wheel is kept in",
     "SPECDEC_TEST_LOGS": "infra/bin/run-tests: folder the test run's logs are kept in",
     "SPECDEC_COMPOSE_RUN": "infra/bin/test-compose, tests/compose: the compose test run's ID",
     "SPECDEC_COMPOSE_IMAGE": "infra/bin/test-compose, tests/compose: the specdec image under test",
