@@ -74,41 +74,13 @@ class EffectiveConfig(Strict):
         "after any wrapper): where prompt_lookup_min/max and draft_tensor_parallel_size are read; None when the log "
         "has no such line, {} when no speculative config was passed.")
 
-    # The received keys, read like every other checked field (getattr(effective, field) for CHECKED_FIELDS).
-    @property
-    def prompt_lookup_min(self) -> Any:
-        return (self.received_speculative or {}).get("prompt_lookup_min")
-
-    @property
-    def prompt_lookup_max(self) -> Any:
-        return (self.received_speculative or {}).get("prompt_lookup_max")
-
-    @property
-    def draft_tensor_parallel_size(self) -> Any:
-        return (self.received_speculative or {}).get("draft_tensor_parallel_size")
-
-    @property
-    def num_speculative_tokens_per_batch_size(self) -> Any:
-        # vLLM's SpeculativeConfig repr (the config line) names method, model and k only: the schedule is
-        # read from what the API server received.
-        return (self.received_speculative or {}).get("num_speculative_tokens_per_batch_size")
-
-    # The suffix method's keys (contracts.campaign.SUFFIX_KEYS): its config line names none of them either.
-    @property
-    def suffix_decoding_max_tree_depth(self) -> Any:
-        return (self.received_speculative or {}).get("suffix_decoding_max_tree_depth")
-
-    @property
-    def suffix_decoding_max_cached_requests(self) -> Any:
-        return (self.received_speculative or {}).get("suffix_decoding_max_cached_requests")
-
-    @property
-    def suffix_decoding_max_spec_factor(self) -> Any:
-        return (self.received_speculative or {}).get("suffix_decoding_max_spec_factor")
-
-    @property
-    def suffix_decoding_min_token_prob(self) -> Any:
-        return (self.received_speculative or {}).get("suffix_decoding_min_token_prob")
+    def value(self, field: str) -> Any:
+        """One CHECKED_FIELDS entry: a received speculative key from what the API server received (the engine's
+        config line states none of them: prompt lookup sizes, the draft's TP, the k schedule, the suffix keys),
+        any other from this config."""
+        if field in RECEIVED_SPECULATIVE_KEYS:
+            return (self.received_speculative or {}).get(field)
+        return getattr(self, field)
 
 
 class FieldCheck(Strict):

@@ -247,6 +247,9 @@ def test_lookup_sizes_are_checked_against_what_the_api_server_received():
     assert {(c.field, c.declared, c.effective) for c in found.mismatches} == {
         ("prompt_lookup_max", 4, 2), ("prompt_lookup_min", 2, 1)}
     assert "prompt_lookup_max: declared 4, effective 2" in mismatch_reason(found)
+    # EffectiveConfig.value reads a received key the way the comparison did, any other field as itself.
+    assert [found.effective.value(f) for f in ("prompt_lookup_min", "prompt_lookup_max", "speculative_method")] == [
+        1, 2, "ngram"]
     # Without that line the sizes are unverifiable: shown so, never passed as checked, and no cell fails on them.
     silent = read_log("\n".join(line for line in text.splitlines() if "non-default args" not in line))
     found = engine_check("c", 0, declared_of(cell(spec=NGRAM), max_model_len=512), effective_config(silent, models))

@@ -171,7 +171,7 @@ def _engine_checks(bundle: BundleStore, run_id: str, spec: Spec, ngram: Speculat
                     "kv_cache_dtype": None}
         checks = []
         for name in CHECKED_FIELDS:
-            value = getattr(effective, name)
+            value = effective.value(name)
             want = declared.get(name)  # a field not listed above is not declared
             ok = want is None or want == value or (name == "dtype" and want == "auto")
             checks.append(FieldCheck(field=name, declared=want, effective=value, ok=ok))
