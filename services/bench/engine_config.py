@@ -191,33 +191,35 @@ def _speculative(text: str | None) -> dict[str, Any] | None:
     return {key: _literal(value) for key, value in body.items()}
 
 
-def _max_num_seqs(log: EngineLog) -> tuple[int | None, str]:
-    if log.defaulted_max_num_seqs is not None:
-        return log.defaulted_max_num_seqs, "max_num_seqs: the engine's 'Defaulting max_num_seqs to N' line (DEBUG)"
-    passed = (log.non_default_args or {}).get("max_num_seqs")
+def _scheduler_limit(log: EngineLog, name: str, own: tuple[tuple[int | None, str], ...], received: str,
+                     debug_hint: str = "") -> tuple[int | None, str]:
+    """A scheduler limit and where it was read: the engine's own lines first (`own`, in order of trust), else
+    what the API server received ('non-default args'), else why the log does not state it."""
+    for value, line in own:
+        if value is not None:
+            return value, f"{name}: {line}"
+    passed = (log.non_default_args or {}).get(name)
     if passed is not None:
-        return _int(passed), ("max_num_seqs: the API server's 'non-default args' line (a value passed to vLLM "
-                              "0.32.0 is kept as is)")
+        return _int(passed), f"{name}: the API server's 'non-default args' line ({received})"
     if log.non_default_args is None:
-        return None, "max_num_seqs: not stated (the log has no 'non-default args' line)"
-    return None, (f"max_num_seqs: {NOT_PASSED}, whose value vLLM {log.version or '?'} logs only at DEBUG level "
-                  "(VLLM_LOGGING_LEVEL=DEBUG: 'Defaulting max_num_seqs to N')")
+        return None, f"{name}: not stated (the log has no 'non-default args' line)"
+    return None, f"{name}: {NOT_PASSED}, whose value vLLM {log.version or '?'} logs only at DEBUG level{debug_hint}"
+
+
+def _max_num_seqs(log: EngineLog) -> tuple[int | None, str]:
+    return _scheduler_limit(
+        log, "max_num_seqs", ((log.defaulted_max_num_seqs, "the engine's 'Defaulting max_num_seqs to N' line (DEBUG)"),),
+        "a value passed to vLLM 0.32.0 is kept as is",
+        " (VLLM_LOGGING_LEVEL=DEBUG: 'Defaulting max_num_seqs to N')")
 
 
 def _max_num_batched_tokens(log: EngineLog) -> tuple[int | None, str]:
-    if log.chunked_max_num_batched_tokens is not None:
-        return log.chunked_max_num_batched_tokens, ("max_num_batched_tokens: the engine's 'Chunked prefill is enabled "
-                                                    "with max_num_batched_tokens=N' line (the resolved value)")
-    if log.defaulted_max_num_batched_tokens is not None:
-        return log.defaulted_max_num_batched_tokens, ("max_num_batched_tokens: the engine's 'Defaulting "
-                                                      "max_num_batched_tokens to N' line (DEBUG)")
-    passed = (log.non_default_args or {}).get("max_num_batched_tokens")
-    if passed is not None:
-        return _int(passed), ("max_num_batched_tokens: the API server's 'non-default args' line (what it received "
-                              "after any wrapper; the engine's config line does not state it)")
-    if log.non_default_args is None:
-        return None, "max_num_batched_tokens: not stated (the log has no 'non-default args' line)"
-    return None, f"max_num_batched_tokens: {NOT_PASSED}, whose value vLLM {log.version or '?'} logs only at DEBUG level"
+    return _scheduler_limit(
+        log, "max_num_batched_tokens",
+        ((log.chunked_max_num_batched_tokens,
+          "the engine's 'Chunked prefill is enabled with max_num_batched_tokens=N' line (the resolved value)"),
+         (log.defaulted_max_num_batched_tokens, "the engine's 'Defaulting max_num_batched_tokens to N' line (DEBUG)")),
+        "what it received after any wrapper; the engine's config line does not state it")
 
 
 def effective_config(log: EngineLog, models: dict[str, Any] | None, *, log_name: str = "server.log") -> EffectiveConfig:
