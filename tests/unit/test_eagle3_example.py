@@ -108,3 +108,34 @@ def test_accepted_counts_never_cross_into_the_next_sample():
     drafts = [torch.tensor([[0, 2, 3, 4, 0]]), torch.tensor([[0, 3, 4, 0, 0]])]
     # Position 2's second draft (4) equals ids[4], but position 3 belongs to the next sample.
     assert offline.accepted_counts(drafts, batch, None) == [3, 1]
+
+
+def test_the_demo_campaigns_trainer_is_this_one_in_its_environment_and_every_flag_parses(tmp_path, capsys):
+    import yaml
+
+    from services.cli.demo import DEMO_CAMPAIGN, ENVIRONMENTS
+
+    argv = yaml.safe_load(DEMO_CAMPAIGN.read_text())["commands"]["train"]["argv"]
+    assert argv[:2] == [".venv-speculators/bin/python", "infra/examples/train_eagle3.py"]
+    assert ENVIRONMENTS[argv[0]] == "infra/bin/ensure-speculators-env"  # `specdec demo` builds it first
+    values = {"{corpus_train}": str(tmp_path / "t.jsonl"), "{corpus_heldout}": str(tmp_path / "h.jsonl"),
+              "{target}": str(tmp_path), "{output_dir}": str(tmp_path / "o")}
+    rest = [values.get(token, token) for token in argv[2:]]
+    rest[rest.index("--steps") + 1] = "0"  # stops right after argparse accepted every flag
+    assert eagle3.main(rest) == 2
+    assert capsys.readouterr().err.strip() == "train_eagle3: --steps must be >= 1"
+
+
+def test_the_demo_refuses_a_trainer_environment_built_elsewhere_than_its_argv_names(tmp_path, monkeypatch):
+    import io
+
+    from services.cli import demo
+    from services.runtime.errors import ConfigurationError
+
+    script = tmp_path / "ensure"  # stands in for ensure-speculators-env with SPECDEC_SPECULATORS_VENV set
+    script.write_text(f"#!/bin/sh\necho {tmp_path}/elsewhere/bin/python\n")
+    script.chmod(0o755)
+    monkeypatch.setitem(demo.ENVIRONMENTS, ".venv-speculators/bin/python", str(script))
+    with pytest.raises(ConfigurationError, match=r"at .*/elsewhere, but the campaign's commands.train.argv\[0\] is "
+                                                 r"\.venv-speculators/bin/python: unset SPECDEC_SPECULATORS_VENV"):
+        demo.ensure_trainer_env(demo.DEMO_CAMPAIGN, io.StringIO())

@@ -158,6 +158,7 @@ def _demo_spies(calls: list[tuple[str, Any, Any]]) -> dict[str, Any]:
 
     return {
         "services.cli.demo.ensure_target": record("ensure_target"),
+        "services.cli.demo.ensure_trainer_env": record("ensure_trainer_env"),
         "services.cli.demo.start": record("start", []),
         "services.cli.demo.stop": record("stop"),
         "services.cli.demo._submit": record("submit", "toy-run", is_async=True),
