@@ -26,8 +26,9 @@ Written afterwards:
   tests/perf/data/demo-noise.json (`--out`; tests/perf/measure_noise.py), the input of
   the gate's power benchmark, beside the campaigns it already records unless `--fresh`.
 
-Duration on 2 cores: about 7-9 minutes a campaign at concurrency 1 alone with the demo's
-cap of 4 (`--concurrency 1`), about 10-12 at the demo's levels.
+Duration on 2 cores: about 4 minutes a campaign at concurrency 1 alone with the demo's cap
+of 4 (`--concurrency 1`; measured 234 s on 2026-12-03, an A/A runs to the cap), so about
+20 minutes for five; more at the demo's levels (docs/demo.md).
 """
 
 from __future__ import annotations
