@@ -201,9 +201,21 @@ def floor_checks(
     accuracy_floor: float | None,
     accuracy: float | None,
 ) -> tuple[list[FloorCheck], list[str]]:
-    """The candidate's floors, pooled over its trials at this level; reasons when a floor has nothing to read."""
+    """The candidate's floors, pooled over its trials at this level; reasons when a floor has nothing to read.
+
+    A candidate whose every trial's identity declares no speculative config (a serving change alone, or the
+    standing config served again in an A/A check) has no acceptance to floor: its acceptance floors are shown
+    as not applicable, never as a data problem. Trials without identity (plain result files) cannot say, so
+    their floors are read as before."""
     checks: list[FloorCheck] = []
     problems: list[str] = []
+    if cand and all(t.identity is not None and t.identity.serving_config.speculative is None for t in cand):
+        for name, minimum in (("acceptance_rate", acceptance_floor), ("acceptance_length", acceptance_length_floor)):
+            if minimum is not None:
+                checks.append(FloorCheck(
+                    floor=name, minimum=minimum, measured=None, passed=None,  # type: ignore[arg-type]
+                    source="not applicable: the candidate's identity declares no speculative config"))
+        acceptance_floor = acceptance_length_floor = None
     counted = [t.spec_decode for t in cand if t.spec_decode is not None and t.spec_decode.num_draft_tokens > 0]
     complete = bool(cand) and len(counted) == len(cand)
     drafts = sum(sd.num_drafts for sd in counted)

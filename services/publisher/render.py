@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from contracts import layout
 from contracts.campaign import ServingConfig
+from contracts.decision import FloorCheck
 from contracts.engine import CHECKED_FIELDS
 from services.publisher import figures as fig
 from services.publisher import answer, canonical_section, render_predict, target_model
@@ -242,6 +243,12 @@ def _rejected(data: CampaignData) -> Section:
     ))
 
 
+
+def _floor_state(f: FloorCheck) -> str:
+    if f.passed is not None:
+        return "passed" if f.passed else "failed"
+    return "not applicable" if f.source.startswith("not applicable") else "unmeasured"
+
 def _val(value: object, none: str) -> str:
     return none if value is None else str(value)
 
@@ -264,7 +271,7 @@ def _gate(data: CampaignData) -> Section:
                 o.verdict if o else "unavailable", lvl.outcome,
             ))
             floors += [(key, cand.candidate, _lvl(lvl.concurrency), f"{lvl.candidate.trials}", d.baseline,
-                        f.floor, f"{f.minimum:g}", _n(f.measured), {True: "passed", False: "failed"}.get(f.passed, "unmeasured"))
+                        f.floor, f"{f.minimum:g}", _n(f.measured), _floor_state(f))
                        for f in lvl.floors]
             guards += [(key, cand.candidate, _lvl(lvl.concurrency), f"{lvl.candidate.trials}/{lvl.baseline.trials}",
                         d.baseline, g.guard, _n(g.comparison.baseline_value), _n(g.comparison.candidate_value),

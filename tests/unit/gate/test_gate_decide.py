@@ -361,3 +361,19 @@ def test_decide_files_reads_every_arm_and_refuses_bad_arms(tmp_path: Path) -> No
         decide_files(paths["standing"], {"ngram": []}, SPEC)
     with pytest.raises(ResultFileError, match="missing.json"):
         decide_files(paths["standing"], {"ngram": [tmp_path / "missing.json"]}, SPEC)
+
+
+def test_a_candidate_without_speculation_has_no_acceptance_to_floor() -> None:
+    # The standing config served again (an A/A check) or a serving change alone: its identity declares no
+    # speculative config, so the acceptance floor is not applicable; the objective alone decides.
+    again = arm(2, "standing", factor=0.7)
+    again = [replace(t, identity=t.identity.model_copy(update={"cell_id": "again", "role": "candidate",
+                                                               "baseline_cell_id": "standing"}))
+             for t in again]
+    d = decide(arm(1, "standing"), {"again": again}, SPEC)
+    lvl = level(d, "again")
+    assert [(f.floor, f.passed, f.measured) for f in lvl.floors] == [("acceptance_rate", None, None)]
+    assert lvl.floors[0].source.startswith("not applicable")
+    assert not any("no spec-decode counters" in r for r in lvl.reasons)
+    assert d.decision == "promote" and lvl.objective.verdict == "better"  # type: ignore[union-attr]
+    # Trials without identity cannot say what they serve: the floor stays unread, a data problem (above).
