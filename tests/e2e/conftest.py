@@ -127,14 +127,15 @@ def campaign_file(path: Path, *, pre_approved: bool, target: Path) -> Path:
     return path
 
 
-def wait_run(client: redis.Redis, prefix: str, run_id: str, done: set[str], timeout_s: float) -> list[dict[str, Any]]:
+def wait_run(client: redis.Redis, prefix: str, run_id: str, done: set[str], timeout_s: float, *,
+             poll_s: float = 2.0) -> list[dict[str, Any]]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         events = run_events(client, prefix, run_id)
         schemas = {e["schema"] for e in events}
         if done & schemas or any(s.endswith(".failed") and s != "bench.failed" for s in schemas) or "bench.failed" in schemas:
             return events
-        time.sleep(2)
+        time.sleep(poll_s)
     raise AssertionError(f"run {run_id} did not reach {done} within {timeout_s}s; saw {sorted(schemas)}")
 
 
