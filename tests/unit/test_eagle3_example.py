@@ -2,7 +2,8 @@
 
 These run in the main venv: the checks here stop before anything imports `speculators`
 (the trainer imports it lazily). Training, the checkpoint and serving are covered by
-tests/e2e/test_eagle3.py in the speculators environment (`make test-models`).
+tests/e2e/test_eagle3_tiny.py (`make test`, a tiny head in the main venv) and tests/e2e/test_eagle3.py
+(`make test-models`, the full-size head).
 """
 
 from __future__ import annotations
