@@ -9,7 +9,7 @@ torchaudio are PyPI builds that break transformers against this torch; its other
 offline acceptance beside served) stays in test_eagle3.py under `make test-models`.
 
 Sizes: 24 train prompts answered with up to 24 tokens, 20 steps on 512-token rows; 8 held-out prompts
-served at 4 concurrent requests, 32 tokens each. Measured cost and figures (about 41-47 s alone; 158
+served at 4 concurrent requests, 32 tokens each. Measured cost and figures (41-47 s alone in 3 runs; 158
 drafts, 75 accepted): infra/examples/README.md, "EAGLE-3 in `make test`: a tiny head". Not cached: the training is seconds, and each run proves the trainer still works here.
 """
 
