@@ -40,11 +40,11 @@ Scheduler = Literal["local", "slurm", "kubernetes"]
 ReviewedStep = Literal["training", "bench"]
 REVIEWED_STEPS: tuple[str, ...] = ("training", "bench")
 # What review.pre_approve may name: the reviewed steps (their plans) and `publish`, a live external publish
-# of the final report from the dry run the publisher records first (services/publisher/publish_review.py).
+# of the final report from the dry run the publisher records first (services/publisher/publish/publish_review.py).
 # Publish has no plan and changes no cluster: the review point never waits on it (REVIEWED_STEPS).
 PreApprovedStep = Literal["training", "bench", "publish"]
 PRE_APPROVABLE_STEPS: tuple[str, ...] = (*REVIEWED_STEPS, "publish")
-# Publish targets whose files leave this machine (services/publisher/publish.py is_external).
+# Publish targets whose files leave this machine (services/publisher/publish/publish.py is_external).
 EXTERNAL_PUBLISH = ("s3://", "https://", "http://")
 # The speculative model that names the draft this campaign trains.
 TRAINED_DRAFT = "{training.output}"

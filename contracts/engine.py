@@ -1,7 +1,7 @@
 """What a running engine reports it runs, beside what its cell declared, version 1.
 
 The bench-runner reads the effective config back from every server it starts
-(the engine's own start-up record and its API, services/bench/engine_config.py)
+(the engine's own start-up record and its API, services/bench/executors/engine_config.py)
 and stores one `EngineCheck` per launch at `layout.engine_check(folder)`. A
 field whose effective value differs from the declared one fails the cell,
 naming the field and both values; the report shows the effective config beside

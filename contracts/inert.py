@@ -70,7 +70,7 @@ INERT_WHERE: dict[str, InertWhere] = {
     ),
     # Elsewhere it makes a folder publish live, or goes with review.pre_approve: [publish] (which needs it).
     # An external target gets only reviewed evidence: a call carrying the acknowledgement after a dry run of
-    # the same report, or the campaign's policy (services/publisher/publish_review.py).
+    # the same report, or the campaign's policy (services/publisher/publish/publish_review.py).
     "acknowledgements.i_understand_this_publishes_externally": InertWhere(
         where="true with an external publish.target (s3://, https://, http://) and review.pre_approve without publish",
         holds=_unreviewed_external_publish,

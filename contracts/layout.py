@@ -3,7 +3,7 @@
 One module names them all, so a step reads what an upstream step wrote only
 through these names (DESIGN.md, "Evidence bundle"), and a reader of the bundle
 finds each file here. Paths are relative to a run's bundle folder; the store
-(`services/runtime/bundle.py`) validates each one before any I/O. Functions
+(`services/runtime/bundle/bundle.py`) validates each one before any I/O. Functions
 build the paths that carry IDs (cells, trials, launches); they take validated
 IDs (`contracts.envelope.Key`) and never touch the disk.
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 EVENTS = "events.jsonl"  # append-only; the journal is its one writer
 MANIFEST = "manifest.json"  # derived from the artifacts, rebuilt atomically
 INDEX_DIR = ".index"  # the store's per-artifact hash records
-# The journal's records of events Redis lost before it read them (services/runtime/gaps.py);
+# The journal's records of events Redis lost before it read them (services/runtime/bundle/gaps.py);
 # the manifest's lost_events derive from them.
 GAPS_DIR = "journal/gaps"
 

@@ -4,7 +4,7 @@ The profiler writes it once the corpus is built (services/profiler/suffix_predic
 cell of the campaign: arctic-inference's own simulator replays the corpus's heldout prompts with their
 reference completions through a suffix cache configured as the cell declares it (vLLM's defaults where it
 does not), and counts what vLLM's spec-decode counters would count. The report sets it beside the served
-acceptance (services/publisher/render_predict.py); the gate never reads it.
+acceptance (services/publisher/prediction/render_predict.py); the gate never reads it.
 """
 
 from __future__ import annotations

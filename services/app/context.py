@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from services.runtime.errors import BrokerUnavailable
 from services.runtime.settings import RuntimeSettings
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     import redis.asyncio as aioredis
     from faststream.redis import RedisBroker
 
-    from services.runtime.broker import Bus
+    from services.runtime.delivery.broker import Bus
 
 
 def operator() -> str:
@@ -82,7 +82,7 @@ class _BrokerOnFirstPublish:
     async def _connected(self) -> RedisBroker:
         async with self._lock:
             if self._broker is None:
-                from services.runtime.broker import make_broker
+                from services.runtime.delivery.broker import make_broker
 
                 broker = make_broker(self._settings)
                 await broker.connect()
@@ -110,7 +110,7 @@ class Session:
     @property
     def bus(self) -> Bus:
         if self._bus is None:
-            from services.runtime.broker import Bus
+            from services.runtime.delivery.broker import Bus
 
             self._bus = Bus(self._broker, self.settings.stream_prefix)  # type: ignore[arg-type]
         return self._bus
@@ -162,7 +162,7 @@ async def _ping(client: aioredis.Redis, settings: RuntimeSettings, notice: Notic
             if not dropped(exc):
                 raise
             # Only here: the broker module loads the event models, which the reading commands never need.
-            from services.runtime.broker import redacted_url
+            from services.runtime.delivery.broker import redacted_url
 
             where = redacted_url(settings.redis_url)
             if time.monotonic() - started >= patience_s:

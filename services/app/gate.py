@@ -14,7 +14,7 @@ from contracts.envelope import KEY_RE
 from contracts.trials import Trial
 from services.gate import GateInputError, decide, load_trials, split_by_role
 from services.gate.results import load_rejected
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from services.runtime.campaign import load_campaign
 from services.runtime.errors import ConfigurationError
 from services.shared.results import rejected_files, result_files

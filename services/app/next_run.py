@@ -5,7 +5,7 @@ campaign file (nothing is submitted; `specdec submit FILE` starts it):
 
 - the run's own campaign (as stored in its bundle: paths resolved, the matrix inline), with its
   matrix replaced by three cells: the standing cell again, the best fixed k and the scheduled cell
-  (services/publisher/schedule_plan.py: the candidate whose schedule predicts the most);
+  (services/publisher/prediction/schedule_plan.py: the candidate whose schedule predicts the most);
 - the same target, traffic file and corpus spec, so the new run's corpus is the same corpus; the
   draft by its training input key: a cell serving '{training.output}' keeps it, and
   commands.train.reuse is true, so the trainer-proxy copies this run's draft (verified by hash) and
@@ -33,10 +33,10 @@ from contracts import layout
 from contracts.campaign import TRAINED_DRAFT, Campaign, Matrix
 from contracts.profile import Profile
 from contracts.training import KeyRecord
-from services.publisher.aggregate import read_campaign
-from services.publisher.model import CampaignData
-from services.publisher.schedule_plan import CandidatePlan, best, candidate_plans, proposed_cells
-from services.runtime.bundle import ArtifactMissing, BundleError, BundleStore, hash_file
+from services.publisher.report.aggregate import read_campaign
+from services.publisher.report.model import CampaignData
+from services.publisher.prediction.schedule_plan import CandidatePlan, best, candidate_plans, proposed_cells
+from services.runtime.bundle.bundle import ArtifactMissing, BundleError, BundleStore, hash_file
 from services.runtime.errors import ConfigurationError
 
 

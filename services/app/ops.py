@@ -155,7 +155,7 @@ async def status(session: Session, run_id: str) -> RunStatus:
 def expected_time(session: Session, run_id: str, step: str) -> tuple[float, Literal["plan", "default"]]:
     """How long `step` may go without an event: from its stored plan where there is one, else the default."""
     from contracts.layout import PLAN_PATHS
-    from services.runtime.bundle import BundleError
+    from services.runtime.bundle.bundle import BundleError
 
     if step in PLAN_PATHS and session.bundle.exists(run_id):
         try:

@@ -22,7 +22,7 @@ from services.runtime.errors import SpecdecError
 if TYPE_CHECKING:
     from contracts.campaign import Campaign
     from contracts.events import RunApproved
-    from services.runtime.bundle import BundleStore
+    from services.runtime.bundle.bundle import BundleStore
 
 # The steps that store a plan, in the order `specdec --help` lists them. Their
 # paths come from contracts.layout (a plain table); the event models, the bundle
@@ -61,7 +61,7 @@ def _planned_schema(step: str) -> str:
 def show_plan(bundle: BundleStore, step: str, run_id: str) -> StoredPlan:
     """The run's stored plan of `step`; PlanUnavailable, saying where to look, when there is none to trust."""
     from services.runtime.approval import covers, pre_approved
-    from services.runtime.bundle import ArtifactMissing, BundleError, InvalidPath
+    from services.runtime.bundle.bundle import ArtifactMissing, BundleError, InvalidPath
 
     path, planned = PLAN_PATHS[step], _planned_schema(step)
     try:
@@ -104,8 +104,8 @@ def _campaign(bundle: BundleStore, run_id: str) -> Campaign:
     from pydantic import ValidationError
 
     from contracts.campaign import Campaign
-    from services.runtime.bundle import BundleError
-    from services.runtime.bundle_records import CAMPAIGN_RELPATH
+    from services.runtime.bundle.bundle import BundleError
+    from services.runtime.bundle.bundle_records import CAMPAIGN_RELPATH
 
     try:
         return Campaign.model_validate(bundle.read_json(run_id, CAMPAIGN_RELPATH))

@@ -10,11 +10,11 @@ from pathlib import Path
 from contracts import layout
 from contracts.campaign import Campaign
 from contracts.report import ReportSummary
-from services.publisher.outbox import DraftOverride
+from services.publisher.publish.outbox import DraftOverride
 from services.publisher.pipeline import RenderOutcome, render_copy, render_run
-from services.publisher.publish import Publication, parse_target, publish_report
-from services.publisher.render import RenderedReport
-from services.runtime.bundle import ArtifactMissing, BundleStore
+from services.publisher.publish.publish import Publication, parse_target, publish_report
+from services.publisher.report.render import RenderedReport
+from services.runtime.bundle.bundle import ArtifactMissing, BundleStore
 from services.runtime.errors import ConfigurationError
 from services.runtime.settings import RuntimeSettings
 
@@ -35,7 +35,7 @@ async def publish(bundle: BundleStore, settings: RuntimeSettings, run_id: str, *
     """Publish the run's rendered report to `target` (the campaign's publish.target when None): a dry run unless
     `acknowledged_by` names who acknowledged (and `dry_run` is not set); an external target (s3://, https://)
     goes live only after a dry run of the same report to it (the publisher's review point,
-    services/publisher/publish_review.py)."""
+    services/publisher/publish/publish_review.py)."""
     if target is None:
         try:
             target = Campaign.model_validate(bundle.read_json(run_id, layout.CAMPAIGN)).publish.target

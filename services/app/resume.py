@@ -4,7 +4,7 @@ Redis is the transport, the bundle is the record (DESIGN.md): a run whose trigge
 Redis (restarted empty, flushed, failed over), while the service that would have taken it up
 from the bundle is not running, waits until someone publishes the trigger again. The run's
 known events are its streams, its journal and the outputs of its step records
-(services/runtime/adopt.py); the next step is the first neither done nor skipped
+(services/runtime/delivery/adopt.py); the next step is the first neither done nor skipped
 (services/app/progress.py). Its trigger is published again **as it was** (same event ID), from
 the journal or a step record; a trigger the bundle does not know (the operator's own event was
 lost) is replaced by `<step>.requested` whose event ID is derived from the run, the step and the
@@ -54,7 +54,7 @@ class Resumed(Strict):
 
 def known_events(session: Session, streams_and_journal: list[dict[str, Any]], run_id: str) -> list[dict[str, Any]]:
     """The run's events from the streams and its journal, plus the outputs of its step records."""
-    from services.runtime.catchup import known_events as in_bundle
+    from services.runtime.delivery.catchup import known_events as in_bundle
 
     events = {e["event_id"]: e for e in streams_and_journal}
     if session.bundle.exists(run_id):

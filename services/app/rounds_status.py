@@ -111,7 +111,7 @@ def _looks(bundle: Any, run_id: str) -> list[dict[str, Any]]:
 
 def _read(bundle: Any, run_id: str, relpath: str, key: str | None = None) -> Any:
     """A stored JSON document (or one key of it); None when absent or unreadable (status never fails on it)."""
-    from services.runtime.bundle import BundleError
+    from services.runtime.bundle.bundle import BundleError
 
     try:
         if not bundle.exists(run_id):

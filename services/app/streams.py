@@ -11,7 +11,7 @@ import redis.asyncio as aioredis
 
 from contracts.streams import SCHEMAS, deadletter_stream, stream_name
 from services.app.context import Notice, backoff, dropped, say
-from services.runtime.wire import decode_entry
+from services.runtime.delivery.wire import decode_entry
 
 
 def _body(fields: dict[bytes, bytes]) -> tuple[dict[str, Any] | None, dict[str, str]]:

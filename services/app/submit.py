@@ -31,12 +31,12 @@ from contracts.envelope import ArtifactRef
 from contracts.events import CampaignSubmitted
 from contracts.inert import inert_fields_set
 from contracts.templates import template_problems
-from services.bench.plan import source_problems
+from services.bench.planning.plan import source_problems
 from services.app.context import Session, operator
 from services.app.suffix_cells import suffix_problems, suffix_revision
 from services.app.streams import run_events
-from services.runtime.bundle import ArtifactMissing, BundleStore, InvalidPath
-from services.runtime.bundle_paths import validate_run_id
+from services.runtime.bundle.bundle import ArtifactMissing, BundleStore, InvalidPath
+from services.runtime.bundle.bundle_paths import validate_run_id
 from services.runtime.errors import ConfigurationError
 
 PRODUCER = "cli"

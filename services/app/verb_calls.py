@@ -21,7 +21,7 @@ from services.app import ops, report, verbs, workflow
 from services.app.context import Session
 from services.app.results import RunCreated
 from services.app.verbs import ArgsRefused, VerbResult
-from services.runtime.bundle import ArtifactMissing
+from services.runtime.bundle.bundle import ArtifactMissing
 
 DRY_RUN_WAIT_S = 60.0
 
@@ -90,7 +90,7 @@ async def campaign_run(session: Session, args: argparse.Namespace, *, acknowledg
 
 
 async def publish(session: Session, args: argparse.Namespace, *, acknowledged: bool) -> VerbResult:
-    from services.publisher.outbox import DraftOverride
+    from services.publisher.publish.outbox import DraftOverride
 
     run_id = verbs.resolve_run(args.campaign, session.settings.bundle_root)
     if acknowledged and args.dry_run:

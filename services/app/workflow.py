@@ -26,7 +26,7 @@ from services.app.progress import run_status
 from services.app.rounds_status import rounds_cost
 from services.app.results import CampaignRunResult, CampaignStored, PlanView, RunCreated
 from services.runtime.approval import pre_approved
-from services.runtime.bundle import ArtifactMissing, BundleStore
+from services.runtime.bundle.bundle import ArtifactMissing, BundleStore
 from services.runtime.campaign import load_campaign
 from services.runtime.errors import ConfigurationError
 

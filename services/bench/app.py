@@ -3,8 +3,8 @@
 
 Only translation lives here: the review point (plan stored and announced, run
 on an approval naming its sha256 or a campaign's pre-approval) is
-services/runtime/review.py; planning is services/bench/planning.py; running
-the plan is services/bench/execution.py.
+services/runtime/review.py; planning is services/bench/planning/planning.py; running
+the plan is services/bench/executors/execution.py.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from contracts.campaign import Campaign
 from contracts.catalogue import BENCH
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import BenchCompleted, BenchPlanned, BenchRequested, TrainingCompleted
-from services.bench.execution import execute
-from services.bench.plan import BenchPlan
-from services.bench.planning import plan_bench
-from services.runtime.bundle import BundleStore
-from services.runtime.consumer import Route, StepContext
+from services.bench.executors.execution import execute
+from services.bench.planning.plan import BenchPlan
+from services.bench.planning.planning import plan_bench
+from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery.consumer import Route, StepContext
 from services.runtime.review import Reviewed, once_per_run, per_event
 
 NAME = BENCH

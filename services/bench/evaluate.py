@@ -22,7 +22,7 @@ import orjson
 from contracts.argv import ArgvTemplate
 from contracts.results import Evaluation
 from services.bench.errors import EvalError
-from services.bench.loadgen import WindowRecord
+from services.bench.loadgen.loadgen import WindowRecord
 from services.runtime.procs import kill_group, spawn
 
 _TAIL_CHARS = 2000

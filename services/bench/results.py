@@ -32,8 +32,8 @@ import orjson
 from contracts.events import SpecDecodeDelta
 from contracts.results import Evaluation, TrialIdentity, TrialResultBlocks, attach_blocks
 from services.bench.errors import ResultError
-from services.bench.loadgen import WindowRecord
-from services.bench.timing import DEFAULT_PERCENTILES, LatencyStats, derive
+from services.bench.loadgen.loadgen import WindowRecord
+from services.bench.loadgen.timing import DEFAULT_PERCENTILES, LatencyStats, derive
 
 BACKENDS = {"/v1/completions": "openai", "/v1/chat/completions": "openai-chat"}
 

@@ -2,9 +2,9 @@
 
 For every launch of the plan, in order: re-check the node's idleness, start
 the server through the plan's executor (a local child process, a Slurm job or
-a Kubernetes Pod; services/bench/executor.py), wait for /health, read back
+a Kubernetes Pod; services/bench/executors/executor.py), wait for /health, read back
 the config the engine says it runs and fail the cell on any field that differs
-from the declared one (services/bench/engine_config.py), then for each
+from the declared one (services/bench/executors/engine_config.py), then for each
 trial and concurrency level drive one measured window, take the engine's
 spec-decode counter deltas around it, verify the declared speculation really
 ran, evaluate, and write the trial's result JSON. The server is stopped after
@@ -16,7 +16,7 @@ standing cell that fails fails the step (there is no baseline without it).
 
 Warm-interleaved launches are not served one after another: every one of
 them is started, the plan's blocks rotate the trials across them, and they
-are stopped at the end (services/bench/interleave.py, through the same steps).
+are stopped at the end (services/bench/planning/interleave.py, through the same steps).
 """
 
 from __future__ import annotations
@@ -36,19 +36,20 @@ from contracts.events import BenchTrialCompleted
 from contracts.results import LOADGEN_CPU_KEY, Evaluation, Parallelism, TrialIdentity, TrialResultBlocks, attach_blocks
 from contracts.speculation import speculation_problems, window_of
 from contracts.templates import bench_values
-from services.bench import engine_config, interleave, resume, rounds
+from services.bench.executors import engine_config
+from services.bench.planning import interleave, resume, rounds
 from services.bench.errors import ServingError, SpeculationNotActive, WindowStalled
 from services.bench.evaluate import agreement, run_eval_command, window_outputs
-from services.bench.executor import LocalExecutor, Served, ServingExecutor
-from services.bench.loadgen import WindowRecord, WindowSpec
+from services.bench.executors.executor import LocalExecutor, Served, ServingExecutor
+from services.bench.loadgen.loadgen import WindowRecord, WindowSpec
 from services.bench.metrics import spec_decode_delta
-from services.bench.plan import BenchPlan
-from services.bench.plan_types import Block, CellPlan, Launch
-from services.bench.prompts import Prompt
+from services.bench.planning.plan import BenchPlan
+from services.bench.planning.plan_types import Block, CellPlan, Launch
+from services.bench.loadgen.prompts import Prompt
 from services.bench.results import build_result, dumps_result
-from services.bench.stall import client_stall
-from services.bench.window import MeasuredWindow, run_window_process
-from services.runtime.bundle import BundleStore
+from services.bench.executors.stall import client_stall
+from services.bench.loadgen.window import MeasuredWindow, run_window_process
+from services.runtime.bundle.bundle import BundleStore
 from services.runtime.errors import SpecdecError, StepFailed
 from services.runtime.procs import spawn
 from services.shared import vllm_cli
@@ -56,7 +57,7 @@ from services.shared import vllm_cli
 Emit = Callable[[Any], Awaitable[None]]
 Recheck = Callable[[str], Awaitable[str | None]]  # node -> None when idle, else why not
 
-# Windows measured per trial before a cell whose client keeps reading in bursts fails (services/bench/stall.py).
+# Windows measured per trial before a cell whose client keeps reading in bursts fails (services/bench/executors/stall.py).
 STALL_ATTEMPTS = 3
 
 
@@ -68,7 +69,7 @@ class Outcome:
     cleaned: list[str] = field(default_factory=list)
     # Why the final label-selected cleanup failed, if it did: labelled work may be left.
     cleanup_error: str | None = None
-    # Sequential rounds: every look of the round controller, in order (services/bench/rounds.py).
+    # Sequential rounds: every look of the round controller, in order (services/bench/planning/rounds.py).
     rounds: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -304,7 +305,7 @@ class BenchRun:
         return measured
 
     async def _unstalled_window(self, cell: CellPlan, spec: WindowSpec, trial: int, concurrency: int) -> MeasuredWindow:
-        """One window whose chunks were read as they streamed (services/bench/stall.py): a window the
+        """One window whose chunks were read as they streamed (services/bench/executors/stall.py): a window the
         client read in bursts is kept in the trial's raw folder and measured again, up to
         STALL_ATTEMPTS windows; then the cell fails, naming why."""
         raw = layout.attempt_folder(layout.trial_folder(cell.cell_id, trial), self.attempt)

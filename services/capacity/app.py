@@ -17,16 +17,16 @@ from typing import Any
 from contracts.catalogue import CAPACITY
 from contracts.envelope import Event
 from contracts.events import CapacitySelected, CapacityUnavailable, CorpusCompleted
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from services.runtime.campaign import load_campaign
-from services.runtime.consumer import Route, StepContext
+from services.runtime.delivery.consumer import Route, StepContext
 from services.shared.capacity.check import check_node
 from services.shared.capacity.snapshot import write_snapshot
 from services.shared.scheduler.runner import CommandRunner, SubprocessRunner
 
 NAME = CAPACITY
 STEP = "capacity"
-# What completes the step (services/runtime/adopt.py): recorded in the bundle, re-emitted instead of re-run.
+# What completes the step (services/runtime/delivery/adopt.py): recorded in the bundle, re-emitted instead of re-run.
 DONE_BY = (CapacitySelected.SCHEMA, CapacityUnavailable.SCHEMA)
 
 

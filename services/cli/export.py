@@ -13,9 +13,9 @@ from contracts.catalogue import CATALOGUE, deadletter_stream
 from contracts.deadletter import DeadLetter
 from contracts.events import ALL_EVENTS
 from services.runtime import apps
-from services.runtime.broker import make_broker
-from services.runtime.bundle import BundleStore
-from services.runtime.service import bootstrap
+from services.runtime.delivery.broker import make_broker
+from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery.service import bootstrap
 from services.runtime.settings import RuntimeSettings
 
 

@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # After parsing: --help and a usage error log nothing, so they skip structlog's import; so do
     # the commands that only read the streams (reads_only), which never log through it.
-    from services.runtime import logs
+    from services.runtime.health import logs
 
     if getattr(args, "reads_only", False):
         _without_metrics_sdk()

@@ -30,7 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def run_next(args: argparse.Namespace) -> int:
     from services.app.next_run import write_next
-    from services.runtime.bundle import BundleStore
+    from services.runtime.bundle.bundle import BundleStore
     from services.runtime.settings import RuntimeSettings
 
     found = write_next(BundleStore(RuntimeSettings().bundle_root), args.run_id, args.out)

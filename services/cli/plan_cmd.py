@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 def run_plan(args: argparse.Namespace) -> int:
     from services.app import plans
-    from services.runtime.bundle import BundleStore
+    from services.runtime.bundle.bundle import BundleStore
     from services.runtime.settings import RuntimeSettings
 
     shown = plans.show_plan(BundleStore(RuntimeSettings().bundle_root), args.step, args.run_id)

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from services.publisher.publish import Publication
-    from services.runtime.bundle import BundleStore
+    from services.publisher.publish.publish import Publication
+    from services.runtime.bundle.bundle import BundleStore
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -65,7 +65,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def _bundle() -> BundleStore:
-    from services.runtime.bundle import BundleStore
+    from services.runtime.bundle.bundle import BundleStore
     from services.runtime.settings import RuntimeSettings
 
     return BundleStore(RuntimeSettings().bundle_root)
@@ -97,7 +97,7 @@ def run_publish(args: argparse.Namespace) -> int:
     import asyncio
 
     from services.app import report
-    from services.publisher.outbox import DraftOverride
+    from services.publisher.publish.outbox import DraftOverride
     from services.runtime.settings import RuntimeSettings
 
     override = DraftOverride(reason=args.publish_draft) if args.publish_draft else None

@@ -27,13 +27,13 @@ from contracts.envelope import Event
 from contracts.events import CorpusCompleted
 from services.corpus.build import build_corpus
 from services.corpus.errors import CorpusSkipped
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from services.runtime.campaign import load_campaign
-from services.runtime.consumer import Route, StepContext
+from services.runtime.delivery.consumer import Route, StepContext
 from services.runtime.target import tokenizer_folder
 
 NAME = CORPUS
-# What completes the step (services/runtime/adopt.py): recorded in the bundle, re-emitted instead of re-run.
+# What completes the step (services/runtime/delivery/adopt.py): recorded in the bundle, re-emitted instead of re-run.
 DONE_BY = (CorpusCompleted.SCHEMA,)
 
 

@@ -39,11 +39,11 @@ from contracts.envelope import Event
 from contracts.events import BenchCompleted, GateDecided
 from services.gate import decide, load_trials, split_by_role
 from services.gate.results import load_rejected
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from services.runtime.campaign import load_campaign
-from services.runtime.consumer import Route, StepContext
+from services.runtime.delivery.consumer import Route, StepContext
 from services.runtime.errors import StepFailed
-from services.runtime.upstream import latest
+from services.runtime.delivery.upstream import latest
 from services.shared.results import rejected_files, result_files
 
 NAME = GATE

@@ -4,7 +4,7 @@ The journal has a consumer group of its own over every stream (the catalogue),
 so it sees each event once whatever the other services do. It is idempotent on
 event_id: a redelivered event is not appended twice. After each reconcile pass (on
 start, and once a detected Redis reset has settled) it names the events Redis lost
-before it read them in the run's manifest (services/runtime/gaps.py).
+before it read them in the run's manifest (services/runtime/bundle/gaps.py).
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from typing import Any
 
 from contracts.catalogue import CATALOGUE, JOURNAL
 from contracts.envelope import Event
-from services.runtime.bundle import BundleStore
-from services.runtime.consumer import Route, StepContext
-from services.runtime.gaps import note_gaps
-from services.runtime.reconcile import settle_period_s
-from services.runtime.service import Service
+from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery.consumer import Route, StepContext
+from services.runtime.bundle.gaps import note_gaps
+from services.runtime.delivery.reconcile import settle_period_s
+from services.runtime.delivery.service import Service
 
 NAME = JOURNAL
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from services.app.context import Session, connect
 from services.mcp.auth import Guard
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from services.runtime.settings import RuntimeSettings
 
 

@@ -16,7 +16,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 
 from contracts import layout
-from services.runtime.bundle import ArtifactMissing, BundleError, BundleStore
+from services.runtime.bundle.bundle import ArtifactMissing, BundleError, BundleStore
 
 # suffix -> MIME type; text is served as text, the rest as bytes. Longest suffix first where one ends another.
 _TYPES = {

@@ -38,8 +38,8 @@ from services.app.validate import Validation, validate
 from services.app.verbs import VerbResult
 from services.mcp.deps import Deps
 from services.mcp.models import PlanShown
-from services.publisher.outbox import DraftOverride
-from services.publisher.publish import Publication
+from services.publisher.publish.outbox import DraftOverride
+from services.publisher.publish.publish import Publication
 from services.runtime.errors import ConfigurationError, SpecdecError, invalid_input
 
 ArgsArg = Annotated[list[str] | None, Field(

@@ -22,13 +22,13 @@ from contracts.suffix import SuffixPrediction
 from services.profiler.errors import TooManyRejected
 from services.profiler.profile import profile_shapes, profile_traffic
 from services.profiler.suffix_prediction import predict, suffix_cells
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from services.runtime.campaign import load_campaign
-from services.runtime.consumer import Route, StepContext
+from services.runtime.delivery.consumer import Route, StepContext
 from services.runtime.target import tokenizer_folder
 
 NAME = PROFILER
-# What completes the step (services/runtime/adopt.py): recorded in the bundle, re-emitted instead of re-run.
+# What completes the step (services/runtime/delivery/adopt.py): recorded in the bundle, re-emitted instead of re-run.
 DONE_BY = (ProfileCompleted.SCHEMA,)
 
 

@@ -11,7 +11,7 @@ recorded dry run of the same report (publish_review.py). The service (app.py),
 tool share them.
 """
 
-from services.publisher.aggregate import read_campaign
+from services.publisher.report.aggregate import read_campaign
 from services.publisher.errors import (
     PublishConflict,
     PublishCredentialsError,
@@ -23,10 +23,10 @@ from services.publisher.errors import (
     ReportConflict,
     ReportInputError,
 )
-from services.publisher.outbox import DraftOverride
+from services.publisher.publish.outbox import DraftOverride
 from services.publisher.pipeline import render_run
-from services.publisher.publish import Publication, publish_report, publish_run
-from services.publisher.render import render_report
+from services.publisher.publish.publish import Publication, publish_report, publish_run
+from services.publisher.report.render import render_report
 
 __all__ = [
     "DraftOverride",

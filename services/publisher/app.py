@@ -11,7 +11,7 @@
   `publish/<key>/publication.json`).
 
 The campaign's acknowledgement and an external target (`s3://`, `https://`,
-`http://`; services/publisher/publish_review.py): the service always makes the dry run
+`http://`; services/publisher/publish/publish_review.py): the service always makes the dry run
 first and records it (`publish/dry-run/<digest>.json`); it goes live from that
 dry run only when the campaign's `review.pre_approve` lists `publish` (which needs
 the acknowledgement) and the report is final. The acknowledgement alone leaves
@@ -39,17 +39,17 @@ from contracts.envelope import Event
 from contracts.events import ReportPublished, ReportRendered
 from services.publisher.errors import PublishFailed
 from services.publisher.pipeline import render_run
-from services.publisher.publish import Acknowledger, publish_run
-from services.runtime.bundle import BundleStore
+from services.publisher.publish.publish import Acknowledger, publish_run
+from services.runtime.bundle.bundle import BundleStore
 from services.runtime.campaign import load_campaign
-from services.runtime.consumer import Route, StepContext
+from services.runtime.delivery.consumer import Route, StepContext
 from services.runtime.errors import StepFailed
 from services.runtime.settings import RuntimeSettings
 
 NAME = PUBLISHER
 
 
-# What completes each step (services/runtime/adopt.py): recorded in the bundle per triggering
+# What completes each step (services/runtime/delivery/adopt.py): recorded in the bundle per triggering
 # event, re-emitted instead of re-run; a new request is a new event and runs again.
 RENDERED = ("report.rendered",)
 PUBLISHED = ("report.published",)

@@ -20,13 +20,13 @@ from typing import Any
 from contracts import layout
 from contracts.envelope import ArtifactRef
 from contracts.report import ReportSummary
-from services.publisher.aggregate import read_campaign
+from services.publisher.report.aggregate import read_campaign
 from services.publisher.errors import ReportConflict
-from services.publisher.predict import report_figures
-from services.publisher.render import RenderedReport, render_report
-from services.publisher.schedule_plan import schedule_figures
-from services.runtime.bundle import ArtifactMissing, BundleStore
-from services.runtime.bundle_records import canonical_json
+from services.publisher.prediction.predict import report_figures
+from services.publisher.report.render import RenderedReport, render_report
+from services.publisher.prediction.schedule_plan import schedule_figures
+from services.runtime.bundle.bundle import ArtifactMissing, BundleStore
+from services.runtime.bundle.bundle_records import canonical_json
 
 
 def report_name(relpath: str) -> str:

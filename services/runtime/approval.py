@@ -19,7 +19,7 @@ from collections.abc import Callable
 from contracts.campaign import Campaign
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import RunApproved
-from services.runtime.bundle import ArtifactMissing, BundleStore, InvalidPath
+from services.runtime.bundle.bundle import ArtifactMissing, BundleStore, InvalidPath
 
 
 def pre_approved(campaign: Campaign, step: str) -> bool:

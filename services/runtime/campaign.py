@@ -11,7 +11,7 @@ from pydantic import ValidationError
 
 from contracts import layout
 from contracts.campaign import Campaign
-from services.runtime.bundle import ArtifactMissing, BundleError, BundleStore
+from services.runtime.bundle.bundle import ArtifactMissing, BundleError, BundleStore
 from services.runtime.errors import CampaignUnusable
 
 

@@ -1,6 +1,6 @@
 """The error boundary of a step (DESIGN.md, "Delivery semantics").
 
-Two kinds of failure reach the consumer (services/runtime/consumer.py):
+Two kinds of failure reach the consumer (services/runtime/delivery/consumer.py):
 
 - **permanent**: `StepFailed` and every class below it, and every other
   `SpecdecError` that is not `transient` (an invalid argv template, a corrupt

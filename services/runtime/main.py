@@ -9,12 +9,13 @@ from typing import Any
 
 from redis import exceptions as redis_errors
 
-from services.runtime import apps, logs, procs
-from services.runtime.bundle import BundleStore
-from services.runtime.catchup import CatchUp
-from services.runtime.ledger import RedisLedger
-from services.runtime.reconcile import Reconciler, settle_period_s
-from services.runtime.service import Service, bootstrap, serve
+from services.runtime import apps, procs
+from services.runtime.health import logs
+from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery.catchup import CatchUp
+from services.runtime.delivery.ledger import RedisLedger
+from services.runtime.delivery.reconcile import Reconciler, settle_period_s
+from services.runtime.delivery.service import Service, bootstrap, serve
 from services.runtime.environment import startup_problem
 from services.runtime.settings import RuntimeSettings
 
@@ -62,7 +63,7 @@ async def run(name: str, settings: RuntimeSettings) -> None:
     deployment = procs.deployment_id(settings.redis_url, settings.stream_prefix)
     procs.label_deployment(deployment)  # before any child starts: every child carries it
     catchup = CatchUp(service, resources["bundle"], log)  # type: ignore[arg-type]
-    # A service's own work after each pass (the journal names the events Redis lost, services/runtime/gaps.py).
+    # A service's own work after each pass (the journal names the events Redis lost, services/runtime/bundle/gaps.py).
     hook = getattr(module, "after_reconcile", None)
     hooks: set[asyncio.Task[Any]] = set()
 

@@ -34,9 +34,9 @@ from contracts.campaign import Campaign
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import RunApproved
 from services.runtime.approval import announced, approval_step_key, covers, pre_approved, stored_plan
-from services.runtime.bundle import BundleError, BundleStore
+from services.runtime.bundle.bundle import BundleError, BundleStore
 from services.runtime.campaign import load_campaign
-from services.runtime.consumer import Route, StepContext, StepKeyFn
+from services.runtime.delivery.consumer import Route, StepContext, StepKeyFn
 from services.runtime.errors import StepFailed
 
 P = TypeVar("P", bound=BaseModel)
@@ -71,7 +71,7 @@ class Reviewed(Generic[P]):
     announce: Announcer[P]  # the `<step>.planned` event for a stored plan
     execute: Executor[P]  # runs an approved (or pre-approved) plan
     skip: Skipper | None = None  # events that end the step without a plan, or None to plan
-    # The schemas that complete the step (services/runtime/adopt.py); a plan awaiting approval is not one.
+    # The schemas that complete the step (services/runtime/delivery/adopt.py); a plan awaiting approval is not one.
     outputs: tuple[str, ...] = ()
 
     def producer(self, ctx: StepContext) -> str:

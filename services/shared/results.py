@@ -19,7 +19,7 @@ from pathlib import Path
 from contracts import layout
 from contracts.speculation import speculation_problems
 from contracts.trials import Trial
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 
 
 def result_files(bundle: BundleStore, run_id: str) -> list[Path]:

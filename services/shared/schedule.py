@@ -1,7 +1,7 @@
 """The k that maximises predicted speedup at each measured concurrency, written as vLLM's
 `num_speculative_tokens_per_batch_size` schedule (contracts/schedule.py). Pure: numbers in, numbers out.
 
-The model is the report's prediction with the draft's cost (services/publisher/predict.py), evaluated at
+The model is the report's prediction with the draft's cost (services/publisher/prediction/predict.py), evaluated at
 every k from 0 up to the k the candidate was measured with:
 
     S_l(j) = L_l(j) / (1 + j * c_l),   L_l(j) = 1 + a_1 + ... + a_j,   S_l(0) = 1

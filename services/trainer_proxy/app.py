@@ -26,8 +26,8 @@ from contracts.campaign import Campaign
 from contracts.catalogue import TRAINER
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import CapacitySelected, TrainingCompleted, TrainingPlanned, TrainingRequested
-from services.runtime.bundle import BundleStore
-from services.runtime.consumer import Route, StepContext
+from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery.consumer import Route, StepContext
 from services.runtime.review import Reviewed, per_event
 from services.shared.capacity.recheck import RecheckFn
 from services.shared.capacity.recheck import recheck as capacity_recheck

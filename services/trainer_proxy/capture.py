@@ -22,7 +22,7 @@ from pydantic import Field
 from contracts import layout
 from contracts.envelope import ArtifactRef, RunId, Sha256, Strict
 from contracts.training import OutputFile, OutputManifest
-from services.runtime.bundle import ArtifactMissing, BundleStore, InvalidPath, hash_file
+from services.runtime.bundle.bundle import ArtifactMissing, BundleStore, InvalidPath, hash_file
 from services.trainer_proxy.errors import ExecutionUnsupported
 from services.trainer_proxy.launch import LocalLaunch, SlurmLaunch
 from services.trainer_proxy.loss import LossSummary

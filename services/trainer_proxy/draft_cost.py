@@ -30,7 +30,7 @@ from typing import Any
 
 from contracts import layout
 from contracts.training import DraftCost
-from services.runtime.bundle import ArtifactMissing, BundleStore
+from services.runtime.bundle.bundle import ArtifactMissing, BundleStore
 from services.trainer_proxy.inputs import prompt_messages
 from services.trainer_proxy.probes import FALLBACK_PROMPT, prompt_text
 

@@ -38,8 +38,8 @@ from contracts.campaign import Campaign
 from contracts.catalogue import TRAINER as SERVICE
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import TrainingCompleted, TrainingStarted
-from services.runtime.bundle import ArtifactMissing, BundleStore
-from services.runtime.consumer import StepContext
+from services.runtime.bundle.bundle import ArtifactMissing, BundleStore
+from services.runtime.delivery.consumer import StepContext
 from services.runtime.errors import StepFailed
 from services.shared.capacity.recheck import RecheckFailed, RecheckFn
 from services.shared.scheduler.errors import SchedulerError

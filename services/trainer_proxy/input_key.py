@@ -18,7 +18,7 @@ import hashlib
 from contracts.argv import ArgvTemplate
 from contracts.campaign import Campaign
 from contracts.training import KEY_VERSION, FileDigest, InputKey, TreeDigest
-from services.runtime.bundle_records import canonical_json
+from services.runtime.bundle.bundle_records import canonical_json
 
 # Placeholders whose value differs from run to run without changing what is trained:
 # where the run's files lie, its ID and its node. They enter the key as their role.

@@ -3,7 +3,7 @@
 `plan_training` reads what the upstream steps produced — from the trigger
 event where it carries it (`capacity.selected`: the node and the corpus), a
 request's named inputs, or else the run's bundle and journal
-(services/runtime/upstream.py) — and stores the splits and the plan,
+(services/runtime/delivery/upstream.py) — and stores the splits and the plan,
 write-once and hashed. `skipped` records a campaign that needs no draft.
 Nothing here starts a process.
 
@@ -30,10 +30,10 @@ from contracts.envelope import ArtifactRef, Event
 from contracts.events import CapacitySelected, TrainingCompleted, TrainingRequested
 from contracts.inputs import CORPUS
 from contracts.profile import Profile
-from services.runtime.bundle import ArtifactConflict, ArtifactMissing, BundleError, BundleStore
-from services.runtime.bundle_paths import InvalidPath, parse_uri
+from services.runtime.bundle.bundle import ArtifactConflict, ArtifactMissing, BundleError, BundleStore
+from services.runtime.bundle.bundle_paths import InvalidPath, parse_uri
 from services.runtime.errors import StepFailed
-from services.runtime.upstream import latest
+from services.runtime.delivery.upstream import latest
 from services.trainer_proxy import reuse
 from services.trainer_proxy.errors import PlanError
 from services.trainer_proxy.inputs import load_cells, skip_reason, split_corpus

@@ -32,7 +32,7 @@ from pydantic import Field
 
 from contracts import layout
 from contracts.envelope import ArtifactRef, RunId, Strict
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from services.trainer_proxy import speculators_format
 from services.trainer_proxy.errors import ExecutorError
 from services.trainer_proxy.local import run_process

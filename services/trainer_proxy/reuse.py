@@ -32,7 +32,7 @@ from contracts import layout
 from contracts.campaign import Campaign
 from contracts.envelope import ArtifactRef, RunId, Sha256, Strict
 from contracts.training import FileDigest, InputKey, KeyRecord, OutputManifest, ReusedDraft, TreeDigest
-from services.runtime.bundle import ArtifactMissing, BundleError, BundleStore, hash_file
+from services.runtime.bundle.bundle import ArtifactMissing, BundleError, BundleStore, hash_file
 from services.trainer_proxy.capture import hash_outputs
 from services.trainer_proxy.errors import TrainingStopped
 from services.trainer_proxy.input_key import input_key, literal_tokens, tree_sha256

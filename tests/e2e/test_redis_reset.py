@@ -5,7 +5,7 @@ A test-owned Redis is killed and started again with its folder wiped (nothing on
 bench, and right after bench.completed. Nothing is done by hand in between:
 
 - the run completes on its own (groups come back, each service takes up the runs waiting on
-  it from the bundle, services/runtime/catchup.py);
+  it from the bundle, services/runtime/delivery/catchup.py);
 - no step runs twice: each step's event once in the journal, the trainer started once, the
   bench executed once (one attempt, so each server launched once);
 - every event the new streams hold is in the bundle's events.jsonl;

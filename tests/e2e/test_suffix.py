@@ -4,7 +4,7 @@
 
 - vLLM's spec-decode counters show drafts of variable length (fewer draft tokens than k per draft, never
   more), which the counter rule (contracts/speculation.py) accepts for suffix;
-- the read-back (services/bench/engine_config.py) finds method suffix and k 3 on the engine's config line
+- the read-back (services/bench/executors/engine_config.py) finds method suffix and k 3 on the engine's config line
   and the suffix keys in what the API server received, each checked (not unverifiable).
 
 Needs arctic-inference in this interpreter (make setup builds it). Measured figures: docs/bench-runner.md,
@@ -22,10 +22,10 @@ import yaml
 
 from contracts.campaign import Campaign
 from contracts.speculation import speculation_problems
-from services.bench.engine_config import Declared, compare, effective_config, fetch_models, read_log
-from services.bench.executor import launch, wait_ready
+from services.bench.executors.engine_config import Declared, compare, effective_config, fetch_models, read_log
+from services.bench.executors.executor import launch, wait_ready
 from services.bench.metrics import spec_decode_delta
-from services.bench.serving import serve_argv
+from services.bench.executors.serving import serve_argv
 from services.shared import suffix_package
 from tests.support.campaigns import without_trainer
 

@@ -21,8 +21,8 @@ import pytest
 import redis.asyncio as aioredis
 import yaml
 
-from services.runtime.consumer import Route, StepContext
-from services.runtime.service import bootstrap
+from services.runtime.delivery.consumer import Route, StepContext
+from services.runtime.delivery.service import bootstrap
 from services.runtime.settings import RuntimeSettings
 from tests.integration.test_health import endpoint, eventually, requested, sample
 

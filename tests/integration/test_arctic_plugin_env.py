@@ -12,8 +12,8 @@ from pathlib import Path
 
 import yaml
 
-from services.bench import slurm_job
-from services.bench.executor import launch
+from services.bench.executors import slurm_job
+from services.bench.executors.executor import launch
 from tests.unit.bench.test_bench_kubernetes import TEMPLATE, plan_of
 
 SHOW = "import os, sys; print('plugin env:', os.environ.get('ARCTIC_INFERENCE_ENABLED'), flush=True)"

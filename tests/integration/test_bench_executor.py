@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from services.bench.errors import ServerDied, ServerNotReady
-from services.bench.executor import launch, wait_ready
+from services.bench.executors.executor import launch, wait_ready
 from services.runtime.procs import labelled_processes
 
 HEALTHY = [sys.executable, "-c", """
@@ -59,7 +59,7 @@ for name in ('VLLM_CPU_KVCACHE_SPACE', 'VLLM_ENABLE_V1_MULTIPROCESSING'):
 
 
 def test_the_engine_defaults_follow_the_vllm_build():
-    from services.bench.executor import engine_env_defaults
+    from services.bench.executors.executor import engine_env_defaults
 
     assert engine_env_defaults(cpu_build=True) == {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
     assert engine_env_defaults(cpu_build=False) == {"VLLM_CPU_KVCACHE_SPACE": "1"}
@@ -68,7 +68,7 @@ def test_the_engine_defaults_follow_the_vllm_build():
 def test_a_server_gets_specdecs_engine_defaults_the_operators_environment_wins_and_the_record_says_which(tmp_path):
     import os
 
-    from services.bench.executor import LocalServed, _cpu_build
+    from services.bench.executors.executor import LocalServed, _cpu_build
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
     server = launch(PRINT_ENV, run_id="toy-exec-run", log_path=tmp_path / "a.log", env=env)

@@ -10,8 +10,8 @@ import orjson
 
 from contracts.campaign import Campaign
 from contracts.events import BenchRequested
-from services.bench import rounds
-from services.runtime.bundle import BundleStore
+from services.bench.planning import rounds
+from services.runtime.bundle.bundle import BundleStore
 from tests.integration.test_bench_service import FAKE, bench_runner, campaign
 from tests.support.services import wait_events
 

@@ -16,9 +16,9 @@ import yaml
 from contracts.campaign import Campaign
 from contracts.events import BenchRequested, RunApproved
 from services.bench import app
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from services.runtime.procs import labelled_processes
-from services.runtime.service import bootstrap
+from services.runtime.delivery.service import bootstrap
 from tests.support.services import wait_events
 
 ROOT = Path(__file__).resolve().parents[2]

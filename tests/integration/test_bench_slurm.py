@@ -17,12 +17,12 @@ import yaml
 from contracts.campaign import Campaign, Matrix
 from contracts.events import BenchRequested, BenchTrialCompleted
 from services.bench import app
-from services.bench.plan import build_plan
-from services.bench.prompts import ChatTurn, Prompt
+from services.bench.planning.plan import build_plan
+from services.bench.loadgen.prompts import ChatTurn, Prompt
 from services.bench.run import BenchRun
-from services.bench.slurm import SlurmExecutor
-from services.runtime.bundle import BundleStore
-from services.runtime.service import bootstrap
+from services.bench.executors.slurm import SlurmExecutor
+from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery.service import bootstrap
 from tests.support.services import wait_events
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""The measurement process (services/bench/window.py): one window driven from a
+"""The measurement process (services/bench/loadgen/window.py): one window driven from a
 child process against the stand-in server, its record read back whole."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ import sys
 import pytest
 
 from services.bench.errors import WindowProcessFailed
-from services.bench.executor import launch, wait_ready
-from services.bench.loadgen import WindowSpec
-from services.bench.prompts import ChatTurn, Prompt
-from services.bench.window import run_window_process
+from services.bench.executors.executor import launch, wait_ready
+from services.bench.loadgen.loadgen import WindowSpec
+from services.bench.loadgen.prompts import ChatTurn, Prompt
+from services.bench.loadgen.window import run_window_process
 
 RUN = "toy-window-run"
 SERVER = [sys.executable, "-m", "tests.support.fake_vllm", "--port", "{port}",
@@ -46,6 +46,6 @@ async def test_a_window_that_cannot_run_says_why():
 
 
 def test_an_unreadable_request_exits_2_with_the_reason():
-    proc = subprocess.run([sys.executable, "-m", "services.bench.window"], input=b"not json", capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "services.bench.loadgen.window"], input=b"not json", capture_output=True,
                           timeout=60)
     assert proc.returncode == 2 and b"unreadable request on stdin" in proc.stderr and proc.stdout == b""

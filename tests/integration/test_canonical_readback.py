@@ -20,7 +20,7 @@ import yaml
 
 from contracts.events import BenchRequested
 from services.app.submit import prepare_campaign, store_campaign
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from services.shared import vllm_cli
 from tests.integration.test_bench_service import bench_runner
 from tests.integration.test_canonical_bench import tiny_target

@@ -18,9 +18,9 @@ import yaml
 from contracts.campaign import Campaign
 from contracts.events import CapacityRequested, CorpusCompleted
 from services.capacity import app
-from services.runtime.broker import decode_entry
-from services.runtime.bundle import BundleStore
-from services.runtime.service import Service, bootstrap
+from services.runtime.delivery.broker import decode_entry
+from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery.service import Service, bootstrap
 from services.runtime.settings import RuntimeSettings
 from services.shared.capacity.model import CapacitySnapshot
 

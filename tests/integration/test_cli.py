@@ -27,8 +27,8 @@ from contracts.campaign import Campaign, Matrix
 from contracts.deadletter import DeadLetter
 from contracts.events import FAILED, REQUESTED, TrainingPlanned
 from services.cli.main import main
-from services.runtime.broker import decode_entry
-from services.runtime.bundle import BundleStore
+from services.runtime.delivery.broker import decode_entry
+from services.runtime.bundle.bundle import BundleStore
 from services.runtime.settings import RuntimeSettings
 from tests.support.campaigns import without_trainer
 from tests.support.waiting import wait_for
@@ -291,7 +291,7 @@ def test_approve_requires_the_flag_a_pending_plan_and_approves_its_hash(cli, env
 
 
 def dead_letter(settings: RuntimeSettings, payload: bytes, stream: str) -> DeadLetter:
-    """A dead letter as the runtime writes one (services/runtime/consumer.py)."""
+    """A dead letter as the runtime writes one (services/runtime/delivery/consumer.py)."""
     from services.app.context import connect
 
     record = DeadLetter(kind="failed", reason="handler raised on delivery 3 of 3", error="RuntimeError: boom",
@@ -615,7 +615,7 @@ def test_submit_refuses_a_contradicting_label_in_a_matrix_file(cli, env, client,
 
 
 def test_submit_resolves_a_matrix_files_paths_like_inline_cells_and_stores_it_inline(cli, env, tmp_path, monkeypatch):
-    from services.bench.plan import build_plan
+    from services.bench.planning.plan import build_plan
 
     work = tmp_path / "work"
     (work / "drafts/d1").mkdir(parents=True)

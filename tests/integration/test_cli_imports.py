@@ -2,7 +2,7 @@
 
 `specdec status`, `watch` and `dlq list` run whole, in a fresh interpreter, on a
 real Redis holding one event that faststream wrote as a service writes it: none
-may load faststream (entries are read by services.runtime.wire), structlog (they
+may load faststream (entries are read by services.runtime.delivery.wire), structlog (they
 never log through it), the event models or the campaign schema under them, nor
 the OpenTelemetry metrics SDK (redis-py's optional metrics, off in specdec). Each
 of those costs ~0.2-0.9 s of CPU on the development machines, against a budget
@@ -50,9 +50,9 @@ def test_reading_commands_load_neither_the_broker_nor_the_event_models_nor_struc
     assert watch["code"] == 0 and "profile.requested" in watch["out"] and RUN in watch["out"], watch
     assert dlq["code"] == 0 and json.loads(dlq["out"]) == [], dlq
     modules = set(found["modules"])
-    assert "redis.asyncio" in modules and "services.runtime.wire" in modules  # the probe did read Redis
+    assert "redis.asyncio" in modules and "services.runtime.delivery.wire" in modules  # the probe did read Redis
     packages = {name.split(".")[0] for name in modules}
     assert packages & {"faststream", "structlog", "scipy", "numpy", "httpx"} == set()
-    assert modules & {"contracts.events", "contracts.campaign", "contracts.catalogue", "services.runtime.broker"} == set()
+    assert modules & {"contracts.events", "contracts.campaign", "contracts.catalogue", "services.runtime.delivery.broker"} == set()
     # redis-py's optional metrics, which would load the OpenTelemetry SDK vLLM installs (services/cli/main.py).
     assert not [name for name in modules if name.startswith("opentelemetry.sdk")]

@@ -16,7 +16,7 @@ import yaml
 from contracts.campaign import Campaign
 from contracts.events import RunApproved
 from services.cli.main import main
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = "plan-cli-run-1"

@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from contracts.events import ProfileRequested
-from services.runtime.broker import decode_entry
+from services.runtime.delivery.broker import decode_entry
 from tests.support.waiting import wait_for
 
 RUN = "toy-20261130-000000-abcdef"
@@ -70,7 +70,7 @@ def publish(client: redis.Redis, prefix: str, event) -> None:
 
     from faststream.redis.parser.binary import BinaryMessageFormatV1
 
-    from services.runtime.broker import event_headers
+    from services.runtime.delivery.broker import event_headers
 
     data = asyncio.run(
         BinaryMessageFormatV1.encode(message=event.to_json(), reply_to=None, headers=event_headers(event),
@@ -226,7 +226,7 @@ def test_acknowledged_publishes_survive_a_redis_sigkill(redis_server):
     """Every event whose publish returned is there after SIGKILL and restart (AOF, appendfsync always)."""
     import asyncio
 
-    from services.runtime.broker import Bus, make_broker
+    from services.runtime.delivery.broker import Bus, make_broker
     from services.runtime.settings import RuntimeSettings
 
     settings = RuntimeSettings(redis_url=redis_server.url, stream_prefix="durable")

@@ -24,7 +24,7 @@ import pytest
 from contracts.events import ProfileFailed, ProfileRequested
 from services.app.progress import RunStatus
 from services.cli import demo, up
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from services.runtime.settings import RuntimeSettings
 from tests.support.publishing import publish_event
 from tests.support.redis_server import RedisServer

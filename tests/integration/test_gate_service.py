@@ -14,7 +14,7 @@ from contracts import layout
 from contracts.campaign import Campaign, SpeculativeConfig
 from contracts.events import BenchCompleted, GateRequested
 from services.gate.simulate import identity, spec_counters, trial_result
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from tests.support.services import running, wait_events
 
 ROOT = Path(__file__).resolve().parents[2]

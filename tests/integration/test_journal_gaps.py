@@ -1,9 +1,9 @@
 """The journal after a reset: events.jsonl takes what the new streams hold, and the manifest names
-exactly the events Redis lost before the journal read them (services/runtime/gaps.py).
+exactly the events Redis lost before the journal read them (services/runtime/bundle/gaps.py).
 
 A real journal process (`python -m services.runtime.main journal`) on a test-owned Redis. The
 test causes a known loss: with the journal stopped, an operator's request and the profiler's
-step it triggered (recorded in the bundle, as services/runtime/adopt.py does) are published,
+step it triggered (recorded in the bundle, as services/runtime/delivery/adopt.py does) are published,
 then Redis restarts empty. What the loss was is known to the test, and to the bundle: the
 profiler's step record holds profile.completed whole and names its trigger, profile.requested.
 """
@@ -18,8 +18,8 @@ import uuid
 from pathlib import Path
 
 from contracts.events import ProfileCompleted, ProfileRequested
-from services.runtime.adopt import record_step, with_derived_ids
-from services.runtime.bundle import BundleStore
+from services.runtime.delivery.adopt import record_step, with_derived_ids
+from services.runtime.bundle.bundle import BundleStore
 from tests.support.publishing import publish_event
 from tests.support.redis_server import RedisServer
 from tests.support.waiting import wait_for

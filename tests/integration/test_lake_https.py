@@ -31,9 +31,9 @@ from contracts.events import ReportRendered
 from services.publisher.app import publish_for
 from services.publisher.errors import PublishCredentialsError, PublishFailed
 from services.publisher.pipeline import render_run
-from services.publisher.publish import publish_report
-from services.publisher.transport import RetryPolicy
-from services.runtime.bundle import BundleStore
+from services.publisher.publish.publish import publish_report
+from services.publisher.publish.transport import RetryPolicy
+from services.runtime.bundle.bundle import BundleStore
 from services.runtime.settings import RuntimeSettings
 from tests.support.http_server import LoopbackServer
 from tests.unit.publisher.synthetic import RUN, Spec, build, campaign

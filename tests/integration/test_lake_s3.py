@@ -28,10 +28,10 @@ from services.publisher.errors import (
     PublishRefused,
     PublishTargetError,
 )
-from services.publisher.publish import publish_report
+from services.publisher.publish.publish import publish_report
 from services.publisher.pipeline import render_run
-from services.publisher.transport import RetryPolicy
-from services.runtime.bundle import BundleStore
+from services.publisher.publish.transport import RetryPolicy
+from services.runtime.bundle.bundle import BundleStore
 from services.runtime.settings import RuntimeSettings
 from tests.unit.publisher.synthetic import RUN, Spec, build
 
@@ -212,7 +212,7 @@ async def test_a_missing_bucket_and_a_silent_endpoint_fail_before_any_upload(bun
 
 
 def test_s3_targets_are_checked():
-    from services.publisher.publish import parse_target
+    from services.publisher.publish.publish import parse_target
 
     assert parse_target("s3://lake/a/b/").prefix == "a/b" and parse_target("s3://lake").prefix == ""
     assert parse_target("s3://lake").key(RUN, "manifest.json") == f"{RUN}/manifest.json"

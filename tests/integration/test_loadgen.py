@@ -15,9 +15,9 @@ from collections.abc import AsyncIterator
 import orjson
 import pytest
 
-from services.bench.loadgen import LoadGenerator, WindowSpec
+from services.bench.loadgen.loadgen import LoadGenerator, WindowSpec
 from services.bench.metrics import spec_decode_delta
-from services.bench.prompts import ChatTurn, Prompt
+from services.bench.loadgen.prompts import ChatTurn, Prompt
 from services.bench.results import build_result
 
 TOKENS_PER_CHUNK = 3
@@ -238,7 +238,7 @@ async def test_two_client_processes_make_one_window_on_one_clock(server: SSEServ
     import time
 
     prompts = [prompt(i, fail=i == 5) for i in range(12)]
-    from services.bench.loadgen_procs import drive_window
+    from services.bench.loadgen.loadgen_procs import drive_window
 
     spec = WindowSpec(base_url=server.base_url, model="toy", max_concurrency=4, warmup_requests=3, client_processes=2)
     with pytest.raises(ValueError, match="drive_window"):

@@ -9,7 +9,7 @@ import sys
 
 from contracts.campaign import Campaign
 from contracts.events import BenchRequested
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from tests.integration.test_bench_service import FAKE, bench_runner, campaign
 from tests.support.services import wait_events
 

@@ -229,7 +229,7 @@ async def _workflow(settings: RuntimeSettings, env: dict[str, str], toy_target: 
             pub = await _call(client, "publish_to_lake", run_id=run_id, target=target,
                               i_understand_this_publishes_externally=True)
             assert not pub["dry_run"] and pub["external"] and pub["acknowledged_by"] == "mcp"
-            # Keys PREFIX/<run_id>/<name> (services/publisher/publish.py); every byte as the publication hashed it.
+            # Keys PREFIX/<run_id>/<name> (services/publisher/publish/publish.py); every byte as the publication hashed it.
             objects = {key: hashlib.sha256(data).hexdigest() for key, data in _objects(lake).items()}
             sent = {f"reports/{run_id}/{item['name']}": item["ref"]["sha256"] for item in [*pub["files"], *pub["evidence"]]}
             assert len(sent) == len(pub["files"]) + len(pub["evidence"]) and pub["files"] and pub["evidence"], pub

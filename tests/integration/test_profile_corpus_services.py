@@ -11,7 +11,7 @@ import yaml
 from contracts.campaign import Campaign
 from contracts.events import CampaignSubmitted
 from services.app.submit import absolutize
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from tests.support.services import running, wait_events
 
 ROOT = Path(__file__).resolve().parents[2]

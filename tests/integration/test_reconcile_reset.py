@@ -18,12 +18,12 @@ import redis.asyncio as aioredis
 import structlog
 
 from contracts.events import ProfileRequested
-from services.runtime.consumer import Route, StepContext
-from services.runtime.ledger import RedisLedger
+from services.runtime.delivery.consumer import Route, StepContext
+from services.runtime.delivery.ledger import RedisLedger
 from services.runtime.main import reconciler_for
 from services.runtime.procs import DEPLOYMENT_ENV, deployment_id, kill_group, labelled_processes, spawn
-from services.runtime.reconcile import Reconciler, settle_period_s
-from services.runtime.service import bootstrap
+from services.runtime.delivery.reconcile import Reconciler, settle_period_s
+from services.runtime.delivery.service import bootstrap
 from services.runtime.settings import RuntimeSettings
 from tests.integration.test_procs import alive, wait_dead
 

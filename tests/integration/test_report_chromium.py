@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from services.publisher.pipeline import render_run
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from tests.unit.publisher.synthetic import RUN, Spec, build
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,6 +1,6 @@
 """`specdec resume RUN_ID` on a run whose trigger Redis lost while the services that would take it up are stopped.
 
-The profiler recorded its step (services/runtime/adopt.py) and stopped; the journal never saw
+The profiler recorded its step (services/runtime/delivery/adopt.py) and stopped; the journal never saw
 profile.completed; Redis then restarted empty (a test-owned server, wiped), and neither the
 profiler nor the corpus runs. `specdec resume` derives the next step (corpus) from the bundle and
 publishes its trigger again as recorded, same event ID; a second resume publishes the same event.
@@ -20,9 +20,9 @@ import orjson
 import redis
 
 from contracts.events import ProfileCompleted, ProfileRequested
-from services.runtime.adopt import record_step, with_derived_ids
-from services.runtime.broker import decode_entry
-from services.runtime.bundle import BundleStore
+from services.runtime.delivery.adopt import record_step, with_derived_ids
+from services.runtime.delivery.broker import decode_entry
+from services.runtime.bundle.bundle import BundleStore
 from tests.support.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -104,7 +104,7 @@ def test_step_running_across_a_redis_restart_runs_once(redis_server, worker, wor
 async def test_renew_keeps_or_takes_back_a_free_lease_and_never_one_that_is_taken_or_done(redis_url, prefix, ledger_kind):
     import redis.asyncio as aioredis
 
-    from services.runtime.ledger import MemoryLedger, RedisLedger, StepKey
+    from services.runtime.delivery.ledger import MemoryLedger, RedisLedger, StepKey
 
     client = aioredis.Redis.from_url(redis_url)
     ledger = RedisLedger(client, prefix) if ledger_kind == "redis" else MemoryLedger()
@@ -128,7 +128,7 @@ async def test_finish_then_begin_finishes_first_and_can_be_repeated(redis_url, p
     acked, and a retry of the whole call after a dropped connection still answers 'begun'."""
     import redis.asyncio as aioredis
 
-    from services.runtime.ledger import AckRef, Finish, MemoryLedger, RedisLedger, StepKey
+    from services.runtime.delivery.ledger import AckRef, Finish, MemoryLedger, RedisLedger, StepKey
 
     client = aioredis.Redis.from_url(redis_url)
     ledger = RedisLedger(client, prefix) if ledger_kind == "redis" else MemoryLedger()

@@ -21,9 +21,9 @@ from contracts import layout
 from contracts.campaign import Campaign
 from contracts.events import BenchRequested
 from services.app.rounds_status import rounds_cost
-from services.bench import rounds
+from services.bench.planning import rounds
 from services.gate import decide, load_trials, split_by_role
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from tests.integration.test_bench_service import FAKE, bench_runner, campaign
 from tests.support.services import running, wait_events
 

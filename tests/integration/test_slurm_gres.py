@@ -31,9 +31,9 @@ from contracts.campaign import Campaign, CapacitySpec
 from contracts.events import BenchRequested, CapacityRequested, CapacitySelected
 from services.bench import app as bench_app
 from services.capacity import app as capacity_app
-from services.runtime.broker import decode_entry
-from services.runtime.bundle import BundleStore
-from services.runtime.service import bootstrap
+from services.runtime.delivery.broker import decode_entry
+from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery.service import bootstrap
 from services.runtime.settings import RuntimeSettings
 from services.trainer_proxy import app as trainer_app
 

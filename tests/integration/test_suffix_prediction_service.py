@@ -16,7 +16,7 @@ from contracts import layout
 from contracts.campaign import Campaign
 from contracts.suffix import SuffixPrediction
 from services.app.submit import absolutize
-from services.runtime.bundle import ArtifactMissing, BundleStore
+from services.runtime.bundle.bundle import ArtifactMissing, BundleStore
 from tests.integration.test_profile_corpus_services import submit
 from tests.support.campaigns import without_trainer
 from tests.support.services import running, wait_events

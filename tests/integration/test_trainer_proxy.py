@@ -21,9 +21,9 @@ import redis.asyncio as aioredis
 
 from contracts.envelope import ArtifactRef
 from contracts.events import CapacitySelected, RunApproved, TrainingRequested
-from services.runtime.broker import decode_entry
-from services.runtime.bundle import BundleStore
-from services.runtime.service import Service, bootstrap
+from services.runtime.delivery.broker import decode_entry
+from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery.service import Service, bootstrap
 from services.runtime.settings import RuntimeSettings
 from services.shared.capacity.recheck import Recheck
 from services.trainer_proxy import app

@@ -31,7 +31,7 @@ Goal: each command <= 0.5 s on the 2-core development machine.
 Measured there (21 runs, medians; python -c pass 0.036 s): before the lazy
 imports help 2.65 s, status 3.07 s, watch 3.16 s, dlq list 3.20 s; after
 0.32 s, 1.04 s, 0.93 s, 0.91 s; then, on a quiet machine (load 0.6), with the
-reading commands loading neither faststream (services.runtime.wire reads the
+reading commands loading neither faststream (services.runtime.delivery.wire reads the
 entries), structlog, the event models (contracts.streams names the streams) nor
 redis-py's optional OpenTelemetry metrics SDK: help 0.30 s, status 0.44 s, watch
 0.46 s, dlq list 0.47 s (0.52 / 0.50 / 0.50 s before the SDK was skipped). What

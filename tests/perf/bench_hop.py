@@ -2,7 +2,7 @@
 
 Two processes, so publisher and service never share an event loop:
 - the service: `python -m tests.perf.bench_hop serve`, a real specdec service
-  (`services.runtime.service.bootstrap`, default runtime settings, info logs)
+  (`services.runtime.delivery.service.bootstrap`, default runtime settings, info logs)
   consuming `profile.requested` with a handler that only notes the time it was
   entered and returns no events. For every message it writes one line to
   stdout: `h <event_id> <handler entry ns> <handle done ns>`, "done" being after
@@ -88,9 +88,9 @@ def percentile(values: Sequence[float], q: float) -> float:
 async def _serve() -> None:
     import signal
 
-    from services.runtime import logs
-    from services.runtime.consumer import Route
-    from services.runtime.service import bootstrap
+    from services.runtime.health import logs
+    from services.runtime.delivery.consumer import Route
+    from services.runtime.delivery.service import bootstrap
     from services.runtime.settings import RuntimeSettings
 
     settings = RuntimeSettings()
@@ -343,7 +343,7 @@ async def _late_repeats(service: ServiceProcess, client: Any, stream: str, expec
 async def _measure(ctx: Any, prefix: str) -> dict[str, Any]:
     import redis.asyncio as aioredis
 
-    from services.runtime.broker import Bus, make_broker
+    from services.runtime.delivery.broker import Bus, make_broker
     from services.runtime.settings import RuntimeSettings
 
     service = ServiceProcess(ctx.redis_url, prefix, ctx.workdir)

@@ -12,9 +12,9 @@ Three processes, loopback only:
   core but the client's, and exits after SERVER_LIFETIME_S at the latest.
 - the clients, one after the other, each pinned to one core with
   `os.sched_setaffinity` as its first act (every thread and child process it
-  starts inherits it): `specdec-client` (services.bench.loadgen over
-  services.bench.http1) with 1 client process, the same with 2 client processes
-  (`client_processes=2`, services.bench.loadgen_procs: both on the same core
+  starts inherits it): `specdec-client` (services.bench.loadgen.loadgen over
+  services.bench.loadgen.http1) with 1 client process, the same with 2 client processes
+  (`client_processes=2`, services.bench.loadgen.loadgen_procs: both on the same core
   here, so the row shows the mode's cost, not a gain), and `vllm-client`
   (`vllm.benchmarks.serve` run as a library: `add_cli_args`, then `main`, with
   `--backend openai --dataset-name random --max-concurrency 256` and a local
@@ -197,9 +197,9 @@ def _cpu_s() -> float:
 
 def _specdec_client(args: argparse.Namespace) -> dict[str, Any]:
     os.sched_setaffinity(0, {args.core})
-    from services.bench.loadgen import WindowSpec
-    from services.bench.loadgen_procs import drive_window
-    from services.bench.prompts import ChatTurn, Prompt
+    from services.bench.loadgen.loadgen import WindowSpec
+    from services.bench.loadgen.loadgen_procs import drive_window
+    from services.bench.loadgen.prompts import ChatTurn, Prompt
     from services.bench.results import build_result
 
     prompts = [

@@ -3,9 +3,9 @@
     python -m tests.perf.engine_noise [--windows 10] [--concurrency 1] [--variant NAME ...] [--out FILE]
 
 Serves the embedded default (models/smollm2-135m-instruct, float32, eager; `make model`)
-exactly as the bench-runner's local executor does (`services.bench.executor.launch`, with
+exactly as the bench-runner's local executor does (`services.bench.executors.executor.launch`, with
 the engine in one process, a 1 GiB KV cache), and drives W identical windows through the
-bench-runner's own measurement process (`python -m services.bench.window`, pinned off core 0):
+bench-runner's own measurement process (`python -m services.bench.loadgen.window`, pinned off core 0):
 the first 20 chat prompts of the sample traffic, 32 output tokens, 4 warm-up requests, in the
 same order every time. No campaign, no other server, no specdec service runs beside it, so
 what varies between the windows is the machine and the engine alone.
@@ -42,10 +42,10 @@ from pathlib import Path
 
 import numpy as np
 
-from services.bench.executor import Server, launch, wait_ready
-from services.bench.loadgen import WindowSpec
-from services.bench.prompts import ChatTurn, Prompt
-from services.bench.window import MeasuredWindow, request_bytes
+from services.bench.executors.executor import Server, launch, wait_ready
+from services.bench.loadgen.loadgen import WindowSpec
+from services.bench.loadgen.prompts import ChatTurn, Prompt
+from services.bench.loadgen.window import MeasuredWindow, request_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / "models/smollm2-135m-instruct"
@@ -139,7 +139,7 @@ def median_tpot_ms(window: MeasuredWindow) -> float:
 def drive(port: int, concurrency: int, prompts: list[Prompt]) -> MeasuredWindow:
     spec = WindowSpec(base_url=f"http://127.0.0.1:{port}", endpoint="/v1/chat/completions", model=str(MODEL),
                       max_concurrency=concurrency, warmup_requests=4)
-    done = subprocess.run([sys.executable, "-m", "services.bench.window"], input=request_bytes(spec, prompts),
+    done = subprocess.run([sys.executable, "-m", "services.bench.loadgen.window"], input=request_bytes(spec, prompts),
                           capture_output=True, cwd=ROOT, check=False)
     if done.returncode != 0:
         raise SystemExit(f"the measurement process failed: {done.stderr.decode(errors='replace')[-1000:]}")

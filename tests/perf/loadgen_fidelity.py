@@ -26,7 +26,7 @@ same session, interleaved, FIDELITY_RUNS runs each.
   once, warms the server with one window neither tool counts, then alternates
   specdec, vLLM, specdec, vLLM, ... Each tool runs as its users run it: vLLM's
   client in that process (as `vllm bench serve` imports vLLM), each of specdec's
-  windows in a measurement process of its own (`services.bench.window`, as the
+  windows in a measurement process of its own (`services.bench.loadgen.window`, as the
   bench-runner drives every window; pinned off the engine's core, where this
   process, vLLM's client, is pinned too, so neither slows the engine). Driven inside
   the vLLM process instead, one of specdec's windows was measured stalled: median
@@ -142,7 +142,7 @@ def _tail(path: Path, chars: int = 3000) -> str:
 
 
 def _write_prompts(target: Path, path: Path) -> None:
-    from services.bench.prompts import ShapeSpec, shaped_prompts
+    from services.bench.loadgen.prompts import ShapeSpec, shaped_prompts
 
     shape = ShapeSpec(name="fidelity", input_tokens=FIDELITY_INPUT_TOKENS, output_tokens=FIDELITY_OUTPUT_TOKENS)
     # ShareGPT form: the first turn is the prompt; the second only sizes the output when
@@ -205,9 +205,9 @@ def _clients(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     from vllm.benchmarks import serve
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    from services.bench.loadgen import LoadGenerator, WindowSpec
-    from services.bench.prompts import ChatTurn, Prompt
-    from services.bench.window import loadgen_cpus, run_window_process
+    from services.bench.loadgen.loadgen import LoadGenerator, WindowSpec
+    from services.bench.loadgen.prompts import ChatTurn, Prompt
+    from services.bench.loadgen.window import loadgen_cpus, run_window_process
 
     # vLLM's client on the cores specdec's measurement processes keep to (all but the engine's): a
     # client on the engine's core would slow the server for one tool's runs and not the other's.
@@ -241,7 +241,7 @@ def _clients(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     runs: dict[str, list[dict[str, Any]]] = {"specdec": [], "vllm": []}
     for _ in range(FIDELITY_RUNS):
         # specdec's windows are driven as the bench-runner drives them: from a measurement process of
-        # their own (services/bench/window.py), never beside vLLM's modules in one interpreter, where a
+        # their own (services/bench/loadgen/window.py), never beside vLLM's modules in one interpreter, where a
         # window was measured stalled for ~250 ms (median TPOT 0, TTFT 265 ms); vLLM's client runs as
         # `vllm bench serve` does, in a process that has imported vLLM.
         window = asyncio.run(run_window_process(spec, prompts, run_id=FIDELITY_RUN_ID))

@@ -121,9 +121,9 @@ def _clients(args: argparse.Namespace) -> dict[str, list[dict[str, float]]]:
     from vllm.benchmarks import serve
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    from services.bench.loadgen import LoadGenerator, WindowSpec
-    from services.bench.prompts import ChatTurn, Prompt
-    from services.bench.timing import derive
+    from services.bench.loadgen.loadgen import LoadGenerator, WindowSpec
+    from services.bench.loadgen.prompts import ChatTurn, Prompt
+    from services.bench.loadgen.timing import derive
 
     prompts = [Prompt(prompt_id=f"t{i}", messages=[ChatTurn(role="user", content="hello")], text="hello", input_tokens=8,
                       max_output_tokens=OUTPUT_TOKENS, ignore_eos=True) for i in range(TRUTH_PROMPTS)]

@@ -34,7 +34,7 @@ import yaml
 
 from contracts.catalogue import CATALOGUE
 from services.runtime import apps
-from services.runtime.broker import decode_entry
+from services.runtime.delivery.broker import decode_entry
 from services.runtime.procs import labelled_processes
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,4 +1,4 @@
-"""The bundle decides what is done (services/runtime/adopt.py).
+"""The bundle decides what is done (services/runtime/delivery/adopt.py).
 
 A step that declares its completing outputs is recorded in the bundle before they are
 published; a delivery whose ledger lost the step (a new, empty MemoryLedger stands for
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import contracts
 from contracts.events import ProfileCompleted, ProfileRequested
-from services.runtime.adopt import step_record_path, step_records, with_derived_ids
-from services.runtime.bundle import BundleStore
-from services.runtime.consumer import Consumer, Route
-from services.runtime.ledger import MemoryLedger
+from services.runtime.delivery.adopt import step_record_path, step_records, with_derived_ids
+from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery.consumer import Consumer, Route
+from services.runtime.delivery.ledger import MemoryLedger
 from services.runtime.settings import RuntimeSettings
 
 RUN = "toy-run-1"

@@ -13,7 +13,7 @@ import pytest
 
 from contracts.campaign import Campaign
 from contracts.envelope import ArtifactRef
-from services.runtime.bundle import (
+from services.runtime.bundle.bundle import (
     ArtifactConflict,
     ArtifactCorrupt,
     ArtifactMissing,

@@ -2,7 +2,7 @@
 
 After a Redis restart a pooled connection fails its first command. The handler's
 work is done by then, so the consumer retries the writes that record it
-(services/runtime/consumer.py `_recording`) instead of leaving the message pending
+(services/runtime/delivery/consumer.py `_recording`) instead of leaving the message pending
 for a second run. In-memory ledger and bus: this is the consumer's own logic.
 """
 
@@ -16,9 +16,9 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 import contracts
 from contracts.events import ProfileCompleted, ProfileRequested
-from services.runtime import consumer as consumer_module
-from services.runtime.consumer import Consumer, Route
-from services.runtime.ledger import MemoryLedger, StepKey
+from services.runtime.delivery import consumer as consumer_module
+from services.runtime.delivery.consumer import Consumer, Route
+from services.runtime.delivery.ledger import MemoryLedger, StepKey
 from services.runtime.settings import RuntimeSettings
 
 REQUEST = ProfileRequested(run_id="toy-run-1", producer="t", requested_by="t")

@@ -144,7 +144,7 @@ def compose_service_problems(
         problems.append(f"compose {key}: does not depend on a healthy redis (condition: service_healthy)")
     check = svc.get("healthcheck", {}).get("test", [])
     port = env.get("SPECDEC_HEALTH_PORT")
-    if check[:4] != ["CMD", "python", "-m", "services.runtime.healthcheck"] or port not in check:
+    if check[:4] != ["CMD", "python", "-m", "services.runtime.health.healthcheck"] or port not in check:
         problems.append(f"compose {key}: healthcheck {check} does not probe the health port {port}")
     build = svc.get("build") or {}
     if build.get("dockerfile") != "infra/Dockerfile" or "EXTRAS" not in (build.get("args") or {}):

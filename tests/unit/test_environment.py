@@ -70,7 +70,7 @@ def _entry_points(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
     from services.cli import demo
     from services.cli import main as cli
     from services.mcp import command
-    from services.runtime import healthcheck
+    from services.runtime.health import healthcheck
     from services.runtime import main as runtime_main
 
     started: list[str] = []

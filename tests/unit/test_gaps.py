@@ -1,4 +1,4 @@
-"""The journal's gap records and the manifest's lost_events (services/runtime/gaps.py), on a bundle in a
+"""The journal's gap records and the manifest's lost_events (services/runtime/bundle/gaps.py), on a bundle in a
 temporary folder: which events are named lost, which are not, and how a span shrinks."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 from contracts.envelope import utc_now
 from contracts.events import ProfileCompleted, ProfileRequested
-from services.runtime.adopt import record_step, with_derived_ids
-from services.runtime.bundle import BundleStore
-from services.runtime.gaps import find_lost, record_gaps
+from services.runtime.delivery.adopt import record_step, with_derived_ids
+from services.runtime.bundle.bundle import BundleStore
+from services.runtime.bundle.gaps import find_lost, record_gaps
 
 RUN = "gaps-unit-1"
 

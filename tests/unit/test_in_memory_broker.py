@@ -17,10 +17,10 @@ import redis.asyncio as aioredis
 from faststream.redis import TestRedisBroker
 
 from contracts.events import ProfileCompleted, ProfileRequested
-from services.runtime.broker import decode_entry
-from services.runtime.consumer import Route, StepContext
+from services.runtime.delivery.broker import decode_entry
+from services.runtime.delivery.consumer import Route, StepContext
 from services.runtime.errors import StepFailed
-from services.runtime.service import Service, bootstrap
+from services.runtime.delivery.service import Service, bootstrap
 from services.runtime.settings import RuntimeSettings
 
 RUN = "toy-20260101-000000-abcdef"
@@ -63,7 +63,7 @@ class InMemory:
         context = self.service.broker.context
 
         # specdec's broker runs without argument injection: the raw message
-        # comes from faststream's context, as in services/runtime/service.py.
+        # comes from faststream's context, as in services/runtime/delivery/service.py.
         async def collect(body: Any) -> None:
             bucket.append(context.get_local("message").body)
 

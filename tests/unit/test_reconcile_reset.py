@@ -1,4 +1,4 @@
-"""Reconcile never kills live work (services/runtime/reconcile.py): the reset rule on a scripted clock.
+"""Reconcile never kills live work (services/runtime/delivery/reconcile.py): the reset rule on a scripted clock.
 
 After Redis lost its leases, a live owner takes its lease back on its next heartbeat.
 A reconcile that read the leases before then would see the live run as unowned and
@@ -12,9 +12,9 @@ import asyncio
 
 import pytest
 
-from services.runtime.ledger import MemoryLedger, StepKey
+from services.runtime.delivery.ledger import MemoryLedger, StepKey
 from services.runtime.procs import Labelled
-from services.runtime.reconcile import Reconciler, settle_period_s
+from services.runtime.delivery.reconcile import Reconciler, settle_period_s
 
 SERVICE = "bench-runner"
 DEPLOYMENT = "toy@127.0.0.1:6379/0"
@@ -125,7 +125,7 @@ async def test_without_a_loop_a_noticed_reset_still_binds_the_next_pass() -> Non
 
 @pytest.mark.parametrize("held_state", ["renewed", "retaken", "lost"])
 async def test_renew_says_when_a_lease_had_vanished(held_state: str) -> None:
-    from services.runtime.ledger import LOST, RENEWED, RETAKEN
+    from services.runtime.delivery.ledger import LOST, RENEWED, RETAKEN
 
     ledger, key = MemoryLedger(), StepKey(SERVICE, LIVE, "bench.requested", "step")
     await ledger.begin(key, "me", 60_000)

@@ -22,12 +22,12 @@ from contracts import layout
 from contracts.campaign import Campaign
 from contracts.envelope import ArtifactRef, Event, Strict
 from contracts.events import BenchPlanned, BenchRequested, CapacitySelected, RunApproved, TrainingCompleted
-from services.runtime.bundle import BundleStore
-from services.runtime.consumer import StepContext
+from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery.consumer import StepContext
 from services.runtime.errors import StepFailed
 from services.runtime.review import Reviewed, per_event
 from services.runtime.settings import RuntimeSettings
-from services.runtime.upstream import latest
+from services.runtime.delivery.upstream import latest
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = "toy-20261201-010101-abcdef"

@@ -20,10 +20,10 @@ from contracts.campaign import REVIEWED_STEPS, Campaign, ReviewPolicy
 from contracts.envelope import ArtifactRef
 from contracts.events import BenchPlanned, RunApproved, TrainingPlanned
 from services.app.plans import describe, show_plan
-from services.publisher.model import PlanReview
-from services.publisher.review_record import plan_reviews
+from services.publisher.report.model import PlanReview
+from services.publisher.publish.review_record import plan_reviews
 from services.runtime.approval import pre_approved
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = "toy-20261201-020202-abcdef"

@@ -20,11 +20,11 @@ import certifi
 import pytest
 
 from contracts.events import ProfileRequested
-from services.runtime import logs
-from services.runtime.consumer import Consumer, Route
-from services.runtime.ledger import MemoryLedger
+from services.runtime.health import logs
+from services.runtime.delivery.consumer import Consumer, Route
+from services.runtime.delivery.ledger import MemoryLedger
 from services.runtime.main import resources_for
-from services.runtime.service import bootstrap
+from services.runtime.delivery.service import bootstrap
 from services.runtime.settings import RuntimeSettings
 
 BASE = RuntimeSettings(instance="base", redis_url="redis://127.0.0.1:6379/0")
@@ -113,8 +113,8 @@ def _debug_logged(settings: RuntimeSettings) -> bool:
 
 
 def _health_endpoint(settings: RuntimeSettings) -> int | None:
-    from services.runtime.health import bound_port
-    from services.runtime.service import start_health
+    from services.runtime.health.health import bound_port
+    from services.runtime.delivery.service import start_health
 
     service = bootstrap("svc", [], settings=settings, in_memory=True)
 
@@ -135,7 +135,7 @@ _TOKEN_FILE = Path(tempfile.gettempdir()) / f"specdec-guard-publish-token-{os.ge
 
 def _publish_authorization(settings: RuntimeSettings) -> str | None:
     """The Authorization header a live https:// publish would send (None: no token)."""
-    from services.publisher.credentials import read_token, token_source
+    from services.publisher.publish.credentials import read_token, token_source
 
     source = token_source(settings)
     if source is None:
@@ -147,7 +147,7 @@ def _publish_authorization(settings: RuntimeSettings) -> str | None:
 
 def _publish_trust(settings: RuntimeSettings) -> Any:
     """What an https:// target is verified against: the default, or the bundle's CA serial numbers."""
-    from services.publisher.credentials import tls_verify
+    from services.publisher.publish.credentials import tls_verify
 
     verify = tls_verify(settings)
     return "default" if verify is True else sorted(c["serialNumber"] for c in verify.get_ca_certs())

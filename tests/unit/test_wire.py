@@ -1,4 +1,4 @@
-"""services.runtime.wire reads stream entries exactly as faststream's own reader does.
+"""services.runtime.delivery.wire reads stream entries exactly as faststream's own reader does.
 
 faststream's encoder writes the entries here (the reference), so a change of its
 binary format in an upgrade fails this test rather than every CLI read."""
@@ -11,7 +11,7 @@ import orjson
 import pytest
 from faststream.redis.parser.binary import BinaryMessageFormatV1
 
-from services.runtime.wire import decode_entry, parse_message
+from services.runtime.delivery.wire import decode_entry, parse_message
 
 
 def encoded(body: bytes, headers: dict[str, str]) -> bytes:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from contracts.campaign import Campaign
 from contracts.envelope import ArtifactRef
 from contracts.errors import SpecdecError
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from services.shared.capacity.check import check_node
 from services.shared.capacity.errors import CapacityError
 from services.shared.capacity.snapshot import write_snapshot

@@ -19,7 +19,7 @@ import secrets
 from contracts import layout
 from contracts.campaign import CapacitySpec
 from contracts.envelope import ArtifactRef
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from services.shared.capacity.model import CapacitySnapshot, CaptureRecord, Verdict
 
 

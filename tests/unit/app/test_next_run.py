@@ -19,9 +19,9 @@ from services.app.next_run import write_next
 from services.app.submit import load_campaign
 from services.cli.main import main
 from services.gate.simulate import identity, spec_counters, trial_result
-from services.publisher.aggregate import read_campaign
-from services.publisher.schedule_plan import best, candidate_plans
-from services.runtime.bundle import BundleStore
+from services.publisher.report.aggregate import read_campaign
+from services.publisher.prediction.schedule_plan import best, candidate_plans
+from services.runtime.bundle.bundle import BundleStore
 from services.runtime.errors import ConfigurationError
 from tests.unit.publisher import synthetic
 from tests.unit.publisher.synthetic import EXAMPLE, RUN, ROOT, Spec, build

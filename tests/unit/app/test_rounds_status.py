@@ -10,9 +10,9 @@ import pytest
 from contracts.layout import BENCH_PLAN
 from services.app import rounds_status
 from services.app.progress import run_status
-from services.bench import rounds
+from services.bench.planning import rounds
 from services.cli.main import render_status
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from services.shared import sequential
 
 RUN = "toy-20261130-141414-abcdef"

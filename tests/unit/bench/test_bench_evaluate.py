@@ -9,8 +9,8 @@ import pytest
 from contracts.argv import ArgvTemplate
 from services.bench.errors import EvalError
 from services.bench.evaluate import agreement, agreement_of_windows, parse_eval_output, run_eval_command
-from services.bench.loadgen import WindowRecord, WindowSpec
-from services.bench.timing import RequestRecord
+from services.bench.loadgen.loadgen import WindowRecord, WindowSpec
+from services.bench.loadgen.timing import RequestRecord
 
 RUN_ID = "eval-unit-run"
 

@@ -1,4 +1,4 @@
-"""The HTTP/1.1 client's response parser (services/bench/http1.py), bytes fed straight to its protocol."""
+"""The HTTP/1.1 client's response parser (services/bench/loadgen/http1.py), bytes fed straight to its protocol."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from services.bench.http1 import Http1Pool, ProtocolError, _Connection
+from services.bench.loadgen.http1 import Http1Pool, ProtocolError, _Connection
 
 
 class Transport:

@@ -1,4 +1,4 @@
-"""The warm-interleaved regime: the block order (services/bench/interleave.py), the campaign's
+"""The warm-interleaved regime: the block order (services/bench/planning/interleave.py), the campaign's
 all-or-none rule, the plan that records the blocks (warm and cold plans unchanged), and the
 rotation itself against a fake bench run (servers, blocks, failures, adoption)."""
 
@@ -14,13 +14,13 @@ from pydantic import ValidationError
 from contracts import layout
 from contracts.campaign import Campaign, Cell, Matrix
 from contracts.results import TrialIdentity
-from services.bench import interleave
+from services.bench.planning import interleave
 from services.bench.errors import ServerNotReady, SpeculationNotActive
-from services.bench.interleave import block_order, launch_order, run_interleaved
-from services.bench.plan import BenchPlan, build_plan
-from services.bench.plan_types import Block, CellPlan, Launch
+from services.bench.planning.interleave import block_order, launch_order, run_interleaved
+from services.bench.planning.plan import BenchPlan, build_plan
+from services.bench.planning.plan_types import Block, CellPlan, Launch
 from services.app.plans import render
-from services.runtime.bundle_records import canonical_json
+from services.runtime.bundle.bundle_records import canonical_json
 from tests.unit.bench.test_bench_plan import example
 
 RUN = "toy-20261130-030303-abcdef"

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from contracts.campaign import Campaign, Matrix
-from services.bench import kubernetes, kubernetes_pod
-from services.bench.plan import build_plan
+from services.bench.executors import kubernetes, kubernetes_pod
+from services.bench.planning.plan import build_plan
 from services.runtime.errors import ConfigurationError, StepFailed
 
 ROOT = Path(__file__).resolve().parents[3]

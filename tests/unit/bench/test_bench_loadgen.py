@@ -15,9 +15,9 @@ import pytest
 from pydantic import ValidationError
 
 from services.bench.errors import PromptError
-from services.bench.http1 import ConnectError, ConnectTimeout, Response
-from services.bench.loadgen import LoadGenerator, WindowSpec, run_levels
-from services.bench.prompts import ChatTurn, Prompt
+from services.bench.loadgen.http1 import ConnectError, ConnectTimeout, Response
+from services.bench.loadgen.loadgen import LoadGenerator, WindowSpec, run_levels
+from services.bench.loadgen.prompts import ChatTurn, Prompt
 
 BASE = "http://bench.test"
 
@@ -343,7 +343,7 @@ async def test_run_levels_validates_each_level_and_empty_windows():
 
 
 def test_client_processes_split_the_cap_and_warmup_and_refuse_a_cap_too_small():
-    from services.bench.loadgen_procs import child_specs, max_overlap, shares
+    from services.bench.loadgen.loadgen_procs import child_specs, max_overlap, shares
 
     assert shares(10, 3) == [4, 3, 3] and shares(2, 4) == [1, 1, 0, 0]
     children = child_specs(spec(max_concurrency=5, warmup_requests=3, client_processes=2))
@@ -353,7 +353,7 @@ def test_client_processes_split_the_cap_and_warmup_and_refuse_a_cap_too_small():
         spec(max_concurrency=1, client_processes=2)
 
     def rec(i, start, end):
-        from services.bench.timing import RequestRecord
+        from services.bench.loadgen.timing import RequestRecord
 
         return RequestRecord(index=i, prompt_id=f"p{i}", scheduled_s=start, start_s=start, end_s=end,
                              chunk_arrival_s=[end], chunk_tokens=[1], output_tokens=1, prompt_tokens=1,

@@ -17,9 +17,9 @@ from contracts import layout
 from contracts.campaign import Campaign, Matrix
 from contracts.events import BenchRequested
 from services.bench.errors import PromptError
-from services.bench.plan import build_plan, source_problems
-from services.bench.planning import plan_bench
-from services.runtime.bundle import BundleStore
+from services.bench.planning.plan import build_plan, source_problems
+from services.bench.planning.planning import plan_bench
+from services.runtime.bundle.bundle import BundleStore
 from services.runtime.errors import ConfigurationError
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -13,8 +13,8 @@ from contracts.campaign import Campaign, TrafficFile, TrafficShapes
 from contracts.events import BenchRequested
 from contracts.templates import bench_values
 from services.bench.errors import PromptError
-from services.bench.planning import build_prompts, load_matrix
-from services.bench.prompts import (
+from services.bench.planning.planning import build_prompts, load_matrix
+from services.bench.loadgen.prompts import (
     ShapeSpec,
     cycle,
     heldout_prompts,
@@ -23,7 +23,7 @@ from services.bench.prompts import (
     shaped_prompts,
     source_label,
 )
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "infra/examples/campaign.yaml"
 WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau "

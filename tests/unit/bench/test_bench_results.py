@@ -10,9 +10,9 @@ from contracts.events import SpecDecodeDelta
 from contracts.results import Evaluation, Parallelism, TrialIdentity, read_blocks
 from contracts.trials import parse_trial
 from services.bench.errors import ResultError
-from services.bench.loadgen import WindowRecord, WindowSpec
+from services.bench.loadgen.loadgen import WindowRecord, WindowSpec
 from services.bench.results import build_result, dumps_result
-from services.bench.timing import RequestRecord
+from services.bench.loadgen.timing import RequestRecord
 
 # The keys `vllm bench serve --save-result --save-detailed` writes for a generation
 # benchmark with max_concurrency set, as read from vLLM 0.32.0's benchmarks/serve.py

@@ -1,4 +1,4 @@
-"""Resuming a half-done bench (services/bench/resume.py) against a real bundle in a temp folder."""
+"""Resuming a half-done bench (services/bench/planning/resume.py) against a real bundle in a temp folder."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from contracts import layout
-from services.bench import resume
-from services.runtime.bundle import BundleError, BundleStore
+from services.bench.planning import resume
+from services.runtime.bundle.bundle import BundleError, BundleStore
 
 RUN = "toy-20261130-090000-abcdef"
 

@@ -15,16 +15,16 @@ import pytest
 
 from contracts import layout
 from contracts.campaign import Campaign, Matrix
-from services.bench import rounds
+from services.bench.planning import rounds
 from services.bench import run as run_module
-from services.bench.loadgen import WindowSpec
-from services.bench.plan import BenchPlan, build_plan, source_problems
-from services.bench.prompts import Prompt
-from services.bench.timing import RequestRecord
-from services.bench.window import MeasuredWindow
+from services.bench.loadgen.loadgen import WindowSpec
+from services.bench.planning.plan import BenchPlan, build_plan, source_problems
+from services.bench.loadgen.prompts import Prompt
+from services.bench.loadgen.timing import RequestRecord
+from services.bench.loadgen.window import MeasuredWindow
 from services.gate import stats
 from services.gate.metrics import parse_metric
-from services.runtime.bundle_records import canonical_json
+from services.runtime.bundle.bundle_records import canonical_json
 from services.shared import sequential
 from tests.unit.bench.test_bench_plan import example
 from tests.unit.bench.test_bench_run_interleaved import NO_COUNTERS, RUN, counters, wired  # noqa: F401

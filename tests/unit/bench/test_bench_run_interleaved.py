@@ -16,14 +16,14 @@ from contracts import layout
 from contracts.campaign import Campaign, Matrix
 from contracts.results import LOADGEN_CPU_KEY, LoadgenCpu
 from services.bench import run as run_module
-from services.bench.loadgen import WindowSpec
-from services.bench.plan import BenchPlan, build_plan
-from services.bench.plan_types import Block
-from services.bench.prompts import ChatTurn, Prompt
+from services.bench.loadgen.loadgen import WindowSpec
+from services.bench.planning.plan import BenchPlan, build_plan
+from services.bench.planning.plan_types import Block
+from services.bench.loadgen.prompts import ChatTurn, Prompt
 from services.bench.run import BenchRun
-from services.bench.timing import RequestRecord
-from services.bench.window import MeasuredWindow
-from services.runtime.bundle import BundleStore
+from services.bench.loadgen.timing import RequestRecord
+from services.bench.loadgen.window import MeasuredWindow
+from services.runtime.bundle.bundle import BundleStore
 from tests.unit.bench.test_bench_plan import example
 
 RUN = "toy-20261130-040404-abcdef"
@@ -211,7 +211,7 @@ async def test_a_cell_whose_speculation_is_not_active_fails_and_is_skipped_in_la
 
 
 def _read_in_bursts(window: MeasuredWindow) -> MeasuredWindow:
-    """The window with every request's 5 chunks read at one instant (services/bench/stall.py)."""
+    """The window with every request's 5 chunks read at one instant (services/bench/executors/stall.py)."""
     requests = [r.model_copy(update={"chunk_arrival_s": [0.9] * 5, "chunk_tokens": [1] * 5, "output_tokens": 5})
                 for r in window.requests]
     return window.model_copy(update={"requests": requests})

@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from contracts.campaign import Campaign, Matrix
-from services.bench import slurm, slurm_job
+from services.bench.executors import slurm, slurm_job
 from services.bench.errors import ServingError
-from services.bench.plan import build_plan
-from services.runtime.bundle_records import canonical_json
+from services.bench.planning.plan import build_plan
+from services.runtime.bundle.bundle_records import canonical_json
 from services.runtime.errors import ConfigurationError
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -131,7 +131,7 @@ def test_the_job_script_fills_a_port_writes_the_endpoint_and_execs_every_token_v
 
 
 def test_the_job_script_refuses_what_it_cannot_render() -> None:
-    from services.runtime.bundle_paths import InvalidPath
+    from services.runtime.bundle.bundle_paths import InvalidPath
 
     with pytest.raises(InvalidPath):
         slurm_job.job_script(["true"], run_id="toy-1; rm -rf ~")

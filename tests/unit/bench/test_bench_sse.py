@@ -1,10 +1,10 @@
-"""The SSE stream parser on its own (services.bench.sse)."""
+"""The SSE stream parser on its own (services.bench.loadgen.sse)."""
 
 from __future__ import annotations
 
 import orjson
 
-from services.bench.sse import StreamState
+from services.bench.loadgen.sse import StreamState
 
 
 def chunk(text: str, cumulative: int) -> bytes:

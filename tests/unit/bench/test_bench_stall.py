@@ -1,9 +1,9 @@
-"""services.bench.stall: which windows were read in bursts by their client."""
+"""services.bench.executors.stall: which windows were read in bursts by their client."""
 
 from __future__ import annotations
 
-from services.bench.stall import BURST_S, MIN_CHUNKS, client_stall, read_in_one_burst
-from services.bench.timing import RequestRecord
+from services.bench.executors.stall import BURST_S, MIN_CHUNKS, client_stall, read_in_one_burst
+from services.bench.loadgen.timing import RequestRecord
 
 
 def request(times: list[float], index: int = 0) -> RequestRecord:

@@ -1,4 +1,4 @@
-"""Figures derived from raw per-request timestamps (services.bench.timing)."""
+"""Figures derived from raw per-request timestamps (services.bench.loadgen.timing)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from services.bench.timing import RequestRecord, arrival_offsets_s, derive, latency_stats, summarize
+from services.bench.loadgen.timing import RequestRecord, arrival_offsets_s, derive, latency_stats, summarize
 
 
 def record(index: int = 0, *, start: float = 10.0, arrivals=(10.2, 10.3, 10.6), tokens=(3, 2, 3), output=None,

@@ -1,5 +1,5 @@
 """The measurement process keeps off a local engine's core and reports its own CPU use
-(services/bench/window.py): which CPUs it pins to, the pin as a child really gets it, and
+(services/bench/loadgen/window.py): which CPUs it pins to, the pin as a child really gets it, and
 the record it writes."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any
 import orjson
 import pytest
 
-from services.bench import window as window_module
-from services.bench.loadgen import WindowRecord, WindowSpec
-from services.bench.window import MeasuredWindow, loadgen_cpus, request_bytes
+from services.bench.loadgen import window as window_module
+from services.bench.loadgen.loadgen import WindowRecord, WindowSpec
+from services.bench.loadgen.window import MeasuredWindow, loadgen_cpus, request_bytes
 from tests.unit.bench.test_bench_run_interleaved import PROMPTS
 
 
@@ -34,7 +34,7 @@ def test_the_window_keeps_off_the_engines_core_only_when_the_engine_is_here(base
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2
                     or 0 not in os.sched_getaffinity(0), reason="needs Linux with CPU 0 and another CPU allowed")
 def test_a_measurement_process_really_runs_off_core_0() -> None:
-    code = ("import os; from services.bench.window import _pin; "
+    code = ("import os; from services.bench.loadgen.window import _pin; "
             "print(_pin('http://127.0.0.1:1'), sorted(os.sched_getaffinity(0)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
     expected = sorted(os.sched_getaffinity(0) - {0})

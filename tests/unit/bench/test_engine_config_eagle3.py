@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from services.bench.engine_config import Declared, compare, effective_config, mismatch_reason, read_log
-from services.bench.engine_config import engine_check as make_check
+from services.bench.executors.engine_config import Declared, compare, effective_config, mismatch_reason, read_log
+from services.bench.executors.engine_config import engine_check as make_check
 
 LOG = Path(__file__).parent / "fixtures" / "vllm-0.32.0" / "eagle3-k3.log"
 TARGET = "/work/main/.run/examples/toy-target"

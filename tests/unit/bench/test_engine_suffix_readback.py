@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 
 from contracts.campaign import SUFFIX_KEYS
-from services.bench.engine_config import compare, declared_of, effective_config, read_log
-from services.bench.plan_types import CellPlan
+from services.bench.executors.engine_config import compare, declared_of, effective_config, read_log
+from services.bench.planning.plan_types import CellPlan
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vllm-0.32.0"
 TARGET = "/work/main/.run/examples/toy-target"

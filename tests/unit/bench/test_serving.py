@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from contracts.campaign import Campaign, ServingConfig
-from services.bench.serving import SERVING_ARGS, serve_argv, speculative_config
+from services.bench.executors.serving import SERVING_ARGS, serve_argv, speculative_config
 from services.runtime.errors import ConfigurationError
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "infra/examples/campaign.yaml"
@@ -78,7 +78,7 @@ def test_graph_mode_graph_drops_enforce_eager(campaign):
 
 
 def test_unknown_speculative_key_is_refused():
-    from services.bench.serving import validate_speculative_keys
+    from services.bench.executors.serving import validate_speculative_keys
 
     with pytest.raises(ConfigurationError, match="not fields"):
         validate_speculative_keys({"method": "ngram", "num_speculative_tokens": 3, "num_lookahead": 2})

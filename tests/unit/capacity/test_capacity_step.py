@@ -10,7 +10,7 @@ import yaml
 from contracts.campaign import Campaign
 from contracts.events import CapacitySelected, CapacityUnavailable, CorpusCompleted
 from services.capacity.app import run_step
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from services.runtime.errors import StepFailed
 from services.shared.capacity import slurm
 from services.shared.capacity.model import CapacitySnapshot

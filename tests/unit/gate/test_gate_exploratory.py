@@ -17,7 +17,7 @@ from contracts.campaign import Campaign, SpeculativeConfig
 from contracts.events import BenchCompleted, GateRequested
 from services.gate.app import gate_run
 from services.gate.simulate import identity, spec_counters, trial_result
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 
 ROOT = Path(__file__).resolve().parents[3]
 RUN = "toy-20261130-040404-abcdef"

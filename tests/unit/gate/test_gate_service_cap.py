@@ -20,7 +20,7 @@ from contracts.catalogue import PUBLISHER, consumed_by
 from contracts.events import BenchCompleted, GateDecided, GateRequested
 from services.gate.app import gate_run
 from services.gate.simulate import NoiseModel, identity, spec_counters, trial_result
-from services.runtime.bundle import BundleError, BundleStore
+from services.runtime.bundle.bundle import BundleError, BundleStore
 from services.runtime.errors import StepFailed
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -132,7 +132,7 @@ class _Bus:
 
 class _FakeCli:
     def __init__(self, calls: list[tuple[str, Any, Any]]) -> None:
-        from services.runtime.bundle import BundleStore
+        from services.runtime.bundle.bundle import BundleStore
 
         self.bus = _Bus(calls)
         self.bundle = BundleStore(_INPUTS_ROOT[0], fsync=False) if _INPUTS_ROOT else None
@@ -174,7 +174,7 @@ def _healthcheck_spies(calls: list[tuple[str, Any, Any]]) -> dict[str, Any]:
         calls.append(("GET", [url], {"timeout": timeout}))
         raise urllib.error.URLError("guard: no endpoint")
 
-    return {"services.runtime.healthcheck.urllib.request.urlopen": urlopen}
+    return {"services.runtime.health.healthcheck.urllib.request.urlopen": urlopen}
 
 
 def invoke(argv: list[str]) -> Any:
@@ -201,7 +201,7 @@ def invoke(argv: list[str]) -> Any:
 
                 rc = demo.main(rest)
             else:
-                from services.runtime import healthcheck
+                from services.runtime.health import healthcheck
 
                 rc = healthcheck.main(rest)
         except SpecdecError as exc:
@@ -230,7 +230,7 @@ def _uri(name: str) -> str:
 
 
 def _inputs_bundle(ctx: Ctx) -> None:
-    from services.runtime.bundle import BundleStore
+    from services.runtime.bundle.bundle import BundleStore
 
     if _INPUTS_ROOT and _INPUTS_ROOT[0].parent == ctx.tmp:
         return

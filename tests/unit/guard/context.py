@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from contracts.envelope import ArtifactRef
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from services.trainer_proxy.plan import PlanInputs, PlanPaths
 
 ROOT = Path(__file__).resolve().parents[3]

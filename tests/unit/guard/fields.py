@@ -5,7 +5,7 @@ models, unions, lists and dicts: the matrix and serving contracts live under
 it), the service settings (`RuntimeSettings`, one `SPECDEC_*` variable each)
 and every flag and positional argument of every command line specdec has:
 each `specdec` subcommand, `specdec demo` (services/cli/demo.py) and the
-container health check (services/runtime/healthcheck.py); the MCP server's
+container health check (services/runtime/health/healthcheck.py); the MCP server's
 settings (`McpSettings`, services/mcp/auth.py) and every argument of every MCP
 tool, as the real server (services.mcp.server.build_server) lists its tools.
 
@@ -181,7 +181,7 @@ def parsers() -> dict[str, argparse.ArgumentParser]:
     """Every command line specdec has, by the prefix its arguments are named with."""
     from services.cli import demo
     from services.mcp import command
-    from services.runtime import healthcheck
+    from services.runtime.health import healthcheck
 
     # `specdec mcp ARGS` hands ARGS to the MCP server's own command line (services/mcp/command.py).
     return {"cli specdec": build_parser(), "cli specdec demo": parser_of(demo.main),

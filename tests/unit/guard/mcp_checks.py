@@ -27,7 +27,7 @@ from pydantic import BaseModel
 from services.mcp.auth import Guard, McpSettings, load_token
 from services.mcp.deps import Deps
 from services.mcp.server import build_server
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from services.runtime.settings import RuntimeSettings
 
 RUN, OTHER = "guard-run", "other-run"

@@ -332,8 +332,8 @@ def bench_plan(ctx: Ctx, c: Campaign) -> Any:
 
 
 def _bench_plan(c: Campaign) -> Any:
-    from services.bench.plan import build_plan
-    from services.bench.planning import load_matrix
+    from services.bench.planning.plan import build_plan
+    from services.bench.planning.planning import load_matrix
 
     return build_plan(c, load_matrix(c), run_id=RUN, default_node="node-a",
                       training_output=None if c.shapes_only else TRAINED,
@@ -343,7 +343,7 @@ def _bench_plan(c: Campaign) -> Any:
 @observable
 def serve(ctx: Ctx, c: Campaign) -> Any:
     """Every server launch as its executor starts it, and what its engine must be shown to run."""
-    from services.bench.engine_config import declared_of
+    from services.bench.executors.engine_config import declared_of
 
     plan = bench_plan(ctx, c)
     if isinstance(plan, Refused):
@@ -375,7 +375,7 @@ def draft(ctx: Ctx, c: Campaign) -> Any:
 
 def prompts(ctx: Ctx, c: Campaign) -> Any:
     """The prompts every window sends, as plan_bench builds them from this campaign's corpus or shapes."""
-    from services.bench.planning import build_prompts, load_matrix
+    from services.bench.planning.planning import build_prompts, load_matrix
 
     cache = ctx.cache("prompts")
     key = c.model_dump_json()
@@ -424,7 +424,7 @@ def _tls() -> Any:
 @contextlib.contextmanager
 def _process_boundary():
     """Every process the bench-runner would start raises _Started with what it was given."""
-    from services.bench.loadgen import LoadGenerator
+    from services.bench.loadgen.loadgen import LoadGenerator
 
     async def window(spec: Any, sent: Any, *, run_id: str) -> Any:
         generator = LoadGenerator(spec)
@@ -442,7 +442,7 @@ def _process_boundary():
             mock.patch("services.bench.run.spawn", spawned), \
             mock.patch("services.bench.evaluate.spawn", spawned), \
             mock.patch("services.bench.run.scrape_metrics", no_metrics), \
-            mock.patch("services.bench.loadgen.ssl.create_default_context", lambda: tls):
+            mock.patch("services.bench.loadgen.loadgen.ssl.create_default_context", lambda: tls):
         yield
 
 
@@ -578,7 +578,7 @@ def gate_on_plan(ctx: Ctx, c: Campaign) -> Any:
 def publish(ctx: Ctx, c: Campaign) -> Any:
     """Where the publisher sends the report and whether it is live (its transport has its own tests)."""
     from services.publisher import app
-    from services.publisher.publish import mode
+    from services.publisher.publish.publish import mode
 
     calls: list[dict[str, Any]] = []
 

@@ -20,7 +20,7 @@ from typing import Any
 from contracts import layout
 from contracts.envelope import ArtifactRef
 from contracts.events import CapacitySelected, ProfileRequested
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from tests.unit.guard.context import OTHER_RUN, RUN, Ctx
 
 THIRD_RUN = "toy-20261130-030303-abcabc"

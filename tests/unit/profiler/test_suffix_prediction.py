@@ -17,7 +17,7 @@ from contracts.corpus import CorpusRecord
 from contracts.suffix import SuffixPrediction
 from services.profiler.app import run_suffix_prediction
 from services.profiler.suffix_prediction import predict
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from tests.support.campaigns import without_trainer
 
 ROOT = Path(__file__).resolve().parents[3]

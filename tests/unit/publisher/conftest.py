@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from services.publisher.aggregate import read_campaign
-from services.publisher.model import CampaignData
+from services.publisher.report.aggregate import read_campaign
+from services.publisher.report.model import CampaignData
 from services.publisher.pipeline import RenderOutcome, render_run
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from tests.unit.publisher.synthetic import RUN, Spec, build
 
 

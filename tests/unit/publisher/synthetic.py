@@ -33,7 +33,7 @@ from contracts.events import (
 from services.gate.app import gate_run
 from services.gate.simulate import identity, spec_counters, trial_result
 from services.profiler.profile import profile_shapes
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from tests.support.campaigns import without_trainer
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -10,10 +10,10 @@ import orjson
 import pytest
 
 from services.publisher.errors import PublishRefused
-from services.publisher.outbox import DraftOverride, outbox
-from services.publisher.publish import publish_report, publish_run
-from services.publisher.publish_review import dry_run_path, live_external
-from services.publisher.transport import RetryPolicy
+from services.publisher.publish.outbox import DraftOverride, outbox
+from services.publisher.publish.publish import publish_report, publish_run
+from services.publisher.publish.publish_review import dry_run_path, live_external
+from services.publisher.publish.transport import RetryPolicy
 from services.runtime.settings import RuntimeSettings
 from tests.support.http_server import LoopbackServer
 from tests.unit.publisher.synthetic import RUN
@@ -199,7 +199,7 @@ async def test_a_call_cannot_borrow_the_campaign_acknowledgement(clean, receiver
 
 
 def test_a_read_token_never_shows_itself(tmp_path):
-    from services.publisher.credentials import read_token, token_source
+    from services.publisher.publish.credentials import read_token, token_source
 
     (tmp_path / "token").write_text("abc.DEF-123\n")
     token = read_token(token_source(RuntimeSettings(instance="t", publish_token_file=str(tmp_path / "token"))))

@@ -15,8 +15,8 @@ from pydantic import ValidationError
 
 from contracts import inert
 from contracts.campaign import REVIEWED_STEPS, Campaign
-from services.publisher.publish_review import live_external
-from services.publisher.review_record import policy_line
+from services.publisher.publish.publish_review import live_external
+from services.publisher.publish.review_record import policy_line
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "infra/examples/campaign.yaml"
 ACK = "acknowledgements.i_understand_this_publishes_externally"

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from services.publisher.aggregate import read_campaign
-from services.publisher.draft import draft_reasons
+from services.publisher.report.aggregate import read_campaign
+from services.publisher.report.draft import draft_reasons
 from tests.unit.publisher.synthetic import RUN, Spec, build
 
 

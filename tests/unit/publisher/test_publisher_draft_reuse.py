@@ -7,9 +7,9 @@ import hashlib
 from contracts.envelope import ArtifactRef
 from contracts.events import TrainingCompleted
 from contracts.training import InputKey, KeyRecord, TreeDigest
-from services.publisher.aggregate import read_campaign
-from services.publisher.render import render_report
-from services.runtime.bundle import BundleStore
+from services.publisher.report.aggregate import read_campaign
+from services.publisher.report.render import render_report
+from services.runtime.bundle.bundle import BundleStore
 from tests.unit.publisher.synthetic import RUN, Spec, build
 
 SOURCE = "toy-20261129-235959-fedcba"

@@ -8,8 +8,8 @@ import orjson
 import pytest
 
 from contracts.events import SpecDecodeDelta
-from services.publisher.figures import acceptance, speedups
-from services.publisher.levers import levers
+from services.publisher.report.figures import acceptance, speedups
+from services.publisher.report.levers import levers
 from tests.unit.publisher.synthetic import CANDIDATE, RUN
 
 

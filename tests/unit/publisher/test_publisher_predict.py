@@ -13,9 +13,9 @@ from contracts.campaign import SpeculativeConfig
 from contracts.events import SpecDecodeDelta
 from contracts.report import ReportSummary
 from services.gate.simulate import identity
-from services.publisher.model import ArmLevel, CampaignData, TrialFigures
+from services.publisher.report.model import ArmLevel, CampaignData, TrialFigures
 from services.publisher.pipeline import render_run
-from services.publisher.predict import (
+from services.publisher.prediction.predict import (
     compare_ngram,
     predicted_speedup,
     predictions,

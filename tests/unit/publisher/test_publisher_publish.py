@@ -17,9 +17,9 @@ from contracts.events import ReportRendered
 from services.publisher.app import publish_event
 from services.publisher.errors import PublishConflict, PublishFailed, PublishTargetError, ReportInputError
 from services.publisher.pipeline import render_run
-from services.publisher.publish import parse_target, publish_run
-from services.publisher.transport import RetryPolicy
-from services.runtime.bundle import BundleStore
+from services.publisher.publish.publish import parse_target, publish_run
+from services.publisher.publish.transport import RetryPolicy
+from services.runtime.bundle.bundle import BundleStore
 from tests.support.http_server import LoopbackServer
 from tests.unit.publisher.synthetic import RUN, Spec, build
 

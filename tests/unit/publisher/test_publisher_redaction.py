@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from contracts.corpus import Redaction
-from services.publisher.document import Document, to_markdown
-from services.publisher.levers import levers
-from services.publisher.model import CampaignData
-from services.publisher.render import build_document
+from services.publisher.report.document import Document, to_markdown
+from services.publisher.report.levers import levers
+from services.publisher.report.model import CampaignData
+from services.publisher.report.render import build_document
 
 
 def _section(data: CampaignData) -> str:

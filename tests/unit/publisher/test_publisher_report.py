@@ -14,7 +14,7 @@ from PIL import Image
 
 from services.publisher.errors import ReportConflict
 from services.publisher.pipeline import render_run
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from tests.unit.publisher.synthetic import CANDIDATE, LEVELS, RUN, STANDING, Spec, build
 
 PNG_RE = re.compile(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"')

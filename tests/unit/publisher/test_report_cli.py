@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from services.cli import report_cmd
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from tests.unit.publisher.synthetic import RUN, Spec, build
 
 

@@ -9,9 +9,9 @@ from contracts import layout
 from contracts.campaign import SpeculativeConfig
 from contracts.events import SpecDecodeDelta
 from contracts.suffix import SuffixCellPrediction, SuffixPrediction
-from services.publisher.aggregate import read_campaign
-from services.publisher.document import Paragraph, Table
-from services.publisher.render_predict import suffix_prediction_section
+from services.publisher.report.aggregate import read_campaign
+from services.publisher.report.document import Paragraph, Table
+from services.publisher.prediction.render_predict import suffix_prediction_section
 from tests.unit.publisher.synthetic import RUN, Spec, build
 from tests.unit.publisher.test_publisher_predict import arm, data
 
@@ -55,7 +55,7 @@ def test_without_a_prediction_the_served_figures_stand_with_the_reason():
 
 
 def test_the_bundle_file_is_read_into_the_report_data(tmp_path):
-    from services.runtime.bundle import BundleStore
+    from services.runtime.bundle.bundle import BundleStore
 
     store = BundleStore(tmp_path / "bundles", fsync=False)
     build(store, Spec())

@@ -17,7 +17,7 @@ import yaml
 from contracts import layout
 from contracts.campaign import Campaign
 from contracts.corpus import CorpusManifest, Splits
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from services.trainer_proxy.inputs import split_corpus
 
 ROOT = Path(__file__).resolve().parents[3]

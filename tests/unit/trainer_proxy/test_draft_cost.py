@@ -9,7 +9,7 @@ import pytest
 
 from contracts import layout
 from contracts.training import DraftCost
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from services.trainer_proxy.draft_cost import CostNotMeasured, measure, record, summarize, time_interleaved
 from tests.unit.trainer_proxy.helpers import build_tiny_models
 

@@ -12,8 +12,8 @@ import pytest
 import structlog
 
 from contracts.events import CapacitySelected
-from services.runtime.bundle import BundleStore
-from services.runtime.consumer import StepContext
+from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery.consumer import StepContext
 from services.runtime.settings import RuntimeSettings
 from services.shared.capacity.recheck import Recheck
 from services.trainer_proxy.capture import write_argv

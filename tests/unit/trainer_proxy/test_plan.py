@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from contracts import layout
 from contracts.campaign import Campaign, TrainCommand
 from contracts.envelope import ArtifactRef
-from services.runtime.bundle_records import canonical_json
+from services.runtime.bundle.bundle_records import canonical_json
 from services.trainer_proxy import kubernetes
 from services.trainer_proxy.errors import PlanError
 from services.trainer_proxy.launch import KubernetesLaunch, LocalLaunch, SlurmLaunch

@@ -12,7 +12,7 @@ from contracts import layout
 from contracts.corpus import CorpusManifest
 from contracts.events import CapacitySelected, TrainingRequested
 from contracts.profile import Profile
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from services.trainer_proxy.planning import CorpusMismatch, check_provenance, plan_training
 from tests.unit.trainer_proxy.helpers import PY, campaign, corpus_bytes, profiled, seed_run
 

@@ -13,7 +13,7 @@ import pytest
 from contracts import layout
 from contracts.envelope import ArtifactRef
 from contracts.training import FileDigest, InputKey, KeyRecord, TreeDigest
-from services.runtime.bundle import BundleStore
+from services.runtime.bundle.bundle import BundleStore
 from services.trainer_proxy.capture import hash_outputs
 from services.trainer_proxy.errors import TrainingStopped
 from services.trainer_proxy.input_key import input_key

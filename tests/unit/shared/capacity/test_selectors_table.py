@@ -91,7 +91,7 @@ def bench_campaign(scheduler: str, selectors: dict[str, str]) -> Campaign:
 
 def bench(scheduler: str, selectors: dict[str, str]) -> Any:
     """Every launch's scheduler block: the sbatch argv and job script, or the Pod and kubectl argv."""
-    from services.bench.plan import build_plan
+    from services.bench.planning.plan import build_plan
 
     camp = bench_campaign(scheduler, selectors)
     assert isinstance(camp.matrix, Matrix)

@@ -1,0 +1,1 @@
+"""Where servers run (local, Slurm, Kubernetes) and what they run (engine read-back)."""

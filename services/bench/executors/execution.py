@@ -1,0 +1,84 @@
+"""Executing an approved bench plan: the executor, the bench run, `bench.completed`.
+
+The plan was read back from the bundle, hash-checked, by the review mechanism
+(services/runtime/review.py); this module picks its executor, runs every
+launch and trial (services/bench/run.py) and turns the outcome into events.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from contracts import layout
+from contracts.campaign import Campaign
+from contracts.catalogue import BENCH
+from contracts.envelope import Event
+from contracts.events import BenchCompleted, BenchTrialCompleted
+from services.bench.executors.executor import LocalExecutor, ServingExecutor
+from services.bench.executors.kubernetes import KubernetesExecutor, require_kubectl
+from services.bench.planning.plan import BenchPlan
+from services.bench.run import BenchRun, read_prompts
+from services.bench.executors.slurm import SlurmExecutor
+from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery.consumer import StepContext
+from services.runtime.errors import StepFailed
+from services.shared.capacity.recheck import recheck
+
+# A test's own pre-launch check, given a node: None when idle, else why not.
+NodeCheck = Callable[[str], Awaitable[str | None]]
+
+
+def make_executor(plan: BenchPlan, bundle: BundleStore) -> ServingExecutor:
+    if plan.executor == "slurm":
+        return SlurmExecutor(plan.run_id, bundle)
+    if plan.executor == "kubernetes":
+        require_kubectl()
+        first = plan.launches[0].kubernetes if plan.launches else None
+        return KubernetesExecutor(plan.run_id, bundle, first.cleanup_argv if first else [])
+    return LocalExecutor(plan.run_id, bundle)
+
+
+async def execute(
+    bundle: BundleStore, campaign: Campaign, plan: BenchPlan, event: Event, ctx: StepContext,
+    *, node_check: NodeCheck | None = None,
+) -> list[Event]:
+    """Run the plan; `bench.completed`, or StepFailed when the standing cell failed."""
+    producer = f"{BENCH}/{ctx.settings.instance}"
+    # Before any launch: a Kubernetes plan without kubectl fails here.
+    executor = make_executor(plan, bundle)
+    prompts = read_prompts(bundle, event.run_id, Path(layout.BENCH_PROMPTS))
+
+    async def check(node: str) -> str | None:
+        # Production repeats the capacity check before each launch; tests may attach their own.
+        if node_check is not None:
+            return await node_check(node)
+        seen = await asyncio.to_thread(recheck, bundle, campaign, node, event.run_id, folder=layout.BENCH_RECHECK_DIR)
+        return None if seen.idle else "; ".join(seen.reasons) or "not idle"
+
+    run = BenchRun(
+        plan, bundle, prompts, emit=ctx.emit, recheck=check,
+        event_factory=lambda **fields: event.caused(BenchTrialCompleted, producer=producer, **fields),
+        eval_values={"model": plan.cells[0].identity["model"], "tokenizer": campaign.target.tokenizer_dir},
+        executor=executor, max_model_len=campaign.target.max_model_len,
+    )
+    outcome = await run.execute()
+    if outcome.cleaned:
+        ctx.log.info("cleaned up by label", executor=plan.executor, cleaned=outcome.cleaned)
+    if outcome.rounds:
+        last = outcome.rounds[-1]
+        ctx.log.info("sequential rounds stopped", trials_per_arm=last["trials_per_arm"], stopped=last["stopped"],
+                     max_trials=last["max_trials"], open_levels=[(lvl["candidate"], lvl["concurrency"])
+                                                              for lvl in last["levels"] if lvl["open"]])
+    if outcome.cleanup_error:
+        ctx.log.warning("cleanup by label failed: labelled work may be left; clean up by the label",
+                        executor=plan.executor, error=outcome.cleanup_error, label=f"experiment={plan.run_id}")
+    standing = run.baseline
+    if standing in outcome.failed_cells:
+        raise StepFailed(f"the standing cell {standing} failed, so nothing can be compared: "
+                         f"{outcome.failed_cells[standing]}", error_type="StandingCellFailed")
+    for cell_id, reason in outcome.failed_cells.items():
+        ctx.log.error("cell failed", cell_id=cell_id, reason=reason)
+    return [event.caused(BenchCompleted, producer=producer, results=outcome.results,
+                         failed_cells=outcome.failed_cells, draft=plan.draft)]

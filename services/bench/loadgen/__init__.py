@@ -1,0 +1,1 @@
+"""The load generator: requests, streamed responses, timing and windows."""

@@ -1,0 +1,1 @@
+"""The plan: cells, launches, the interleaved rotation, rounds and resume."""

@@ -1,0 +1,134 @@
+"""The parts of a bench plan its executors read: the cells and the server launches.
+
+`services.bench.planning.plan` builds them (with the scheduler blocks rendered by
+`slurm_job` and `kubernetes_pod`); the executors (`executor`, `slurm`,
+`kubernetes`) start what they show. They live apart from both so that the
+plan never imports an executor and no executor imports the plan.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
+
+from contracts.envelope import Key, Strict
+
+
+class SlurmServe(Strict):
+    """One server start as a Slurm batch job: everything that is submitted, verbatim."""
+
+    job_name: str = Field(description="--job-name: specdec-<run_id>, half of the label cleanup selects by.")
+    comment: str = Field(description="--comment: experiment=<run_id>, the other half of the label.")
+    node: str = Field(description="--nodelist: the node the plan serves the cell on.")
+    job_script: str = Field(description="The batch script (Python that fills the port and execs the argv; no shell).")
+    job_script_path: str = Field(description="Bundle path the script is written to before submission.")
+    sbatch_argv: list[str] = Field(description="The exact sbatch argv (its last item is the endpoint file's path).")
+    log_path: str = Field(description="Bundle path of the server's stdout and stderr (--output and --error).")
+    endpoint_path: str = Field(description="Bundle path of the endpoint file the job writes: host, port, argv, job ID.")
+    status_argv: list[str] = Field(description="How the job is watched; {job_id} is sbatch's answer.")
+    cancel_argv: list[str] = Field(description="How the job is stopped after its results are captured.")
+
+
+class KubernetesServe(Strict):
+    """One server start as a Kubernetes Pod: the manifest and every kubectl argv, verbatim."""
+
+    namespace: str = Field(description="Namespace of the Pod (capacity.selectors.namespace, else default).")
+    pod_name: str = Field(description="The Pod's name: DNS-1123, unique per run and launch.")
+    node: str = Field(description="The node the Pod is pinned to (nodeSelector kubernetes.io/hostname).")
+    manifest: dict[str, Any] = Field(description="The Pod manifest, labelled experiment=<run_id>.")
+    manifest_path: str = Field(description="Bundle path the manifest is written to before kubectl applies it.")
+    log_path: str = Field(description="Bundle path the server's log (kubectl logs) is captured to before deletion.")
+    apply_argv: list[str] = Field(description="kubectl argv that creates the Pod.")
+    wait_argv: list[str] = Field(description="kubectl argv that waits for the Pod to be Ready (readiness deadline).")
+    port_forward_argv: list[str] = Field(description="kubectl argv that reaches the server; {local_port} is picked at launch.")
+    logs_argv: list[str] = Field(description="kubectl argv whose output becomes the server log.")
+    delete_argv: list[str] = Field(description="kubectl argv that deletes this Pod after its results are captured.")
+    cleanup_argv: list[str] = Field(description="kubectl argv that deletes every bench Pod of the run, by label only.")
+
+
+class CellPlan(Strict):
+    """One cell: its identity, the exact serve argv (port chosen at launch), bench and eval."""
+
+    cell_id: Key = Field(description="The cell.")
+    role: Literal["standing", "candidate"] = Field(description="standing (the baseline) or candidate.")
+    regime: Literal["warm", "cold", "warm-interleaved"] = Field(
+        description="warm: one server for all trials; cold: one per trial; warm-interleaved: one server for all "
+        "trials, up beside every other cell's, its trials measured in the plan's blocks.")
+    trials: int = Field(ge=1, description="Trials per concurrency level.")
+    concurrency: list[int] = Field(min_length=1, description="Concurrency levels, one measured window each.")
+    node: str = Field(description="Node the cell is served on.")
+    identity: dict[str, Any] = Field(description="Identity fields every number of this cell carries.")
+    speculative_config: dict[str, Any] | None = Field(description="The --speculative-config the cell declares.")
+    serve_argv: list[str] = Field(description="The argv that serves the cell; '{port}' is filled at launch.")
+    serve_source: Literal["builtin", "operator"] = Field(description="Whether specdec built serve_argv or the operator did.")
+    bench: Literal["builtin"] | list[str] = Field(description="'builtin' load generator, or the operator's bench argv.")
+    eval: Literal["builtin"] | list[str] = Field(description="'builtin' agreement with the standing cell, or the operator's eval argv.")
+    declared_serve_argv: list[str] | None = Field(
+        default=None, description="The operator's serve command exactly as declared (a canonical matrix file), "
+        "beside the argv launched; absent otherwise.")
+    launch_changes: list[dict[str, Any]] | None = Field(
+        default=None, description="Each token of the operator's serve command launched other than declared: position, "
+        "declared -> launched, and why (docs/bench-runner.md, \"Exact operator commands\"); absent when none.")
+    declared_engine_args: dict[str, Any] | None = Field(
+        default=None, description="Every argument the operator's `vllm serve` command sets, as vLLM's own parser read "
+        "it (a canonical matrix file): the engine read-back checks prefix caching, max_num_batched_tokens and the "
+        "kv-cache dtype against it; absent for a cell declared in specdec's keys.")
+
+    @model_serializer(mode="wrap")
+    def _without_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A cell without a declared command serialises (and hashes, and is approved) as before these fields.
+        data = handler(self)
+        for name in ("declared_serve_argv", "launch_changes", "declared_engine_args"):
+            if data.get(name) is None:
+                data.pop(name, None)
+        return data
+
+
+class Launch(Strict):
+    """One server start, in order."""
+
+    cell_id: Key = Field(description="The cell served.")
+    trials: list[int] = Field(description="Trials measured on this server (all of them when warm or warm-interleaved, one when cold).")
+    slurm: SlurmServe | None = Field(
+        default=None, description="Executor slurm: the batch job (sbatch argv, job script) this launch submits.")
+    kubernetes: KubernetesServe | None = Field(
+        default=None, description="Executor kubernetes: the Pod manifest and the kubectl argv of this launch.")
+
+
+class Block(Strict):
+    """One round of a warm-interleaved plan: trial `index` of every cell that has one, in `order`."""
+
+    index: int = Field(ge=0, description="The block, from 0; also the trial it measures of every cell in it.")
+    order: list[Key] = Field(
+        min_length=1,
+        description="Cell IDs in the order they are measured in this block (each cell's concurrency levels in "
+        "order inside its turn): a permutation of the cells with more than `index` trials, shuffled by a "
+        "generator seeded from the run ID.")
+
+
+class LevelNoise(Strict):
+    """What earlier runs of the same target and hardware say about one concurrency level's noise."""
+
+    concurrency: int = Field(description="The concurrency level.")
+    trials: int = Field(ge=0, description="Earlier trials the spread comes from (0: none recorded).")
+    runs: list[str] = Field(description="The earlier runs they come from.")
+    cv_pct: float | None = Field(description="Per-trial spread of the objective (sd of its logs, as %); null when none.")
+    expected_trials_per_arm: int | None = Field(
+        description="Trials per arm expected to resolve the minimum effect at that spread (an interval narrow enough "
+        "to show a change beyond it, or none that matters); null when unknown (no earlier trials: round 1, the "
+        "pilot, tells) or not expected by the cap.")
+
+
+class Rounds(Strict):
+    """Sequential rounds (campaign gate.max_trials): the trial range per arm and the stopping rule."""
+
+    min_trials: int = Field(ge=2, description="Trials per arm and level every cell runs before the first look.")
+    max_trials: int = Field(ge=2, description="The cap: the most trials per arm and level, a hard ceiling on server time.")
+    objective: str = Field(description="The gate's objective, looked at after every round.")
+    guards: list[str] = Field(description="Guards looked at after every round (one worse beyond the minimum effect settles a level).")
+    min_effect_pct: float = Field(description="The gate's minimum effect, %.")
+    server_bias_pct: float = Field(description="The gate's measured server bias, %.")
+    alpha_per_side: float = Field(description="Each candidate's one-sided alpha (95 % family-wise, Bonferroni over the candidates).")
+    rule: str = Field(description="The stopping rule, in words.")
+    noise: list[LevelNoise] = Field(description="Per level: the noise of earlier runs and the trials per arm it implies.")

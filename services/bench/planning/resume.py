@@ -1,0 +1,86 @@
+"""Resuming a bench step that an earlier delivery left half done.
+
+A bench-runner killed mid-bench leaves its message pending; the instance that
+reclaims it executes the same approved plan again. Bundle artifacts are
+write-once, and a trial measured again would give other bytes, so:
+
+- every execution is an **attempt**, numbered in `bench/attempts/`; the
+  first writes its launch and raw trial files where the plan says, a later
+  one under `attempt-<n>/` inside those folders (a server log, argv.json,
+  /metrics scrapes and an operator bench's output of a dead attempt stay as
+  evidence and are never overwritten);
+- a trial whose result file (`bench/<cell>/trial-<t>/result-c<c>.json`) is
+  recorded is **adopted**, not measured again: its ref joins the results, and
+  a standing trial's outputs (prompt IDs beside generated texts in the result)
+  still serve the candidates' agreement; its bench.trial.completed is not
+  emitted twice;
+- a trial recorded as **rejected** (`rejected-c<c>.json`: its counters broke
+  the spec-decode rule, contracts/speculation.py) is adopted as the same
+  failure, never as a result: its problems fail the cell again and it is not
+  measured again (a result file of an older bundle that still carries
+  `speculation_problems` counts as rejected too);
+- a launch whose trials are all adopted starts no server; in the warm-interleaved
+  regime (services/bench/planning/interleave.py) adoption is per trial as everywhere; a
+  block's windows are recorded once all of them are measured, so those a dead
+  runner had measured but not yet recorded are measured again.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from contracts import layout
+from contracts.envelope import ArtifactRef
+from services.runtime.delivery.adopt import recorded
+from services.runtime.bundle.bundle import BundleError, BundleStore
+
+
+@dataclass(frozen=True)
+class Adopted:
+    """A trial an earlier attempt measured and recorded."""
+
+    ref: ArtifactRef
+    problems: list[str] = field(default_factory=list)
+    # prompt_id -> generated text of the trial's successful requests (builtin bench only).
+    outputs: dict[str, str] = field(default_factory=dict)
+
+
+def begin_attempt(bundle: BundleStore, run_id: str) -> int:
+    """Number and record this execution of the plan: 1 for the first."""
+    attempt = 1 + len(list(bundle.run_dir(run_id).glob(layout.bench_attempt("*"))))
+    bundle.write_json(run_id, layout.bench_attempt(attempt), {"attempt": attempt})
+    return attempt
+
+
+def adopt(bundle: BundleStore, run_id: str, cell_id: str, trial: int, concurrency: int) -> Adopted | None:
+    """The recorded result of a trial, or None when it still has to be measured.
+
+    A recorded rejected trial comes back with its problems (never empty), so the
+    caller fails the cell again. A file that exists but is not recorded (the
+    writer died between the two) does not count: the trial is measured again and
+    overwrites it."""
+    for relpath, rejected in ((layout.trial_result(cell_id, trial, concurrency), False),
+                              (layout.rejected_result(cell_id, trial, concurrency), True)):
+        # The runtime's adoption (services/runtime/delivery/adopt.py), per trial: whole steps are adopted the same way.
+        try:
+            found = recorded(bundle, run_id, relpath)
+            if found is None:
+                continue
+            ref, result = found[0], json.loads(found[1])
+        except (BundleError, ValueError) as exc:
+            raise BundleError(f"the recorded result {relpath} of an earlier attempt cannot be read back: {exc}") from None
+        problems = [str(p) for p in (result.get("speculation_problems") or []) if p] if isinstance(result, dict) else []
+        if rejected and not problems:
+            problems = [f"recorded as rejected by an earlier attempt ({relpath}) without its reasons"]
+        return Adopted(ref=ref, problems=problems, outputs=outputs_of(result) if isinstance(result, dict) else {})
+    return None
+
+
+def outputs_of(result: dict) -> dict[str, str]:
+    """prompt_id -> text of the successful requests of a builtin result (empty for an operator's)."""
+    ids, texts, errors = result.get("prompt_ids"), result.get("generated_texts"), result.get("errors")
+    if not isinstance(ids, list) or not isinstance(texts, list) or len(ids) != len(texts):
+        return {}
+    errors = errors if isinstance(errors, list) and len(errors) == len(ids) else [""] * len(ids)
+    return {str(pid): str(text) for pid, text, error in zip(ids, texts, errors) if not error}

@@ -1,0 +1,65 @@
+"""Read what the report's predictions need besides the trials: the profile's ngram advice and the draft's cost.
+
+`profile/PROFILE.json` (`contracts.profile.Profile`, its `ngram_advice`) and
+`training/draft-cost.json` (`contracts.training.DraftCost`), through the bundle
+store. Both are advice and model inputs, not the evidence the measured numbers
+rest on: an absent or invalid file is a note in its section (no advice to
+compare, draft cost not measured), never a DRAFT reason. A file the store
+cannot read (bytes that do not match their recorded sha256: a damaged bundle) is
+also listed in `problems`, like every other unreadable input.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from contracts import layout
+from contracts.profile import NgramAdvice, Profile
+from contracts.suffix import SuffixPrediction
+from contracts.training import DraftCost
+from services.runtime.bundle.bundle import (
+    ArtifactMissing,
+    BundleError,
+    BundleStore,
+    InvalidContent,
+)
+
+
+def read_ngram_advice(bundle: BundleStore, run_id: str, problems: list[str]) -> tuple[NgramAdvice | None, str | None]:
+    """(the profile's ngram advice, why there is none)."""
+    profile, note = _read(bundle, run_id, layout.PROFILE, Profile, problems)
+    if profile is None:
+        return None, note
+    if profile.ngram_advice is None:
+        return None, f"{layout.PROFILE} predates ngram advice (written by an older profiler): profile the traffic again"
+    return profile.ngram_advice, None
+
+
+def read_suffix_prediction(bundle: BundleStore, run_id: str,
+                           problems: list[str]) -> tuple[SuffixPrediction | None, str | None]:
+    """(the profiler's suffix prediction, why there is none)."""
+    return _read(bundle, run_id, layout.PROFILE_SUFFIX, SuffixPrediction, problems)
+
+
+def read_draft_cost(bundle: BundleStore, run_id: str, problems: list[str]) -> tuple[DraftCost | None, str | None]:
+    """(the draft's measured cost, why there is none)."""
+    return _read(bundle, run_id, layout.TRAINING_DRAFT_COST, DraftCost, problems)
+
+
+def _read(bundle: BundleStore, run_id: str, relpath: str, model: type, problems: list[str]) -> tuple[Any, str | None]:
+    try:
+        raw = bundle.read_json(run_id, relpath)
+    except ArtifactMissing:
+        return None, f"no {relpath} in the bundle"
+    except InvalidContent as exc:
+        return None, f"{relpath} is not JSON ({exc})"
+    except BundleError as exc:
+        problems.append(f"{relpath}: {exc}")
+        return None, f"{relpath} is unreadable ({exc})"
+    try:
+        return model.model_validate(raw), None
+    except ValidationError as exc:
+        first = exc.errors()[0]["msg"]
+        return None, f"{relpath} is not a valid {model.__name__} ({exc.error_count()} error(s), first: {first})"

@@ -1,0 +1,1 @@
+"""The report: the bundle read into a model, its figures and the rendered document."""

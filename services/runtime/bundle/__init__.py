@@ -1,0 +1,1 @@
+"""The evidence bundle: paths, records, events and delivery gaps."""

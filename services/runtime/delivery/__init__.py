@@ -1,0 +1,1 @@
+"""Delivery: the broker, consumer groups, the ledger, reconcile, catch-up and the service loop."""

@@ -1,0 +1,1 @@
+"""Health, metrics and logs of a running service."""
