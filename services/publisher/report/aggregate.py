@@ -6,7 +6,7 @@ every artifact's bytes are checked against the sha256 recorded when written):
 (parsed by `contracts.results.parse_trial`, the gate's own reader, so the report
 and the gate read the same figures), `gate/DECISION.json`, `bench/plan.json` and
 the trainer-proxy's `training/input-key.json` (`contracts.training.KeyRecord`)
-when present, the profile's ngram advice and the draft's cost (prediction_inputs.py), the bench's rejected trials (`contracts.layout.REJECTED_GLOB`)
+when present, the profile's ngram advice, the draft's cost and the trained draft's offline acceptance (prediction_inputs.py), the bench's rejected trials (`contracts.layout.REJECTED_GLOB`)
 and every launch's engine read-back (`contracts.layout.engine_check`,
 `contracts/engine.py`); from the journal, what approved each plan at the review
 point (review_record.py). Paths are `contracts.layout`'s. A missing campaign.json is
@@ -41,7 +41,12 @@ from contracts.results import TrialIdentity
 from contracts.training import KeyRecord
 from contracts.trials import MetricKey, Trial, parse_trial, trial_value
 from services.publisher.errors import ReportInputError
-from services.publisher.prediction.prediction_inputs import read_draft_cost, read_ngram_advice, read_suffix_prediction
+from services.publisher.prediction.prediction_inputs import (
+    read_draft_cost,
+    read_ngram_advice,
+    read_offline_acceptance,
+    read_suffix_prediction,
+)
 from services.publisher.publish.review_record import plan_reviews
 from services.publisher.report.canonical_section import read_canonical, read_intent
 from services.publisher.report.target_model import read_target_build
@@ -75,7 +80,9 @@ DONE_EVENTS: dict[str, str] = {
 }
 FAILED_EVENTS: dict[str, str] = {f"{step}.failed": step for step in EVIDENCE_STEPS} | {"capacity.unavailable": "capacity"}
 # Identity fields that describe the measurement; `trial` names which one it is.
-_DESCRIBING_FIELDS = tuple(name for name in TrialIdentity.model_fields if name not in ("trial", "version"))
+# trial and trial_count name a trial within its arm, they do not describe what was measured; in sequential
+# rounds trial_count grows with the rounds (3, 3, 3, 4), and the count check below reads its largest value.
+_DESCRIBING_FIELDS = tuple(name for name in TrialIdentity.model_fields if name not in ("trial", "trial_count", "version"))
 
 
 @dataclass(frozen=True)
@@ -115,6 +122,7 @@ def read_campaign(bundle: BundleStore, run_id: str, *, extra_events: Sequence[Ma
     advice, advice_note = read_ngram_advice(bundle, run_id, problems)
     cost, cost_note = read_draft_cost(bundle, run_id, problems)
     suffix, suffix_note = read_suffix_prediction(bundle, run_id, problems)
+    offline, offline_note, output_dir = read_offline_acceptance(bundle, run_id, problems)
     build, build_note = read_target_build(bundle, run_id, problems)
     return CampaignData(
         run_id=run_id,
@@ -135,6 +143,7 @@ def read_campaign(bundle: BundleStore, run_id: str, *, extra_events: Sequence[Ma
         redaction=_read_redaction(bundle, run_id, problems),
         ngram_advice=advice, ngram_advice_note=advice_note, draft_cost=cost, draft_cost_note=cost_note,
         suffix_prediction=suffix, suffix_prediction_note=suffix_note,
+        offline_acceptance=offline, offline_acceptance_note=offline_note, training_output_dir=output_dir,
         target_build=build, target_build_note=build_note,
         canonical=read_canonical(bundle, run_id, problems), intent=read_intent(bundle, run_id, problems),
         reviews=plan_reviews(events, campaign),
