@@ -17,6 +17,12 @@ from contracts.envelope import Strict
 
 SUFFIX_PREDICTION_VERSION = 1
 
+# vLLM's SpeculativeConfig defaults for the suffix keys (vllm/config/speculative.py, 0.32.0): what a cell that
+# leaves one unset runs (the profiler simulates them; the report names the cache size).
+SUFFIX_VLLM_DEFAULTS: dict[str, float] = {
+    "suffix_decoding_max_tree_depth": 24, "suffix_decoding_max_cached_requests": 10000,
+    "suffix_decoding_max_spec_factor": 1.0, "suffix_decoding_min_token_prob": 0.1}
+
 
 class SuffixCellPrediction(Strict):
     """One suffix cell's predicted acceptance over the heldout split."""

@@ -25,12 +25,9 @@ import orjson
 
 from contracts.campaign import Campaign, Matrix, SpeculativeConfig
 from contracts.corpus import CorpusRecord
-from contracts.suffix import SuffixCellPrediction, SuffixPrediction
+from contracts.suffix import SUFFIX_VLLM_DEFAULTS, SuffixCellPrediction, SuffixPrediction
 from services.shared.text.chat_template import load_chat_template
 
-# vLLM's SpeculativeConfig defaults for the suffix keys (vllm/config/speculative.py, 0.32.0).
-VLLM_DEFAULTS = {"suffix_decoding_max_tree_depth": 24, "suffix_decoding_max_cached_requests": 10000,
-                 "suffix_decoding_max_spec_factor": 1.0, "suffix_decoding_min_token_prob": 0.1}
 
 
 def suffix_cells(campaign: Campaign) -> list[tuple[str, SpeculativeConfig]]:
@@ -74,7 +71,7 @@ def _simulate(cell_id: str, spec: SpeculativeConfig, pairs: list[tuple[Any, Any]
     from arctic_inference.suffix_decoding.simulator import suffix_decode
 
     keys = {key: getattr(spec, key) if getattr(spec, key) is not None else default
-            for key, default in VLLM_DEFAULTS.items()}
+            for key, default in SUFFIX_VLLM_DEFAULTS.items()}
     k = spec.num_speculative_tokens
     cache = SuffixDecodingCache(max_tree_depth=keys["suffix_decoding_max_tree_depth"],
                                 max_cached_requests=keys["suffix_decoding_max_cached_requests"])

@@ -17,7 +17,11 @@ Markdown alike) when any of these holds; every reason that holds is listed:
    report's re-check of the spec-decode rule rejects): it is in no figure, and
    the cell's evidence is short of it;
 7. the engine's effective config of a launch was not read back (no
-   EngineCheck file), or differs from what the cell declared in some field.
+   EngineCheck file), or differs from what the cell declared in some field;
+8. a suffix cell keeps earlier requests' outputs in its global cache
+   (`suffix_decoding_max_cached_requests` above 0, vLLM's default 10,000)
+   while every trial replays the same prompts: it drafts from its own answers
+   to those prompts in earlier windows, which the traffic would not give it.
 
 Pure: a function of `CampaignData`.
 """
@@ -25,13 +29,15 @@ Pure: a function of `CampaignData`.
 from __future__ import annotations
 
 from contracts import layout
+from contracts.campaign import Matrix
+from contracts.suffix import SUFFIX_VLLM_DEFAULTS
 from services.publisher.report.model import CampaignData
 
 
 def draft_reasons(data: CampaignData) -> list[str]:
     """Every reason the report is a DRAFT, in words; empty for a final report."""
     return [*_step_reasons(data), *_gate_reasons(data), *_identity_reasons(data), *_other_reasons(data),
-            *_rejected_reasons(data), *_engine_reasons(data)]
+            *_rejected_reasons(data), *_engine_reasons(data), *_suffix_cache_reasons(data)]
 
 
 def _step_reasons(data: CampaignData) -> list[str]:
@@ -105,4 +111,22 @@ def _engine_reasons(data: CampaignData) -> list[str]:
             continue
         for m in row.check.mismatches:
             reasons.append(f"the engine of {launch} serves {m.field}={m.effective!r}, the cell declares {m.declared!r}")
+    return reasons
+
+
+def _suffix_cache_reasons(data: CampaignData) -> list[str]:
+    if data.campaign is None or not isinstance(data.campaign.matrix, Matrix):
+        return []
+    reasons = []
+    for cell in data.campaign.matrix.cells:
+        spec = cell.serving.speculative
+        if spec is None or spec.method != "suffix" or spec.suffix_decoding_max_cached_requests == 0:
+            continue
+        size = spec.suffix_decoding_max_cached_requests
+        cache = f"{size:,} requests" if size is not None else f"vLLM's default, {SUFFIX_VLLM_DEFAULTS['suffix_decoding_max_cached_requests']:,} requests"
+        reasons.append(
+            f"suffix cell {cell.cell_id} caches earlier requests' outputs (suffix_decoding_max_cached_requests: {cache}) "
+            "while every trial and warm-up replays the same prompts: its acceptance and speed include drafts from its "
+            "own answers to those prompts in earlier windows; declare suffix_decoding_max_cached_requests: 0 to "
+            "measure what the traffic gives")
     return reasons

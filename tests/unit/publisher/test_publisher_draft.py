@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import re
 
+import orjson
 import pytest
+
+from contracts.campaign import SpeculativeConfig
 
 from services.publisher.report.aggregate import read_campaign
 from services.publisher.report.draft import draft_reasons
@@ -72,3 +75,48 @@ def test_draft_stands_in_the_title_and_on_every_section(drafted):
         assert f"- {reason}" in why
     assert any("step profile is missing" in r for r in out.summary.draft_reasons)
     assert any("inconclusive" in r for r in out.summary.draft_reasons)
+
+
+@pytest.mark.parametrize(("cached", "expected"), [
+    (None, "suffix_decoding_max_cached_requests: vLLM's default, 10,000 requests"),
+    (500, "suffix_decoding_max_cached_requests: 500 requests"),
+    (0, None),
+])
+def test_a_suffix_cell_caching_earlier_answers_to_replayed_prompts_is_a_draft(campaign_data, cached, expected):
+    data = campaign_data()
+    cells = data.campaign.matrix.cells
+    suffix = {"method": "suffix", "num_speculative_tokens": 3}
+    if cached is not None:
+        suffix["suffix_decoding_max_cached_requests"] = cached
+    candidate = cells[1].model_copy(update={"serving": cells[1].serving.model_copy(
+        update={"speculative": SpeculativeConfig(**suffix)})})
+    matrix = data.campaign.matrix.model_copy(update={"cells": [cells[0], candidate]})
+    data = data.model_copy(update={"campaign": data.campaign.model_copy(update={"matrix": matrix})})
+    found = [r for r in draft_reasons(data) if r.startswith("suffix cell")]
+    if expected is None:
+        assert found == []
+    else:
+        [reason] = found
+        assert f"suffix cell {candidate.cell_id} caches earlier requests' outputs ({expected})" in reason
+        assert "declare suffix_decoding_max_cached_requests: 0" in reason
+
+
+def test_sequential_rounds_growing_trial_count_is_not_an_identity_difference(store):
+    # Rounds write trial_count 3, 3, 3 and then 4 for the trial the extra round added (services/bench/run.py):
+    # it names the trial within its arm, it does not describe the measurement.
+    build(store, Spec())
+    raw = orjson.loads(store.read_bytes(RUN, "bench/ngram-k3/trial-2/result-c1.json"))
+    raw["identity"].update(trial=3, trial_count=4)
+    store.write_bytes(RUN, "bench/ngram-k3/trial-3/result-c1.json", orjson.dumps(raw))
+    data = read_campaign(store, RUN)
+    assert len(data.arm("ngram-k3", 1).trials) == 4
+    reasons = draft_reasons(data)
+    assert not any("identity differs between trials" in r for r in reasons), reasons
+    assert not any("ngram-k3@c1 is incomplete" in r for r in reasons), reasons
+    # The largest trial_count is what the arm declares: with the fourth result missing it is short, and said so.
+    store.write_bytes(RUN, "bench/ngram-k3/trial-3/result-c4.json", orjson.dumps(
+        {**orjson.loads(store.read_bytes(RUN, "bench/ngram-k3/trial-2/result-c4.json"))} | {"identity": {
+            **orjson.loads(store.read_bytes(RUN, "bench/ngram-k3/trial-2/result-c4.json"))["identity"],
+            "trial": 3, "trial_count": 5}}))
+    reasons = draft_reasons(read_campaign(store, RUN))
+    assert any("ngram-k3@c4 is incomplete: 4 of 5 declared trial(s) have results" in r for r in reasons), reasons
