@@ -1,8 +1,10 @@
-"""Read what the report's predictions need besides the trials: the profile's ngram advice and the draft's cost.
+"""Read what the report's predictions need besides the trials: the profile's ngram advice, the draft's cost
+and the trained draft's offline acceptance.
 
-`profile/PROFILE.json` (`contracts.profile.Profile`, its `ngram_advice`) and
-`training/draft-cost.json` (`contracts.training.DraftCost`), through the bundle
-store. Both are advice and model inputs, not the evidence the measured numbers
+`profile/PROFILE.json` (`contracts.profile.Profile`, its `ngram_advice`),
+`training/draft-cost.json` (`contracts.training.DraftCost`) and the trainer's
+`offline-acceptance.json` (`contracts.offline_acceptance`, found through
+`training/outputs.json`), through the bundle store. All are advice and model inputs, not the evidence the measured numbers
 rest on: an absent or invalid file is a note in its section (no advice to
 compare, draft cost not measured), never a DRAFT reason. A file the store
 cannot read (bytes that do not match their recorded sha256: a damaged bundle) is
@@ -16,9 +18,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from contracts import layout
+from contracts.offline_acceptance import OFFLINE_ACCEPTANCE_FILE, OfflineAcceptance
 from contracts.profile import NgramAdvice, Profile
 from contracts.suffix import SuffixPrediction
-from contracts.training import DraftCost
+from contracts.training import DraftCost, OutputManifest
 from services.runtime.bundle.bundle import (
     ArtifactMissing,
     BundleError,
@@ -46,6 +49,27 @@ def read_suffix_prediction(bundle: BundleStore, run_id: str,
 def read_draft_cost(bundle: BundleStore, run_id: str, problems: list[str]) -> tuple[DraftCost | None, str | None]:
     """(the draft's measured cost, why there is none)."""
     return _read(bundle, run_id, layout.TRAINING_DRAFT_COST, DraftCost, problems)
+
+
+def read_offline_acceptance(bundle: BundleStore, run_id: str,
+                            problems: list[str]) -> tuple[OfflineAcceptance | None, str | None, str | None]:
+    """(the trained draft's offline acceptance, why there is none, the trainer's output folder).
+
+    The trainer's outputs are what `training/outputs.json` lists (the trainer-proxy hashed them with the
+    checkpoint, a reused draft's copy included), so the estimate is the listed file of that name, and
+    the folder it names is how a resolved draft path is known as the trained draft."""
+    manifest, note = _read(bundle, run_id, layout.TRAINING_OUTPUTS, OutputManifest, problems)
+    if manifest is None:
+        return None, note, None
+    entry = next((f for f in manifest.files if f.path == OFFLINE_ACCEPTANCE_FILE), None)
+    if entry is None or entry.kind != "file":
+        return None, (f"the trainer wrote no {OFFLINE_ACCEPTANCE_FILE} ({layout.TRAINING_OUTPUTS} lists no such "
+                      "file)"), manifest.output_dir
+    relpath = f"{layout.TRAINING_OUTPUT_DIR}/{entry.path}"
+    found, note = _read(bundle, run_id, relpath, OfflineAcceptance, problems)
+    if found is not None and bundle.ref(run_id, relpath).sha256 != entry.sha256:
+        return None, f"{relpath} is not the file {layout.TRAINING_OUTPUTS} hashed", manifest.output_dir
+    return found, note, manifest.output_dir
 
 
 def _read(bundle: BundleStore, run_id: str, relpath: str, model: type, problems: list[str]) -> tuple[Any, str | None]:

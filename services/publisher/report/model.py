@@ -19,6 +19,7 @@ from contracts.decision import Decision
 from contracts.engine import EngineCheck
 from contracts.envelope import Key, RunId, Sha256, Strict
 from contracts.events import SpecDecodeDelta
+from contracts.offline_acceptance import OfflineAcceptance
 from contracts.profile import NgramAdvice
 from contracts.suffix import SuffixPrediction
 from contracts.results import TrialIdentity
@@ -158,6 +159,16 @@ class CampaignData(Strict):
         "None when the bundle has none.")
     suffix_prediction_note: str | None = Field(
         default=None, description="Why there is no suffix prediction file; None with one.")
+    offline_acceptance: OfflineAcceptance | None = Field(
+        default=None, description="The trained draft's acceptance its trainer estimated before serving "
+        "(training/output/offline-acceptance.json, as training/outputs.json lists it); None without one. "
+        "Set beside the served acceptance in the report; the gate never reads it.")
+    offline_acceptance_note: str | None = Field(
+        default=None, description="Why there is no offline estimate (no training outputs, no such file, an invalid "
+        "one); None with one.")
+    training_output_dir: str | None = Field(
+        default=None, description="The trainer's output folder as training/outputs.json names it: a cell serving "
+        "this path serves the trained draft; None without training outputs.")
     draft_cost: DraftCost | None = Field(
         default=None, description="The draft's per-token cost against the target's (training/draft-cost.json); None "
         "when not measured.",

@@ -16,7 +16,8 @@ engine's read-back (declared beside effective, per launch), rejected trials,
 redaction, training (the draft and its cost), gate verdicts, latency,
 throughput, acceptance, predicted against realized speedup (free drafting,
 then with the draft's cost: render_predict.py), where speculation stops
-paying, the ngram settings beside the profile's advice, and last the next
+paying, the ngram settings beside the profile's advice, the suffix prediction and
+the trained draft's offline acceptance beside the served ones (offline_section.py), and last the next
 measured lever. Rejected trials are in no arm, so
 in no table of figures and no plot: only their own section lists them.
 """
@@ -32,7 +33,7 @@ from contracts.decision import FloorCheck
 from contracts.engine import CHECKED_FIELDS
 from services.publisher.report import figures as fig
 from services.publisher.report import answer, canonical_section, target_model
-from services.publisher.prediction import render_predict
+from services.publisher.prediction import offline_section, render_predict
 from services.publisher.report.document import (
     Anchor,
     Bullets,
@@ -105,6 +106,7 @@ def build_document(data: CampaignData, plots: list[Plot], found: list[Lever]) ->
         render_predict.stops_paying_section(data),
         render_predict.ngram_settings_section(data),
         render_predict.suffix_prediction_section(data),
+        offline_section.offline_acceptance_section(data),  # the trainer's estimate beside the served a_j
         with_schedule(_levers(found), data),  # ends with the k per concurrency, predicted (issue 34)
     ]
     return Document(title=f"specdec report: run {data.run_id}", draft_reasons=tuple(reasons), sections=tuple(sections))

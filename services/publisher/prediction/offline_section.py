@@ -1,0 +1,96 @@
+"""The report's section "Trained draft: offline vs served acceptance".
+
+Per trained candidate (a cell serving '{training.output}', or the folder training/outputs.json
+names), per concurrency level: the per-position acceptance its trainer estimated before serving
+(contracts/offline_acceptance.py) beside the served one, and the error served - offline per
+position and for the acceptance length. Both sides are the same quantity: a_j = accepted at
+position j / drafts (the served side pooled over the level's trials, as in "Acceptance per
+position"; the offline side from the trainer's counts). The gate never reads the estimate:
+training metrics cannot authorise promotion.
+"""
+
+from __future__ import annotations
+
+import posixpath
+
+from contracts import layout
+from contracts.campaign import SpeculativeConfig
+from contracts.offline_acceptance import OFFLINE_ACCEPTANCE_FILE
+from services.publisher.prediction.predict import cell_speculation
+from services.publisher.report import figures as fig
+from services.publisher.report.document import Block, Paragraph, Ref, Section, Table
+from services.publisher.report.model import ArmLevel, CampaignData
+
+TITLE = "Trained draft: offline vs served acceptance"
+ANCHOR = "offline-acceptance"
+FILE = f"{layout.TRAINING_OUTPUT_DIR}/{OFFLINE_ACCEPTANCE_FILE}"
+
+
+def trained_cells(data: CampaignData) -> list[str]:
+    """Cells serving the draft this run trained: declared '{training.output}', or resolved to its folder."""
+    return [cell for cell, spec in cell_speculation(data).items() if spec is not None and _trained(spec, data)]
+
+
+def _trained(spec: SpeculativeConfig, data: CampaignData) -> bool:
+    if spec.needs_training:
+        return True
+    # The bench plan and the trials' identity carry the resolved path, not the placeholder.
+    folder = data.training_output_dir
+    return bool(spec.model and folder) and posixpath.normpath(spec.model) == posixpath.normpath(folder)
+
+
+def offline_acceptance_section(data: CampaignData) -> Section:
+    cells = trained_cells(data)
+    if not cells:
+        return _one_line("The campaign has no trained draft candidate (no cell serves '{training.output}').")
+    found = data.offline_acceptance
+    if found is None:
+        return _one_line(f"No offline estimate: {data.offline_acceptance_note or 'no ' + FILE}.")
+    offline = found.a()
+    if offline is None:
+        return _one_line(f"No offline estimate: {FILE} counts no drafts.")
+    rows = tuple(_row(arm, offline) for arm in data.arms if arm.cell_id in cells)
+    blocks: list[Block] = [
+        Paragraph((f"Before serving, the trainer estimated the draft's acceptance ({FILE}; method {found.method}, "
+                   f"k = {found.num_speculative_tokens}; {found.drafts} drafts over {found.answers} of "
+                   f"{found.heldout_prompts} held-out prompts, answers up to {found.max_new_tokens} tokens): "
+                   "teacher-forced against the target's greedy tokens, position j accepted where drafts 1..j all "
+                   "match. Offline a_j = accepted at j / drafts (the trainer's p_j, from its counts); served a_j "
+                   "as in \"Acceptance per position\" (counters pooled over the level's trials); length = 1 + sum "
+                   "of a_j; error = served - offline. The estimate is advice: the gate never reads it (training "
+                   "metrics cannot authorise promotion).",)),
+        Table(("ID", "cell", "concurrency", "trials", "named baseline", "k (offline/served)",
+               "offline a_1 / ... / a_k", "served a_1 / ... / a_k", "error a_1 / ... / a_k", "offline length",
+               "served length", "length error"), rows),
+    ]
+    return Section(ANCHOR, TITLE, tuple(blocks))
+
+
+def _row(arm: ArmLevel, offline: list[float]) -> tuple:
+    ids = (Ref(arm.key), arm.cell_id, _lvl(arm.concurrency), f"{len(arm.trials)}/{arm.trials_declared or '?'}",
+           arm.baseline_cell_id or "-")
+    length = 1 + sum(offline)
+    served = fig.acceptance(arm)
+    if served is None:
+        return (*ids, f"{len(offline)}/-", _seq(offline), "no drafts", "-", f"{length:.3f}", "-", "-")
+    common = min(len(offline), served.k)
+    errors = [served.per_position[j] - offline[j] for j in range(common)]
+    errors_text = " / ".join([f"{e:+.3f}" for e in errors] + ["-"] * (max(len(offline), served.k) - common))
+    # Lengths over different k count different positions: no error is given for them.
+    length_error = (f"{served.mean_length - length:+.3f}" if served.k == len(offline)
+                    else f"not compared: k differs ({len(offline)} offline, {served.k} served)")
+    return (*ids, f"{len(offline)}/{served.k}", _seq(offline), _seq(served.per_position), errors_text,
+            f"{length:.3f}", f"{served.mean_length:.3f}", length_error)
+
+
+def _one_line(text: str) -> Section:
+    return Section(ANCHOR, TITLE, (Paragraph((text,)),))
+
+
+def _seq(values) -> str:
+    return " / ".join(f"{v:.3f}" for v in values)
+
+
+def _lvl(c: int | None) -> str:
+    return "unlimited" if c is None else str(c)
+
