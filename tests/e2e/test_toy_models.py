@@ -13,20 +13,14 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
-import re
-import signal
-import socket
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.support.toy_examples import EXAMPLES, RUN_DIR, SAMPLE, toy
+from tests.support.toy_examples import EXAMPLES, RUN_DIR, SAMPLE, serve_chat, toy
 
 # Builds, training and a vLLM start take minutes on 2 cores: past the suite's 300 s default.
 # Not in `make test`: the shared campaign (test_campaign.py) asserts the same acceptance goal
@@ -124,97 +118,28 @@ def test_trainer_logs_a_falling_finite_loss(draft):
     assert lines[-1]["event"] == "summary" and lines[-1]["answers"] > 100
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-_SAMPLE_LINE = re.compile(r"^(vllm:spec_decode_[a-z_]+)(\{[^}]*\})?\s+([0-9.eE+-]+)$")
-
-
-def spec_counters(text: str) -> dict:
-    """Summed spec-decode counters of a /metrics page, per position for the per-position series."""
-    out: dict = {"drafts": 0.0, "draft_tokens": 0.0, "accepted": 0.0, "per_pos": {}}
-    names = {"vllm:spec_decode_num_drafts_total": "drafts", "vllm:spec_decode_num_draft_tokens_total": "draft_tokens",
-             "vllm:spec_decode_num_accepted_tokens_total": "accepted"}
-    for line in text.splitlines():
-        match = _SAMPLE_LINE.match(line.strip())
-        if not match:
-            continue
-        name, labels, value = match.group(1), match.group(2) or "", float(match.group(3))
-        if name in names:
-            out[names[name]] += value
-        elif name == "vllm:spec_decode_num_accepted_tokens_per_pos_total":
-            pos = re.search(r'position="(\d+)"', labels).group(1)
-            out["per_pos"][pos] = out["per_pos"].get(pos, 0.0) + value
-    return out
-
-
 def test_draft_acceptance_in_vllm(target: Path, draft, corpus):
     draft_dir, _ = draft
     _, heldout = corpus
     prompts = heldout[:MAX_HELDOUT]
-    port = _free_port()
     spec = {"method": "draft_model", "model": str(draft_dir), "num_speculative_tokens": K}
-    argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(target),
-            "--served-model-name", "toy", "--port", str(port), "--host", "127.0.0.1",
-            "--max-model-len", str(MAX_MODEL_LEN), "--enforce-eager", "--dtype", "float32", "--seed", "0",
-            "--speculative-config", json.dumps(spec)]
-    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
-    log_path = RUN_DIR / "vllm-server.log"
-    base = f"http://127.0.0.1:{port}"
-    with log_path.open("wb") as log:
-        started = time.monotonic()
-        server = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        try:
-            with httpx.Client(timeout=120) as client:
-                while True:
-                    assert server.poll() is None, f"vLLM exited ({server.returncode}): {log_path.read_text()[-3000:]}"
-                    assert time.monotonic() - started < START_TIMEOUT_S, f"vLLM did not start: {log_path.read_text()[-3000:]}"
-                    try:
-                        if client.get(f"{base}/health").status_code == 200:
-                            break
-                    except httpx.TransportError:
-                        pass
-                    time.sleep(1)
-                start_s = time.monotonic() - started
-                before = spec_counters(client.get(f"{base}/metrics").text)
-
-                def ask(messages):
-                    body = {"model": "toy", "messages": messages, "temperature": 0, "max_tokens": MAX_TOKENS}
-                    reply = client.post(f"{base}/v1/chat/completions", json=body)
-                    assert reply.status_code == 200, f"{reply.status_code}: {reply.text[:500]}"
-                    data = reply.json()
-                    return data["usage"]["completion_tokens"], data["choices"][0]["message"]["content"]
-
-                t0 = time.monotonic()
-                with ThreadPoolExecutor(max_workers=4) as pool:
-                    answers = list(pool.map(ask, prompts))
-                window_s = time.monotonic() - t0
-                after = spec_counters(client.get(f"{base}/metrics").text)
-        finally:
-            os.killpg(server.pid, signal.SIGTERM)
-            try:
-                server.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(server.pid, signal.SIGKILL)
-                server.wait(timeout=30)
-    drafts = after["drafts"] - before["drafts"]
-    draft_tokens = after["draft_tokens"] - before["draft_tokens"]
-    accepted = after["accepted"] - before["accepted"]
-    assert drafts > 0, "no drafts: the engine did not speculate"
-    assert len(after["per_pos"]) == K  # one series per speculative token: the engine ran k=3
-    assert draft_tokens == K * drafts  # a draft model always proposes k tokens
-    length = 1 + accepted / drafts
-    rate = accepted / draft_tokens
-    output_tokens = sum(n for n, _ in answers)
-    _record(serve_start_s=round(start_s, 1), heldout_prompts=len(prompts), output_tokens=output_tokens,
-            window_s=round(window_s, 1), drafts=drafts, draft_tokens=draft_tokens, accepted_tokens=accepted,
-            mean_acceptance_length=round(length, 3), acceptance_rate=round(rate, 3),
-            per_position_acceptance=[round((after["per_pos"][p] - before["per_pos"].get(p, 0.0)) / drafts, 3)
-                                     for p in sorted(after["per_pos"], key=int)],
-            serve_argv=argv[1:], sample_answers=[a for _, a in answers[:5]])
+    started = time.monotonic()
+    served = serve_chat(target, spec, prompts, RUN_DIR / "vllm-server.log", max_tokens=MAX_TOKENS,
+                        max_model_len=MAX_MODEL_LEN, start_timeout_s=START_TIMEOUT_S)
+    window_s = time.monotonic() - started - served.start_s  # the requests, after the server answered /health
+    delta = served.delta
+    assert delta is not None and delta.num_drafts > 0, "no drafts: the engine did not speculate"
+    assert len(delta.accepted_per_position) == K  # one series per speculative token: the engine ran k=3
+    assert delta.num_draft_tokens == K * delta.num_drafts  # a draft model always proposes k tokens
+    length = 1 + delta.num_accepted_tokens / delta.num_drafts
+    rate = delta.num_accepted_tokens / delta.num_draft_tokens
+    output_tokens = served.output_tokens
+    _record(serve_start_s=served.start_s, heldout_prompts=len(prompts), output_tokens=output_tokens,
+            window_s=round(window_s, 1), drafts=delta.num_drafts, draft_tokens=delta.num_draft_tokens,
+            accepted_tokens=delta.num_accepted_tokens, mean_acceptance_length=round(length, 3),
+            acceptance_rate=round(rate, 3),
+            per_position_acceptance=[round(n / delta.num_drafts, 3) for n in delta.accepted_per_position],
+            serve_argv=served.argv[1:], sample_answers=served.answers[:5])
     print(json.dumps(_figures(), indent=2))
     assert output_tokens > len(prompts)  # the target answered, not only stopped
     assert length >= ACCEPTANCE_LENGTH_GOAL, f"mean acceptance length {length:.2f} < {ACCEPTANCE_LENGTH_GOAL}"

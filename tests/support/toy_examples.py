@@ -79,6 +79,7 @@ class Served:
     argv: list[str]
     start_s: float
     output_tokens: int
+    answers: list[str]  # each prompt's reply text, in prompt order
     delta: SpecDecodeDelta | None
     effective: EffectiveConfig
     checks: dict[str, FieldCheck]
@@ -125,10 +126,11 @@ def serve_chat(target: Path, spec: dict[str, Any], prompts: list[list[dict]], lo
                     body = {"model": "toy", "messages": messages, "temperature": 0, "max_tokens": max_tokens}
                     reply = client.post(f"{base}/v1/chat/completions", json=body)
                     assert reply.status_code == 200, f"{reply.status_code}: {reply.text[:500]}"
-                    return reply.json()["usage"]["completion_tokens"]
+                    data = reply.json()
+                    return data["usage"]["completion_tokens"], data["choices"][0]["message"]["content"]
 
                 with ThreadPoolExecutor(max_workers=workers) as pool:
-                    output_tokens = sum(pool.map(ask, prompts))
+                    replies = list(pool.map(ask, prompts))
                 after = spec_decode_counters(client.get(f"{base}/metrics").text)
         finally:
             os.killpg(server.pid, signal.SIGTERM)
@@ -141,6 +143,7 @@ def serve_chat(target: Path, spec: dict[str, Any], prompts: list[list[dict]], lo
     effective = effective_config(read_log(log_path.read_text()), models, log_name=log_path.name)
     declared = Declared(model=str(target), dtype="float32", quantization=None, tensor_parallel_size=1,
                         graph_mode="eager", max_num_seqs=None, max_model_len=max_model_len, speculative=spec)
-    return Served(argv=argv, start_s=round(start_s, 1), output_tokens=output_tokens,
+    return Served(argv=argv, start_s=round(start_s, 1), output_tokens=sum(n for n, _ in replies),
+                  answers=[text for _, text in replies],
                   delta=counters_delta(before, after), effective=effective,
                   checks={row.field: row for row in compare(declared, effective)})
