@@ -1,9 +1,9 @@
 """training/output/offline-acceptance.json: a trained draft's acceptance estimated before serving, format 1.
 
 An operator's trainer may write it into its output folder, so the trainer-proxy hashes it into
-training/outputs.json with the checkpoint (the example EAGLE-3 trainer does: infra/examples/
-offline_acceptance.py). Teacher-forced on the held-out split against the target's greedy tokens:
-position j counts as accepted where drafts 1..j all equal the target's next tokens, so
+training/outputs.json with the checkpoint (both example trainers do, with --heldout: infra/examples/
+offline_acceptance.py, methods eagle3 and draft_model). Teacher-forced on the held-out split against
+the target's greedy tokens: position j counts as accepted where drafts 1..j all equal the target's next tokens, so
 `accepted_per_position[j-1] / drafts` is what the report calls a_j for a served arm (vLLM's
 accepted-per-position counter over its drafts), not the conditional p_j of its acceptance table.
 

@@ -1,4 +1,4 @@
-"""Offline acceptance of an EAGLE-3 head, before it is served: teacher-forced, per position, on held-out prompts.
+"""Offline acceptance of a trained draft, before it is served: teacher-forced, per position, on held-out prompts.
 
 The served engine drafts k tokens after each verified token and accepts the longest
 prefix that equals the target's greedy choice. This estimate does the same on the
@@ -20,6 +20,13 @@ position (the engine drafts only after each verification step), it uses the targ
 float32 transformers forward (the engine's numerics differ slightly), and the head's
 weights are the bf16 ones it is saved with. The report sets both side by side; the gate
 never reads this file (training metrics cannot authorise promotion).
+
+A draft model (train_draft.py, method draft_model) is estimated the same way, without
+`speculators` (draft_model_counts): one teacher-forced pass of the draft over prompt +
+answer gives its argmax at every position, and its j-th draft from answer position t is
+its argmax at t + j (exact for an accepted prefix: there its own earlier drafts are the
+target's tokens, which the pass feeds it). Both methods count with accepted_counts and
+write the same fields (report), so the two estimates are one definition.
 
 Written as `offline-acceptance.json` (ARTIFACT) in the training output.
 """
@@ -85,19 +92,66 @@ def estimate(head, target_dir: Path, heldout: Path, aux_layers: list[int], ttt_s
             drafts += int(batch["loss_mask"].sum())
             for j, count in enumerate(accepted_counts(draft_tokens, batch, head.d2t)):
                 accepted[j] += count
+    return report("eagle3", "(mapped to the target's vocabulary by d2t when the head's is reduced)", accepted, drafts,
+                  heldout_prompts=len(prompts), prompts_too_long=too_long, answers=len(pairs),
+                  max_new_tokens=max_new_tokens)
+
+
+def report(method: str, drafted_how: str, accepted: list[int], drafts: int, *, heldout_prompts: int,
+           prompts_too_long: int, answers: int, max_new_tokens: int) -> dict:
+    """The artifact's fields (contracts/offline_acceptance.py, format 1) from the counts; k = len(accepted)."""
+    k = len(accepted)
     per_position = [round(a / drafts, 4) if drafts else math.nan for a in accepted]
     return {
-        "format": FORMAT, "method": "eagle3",
+        "format": FORMAT, "method": method,
         "definition": "teacher-forced on the held-out split against the target's greedy tokens: p_j = share of "
-                      "answer positions whose drafts 0..j (mapped to the target's vocabulary by d2t when the head's "
-                      "is reduced) all equal the target's next greedy tokens; acceptance_length = 1 + sum(p_j)",
-        "heldout_prompts": len(prompts), "prompts_too_long": too_long, "answers": len(pairs),
+                      f"answer positions t whose drafts 1..j {drafted_how} all equal the target's next greedy "
+                      "tokens; acceptance_length = 1 + sum(p_j)",
+        "heldout_prompts": heldout_prompts, "prompts_too_long": prompts_too_long, "answers": answers,
         "drafts": drafts, "accepted_per_position": accepted,
-        "per_position_acceptance": per_position, "num_speculative_tokens": ttt_steps,
+        "per_position_acceptance": per_position, "num_speculative_tokens": k,
         "acceptance_length": round(1 + sum(per_position), 4),
-        "acceptance_rate": round(sum(accepted) / (drafts * ttt_steps), 4) if drafts else math.nan,
+        "acceptance_rate": round(sum(accepted) / (drafts * k), 4) if drafts else math.nan,
         "max_new_tokens": max_new_tokens,
     }
+
+
+DRAFT_MODEL_HOW = "(the draft's argmax at t..t+j-1 in one pass over prompt + the target's answer)"
+
+
+def draft_model_counts(draft, pairs: list[tuple[list[int], list[int]]], k: int, batch_size: int) -> tuple[list[int], int]:
+    """(accepted per position 1..k, drafts) of a causal LM draft against the target's greedy (prompt, answer) pairs.
+
+    Drafted from the positions the EAGLE-3 estimate drafts from: each answer token that has a next
+    answer token (the target emits the first answer token itself, the draft then proposes from there)."""
+    import torch
+
+    accepted, drafts = [0] * k, 0
+    order = sorted(pairs, key=lambda pair: len(pair[0]) + len(pair[1]))
+    with torch.inference_mode():
+        for first in range(0, len(order), batch_size):
+            chunk = order[first : first + batch_size]
+            width = max(len(p) + len(a) for p, a in chunk)
+            ids = torch.zeros((len(chunk), width), dtype=torch.long)
+            mask = torch.zeros((len(chunk), width), dtype=torch.long)
+            for row, (prompt, answer) in enumerate(chunk):  # right padding: causal attention leaves real positions as they are
+                ids[row, : len(prompt) + len(answer)] = torch.tensor(prompt + answer)
+                mask[row, : len(prompt) + len(answer)] = 1
+            hidden = draft.model(input_ids=ids, attention_mask=mask).last_hidden_state
+            for row, (prompt, answer) in enumerate(chunk):
+                n = len(prompt) + len(answer)
+                # The head row by row: a batch's logits at once would be batch x width x vocab floats.
+                argmax = draft.lm_head(hidden[row, :n]).argmax(-1)
+                loss_mask = torch.zeros(n, dtype=torch.bool)
+                loss_mask[len(prompt) : n - 1] = True
+                sample = {"input_ids": ids[row, :n].unsqueeze(0), "loss_mask": loss_mask.unsqueeze(0),
+                          "document_ids": torch.zeros((1, n), dtype=torch.long)}
+                # The j-th draft from position i is the argmax at i + j (-1 past the end: never a token).
+                shifted = [torch.cat([argmax[j:], argmax.new_full((min(j, n),), -1)]).unsqueeze(0) for j in range(k)]
+                drafts += int(loss_mask.sum())
+                for j, count in enumerate(accepted_counts(shifted, sample, None)):
+                    accepted[j] += count
+    return accepted, drafts
 
 
 def accepted_counts(draft_tokens, batch: dict, d2t) -> list[int]:

@@ -23,7 +23,11 @@ What it does:
    embedding is most of a 2-layer draft, and keeping it halves a step's cost;
 4. trains it on the answer tokens and saves it, in the target's saved dtype, with the target's tokenizer files,
    so vLLM serves it as `{"method": "draft_model", "model": OUT}` (same
-   vocabulary and maximum length as the target).
+   vocabulary and maximum length as the target);
+5. with `--heldout`: estimates the saved draft's acceptance offline on the held-out
+   prompts (the target answers them greedily, as it answers the train split; one
+   teacher-forced pass of the draft per answer; offline_acceptance.py, the same
+   definition and file as the EAGLE-3 trainer's: `offline-acceptance.json`).
 
 A summary JSON line (`{"event": "summary", ...}`) closes stdout; progress goes to stderr.
 """
@@ -40,6 +44,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from offline_acceptance import DRAFT_MODEL_HOW, OfflineAcceptanceError  # noqa: E402  (one definition for every trainer)
 from toy_target import ToyBuildError, train_lm  # noqa: E402  (the same training loop as the toy target)
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
@@ -150,6 +155,26 @@ def make_draft(target, layers: int):
     return draft, picked
 
 
+def read_heldout_prompts(args: argparse.Namespace) -> list[list[dict[str, str]]] | None:
+    """The held-out prompts the offline estimate answers (None without --heldout); refuses its options without it."""
+    if args.heldout is None:
+        given = [name for name, value in (("--num-speculative-tokens", args.num_speculative_tokens),
+                                          ("--max-heldout-prompts", args.max_heldout_prompts)) if value is not None]
+        if given:
+            raise TrainDraftError(f"{' and '.join(given)} set the offline estimate, which needs --heldout; pass it too")
+        return None
+    from offline_acceptance import read_heldout
+
+    if args.num_speculative_tokens is None:
+        args.num_speculative_tokens = 3
+    for name, value in (("--num-speculative-tokens", args.num_speculative_tokens),
+                        ("--max-heldout-prompts", args.max_heldout_prompts)):
+        if value is not None and value < 1:
+            raise TrainDraftError(f"{name} must be >= 1, not {value}")
+    prompts = read_heldout(args.heldout)
+    return prompts if args.max_heldout_prompts is None else prompts[: args.max_heldout_prompts]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, required=True, help="corpus JSONL (records with split train are used)")
@@ -166,10 +191,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--freeze-embeddings", action="store_true", help="keep the target's embeddings (and tied head) frozen")
     parser.add_argument("--max-train-prompts", type=int, default=None,
                         help="use at most this many train prompts, the first in corpus order (default: all)")
+    parser.add_argument("--heldout", type=Path, default=None,
+                        help="corpus JSONL whose heldout records estimate acceptance offline (offline-acceptance.json)")
+    parser.add_argument("--num-speculative-tokens", type=int, default=None,
+                        help="with --heldout: k, the draft positions estimated (default 3, the example campaigns' k)")
+    parser.add_argument("--max-heldout-prompts", type=int, default=None,
+                        help="with --heldout: estimate on at most this many held-out prompts, the first (default: all)")
     args = parser.parse_args(argv)
     try:
         summary = train(args)
-    except (TrainDraftError, ToyBuildError) as exc:
+    except (TrainDraftError, ToyBuildError, OfflineAcceptanceError) as exc:
         print(f"train_draft: {exc}", file=sys.stderr)
         return 2
     print(json.dumps({"event": "summary", **summary}), flush=True)
@@ -192,6 +223,7 @@ def train(args: argparse.Namespace) -> dict:
     if not (args.target / "config.json").is_file():
         raise TrainDraftError(f"no checkpoint at {args.target} (config.json missing); pass --target the target folder")
     prompts, skipped = read_train_split(args.corpus)
+    heldout = read_heldout_prompts(args)  # before any training: a wrong path fails in seconds
     if args.max_train_prompts is not None:
         if args.max_train_prompts < 1:
             raise TrainDraftError(f"--max-train-prompts must be >= 1, not {args.max_train_prompts}")
@@ -205,6 +237,15 @@ def train(args: argparse.Namespace) -> dict:
     generated_s = time.monotonic() - started
     if not pairs:
         raise TrainDraftError("the target produced no answer for any train prompt; check the target checkpoint")
+    if heldout is not None:  # the target is freed before training; its held-out answers are the labels
+        heldout_started = time.monotonic()
+        log(f"{len(heldout)} held-out prompts; generating target answers for the offline estimate")
+        heldout_pairs, heldout_too_long = target_answers(target, tokenizer, heldout, args.max_new_tokens, args.gen_batch,
+                                                         max_positions, log)
+        offline_s = time.monotonic() - heldout_started
+        if not heldout_pairs:
+            raise TrainDraftError(f"the target answered none of the {len(heldout)} held-out prompts "
+                                  f"({heldout_too_long} too long for it); pass --heldout a corpus with shorter prompts")
     draft, picked = make_draft(target, args.layers)
     # The dtype the target is saved in (its config.json), not the float32 it was loaded in here.
     saved = json.loads((args.target / "config.json").read_text())
@@ -225,12 +266,27 @@ def train(args: argparse.Namespace) -> dict:
     for name in TOKENIZER_FILES:  # the same tokenizer: draft_model speculation needs the target's vocabulary
         if (args.target / name).is_file():
             shutil.copyfile(args.target / name, args.out / name)
+    offline = None
+    if heldout is not None:  # the saved (served-dtype) weights in float32, as the trainer ran; .float() is in place
+        from offline_acceptance import draft_model_counts, report, write
+
+        estimate_started = time.monotonic()
+        accepted, drafts = draft_model_counts(draft.float().eval(), heldout_pairs, args.num_speculative_tokens,
+                                              args.gen_batch)
+        offline = write(args.out, report("draft_model", DRAFT_MODEL_HOW, accepted, drafts, heldout_prompts=len(heldout),
+                                         prompts_too_long=heldout_too_long, answers=len(heldout_pairs),
+                                         max_new_tokens=args.max_new_tokens))
+        offline["offline_s"] = round(offline_s + time.monotonic() - estimate_started, 1)
+        log(f"offline acceptance {offline['per_position_acceptance']} (length {offline['acceptance_length']}) "
+            f"in {offline['offline_s']} s")
     summary = {"train_prompts": len(prompts), "skipped": skipped, "prompts_too_long": too_long,
                "answers": len(pairs), "answer_tokens": sum(len(a) for _, a in pairs), "draft_layers_from_target": picked,
                "steps": args.steps, "frozen_embeddings": args.freeze_embeddings,
                "trained_parameters": sum(p.numel() for p in draft.parameters() if p.requires_grad),
-               "saved_dtype": str(draft.dtype).removeprefix("torch."), "final_loss": round(loss, 4), "generate_s": round(generated_s, 1),
+               "saved_dtype": str(saved_dtype).removeprefix("torch."), "final_loss": round(loss, 4), "generate_s": round(generated_s, 1),
                "total_s": round(time.monotonic() - started, 1)}
+    if offline is not None:
+        summary["offline_acceptance"] = offline
     (args.out / "train-summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 

@@ -79,7 +79,7 @@ def campaign_file(path: Path, *, pre_approved: bool, target: Path) -> Path:
     own["target"]["checkpoint"] = str(target)
     own["commands"] = {"train": {**toy["commands"]["train"], "argv": [
         sys.executable, str(ROOT / "infra/examples/train_draft.py"),
-        "--corpus", "{corpus_train}", "--target", "{target}", "--out", "{output_dir}",
+        "--corpus", "{corpus_train}", "--target", "{target}", "--out", "{output_dir}", "--heldout", "{corpus_heldout}",
     ]}}
     # Acknowledged either way: the policy alone decides whether plans run without
     # a separate approval (the review point always holds).

@@ -46,6 +46,7 @@ def _load(name: str):
 traffic_mod = _load("make_sample_traffic")
 toy = _load("toy_target")
 trainer = _load("train_draft")
+offline = _load("offline_acceptance")
 
 
 @pytest.fixture(scope="module")
@@ -244,3 +245,72 @@ def test_trainer_fails_clearly_without_train_records(tiny_target, tmp_path, caps
     assert code == 2
     assert "no record with split 'train'" in capsys.readouterr().err
     assert not (tmp_path / "d").exists()
+
+
+# --- offline acceptance of the draft (offline_acceptance.py, method draft_model) ---------------------
+
+
+def test_a_draft_identical_to_the_target_accepts_every_position(tiny_target):
+    import torch
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    target = LlamaForCausalLM.from_pretrained(str(tiny_target), dtype=torch.float32).eval()
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_target))
+    prompts = [[{"role": "user", "content": text}] for text in ("hello there", "what is 2 + 3?", "write a note")]
+    pairs, _ = trainer.target_answers(target, tokenizer, prompts, 6, 2, 512, lambda _: None)
+    accepted, drafts = offline.draft_model_counts(target, pairs, 3, 2)
+    # The target's own greedy tokens: every draft from every position is right, up to the answer's end.
+    assert drafts == sum(len(answer) - 1 for _, answer in pairs) > 0
+    assert accepted == [sum(max(0, len(answer) - 1 - j) for _, answer in pairs) for j in range(3)]
+
+
+def test_draft_counts_stop_at_the_first_wrong_draft():
+    import torch
+
+    class Fixed(torch.nn.Module):
+        """A 'draft' whose argmax at position i is `tokens[i]` (one-hot logits over a 10-token vocabulary)."""
+
+        def __init__(self, tokens):
+            super().__init__()
+            self.tokens = torch.tensor(tokens)
+
+        def model(self, input_ids, attention_mask):
+            return type("Out", (), {"last_hidden_state": torch.nn.functional.one_hot(
+                self.tokens[: input_ids.shape[1]], 10).float().unsqueeze(0)})
+
+        def lm_head(self, hidden):
+            return hidden
+
+    # Prompt 7 8, answer 1 2 3 4 5: drafted from positions 2..5 (answer tokens 1..4), each proposing ids[i + 1].
+    pair = ([7, 8], [1, 2, 3, 4, 5])
+    assert offline.draft_model_counts(Fixed([0, 0, 2, 3, 4, 5, 0]), [pair], 2, 1) == ([4, 3], 4)
+    # Wrong at position 3 (proposes 9, not 3): position 3 fails at 1, position 2 at 2.
+    assert offline.draft_model_counts(Fixed([0, 0, 2, 9, 4, 5, 0]), [pair], 2, 1) == ([3, 1], 4)
+
+
+def test_trainer_writes_the_offline_estimate_the_report_reads(tiny_target, small_traffic, tmp_path, capsys):
+    from contracts.offline_acceptance import OFFLINE_ACCEPTANCE_FILE, OfflineAcceptance
+
+    corpus = _corpus(small_traffic, tmp_path / "corpus.jsonl")
+    out = tmp_path / "draft"
+    code = trainer.main(["--corpus", str(corpus), "--target", str(tiny_target), "--out", str(out), "--steps", "2",
+                         "--layers", "1", "--max-new-tokens", "6", "--heldout", str(corpus),
+                         "--num-speculative-tokens", "2", "--max-heldout-prompts", "3"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    found = OfflineAcceptance.model_validate_json((out / OFFLINE_ACCEPTANCE_FILE).read_text())
+    assert found.method == "draft_model" and found.num_speculative_tokens == 2 and found.heldout_prompts == 3
+    assert found.drafts > 0 and found.accepted_per_position[1] <= found.accepted_per_position[0]
+    summary = json.loads(captured.out.splitlines()[-1])
+    assert summary["offline_acceptance"]["artifact"] == OFFLINE_ACCEPTANCE_FILE
+
+
+def test_trainer_refuses_offline_options_without_heldout(tiny_target, small_traffic, tmp_path, capsys):
+    corpus = _corpus(small_traffic, tmp_path / "corpus.jsonl")
+    code = trainer.main(["--corpus", str(corpus), "--target", str(tiny_target), "--out", str(tmp_path / "d"),
+                         "--max-heldout-prompts", "3"])
+    assert code == 2
+    assert "--max-heldout-prompts set the offline estimate, which needs --heldout" in capsys.readouterr().err
+    code = trainer.main(["--corpus", str(corpus), "--target", str(tiny_target), "--out", str(tmp_path / "d"),
+                         "--heldout", str(tmp_path / "missing.jsonl")])
+    assert code == 2 and "cannot read" in capsys.readouterr().err and not (tmp_path / "d").exists()
