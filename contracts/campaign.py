@@ -8,6 +8,7 @@ checks: an operator fixes a campaign in one pass, not one error at a time.
 from __future__ import annotations
 
 import re
+from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, field_validator, model_serializer, model_validator
@@ -161,6 +162,26 @@ class ArgvCommand(Strict):
     argv: ArgvTemplate = Field(description="Argv template; no shell, whitelisted {placeholders}.")
 
 
+def checked_subdir(value: str) -> str:
+    """`value` as a folder below {output_dir} (normalised: 'a//b/' is 'a/b'); ValueError naming why not."""
+    what = f"commands.train.checkpoint_subdir {value!r}"
+    if not value.strip():
+        raise ValueError(f"{what} is empty: give the checkpoint's folder relative to {{output_dir}}, or null for it")
+    if "\0" in value or "\\" in value:
+        raise ValueError(f"{what} holds a NUL or a backslash: name folders with '/' between them")
+    if value.startswith("/") or re.match(r"^[A-Za-z]:", value):
+        raise ValueError(f"{what} is absolute: give a folder relative to {{output_dir}} ('9' for --epochs 10)")
+    parts = PurePosixPath(value).parts
+    if ".." in parts:
+        raise ValueError(f"{what} climbs out of {{output_dir}} with '..': the checkpoint must lie below it")
+    if "{" in value or "}" in value:
+        raise ValueError(f"{what} holds a brace: it is a literal folder name, no placeholder is filled in it")
+    normalised = PurePosixPath(*[part for part in parts if part != "."]).as_posix() if parts else "."
+    if normalised == ".":
+        raise ValueError(f"{what} names {{output_dir}} itself: leave it null")
+    return normalised
+
+
 class TrainCommand(Strict):
     """The operator's trainer."""
 
@@ -180,6 +201,20 @@ class TrainCommand(Strict):
         "(same training input key: train split, argv, target files, revisions, probe, executor) and whose draft files "
         "still hash as recorded; the plan names that run before approval and nothing is launched. false: always train.",
     )
+    checkpoint_subdir: str | None = Field(
+        default=None,
+        description="The checkpoint's folder relative to {output_dir}, for trainers that save below it (speculators "
+        "train: the last epoch's folder, '9' for --epochs 10). The probes, the draft cost, {training.output} and the "
+        "training.completed event use {output_dir}/<checkpoint_subdir>; every file under {output_dir} is still hashed "
+        "and kept. A relative path without '..'; part of the training input key. Unset: {output_dir} itself.",
+    )
+
+    @field_validator("checkpoint_subdir")
+    @classmethod
+    def _relative_subdir(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        return checked_subdir(value)
 
 
 Builtin = Literal["builtin"]

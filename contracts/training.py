@@ -45,6 +45,11 @@ class OutputManifest(Strict):
     version: Literal[1] = Field(default=OUTPUTS_VERSION, description="Format version.")
     run_id: RunId = Field(description="The run.")
     output_dir: str = Field(description="Absolute path of the output directory.")
+    checkpoint_subdir: str | None = Field(
+        default=None,
+        description="The draft checkpoint's folder relative to output_dir (commands.train.checkpoint_subdir): what "
+        "{training.output} names; None: output_dir itself. Every file under output_dir is listed either way.",
+    )
     partial: bool = Field(description="True when the trainer did not finish cleanly (killed, failed): kept anyway.")
     files: list[OutputFile] = Field(description="Every entry, sorted by path.")
     total_bytes: int = Field(ge=0, description="Bytes of all regular files.")
@@ -77,7 +82,9 @@ class InputKey(Strict):
     """Everything that determines the draft, and the key over it."""
 
     version: Literal[1] = Field(default=KEY_VERSION, description="Key format version; part of the key.")
-    key: Sha256 = Field(description="sha256 over every other field of this record (canonical JSON).")
+    key: Sha256 = Field(
+        description="sha256 over every other field of this record (canonical JSON; checkpoint_subdir only when set)."
+    )
     train_sha256: Sha256 = Field(description="sha256 of the train split ({corpus_train}).")
     heldout_sha256: Sha256 | None = Field(
         description="sha256 of the heldout split when the trainer's or probe's argv reads it ({corpus_heldout} or "
@@ -97,6 +104,11 @@ class InputKey(Strict):
     trainer_revision: str | None = Field(description="campaign.source_revisions.trainer.")
     target_revision: str | None = Field(description="campaign.source_revisions.target.")
     executor: Scheduler = Field(description="The executor kind: local, slurm or kubernetes.")
+    checkpoint_subdir: str | None = Field(
+        default=None,
+        description="commands.train.checkpoint_subdir, the checkpoint's folder below {output_dir}; hashed into the key "
+        "only when set, so the key of a campaign without it is what it was before the field existed.",
+    )
 
 
 class ReusedDraft(Strict):
@@ -105,7 +117,7 @@ class ReusedDraft(Strict):
     from_run: RunId = Field(description="The run whose draft is reused.")
     key: Sha256 = Field(description="The training input key both runs share.")
     manifest: ArtifactRef = Field(description="That run's training/outputs.json; its sha256 pins every draft file.")
-    checkpoint_dir: str = Field(description="That run's draft directory, copied from.")
+    checkpoint_dir: str = Field(description="That run's output directory ({output_dir}), copied whole.")
     files: int = Field(ge=1, description="Draft files copied.")
     total_bytes: int = Field(ge=0, description="Bytes copied.")
     probes: ArtifactRef | None = Field(description="That run's training/probes.json (every probe passed there).")

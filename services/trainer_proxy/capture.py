@@ -81,9 +81,10 @@ def _register_stream(bundle: BundleStore, run_id: str, relpath: str) -> Artifact
 
 
 def hash_outputs(
-    bundle: BundleStore, run_id: str, *, output_dir: Path, partial: bool, reused_from: str | None = None
+    bundle: BundleStore, run_id: str, *, output_dir: Path, partial: bool, reused_from: str | None = None,
+    checkpoint_subdir: str | None = None,
 ) -> tuple[ArtifactRef, OutputManifest]:
-    """Register every file under the output directory and write the manifest."""
+    """Register every file under the output directory and write the manifest, naming the checkpoint's folder."""
     entries: list[OutputFile] = []
     if output_dir.is_dir():
         for root, dirs, files in os.walk(output_dir, followlinks=False):
@@ -97,6 +98,7 @@ def hash_outputs(
     manifest = OutputManifest(
         run_id=run_id,
         output_dir=str(output_dir),
+        checkpoint_subdir=checkpoint_subdir,
         partial=partial,
         files=entries,
         total_bytes=sum(entry.size_bytes or 0 for entry in entries),
@@ -133,7 +135,8 @@ def capture_run(
     stdout = _register_stream(bundle, run_id, launch.stdout_path)
     stderr = _register_stream(bundle, run_id, launch.stderr_path)
     clean = outcome.exit_code == 0 and not (outcome.timed_out or outcome.stopped_for_loss or outcome.interrupted or outcome.launch_error)
-    outputs_ref, manifest = hash_outputs(bundle, run_id, output_dir=Path(plan.output_dir), partial=not clean)
+    outputs_ref, manifest = hash_outputs(bundle, run_id, output_dir=Path(plan.output_dir), partial=not clean,
+                                         checkpoint_subdir=plan.checkpoint_subdir)
     capture = TrainingCapture(
         run_id=run_id,
         plan_sha256=plan_sha256,

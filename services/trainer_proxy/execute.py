@@ -221,13 +221,13 @@ async def execute(
         failed = "; ".join(f"{check.name}: {check.detail}" for check in report.failures)
         raise TrainingStopped(f"a capture-correctness probe failed: {failed}", error_type="ProbeFailed",
                               artifacts=[*evidence, report_ref])
-    await _draft_cost(bundle, plan, Path(plan.output_dir), ctx)
+    await _draft_cost(bundle, plan, Path(plan.checkpoint_dir), ctx)
     reuse.record_key(bundle, plan, capture.outputs, reused_from=None)
     return trigger.caused(
         TrainingCompleted,
         producer=f"{SERVICE}/{ctx.settings.instance}",
         output=capture.outputs,
-        checkpoint_dir=plan.output_dir,
+        checkpoint_dir=plan.checkpoint_dir,
         duration_s=capture.duration_s,
         **handed_on(plan),
     )
@@ -281,7 +281,7 @@ async def _probe(bundle: BundleStore, plan: TrainingPlan) -> tuple[probes.ProbeR
     cwd = _cwd(plan)
     heldout = bundle.read_bytes(run_id, layout.TRAINING_CORPUS_HELDOUT)
     checks = await probes.run_builtin(
-        Path(plan.output_dir),
+        Path(plan.checkpoint_dir),
         target=_resolve(plan.target, cwd),
         tokenizer=_resolve(plan.tokenizer, cwd),
         prompts=prompt_messages(heldout, plan.probes.prompts),
@@ -294,5 +294,5 @@ async def _probe(bundle: BundleStore, plan: TrainingPlan) -> tuple[probes.ProbeR
             kill_grace_s=plan.kill_grace_s,
         )
         checks.append(check)
-    report = probes.report(run_id, Path(plan.output_dir), checks, operator)
+    report = probes.report(run_id, Path(plan.checkpoint_dir), checks, operator)
     return report, bundle.write_bytes(run_id, layout.TRAINING_PROBES, report.model_dump_json(indent=2).encode() + b"\n")

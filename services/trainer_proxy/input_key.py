@@ -79,7 +79,7 @@ def input_key(
     if train is None:
         raise ValueError("a campaign without commands.train has no training input key")
     values = role_values(campaign)
-    fields = {
+    fields: dict[str, object] = {
         "version": KEY_VERSION,
         "train_sha256": train_sha256,
         "heldout_sha256": heldout_sha256 if reads_heldout(campaign) else None,
@@ -96,6 +96,11 @@ def input_key(
         "target_revision": campaign.source_revisions.target,
         "executor": campaign.capacity.scheduler,
     }
+    # Which folder is the draft changes what is served: two campaigns differing only in it must not
+    # share a draft. Hashed only when set, so the key of a campaign without it (and the drafts
+    # recorded under that key) stays what it was before the field existed.
+    if train.checkpoint_subdir is not None:
+        fields["checkpoint_subdir"] = train.checkpoint_subdir
     # The raw template is in the key next to its rendering: a literal "{{output_dir}}"
     # and the placeholder "{output_dir}" render alike but are different commands.
     digest = hashlib.sha256(canonical_json(fields)).hexdigest()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 from typing import Any, Literal
 
 from pydantic import Field
@@ -88,7 +89,13 @@ class TrainingPlan(Strict):
     inputs: PlanInputs = Field(description="The data the trainer sees, with hashes.")
     target: str = Field(description="The target checkpoint ({target}).")
     tokenizer: str = Field(description="The target's tokenizer ({tokenizer}).")
-    output_dir: str = Field(description="Absolute path the trainer writes its checkpoint to ({output_dir}).")
+    output_dir: str = Field(
+        description="Absolute path the trainer writes to ({output_dir}); every file under it is kept."
+    )
+    checkpoint_dir: str = Field(
+        description="The draft checkpoint: output_dir, or output_dir/<commands.train.checkpoint_subdir>. The probes and "
+        "the draft cost read it; it is {training.output} and training.completed's checkpoint_dir."
+    )
     expected_outputs: list[str] = Field(description="What the trainer must leave behind, in words.")
     timeout_s: float = Field(gt=0, description="commands.train.timeout_s: past it the trainer's group is killed.")
     kill_grace_s: float = Field(gt=0, description="Seconds between SIGTERM and SIGKILL when stopping the trainer.")
@@ -101,6 +108,13 @@ class TrainingPlan(Strict):
     reuse_enabled: bool = Field(description="commands.train.reuse: whether an earlier identical draft may be reused.")
     reuse: ReusedDraft | None = Field(description="The earlier run's draft this plan copies instead of training; None: it trains.")
     reuse_note: str = Field(description="Why the draft is or is not reused, in words.")
+
+    @property
+    def checkpoint_subdir(self) -> str | None:
+        """The checkpoint's folder relative to output_dir; None when it is output_dir itself."""
+        if self.checkpoint_dir == self.output_dir:
+            return None
+        return PurePosixPath(self.checkpoint_dir).relative_to(self.output_dir).as_posix()
 
 
 @dataclass(frozen=True)
@@ -116,6 +130,10 @@ class PlanPaths:
     @property
     def output_dir(self) -> str:
         return f"{self.run_dir}/{layout.TRAINING_OUTPUT_DIR}"
+
+    def checkpoint_dir(self, subdir: str | None) -> str:
+        """The draft checkpoint: the output directory, or the trainer's folder below it."""
+        return self.output_dir if subdir is None else f"{self.output_dir}/{subdir}"
 
     def bundle_path(self, relpath: str) -> str:
         return f"{self.run_dir}/{relpath}"
@@ -161,7 +179,8 @@ def build_plan(
         )
     values = placeholder_values(campaign, run_id=run_id, node=node, paths=paths)
     argv = _render(train.argv, values, "commands.train.argv")
-    probe_values = {**values, "training.output": paths.output_dir}
+    checkpoint = paths.checkpoint_dir(train.checkpoint_subdir)
+    probe_values = {**values, "training.output": checkpoint}
     probe = _render(train.probe, probe_values, "commands.train.probe") if train.probe is not None else None
     if not train.reuse:
         reuse, reuse_note = None, "off: commands.train.reuse is false, so no earlier draft is looked for; the trainer runs"
@@ -169,18 +188,21 @@ def build_plan(
         raise PlanError(f"the draft of run {reuse.from_run} was found under another training input key than this plan's")
     common = {
         "run_id": run_id, "executor": scheduler, "node": node, "inputs": inputs, "target": campaign.target.checkpoint,
-        "tokenizer": campaign.target.tokenizer_dir, "output_dir": paths.output_dir, "timeout_s": train.timeout_s,
-        "kill_grace_s": KILL_GRACE_S, "input_key": input_key, "reuse_enabled": train.reuse, "reuse": reuse,
+        "tokenizer": campaign.target.tokenizer_dir, "output_dir": paths.output_dir, "checkpoint_dir": checkpoint,
+        "timeout_s": train.timeout_s, "kill_grace_s": KILL_GRACE_S, "input_key": input_key,
+        "reuse_enabled": train.reuse, "reuse": reuse,
         "reuse_note": reuse_note or "not looked up: no training input key was computed; the trainer runs",
     }
     if reuse is not None:
-        return _reuse_plan(reuse, common, paths=paths, node=node)
+        return _reuse_plan(reuse, common, paths=paths, node=node, checkpoint=checkpoint)
     launch = _launch(campaign, scheduler, argv=argv, run_id=run_id, node=node, paths=paths, timeout_s=train.timeout_s)
     return TrainingPlan(
         **common,
         launch=launch,
         expected_outputs=[
-            f"{paths.output_dir}: a draft checkpoint directory (config.json and weights) that transformers loads",
+            f"{checkpoint}: a draft checkpoint directory (config.json and weights) that transformers loads"
+            + ("" if checkpoint == paths.output_dir else
+               f" (commands.train.checkpoint_subdir {train.checkpoint_subdir!r} below {paths.output_dir})"),
             f"every file under {paths.output_dir} is hashed (sha256) into {layout.TRAINING_OUTPUTS}, partial or not",
             f"stdout and stderr at {layout.TRAINING_STDOUT} and {layout.TRAINING_STDERR} in the bundle",
         ],
@@ -200,7 +222,9 @@ def build_plan(
     )
 
 
-def _reuse_plan(reuse: ReusedDraft, common: dict[str, Any], *, paths: PlanPaths, node: str) -> TrainingPlan:
+def _reuse_plan(
+    reuse: ReusedDraft, common: dict[str, Any], *, paths: PlanPaths, node: str, checkpoint: str
+) -> TrainingPlan:
     """Nothing starts: the earlier run's draft is copied into this run's output directory."""
     source = f"run {reuse.from_run}"
     return TrainingPlan(
@@ -209,6 +233,8 @@ def _reuse_plan(reuse: ReusedDraft, common: dict[str, Any], *, paths: PlanPaths,
         expected_outputs=[
             f"{paths.output_dir}: a copy of the draft of {source} ({reuse.checkpoint_dir}), {reuse.files} file(s), "
             f"{reuse.total_bytes} bytes, each with the sha256 its outputs.json ({reuse.manifest.sha256}) records",
+            *([f"{checkpoint}: the draft checkpoint in the copy (same input key, so the same folder as in {source})"]
+              if checkpoint != paths.output_dir else []),
             f"{layout.TRAINING_OUTPUTS} naming {source} (reused_from) and {layout.TRAINING_REUSE} with the copy's time",
         ],
         probes=None,

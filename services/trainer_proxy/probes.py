@@ -2,7 +2,8 @@
 
 Built in (always; transformers and torch, on CPU, imported only here and only
 when a probe runs):
-- checkpoint_loads: the output directory holds a checkpoint that AutoConfig
+- checkpoint_loads: the checkpoint directory (the output directory, or
+  commands.train.checkpoint_subdir below it) holds a checkpoint that AutoConfig
   and AutoModelForCausalLM load;
 - vocabulary_matches: the draft's vocabulary size equals the target's (the
   target checkpoint's config, else its tokenizer), covers every token of the
@@ -107,8 +108,9 @@ def builtin_checks(
     rest = ("vocabulary_matches", "forward_pass")
     if not (checkpoint_dir / "config.json").is_file():
         return [
-            _fail("checkpoint_loads", f"no config.json in {checkpoint_dir}: the trainer must save a transformers "
-                  "checkpoint (config and weights) to {output_dir}"),
+            _fail("checkpoint_loads", f"no config.json in {checkpoint_dir}: the trainer must save its checkpoint "
+                  "(config and weights) to {output_dir}, or to the folder below it that "
+                  "commands.train.checkpoint_subdir names"),
             *(_fail(name, "not run: the checkpoint did not load") for name in rest),
         ]
     if speculators_format.is_speculators_checkpoint(checkpoint_dir):  # an EAGLE-3 head: its own probes

@@ -50,7 +50,9 @@ class ReuseRecord(Strict):
     source_manifest: ArtifactRef = Field(description="The source run's training/outputs.json.")
     source_probes: ArtifactRef | None = Field(description="The source run's training/probes.json (all passed there).")
     output: ArtifactRef = Field(description="This run's training/outputs.json, naming the source run.")
-    checkpoint_dir: str = Field(description="The copy: this run's training/output.")
+    checkpoint_dir: str = Field(
+        description="The draft checkpoint in the copy: this run's training/output, or its checkpoint_subdir below it."
+    )
     files: int = Field(ge=0, description="Files copied.")
     total_bytes: int = Field(ge=0, description="Bytes copied.")
     duration_s: float = Field(ge=0, description="Seconds the copy and its hashing took.")
@@ -246,7 +248,8 @@ def copy_draft(bundle: BundleStore, plan: TrainingPlan, plan_sha256: str) -> Reu
         except OSError as exc:
             raise TrainingStopped(_failed(draft.from_run, f"{entry.path} cannot be copied: {exc}"),
                                   error_type="ReuseFailed") from None
-    ref, copied = hash_outputs(bundle, run_id, output_dir=output_dir, partial=False, reused_from=draft.from_run)
+    ref, copied = hash_outputs(bundle, run_id, output_dir=output_dir, partial=False, reused_from=draft.from_run,
+                               checkpoint_subdir=plan.checkpoint_subdir)
     if _listing(copied) != _listing(source):
         differ = sorted(set(_listing(copied)) ^ set(_listing(source)))
         raise TrainingStopped(
@@ -255,7 +258,7 @@ def copy_draft(bundle: BundleStore, plan: TrainingPlan, plan_sha256: str) -> Reu
         )
     return ReuseRecord(
         run_id=run_id, reused_from=draft.from_run, key=draft.key, plan_sha256=plan_sha256, source_manifest=draft.manifest,
-        source_probes=draft.probes, output=ref, checkpoint_dir=plan.output_dir, files=len(copied.files),
+        source_probes=draft.probes, output=ref, checkpoint_dir=plan.checkpoint_dir, files=len(copied.files),
         total_bytes=copied.total_bytes, duration_s=round(time.monotonic() - started, 3),
     )
 

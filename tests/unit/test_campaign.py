@@ -116,6 +116,27 @@ def test_an_ack_token_in_the_train_argv_is_refused(data):
         Campaign.model_validate(data)
 
 
+@pytest.mark.parametrize(("value", "why"), [
+    ("/abs/9", "is absolute"), ("C:/out", "is absolute"), ("../9", "climbs out of {output_dir}"),
+    ("a/../../b", "climbs out of {output_dir}"), ("", "is empty"), (".", "names {output_dir} itself"),
+    ("{run_id}", "holds a brace"), ("a\\b", "backslash"),
+])
+def test_a_checkpoint_subdir_outside_the_output_dir_is_refused_by_name(data, value, why):
+    data["commands"]["train"]["checkpoint_subdir"] = value
+    with pytest.raises(ValidationError) as refused:
+        Campaign.model_validate(data)
+    [error] = refused.value.errors()
+    assert error["loc"] == ("commands", "train", "checkpoint_subdir")
+    assert error["msg"].startswith("Value error, commands.train.checkpoint_subdir ") and why in error["msg"]
+    assert "\n" not in error["msg"]
+
+
+@pytest.mark.parametrize(("value", "stored"), [("9", "9"), ("./checkpoints//9/", "checkpoints/9")])
+def test_a_relative_checkpoint_subdir_is_kept_normalised(data, value, stored):
+    data["commands"]["train"]["checkpoint_subdir"] = value
+    assert Campaign.model_validate(data).commands.train.checkpoint_subdir == stored
+
+
 def test_a_template_that_drops_a_declared_field_still_validates_and_submit_checks_refuse_it(data):
     """The model stays backward compatible (stored campaigns keep loading); the
     refusal is specdec submit's (contracts/templates.py)."""

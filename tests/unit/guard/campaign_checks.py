@@ -173,6 +173,9 @@ CHECKS: dict[str, Check] = {
                                            applies=when(executor="kubernetes", traffic="file")),
     # With an earlier run trained on identical inputs in the bundle root: reused, or (false) trained again.
     "commands.train.reuse": Check(("reuse",), put("commands.train.reuse", False), applies=FILE),
+    # The folder probed and served below {output_dir}; part of the key, so the earlier draft is not reused.
+    "commands.train.checkpoint_subdir": Check(("training", "reuse"), put("commands.train.checkpoint_subdir", "9"),
+                                              applies=FILE),
     "commands.serve": Check(SERVE_SEES, toggle("commands.serve", "builtin", {"argv": OTHER_SERVE})),
     "commands.serve.argv": Check(SERVE_SEES, put("commands.serve.argv", OTHER_SERVE), applies=when(serve="operator")),
     "commands.serve_pod_template": Check(SERVE_SEES, put("commands.serve_pod_template",

@@ -9,7 +9,8 @@ says about it in words, nor the identity it only records:
   traffic (the records the trainer trains on, the heldout split the bench sends);
 - `capacity`: the commands the capacity check runs and the node it selects;
 - `training`: the trainer's launch (argv, environment, cwd; sbatch argv and job
-  script; the Job manifest), its deadline, the probe argv and the data it is given;
+  script; the Job manifest), its deadline, the probe argv, the data it is given and
+  the folder probed and served as the draft (`checkpoint_dir`);
 - `reuse`: whether the draft of an earlier run with identical training inputs is
   copied instead of training (earlier runs of every traffic variant are seeded);
 - `serve`: each server launch as its executor starts it (argv and log folder;
@@ -271,7 +272,7 @@ def training(ctx: Ctx, c: Campaign) -> Any:
     probes = plan.probes.model_dump(mode="json", include={"operator_argv", "timeout_s"}) if plan.probes else None
     return {"launch": launch, "timeout_s": plan.timeout_s, "kill_grace_s": plan.kill_grace_s, "probes": probes,
             "node": plan.node, "target": plan.target, "tokenizer": plan.tokenizer, "output_dir": plan.output_dir,
-            "inputs": plan.inputs.model_dump(mode="json")}
+            "checkpoint_dir": plan.checkpoint_dir, "inputs": plan.inputs.model_dump(mode="json")}
 
 
 @observable

@@ -105,3 +105,37 @@ async def test_a_draft_cost_that_cannot_be_measured_changes_nothing_else(tmp_pat
     assert bundle.read_json(RUN, "training/probes.json")["passed"]
     assert not (bundle.run_dir(RUN) / "training/draft-cost.json").exists()
     assert bundle.read_json(RUN, "training/input-key.json")["run_id"] == RUN
+
+
+# A trainer that saves like `speculators train --save-path P`: one folder per epoch below P.
+EPOCH_TRAINER = """
+    import json, shutil, sys
+    args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+    for epoch in range(3):
+        shutil.copytree(args["--from"], f"{args['--out']}/{epoch}")
+        print(json.dumps({"epoch": epoch, "loss": 1.0 / (epoch + 1)}), flush=True)
+"""
+
+
+@pytest.mark.parametrize("subdir", ["2", None])
+async def test_a_trainer_saving_below_the_output_dir_is_probed_and_served_from_its_checkpoint_subdir(tmp_path, subdir):
+    models = build_tiny_models(tmp_path / "tiny")
+    trainer = write_script(tmp_path / "epochs.py", EPOCH_TRAINER)
+    argv = [PY, str(trainer), "--from", str(models["draft"]), "--out", "{output_dir}", "--corpus", "{corpus_train}"]
+    bundle, approved, trigger = _approved(tmp_path, argv, target=str(models["target"]), checkpoint_subdir=subdir)
+    output = Path(approved.plan.output_dir)
+    if subdir is None:  # {output_dir} itself holds only the epoch folders: nothing to load there
+        with pytest.raises(TrainingStopped) as stopped:
+            await execute(bundle, approved, trigger, _ctx(Bus()), _idle)
+        assert stopped.value.error_type == "ProbeFailed"
+        assert f"no config.json in {output}" in stopped.value.reason and "checkpoint_subdir" in stopped.value.reason
+        return
+    completed = await execute(bundle, approved, trigger, _ctx(Bus()), _idle)
+    assert completed.checkpoint_dir == approved.plan.checkpoint_dir == f"{output}/2"  # what {training.output} serves
+    report = bundle.read_json(RUN, "training/probes.json")
+    assert report["passed"] and report["checkpoint_dir"] == f"{output}/2"
+    manifest = bundle.read_json(RUN, "training/outputs.json")
+    assert manifest["checkpoint_subdir"] == "2" and manifest["output_dir"] == str(output)
+    paths = [f["path"] for f in manifest["files"]]
+    assert {"0/config.json", "1/config.json", "2/config.json", "2/model.safetensors"} <= set(paths)  # every epoch kept
+    assert bundle.read_json(RUN, "training/input-key.json")["inputs"]["checkpoint_subdir"] == "2"

@@ -51,6 +51,9 @@ def test_the_plan_renders_speculators_train_with_the_placeholders_filled():
         "--total-seq-len", "4096", "--num-layers", "1", "--ttt-steps", "3", "--draft-vocab-size", "32000",
         "--epochs", "10", "--lr", "1e-3", "--seed", "0", "--save-path", OUTPUT,
     ]
+    # speculators saves epoch e's head in {output_dir}/e/: the last of 10 is what is probed and served.
+    assert plan.output_dir == OUTPUT and plan.checkpoint_dir == f"{OUTPUT}/9"
+    assert plan.expected_outputs[0].startswith(f"{OUTPUT}/9: a draft checkpoint directory")
     sbatch = launch.sbatch_argv
     assert sbatch[sbatch.index("--gres") + 1] == "gpu:1" and sbatch[sbatch.index("--partition") + 1] == "gpu"
     assert sbatch[sbatch.index("--nodelist") + 1] == "gpu07"
@@ -80,9 +83,12 @@ def test_speculators_parser_refuses_a_flag_it_does_not_have(capsys):
 
 
 def test_speculators_train_saves_each_epoch_in_a_subfolder_of_the_save_path(tmp_path: Path):
-    """Pins what the example's docs say is open: the head of epoch e lands in {output_dir}/e/,
-    while specdec probes and serves {training.output} = {output_dir} itself."""
+    """Pins speculators' layout that the example's checkpoint_subdir relies on: the head of epoch e
+    lands in {output_dir}/e/, so with --epochs 10 the last head is {output_dir}/9."""
     from speculators.train.checkpointer import SingleGPUCheckpointer
 
     checkpointer = SingleGPUCheckpointer(tmp_path)
     assert checkpointer.model_path(9) == tmp_path / "9" / "model.safetensors"
+    camp = _campaign()
+    epochs = int(camp.commands.train.argv.root[camp.commands.train.argv.root.index("--epochs") + 1])
+    assert camp.commands.train.checkpoint_subdir == str(epochs - 1)

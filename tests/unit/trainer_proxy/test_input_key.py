@@ -10,6 +10,7 @@ import pytest
 from contracts.campaign import Campaign
 from contracts.envelope import ArtifactRef
 from contracts.training import FileDigest, TreeDigest
+from services.runtime.bundle.bundle_records import canonical_json
 from services.trainer_proxy.input_key import input_key, tree_sha256
 from services.trainer_proxy.plan import PlanInputs
 from services.trainer_proxy.reuse import compute_key, named_files, tree_digest
@@ -74,6 +75,8 @@ CAMPAIGN_CHANGES = {
     "trainer revision": {"source_revisions.trainer": "trainer@abc123"},
     "target revision": {"source_revisions.target": "target@def456"},
     "executor": {"capacity.scheduler": "slurm"},
+    # Another folder of the same output is another draft (speculators: another epoch).
+    "checkpoint subdir": {"commands.train.checkpoint_subdir": "9"},
 }
 
 
@@ -85,6 +88,16 @@ def test_changing_a_hashed_input_changes_the_key(name):
 @pytest.mark.parametrize("name", sorted(CAMPAIGN_CHANGES))
 def test_changing_what_the_campaign_says_changes_the_key(name):
     assert _key(_camp(**CAMPAIGN_CHANGES[name])) != _key()
+
+
+def test_an_unset_checkpoint_subdir_leaves_the_key_as_it_was_before_the_field():
+    """Drafts recorded under keys computed before checkpoint_subdir existed are still found."""
+    key = input_key(_camp(), **BASE)
+    before = key.model_dump(mode="json", exclude={"key", "checkpoint_subdir"})
+    assert key.checkpoint_subdir is None and key.key == hashlib.sha256(canonical_json(before)).hexdigest()
+    subdir = input_key(_camp(**{"commands.train.checkpoint_subdir": "9"}), **BASE)
+    assert subdir.checkpoint_subdir == "9" and subdir.key == hashlib.sha256(
+        canonical_json(subdir.model_dump(mode="json", exclude={"key"}))).hexdigest()
 
 
 def test_heldout_and_corpus_count_only_when_an_argv_reads_them():

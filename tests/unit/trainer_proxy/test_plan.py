@@ -82,6 +82,7 @@ def test_the_plan_is_deterministic_and_every_train_field_changes_its_hash(tmp_pa
         "kubernetes_job": _plan(Campaign.model_validate(with_template), scheduler="kubernetes"),
         # Off: the plan says no earlier draft is looked for, whatever the lookup found.
         "reuse": _plan(campaign(train_argv=ARGV, reuse=False)),
+        "checkpoint_subdir": _plan(campaign(train_argv=ARGV, checkpoint_subdir="9")),
     }
     assert set(variants) == set(TrainCommand.model_fields), "a new commands.train field needs a consumer and a case here"
     others = [_plan(base, node="node-2"), _plan(campaign(train_argv=ARGV, target="models/other")),
@@ -94,6 +95,18 @@ def test_the_probe_argv_is_rendered_with_the_output_directory():
     plan = _plan(campaign(train_argv=ARGV, probe=["python", "probe.py", "{training.output}", "{output_dir}"]))
     assert plan.probes.operator_argv == ["python", "probe.py", plan.output_dir, plan.output_dir]
     assert set(plan.probes.builtin) == {"checkpoint_loads", "vocabulary_matches", "forward_pass"}
+
+
+def test_a_checkpoint_subdir_names_the_folder_probed_and_served_below_the_output_dir():
+    plan = _plan(campaign(train_argv=ARGV, probe=["python", "probe.py", "{training.output}", "{output_dir}"],
+                          checkpoint_subdir="ckpt/9"))
+    assert plan.output_dir == f"{PATHS.run_dir}/training/output"
+    assert plan.checkpoint_dir == f"{plan.output_dir}/ckpt/9" and plan.checkpoint_subdir == "ckpt/9"
+    assert plan.launch.argv[plan.launch.argv.index("--out") + 1] == plan.output_dir  # the trainer still gets {output_dir}
+    assert plan.probes.operator_argv == ["python", "probe.py", plan.checkpoint_dir, plan.output_dir]
+    assert plan.expected_outputs[0].startswith(f"{plan.checkpoint_dir}: a draft checkpoint directory")
+    unset = _plan(campaign(train_argv=ARGV))
+    assert unset.checkpoint_dir == unset.output_dir and unset.checkpoint_subdir is None
 
 
 def test_a_placeholder_with_no_value_at_training_is_a_plan_error():

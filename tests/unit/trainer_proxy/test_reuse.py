@@ -29,8 +29,9 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _key(train: str = "train") -> InputKey:
-    return input_key(campaign(train_argv=ARGV, target="models/t"), train_sha256=_sha(train), heldout_sha256=_sha("h"),
+def _key(train: str = "train", subdir: str | None = None) -> InputKey:
+    camp = campaign(train_argv=ARGV, target="models/t", checkpoint_subdir=subdir)
+    return input_key(camp, train_sha256=_sha(train), heldout_sha256=_sha("h"),
                      corpus_sha256=_sha("c"), target=TreeDigest(path="models/t", files=1, total_bytes=1, sha256=_sha("t")),
                      tokenizer=None, named_files=[FileDigest(path="train.py", size_bytes=1, sha256=_sha("s"))])
 
@@ -87,16 +88,17 @@ def test_a_changed_missing_or_partial_draft_is_not_reused(bundle, damage):
     assert expected[damage] in lookup.note
 
 
-def _reuse_plan(bundle: BundleStore, run_id: str):
-    lookup = find_reusable(bundle, _key(), run_id)
+def _reuse_plan(bundle: BundleStore, run_id: str, subdir: str | None = None):
+    lookup = find_reusable(bundle, _key(subdir=subdir), run_id)
     run_dir = str(bundle.run_dir(run_id).absolute())
     paths = PlanPaths(run_dir=run_dir, cwd="/srv", corpus=f"{run_dir}/corpus/CORPUS.jsonl",
                       corpus_train=f"{run_dir}/training/corpus-train.jsonl",
                       corpus_heldout=f"{run_dir}/training/corpus-heldout.jsonl")
     ref = ArtifactRef(uri=f"bundle://{run_id}/training/corpus-train.jsonl", sha256=_sha("train"), size_bytes=1)
     inputs = PlanInputs(corpus=ref, corpus_train=ref, corpus_heldout=ref, train_records=1, heldout_records=0, rejected_lines=0)
-    return build_plan(campaign(train_argv=ARGV, target="models/t"), run_id=run_id, node="n", scheduler="local",
-                      paths=paths, inputs=inputs, input_key=_key(), reuse=lookup.found, reuse_note=lookup.note)
+    return build_plan(campaign(train_argv=ARGV, target="models/t", checkpoint_subdir=subdir), run_id=run_id, node="n",
+                      scheduler="local", paths=paths, inputs=inputs, input_key=_key(subdir=subdir), reuse=lookup.found,
+                      reuse_note=lookup.note)
 
 
 def test_a_reuse_plan_launches_nothing_and_says_from_which_run(bundle):
@@ -134,3 +136,15 @@ def test_a_draft_changed_after_the_plan_fails_the_copy(bundle):
         copy_draft(bundle, plan, _sha("plan"))
     assert stopped.value.error_type == "ReuseFailed" and "config.json" in stopped.value.reason
     assert "nothing was trained" in stopped.value.reason
+
+
+def test_a_draft_in_a_checkpoint_subdir_is_reused_only_under_the_same_subdir_and_the_copy_names_it(bundle):
+    completed(bundle, OLD, _key(subdir="sub"))
+    assert find_reusable(bundle, _key(), NEW).found is None  # {output_dir} itself is another draft
+    assert find_reusable(bundle, _key(subdir="other"), NEW).found is None
+    plan = _reuse_plan(bundle, NEW, subdir="sub")
+    assert plan.reuse is not None and plan.checkpoint_dir == f"{plan.output_dir}/sub"
+    assert any(line.startswith(f"{plan.checkpoint_dir}: the draft checkpoint") for line in plan.expected_outputs)
+    record = copy_draft(bundle, plan, _sha("plan"))
+    assert record.checkpoint_dir == plan.checkpoint_dir and (Path(record.checkpoint_dir) / "model.safetensors").is_file()
+    assert bundle.read_json(NEW, "training/outputs.json")["checkpoint_subdir"] == "sub"
