@@ -33,6 +33,7 @@ from contracts.events import (
 from services.gate.app import gate_run
 from services.gate.simulate import identity, spec_counters, trial_result
 from services.profiler.profile import profile_shapes
+from services.publisher.report.document import Paragraph, Section, Table
 from services.runtime.bundle.bundle import BundleStore
 from tests.support.campaigns import without_trainer
 
@@ -213,3 +214,14 @@ def _profile(spec: Spec) -> bytes:
     if spec.ngram_advice is None:
         del data["ngram_advice"]  # as an older profiler wrote it
     return orjson.dumps(data)
+
+
+def section_text(section: Section) -> str:
+    """A rendered section as text: each paragraph, then each table's header and rows, one per line."""
+    out = []
+    for block in section.blocks:
+        if isinstance(block, Paragraph):
+            out.append("".join(str(t) for t in block.text))
+        elif isinstance(block, Table):
+            out += [" | ".join(block.columns)] + [" | ".join(str(c) for c in row) for row in block.rows]
+    return "\n".join(out)

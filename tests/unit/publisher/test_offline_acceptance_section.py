@@ -16,9 +16,8 @@ from contracts.offline_acceptance import OFFLINE_ACCEPTANCE_FILE, OfflineAccepta
 from contracts.training import OutputFile, OutputManifest
 from services.publisher.prediction.offline_section import offline_acceptance_section
 from services.publisher.report.aggregate import read_campaign
-from services.publisher.report.document import Paragraph, Table
 from services.runtime.bundle.bundle import BundleStore
-from tests.unit.publisher.synthetic import RUN, Spec, build
+from tests.unit.publisher.synthetic import RUN, Spec, build, section_text
 from tests.unit.publisher.test_publisher_predict import arm, data
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -34,23 +33,13 @@ OFFLINE = OfflineAcceptance(
     num_speculative_tokens=3, acceptance_length=2.5, acceptance_rate=0.5, max_new_tokens=48)
 
 
-def _text(section) -> str:
-    out = []
-    for block in section.blocks:
-        if isinstance(block, Paragraph):
-            out.append("".join(str(t) for t in block.text))
-        elif isinstance(block, Table):
-            out += [" | ".join(block.columns)] + [" | ".join(str(c) for c in row) for row in block.rows]
-    return "\n".join(out)
-
-
 def _rows(text: str, cell: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith(f"Ref(key='{cell}@")]
 
 
 def test_offline_beside_served_with_the_error_per_position_and_for_the_length():
     arms = [arm("standing", 1, [10.0, 10.0]), arm("eagle3-k3", 1, [8.0, 8.0], spec=EAGLE, spec_decode=[SERVED] * 2)]
-    text = _text(offline_acceptance_section(data(arms, offline_acceptance=OFFLINE)))
+    text = section_text(offline_acceptance_section(data(arms, offline_acceptance=OFFLINE)))
     [row] = _rows(text, "eagle3-k3")
     assert ("| 3/3 | 0.700 / 0.500 / 0.300 | 0.600 / 0.400 / 0.200 | -0.100 / -0.100 / -0.100 "
             "| 2.500 | 2.200 | -0.300") in row
@@ -63,10 +52,10 @@ def test_a_resolved_draft_path_is_the_trained_draft_only_when_it_is_the_trainers
     other = SpeculativeConfig(method="draft_model", num_speculative_tokens=3, model="/drafts/d")
     arms = [arm("eagle3-k3", 4, [8.0], spec=trained, spec_decode=[SERVED]),
             arm("draft-k3", 4, [8.0], spec=other, spec_decode=[SERVED])]
-    text = _text(offline_acceptance_section(data(arms, offline_acceptance=OFFLINE,
+    text = section_text(offline_acceptance_section(data(arms, offline_acceptance=OFFLINE,
                                                  training_output_dir="/b/run/training/output/")))
     assert len(_rows(text, "eagle3-k3")) == 1 and not _rows(text, "draft-k3")
-    assert "no trained draft candidate" in _text(offline_acceptance_section(data(arms, offline_acceptance=OFFLINE)))
+    assert "no trained draft candidate" in section_text(offline_acceptance_section(data(arms, offline_acceptance=OFFLINE)))
 
 
 def test_different_k_compares_the_common_positions_and_not_the_lengths():
@@ -75,7 +64,7 @@ def test_different_k_compares_the_common_positions_and_not_the_lengths():
     arms = [arm("eagle3-k5", 1, [8.0], spec=EAGLE.model_copy(update={"num_speculative_tokens": 5}),
                 spec_decode=[five]),
             arm("eagle3-k3", 1, [8.0], spec=EAGLE)]  # served without drafts
-    text = _text(offline_acceptance_section(data(arms, offline_acceptance=OFFLINE)))
+    text = section_text(offline_acceptance_section(data(arms, offline_acceptance=OFFLINE)))
     [row] = _rows(text, "eagle3-k5")
     assert "| 3/5 | " in row and "-0.100 / -0.100 / -0.100 / - / -" in row
     assert row.endswith("not compared: k differs (3 offline, 5 served)")
@@ -87,7 +76,7 @@ def test_without_the_estimate_the_section_is_one_line():
     arms = [arm("eagle3-k3", 1, [8.0], spec=EAGLE, spec_decode=[SERVED])]
     section = offline_acceptance_section(data(arms, offline_acceptance_note="no training/outputs.json in the bundle"))
     assert len(section.blocks) == 1
-    assert _text(section) == "No offline estimate: no training/outputs.json in the bundle."
+    assert section_text(section) == "No offline estimate: no training/outputs.json in the bundle."
 
 
 def _outputs(store: BundleStore, files: dict[str, bytes]) -> None:

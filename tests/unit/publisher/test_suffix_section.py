@@ -10,9 +10,8 @@ from contracts.campaign import SpeculativeConfig
 from contracts.events import SpecDecodeDelta
 from contracts.suffix import SuffixCellPrediction, SuffixPrediction
 from services.publisher.report.aggregate import read_campaign
-from services.publisher.report.document import Paragraph, Table
 from services.publisher.prediction.render_predict import suffix_prediction_section
-from tests.unit.publisher.synthetic import RUN, Spec, build
+from tests.unit.publisher.synthetic import RUN, Spec, build, section_text
 from tests.unit.publisher.test_publisher_predict import arm, data
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -26,20 +25,10 @@ PREDICTED = SuffixPrediction(package="arctic-inference==0.3.0", tokens="tokenize
                          draft_tokens=80, accepted_tokens=40, acceptance_rate=0.5, mean_acceptance_length=2.0)])
 
 
-def _text(section) -> str:
-    out = []
-    for block in section.blocks:
-        if isinstance(block, Paragraph):
-            out.append("".join(str(t) for t in block.text))
-        elif isinstance(block, Table):
-            out += [" | ".join(block.columns)] + [" | ".join(str(c) for c in row) for row in block.rows]
-    return "\n".join(out)
-
-
 def test_predicted_and_served_acceptance_side_by_side():
     arms = [arm("standing", 1, [10.0, 10.0, 10.0]),
             arm("suffix-k3", 1, [8.0, 8.0, 8.0], spec=SUFFIX, spec_decode=[SERVED] * 3)]
-    text = _text(suffix_prediction_section(data(arms, suffix_prediction=PREDICTED)))
+    text = section_text(suffix_prediction_section(data(arms, suffix_prediction=PREDICTED)))
     row = next(line for line in text.splitlines() if line.startswith("Ref(") and "suffix-k3" in line)
     # predicted 50 % / 2.00, served 11 of 22 draft tokens = 50 %, 1 + 11/10 = 2.10, 2.20 tokens per draft
     assert "| 50% | 2.00 | 50% | 2.10 | 2.20" in row
@@ -49,9 +38,9 @@ def test_predicted_and_served_acceptance_side_by_side():
 def test_without_a_prediction_the_served_figures_stand_with_the_reason():
     arms = [arm("suffix-k3", 1, [8.0], spec=SUFFIX, spec_decode=[SERVED])]
     gone = SuffixPrediction(package=None, tokens=None, cells=[], unavailable_reason="no corpus: shapes")
-    text = _text(suffix_prediction_section(data(arms, suffix_prediction=gone)))
+    text = section_text(suffix_prediction_section(data(arms, suffix_prediction=gone)))
     assert "No prediction: no corpus: shapes." in text and "| - | - | 50% | 2.10" in text
-    assert "no suffix candidate" in _text(suffix_prediction_section(data([arm("standing", 1, [8.0])])))
+    assert "no suffix candidate" in section_text(suffix_prediction_section(data([arm("standing", 1, [8.0])])))
 
 
 def test_the_bundle_file_is_read_into_the_report_data(tmp_path):
