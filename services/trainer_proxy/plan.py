@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from contracts import layout
 from contracts.argv import ArgvError, ArgvTemplate
@@ -108,6 +108,15 @@ class TrainingPlan(Strict):
     reuse_enabled: bool = Field(description="commands.train.reuse: whether an earlier identical draft may be reused.")
     reuse: ReusedDraft | None = Field(description="The earlier run's draft this plan copies instead of training; None: it trains.")
     reuse_note: str = Field(description="Why the draft is or is not reused, in words.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _checkpoint_dir_of_older_plans(cls, data: Any) -> Any:
+        # Plans stored before commands.train.checkpoint_subdir existed have no checkpoint_dir; their checkpoint was
+        # output_dir itself, so a run planned before an upgrade still resumes with the meaning it was approved with.
+        if isinstance(data, dict) and "checkpoint_dir" not in data and "output_dir" in data:
+            return {**data, "checkpoint_dir": data["output_dir"]}
+        return data
 
     @property
     def checkpoint_subdir(self) -> str | None:

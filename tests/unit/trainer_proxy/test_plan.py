@@ -19,7 +19,7 @@ from services.runtime.bundle.bundle_records import canonical_json
 from services.trainer_proxy import kubernetes
 from services.trainer_proxy.errors import PlanError
 from services.trainer_proxy.launch import KubernetesLaunch, LocalLaunch, SlurmLaunch
-from services.trainer_proxy.plan import PlanInputs, PlanPaths, build_plan
+from services.trainer_proxy.plan import PlanInputs, PlanPaths, TrainingPlan, build_plan
 from services.trainer_proxy.slurm_job import job_script
 from tests.unit.trainer_proxy.helpers import EXAMPLE, campaign
 
@@ -107,6 +107,15 @@ def test_a_checkpoint_subdir_names_the_folder_probed_and_served_below_the_output
     assert plan.expected_outputs[0].startswith(f"{plan.checkpoint_dir}: a draft checkpoint directory")
     unset = _plan(campaign(train_argv=ARGV))
     assert unset.checkpoint_dir == unset.output_dir and unset.checkpoint_subdir is None
+
+
+def test_a_plan_stored_before_checkpoint_dir_existed_still_reads_with_its_checkpoint_in_the_output_dir():
+    stored = json.loads(canonical_json(_plan(campaign(train_argv=ARGV))))
+    del stored["checkpoint_dir"]  # the shape of a plan written before commands.train.checkpoint_subdir
+    older = TrainingPlan.model_validate(stored)
+    assert older.checkpoint_dir == older.output_dir and older.checkpoint_subdir is None
+    with pytest.raises(ValidationError, match="output_dir"):
+        TrainingPlan.model_validate({k: v for k, v in stored.items() if k != "output_dir"})
 
 
 def test_a_placeholder_with_no_value_at_training_is_a_plan_error():
