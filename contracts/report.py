@@ -8,7 +8,7 @@ Versioning: `version` stays 1 while changes only add optional fields (with a
 default), so a report.json written before a field existed still validates (the
 publisher reads earlier reports back to publish them). The prediction figures
 (`speedups`, `stops_paying`, `ngram_settings`, `draft_relative_cost`,
-`schedules`) are such fields; docs/publisher.md defines them.
+`offline_acceptance`, `schedules`) are such fields; docs/publisher.md defines them.
 """
 
 from __future__ import annotations
@@ -99,6 +99,24 @@ class ScheduleFigure(Strict):
     levels: list[ScheduleLevelFigure] = Field(description="Per measured level, ascending concurrency.")
 
 
+class OfflineAcceptanceFigure(Strict):
+    """One trained-draft candidate at one level: the trainer's offline a_j beside the served a_j."""
+
+    cell_id: Key = Field(description="The candidate cell serving the draft this run trained.")
+    concurrency: int | None = Field(description="Concurrency level; None when the load had no limit.")
+    offline_per_position: list[float] = Field(
+        description="a_j estimated offline: accepted_per_position[j] / drafts of offline-acceptance.json, j = 1..k.")
+    served_per_position: list[float] | None = Field(
+        description="a_j served: accepted at position j / drafts, pooled over the level's trials; None without drafts.")
+    error_per_position: list[float] = Field(
+        description="served - offline over the positions both have (the smaller k); empty without drafts.")
+    offline_acceptance_length: float = Field(ge=1, description="1 + the sum of the offline a_j.")
+    served_acceptance_length: float | None = Field(description="1 + the sum of the served a_j; None without drafts.")
+    acceptance_length_error: float | None = Field(
+        description="served - offline length; None without drafts or when the two k differ (different positions).")
+    note: str = Field(description="Why a figure is missing (no drafts, k differs), in words; empty when all are set.")
+
+
 class ReportSummary(Strict):
     """report/report.json: what the rendered report says about itself."""
 
@@ -122,6 +140,11 @@ class ReportSummary(Strict):
     draft_relative_cost: float | None = Field(
         default=None, description="The draft's per-token cost relative to the target's (training/draft-cost.json); "
         "None when not measured.",
+    )
+    offline_acceptance: list[OfflineAcceptanceFigure] = Field(
+        default_factory=list, description="Per trained-draft candidate and level, the trainer's offline acceptance "
+        "beside the served one (training/output/offline-acceptance.json); empty without a trained candidate or "
+        "an estimate. The gate never reads it.",
     )
     schedules: list[ScheduleFigure] = Field(
         default_factory=list, description="Per speculative candidate, the predicted k per concurrency; the chosen "

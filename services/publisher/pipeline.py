@@ -22,6 +22,7 @@ from contracts.envelope import ArtifactRef
 from contracts.report import ReportSummary
 from services.publisher.report.aggregate import read_campaign
 from services.publisher.errors import ReportConflict
+from services.publisher.prediction.offline_section import offline_figures
 from services.publisher.prediction.predict import report_figures
 from services.publisher.report.render import RenderedReport, render_report
 from services.publisher.prediction.schedule_plan import schedule_figures
@@ -81,6 +82,7 @@ def _render(
         plots=[p.name for p in report.plots],
         levers=[lever.rule for lever in report.levers],
         **report_figures(data),
+        offline_acceptance=offline_figures(data),
         schedules=schedule_figures(data),
     )
     return report, summary

@@ -3,7 +3,8 @@
 Per trained candidate (a cell serving '{training.output}', or the folder training/outputs.json
 names), per concurrency level: the per-position acceptance its trainer estimated before serving
 (contracts/offline_acceptance.py) beside the served one, and the error served - offline per
-position and for the acceptance length. Both sides are the same quantity: a_j = accepted at
+position and for the acceptance length (report.json's `offline_acceptance` carries the same rows
+as numbers: offline_figures). Both sides are the same quantity: a_j = accepted at
 position j / drafts (the served side pooled over the level's trials, as in "Acceptance per
 position"; the offline side from the trainer's counts). The gate never reads the estimate:
 training metrics cannot authorise promotion.
@@ -12,10 +13,12 @@ training metrics cannot authorise promotion.
 from __future__ import annotations
 
 import posixpath
+from dataclasses import dataclass
 
 from contracts import layout
 from contracts.campaign import SpeculativeConfig
 from contracts.offline_acceptance import OFFLINE_ACCEPTANCE_FILE
+from contracts.report import OfflineAcceptanceFigure
 from services.publisher.prediction.predict import cell_speculation
 from services.publisher.report import figures as fig
 from services.publisher.report.document import Block, Paragraph, Ref, Section, Table
@@ -39,17 +42,69 @@ def _trained(spec: SpeculativeConfig, data: CampaignData) -> bool:
     return bool(spec.model and folder) and posixpath.normpath(spec.model) == posixpath.normpath(folder)
 
 
-def offline_acceptance_section(data: CampaignData) -> Section:
+@dataclass(frozen=True)
+class Comparison:
+    """One trained arm's served a_j beside the offline estimate; served is None without drafts."""
+
+    arm: ArmLevel
+    offline: list[float]
+    served: fig.Acceptance | None
+
+    @property
+    def offline_length(self) -> float:
+        return 1 + sum(self.offline)
+
+    @property
+    def errors(self) -> list[float]:
+        """served - offline over the positions both have."""
+        if self.served is None:
+            return []
+        return [self.served.per_position[j] - self.offline[j] for j in range(min(len(self.offline), self.served.k))]
+
+    @property
+    def length_error(self) -> float | None:
+        # Lengths over different k count different positions: no error is given for them.
+        if self.served is None or self.served.k != len(self.offline):
+            return None
+        return self.served.mean_length - self.offline_length
+
+    @property
+    def note(self) -> str:
+        if self.served is None:
+            return "no drafts served at this level"
+        if self.length_error is None:
+            return f"lengths not compared: k differs ({len(self.offline)} offline, {self.served.k} served)"
+        return ""
+
+
+def comparisons(data: CampaignData) -> list[Comparison]:
+    """Every trained arm beside the estimate, in arm order; empty without a trained cell or a usable estimate."""
     cells = trained_cells(data)
-    if not cells:
+    offline = data.offline_acceptance.a() if data.offline_acceptance is not None else None
+    if not cells or offline is None:
+        return []
+    return [Comparison(arm, offline, fig.acceptance(arm)) for arm in data.arms if arm.cell_id in cells]
+
+
+def offline_figures(data: CampaignData) -> list[OfflineAcceptanceFigure]:
+    """The `offline_acceptance` of report.json: the section's rows as numbers."""
+    return [OfflineAcceptanceFigure(
+        cell_id=c.arm.cell_id, concurrency=c.arm.concurrency, offline_per_position=c.offline,
+        served_per_position=list(c.served.per_position) if c.served else None, error_per_position=c.errors,
+        offline_acceptance_length=c.offline_length, served_acceptance_length=c.served.mean_length if c.served else None,
+        acceptance_length_error=c.length_error, note=c.note,
+    ) for c in comparisons(data)]
+
+
+def offline_acceptance_section(data: CampaignData) -> Section:
+    if not trained_cells(data):
         return _one_line("The campaign has no trained draft candidate (no cell serves '{training.output}').")
     found = data.offline_acceptance
     if found is None:
         return _one_line(f"No offline estimate: {data.offline_acceptance_note or 'no ' + FILE}.")
-    offline = found.a()
-    if offline is None:
+    if found.a() is None:
         return _one_line(f"No offline estimate: {FILE} counts no drafts.")
-    rows = tuple(_row(arm, offline) for arm in data.arms if arm.cell_id in cells)
+    rows = tuple(_row(c) for c in comparisons(data))
     blocks: list[Block] = [
         Paragraph((f"Before serving, the trainer estimated the draft's acceptance ({FILE}; method {found.method}, "
                    f"k = {found.num_speculative_tokens}; {found.drafts} drafts over {found.answers} of "
@@ -66,21 +121,18 @@ def offline_acceptance_section(data: CampaignData) -> Section:
     return Section(ANCHOR, TITLE, tuple(blocks))
 
 
-def _row(arm: ArmLevel, offline: list[float]) -> tuple:
+def _row(c: Comparison) -> tuple:
+    arm, offline, served = c.arm, c.offline, c.served
     ids = (Ref(arm.key), arm.cell_id, _lvl(arm.concurrency), f"{len(arm.trials)}/{arm.trials_declared or '?'}",
            arm.baseline_cell_id or "-")
-    length = 1 + sum(offline)
-    served = fig.acceptance(arm)
     if served is None:
-        return (*ids, f"{len(offline)}/-", _seq(offline), "no drafts", "-", f"{length:.3f}", "-", "-")
-    common = min(len(offline), served.k)
-    errors = [served.per_position[j] - offline[j] for j in range(common)]
-    errors_text = " / ".join([f"{e:+.3f}" for e in errors] + ["-"] * (max(len(offline), served.k) - common))
-    # Lengths over different k count different positions: no error is given for them.
-    length_error = (f"{served.mean_length - length:+.3f}" if served.k == len(offline)
+        return (*ids, f"{len(offline)}/-", _seq(offline), "no drafts", "-", f"{c.offline_length:.3f}", "-", "-")
+    errors = c.errors
+    errors_text = " / ".join([f"{e:+.3f}" for e in errors] + ["-"] * (max(len(offline), served.k) - len(errors)))
+    length_error = (f"{c.length_error:+.3f}" if c.length_error is not None
                     else f"not compared: k differs ({len(offline)} offline, {served.k} served)")
     return (*ids, f"{len(offline)}/{served.k}", _seq(offline), _seq(served.per_position), errors_text,
-            f"{length:.3f}", f"{served.mean_length:.3f}", length_error)
+            f"{c.offline_length:.3f}", f"{served.mean_length:.3f}", length_error)
 
 
 def _one_line(text: str) -> Section:

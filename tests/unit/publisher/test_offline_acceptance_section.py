@@ -14,7 +14,8 @@ from contracts.campaign import TRAINED_DRAFT, SpeculativeConfig
 from contracts.events import SpecDecodeDelta
 from contracts.offline_acceptance import OFFLINE_ACCEPTANCE_FILE, OfflineAcceptance
 from contracts.training import OutputFile, OutputManifest
-from services.publisher.prediction.offline_section import offline_acceptance_section
+from contracts.report import ReportSummary
+from services.publisher.prediction.offline_section import offline_acceptance_section, offline_figures
 from services.publisher.report.aggregate import read_campaign
 from services.runtime.bundle.bundle import BundleStore
 from tests.unit.publisher.synthetic import RUN, Spec, build, section_text
@@ -125,3 +126,29 @@ def test_the_gate_never_reads_the_estimate():
     sources = "".join(p.read_text() for p in (ROOT / "services/gate").rglob("*.py"))
     for name in ("offline_acceptance", "offline-acceptance", "OFFLINE_ACCEPTANCE", "TRAINING_OUTPUTS", "OutputManifest"):
         assert name not in sources, name
+
+
+def test_report_json_carries_the_rows_as_numbers():
+    five = SpecDecodeDelta(num_drafts=10, num_draft_tokens=50, num_accepted_tokens=15,
+                           accepted_per_position=[6, 4, 2, 2, 1], acceptance_rate=0.3, mean_acceptance_length=2.5)
+    arms = [arm("standing", 1, [10.0]), arm("eagle3-k3", 1, [8.0], spec=EAGLE, spec_decode=[SERVED] * 2),
+            arm("eagle3-k3", 4, [9.0], spec=EAGLE),  # served without drafts
+            arm("eagle3-k5", 1, [8.0], spec=EAGLE.model_copy(update={"num_speculative_tokens": 5}), spec_decode=[five])]
+    same, silent, other_k = offline_figures(data(arms, offline_acceptance=OFFLINE))
+    assert (same.cell_id, same.concurrency, same.note) == ("eagle3-k3", 1, "")
+    assert same.offline_per_position == pytest.approx([0.7, 0.5, 0.3])
+    assert same.served_per_position == pytest.approx([0.6, 0.4, 0.2])
+    assert same.error_per_position == pytest.approx([-0.1, -0.1, -0.1])
+    assert (same.offline_acceptance_length, same.served_acceptance_length, same.acceptance_length_error) == \
+        pytest.approx((2.5, 2.2, -0.3))
+    assert silent.concurrency == 4 and silent.served_per_position is None and silent.error_per_position == []
+    assert silent.acceptance_length_error is None and silent.note == "no drafts served at this level"
+    assert len(other_k.error_per_position) == 3 and other_k.acceptance_length_error is None
+    assert other_k.note == "lengths not compared: k differs (3 offline, 5 served)"
+    assert offline_figures(data(arms, offline_acceptance_note="no training/outputs.json in the bundle")) == []
+
+
+def test_an_older_report_json_without_the_field_still_reads():
+    older = {"version": 1, "run_id": RUN, "draft": False, "draft_reasons": [], "decision": None,
+             "decision_sha256": None, "plots": [], "levers": []}
+    assert ReportSummary.model_validate(older).offline_acceptance == []
