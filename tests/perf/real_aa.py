@@ -87,7 +87,7 @@ def aa_campaign(demo: dict, concurrency: list[int] | None = None, max_trials: in
     if gate.get("max_trials") is None or gate["max_trials"] <= first:
         raise AACampaignError(f"gate.max_trials {gate.get('max_trials')} is not above gate.min_trials {first}: "
                               "that is a fixed-trial campaign, not sequential rounds; give --max-trials above it")
-    # Sequential rounds run min_trials as every cell's `trials` (contracts/campaign.py, GateSpec.max_trials).
+    # Sequential rounds run min_trials as every cell's `trials` (contracts/campaign/gate.py, GateSpec.max_trials).
     standing["trials"] = again["trials"] = first
     data["family"] = FAMILY
     try:

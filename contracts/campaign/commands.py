@@ -1,0 +1,112 @@
+"""The operator's commands (trainer, serve, bench, eval) and the capacity they run on."""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+from typing import Literal
+
+from pydantic import Field, field_validator
+
+from contracts.argv import ArgvTemplate
+from contracts.envelope import Strict
+
+Scheduler = Literal["local", "slurm", "kubernetes"]
+
+
+class ArgvCommand(Strict):
+    """An operator command as an argv template."""
+
+    argv: ArgvTemplate = Field(description="Argv template; no shell, whitelisted {placeholders}.")
+
+
+def checked_subdir(value: str) -> str:
+    """`value` as a folder below {output_dir} (normalised: 'a//b/' is 'a/b'); ValueError naming why not."""
+    what = f"commands.train.checkpoint_subdir {value!r}"
+    if not value.strip():
+        raise ValueError(f"{what} is empty: give the checkpoint's folder relative to {{output_dir}}, or null for it")
+    if "\0" in value or "\\" in value:
+        raise ValueError(f"{what} holds a NUL or a backslash: name folders with '/' between them")
+    if value.startswith("/") or re.match(r"^[A-Za-z]:", value):
+        raise ValueError(f"{what} is absolute: give a folder relative to {{output_dir}} ('9' for --epochs 10)")
+    parts = PurePosixPath(value).parts
+    if ".." in parts:
+        raise ValueError(f"{what} climbs out of {{output_dir}} with '..': the checkpoint must lie below it")
+    if "{" in value or "}" in value:
+        raise ValueError(f"{what} holds a brace: it is a literal folder name, no placeholder is filled in it")
+    normalised = PurePosixPath(*[part for part in parts if part != "."]).as_posix() if parts else "."
+    if normalised == ".":
+        raise ValueError(f"{what} names {{output_dir}} itself: leave it null")
+    return normalised
+
+
+class TrainCommand(Strict):
+    """The operator's trainer."""
+
+    argv: ArgvTemplate = Field(description="Trainer argv template.")
+    probe: ArgvTemplate | None = Field(
+        default=None, description="Optional capture-correctness probe, run on the output; non-zero exit fails training."
+    )
+    timeout_s: float = Field(default=3600.0, gt=0, description="Wall-time limit; past it the trainer and its children are killed.")
+    kubernetes_job: str | None = Field(
+        default=None,
+        description="Path of the operator's Kubernetes Job manifest template (YAML), used with scheduler kubernetes; "
+        "specdec sets its name, experiment label, command, node and deadline. Unset: specdec renders a Job itself.",
+    )
+    reuse: bool = Field(
+        default=True,
+        description="Reuse the draft of an earlier run in the same bundle root whose training inputs were identical "
+        "(same training input key: train split, argv, target files, revisions, probe, executor) and whose draft files "
+        "still hash as recorded; the plan names that run before approval and nothing is launched. false: always train.",
+    )
+    checkpoint_subdir: str | None = Field(
+        default=None,
+        description="The checkpoint's folder relative to {output_dir}, for trainers that save below it (speculators "
+        "train: the last epoch's folder, '9' for --epochs 10). The probes, the draft cost, {training.output} and the "
+        "training.completed event use {output_dir}/<checkpoint_subdir>; every file under {output_dir} is still hashed "
+        "and kept. A relative path without '..'; part of the training input key. Unset: {output_dir} itself.",
+    )
+
+    @field_validator("checkpoint_subdir")
+    @classmethod
+    def _relative_subdir(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        return checked_subdir(value)
+
+
+Builtin = Literal["builtin"]
+
+
+class Commands(Strict):
+    """The operator's commands. serve, bench and eval must be set, to an argv or to 'builtin'."""
+
+    train: TrainCommand | None = Field(
+        default=None,
+        description="Trainer; required when a cell serves '{training.output}' (traffic campaigns only), refused when "
+        "none does (nothing would run it).",
+    )
+    serve: ArgvCommand | Builtin | None = Field(default=None, description="Serve command, or 'builtin' (vLLM's OpenAI server).")
+    bench: ArgvCommand | Builtin | None = Field(default=None, description="Bench command, or 'builtin' (specdec's load generator).")
+    eval: ArgvCommand | Builtin | None = Field(default=None, description="Eval command, or 'builtin' (agreement with the standing cell).")
+    serve_pod_template: str | None = Field(
+        default=None,
+        description="Path of the operator's Kubernetes Pod manifest template (YAML) for the bench servers, used with "
+        "capacity.scheduler kubernetes; specdec sets its name, experiment label, command, port, node and readiness "
+        "probe, and keeps the operator's image, resources, volumes and the rest. Unset: specdec renders a Pod itself.",
+    )
+
+
+class CapacitySpec(Strict):
+    """Where the campaign may run, and the operator's idle-node check."""
+
+    scheduler: Scheduler = Field(default="local", description="Scheduler to read and launch on.")
+    selectors: dict[str, str] = Field(
+        default_factory=dict,
+        description="Scheduler selectors (string values); the keys per scheduler, their meaning and their "
+        "consumers are contracts/selectors.py: slurm partition/nodelist/gres, kubernetes label_selector/"
+        "tolerations/image/namespace/bundle_pvc/cpu/memory/gpu_resource, local: none.",
+    )
+    idle_check: ArgvTemplate | None = Field(
+        default=None, description="Operator's idle-node check; exit status 0 means idle. Required."
+    )
