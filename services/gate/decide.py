@@ -7,13 +7,13 @@ Rules (docs/gate.md has them in full):
   (its interval clears the minimum effect); `reject` when a floor fails (the
   candidate's own counters say it does not draft well enough), or when the data
   is sound and the objective or a guard is `worse`; `inconclusive` otherwise.
-  Guards are compared by the objective's own machinery (`_compare_metric`,
-  stats.compare): one statistics path.
+  Guards are compared by the objective's own machinery
+  (`level._compare_metric`, stats.compare): one statistics path.
 - Sequential rounds (`max_trials`): a level still undecided with fewer than
   `max_trials` trials per arm is `continue`, and so is the campaign while any
-  level could still change its outcome (`_possible`); once the outcome is fixed,
-  the levels it no longer depends on stop as `moot`. Without `max_trials` the
-  trials at hand are the cap: one look, never `continue`.
+  level could still change its outcome (`ranking.possible`); once the outcome
+  is fixed, the levels it no longer depends on stop as `moot`. Without
+  `max_trials` the trials at hand are the cap: one look, never `continue`.
 - A candidate wins when it wins at every concurrency level; it is rejected when
   it is rejected at any level; otherwise it is inconclusive.
 - The campaign promotes the winning candidate whose smallest objective gain
@@ -25,36 +25,30 @@ Rules (docs/gate.md has them in full):
   given as `rejected`) and every trial the gate's own re-check of the
   spec-decode rule rejects (checks.recheck). Its level is inconclusive, and the
   decision's reasons say how many trials were rejected and why.
+
+The per-level decision is services.gate.level's, the choice among candidates
+services.gate.ranking's; this module checks the input, assembles each
+candidate's levels and words the campaign's decision.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from contracts.campaign import GateSpec
-from contracts.decision import (
-    CandidateDecision,
-    Decision,
-    GuardCheck,
-    Interval,
-    LevelDecision,
-    MetricComparison,
-    Thresholds,
-)
+from contracts.decision import CandidateDecision, Decision, LevelDecision, Thresholds
 from contracts.envelope import KEY_RE
 from contracts.results import MAX_FAILED_SHARE
-from contracts.trials import MetricKey, Trial, trial_value
-from services.gate import checks
-from services.gate.errors import GateInputError
+from contracts.trials import MetricKey, Trial
+from services.gate import checks, ranking
+from services.gate.errors import GateInputError, GateSpecError
+from services.gate.level import Design, Level, decide_level
 from services.gate.metrics import parse_guards, parse_objective, reported_metrics
 from services.gate.results import load_trials
-from services.gate.errors import GateSpecError
-from services.gate.stats import CONFIDENCE, MIN_TRIALS_FOR_NOISE, VERDICT_NAMES, compare
-from services.shared import sequential
+from services.gate.stats import CONFIDENCE, MIN_TRIALS_FOR_NOISE
 
 CAMPAIGN_RULE = (
     "A candidate wins a concurrency level when it meets every floor, its data passes every check and the "
@@ -65,15 +59,7 @@ CAMPAIGN_RULE = (
     "continues while any level could still change that outcome. Intervals are Bonferroni-split over the "
     "candidates; training metrics never count."
 )
-INTERVAL_METHOD = "Welch t-interval on log per-trial figures (trials are the independent units), exponentiated"
-SEQUENTIAL_METHOD = (
-    "Welch t repeated confidence interval on log per-trial figures, exponentiated: looks at {first}..{cap} "
-    "trials per arm, Hwang-Shih-DeCani alpha spending (gamma {gamma:g}) on each side, each look's nominal level "
-    "read at its Welch degrees of freedom"
-)
 SPENDING_FIXED = "none: one look at the trials at hand (no cap), the full alpha"
-
-Level = int | None
 
 
 def decide_files(baseline: list[Path], candidates: Mapping[str, list[Path]], spec: GateSpec) -> Decision:
@@ -150,8 +136,8 @@ def decide(
     if max_trials is not None and max_trials < min_trials:
         raise GateSpecError(f"max_trials {max_trials} is below min_trials {min_trials}: the cap must allow the "
                             "minimum trials per arm; raise max_trials or lower min_trials")
-    design = _Design(alpha=alpha, min_effect=spec.min_effect_pct / 100, bias=spec.server_bias_pct / 100,
-                     first=min_trials, cap=max_trials)
+    design = Design(alpha=alpha, min_effect=spec.min_effect_pct / 100, bias=spec.server_bias_pct / 100,
+                    first=min_trials, cap=max_trials)
     counted_base, base_rejected = checks.recheck(baseline_trials, max_model_len)
     counted: dict[str, list[Trial]] = {}
     set_aside: dict[str, list[checks.Rejected]] = {}
@@ -169,11 +155,11 @@ def decide(
                           base_rejected_levels, _rejected_by_level(set_aside[name]), failed.get(name))
         for name, trials in counted.items()
     ]
-    settled = _settled(decided)
+    settled = ranking.settled(decided)
     if settled:
         # The outcome is fixed: what still runs cannot change it, so it stops (moot).
         decided = [_moot(c) if c.outcome == "continue" else c for c in decided]
-    decided.sort(key=_rank)
+    decided.sort(key=ranking.rank)
     winners = [c for c in decided if c.outcome == "win"]
     reasons = [f"{c.candidate}: {c.outcome} - {c.reasons[0]}" for c in decided]
     if all_rejected:
@@ -222,24 +208,6 @@ def decide(
     )
 
 
-@dataclass(frozen=True)
-class _Design:
-    """The statistics of one decision: the candidate's alpha (two-sided, Bonferroni-split), the minimum
-    effect and the measured server bias (relative), the first look and the cap (None: one look)."""
-
-    alpha: float
-    min_effect: float
-    bias: float
-    first: int
-    cap: int | None
-
-    def method(self) -> str:
-        if self.cap is None:
-            return INTERVAL_METHOD + (f", widened by a measured server bias of {100 * self.bias:g} %" if self.bias else "")
-        text = SEQUENTIAL_METHOD.format(first=self.first, cap=self.cap, gamma=sequential.SPENDING_GAMMA)
-        return text + (f", widened by a measured server bias of {100 * self.bias:g} %" if self.bias else "")
-
-
 def _decide_candidate(
     name: str,
     base_levels: dict[Level, list[Trial]],
@@ -247,7 +215,7 @@ def _decide_candidate(
     keys: list[MetricKey],
     guards: list[tuple[str, MetricKey]],
     spec: GateSpec,
-    design: _Design,
+    design: Design,
     base_rejected: dict[Level, list[checks.Rejected]],
     cand_rejected: dict[Level, list[checks.Rejected]],
     failed: str | None = None,
@@ -256,19 +224,19 @@ def _decide_candidate(
     accuracy = float(np.mean(accuracies)) if accuracies else None
     levels = sorted(set(base_levels) | set(cand_levels) | set(base_rejected) | set(cand_rejected), key=_level_order)
     decisions = [
-        _decide_level(level, base_levels.get(level, []), cand_levels.get(level, []), keys, guards, spec, design,
-                      accuracy, base_rejected.get(level, []), cand_rejected.get(level, []), failed)
+        decide_level(level, base_levels.get(level, []), cand_levels.get(level, []), keys, guards, spec, design,
+                     accuracy, base_rejected.get(level, []), cand_rejected.get(level, []), failed)
         for level in levels
     ]
     return _candidate(name, decisions, accuracy)
 
 
 def _candidate(name: str, decisions: list[LevelDecision], accuracy: float | None) -> CandidateDecision:
-    gains = [_gain(d) for d in decisions]
+    gains = [ranking.gain(d) for d in decisions]
     worst = None if any(g is None for g in gains) else min(gains)  # type: ignore[type-var]
-    stops = _stops_paying_at(decisions)
+    stops = ranking.stops_paying_at(decisions)
     outcomes = [d.outcome for d in decisions]
-    possible = _possible([{o} if o != "continue" else set(_ANY_LEVEL) for o in outcomes])
+    possible = ranking.possible([{o} if o != "continue" else set(ranking.ANY_LEVEL) for o in outcomes])
     where = lambda outcome: ", ".join(_level_name(d.concurrency) for d in decisions if d.outcome == outcome)  # noqa: E731
     if len(possible) > 1:
         outcome = "continue"
@@ -298,58 +266,6 @@ def _candidate(name: str, decisions: list[LevelDecision], accuracy: float | None
     )
 
 
-_ANY_LEVEL = ("win", "reject", "inconclusive")
-
-
-def _possible(sets: list[set[str]]) -> set[str]:
-    """The outcomes a candidate can still end in, from what each level can still end in: it wins when
-    every level wins, is rejected when any level rejects, and is inconclusive otherwise."""
-    found = set()
-    if all("win" in s for s in sets):
-        found.add("win")
-    if any("reject" in s for s in sets):
-        found.add("reject")
-    if all(s - {"reject"} for s in sets) and any("inconclusive" in s for s in sets):
-        found.add("inconclusive")
-    return found
-
-
-def _settled(candidates: list[CandidateDecision]) -> bool:
-    """Whether no more trials can change the campaign's decision or its winner."""
-    sets = [{c.outcome} if c.outcome != "continue" else _possible(
-        [{lvl.outcome} if lvl.outcome != "continue" else set(_ANY_LEVEL) for lvl in c.levels]) for c in candidates]
-    decisions = set()
-    if any("win" in s for s in sets):
-        decisions.add("promote")
-    if all("reject" in s for s in sets):
-        decisions.add("reject")
-    if all(s - {"win"} for s in sets) and any("inconclusive" in s for s in sets):
-        decisions.add("inconclusive")
-    if len(decisions) != 1:
-        return False
-    if decisions != {"promote"}:
-        return True
-    # A certain winner's levels have all stopped, so its ranking figure (worst_gain_pct) is final. A candidate
-    # that could still win changes the winner only if it could outrank that: its best case is the better
-    # end of its objective's interval, at its worst level.
-    certain = [c.worst_gain_pct for c, s in zip(candidates, sets) if s == {"win"}]
-    if not certain:
-        return False
-    best = max(g if g is not None else -np.inf for g in certain)
-    return all(_best_case_gain(c) < best for c, s in zip(candidates, sets) if "win" in s and s != {"win"})
-
-
-def _best_case_gain(c: CandidateDecision) -> float:
-    """The largest smallest-gain (%) the candidate could still reach, from its levels' intervals."""
-    ends = []
-    for lvl in c.levels:
-        m = lvl.objective
-        if m is None or m.interval is None:
-            return np.inf
-        ends.append(m.interval.high_pct if m.direction == "higher_is_better" else -m.interval.low_pct)
-    return min(ends) if ends else np.inf
-
-
 def _moot(c: CandidateDecision) -> CandidateDecision:
     """A candidate whose levels still run although the campaign's outcome no longer depends on them."""
     levels = [
@@ -362,239 +278,9 @@ def _moot(c: CandidateDecision) -> CandidateDecision:
     return _candidate(c.candidate, levels, c.accuracy)
 
 
-def _decide_level(
-    level: Level,
-    base: list[Trial],
-    cand: list[Trial],
-    keys: list[MetricKey],
-    guards: list[tuple[str, MetricKey]],
-    spec: GateSpec,
-    design: _Design,
-    accuracy: float | None,
-    base_rejected: list[checks.Rejected],
-    cand_rejected: list[checks.Rejected],
-    failed: str | None = None,
-) -> LevelDecision:
-    base, cand = sorted(base, key=checks.trial_order), sorted(cand, key=checks.trial_order)
-    base_counts, cand_counts = checks.arm_counts(base), checks.arm_counts(cand)
-    too_few = [
-        *checks.count_problems("baseline", base_counts, design.first),
-        *checks.count_problems("candidate", cand_counts, design.first),
-    ]
-    problems = [
-        *checks.rejected_problems("baseline", base_rejected),
-        *checks.rejected_problems("candidate", cand_rejected),
-        *too_few,
-        *checks.arm_problems("baseline", base, {r.index for r in base_rejected if r.index is not None}),
-        *checks.arm_problems("candidate", cand, {r.index for r in cand_rejected if r.index is not None}),
-    ]
-    identity, unchecked = checks.identity_problems(base, cand)
-    problems += identity
-    floors, floor_problems = checks.floor_checks(
-        cand,
-        acceptance_floor=spec.acceptance_floor,
-        acceptance_length_floor=spec.acceptance_length_floor,
-        accuracy_floor=spec.accuracy_floor,
-        accuracy=accuracy,
-    )
-    problems += floor_problems
-    metrics = [_compare_metric(key, base, cand, design) for key in keys] if base and cand else []
-    objective = metrics[0] if metrics else None
-    guarded = _guard_checks(guards, metrics, base, cand, design) if base and cand else []
-    worse_guards = [g for g in guarded if g.passed is False]
-    unread_guards = [g for g in guarded if g.passed is None]
-    used = min(len(base), len(cand))
-    # More trials can mend too few trials or an undecided interval, nothing else; a cell the bench measured
-    # no more (it failed) gets none, whatever the cap.
-    may_continue = design.cap is not None and used < design.cap and failed is None
-    at_end = "bench_failed" if failed is not None else "cap"
-
-    failed_floors = [f for f in floors if f.passed is False]
-    reasons = [f"{f.floor} {f.measured:.3f} is below the floor {f.minimum:.3f}" for f in failed_floors]
-    stopped: str | None
-    if failed_floors:
-        outcome, stopped = "reject", "floor_failed"
-    elif problems:
-        only_few = len(problems) == len(too_few)
-        outcome, stopped = ("continue", None) if only_few and may_continue else (
-            "inconclusive", at_end if only_few or failed is not None else "data_problem")
-    elif objective is None or objective.verdict == "unavailable":
-        outcome, stopped = "inconclusive", "data_problem"
-        problems.append(f"the objective could not be compared: {objective.note if objective else 'no trials'}")
-    elif objective.verdict == "worse" or worse_guards:
-        outcome, stopped = "reject", "decided"
-    elif unread_guards:
-        outcome, stopped = "inconclusive", "data_problem"
-    elif objective.verdict == "better":
-        outcome, stopped = "win", "decided"
-    elif _within_min_effect(objective, design.min_effect):
-        outcome, stopped = "inconclusive", "decided"
-        problems.append(f"no change that matters: the objective's whole interval lies within +-{_pct(design)} "
-                        "(the minimum effect), and more trials would not show one")
-    elif may_continue:
-        outcome, stopped = "continue", None
-    else:
-        outcome, stopped = "inconclusive", at_end
-    if stopped == "bench_failed":
-        problems.append(f"the bench measured this cell no more: {failed}")
-    reasons += problems
-    if objective is not None and objective.verdict != "unavailable":
-        reasons.append(_describe(objective))
-    by_guard = ", so the candidate is rejected" if outcome == "reject" and not failed_floors else ""
-    reasons += [f"guard {g.guard} is worse beyond the noise{by_guard}: {_describe(g.comparison)}" for g in worse_guards]
-    reasons += [f"guard {g.guard} could not be compared, so the candidate cannot be shown not to worsen it: "
-                f"{g.comparison.note}" for g in unread_guards]
-    reasons += [f"guard {g.guard} not worse: {_describe(g.comparison)}" for g in guarded if g.passed]
-    reasons += [f"{f.floor} {f.measured:.3f} meets the floor {f.minimum:.3f}" for f in floors if f.passed]
-    guard_names = {g.comparison.metric for g in guarded}
-    reasons += [f"not the objective, noted: {_describe(m)}" for m in metrics[1:]
-                if m.verdict == "worse" and m.metric not in guard_names]
-    expected = 0 if stopped is not None else _expected_more(objective, used, design)
-    if stopped is not None:
-        reasons.append(f"stopped ({stopped}) at {used} trial(s) per arm")
-    return LevelDecision(
-        concurrency=level,
-        outcome=outcome,  # type: ignore[arg-type]
-        objective=objective,
-        metrics=metrics,
-        floors=floors,
-        guards=guarded,
-        baseline=base_counts,
-        candidate=cand_counts,
-        unchecked_identity_fields=unchecked,
-        reasons=reasons or ["no reason recorded"],
-        trials_used=used,
-        stopped=stopped,  # type: ignore[arg-type]
-        trials_expected_more=expected,
-    )
-
-
-def _pct(design: _Design) -> str:
-    return f"{100 * design.min_effect:g} %"
-
-
-def _within_min_effect(m: MetricComparison, min_effect: float) -> bool:
-    """The interval lies within +-min_effect: no change that matters, whatever more trials show."""
-    assert m.interval is not None
-    return m.interval.low_pct >= -100 * min_effect and m.interval.high_pct <= 100 * min_effect
-
-
-def _expected_more(objective: MetricComparison | None, used: int, design: _Design) -> int | None:
-    """More trials per arm this level is expected to need, from its estimate and spread as they stand."""
-    assert design.cap is not None
-    if objective is None or objective.delta_pct is None or used < MIN_TRIALS_FOR_NOISE:
-        return max(design.first - used, 1)
-    logs = [np.log(objective.baseline_trial_values), np.log(objective.candidate_trial_values)]
-    dof = sum(len(v) - 1 for v in logs)
-    spread = float(np.sqrt(sum(float(np.sum((v - v.mean()) ** 2)) for v in logs) / dof))
-    at = sequential.trials_expected(
-        float(np.log1p(objective.delta_pct / 100)), spread, n=used + 1,
-        higher_is_better=objective.direction == "higher_is_better", alpha=design.alpha / 2,
-        min_effect=design.min_effect, first=design.first, cap=design.cap, bias=design.bias,
-    )
-    return None if at is None else at - used
-
-
 def _expected_words(lvl: LevelDecision) -> str:
     more = lvl.trials_expected_more
     return "not expected to decide by the cap" if more is None else f"about {more} more trial(s) per arm expected"
-
-
-def _compare_metric(key: MetricKey, base: list[Trial], cand: list[Trial], design: _Design) -> MetricComparison:
-    b_vals = [trial_value(t, key) for t in base]
-    c_vals = [trial_value(t, key) for t in cand]
-    b_have = [v for v in b_vals if v is not None]
-    c_have = [v for v in c_vals if v is not None]
-    common = dict(
-        metric=key.name,
-        direction=key.direction,
-        unit=key.unit,
-        baseline_trial_values=b_have,
-        candidate_trial_values=c_have,
-        baseline_trials=len(b_have),
-        candidate_trials=len(c_have),
-        min_effect_pct=100 * design.min_effect,
-    )
-    missing = [t.source for t, v in [*zip(base, b_vals), *zip(cand, c_vals)] if v is None]
-    note = None
-    if missing:
-        note = f"{key.name} missing in {len(missing)} trial file(s), e.g. {missing[0]}"
-    elif min(len(b_have), len(c_have)) < MIN_TRIALS_FOR_NOISE:
-        note = f"fewer than {MIN_TRIALS_FOR_NOISE} trials in an arm: trial-to-trial noise unknown"
-    elif min(b_have + c_have) <= 0:
-        note = f"{key.name} is zero in some trial: a ratio is undefined"
-    if note:
-        return MetricComparison(
-            **common, baseline_value=None, candidate_value=None, delta_pct=None, interval=None,
-            noise_bound_pct=None, verdict="unavailable", note=note,
-        )  # fmt: skip
-    cmp = compare(np.array(b_have), np.array(c_have), higher_is_better=key.higher_is_better, alpha=design.alpha,
-                  min_effect=design.min_effect, first=design.first, cap=design.cap, bias=design.bias)
-    return MetricComparison(
-        **common,
-        baseline_value=float(cmp.baseline_center),
-        candidate_value=float(cmp.candidate_center),
-        delta_pct=100 * (float(cmp.ratio) - 1),
-        interval=Interval(
-            low_pct=100 * (float(cmp.ratio_low) - 1),
-            high_pct=100 * (float(cmp.ratio_high) - 1),
-            confidence=1 - design.alpha,
-            method=design.method(),
-        ),
-        noise_bound_pct=100 * float(cmp.noise_bound),
-        verdict=VERDICT_NAMES[int(cmp.verdict)],  # type: ignore[arg-type]
-    )
-
-
-def _guard_checks(
-    guards: list[tuple[str, MetricKey]], metrics: list[MetricComparison], base: list[Trial], cand: list[Trial],
-    design: _Design,
-) -> list[GuardCheck]:
-    """Each guard compared like the objective: the reported metric's comparison where it is one
-    (same key, same alpha), else a comparison of its own (e.g. ttft:p99)."""
-    by_name = {m.metric: m for m in metrics}
-    found: list[GuardCheck] = []
-    for text, key in guards:
-        m = by_name.get(key.name) or _compare_metric(key, base, cand, design)
-        passed = None if m.verdict == "unavailable" else m.verdict != "worse"
-        found.append(GuardCheck(guard=text, passed=passed, comparison=m))
-    return found
-
-
-def _describe(m: MetricComparison) -> str:
-    assert m.interval is not None and m.delta_pct is not None and m.noise_bound_pct is not None
-    return (
-        f"{m.metric}: candidate {m.candidate_value:.4g} vs baseline {m.baseline_value:.4g} {m.unit}, "
-        f"{m.delta_pct:+.1f} % (interval {m.interval.low_pct:+.1f} % to {m.interval.high_pct:+.1f} % at "
-        f"{m.interval.confidence:.1%}; minimum effect {m.min_effect_pct or 0:g} %; noise bound "
-        f"{m.noise_bound_pct:.1f} % (reported); {m.baseline_trials} vs {m.candidate_trials} trials): "
-        f"{m.verdict.replace('_', ' ')}"
-    )
-
-
-def _gain(d: LevelDecision) -> float | None:
-    """Objective improvement at a level, in %, positive is better whatever the direction."""
-    m = d.objective
-    if m is None or m.delta_pct is None:
-        return None
-    return m.delta_pct if m.direction == "higher_is_better" else -m.delta_pct
-
-
-def _stops_paying_at(decisions: list[LevelDecision]) -> int | None:
-    paid = False
-    for d in decisions:
-        if d.concurrency is None:
-            continue
-        better = d.objective is not None and d.objective.verdict == "better"
-        if paid and not better:
-            return d.concurrency
-        paid = paid or better
-    return None
-
-
-def _rank(c: CandidateDecision) -> tuple[int, float, str]:
-    order = {"win": 0, "continue": 1, "inconclusive": 2, "reject": 3}[c.outcome]
-    return (order, -(c.worst_gain_pct if c.worst_gain_pct is not None else -np.inf), c.candidate)
 
 
 def _assign(
