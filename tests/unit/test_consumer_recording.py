@@ -17,6 +17,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 import contracts
 from contracts.events import ProfileCompleted, ProfileRequested
 from services.runtime.delivery import consumer as consumer_module
+from services.runtime.delivery import route as route_module
 from services.runtime.delivery.consumer import Consumer, Route
 from services.runtime.delivery.ledger import MemoryLedger, StepKey
 from services.runtime.settings import RuntimeSettings
@@ -100,14 +101,14 @@ def test_a_connection_that_stays_down_leaves_the_message_pending_as_before():
 async def test_a_progress_event_over_a_dropped_connection_is_retried_until_it_goes_out(monkeypatch):
     """StepContext.emit (a bench trial's event, mid-step) waits for Redis: a step retried later
     adopts the recorded work without announcing it again, so giving up would lose the event."""
-    monkeypatch.setattr(consumer_module, "EMIT_RETRIES_S", (0.0, 0.0, 0.0))
+    monkeypatch.setattr(route_module, "EMIT_RETRIES_S", (0.0, 0.0, 0.0))  # StepContext.emit reads it there
     bus = FlakyBus(failures=3)
-    ctx = consumer_module.StepContext(service="svc", settings=RuntimeSettings(), bus=bus, log=structlog.get_logger())
+    ctx = route_module.StepContext(service="svc", settings=RuntimeSettings(), bus=bus, log=structlog.get_logger())
     await ctx.emit(REQUEST)
     assert bus.published == [ProfileRequested.SCHEMA] and bus.failures == 0
 
     gone = FlakyBus(failures=4)  # one more failure than retries: the error reaches the handler
-    ctx = consumer_module.StepContext(service="svc", settings=RuntimeSettings(), bus=gone, log=structlog.get_logger())
+    ctx = route_module.StepContext(service="svc", settings=RuntimeSettings(), bus=gone, log=structlog.get_logger())
     with pytest.raises(RedisConnectionError):
         await ctx.emit(REQUEST)
     assert gone.published == []

@@ -14,260 +14,44 @@ For each message of a route:
    round trip (the "deferred finish", `handle(defer_finish=True)` and `flush`);
    on any other error record it and leave the message pending for a retry
    (reclaimed after `reclaim_idle_ms`), dead-lettering it on its last delivery.
+
+The parts live beside this module: `route.py` (Route, StepContext, Delivery: what the
+consumer is handed), `groups.py` (GroupKeeper: the read loops' consumer groups and Redis
+outages), `deadletter.py` (the dead letter of a message given up on). This module keeps the
+per-entry handling and its error boundary, the lease's heartbeat and the deferred finish.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import structlog
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from contracts.catalogue import step_of
-from contracts.deadletter import DeadLetter
-from contracts.envelope import Event
 from contracts.events import FAILED
 from contracts.registry import ContractError, Registry, UnknownEvent
 from services.runtime.delivery.adopt import adopt_step, completes, record_step, with_derived_ids
 from services.runtime.delivery.broker import Bus
 from services.runtime.bundle.bundle import ArtifactConflict
 from services.runtime.errors import SpecdecError, StepFailed, as_step_failure
+from services.runtime.delivery.deadletter import dead_letter
+from services.runtime.delivery.groups import GroupKeeper  # noqa: F401 (re-exported: service.py imports it from here)
 from services.runtime.delivery.ledger import BUSY, DONE, RETAKEN, AckRef, Finish, Ledger, StepKey
+from services.runtime.delivery.route import (  # noqa: F401 (StepKeyFn re-exported: the services import it from here)
+    Delivery,
+    Route,
+    StepContext,
+    StepKeyFn,
+    Touch,
+    retry_dropped,
+)
 from services.runtime.settings import RuntimeSettings
-
-if TYPE_CHECKING:
-    import redis.asyncio as aioredis
-
-
-# A read loop's backoff while Redis does not answer: 0.1 s doubling to 2 s.
-READ_RETRY_S = 0.1
-READ_RETRY_MAX_S = 2.0
-# A dropped connection within this many seconds of Redis answering again is a stale pooled one.
-STALE_WINDOW_S = 5.0
-# Groups recreated within this many seconds of the last one went with the same reset: not warned again.
-RECOVERY_QUIET_S = 30.0
-# Waits between attempts of a progress event over a dropped connection: ~62 s in all.
-EMIT_RETRIES_S = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
-
-
-async def retry_dropped(op: Callable[[], Awaitable[Any]], waits: Sequence[float], log: Any, message: str,
-                        **fields: Any) -> Any:
-    """Run `op`, retrying a dropped Redis connection after each of `waits`; the last error goes to the caller."""
-    for wait_s in (*waits, None):
-        try:
-            return await op()
-        except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-            if wait_s is None:
-                raise
-            log.warning(message, error=f"{type(exc).__name__}: {exc}", retry_in_s=wait_s, **fields)
-            await asyncio.sleep(wait_s)
-    raise AssertionError("unreachable")  # the loop returns or raises
-
-
-def group_lost(exc: BaseException) -> bool:
-    """Whether a read's error says the consumer group may be gone: NOGROUP (no group, or no
-    stream at all), or UNBLOCKED (Redis 7's answer to an XREADGROUP blocked on a stream that
-    was deleted meanwhile, e.g. by FLUSHALL)."""
-    return isinstance(exc, ResponseError) and str(exc).startswith(("NOGROUP", "UNBLOCKED"))
-
-
-class GroupKeeper:
-    """Creates a service's consumer group on each stream it reads, and creates it again when it vanished.
-
-    Redis is the transport, not the record (DESIGN.md): it may restart empty, fail
-    over to a replica that lagged, or be flushed, and a stream deleted meanwhile is
-    recreated, without its group, by the next publish. Every read of the group then
-    fails with NOGROUP and nothing is consumed again until the group is back. The
-    group is recreated at ID 0, so the entries the new stream already holds are read.
-    """
-
-    def __init__(self, client: aioredis.Redis, group: str, log: Any) -> None:
-        self.client = client
-        self.group = group
-        self.log = log
-        # Told when a group had to be recreated: Redis lost its state, and with it every
-        # lease (services/runtime/delivery/reconcile.py waits before cleaning anything).
-        self.on_reset: Callable[[str], None] | None = None
-        # A dropped connection: when it was first seen (None while Redis answers) and each
-        # stream's next wait. One line when Redis goes and one when it is back, for all of
-        # this instance's read loops together (faststream alone logs a traceback per fetch).
-        self.lost_since: float | None = None
-        self._recovered_at: float | None = None  # when a group was last recreated
-        self._back_at: float | None = None  # when Redis last answered again after an outage
-        self._waits: dict[str, float] = {}
-
-    async def ensure(self, stream: str) -> bool:
-        """XGROUP CREATE <stream> <group> 0 MKSTREAM; False when the group is already there."""
-        try:
-            await self.client.xgroup_create(stream, self.group, id="0", mkstream=True)
-        except ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
-            return False
-        return True
-
-    async def recover(self, stream: str, error: ResponseError) -> None:
-        """Recreate the group after a read found it gone. One warning per loss: the
-        stream's other subscribers (and other instances) that hit the same NOGROUP
-        find the group already recreated (BUSYGROUP) and go on reading silently."""
-        if await self.ensure(stream):
-            # One warning per reset: the service's other streams, whose groups went with the
-            # same reset, follow within seconds and are logged at debug level.
-            now = time.monotonic()
-            quiet = self._recovered_at is not None and now - self._recovered_at < RECOVERY_QUIET_S
-            self._recovered_at = now
-            (self.log.debug if quiet else self.log.warning)(
-                "consumer group vanished (Redis restarted empty, failed over or was flushed, or the stream was "
-                "recreated); recreated it, reading the stream from its start (and each other stream's group "
-                "that went with it)",
-                stream=stream, group=self.group, error=str(error),
-            )
-            if self.on_reset is not None:
-                self.on_reset(f"consumer group {self.group} on {stream} vanished")
-
-    def guard(self, read: Callable[..., Awaitable[Any]], stream: str) -> Callable[..., Awaitable[Any]]:
-        """`read` (one fetch of a subscriber's read loop), recreating the group when it is gone.
-
-        The fetch then returns nothing and the loop reads again, now from the recreated
-        group. Any other error goes on to the loop as before (a dropped connection is
-        logged and retried there).
-        """
-
-        async def guarded(*args: Any, **kwargs: Any) -> Any:
-            try:
-                got = await read(*args, **kwargs)
-            except ResponseError as exc:
-                if not group_lost(exc):
-                    raise
-                await self.answered()
-                await self.recover(stream, exc)
-                return None
-            except (RedisConnectionError, RedisTimeoutError, OSError) as exc:
-                await self.dropped(stream, exc)
-                return None
-            await self.answered()
-            self._waits.pop(stream, None)
-            return got
-
-        return guarded
-
-    async def dropped(self, stream: str, exc: BaseException) -> None:
-        """A read found Redis gone: say so once (for every read loop of the instance), then wait
-        this stream's backoff (READ_RETRY_S doubling to READ_RETRY_MAX_S) before the loop reads again."""
-        now = time.monotonic()
-        if self.lost_since is None and self._back_at is not None and now - self._back_at < STALE_WINDOW_S:
-            # Right after Redis came back, a pooled connection opened before the outage fails once
-            # on its first use: the next read opens a new one. Not a new outage.
-            await asyncio.sleep(READ_RETRY_S)
-            return
-        if self.lost_since is None:
-            self.lost_since = now
-            self.log.warning("lost Redis; every read retries with backoff until it answers",
-                             error=f"{type(exc).__name__}: {exc}", max_wait_s=READ_RETRY_MAX_S)
-        wait_s = self._waits.get(stream, READ_RETRY_S)
-        self._waits[stream] = min(wait_s * 2, READ_RETRY_MAX_S)
-        await asyncio.sleep(wait_s)
-
-    async def answered(self) -> None:
-        """A read returned: once Redis answers a PING too (a fetch may return without asking Redis,
-        a reclaimer between its polls), the line that says it is back, once per outage."""
-        if self.lost_since is None:
-            return
-        try:
-            await self.client.ping()
-        except (RedisConnectionError, RedisTimeoutError, OSError):
-            return
-        if self.lost_since is not None:
-            self.log.warning("Redis answers again; reading on", after_s=round(time.monotonic() - self.lost_since, 1))
-            self.lost_since = None
-            self._back_at = time.monotonic()
-
-
-@dataclass
-class StepContext:
-    """What a handler may use besides its event: publish progress, the lease, the log."""
-
-    service: str
-    settings: RuntimeSettings
-    bus: Bus
-    log: Any
-    # Set by the runtime: extra resources a service's bootstrap attached (bundle store, ...).
-    resources: dict[str, Any] = field(default_factory=dict)
-
-    async def emit(self, event: Event) -> None:
-        """Publish a progress event now (training.started, bench.trial.completed, ...).
-
-        A dropped connection (a Redis restart) is retried for about a minute before
-        the error reaches the handler: the step's work behind the event is done and
-        recorded by then (a trial's result file), and a step retried later adopts
-        that work without announcing it again, so an emit that gave up at once
-        would lose the event. The heartbeat keeps the lease meanwhile. A repeated
-        publish carries the same event_id (the journal and every consumer dedup it).
-        """
-        await retry_dropped(lambda: self.bus.publish(event), EMIT_RETRIES_S, self.log,
-                            "a progress event cannot reach Redis; retrying", schema=event.SCHEMA, event_id=event.event_id)
-
-
-Handler = Callable[[Event, StepContext], Awaitable[Sequence[Event]]]
-StepKeyFn = Callable[[Event], str]
-
-
-@dataclass(frozen=True)
-class Route:
-    """One consumed stream: its schema, the handler, and how to name the step key."""
-
-    schema: str
-    handler: Handler
-    # The step key a handler is idempotent on; the default is one step per
-    # (run, schema) for this service.
-    step_key: StepKeyFn = lambda event: "step"
-    # The step whose `<step>.failed` a StepFailed becomes; default: the schema's step.
-    failure_step: str | None = None
-    # The schemas that complete this step (services/runtime/delivery/adopt.py): when set, and the service has
-    # a bundle, a completed step is recorded in it before its outputs are published, and a delivery
-    # whose ledger lost the step (Redis restarted empty) re-emits the recorded events instead of
-    # running. Empty: the ledger alone decides (the journal, whose step is one append).
-    outputs: tuple[str, ...] = ()
-
-
-class Delivery:
-    """The transport-side view of one delivered message (faststream or a test double)."""
-
-    def __init__(self, message: Any, *, stream: str, consumer: str, group: str = "", fresh: bool = False) -> None:
-        self.message = message
-        self.stream = stream
-        self.consumer = consumer
-        self.group = group
-        # A fresh read (XREADGROUP >) is by definition the first delivery:
-        # no XPENDING round trip is needed to know its count.
-        self.fresh = fresh
-
-    @property
-    def message_id(self) -> str:
-        ids = self.message.raw_message.get("message_ids") or [b"0-0"]
-        first = ids[0]
-        return first.decode() if isinstance(first, bytes) else str(first)
-
-    @property
-    def body(self) -> bytes:
-        return self.message.body
-
-    async def delivery_count(self) -> int:
-        if self.fresh:
-            return 1
-        return await self.message.get_delivery_count()
-
-    async def ack(self) -> None:
-        await self.message.ack()
-
-
-Touch = Callable[[str, str, str, str], Awaitable[None]]
 
 # While Redis cannot be reached, the heartbeat retries this often, so that the
 # lease is back within a moment of Redis answering again (before a reclaimer,
@@ -378,12 +162,12 @@ class Consumer:
             event = self.registry.parse(delivery.body)
         except ContractError as exc:
             kind = "unknown" if isinstance(exc, UnknownEvent) else "invalid"
-            await self._dead_letter(delivery, deliveries, kind=kind, reason=str(exc))
+            await dead_letter(self.bus, self.service, delivery, deliveries, kind=kind, reason=str(exc))
             log.warning("dead-lettered", kind=kind, reason=str(exc))
             return "dead_lettered"
         if event.SCHEMA != route.schema:
             reason = f"stream {delivery.stream} carries {route.schema}, not {event.SCHEMA}"
-            await self._dead_letter(delivery, deliveries, kind="invalid", reason=reason, event=event)
+            await dead_letter(self.bus, self.service, delivery, deliveries, kind="invalid", reason=reason, event=event)
             log.warning("dead-lettered", kind="invalid", reason=reason)
             return "dead_lettered"
 
@@ -400,7 +184,8 @@ class Consumer:
                 f"delivered {deliveries} times (limit {self.settings.max_deliveries}) without completing; "
                 + (f"last error: {error}" if error else "no error recorded: the handling process died or hung")
             )
-            await self._dead_letter(delivery, deliveries, kind="exhausted", reason=reason, error=error, event=event)
+            await dead_letter(self.bus, self.service, delivery, deliveries, kind="exhausted", reason=reason, error=error,
+                              event=event)
             log.error("dead-lettered", kind="exhausted", deliveries=deliveries)
             return "dead_lettered"
         owner = f"{self.settings.instance}/{delivery.message_id}"
@@ -495,7 +280,8 @@ class Consumer:
                 return "retry"
             if deliveries >= self.settings.max_deliveries:
                 reason = f"handler raised on delivery {deliveries} of {self.settings.max_deliveries}"
-                await self._dead_letter(delivery, deliveries, kind="failed", reason=reason, error=error, event=event)
+                await dead_letter(self.bus, self.service, delivery, deliveries, kind="failed", reason=reason, error=error,
+                                  event=event)
                 log.error("dead-lettered", kind="failed", error=error)
                 return "dead_lettered"
             log.warning("step raised; left pending for a retry", error=error, delivery=deliveries)
@@ -564,33 +350,3 @@ class Consumer:
             if not held and not lost:
                 log.error("lease taken by another owner while this step runs; it may run twice", step_key=key.step)
             lost = not held
-
-    async def _dead_letter(
-        self,
-        delivery: Delivery,
-        deliveries: int,
-        *,
-        kind: str,
-        reason: str,
-        error: str | None = None,
-        event: Event | None = None,
-    ) -> None:
-        record = DeadLetter(
-            kind=kind,
-            reason=reason,
-            error=error,
-            service=self.service,
-            consumer=delivery.consumer,
-            stream=delivery.stream,
-            message_id=delivery.message_id,
-            delivery_count=deliveries,
-            run_id=event.run_id if event else None,
-            event_schema=event.SCHEMA if event else None,
-            payload=delivery.body.decode("utf-8", errors="replace"),
-        )
-        headers = {"schema": "deadletter", "run_id": record.run_id or "", "content-type": "application/json"}
-        await self.bus.publish_raw(
-            self.bus.deadletter, record.model_dump_json(by_alias=True).encode(), headers, record.dead_letter_id
-        )
-        # Ack only after the dead letter is durable: it now holds the payload.
-        await delivery.ack()
