@@ -291,7 +291,7 @@ def test_approve_requires_the_flag_a_pending_plan_and_approves_its_hash(cli, env
 
 
 def dead_letter(settings: RuntimeSettings, payload: bytes, stream: str) -> DeadLetter:
-    """A dead letter as the runtime writes one (services/runtime/delivery/consumer.py)."""
+    """A dead letter as the runtime writes one (services/runtime/delivery/deadletter.py)."""
     from services.app.context import connect
 
     record = DeadLetter(kind="failed", reason="handler raised on delivery 3 of 3", error="RuntimeError: boom",

@@ -1,7 +1,7 @@
 """The journal after a reset: name the events Redis lost before the journal read them.
 
 The journal appends every event the streams hold, the new streams too once its group came back
-(services/runtime/delivery/consumer.py, `GroupKeeper`). What the old streams held and the journal had not
+(services/runtime/delivery/groups.py, `GroupKeeper`). What the old streams held and the journal had not
 read yet is gone with Redis; most of it is still **known** to the bundle:
 
 - a step record (services/runtime/delivery/adopt.py) holds the events its step published, whole;
