@@ -69,7 +69,7 @@ CATALOGUE: tuple[StreamSpec, ...] = (
     *(_spec(ev.REQUESTED[step], CLI, owner) for step, owner in STEP_OWNER.items()),
     *(_spec(ev.FAILED[step], owner) for step, owner in STEP_OWNER.items()),
     _spec(ev.ProfileCompleted, PROFILER, CORPUS),
-    # The profiler predicts suffix acceptance on the corpus's heldout split (contracts/suffix.py).
+    # The profiler predicts suffix acceptance on the corpus's heldout split (contracts/artifacts/suffix.py).
     _spec(ev.CorpusCompleted, CORPUS, CAPACITY, PROFILER),
     _spec(ev.CapacitySelected, CAPACITY, TRAINER),
     _spec(ev.CapacityUnavailable, CAPACITY),

@@ -29,7 +29,7 @@ OPERATOR_REVISIONS = "operator/source_revisions.json"
 # at submit when the checkpoint folder carries one (infra/examples/smollm2.py writes it).
 TARGET_BUILD = "operator/target-build.json"
 TARGET_BUILD_FILE = "specdec-build.json"  # the record's name inside a checkpoint folder
-CANONICAL = "canonical.json"  # what a canonical matrix file said beyond the campaign (contracts/canonical.py)
+CANONICAL = "canonical.json"  # what a canonical matrix file said beyond the campaign (contracts/campaign/canonical.py)
 INERT = "inert.json"  # fields accepted but not consumed (contracts/inert.py)
 INTENT = "intent.json"  # what the campaign is for, as evidence_init was told (the workflow's --intent)
 WORKFLOW = "workflow"  # the workflow tools' own records
@@ -44,7 +44,7 @@ def workflow_dry_run(n: int) -> str:
 PROFILE_DIR = "profile"
 PROFILE = f"{PROFILE_DIR}/PROFILE.json"
 PROFILE_REJECTED = f"{PROFILE_DIR}/PROFILE.rejected.json"  # kept when too many lines were rejected
-PROFILE_SUFFIX = f"{PROFILE_DIR}/SUFFIX_PREDICTION.json"  # suffix acceptance predicted offline (contracts/suffix.py)
+PROFILE_SUFFIX = f"{PROFILE_DIR}/SUFFIX_PREDICTION.json"  # suffix acceptance predicted offline (contracts/artifacts/suffix.py)
 
 # --- corpus/ ---------------------------------------------------------------------
 CORPUS_DIR = "corpus"
@@ -126,7 +126,7 @@ def launch_folder(cell_id: str, index: int) -> str:
 
 
 def engine_check(launch_dir: str) -> str:
-    """A launch's read-back of the engine's effective config (contracts/engine.py)."""
+    """A launch's read-back of the engine's effective config (contracts/artifacts/engine.py)."""
     return f"{launch_dir}/engine-config.json"
 
 
@@ -155,7 +155,7 @@ def operator_result(folder: str, concurrency: int) -> str:
 
 def rejected_result(cell_id: str, trial: int | str, concurrency: int | str) -> str:
     """A trial the bench rejected (its spec-decode counters contradict the declared speculation,
-    contracts/speculation.py): the whole result plus `speculation_problems`, kept as evidence under
+    contracts/artifacts/speculation.py): the whole result plus `speculation_problems`, kept as evidence under
     a name RESULTS_GLOB does not match, so no gate or report counts it; "*" parts make a glob."""
     return f"{trial_folder(cell_id, trial)}/rejected-c{concurrency}.json"
 

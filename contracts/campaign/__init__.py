@@ -27,6 +27,11 @@ write `from contracts.campaign import X` whichever module defines X:
 
 Imports run one way: `matrix` uses `speculative`, `campaign` uses every other
 part, and the rest use no sibling.
+
+Two modules belong to the campaign file without being re-exported, imported
+by their own path: `schedule` (a cell's k per batch size, vLLM's
+num_speculative_tokens_per_batch_size; `speculative` checks it) and
+`canonical` (the workflow's canonical matrix file, accepted as written).
 """
 
 from __future__ import annotations

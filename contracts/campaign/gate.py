@@ -21,7 +21,7 @@ MAX_TRIALS_CAP = 100
 OBJECTIVE_RE = re.compile(
     r"^(ttft|tpot|itl|e2el|output_throughput|acceptance_rate|acceptance_length)(:(mean|median|p[0-9]{1,2}(\.[0-9]+)?))?$"
 )
-# The gate decides on a latency objective only (contracts/trials.py LATENCY_METRICS, kept in step by a
+# The gate decides on a latency objective only (contracts/artifacts/trials.py LATENCY_METRICS, kept in step by a
 # unit test); throughput and acceptance are guard metrics. A latency takes a statistic over a trial's
 # requests; the other metrics are one figure per trial.
 LATENCY_OBJECTIVES: tuple[str, ...] = ("ttft", "tpot", "itl", "e2el")

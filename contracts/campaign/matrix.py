@@ -125,7 +125,7 @@ class Matrix(Strict):
             raise ValueError("a matrix needs exactly one standing cell")
         # Interleaving rotates the trials across every cell's server so that drift hits every arm
         # alike; a cell outside the rotation would not share it (and the gate refuses arms whose
-        # regimes differ: regime is a compared identity field, contracts/results.py).
+        # regimes differ: regime is a compared identity field, contracts/artifacts/results.py).
         interleaved = [cell.cell_id for cell in self.cells if cell.regime == "warm-interleaved"]
         if interleaved and len(interleaved) != len(self.cells):
             others = {cell.cell_id: cell.regime for cell in self.cells if cell.regime != "warm-interleaved"}

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from contracts.envelope import Strict
-from contracts.schedule import schedule_problems
+from contracts.campaign.schedule import schedule_problems
 
 SpecMethod = Literal["ngram", "suffix", "draft_model", "eagle", "eagle3", "mtp", "medusa"]
 # Methods whose proposer is a separate model checkpoint.
@@ -45,7 +45,7 @@ class SpeculativeConfig(Strict):
         default=None,
         description="A k per batch size: [[start_bs, end_bs, k], ...], inclusive non-overlapping ascending ranges, "
         "the first starting at 1, each k from 0 to num_speculative_tokens (vLLM's dynamic speculation; "
-        "contracts/schedule.py). None: k every step.",
+        "contracts/campaign/schedule.py). None: k every step.",
     )
 
     @model_validator(mode="after")

@@ -23,7 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from contracts.argv import token_placeholders
-from contracts.canonical import CanonicalCell, CanonicalCellRecord, CanonicalFile, CanonicalRecord, Rewrite
+from contracts.campaign.canonical import CanonicalCell, CanonicalCellRecord, CanonicalFile, CanonicalRecord, Rewrite
 from contracts.templates import SERVE_PLACEHOLDERS
 from services.app.canonical_bench import BenchRead, bench_command
 from services.app.canonical_tokens import literal, sample

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contracts.canonical import CanonicalCell, Rewrite
+from contracts.campaign.canonical import CanonicalCell, Rewrite
 from services.app.canonical_tokens import literal, sample
 from services.shared import vllm_cli
 

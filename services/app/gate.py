@@ -9,9 +9,9 @@ import glob
 from pathlib import Path
 
 from contracts.campaign import GateSpec
-from contracts.decision import Decision
+from contracts.artifacts.decision import Decision
 from contracts.envelope import KEY_RE
-from contracts.trials import Trial
+from contracts.artifacts.trials import Trial
 from services.gate import GateInputError, decide, load_trials, split_by_role
 from services.gate.results import load_rejected
 from services.runtime.bundle.bundle import BundleStore

@@ -31,8 +31,8 @@ from pydantic import ValidationError
 
 from contracts import layout
 from contracts.campaign import TRAINED_DRAFT, Campaign, Matrix
-from contracts.profile import Profile
-from contracts.training import KeyRecord
+from contracts.artifacts.profile import Profile
+from contracts.artifacts.training import KeyRecord
 from services.publisher.report.aggregate import read_campaign
 from services.publisher.report.model import CampaignData
 from services.publisher.prediction.schedule_plan import CandidatePlan, best, candidate_plans, proposed_cells

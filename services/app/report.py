@@ -9,7 +9,7 @@ from pathlib import Path
 
 from contracts import layout
 from contracts.campaign import Campaign
-from contracts.report import ReportSummary
+from contracts.artifacts.report import ReportSummary
 from services.publisher.publish.outbox import DraftOverride
 from services.publisher.pipeline import RenderOutcome, render_copy, render_run
 from services.publisher.publish.publish import Publication, parse_target, publish_report

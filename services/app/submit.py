@@ -26,7 +26,7 @@ from pydantic import BaseModel, ValidationError
 from contracts import campaign as campaign_models
 from contracts import layout
 from contracts.campaign import Campaign, Matrix, MatrixFile, TrafficFile, missing_inputs
-from contracts.canonical import CanonicalRecord, is_canonical
+from contracts.campaign.canonical import CanonicalRecord, is_canonical
 from contracts.envelope import ArtifactRef
 from contracts.events import CampaignSubmitted
 from contracts.inert import inert_fields_set
@@ -348,7 +348,7 @@ class PreparedCampaign:
     campaign: Campaign
     raw_bytes: bytes
     inert: dict[str, str]
-    # What a canonical matrix file said beyond the campaign (contracts/canonical.py); None for specdec's shape.
+    # What a canonical matrix file said beyond the campaign (contracts/campaign/canonical.py); None for specdec's shape.
     canonical: CanonicalRecord | None = None
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import Field
 
 from contracts.campaign import Campaign, TrafficShapes
-from contracts.canonical import CanonicalRecord, Rewrite
+from contracts.campaign.canonical import CanonicalRecord, Rewrite
 from contracts.envelope import Strict
 from services.app.submit import CampaignRejected, prepare_campaign
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 import orjson
 
 from contracts.argv import ArgvTemplate
-from contracts.results import Evaluation
+from contracts.artifacts.results import Evaluation
 from services.bench.errors import EvalError
 from services.bench.loadgen.loadgen import WindowRecord
 from services.runtime.procs import kill_group, spawn

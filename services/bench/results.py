@@ -1,5 +1,5 @@
 """One trial's result JSON: `vllm bench serve --save-result --save-detailed` keys and units,
-plus specdec's `identity`, `spec_decode` and `evaluation` blocks (`contracts.results`).
+plus specdec's `identity`, `spec_decode` and `evaluation` blocks (`contracts.artifacts.results`).
 
 Keys and units follow vLLM's writer (vllm/benchmarks/serve.py) so that the gate
 reads a specdec file and an operator's `vllm bench serve` file the same way:
@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 
 from contracts.events import SpecDecodeDelta
-from contracts.results import Evaluation, TrialIdentity, TrialResultBlocks, attach_blocks
+from contracts.artifacts.results import Evaluation, TrialIdentity, TrialResultBlocks, attach_blocks
 from services.bench.errors import ResultError
 from services.bench.loadgen.loadgen import WindowRecord
 from services.bench.loadgen.timing import DEFAULT_PERCENTILES, LatencyStats, derive

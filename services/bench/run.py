@@ -10,7 +10,7 @@ spec-decode counter deltas around it, verify the declared speculation really
 ran, evaluate, and write the trial's result JSON. The server is stopped after
 its results and hashes are captured; after the last launch, whatever
 happened, the executor cleans up by the experiment label. A cell whose
-speculation is not active as declared (contracts/speculation.py) fails loudly
+speculation is not active as declared (contracts/artifacts/speculation.py) fails loudly
 with the figures, its trial kept as a rejected trial (never a result); a
 standing cell that fails fails the step (there is no baseline without it).
 
@@ -33,8 +33,8 @@ from contracts import layout
 from contracts.campaign import ServingConfig, SpeculativeConfig
 from contracts.envelope import ArtifactRef
 from contracts.events import BenchTrialCompleted
-from contracts.results import LOADGEN_CPU_KEY, Evaluation, Parallelism, TrialIdentity, TrialResultBlocks, attach_blocks
-from contracts.speculation import speculation_problems, window_of
+from contracts.artifacts.results import LOADGEN_CPU_KEY, Evaluation, Parallelism, TrialIdentity, TrialResultBlocks, attach_blocks
+from contracts.artifacts.speculation import speculation_problems, window_of
 from contracts.templates import bench_values
 from services.bench.executors import engine_config
 from services.bench.planning import interleave, resume, rounds
@@ -152,7 +152,7 @@ class BenchRun:
         self.plan = plan
         # The context length every cell is served with (campaign.target.max_model_len): the
         # spec-decode rule asks for exactly k draft tokens per draft only where no request of a
-        # window could come close enough to it for vLLM to trim a draft (contracts/speculation.py).
+        # window could come close enough to it for vLLM to trim a draft (contracts/artifacts/speculation.py).
         self.max_model_len = max_model_len
         self.executor = executor or LocalExecutor(plan.run_id, bundle)
         self.bundle = bundle
@@ -350,7 +350,7 @@ class BenchRun:
         for name, text in (("before", before), ("after", after)):
             if text is not None:
                 self.bundle.write_bytes(self.run_id, f"{raw}/metrics-{name}-c{concurrency}.txt", text.encode())
-        # The one rule the gate and the publisher apply again to what they read (contracts/speculation.py).
+        # The one rule the gate and the publisher apply again to what they read (contracts/artifacts/speculation.py).
         problems = speculation_problems(cell.speculative_config, delta, window_of(result, max_model_len=self.max_model_len))
         if problems:
             # A rejected trial: kept whole, with its problems (and the counters that moved, even

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from contracts.decision import Decision
+    from contracts.artifacts.decision import Decision
 
 EXIT_BAD_INPUT = 2
 DIRECTION_FLAGS = {"higher-is-better": "higher_is_better", "lower-is-better": "lower_is_better"}
@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
 
 def direction_problem(directions: list[tuple[str, str]]) -> str | None:
     """The first --direction that contradicts the nature of the metric it follows, in one line; None when none does."""
-    from contracts.trials import DIRECTIONS
+    from contracts.artifacts.trials import DIRECTIONS
 
     for metric, given in directions:
         name = metric.partition(":")[0]

@@ -29,8 +29,8 @@ import numpy as np
 import orjson
 from pydantic import ValidationError
 
-from contracts import corpus as m
-from contracts.profile import Profile
+from contracts.artifacts import corpus as m
+from contracts.artifacts.profile import Profile
 from services.corpus.dedup import NEAR_DUP_THRESHOLD, NearDuplicateIndex, exact_key
 from services.corpus.errors import CorpusSkipped, InvalidCorpusOptions, ProfileUnusable, TrafficUnusable
 from services.corpus.render import render_check

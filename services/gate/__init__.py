@@ -1,8 +1,8 @@
 """The gate: turns trial results into a promote / reject / inconclusive decision that survives noise.
 
 Entry points: `decide_files` (trial result JSONs on disk) and the pure `decide`
-(already loaded `contracts.results.Trial`s); both return a
-`contracts.decision.Decision` (DECISION.json).
+(already loaded `contracts.artifacts.results.Trial`s); both return a
+`contracts.artifacts.decision.Decision` (DECISION.json).
 """
 
 from services.gate.decide import decide, decide_files, split_by_role

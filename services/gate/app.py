@@ -9,7 +9,7 @@ with its class name as error_type.
 Rejected trials never count: the bench's (`contracts.layout.REJECTED_GLOB`,
 outside the results' glob) are read only to be named in the decision's
 reasons, and every result read is re-checked against the spec-decode rule
-(contracts/speculation.py, with the campaign's max_model_len) by `decide`. A
+(contracts/artifacts/speculation.py, with the campaign's max_model_len) by `decide`. A
 candidate cell whose every trial was rejected is still decided (inconclusive,
 with the reasons) rather than dropped.
 
@@ -34,7 +34,7 @@ from pathlib import Path
 from contracts import layout
 from contracts.campaign import Campaign, Matrix
 from contracts.catalogue import GATE
-from contracts.decision import Decision
+from contracts.artifacts.decision import Decision
 from contracts.envelope import Event
 from contracts.events import BenchCompleted, GateDecided
 from services.gate import decide, load_trials, split_by_role

@@ -3,7 +3,7 @@
 Each check returns reasons in words; an empty list means the check passed.
 Pure functions over `Trial`s. Before any of them, `recheck` sets aside every
 trial whose spec-decode counters contradict its declared speculation
-(contracts/speculation.py, the rule the bench applied): such a trial is never
+(contracts/artifacts/speculation.py, the rule the bench applied): such a trial is never
 counted, and the level it belongs to is inconclusive.
 """
 
@@ -13,9 +13,9 @@ from collections import Counter
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from contracts.decision import ArmCounts, FloorCheck
-from contracts.results import COMPARED_IDENTITY_FIELDS, MAX_FAILED_SHARE
-from contracts.trials import Trial
+from contracts.artifacts.decision import ArmCounts, FloorCheck
+from contracts.artifacts.results import COMPARED_IDENTITY_FIELDS, MAX_FAILED_SHARE
+from contracts.artifacts.trials import Trial
 from services.shared import results
 
 NODE = "node"  # the identity field node_problems checks
@@ -168,7 +168,7 @@ class Rejected:
 def recheck(trials: list[Trial], max_model_len: int | None) -> tuple[list[Trial], list[Rejected]]:
     """The trials that pass the spec-decode rule, and those that do not (DESIGN.md, principle 1).
 
-    The bench applied the same rule (contracts/speculation.py) before writing each
+    The bench applied the same rule (contracts/artifacts/speculation.py) before writing each
     result; applying it again here means a hand-edited or older file, whose counters
     contradict the speculation its identity declares, is never counted. A file
     without specdec's identity declares nothing to check against and passes."""

@@ -19,7 +19,7 @@ Rules (docs/gate.md has them in full):
 - The campaign promotes the winning candidate whose smallest objective gain
   over the levels is largest; it rejects when every candidate is rejected; it
   is inconclusive otherwise.
-- Only measured serving figures are read (contracts.results): training metrics
+- Only measured serving figures are read (contracts.artifacts.results): training metrics
   never count, whatever a file carries.
 - A rejected trial never counts: the bench's (its `rejected-c<k>.json` files,
   given as `rejected`) and every trial the gate's own re-check of the
@@ -39,10 +39,10 @@ from pathlib import Path
 import numpy as np
 
 from contracts.campaign import GateSpec
-from contracts.decision import CandidateDecision, Decision, LevelDecision, Thresholds
+from contracts.artifacts.decision import CandidateDecision, Decision, LevelDecision, Thresholds
 from contracts.envelope import KEY_RE
-from contracts.results import MAX_FAILED_SHARE
-from contracts.trials import MetricKey, Trial
+from contracts.artifacts.results import MAX_FAILED_SHARE
+from contracts.artifacts.trials import MetricKey, Trial
 from services.gate import checks, ranking
 from services.gate.errors import GateInputError, GateSpecError
 from services.gate.level import Design, Level, decide_level

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from contracts.campaign import GateSpec
-from contracts.decision import GuardCheck, Interval, LevelDecision, MetricComparison
-from contracts.trials import MetricKey, Trial, trial_value
+from contracts.artifacts.decision import GuardCheck, Interval, LevelDecision, MetricComparison
+from contracts.artifacts.trials import MetricKey, Trial, trial_value
 from services.gate import checks
 from services.gate.stats import MIN_TRIALS_FOR_NOISE, VERDICT_NAMES, compare
 from services.shared import sequential

@@ -1,7 +1,7 @@
 """The gate's metrics: which metric and statistic decide, which guard, which others are reported.
 
 The metrics themselves (names, directions, units, one figure per trial) are
-`contracts.trials`, shared with the publisher so that the report shows the
+`contracts.artifacts.trials`, shared with the publisher so that the report shows the
 gate's own figures. The objective is a latency (the workflow promotes only a
 candidate that improves the declared latency objective); throughput and the
 acceptance figures can be guards (GateSpec.guards): reported, and a candidate
@@ -11,7 +11,7 @@ worse beyond the noise on one is rejected.
 from __future__ import annotations
 
 from contracts.campaign import OBJECTIVE_RE
-from contracts.trials import DEFAULT_STATISTIC, DIRECTIONS, LATENCY_METRICS, MetricKey
+from contracts.artifacts.trials import DEFAULT_STATISTIC, DIRECTIONS, LATENCY_METRICS, MetricKey
 from services.gate.errors import GateSpecError
 
 

@@ -2,7 +2,7 @@
 the order that puts the winner first, and the per-level figures the ranking reads (gain, where speculation
 stops paying).
 
-Pure functions of contracts.decision records (services.gate.decide builds them): a candidate wins when it wins
+Pure functions of contracts.artifacts.decision records (services.gate.decide builds them): a candidate wins when it wins
 every level and is rejected when any level rejects it; the campaign promotes the winner with the largest
 smallest-gain, and is settled once no more trials can change its decision or its winner.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from contracts.decision import CandidateDecision, LevelDecision
+from contracts.artifacts.decision import CandidateDecision, LevelDecision
 
 ANY_LEVEL = ("win", "reject", "inconclusive")
 

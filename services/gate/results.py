@@ -1,6 +1,6 @@
 """Read trial result files into `Trial`s: the only I/O of the gate's domain.
 
-What a file holds and how it is parsed is `contracts.results` (the publisher
+What a file holds and how it is parsed is `contracts.artifacts.results` (the publisher
 reads the same way); here the files are opened, and every unreadable one is
 named at once so that an operator fixes them in one pass. The bench's rejected
 trials are read apart (`load_rejected`): only to be named, never counted.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import orjson
 
-from contracts.trials import Trial, parse_trial
+from contracts.artifacts.trials import Trial, parse_trial
 from services.gate.checks import Rejected
 from services.gate.errors import ResultFileError
 

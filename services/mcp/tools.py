@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from contracts.argv import check_token
 from contracts.campaign import Campaign, GateSpec
-from contracts.decision import Decision
+from contracts.artifacts.decision import Decision
 from services.app import gate as gate_use_case
 from services.app import ops, plans, report, verb_calls, verbs, workflow
 from services.app.ops import Approved

@@ -1,7 +1,7 @@
 """The profiler: profile representative traffic (or named workload shapes) into PROFILE.json.
 
 Entry points: `profile_traffic(path, ...)` and `profile_shapes(names)`; the
-artifact's model is `contracts.profile.Profile`. Pure domain logic: files in, a
+artifact's model is `contracts.artifacts.profile.Profile`. Pure domain logic: files in, a
 `Profile` out. Line forms, content classes, token counts, redaction and shapes
 are the shared text utilities (`services.shared.text`). The Redis service
 wrapper lives in `services.profiler.app`; the offline command in

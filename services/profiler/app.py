@@ -18,7 +18,7 @@ from contracts.campaign import TrafficFile
 from contracts.catalogue import PROFILER
 from contracts.envelope import Event
 from contracts.events import CorpusCompleted, ProfileCompleted
-from contracts.suffix import SuffixPrediction
+from contracts.artifacts.suffix import SuffixPrediction
 from services.profiler.errors import TooManyRejected
 from services.profiler.profile import profile_shapes, profile_traffic
 from services.profiler.suffix_prediction import predict, suffix_cells

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from services.runtime.errors import StepFailed
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from contracts.profile import Profile
+    from contracts.artifacts.profile import Profile
 
 
 class ProfilerError(StepFailed):

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from contracts.profile import NgramAdvice
+from contracts.artifacts.profile import NgramAdvice
 from services.profiler.recommend import (
     HIGH_CONCURRENCY,
     HIGH_REUSE,

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from contracts.profile import (
+from contracts.artifacts.profile import (
     Concurrency,
     ContentMix,
     CountSources,

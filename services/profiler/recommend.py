@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from contracts.profile import Recommendation
+from contracts.artifacts.profile import Recommendation
 
 SHORT_OUTPUT_TOKENS = 16
 SHORTISH_OUTPUT_TOKENS = 64

@@ -1,4 +1,4 @@
-"""Suffix-decoding acceptance predicted offline, before anything is served (contracts/suffix.py).
+"""Suffix-decoding acceptance predicted offline, before anything is served (contracts/artifacts/suffix.py).
 
 Once the corpus is built, each suffix cell of the campaign is replayed with arctic-inference's own
 simulator (`arctic_inference.suffix_decoding.simulator.suffix_decode`, the package vLLM's suffix
@@ -24,8 +24,8 @@ from typing import Any
 import orjson
 
 from contracts.campaign import Campaign, Matrix, SpeculativeConfig
-from contracts.corpus import CorpusRecord
-from contracts.suffix import SUFFIX_VLLM_DEFAULTS, SuffixCellPrediction, SuffixPrediction
+from contracts.artifacts.corpus import CorpusRecord
+from contracts.artifacts.suffix import SUFFIX_VLLM_DEFAULTS, SuffixCellPrediction, SuffixPrediction
 from services.shared.text.chat_template import load_chat_template
 
 

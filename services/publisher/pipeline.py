@@ -1,7 +1,7 @@
 """Render a run's report into its bundle (the service and `specdec report` share this).
 
 Written, write-once, under `report/` of the run's bundle:
-`report/plots/<name>.png`, `report/report.json` (`contracts.report.ReportSummary`:
+`report/plots/<name>.png`, `report/report.json` (`contracts.artifacts.report.ReportSummary`:
 DRAFT flag and reasons, plots, levers, the prediction figures of predict.py), `report/report.html`, `report/report.md`. A re-render
 of the same evidence gives the same bytes and is a no-op; a re-render from
 other evidence (a new gate decision, more events) would change the report and
@@ -19,7 +19,7 @@ from typing import Any
 
 from contracts import layout
 from contracts.envelope import ArtifactRef
-from contracts.report import ReportSummary
+from contracts.artifacts.report import ReportSummary
 from services.publisher.report.aggregate import read_campaign
 from services.publisher.errors import ReportConflict
 from services.publisher.prediction.offline_section import offline_figures

@@ -3,10 +3,10 @@
 The bench-runner writes one result JSON per cell, trial and concurrency level
 (`contracts.layout.trial_result`); `contracts.layout.RESULTS_GLOB` matches those
 and nothing else. A trial the bench rejected (its spec-decode counters broke
-contracts/speculation.py's rule) is kept as `contracts.layout.rejected_result`,
+contracts/artifacts/speculation.py's rule) is kept as `contracts.layout.rejected_result`,
 which that glob never matches: readers list rejected trials with their reasons
 (`rejected_files`) and count none of them. Reading stays with each reader (parsing is
-`contracts.results.parse_trial`): the gate refuses the whole set when a file is
+`contracts.artifacts.results.parse_trial`): the gate refuses the whole set when a file is
 unreadable, naming each one; the publisher lists unreadable ones as problems of
 the report.
 """
@@ -17,8 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from contracts import layout
-from contracts.speculation import speculation_problems
-from contracts.trials import Trial
+from contracts.artifacts.speculation import speculation_problems
+from contracts.artifacts.trials import Trial
 from services.runtime.bundle.bundle import BundleStore
 
 
@@ -33,7 +33,7 @@ def rejected_files(bundle: BundleStore, run_id: str) -> list[Path]:
 
 
 def recheck(trial: Trial, max_model_len: int | None) -> list[str]:
-    """Why a trial read from a file breaks the spec-decode rule (contracts/speculation.py), [] when it holds.
+    """Why a trial read from a file breaks the spec-decode rule (contracts/artifacts/speculation.py), [] when it holds.
 
     The gate and the publisher both re-check every result they read, with the
     rule the bench applied, so a hand-edited or older file is never counted. A

@@ -1,5 +1,5 @@
 """The k that maximises predicted speedup at each measured concurrency, written as vLLM's
-`num_speculative_tokens_per_batch_size` schedule (contracts/schedule.py). Pure: numbers in, numbers out.
+`num_speculative_tokens_per_batch_size` schedule (contracts/campaign/schedule.py). Pure: numbers in, numbers out.
 
 The model is the report's prediction with the draft's cost (services/publisher/prediction/predict.py), evaluated at
 every k from 0 up to the k the candidate was measured with:

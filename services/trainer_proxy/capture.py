@@ -5,7 +5,7 @@
 - `training/stdout.log`, `training/stderr.log`: the trainer's own output;
 - `training/output/...`: every file the trainer wrote, each registered with
   its sha256 (partial or not: outputs are never deleted);
-- `training/outputs.json`: the output manifest (`contracts.training.OutputManifest`:
+- `training/outputs.json`: the output manifest (`contracts.artifacts.training.OutputManifest`:
   every file, its hash, size; for a reused draft, the run it was copied from);
 - `training/capture.json`: exit code, signal, duration, timeout, the loss
   scan, and references to all of the above.
@@ -21,7 +21,7 @@ from pydantic import Field
 
 from contracts import layout
 from contracts.envelope import ArtifactRef, RunId, Sha256, Strict
-from contracts.training import OutputFile, OutputManifest
+from contracts.artifacts.training import OutputFile, OutputManifest
 from services.runtime.bundle.bundle import ArtifactMissing, BundleStore, InvalidPath, hash_file
 from services.trainer_proxy.errors import ExecutionUnsupported
 from services.trainer_proxy.launch import LocalLaunch, SlurmLaunch

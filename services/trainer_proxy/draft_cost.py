@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts import layout
-from contracts.training import DraftCost
+from contracts.artifacts.training import DraftCost
 from services.runtime.bundle.bundle import ArtifactMissing, BundleStore
 from services.trainer_proxy.inputs import prompt_messages
 from services.trainer_proxy.probes import FALLBACK_PROMPT, prompt_text

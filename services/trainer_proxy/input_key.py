@@ -8,7 +8,7 @@ rendered with the run's own paths ({output_dir}, {corpus_train}, {run_id},
 {node}, ...) left as their role, so the same inputs in another run give the
 same key. What the files are is hashed by the caller (reuse.py); this module
 only combines the digests. The records (`InputKey`, `FileDigest`, `TreeDigest`)
-are `contracts.training`'s: later runs and the publisher read them.
+are `contracts.artifacts.training`'s: later runs and the publisher read them.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import hashlib
 
 from contracts.argv import ArgvTemplate
 from contracts.campaign import Campaign
-from contracts.training import KEY_VERSION, FileDigest, InputKey, TreeDigest
+from contracts.artifacts.training import KEY_VERSION, FileDigest, InputKey, TreeDigest
 from services.runtime.bundle.bundle_records import canonical_json
 
 # Placeholders whose value differs from run to run without changing what is trained:

@@ -25,7 +25,7 @@ from contracts.campaign import Campaign, Scheduler
 from contracts.catalogue import TRAINER as SERVICE
 from contracts.envelope import ArtifactRef, RunId, Strict
 from contracts.selectors import GRES, PARTITION, problems
-from contracts.training import InputKey, ReusedDraft
+from contracts.artifacts.training import InputKey, ReusedDraft
 from services.runtime.procs import EXPERIMENT_ENV, SERVICE_ENV
 from services.shared.scheduler import slurm
 from services.trainer_proxy import kubernetes

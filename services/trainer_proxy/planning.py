@@ -25,11 +25,11 @@ from pydantic import BaseModel, ValidationError
 
 from contracts import layout
 from contracts.campaign import Campaign
-from contracts.corpus import CorpusManifest
+from contracts.artifacts.corpus import CorpusManifest
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import CapacitySelected, TrainingCompleted, TrainingRequested
 from contracts.inputs import CORPUS
-from contracts.profile import Profile
+from contracts.artifacts.profile import Profile
 from services.runtime.bundle.bundle import ArtifactConflict, ArtifactMissing, BundleError, BundleStore
 from services.runtime.bundle.bundle_paths import InvalidPath, parse_uri
 from services.runtime.errors import StepFailed

@@ -31,7 +31,7 @@ from pydantic import Field, ValidationError
 from contracts import layout
 from contracts.campaign import Campaign
 from contracts.envelope import ArtifactRef, RunId, Sha256, Strict
-from contracts.training import FileDigest, InputKey, KeyRecord, OutputManifest, ReusedDraft, TreeDigest
+from contracts.artifacts.training import FileDigest, InputKey, KeyRecord, OutputManifest, ReusedDraft, TreeDigest
 from services.runtime.bundle.bundle import ArtifactMissing, BundleError, BundleStore, hash_file
 from services.trainer_proxy.capture import hash_outputs
 from services.trainer_proxy.errors import TrainingStopped

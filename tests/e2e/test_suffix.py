@@ -3,7 +3,7 @@
 (serve_argv, executor.launch), a few repetitive requests, then
 
 - vLLM's spec-decode counters show drafts of variable length (fewer draft tokens than k per draft, never
-  more), which the counter rule (contracts/speculation.py) accepts for suffix;
+  more), which the counter rule (contracts/artifacts/speculation.py) accepts for suffix;
 - the read-back (services/bench/executors/engine_config.py) finds method suffix and k 3 on the engine's config line
   and the suffix keys in what the API server received, each checked (not unverifiable).
 
@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from contracts.campaign import Campaign
-from contracts.speculation import speculation_problems
+from contracts.artifacts.speculation import speculation_problems
 from services.bench.executors.engine_config import Declared, compare, effective_config, fetch_models, read_log
 from services.bench.executors.executor import launch, wait_ready
 from services.bench.metrics import spec_decode_delta

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from contracts.campaign import GateSpec, SpeculativeConfig
-from contracts.trials import Trial, parse_trial
+from contracts.artifacts.trials import Trial, parse_trial
 from services.gate import decide
 from services.gate.simulate import identity, spec_counters, trial_result
 from services.gate.stats import BETTER, CONFIDENCE, compare

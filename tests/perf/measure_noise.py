@@ -38,7 +38,7 @@ import numpy as np
 from scipy import stats
 
 from contracts import layout
-from contracts.trials import parse_trial
+from contracts.artifacts.trials import parse_trial
 
 
 def _cv(values: list[float]) -> float | None:

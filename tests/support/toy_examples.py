@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from contracts.engine import EffectiveConfig, FieldCheck
+from contracts.artifacts.engine import EffectiveConfig, FieldCheck
 from contracts.events import SpecDecodeDelta
 from services.bench.executors.engine_config import Declared, compare, effective_config, read_log
 from services.bench.metrics import counters_delta, spec_decode_counters

@@ -289,7 +289,7 @@ def test_draft_counts_stop_at_the_first_wrong_draft():
 
 
 def test_trainer_writes_the_offline_estimate_the_report_reads(tiny_target, small_traffic, tmp_path, capsys):
-    from contracts.offline_acceptance import OFFLINE_ACCEPTANCE_FILE, OfflineAcceptance
+    from contracts.artifacts.offline_acceptance import OFFLINE_ACCEPTANCE_FILE, OfflineAcceptance
 
     corpus = _corpus(small_traffic, tmp_path / "corpus.jsonl")
     out = tmp_path / "draft"

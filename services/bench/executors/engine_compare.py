@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from contracts.engine import CHECKED_FIELDS, RECEIVED_SPECULATIVE_KEYS, EffectiveConfig, EngineCheck, FieldCheck
+from contracts.artifacts.engine import CHECKED_FIELDS, RECEIVED_SPECULATIVE_KEYS, EffectiveConfig, EngineCheck, FieldCheck
 from services.bench.executors.engine_log import as_int
 from services.bench.planning.plan_types import CellPlan
 

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from contracts.engine import EngineCheck
+from contracts.artifacts.engine import EngineCheck
 from services.bench.errors import ServingError
 from services.bench.executors.engine_compare import (
     NO_DRAFT_METHODS,

@@ -38,7 +38,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from contracts.engine import RECEIVED_SPECULATIVE_KEYS, EffectiveConfig
+from contracts.artifacts.engine import RECEIVED_SPECULATIVE_KEYS, EffectiveConfig
 
 # The vLLM versions whose start-up record this reader was checked against.
 KNOWN_VERSIONS = ("0.32.0",)

@@ -1,7 +1,7 @@
 """From a cell's typed serving config to the vLLM argv.
 
 Whether the engine's counters show the declared speculation is one rule shared
-with the gate and the publisher: `contracts.speculation`.
+with the gate and the publisher: `contracts.artifacts.speculation`.
 
 One table (`SERVING_ARGS`) maps every ServingConfig field to its vLLM
 argument: a field missing from it fails `test_every_serving_field_is_mapped`,

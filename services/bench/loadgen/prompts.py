@@ -41,7 +41,7 @@ from contracts.campaign import (
     TrafficShapes,
     effective_ignore_eos,
 )
-from contracts.corpus import ChatMessage, CorpusRecord
+from contracts.artifacts.corpus import ChatMessage, CorpusRecord
 from contracts.envelope import Strict
 from services.bench.errors import PromptError
 from services.shared.text.chat_template import load_chat_template
@@ -69,7 +69,7 @@ class Prompt(Strict):
 
 
 class ShapeSpec(Strict):
-    """A workload shape's lengths (`contracts.profile.Shape` has the same fields)."""
+    """A workload shape's lengths (`contracts.artifacts.profile.Shape` has the same fields)."""
 
     name: str = Field(min_length=1, description="Shape name (identity).")
     input_tokens: int = Field(ge=1, description="Prompt length, tokens.")

@@ -21,7 +21,7 @@ with more than one CPU allowed, the child pins itself to every allowed CPU but
 0, so the client never takes the engine's core nor waits for it. Its own CPU
 seconds over the window (getrusage of the child, user and system, plus its own
 client processes' when `client_processes` > 1: they inherit the pin) go into the
-trial's result as `loadgen_cpu` (contracts/results.py, LoadgenCpu).
+trial's result as `loadgen_cpu` (contracts/artifacts/results.py, LoadgenCpu).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from urllib.parse import urlsplit
 import orjson
 from pydantic import Field
 
-from contracts.results import LoadgenCpu
+from contracts.artifacts.results import LoadgenCpu
 from services.bench.errors import WindowProcessFailed
 from services.bench.executors.executor import SERVICE
 from services.bench.loadgen.loadgen import WindowRecord, WindowSpec

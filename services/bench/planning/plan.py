@@ -13,7 +13,7 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, mod
 
 from contracts import layout
 from contracts.campaign import Campaign, Cell, LoadSpec, Matrix, TrafficShapes
-from contracts.canonical import CanonicalRecord
+from contracts.campaign.canonical import CanonicalRecord
 from contracts.envelope import RunId, Strict
 from contracts.templates import serve_values
 from services.bench.executors import kubernetes_pod, slurm_job

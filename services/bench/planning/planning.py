@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from contracts import layout
 from contracts.campaign import Campaign, Matrix, TrafficFile
-from contracts.canonical import CanonicalRecord
+from contracts.campaign.canonical import CanonicalRecord
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import CapacitySelected, TrainingCompleted
 from contracts.inputs import CORPUS, TRAINING_OUTPUT

@@ -15,7 +15,7 @@ write-once, and a trial measured again would give other bytes, so:
   still serve the candidates' agreement; its bench.trial.completed is not
   emitted twice;
 - a trial recorded as **rejected** (`rejected-c<c>.json`: its counters broke
-  the spec-decode rule, contracts/speculation.py) is adopted as the same
+  the spec-decode rule, contracts/artifacts/speculation.py) is adopted as the same
   failure, never as a result: its problems fail the cell again and it is not
   measured again (a result file of an older bundle that still carries
   `speculation_problems` counts as rejected too);

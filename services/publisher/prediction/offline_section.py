@@ -2,7 +2,7 @@
 
 Per trained candidate (a cell serving '{training.output}', or the folder training/outputs.json
 names), per concurrency level: the per-position acceptance its trainer estimated before serving
-(contracts/offline_acceptance.py) beside the served one, and the error served - offline per
+(contracts/artifacts/offline_acceptance.py) beside the served one, and the error served - offline per
 position and for the acceptance length (report.json's `offline_acceptance` carries the same rows
 as numbers: offline_figures). Both sides are the same quantity: a_j = accepted at
 position j / drafts (the served side pooled over the level's trials, as in "Acceptance per
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from contracts import layout
 from contracts.campaign import SpeculativeConfig
-from contracts.offline_acceptance import OFFLINE_ACCEPTANCE_FILE
-from contracts.report import OfflineAcceptanceFigure
+from contracts.artifacts.offline_acceptance import OFFLINE_ACCEPTANCE_FILE
+from contracts.artifacts.report import OfflineAcceptanceFigure
 from services.publisher.prediction.predict import cell_speculation
 from services.publisher.report import figures as fig
 from services.publisher.report.document import Block, Paragraph, Ref, Section, Table

@@ -36,8 +36,8 @@ from pydantic import ValidationError
 
 from contracts import layout
 from contracts.campaign import Matrix, SpeculativeConfig
-from contracts.profile import NgramAdvice
-from contracts.report import NgramSettingsFigure, SpeedupFigure, StopsPayingFigure
+from contracts.artifacts.profile import NgramAdvice
+from contracts.artifacts.report import NgramSettingsFigure, SpeedupFigure, StopsPayingFigure
 from services.publisher.report.figures import acceptance, baseline_of, spread
 from services.publisher.report.model import ArmLevel, CampaignData
 
@@ -223,7 +223,7 @@ def _lvl(c: int | None) -> str:
 
 
 def report_figures(data: CampaignData) -> dict[str, Any]:
-    """The prediction fields of report.json (contracts.report.ReportSummary)."""
+    """The prediction fields of report.json (contracts.artifacts.report.ReportSummary)."""
     found = predictions(data)
     speedups = [SpeedupFigure(
         cell_id=p.arm.cell_id, concurrency=p.arm.concurrency, method=p.method, num_speculative_tokens=p.k,

@@ -1,9 +1,9 @@
 """Read what the report's predictions need besides the trials: the profile's ngram advice, the draft's cost
 and the trained draft's offline acceptance.
 
-`profile/PROFILE.json` (`contracts.profile.Profile`, its `ngram_advice`),
-`training/draft-cost.json` (`contracts.training.DraftCost`) and the trainer's
-`offline-acceptance.json` (`contracts.offline_acceptance`, found through
+`profile/PROFILE.json` (`contracts.artifacts.profile.Profile`, its `ngram_advice`),
+`training/draft-cost.json` (`contracts.artifacts.training.DraftCost`) and the trainer's
+`offline-acceptance.json` (`contracts.artifacts.offline_acceptance`, found through
 `training/outputs.json`), through the bundle store. All are advice and model inputs, not the evidence the measured numbers
 rest on: an absent or invalid file is a note in its section (no advice to
 compare, draft cost not measured), never a DRAFT reason. A file the store
@@ -18,10 +18,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from contracts import layout
-from contracts.offline_acceptance import OFFLINE_ACCEPTANCE_FILE, OfflineAcceptance
-from contracts.profile import NgramAdvice, Profile
-from contracts.suffix import SuffixPrediction
-from contracts.training import DraftCost, OutputManifest
+from contracts.artifacts.offline_acceptance import OFFLINE_ACCEPTANCE_FILE, OfflineAcceptance
+from contracts.artifacts.profile import NgramAdvice, Profile
+from contracts.artifacts.suffix import SuffixPrediction
+from contracts.artifacts.training import DraftCost, OutputManifest
 from services.runtime.bundle.bundle import (
     ArtifactMissing,
     BundleError,

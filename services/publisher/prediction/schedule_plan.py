@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contracts.campaign import Cell, Matrix, SpeculativeConfig
-from contracts.report import ScheduleFigure, ScheduleLevelFigure
+from contracts.artifacts.report import ScheduleFigure, ScheduleLevelFigure
 from services.publisher.report.figures import acceptance, baseline_of, spread
 from services.publisher.report.model import ArmLevel, CampaignData
 from services.publisher.prediction.predict import cell_speculation, draft_cost_of, realized

@@ -26,7 +26,7 @@ from pydantic import Field, field_validator
 
 from contracts import layout
 from contracts.envelope import ArtifactRef, RunId, Strict
-from contracts.report import ReportSummary
+from contracts.artifacts.report import ReportSummary
 from services.publisher.errors import ReportInputError
 from services.publisher.pipeline import report_name
 from services.runtime.bundle.bundle import ArtifactMissing, BundleError, BundleStore

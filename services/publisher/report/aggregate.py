@@ -3,18 +3,18 @@
 Inputs, all from `<bundle_root>/<run_id>/` and read through the BundleStore (so
 every artifact's bytes are checked against the sha256 recorded when written):
 `campaign.json`, `events.jsonl`, every `bench/<cell_id>/trial-<n>/result-c<k>.json`
-(parsed by `contracts.results.parse_trial`, the gate's own reader, so the report
+(parsed by `contracts.artifacts.results.parse_trial`, the gate's own reader, so the report
 and the gate read the same figures), `gate/DECISION.json`, `bench/plan.json` and
-the trainer-proxy's `training/input-key.json` (`contracts.training.KeyRecord`)
+the trainer-proxy's `training/input-key.json` (`contracts.artifacts.training.KeyRecord`)
 when present, the profile's ngram advice, the draft's cost and the trained draft's offline acceptance (prediction_inputs.py), the bench's rejected trials (`contracts.layout.REJECTED_GLOB`)
 and every launch's engine read-back (`contracts.layout.engine_check`,
-`contracts/engine.py`); from the journal, what approved each plan at the review
+`contracts/artifacts/engine.py`); from the journal, what approved each plan at the review
 point (review_record.py). Paths are `contracts.layout`'s. A missing campaign.json is
 tolerated (the report says so), unlike in the steps that need one.
 
 Rejected trials never reach an arm, so no figure or plot holds them: the
 bench's, and every result whose counters the spec-decode rule
-(contracts/speculation.py, re-checked here as the gate does, with the
+(contracts/artifacts/speculation.py, re-checked here as the gate does, with the
 campaign's max_model_len) rejects. They are listed with their reasons.
 
 `read_campaign` does the I/O; `build_arms` and `step_statuses` are pure.
@@ -33,13 +33,13 @@ from pydantic import ValidationError
 
 from contracts import layout
 from contracts.campaign import Campaign, Matrix
-from contracts.corpus import CorpusManifest
-from contracts.decision import Decision
-from contracts.engine import EngineCheck
+from contracts.artifacts.corpus import CorpusManifest
+from contracts.artifacts.decision import Decision
+from contracts.artifacts.engine import EngineCheck
 from contracts.envelope import KEY_RE, RUN_ID_PATTERN
-from contracts.results import TrialIdentity
-from contracts.training import KeyRecord
-from contracts.trials import MetricKey, Trial, parse_trial, trial_value
+from contracts.artifacts.results import TrialIdentity
+from contracts.artifacts.training import KeyRecord
+from contracts.artifacts.trials import MetricKey, Trial, parse_trial, trial_value
 from services.publisher.errors import ReportInputError
 from services.publisher.prediction.prediction_inputs import (
     read_draft_cost,

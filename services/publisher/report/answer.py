@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from matplotlib.figure import Figure
 
-from contracts.decision import Decision, LevelDecision
+from contracts.artifacts.decision import Decision, LevelDecision
 from services.publisher.report.document import Image, Paragraph, Ref, Section, Table
 from services.publisher.report.model import CampaignData, arm_key
 from services.publisher.report import plots as plotting

@@ -1,6 +1,6 @@
 """The report's "Campaign file" section: what a canonical matrix file said beyond the numbers.
 
-`canonical.json` (contracts/canonical.py) is stored at submit for a campaign in the
+`canonical.json` (contracts/campaign/canonical.py) is stored at submit for a campaign in the
 workflow's canonical shape: its name, description and provenance, and per cell the
 operator's notes, identity labels, exact serve command, the engine arguments vLLM's
 own parser read from it, and every token launched other than declared. A campaign
@@ -15,7 +15,7 @@ import shlex
 from pydantic import ValidationError
 
 from contracts import layout
-from contracts.canonical import CanonicalRecord
+from contracts.campaign.canonical import CanonicalRecord
 from services.publisher.report.document import Bullets, Paragraph, Section, Table, Text
 from services.runtime.bundle.bundle import ArtifactMissing, BundleError, BundleStore
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from contracts import layout
 from contracts.campaign import Matrix
-from contracts.suffix import SUFFIX_VLLM_DEFAULTS
+from contracts.artifacts.suffix import SUFFIX_VLLM_DEFAULTS
 from services.publisher.report.model import CampaignData
 
 

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from contracts import layout
-from contracts.results import MAX_FAILED_SHARE
+from contracts.artifacts.results import MAX_FAILED_SHARE
 from services.publisher.report.figures import Acceptance, acceptance, failed_share, speedups
 from services.publisher.report.model import ArmLevel, CampaignData, arm_key
 

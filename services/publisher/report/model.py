@@ -13,17 +13,17 @@ from typing import Any, Literal
 from pydantic import Field
 
 from contracts.campaign import Campaign
-from contracts.canonical import CanonicalRecord
-from contracts.corpus import Redaction
-from contracts.decision import Decision
-from contracts.engine import EngineCheck
+from contracts.campaign.canonical import CanonicalRecord
+from contracts.artifacts.corpus import Redaction
+from contracts.artifacts.decision import Decision
+from contracts.artifacts.engine import EngineCheck
 from contracts.envelope import Key, RunId, Sha256, Strict
 from contracts.events import SpecDecodeDelta
-from contracts.offline_acceptance import OfflineAcceptance
-from contracts.profile import NgramAdvice
-from contracts.suffix import SuffixPrediction
-from contracts.results import TrialIdentity
-from contracts.training import DraftCost
+from contracts.artifacts.offline_acceptance import OfflineAcceptance
+from contracts.artifacts.profile import NgramAdvice
+from contracts.artifacts.suffix import SuffixPrediction
+from contracts.artifacts.results import TrialIdentity
+from contracts.artifacts.training import DraftCost
 
 AGGREGATE_VERSION = 1
 

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 from contracts import layout
 from contracts.campaign import ServingConfig
-from contracts.decision import FloorCheck
-from contracts.engine import CHECKED_FIELDS
+from contracts.artifacts.decision import FloorCheck
+from contracts.artifacts.engine import CHECKED_FIELDS
 from services.publisher.report import figures as fig
 from services.publisher.report import answer, canonical_section, target_model
 from services.publisher.prediction import offline_section, render_predict
@@ -240,7 +240,7 @@ def _rejected(data: CampaignData) -> Section:
                   "; ".join(r.reasons), r.path) for r in data.rejected)
     return Section("rejected", "Rejected trials", (
         Paragraph(("These trials' spec-decode counters contradict the speculation they declare "
-                   "(contracts/speculation.py): they are kept in the bundle as evidence and are in no figure, "
+                   "(contracts/artifacts/speculation.py): they are kept in the bundle as evidence and are in no figure, "
                    "no plot and no gate count.",)),
         Table(("cell", "concurrency", "trial", "rejected by", "why", "file"), rows, identity_column=False),
     ))

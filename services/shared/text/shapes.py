@@ -9,7 +9,7 @@ text, no times.
 
 from __future__ import annotations
 
-from contracts.profile import Shape
+from contracts.artifacts.profile import Shape
 from services.shared.text.errors import UnknownShape
 
 SHAPES: dict[str, Shape] = {

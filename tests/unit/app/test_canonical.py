@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from contracts.campaign import Campaign
-from contracts.canonical import CanonicalRecord
+from contracts.campaign.canonical import CanonicalRecord
 from services.app import canonical
 from services.app.submit import CampaignRejected, load_campaign_file
 from services.bench.planning.plan import build_plan
@@ -319,7 +319,7 @@ CELL_EDITS = {
 
 
 def test_every_key_of_the_canonical_shape_changes_the_campaign_or_the_record_or_is_refused():
-    from contracts.canonical import CanonicalCell, CanonicalFile, VllmSweepCommands
+    from contracts.campaign.canonical import CanonicalCell, CanonicalFile, VllmSweepCommands
 
     assert set(FILE_EDITS) == set(CanonicalFile.model_fields), "a canonical key without a check"
     assert set(CELL_EDITS) == set(CanonicalCell.model_fields), "a canonical cell key without a check"

@@ -14,7 +14,7 @@ import yaml
 from contracts import layout
 from contracts.campaign import Campaign, SpeculativeConfig
 from contracts.envelope import ArtifactRef
-from contracts.training import InputKey, KeyRecord, TreeDigest
+from contracts.artifacts.training import InputKey, KeyRecord, TreeDigest
 from services.app.next_run import write_next
 from services.app.submit import load_campaign
 from services.cli.main import main

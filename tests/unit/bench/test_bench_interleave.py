@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from contracts import layout
 from contracts.campaign import Campaign, Cell, Matrix
-from contracts.results import TrialIdentity
+from contracts.artifacts.results import TrialIdentity
 from services.bench.planning import interleave
 from services.bench.errors import ServerNotReady, SpeculationNotActive
 from services.bench.planning.interleave import block_order, launch_order, run_interleaved

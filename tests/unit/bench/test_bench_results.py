@@ -7,8 +7,8 @@ import pytest
 
 from contracts.campaign import ServingConfig, SpeculativeConfig
 from contracts.events import SpecDecodeDelta
-from contracts.results import Evaluation, Parallelism, TrialIdentity, read_blocks
-from contracts.trials import parse_trial
+from contracts.artifacts.results import Evaluation, Parallelism, TrialIdentity, read_blocks
+from contracts.artifacts.trials import parse_trial
 from services.bench.errors import ResultError
 from services.bench.loadgen.loadgen import WindowRecord, WindowSpec
 from services.bench.results import build_result, dumps_result

@@ -14,7 +14,7 @@ import pytest
 
 from contracts import layout
 from contracts.campaign import Campaign, Matrix
-from contracts.results import LOADGEN_CPU_KEY, LoadgenCpu
+from contracts.artifacts.results import LOADGEN_CPU_KEY, LoadgenCpu
 from services.bench import run as run_module
 from services.bench.loadgen.loadgen import WindowSpec
 from services.bench.planning.plan import BenchPlan, build_plan

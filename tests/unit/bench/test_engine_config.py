@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from contracts.engine import CHECKED_FIELDS, EngineCheck
+from contracts.artifacts.engine import CHECKED_FIELDS, EngineCheck
 from services.bench.executors import engine_config
 from services.bench.executors.engine_config import (
     EngineConfigMismatch,

@@ -1,4 +1,4 @@
-"""contracts.results: the blocks the bench-runner writes and the gate reads."""
+"""contracts.artifacts.results: the blocks the bench-runner writes and the gate reads."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from contracts import events
 from contracts.campaign import ServingConfig
-from contracts.results import (
+from contracts.artifacts.results import (
     COMPARED_IDENTITY_FIELDS,
     SPECDEC_KEYS,
     Evaluation,

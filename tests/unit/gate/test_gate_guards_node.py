@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from contracts.campaign import GateSpec
-from contracts.decision import Decision
-from contracts.trials import Trial
+from contracts.artifacts.decision import Decision
+from contracts.artifacts.trials import Trial
 from services.gate import decide
 from tests.unit.gate.test_gate_decide import SPEC, arm, level
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from contracts.campaign import GateSpec, SpeculativeConfig
-from contracts.trials import parse_trial
+from contracts.artifacts.trials import parse_trial
 from services.gate import decide
 from services.gate.simulate import (
     NoiseModel,

@@ -299,7 +299,7 @@ def _earlier_runs(ctx: Ctx) -> Any:
     cache = ctx.cache("earlier")
     if "bundle" in cache:
         return cache["bundle"]
-    from contracts.training import KeyRecord
+    from contracts.artifacts.training import KeyRecord
     from services.trainer_proxy.capture import hash_outputs
     from tests.unit.guard.variants import VARIANTS
 
@@ -529,8 +529,8 @@ def plan_trials(plan: Any) -> dict[str, list[Any]]:
     names, fixed measurements (candidates 30 % faster in TPOT, acceptance 0.6, full agreement)."""
     import numpy as np
 
-    from contracts.results import Evaluation
-    from contracts.trials import parse_trial
+    from contracts.artifacts.results import Evaluation
+    from contracts.artifacts.trials import parse_trial
     from services.bench.run import _identity
     from services.gate.simulate import NoiseModel, spec_counters, trial_result
 

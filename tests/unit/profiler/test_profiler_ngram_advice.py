@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from contracts.profile import NgramAdvice, Profile
+from contracts.artifacts.profile import NgramAdvice, Profile
 from services.profiler import ngram_advice as n
 from services.profiler import recommend as r
 from services.profiler import stats

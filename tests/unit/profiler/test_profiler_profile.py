@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from contracts.profile import Profile
+from contracts.artifacts.profile import Profile
 from services.profiler.errors import EmptyTraffic, ProfilerError, TooManyRejected, TrafficNotFound
 from services.profiler.profile import MAX_REJECTED_EXAMPLES, profile_traffic
 from services.shared.text.content import CONTENT_CLASSES

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from contracts.profile import Profile
+from contracts.artifacts.profile import Profile
 from services.cli.main import main
 from services.profiler.profile import profile_shapes
 from services.shared.text.errors import UnknownShape

@@ -13,8 +13,8 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 from contracts import layout
 from contracts.campaign import Campaign
-from contracts.corpus import CorpusRecord
-from contracts.suffix import SuffixPrediction
+from contracts.artifacts.corpus import CorpusRecord
+from contracts.artifacts.suffix import SuffixPrediction
 from services.profiler.app import run_suffix_prediction
 from services.profiler.suffix_prediction import predict
 from services.runtime.bundle.bundle import BundleStore

@@ -1,6 +1,6 @@
 """Synthetic campaign bundles for the publisher's tests: two cells (standing, ngram-k3) x two
 concurrency levels x 3 trials, results from services/gate/simulate.py, one engine read-back per
-cell (contracts/engine.py), the real gate's DECISION.json, a journal of the campaign's step events,
+cell (contracts/artifacts/engine.py), the real gate's DECISION.json, a journal of the campaign's step events,
 a PROFILE.json whose ngram advice agrees with the candidate (unless told otherwise), and
 training/draft-cost.json when asked for."""
 
@@ -16,9 +16,9 @@ import yaml
 
 from contracts import layout
 from contracts.campaign import Campaign, SpeculativeConfig
-from contracts.profile import NgramAdvice
-from contracts.training import DraftCost
-from contracts.engine import CHECKED_FIELDS, EffectiveConfig, EngineCheck, FieldCheck
+from contracts.artifacts.profile import NgramAdvice
+from contracts.artifacts.training import DraftCost
+from contracts.artifacts.engine import CHECKED_FIELDS, EffectiveConfig, EngineCheck, FieldCheck
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import (
     BenchCompleted,

@@ -12,9 +12,9 @@ import pytest
 from contracts import layout
 from contracts.campaign import TRAINED_DRAFT, SpeculativeConfig
 from contracts.events import SpecDecodeDelta
-from contracts.offline_acceptance import OFFLINE_ACCEPTANCE_FILE, OfflineAcceptance
-from contracts.training import OutputFile, OutputManifest
-from contracts.report import ReportSummary
+from contracts.artifacts.offline_acceptance import OFFLINE_ACCEPTANCE_FILE, OfflineAcceptance
+from contracts.artifacts.training import OutputFile, OutputManifest
+from contracts.artifacts.report import ReportSummary
 from services.publisher.prediction.offline_section import offline_acceptance_section, offline_figures
 from services.publisher.report.aggregate import read_campaign
 from services.runtime.bundle.bundle import BundleStore

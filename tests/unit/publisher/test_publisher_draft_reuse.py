@@ -6,7 +6,7 @@ import hashlib
 
 from contracts.envelope import ArtifactRef
 from contracts.events import TrainingCompleted
-from contracts.training import InputKey, KeyRecord, TreeDigest
+from contracts.artifacts.training import InputKey, KeyRecord, TreeDigest
 from services.publisher.report.aggregate import read_campaign
 from services.publisher.report.render import render_report
 from services.runtime.bundle.bundle import BundleStore
@@ -17,7 +17,7 @@ KEY = hashlib.sha256(b"training inputs").hexdigest()
 
 
 def _key_record(output: ArtifactRef, reused_from: str | None) -> KeyRecord:
-    """training/input-key.json as the trainer-proxy writes it (contracts.training.KeyRecord)."""
+    """training/input-key.json as the trainer-proxy writes it (contracts.artifacts.training.KeyRecord)."""
     sha = hashlib.sha256(b"file").hexdigest()
     inputs = InputKey(
         key=KEY, train_sha256=sha, heldout_sha256=None, corpus_sha256=None, argv_template=["train"], argv=["train"],

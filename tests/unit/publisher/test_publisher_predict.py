@@ -11,7 +11,7 @@ import pytest
 from contracts import layout
 from contracts.campaign import SpeculativeConfig
 from contracts.events import SpecDecodeDelta
-from contracts.report import ReportSummary
+from contracts.artifacts.report import ReportSummary
 from services.gate.simulate import identity
 from services.publisher.report.model import ArmLevel, CampaignData, TrialFigures
 from services.publisher.pipeline import render_run

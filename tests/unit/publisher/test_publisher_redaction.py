@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from contracts.corpus import Redaction
+from contracts.artifacts.corpus import Redaction
 from services.publisher.report.document import Document, to_markdown
 from services.publisher.report.levers import levers
 from services.publisher.report.model import CampaignData

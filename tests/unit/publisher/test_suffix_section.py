@@ -8,7 +8,7 @@ from pathlib import Path
 from contracts import layout
 from contracts.campaign import SpeculativeConfig
 from contracts.events import SpecDecodeDelta
-from contracts.suffix import SuffixCellPrediction, SuffixPrediction
+from contracts.artifacts.suffix import SuffixCellPrediction, SuffixPrediction
 from services.publisher.report.aggregate import read_campaign
 from services.publisher.prediction.render_predict import suffix_prediction_section
 from tests.unit.publisher.synthetic import RUN, Spec, build, section_text
@@ -55,4 +55,4 @@ def test_the_bundle_file_is_read_into_the_report_data(tmp_path):
 
 def test_the_gate_never_reads_the_prediction():
     sources = "".join(p.read_text() for p in (ROOT / "services/gate").rglob("*.py"))
-    assert "PROFILE_SUFFIX" not in sources and "SUFFIX_PREDICTION" not in sources and "contracts.suffix" not in sources
+    assert "PROFILE_SUFFIX" not in sources and "SUFFIX_PREDICTION" not in sources and "contracts.artifacts.suffix" not in sources

@@ -1,11 +1,11 @@
 """The schedule model (services/shared/schedule.py) on constructed acceptance curves whose optimum is known
-by hand, and the schedule's validation and lookup (contracts/schedule.py)."""
+by hand, and the schedule's validation and lookup (contracts/campaign/schedule.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from contracts.schedule import k_at, k_span, schedule_problems
+from contracts.campaign.schedule import k_at, k_span, schedule_problems
 from services.shared.schedule import Level, best_k, cost_from_realized, plan, ranges, speedup
 
 # a_i = product of p_1..p_i

@@ -16,7 +16,7 @@ import yaml
 
 from contracts import layout
 from contracts.campaign import Campaign
-from contracts.corpus import CorpusManifest, Splits
+from contracts.artifacts.corpus import CorpusManifest, Splits
 from services.runtime.bundle.bundle import BundleStore
 from services.trainer_proxy.inputs import split_corpus
 

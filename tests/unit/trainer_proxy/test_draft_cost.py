@@ -8,7 +8,7 @@ import math
 import pytest
 
 from contracts import layout
-from contracts.training import DraftCost
+from contracts.artifacts.training import DraftCost
 from services.runtime.bundle.bundle import BundleStore
 from services.trainer_proxy.draft_cost import CostNotMeasured, measure, record, summarize, time_interleaved
 from tests.unit.trainer_proxy.helpers import build_tiny_models

@@ -9,9 +9,9 @@ import hashlib
 import pytest
 
 from contracts import layout
-from contracts.corpus import CorpusManifest
+from contracts.artifacts.corpus import CorpusManifest
 from contracts.events import CapacitySelected, TrainingRequested
-from contracts.profile import Profile
+from contracts.artifacts.profile import Profile
 from services.runtime.bundle.bundle import BundleStore
 from services.trainer_proxy.planning import CorpusMismatch, check_provenance, plan_training
 from tests.unit.trainer_proxy.helpers import PY, campaign, corpus_bytes, profiled, seed_run

@@ -12,7 +12,7 @@ import pytest
 
 from contracts import layout
 from contracts.envelope import ArtifactRef
-from contracts.training import FileDigest, InputKey, KeyRecord, TreeDigest
+from contracts.artifacts.training import FileDigest, InputKey, KeyRecord, TreeDigest
 from services.runtime.bundle.bundle import BundleStore
 from services.trainer_proxy.capture import hash_outputs
 from services.trainer_proxy.errors import TrainingStopped

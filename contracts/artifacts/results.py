@@ -22,7 +22,7 @@ from the same keys. A plain vLLM file has none of the keys and is still a valid
 trial result: readers then list the identity they could not check.
 
 Reading a whole trial (its request figures and one number per metric) is
-`contracts/trials.py`.
+`contracts/artifacts/trials.py`.
 
 Only the keys named here are read: anything else in a file (training loss,
 metadata, labels) never reaches a decision or a report. Pure: the caller reads

@@ -28,7 +28,7 @@ The rule (DESIGN.md, "vLLM and models on CPU"; figures in docs/bench-runner.md,
     that close (`Window.may_trim` is False), and at most k otherwise,
     including when the file does not say how long its requests were.
   - a cell with a k per batch size (`num_speculative_tokens_per_batch_size`,
-    contracts/schedule.py) drafts per step the k of that step's batch size, so
+    contracts/campaign/schedule.py) drafts per step the k of that step's batch size, so
     "k" above is a span: over the batch sizes a window at concurrency c can
     schedule (1..c; every size when the level has no cap or the file does not
     say), the fewest and the most tokens per draft the schedule gives. Draft
@@ -48,7 +48,7 @@ from typing import Any
 
 from contracts.campaign import SpeculativeConfig
 from contracts.events import SpecDecodeDelta
-from contracts.schedule import k_span
+from contracts.campaign.schedule import k_span
 
 # Methods whose proposer finds no draft, or a shorter one, when the context has no match.
 SHORTER_DRAFT_METHODS = frozenset({"ngram", "suffix"})

@@ -3,7 +3,7 @@
 The gate decides on these and the publisher reports them, so both read a trial
 the same way. Pure: the caller reads the file (the gate from disk, the
 publisher through the bundle store). The blocks specdec adds to a result are
-`contracts/results.py`.
+`contracts/artifacts/results.py`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import numpy as np
 from pydantic import ValidationError
 
 from contracts.events import SpecDecodeDelta
-from contracts.results import TrialIdentity, read_blocks
-from contracts.speculation import Window, window_of
+from contracts.artifacts.results import TrialIdentity, read_blocks
+from contracts.artifacts.speculation import Window, window_of
 
 # --- reading a trial: one result JSON, already decoded -----------------------------
 
