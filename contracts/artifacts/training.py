@@ -7,7 +7,7 @@
 | `training/draft-cost.json` | `DraftCost` | the publisher (predicted speedup of a draft_model candidate) |
 
 `InputKey` is everything that determines a draft and one sha256 over it; the
-trainer-proxy computes it (services/trainer_proxy/input_key.py) and a plan
+trainer-proxy computes it (services/trainer_proxy/planning/input_key.py) and a plan
 names a `ReusedDraft` when an earlier run trained under the same key. No I/O
 here.
 """
@@ -143,7 +143,7 @@ class KeyRecord(Strict):
 class DraftCost(Strict):
     """The draft's forward cost per token against the target's, both timed on the same batch.
 
-    Measured by the trainer-proxy (services/trainer_proxy/draft_cost.py) after the
+    Measured by the trainer-proxy (services/trainer_proxy/checks/draft_cost.py) after the
     probes pass, and again on the copy of a reused draft: transformers on the CPU,
     both in float32, the same batch of heldout prompts, the same thread count, a
     warm-up forward of each, then interleaved repetitions, medians. It is what a

@@ -6,10 +6,10 @@ Routes (every failure is `training.failed`, the run halts there):
   reason, no plan). Otherwise: the corpus splits are stored, the training
   input key computed and, unless commands.train.reuse is false, the bundle
   root searched for an earlier run's identical draft (services.trainer_proxy.
-  reuse); the plan (training, or reusing that draft) is stored and
-  `training.planned` emitted (services/trainer_proxy/planning.py).
+  planning.reuse); the plan (training, or reusing that draft) is stored and
+  `training.planned` emitted (services/trainer_proxy/planning/planning.py).
 - `run.approved`: runs the stored plan when the approval covers its sha256
-  (services/trainer_proxy/execute.py).
+  (services/trainer_proxy/execution/execute.py).
 
 Only translation lives here: the review point itself (announce once, run at
 once only on the campaign's pre-approval, one approval runs a plan once) is
@@ -31,9 +31,9 @@ from services.runtime.delivery.consumer import Route, StepContext
 from services.runtime.review import Reviewed, per_event
 from services.shared.capacity.recheck import RecheckFn
 from services.shared.capacity.recheck import recheck as capacity_recheck
-from services.trainer_proxy.execute import Approved, execute
-from services.trainer_proxy.plan import TrainingPlan
-from services.trainer_proxy.planning import plan_training, skipped
+from services.trainer_proxy.execution.execute import Approved, execute
+from services.trainer_proxy.planning.plan import TrainingPlan
+from services.trainer_proxy.planning.planning import plan_training, skipped
 
 NAME = TRAINER
 STEP = "training"

@@ -241,7 +241,7 @@ def capacity(ctx: Ctx, c: Campaign) -> Any:
 
 def _skip(c: Campaign) -> Any:
     from services.trainer_proxy.errors import PlanError
-    from services.trainer_proxy.inputs import load_cells, skip_reason
+    from services.trainer_proxy.planning.inputs import load_cells, skip_reason
 
     try:
         return skip_reason(c, load_cells(c, ROOT))
@@ -250,7 +250,7 @@ def _skip(c: Campaign) -> Any:
 
 
 def _key(ctx: Ctx, c: Campaign) -> Any:
-    from services.trainer_proxy import reuse
+    from services.trainer_proxy.planning import reuse
 
     return reuse.compute_key(c, INPUTS, str(ctx.workdir))[0]
 
@@ -258,7 +258,7 @@ def _key(ctx: Ctx, c: Campaign) -> Any:
 @observable
 def training(ctx: Ctx, c: Campaign) -> Any:
     """The trainer's launch as the executor starts it, with what it is given (as trained, not reused)."""
-    from services.trainer_proxy.plan import build_plan
+    from services.trainer_proxy.planning.plan import build_plan
 
     skipped = _skip(c)
     if skipped is not None:
@@ -278,7 +278,7 @@ def training(ctx: Ctx, c: Campaign) -> Any:
 @observable
 def reuse(ctx: Ctx, c: Campaign) -> Any:
     """Which earlier run's draft is copied instead of training (None: the trainer runs)."""
-    from services.trainer_proxy import reuse as lookup
+    from services.trainer_proxy.planning import reuse as lookup
 
     skipped = _skip(c)
     if skipped is not None:
@@ -300,7 +300,7 @@ def _earlier_runs(ctx: Ctx) -> Any:
     if "bundle" in cache:
         return cache["bundle"]
     from contracts.artifacts.training import KeyRecord
-    from services.trainer_proxy.capture import hash_outputs
+    from services.trainer_proxy.execution.capture import hash_outputs
     from tests.unit.guard.variants import VARIANTS
 
     bundle = ctx.fresh_bundle()

@@ -46,7 +46,7 @@ def _bench_prompts(ctx: Ctx, ref: ArtifactRef) -> Any:
 
 def _training_data(ctx: Ctx, ref: ArtifactRef) -> Any:
     """The data the trainer is given, from the corpus the request names."""
-    from services.trainer_proxy.planning import plan_training
+    from services.trainer_proxy.planning.planning import plan_training
 
     built = runs(ctx)
     bundle = built.copy_of(ctx)

@@ -157,7 +157,7 @@ def _revert(item: str, mp: pytest.MonkeyPatch) -> Any:
 
         _wrap(mp, "services.bench.planning.plan.build_plan", draft)
     elif item == "training-input hash checks":
-        mp.setattr("services.trainer_proxy.planning.check_provenance", lambda *a, **k: None)
+        mp.setattr("services.trainer_proxy.planning.planning.check_provenance", lambda *a, **k: None)
     elif item == "latency-only gate objective":
         return dropped(GateSpec, "_check_objective")
     elif item == "gate.guards":

@@ -18,7 +18,7 @@ from contracts import layout
 from contracts.campaign import Campaign
 from contracts.artifacts.corpus import CorpusManifest, Splits
 from services.runtime.bundle.bundle import BundleStore
-from services.trainer_proxy.inputs import split_corpus
+from services.trainer_proxy.planning.inputs import split_corpus
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "infra/examples/campaign.yaml"

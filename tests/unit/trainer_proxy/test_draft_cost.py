@@ -10,7 +10,7 @@ import pytest
 from contracts import layout
 from contracts.artifacts.training import DraftCost
 from services.runtime.bundle.bundle import BundleStore
-from services.trainer_proxy.draft_cost import CostNotMeasured, measure, record, summarize, time_interleaved
+from services.trainer_proxy.checks.draft_cost import CostNotMeasured, measure, record, summarize, time_interleaved
 from tests.unit.trainer_proxy.helpers import build_tiny_models
 
 PROMPTS = [[{"role": "user", "content": "hello world, the quick brown fox"}], [{"role": "user", "content": "lazy dog"}]]

@@ -16,10 +16,10 @@ from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery.consumer import StepContext
 from services.runtime.settings import RuntimeSettings
 from services.shared.capacity.recheck import Recheck
-from services.trainer_proxy.capture import write_argv
+from services.trainer_proxy.execution.capture import write_argv
 from services.trainer_proxy.errors import TrainingStopped
-from services.trainer_proxy.execute import Approved, execute
-from services.trainer_proxy.planning import plan_training
+from services.trainer_proxy.execution.execute import Approved, execute
+from services.trainer_proxy.planning.planning import plan_training
 from tests.unit.trainer_proxy.helpers import COPY_TRAINER, PY, build_tiny_models, campaign, seed_run, write_script
 
 RUN = "toy-20261130-020202-abcdef"

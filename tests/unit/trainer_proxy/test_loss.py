@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from services.trainer_proxy.loss import MAX_LINE_BYTES, LossScanner, line_losses, parse_number, scan_bytes
+from services.trainer_proxy.execution.loss import MAX_LINE_BYTES, LossScanner, line_losses, parse_number, scan_bytes
 
 NON_FINITE = ["nan", "NaN", "NAN", "-nan", "+nan", "nan(ind)", "-nan(ind)", "inf", "-inf", "+inf", "Infinity",
               "-Infinity", "INF", "1e999", "-1e999", "1.#QNAN", "1.#INF", "-1.#IND", "tensor(nan)"]

@@ -16,11 +16,11 @@ from contracts import layout
 from contracts.campaign import Campaign, TrainCommand
 from contracts.envelope import ArtifactRef
 from services.runtime.bundle.bundle_records import canonical_json
-from services.trainer_proxy import kubernetes
+from services.trainer_proxy.planning import kubernetes
 from services.trainer_proxy.errors import PlanError
-from services.trainer_proxy.launch import KubernetesLaunch, LocalLaunch, SlurmLaunch
-from services.trainer_proxy.plan import PlanInputs, PlanPaths, TrainingPlan, build_plan
-from services.trainer_proxy.slurm_job import job_script
+from services.trainer_proxy.planning.launch import KubernetesLaunch, LocalLaunch, SlurmLaunch
+from services.trainer_proxy.planning.plan import PlanInputs, PlanPaths, TrainingPlan, build_plan
+from services.trainer_proxy.planning.slurm_job import job_script
 from tests.unit.trainer_proxy.helpers import EXAMPLE, campaign
 
 RUN = "toy-20261130-010101-abcdef"

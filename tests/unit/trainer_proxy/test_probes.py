@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from services.trainer_proxy.probes import builtin_checks
+from services.trainer_proxy.checks.probes import builtin_checks
 from tests.unit.trainer_proxy.helpers import build_tiny_models
 
 PROMPTS = [[{"role": "user", "content": "hello world, the quick brown fox"}], [{"role": "user", "content": "lazy dog"}]]

@@ -14,11 +14,11 @@ from contracts import layout
 from contracts.envelope import ArtifactRef
 from contracts.artifacts.training import FileDigest, InputKey, KeyRecord, TreeDigest
 from services.runtime.bundle.bundle import BundleStore
-from services.trainer_proxy.capture import hash_outputs
+from services.trainer_proxy.execution.capture import hash_outputs
 from services.trainer_proxy.errors import TrainingStopped
-from services.trainer_proxy.input_key import input_key
-from services.trainer_proxy.plan import PlanInputs, PlanPaths, build_plan
-from services.trainer_proxy.reuse import copy_draft, find_reusable, read_reuse
+from services.trainer_proxy.planning.input_key import input_key
+from services.trainer_proxy.planning.plan import PlanInputs, PlanPaths, build_plan
+from services.trainer_proxy.planning.reuse import copy_draft, find_reusable, read_reuse
 from tests.unit.trainer_proxy.helpers import campaign
 
 ARGV = ["python", "train.py", "--corpus", "{corpus_train}", "--out", "{output_dir}"]

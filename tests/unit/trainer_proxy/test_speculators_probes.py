@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from services.trainer_proxy.probes import builtin_checks
+from services.trainer_proxy.checks.probes import builtin_checks
 
 CONFIG = Path(__file__).parent / "fixtures" / "eagle3-toy-head-config.json"
 SHAPES = {"embed_tokens.weight": (1024, 256), "fc.weight": (256, 768), "input_norm.weight": (768,),

@@ -3,7 +3,7 @@
 def test_the_slurm_job_script_round_trips_every_character():
     import ast
 
-    from services.trainer_proxy.slurm_job import job_script
+    from services.trainer_proxy.planning.slurm_job import job_script
 
     argv = ["train", "--note", "😀 ünïcode", "$(touch x); `y`"]
     script = job_script(argv, run_id="toy-run-1", service="trainer-proxy")

@@ -67,7 +67,7 @@ def capacity(scheduler: str, selectors: dict[str, str]) -> Any:
 
 def trainer(scheduler: str, selectors: dict[str, str]) -> Any:
     """The trainer's launch: the sbatch argv, or the Job manifest."""
-    from services.trainer_proxy.plan import build_plan
+    from services.trainer_proxy.planning.plan import build_plan
     from tests.unit.trainer_proxy.helpers import campaign
     from tests.unit.trainer_proxy.test_plan import INPUTS, PATHS
 
@@ -206,7 +206,7 @@ def test_docs_and_the_example_campaign_name_every_key():
 
 
 def test_the_trainers_job_template_gets_the_tolerations_it_lacks_and_keeps_its_resources():
-    from services.trainer_proxy.kubernetes import apply_template
+    from services.trainer_proxy.planning.kubernetes import apply_template
 
     template = {"apiVersion": "batch/v1", "kind": "Job", "spec": {"template": {"spec": {
         "tolerations": [{"key": "gpu", "operator": "Equal", "value": "yes"}],

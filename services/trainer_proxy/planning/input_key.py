@@ -3,7 +3,7 @@
 Two trainings with the same key saw the same data, ran the same command on the
 same target with the same trainer revision, probe and executor kind; a draft
 trained under a key may be reused by a later run with that key (services.
-trainer_proxy.reuse). Run-specific values never enter the key: the argv is
+trainer_proxy.planning.reuse). Run-specific values never enter the key: the argv is
 rendered with the run's own paths ({output_dir}, {corpus_train}, {run_id},
 {node}, ...) left as their role, so the same inputs in another run give the
 same key. What the files are is hashed by the caller (reuse.py); this module

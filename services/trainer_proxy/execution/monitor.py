@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from services.trainer_proxy.loss import LossFinding, LossScanner, LossSummary
+from services.trainer_proxy.execution.loss import LossFinding, LossScanner, LossSummary
 
 _READ_BYTES = 4 << 20
 

@@ -24,10 +24,10 @@ from contracts.envelope import ArtifactRef, RunId, Sha256, Strict
 from contracts.artifacts.training import OutputFile, OutputManifest
 from services.runtime.bundle.bundle import ArtifactMissing, BundleStore, InvalidPath, hash_file
 from services.trainer_proxy.errors import ExecutionUnsupported
-from services.trainer_proxy.launch import LocalLaunch, SlurmLaunch
-from services.trainer_proxy.loss import LossSummary
-from services.trainer_proxy.monitor import RunOutcome
-from services.trainer_proxy.plan import TrainingPlan
+from services.trainer_proxy.execution.loss import LossSummary
+from services.trainer_proxy.execution.monitor import RunOutcome
+from services.trainer_proxy.planning.launch import LocalLaunch, SlurmLaunch
+from services.trainer_proxy.planning.plan import TrainingPlan
 
 CAPTURE_VERSION = 1
 

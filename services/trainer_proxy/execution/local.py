@@ -20,8 +20,8 @@ from contracts.catalogue import TRAINER as SERVICE
 from services.runtime.procs import kill_group, spawn
 from services.shared.scheduler.local import kill_labelled
 from services.trainer_proxy.errors import ExecutorError
-from services.trainer_proxy.launch import LocalLaunch
-from services.trainer_proxy.monitor import OutputWatch, RunOutcome
+from services.trainer_proxy.execution.monitor import OutputWatch, RunOutcome
+from services.trainer_proxy.planning.launch import LocalLaunch
 
 OnStarted = Callable[[str], Awaitable[None]]
 POLL_S = 0.1

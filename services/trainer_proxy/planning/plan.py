@@ -4,7 +4,7 @@ what an approval names.
 
 Pure: built from the campaign, the capacity step's node, the corpus splits
 already in the bundle, the training input key and the reuse lookup (both
-computed by the caller: services.trainer_proxy.reuse). The same inputs give
+computed by the caller: services.trainer_proxy.planning.reuse). The same inputs give
 the same bytes (no clock, no random names), so a redelivered trigger finds its
 plan unchanged. A plan that reuses an earlier run's draft has no launch:
 executing it copies that draft, and the approval covers that choice.
@@ -28,10 +28,10 @@ from contracts.selectors import GRES, PARTITION, problems
 from contracts.artifacts.training import InputKey, ReusedDraft
 from services.runtime.procs import EXPERIMENT_ENV, SERVICE_ENV
 from services.shared.scheduler import slurm
-from services.trainer_proxy import kubernetes
 from services.trainer_proxy.errors import PlanError
-from services.trainer_proxy.launch import KubernetesLaunch, Launch, LocalLaunch, SlurmLaunch
-from services.trainer_proxy.slurm_job import job_script
+from services.trainer_proxy.planning import kubernetes
+from services.trainer_proxy.planning.launch import KubernetesLaunch, Launch, LocalLaunch, SlurmLaunch
+from services.trainer_proxy.planning.slurm_job import job_script
 
 PLAN_VERSION = 1
 # The bundle paths of the plan and of what the trainer reads and writes. The

@@ -14,12 +14,12 @@ write-once and each stage first looks for its own record):
    interruption stops the campaign; otherwise the probes run on the output
    and any failure stops it too; else the draft's cost against the target's
    is timed (`training/draft-cost.json`, evidence only: services.trainer_proxy.
-   draft_cost), the training input key is recorded
+   checks.draft_cost), the training input key is recorded
    (`training/input-key.json`, for later runs to reuse this draft) and
    `training.completed`.
 
 A plan that reuses an earlier run's draft launches nothing: the draft is
-copied and verified (services.trainer_proxy.reuse), `training/reuse.json`
+copied and verified (services.trainer_proxy.planning.reuse), `training/reuse.json`
 records the copy, the draft's cost is timed again on this machine, and
 `training.completed` names the source in `reused_from`.
 """
@@ -44,15 +44,16 @@ from services.runtime.errors import StepFailed
 from services.shared.capacity.recheck import RecheckFailed, RecheckFn
 from services.shared.scheduler.errors import SchedulerError
 from services.shared.scheduler.slurm import cancel_labelled
-from services.trainer_proxy import draft_cost, probes, reuse
-from services.trainer_proxy.capture import TrainingCapture, capture_run, read_capture, write_argv
+from services.trainer_proxy.checks import draft_cost, probes
 from services.trainer_proxy.errors import ExecutorError, TrainingStopped
-from services.trainer_proxy.inputs import prompt_messages
-from services.trainer_proxy.launch import KubernetesLaunch, LocalLaunch, SlurmLaunch
-from services.trainer_proxy.local import cleanup_local, run_local
-from services.trainer_proxy.monitor import RunOutcome
-from services.trainer_proxy.plan import TrainingPlan
-from services.trainer_proxy.slurm import run_slurm
+from services.trainer_proxy.execution.capture import TrainingCapture, capture_run, read_capture, write_argv
+from services.trainer_proxy.execution.local import cleanup_local, run_local
+from services.trainer_proxy.execution.monitor import RunOutcome
+from services.trainer_proxy.execution.slurm import run_slurm
+from services.trainer_proxy.planning import reuse
+from services.trainer_proxy.planning.inputs import prompt_messages
+from services.trainer_proxy.planning.launch import KubernetesLaunch, LocalLaunch, SlurmLaunch
+from services.trainer_proxy.planning.plan import TrainingPlan
 
 STDERR_TAIL_BYTES = 600
 

@@ -34,9 +34,9 @@ from pydantic import Field
 from contracts import layout
 from contracts.envelope import ArtifactRef, RunId, Strict
 from services.runtime.bundle.bundle import BundleStore
-from services.trainer_proxy import speculators_format
+from services.trainer_proxy.checks import speculators_format
 from services.trainer_proxy.errors import ExecutorError
-from services.trainer_proxy.local import run_process
+from services.trainer_proxy.execution.local import run_process
 
 MAX_PROMPT_TOKENS = 64
 SAMPLE_IDS = 32

@@ -34,11 +34,11 @@ from services.runtime.bundle.bundle import ArtifactConflict, ArtifactMissing, Bu
 from services.runtime.bundle.bundle_paths import InvalidPath, parse_uri
 from services.runtime.errors import StepFailed
 from services.runtime.delivery.upstream import latest
-from services.trainer_proxy import reuse
 from services.trainer_proxy.errors import PlanError
-from services.trainer_proxy.inputs import load_cells, skip_reason, split_corpus
-from services.trainer_proxy.launch import KubernetesLaunch
-from services.trainer_proxy.plan import PlanInputs, PlanPaths, TrainingPlan, build_plan
+from services.trainer_proxy.planning import reuse
+from services.trainer_proxy.planning.inputs import load_cells, skip_reason, split_corpus
+from services.trainer_proxy.planning.launch import KubernetesLaunch
+from services.trainer_proxy.planning.plan import PlanInputs, PlanPaths, TrainingPlan, build_plan
 
 
 def skipped(bundle: BundleStore, campaign: Campaign, event: Event, producer: str) -> list[Event] | None:

@@ -31,8 +31,8 @@ from typing import Any
 from contracts import layout
 from contracts.artifacts.training import DraftCost
 from services.runtime.bundle.bundle import ArtifactMissing, BundleStore
-from services.trainer_proxy.inputs import prompt_messages
-from services.trainer_proxy.probes import FALLBACK_PROMPT, prompt_text
+from services.trainer_proxy.checks.probes import FALLBACK_PROMPT, prompt_text
+from services.trainer_proxy.planning.inputs import prompt_messages
 
 COST_PROMPTS = 8
 # Dense forward time does not depend on which tokens are fed, only on how many. 8 x 16

@@ -1,6 +1,6 @@
 """The Slurm executor: one batch job that execs the trainer's argv, no shell.
 
-The job (rendered into the plan: services.trainer_proxy.slurm_job and the
+The job (rendered into the plan: services.trainer_proxy.planning.slurm_job and the
 shared sbatch argv) carries the label twice: `--job-name specdec-<run_id>` and
 `--comment experiment=<run_id>`. Its stdout and stderr are written by Slurm
 straight into the run's bundle, which must be on storage shared with the node
@@ -23,8 +23,8 @@ from services.runtime.procs import EXPERIMENT_ENV, SERVICE_ENV
 from services.shared.scheduler.runner import run_short
 from services.shared.scheduler.slurm import ACTIVE_STATES, cancel_argv, job_state, parse_exit, parse_job_id, parse_record
 from services.trainer_proxy.errors import ExecutorError
-from services.trainer_proxy.launch import SlurmLaunch
-from services.trainer_proxy.monitor import OutputWatch, RunOutcome
+from services.trainer_proxy.execution.monitor import OutputWatch, RunOutcome
+from services.trainer_proxy.planning.launch import SlurmLaunch
 
 POLL_S = 0.5
 

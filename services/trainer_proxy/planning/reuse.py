@@ -33,10 +33,10 @@ from contracts.campaign import Campaign
 from contracts.envelope import ArtifactRef, RunId, Sha256, Strict
 from contracts.artifacts.training import FileDigest, InputKey, KeyRecord, OutputManifest, ReusedDraft, TreeDigest
 from services.runtime.bundle.bundle import ArtifactMissing, BundleError, BundleStore, hash_file
-from services.trainer_proxy.capture import hash_outputs
 from services.trainer_proxy.errors import TrainingStopped
-from services.trainer_proxy.input_key import input_key, literal_tokens, tree_sha256
-from services.trainer_proxy.plan import PlanInputs, TrainingPlan
+from services.trainer_proxy.execution.capture import hash_outputs
+from services.trainer_proxy.planning.input_key import input_key, literal_tokens, tree_sha256
+from services.trainer_proxy.planning.plan import PlanInputs, TrainingPlan
 
 
 class ReuseRecord(Strict):

@@ -1,6 +1,6 @@
 """How a training plan starts its trainer: one launch per executor kind.
 
-These are the parts of the plan (`services.trainer_proxy.plan`) that the
+These are the parts of the plan (`services.trainer_proxy.planning.plan`) that the
 executors read (`local`, `slurm`) and the capture records; they live apart
 from the plan's builder so that an executor never imports the plan and the
 plan never imports an executor.
