@@ -11,7 +11,7 @@ gate, commands.train, ...). A file is in the canonical shape when it has top-lev
 
 Every key is consumed or refused by name: the identity and notes go into the
 bundle and the report; the commands are read with vLLM's own parsers at submit
-(services/app/canonical.py) and become the cells' declared config; keys the
+(services/app/campaign/canonical.py) and become the cells' declared config; keys the
 toolchain knows but specdec cannot honour (`helm_overrides`, `profile`, another
 `backend`) are refused with the reason. No I/O here.
 """

@@ -9,4 +9,10 @@ is the entry point's job. Layering (.importlinter): entry points -> use cases ->
 steps -> shared code -> runtime -> contracts. Nothing here connects at import
 time, and the modules the Redis-reading commands use load no step
 (tests/unit/test_cli_lazy_imports.py).
+
+Three parts, by what a user is doing: `campaign/` (submitting and validating a campaign file,
+the canonical matrix read, the next run's campaign written), `runs/` (operating a run that
+exists: approve, request, status, watch, resume, plan show, gate, report, dead letters) and
+`workflow/` (the campaign workflow's tools, over the other two). What they all share stays
+here: the connection (`context.py`) and the typed results (`results.py`).
 """

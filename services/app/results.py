@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from contracts.envelope import ArtifactRef, Strict
-from services.app.progress import RunStatus
+from services.app.runs.progress import RunStatus
 
 
 class RunCreated(Strict):

@@ -23,11 +23,11 @@ from typing import TextIO
 
 from contracts import layout
 from contracts.catalogue import STEP_OWNER
+from services.app.campaign.submit import submit
+from services.app.campaign.validate import validate
 from services.app.context import connect
-from services.app.progress import RunStatus, event_detail, one_line, run_status
-from services.app.streams import follow
-from services.app.submit import submit
-from services.app.validate import validate
+from services.app.runs.progress import RunStatus, event_detail, one_line, run_status
+from services.app.runs.streams import follow
 from services.cli.up import start, stop
 from services.runtime import apps
 from services.runtime.errors import ConfigurationError, SpecdecError

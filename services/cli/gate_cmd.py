@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from contracts.campaign import GateSpec
-    from services.app.gate import decide_files
+    from services.app.runs.gate import decide_files
     from services.gate import GateError
 
     optional = {"min_effect_pct": args.min_effect, "server_bias_pct": args.server_bias}

@@ -45,7 +45,7 @@ def _connected(body: Callable[[Any, argparse.Namespace], Awaitable[int]]) -> Cal
 
 
 async def _submit(session: Any, args: argparse.Namespace) -> int:
-    from services.app.submit import submit
+    from services.app.campaign.submit import submit
 
     run_id = await submit(session, Path(args.campaign), experiment_id=args.experiment_id)
     print(run_id)
@@ -53,7 +53,7 @@ async def _submit(session: Any, args: argparse.Namespace) -> int:
 
 
 async def _approve(session: Any, args: argparse.Namespace) -> int:
-    from services.app.ops import approve
+    from services.app.runs.ops import approve
 
     result = await approve(session, args.run_id, acknowledged=args.i_understand_this_mutates_cluster)
     for plan in result.plans:
@@ -63,7 +63,7 @@ async def _approve(session: Any, args: argparse.Namespace) -> int:
 
 
 async def _request(session: Any, args: argparse.Namespace) -> int:
-    from services.app.ops import request
+    from services.app.runs.ops import request
 
     event_id = await request(session, args.step, args.run_id, inputs=args.input, reason=args.reason)
     print(f"published {args.step}.requested {event_id}")
@@ -76,14 +76,14 @@ def render_status(result: Any) -> str:
     for step in result.steps:
         lines.append(f"  {step.step:<9} {step.state:<18} {step.detail or ''}".rstrip())
     if getattr(result, "rounds", None) is not None:
-        from services.app.rounds_status import describe
+        from services.app.runs.rounds_status import describe
 
         lines += describe(result.rounds)
     return "\n".join(lines)
 
 
 async def _status(session: Any, args: argparse.Namespace) -> int:
-    from services.app.ops import status
+    from services.app.runs.ops import status
 
     result = await status(session, args.run_id)
     print(result.model_dump_json(indent=2) if args.json else render_status(result))
@@ -96,14 +96,14 @@ def _watched(event: Any) -> None:
 
 
 async def _watch(session: Any, args: argparse.Namespace) -> int:
-    from services.app.ops import watch
+    from services.app.runs.ops import watch
 
     await watch(session, args.run_id, on_event=_watched, from_start=args.from_start, timeout_s=args.timeout)
     return 0
 
 
 async def _dlq(session: Any, args: argparse.Namespace) -> int:
-    from services.app.ops import dlq_list, dlq_replay
+    from services.app.runs.ops import dlq_list, dlq_replay
 
     if args.dlq_command == "replay":
         stream = await dlq_replay(session, args.dead_letter_id)

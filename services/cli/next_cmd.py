@@ -1,4 +1,4 @@
-"""`specdec next RUN_ID`: the use case of services/app/next_run.py, offline (no Redis).
+"""`specdec next RUN_ID`: the use case of services/app/campaign/next_run.py, offline (no Redis).
 
 Writes the campaign that proves or rejects the run's predicted k per concurrency (the standing cell
 again, the best fixed k and the scheduled cell; same target, traffic, corpus and draft, reused by its
@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run_next(args: argparse.Namespace) -> int:
-    from services.app.next_run import write_next
+    from services.app.campaign.next_run import write_next
     from services.runtime.bundle.bundle import BundleStore
     from services.runtime.settings import RuntimeSettings
 

@@ -2,7 +2,7 @@
 
 The plans are what an approval names (services/runtime/approval.py), so an
 operator reads them before `specdec approve`. Offline: the use case
-services/app/plans.py reads it from the run's bundle under SPECDEC_BUNDLE_ROOT.
+services/app/runs/plans.py reads it from the run's bundle under SPECDEC_BUNDLE_ROOT.
 
 Exit 0 with the plan; 2 with the reason when the run has no such plan.
 """
@@ -13,7 +13,7 @@ import argparse
 import sys
 
 from contracts.layout import PLAN_PATHS
-from services.app.plans import PLAN_STEPS
+from services.app.runs.plans import PLAN_STEPS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -32,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    from services.app import plans
+    from services.app.runs import plans
     from services.runtime.bundle.bundle import BundleStore
     from services.runtime.settings import RuntimeSettings
 

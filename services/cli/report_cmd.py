@@ -1,4 +1,4 @@
-"""`specdec report` and `specdec publish`: the use cases of services/app/report.py, offline (no Redis).
+"""`specdec report` and `specdec publish`: the use cases of services/app/runs/report.py, offline (no Redis).
 
 Both read the run's bundle under SPECDEC_BUNDLE_ROOT (default ./bundles).
 
@@ -74,7 +74,7 @@ def _bundle() -> BundleStore:
 def run_report(args: argparse.Namespace) -> int:
     # Imported here: the publisher loads matplotlib and scipy (~0.7 s), which building the
     # `specdec` parser (every command) must not wait for.
-    from services.app import report
+    from services.app.runs import report
 
     bundle = _bundle()
     if args.out is not None:
@@ -96,7 +96,7 @@ def run_report(args: argparse.Namespace) -> int:
 def run_publish(args: argparse.Namespace) -> int:
     import asyncio
 
-    from services.app import report
+    from services.app.runs import report
     from services.publisher.publish.outbox import DraftOverride
     from services.runtime.settings import RuntimeSettings
 

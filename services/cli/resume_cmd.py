@@ -1,4 +1,4 @@
-"""`specdec resume RUN_ID`: the use case of services/app/resume.py.
+"""`specdec resume RUN_ID`: the use case of services/app/runs/resume.py.
 
 Derives the run's next step from its bundle and journal and publishes that step's trigger again
 (same event ID), or `<step>.requested` when the bundle does not hold it. Idempotent: a second
@@ -34,7 +34,7 @@ def run_resume(args: argparse.Namespace) -> int:
     import asyncio
 
     from services.app.context import connect
-    from services.app.resume import resume
+    from services.app.runs.resume import resume
     from services.runtime.settings import RuntimeSettings
 
     async def go() -> int:

@@ -2,7 +2,7 @@
 
 Exit 0 when submit would accept the campaign, 2 when not (every problem named at
 once). Nothing is stored and nothing is published: no bundle folder, no event,
-no Redis needed. `--json` prints the whole result (services/app/validate.py
+no Redis needed. `--json` prints the whole result (services/app/campaign/validate.py
 `Validation`): problems, warnings, inert fields, and each cell's declared serving
 config as specdec read it.
 """
@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    from services.app.validate import validate
+    from services.app.campaign.validate import validate
 
     result = validate(Path(args.campaign))
     if args.json:

@@ -1,7 +1,7 @@
 """The workflow's verbs on the command line: `specdec evidence-init`, `campaign-init`, `campaign-run`,
 `publish-to-lake`, each with the arguments the MCP tool of the same verb takes in `args`.
 
-Each subcommand is built on the verb's own parser (services/app/verbs.py `parser`), so
+Each subcommand is built on the verb's own parser (services/app/workflow/verbs.py `parser`), so
 a command line and an agent's `args` are read alike; the CLI adds the typed
 acknowledgement as a flag of its own (the MCP tool takes it as a typed field, never in
 `args`). Each prints the verb's result as JSON: the run, the bundle, what happened and
@@ -14,7 +14,7 @@ import argparse
 import asyncio
 import sys
 
-from services.app import verbs
+from services.app.workflow import verbs
 
 ACK_FLAGS = {verbs.CAMPAIGN_RUN: ("--i-understand-this-mutates-cluster",
                                   "typed acknowledgement: approve the plans this run's preceding dry run returned"),
@@ -34,8 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def run(args: argparse.Namespace) -> int:
-    from services.app import verb_calls
     from services.app.context import connect
+    from services.app.workflow import verb_calls
     from services.runtime.settings import RuntimeSettings
 
     async def go() -> str:

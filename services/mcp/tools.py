@@ -29,13 +29,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from contracts.argv import check_token
 from contracts.campaign import Campaign, GateSpec
 from contracts.artifacts.decision import Decision
-from services.app import gate as gate_use_case
-from services.app import ops, plans, report, verb_calls, verbs, workflow
-from services.app.ops import Approved
-from services.app.progress import RunStatus
+from services.app.campaign.validate import Validation, validate
 from services.app.results import CampaignRunResult, CampaignStored, RenderedReport, RunCreated
-from services.app.validate import Validation, validate
-from services.app.verbs import VerbResult
+from services.app.runs import gate as gate_use_case
+from services.app.runs import ops, plans, report
+from services.app.runs.ops import Approved
+from services.app.runs.progress import RunStatus
+from services.app.workflow import verb_calls, verbs, workflow
+from services.app.workflow.verbs import VerbResult
 from services.mcp.deps import Deps
 from services.mcp.models import PlanShown
 from services.publisher.publish.outbox import DraftOverride

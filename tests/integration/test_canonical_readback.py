@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from contracts.events import BenchRequested
-from services.app.submit import prepare_campaign, store_campaign
+from services.app.campaign.submit import prepare_campaign, store_campaign
 from services.runtime.bundle.bundle import BundleStore
 from services.shared import vllm_cli
 from tests.integration.test_bench_service import bench_runner

@@ -17,7 +17,7 @@ import redis
 
 from contracts.events import ProfileRequested
 from services.app.context import connect, patiently
-from services.app.streams import follow
+from services.app.runs.streams import follow
 from services.runtime.errors import BrokerUnavailable
 from services.runtime.settings import RuntimeSettings
 from tests.integration.test_delivery import publish

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from contracts.events import ProfileFailed, ProfileRequested
-from services.app.progress import RunStatus
+from services.app.runs.progress import RunStatus
 from services.cli import demo, up
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.settings import RuntimeSettings

@@ -20,7 +20,7 @@ import orjson
 from contracts import layout
 from contracts.campaign import Campaign
 from contracts.events import BenchRequested
-from services.app.rounds_status import rounds_cost
+from services.app.runs.rounds_status import rounds_cost
 from services.bench.planning import rounds
 from services.gate import decide, load_trials, split_by_role
 from services.runtime.bundle.bundle import BundleStore

@@ -51,9 +51,9 @@ def test_help_loads_no_heavy_module_nor_the_log_setup():
 
 
 def test_redis_commands_load_no_step_module():
-    # status, watch and dlq run services.app.ops over services.app.context; faststream
+    # status, watch and dlq run services.app.runs.ops over services.app.context; faststream
     # loads only when a broker is made (a publish) or an entry is decoded.
-    loaded = loaded_after("import services.app.context, services.app.ops")
+    loaded = loaded_after("import services.app.context, services.app.runs.ops")
     assert loaded & {"scipy", "matplotlib", "numpy", "httpx", "detect_secrets", "faststream"} == set()
 
 
@@ -81,17 +81,17 @@ def test_a_step_command_module_that_is_not_built_is_left_out():
 
 
 def test_step_commands_load_their_use_case_only_when_run():
-    # gate and report import their use case (services/app/gate.py, report.py) inside the handler:
+    # gate and report import their use case (services/app/runs/gate.py, report.py) inside the handler:
     # the command modules themselves load neither the gate's scipy nor the publisher's matplotlib.
     loaded = loaded_after("import services.cli.gate_cmd, services.cli.report_cmd, services.cli.validate_cmd")
     assert loaded & set(HEAVY) == set()
-    import services.app.gate
-    import services.app.report
+    import services.app.runs.gate
+    import services.app.runs.report
     import services.gate
     import services.publisher.pipeline
 
-    assert services.app.gate.decide is services.gate.decide
-    assert services.app.report.render_run is services.publisher.pipeline.render_run
+    assert services.app.runs.gate.decide is services.gate.decide
+    assert services.app.runs.report.render_run is services.publisher.pipeline.render_run
 
 
 def test_step_names_have_one_value():

@@ -1,4 +1,4 @@
-"""Step states of a run derived from its events (services.app.progress)."""
+"""Step states of a run derived from its events (services.app.runs.progress)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from contracts.events import STEPS
-from services.app.progress import one_line, run_status
+from services.app.runs.progress import one_line, run_status
 
 RUN = "toy-20260101-000000-abcdef"
 _clock = count()
@@ -132,7 +132,7 @@ def test_one_line_marks_each_step():
 
 from datetime import UTC, datetime, timedelta  # noqa: E402 - grouped with the tests that use it
 
-from services.app.progress import STEP_EXPECTED_S, find_stall, plan_expected_s  # noqa: E402
+from services.app.runs.progress import STEP_EXPECTED_S, find_stall, plan_expected_s  # noqa: E402
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

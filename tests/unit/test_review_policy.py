@@ -19,7 +19,7 @@ from contracts import layout
 from contracts.campaign import REVIEWED_STEPS, Campaign, ReviewPolicy
 from contracts.envelope import ArtifactRef
 from contracts.events import BenchPlanned, RunApproved, TrainingPlanned
-from services.app.plans import describe, show_plan
+from services.app.runs.plans import describe, show_plan
 from services.publisher.report.model import PlanReview
 from services.publisher.publish.review_record import plan_reviews
 from services.runtime.approval import pre_approved

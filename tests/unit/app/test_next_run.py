@@ -1,4 +1,4 @@
-"""`specdec next RUN_ID` (services/app/next_run.py, services/cli/next_cmd.py) on stored bundles: the campaign
+"""`specdec next RUN_ID` (services/app/campaign/next_run.py, services/cli/next_cmd.py) on stored bundles: the campaign
 it writes submits as it is, benches the standing cell beside the best fixed k and the scheduled cell,
 reuses the run's target, traffic, corpus and draft (by its training input key), and pools nothing."""
 
@@ -15,8 +15,8 @@ from contracts import layout
 from contracts.campaign import Campaign, SpeculativeConfig
 from contracts.envelope import ArtifactRef
 from contracts.artifacts.training import InputKey, KeyRecord, TreeDigest
-from services.app.next_run import write_next
-from services.app.submit import load_campaign
+from services.app.campaign.next_run import write_next
+from services.app.campaign.submit import load_campaign
 from services.cli.main import main
 from services.gate.simulate import identity, spec_counters, trial_result
 from services.publisher.report.aggregate import read_campaign

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from contracts.layout import BENCH_PLAN
-from services.app import rounds_status
-from services.app.progress import run_status
+from services.app.runs import rounds_status
+from services.app.runs.progress import run_status
 from services.bench.planning import rounds
 from services.cli.main import render_status
 from services.runtime.bundle.bundle import BundleStore

@@ -19,7 +19,7 @@ from services.bench.errors import ServerNotReady, SpeculationNotActive
 from services.bench.planning.interleave import block_order, launch_order, run_interleaved
 from services.bench.planning.plan import BenchPlan, build_plan
 from services.bench.planning.plan_types import Block, CellPlan, Launch
-from services.app.plans import render
+from services.app.runs.plans import render
 from services.runtime.bundle.bundle_records import canonical_json
 from tests.unit.bench.test_bench_plan import example
 

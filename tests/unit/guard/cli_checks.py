@@ -63,7 +63,7 @@ def _spies(calls: list[tuple[str, Any, Any]]) -> dict[str, Callable[..., Any]]:
     import services.corpus.build as corpus_build
     import services.gate
     import services.profiler.profile as profiler
-    from services.app.plans import StoredPlan
+    from services.app.runs.plans import StoredPlan
 
     plan = StoredPlan(run_id=RUN, step="bench", file="bench/plan.json", uri=f"bundle://{RUN}/bench/plan.json",
                       sha256="0" * 64, approval="none", approval_event_id=None, approved_by=None,
@@ -86,35 +86,35 @@ def _spies(calls: list[tuple[str, Any, Any]]) -> dict[str, Callable[..., Any]]:
 
     return {
         "services.app.context.connect": connect,
-        "services.app.submit.submit": record("submit", "toy-run", is_async=True),
-        "services.app.ops.approve": record("approve", mock.Mock(event_id="e", plan_sha256s=[], plans=[]), is_async=True),
-        "services.app.ops.status": record("status", status, is_async=True),
+        "services.app.campaign.submit.submit": record("submit", "toy-run", is_async=True),
+        "services.app.runs.ops.approve": record("approve", mock.Mock(event_id="e", plan_sha256s=[], plans=[]), is_async=True),
+        "services.app.runs.ops.status": record("status", status, is_async=True),
         "services.cli.main.render_status": record("render_status", "status text"),
-        "services.app.resume.resume": record("resume", status, is_async=True),
+        "services.app.runs.resume.resume": record("resume", status, is_async=True),
         "services.cli.resume_cmd.render": record("render_resume", "resume text"),
-        "services.app.ops.watch": record("watch", None, is_async=True),
-        "services.app.ops.dlq_list": record("dlq_list", [], is_async=True),
-        "services.app.ops.dlq_replay": record("dlq_replay", "stream", is_async=True),
+        "services.app.runs.ops.watch": record("watch", None, is_async=True),
+        "services.app.runs.ops.dlq_list": record("dlq_list", [], is_async=True),
+        "services.app.runs.ops.dlq_replay": record("dlq_replay", "stream", is_async=True),
         "services.cli.up.up": record("up", 0),
         "services.cli.export.export": record("export", []),
-        "services.app.report.render_run": record("render_run", outcome),
-        "services.app.report.render_copy": record("render_copy", (outcome.report, outcome.summary, [])),
-        "services.app.report.publish_report": record("publish_report", None, is_async=True),
-        "services.app.next_run.write_next": record("write_next", mock.Mock(path=Path("next.yaml"), cells=(),
+        "services.app.runs.report.render_run": record("render_run", outcome),
+        "services.app.runs.report.render_copy": record("render_copy", (outcome.report, outcome.summary, [])),
+        "services.app.runs.report.publish_report": record("publish_report", None, is_async=True),
+        "services.app.campaign.next_run.write_next": record("write_next", mock.Mock(path=Path("next.yaml"), cells=(),
                                                                           schedule=[], prediction=(), draft="")),
         "services.cli.mcp_cmd.exec_server": record("exec_mcp_server"),
         "services.mcp.server.serve": record("mcp_serve", 0),
         "services.cli.report_cmd.render": record("render_publication", "published"),
-        "services.app.plans.show_plan": record("show_plan", plan),
+        "services.app.runs.plans.show_plan": record("show_plan", plan),
         "services.profiler.profile.profile_traffic": record("profile_traffic", through=profiler.profile_traffic),
         "services.profiler.profile.profile_shapes": record("profile_shapes", through=profiler.profile_shapes),
         "services.corpus.build.build_corpus": record("build_corpus", through=corpus_build.build_corpus),
-        "services.app.gate.decide": record("decide", through=services.gate.decide),
-        "services.app.verb_calls.evidence_init": verb("evidence_init"),
-        "services.app.verb_calls.campaign_init": verb("campaign_init"),
-        "services.app.verb_calls.campaign_run": verb("campaign_run"),
-        "services.app.verb_calls.publish": verb("publish_to_lake"),
-        "services.app.validate.validate": record("validate", mock.Mock(accepted=True, cells=[], warnings=[],
+        "services.app.runs.gate.decide": record("decide", through=services.gate.decide),
+        "services.app.workflow.verb_calls.evidence_init": verb("evidence_init"),
+        "services.app.workflow.verb_calls.campaign_init": verb("campaign_init"),
+        "services.app.workflow.verb_calls.campaign_run": verb("campaign_run"),
+        "services.app.workflow.verb_calls.publish": verb("publish_to_lake"),
+        "services.app.campaign.validate.validate": record("validate", mock.Mock(accepted=True, cells=[], warnings=[],
                                                                         campaign="a.yaml", **{"model_dump_json.return_value": "{}"})),
     }
 
@@ -362,7 +362,7 @@ def _specdec_checks(ctx: Ctx) -> dict[str, tuple[list[str], list[str]]]:
 
 
 def _verb_checks(swap: Callable[[list[str], str, str], list[str]]) -> dict[str, tuple[list[str], list[str]]]:
-    """The workflow's verbs (services/app/verbs.py): each argument reaches the verb's call."""
+    """The workflow's verbs (services/app/workflow/verbs.py): each argument reaches the verb's call."""
     ev = ["evidence-init", "--family", "toy-llama"]
     ci = ["campaign-init", "--config", "a.yaml", "--experiment-id", "my-run-7", "--family", "toy-llama"]
     cr = ["campaign-run", "--config", "a.yaml", "--campaign", "my-run-7"]

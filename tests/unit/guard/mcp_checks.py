@@ -86,12 +86,12 @@ CHANGES: dict[str, Any] = {
 
 # The use cases the tools call, by the name the tools reach them through.
 _USE_CASES = [
-    "services.app.workflow.evidence_init", "services.app.workflow.campaign_init", "services.app.workflow.campaign_run",
-    "services.mcp.tools.validate", "services.app.ops.status", "services.app.ops.approve",
-    "services.app.ops.approve_plans", "services.app.plans.show_plan", "services.app.gate.decide_run",
-    "services.app.report.render", "services.app.report.publish",
-    "services.app.verb_calls.evidence_init", "services.app.verb_calls.campaign_init",
-    "services.app.verb_calls.campaign_run", "services.app.verb_calls.publish",
+    "services.app.workflow.workflow.evidence_init", "services.app.workflow.workflow.campaign_init", "services.app.workflow.workflow.campaign_run",
+    "services.mcp.tools.validate", "services.app.runs.ops.status", "services.app.runs.ops.approve",
+    "services.app.runs.ops.approve_plans", "services.app.runs.plans.show_plan", "services.app.runs.gate.decide_run",
+    "services.app.runs.report.render", "services.app.runs.report.publish",
+    "services.app.workflow.verb_calls.evidence_init", "services.app.workflow.verb_calls.campaign_init",
+    "services.app.workflow.verb_calls.campaign_run", "services.app.workflow.verb_calls.publish",
 ]
 
 
@@ -152,8 +152,8 @@ def _spy(calls: list[Any], name: str) -> Callable[..., Any]:
     async def arecord(*args: Any, **kwargs: Any) -> None:
         return record(*args, **kwargs)
 
-    return record if name in ("services.mcp.tools.validate", "services.app.plans.show_plan",
-                              "services.app.gate.decide_run", "services.app.report.render") else arecord
+    return record if name in ("services.mcp.tools.validate", "services.app.runs.plans.show_plan",
+                              "services.app.runs.gate.decide_run", "services.app.runs.report.render") else arecord
 
 
 def observe(tool: str, calls_of: list[dict[str, Any]], tmp: Path, server_of: Callable[[Deps], Any] = build_server

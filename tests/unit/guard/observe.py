@@ -113,7 +113,7 @@ def submitted(ctx: Ctx, data: dict[str, Any]) -> Campaign | Refused:
 
 
 def _submit(ctx: Ctx, data: dict[str, Any]) -> Campaign | Refused:
-    from services.app.submit import absolutize, load_campaign
+    from services.app.campaign.submit import absolutize, load_campaign
 
     path = ctx.file("campaign.yaml", yaml.dump(data, Dumper=_DUMPER, sort_keys=False))
     # libyaml reads what PyYAML's pure-Python reader reads, ten times faster: the guard submits
@@ -159,7 +159,7 @@ def observe_data(ctx: Ctx, data: dict[str, Any], names: tuple[str, ...]) -> dict
 @observable
 def run_id(ctx: Ctx, c: Campaign) -> Any:
     """The run ID submit gives (its time stamp and random suffix left out): every label carries it."""
-    from services.app.submit import new_run_id
+    from services.app.campaign.submit import new_run_id
 
     return new_run_id(c.family)[: -len("-20261130-010101-abcdef")]
 

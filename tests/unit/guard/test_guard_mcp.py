@@ -60,7 +60,7 @@ def _with_knob(deps):
     server = build_server(deps)
 
     async def evidence_init(family: str, knob: Annotated[int, Field(description="Read by nothing.")] = 0) -> None:
-        from services.app import workflow
+        from services.app.workflow import workflow
 
         await workflow.evidence_init(None, family, None)
 

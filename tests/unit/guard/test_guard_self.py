@@ -93,8 +93,8 @@ def test_a_conditional_inert_entry_taken_away_is_reported_where_it_held(fresh, m
 
 
 def _old_absolutize(campaign: Any, base: Path) -> Any:
-    """services/app/submit.absolutize before the fix: a matrix file's path resolved, not its cells."""
-    from services.app import submit
+    """services/app/campaign/submit.absolutize before the fix: a matrix file's path resolved, not its cells."""
+    from services.app.campaign import submit
 
     data = campaign.model_dump(by_alias=True)
     for part, key in (("target", "checkpoint"), ("target", "tokenizer"), ("traffic", "path")):
@@ -121,7 +121,7 @@ def _revert(item: str, mp: pytest.MonkeyPatch) -> Any:
     if item == "every listed shape benched":
         _wrap(mp, "services.bench.planning.planning.shape_specs", lambda specs, *a, **k: specs[:1])
     elif item == "workload_shape tied to the prompt source":
-        mp.setattr("services.app.submit._source_problems", lambda campaign: [])
+        mp.setattr("services.app.campaign.submit._source_problems", lambda campaign: [])
         mp.setattr("services.bench.planning.plan.source_problems", lambda *a, **k: [])
 
         def label(identity: dict, cell: Any, *a: Any, **k: Any) -> dict:
@@ -129,12 +129,12 @@ def _revert(item: str, mp: pytest.MonkeyPatch) -> Any:
 
         _wrap(mp, "services.bench.planning.plan._identity", label)
     elif item == "unknown --input names refused":
-        mp.setattr("services.app.ops.input_problem", lambda step, names: None)
+        mp.setattr("services.app.runs.ops.input_problem", lambda step, names: None)
         mp.setattr("contracts.events.input_problem", lambda step, names: None)
     elif item == "Kubernetes templates refused on other schedulers":
         return dropped(Campaign, "_check_kubernetes_templates")
     elif item == "relative paths in matrix.path resolved":
-        mp.setattr("services.app.submit.absolutize", _old_absolutize)
+        mp.setattr("services.app.campaign.submit.absolutize", _old_absolutize)
     elif item == "burstiness without request_rate consumed or refused":
         from services.bench import run
 

@@ -1,5 +1,5 @@
-"""Caller-chosen run IDs and the reusable steps of a submit (services/app/submit.py), and approving
-named plans (services/app/ops.py approve_plans), against a real Redis."""
+"""Caller-chosen run IDs and the reusable steps of a submit (services/app/campaign/submit.py), and approving
+named plans (services/app/runs/ops.py approve_plans), against a real Redis."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ import redis
 from contracts import layout
 from contracts.envelope import ArtifactRef
 from contracts.events import RunApproved, TrainingPlanned
-from services.app import ops, submit
+from services.app.campaign import submit
 from services.app.context import connect
+from services.app.runs import ops
 from services.runtime.errors import ConfigurationError
 from services.runtime.settings import RuntimeSettings
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contracts import layout
-from services.app.submit import target_build_record
+from services.app.campaign.submit import target_build_record
 from services.publisher.pipeline import render_run
 from tests.unit.publisher.synthetic import RUN, build
 

@@ -4,7 +4,7 @@ evidence_init -> campaign_init -> campaign_run without the acknowledgement (a dr
 run: the campaign is published so that the steps that change nothing run and
 every plan is produced and stored; none executes) -> campaign_run with the typed
 acknowledgement and the plans' sha256 (they run). The MCP server's tools are
-these functions; `specdec submit` is the same three steps in a row (submit.py).
+these functions; `specdec submit` is the same three steps in a row (campaign/submit.py).
 """
 
 from __future__ import annotations
@@ -19,12 +19,13 @@ from contracts import layout
 from contracts.campaign import REVIEWED_STEPS, Campaign
 from contracts.catalogue import PLAN_PATHS
 from contracts.events import CampaignSubmitted, RunApproved
-from services.app import ops, submit
+from services.app.campaign import submit
 from services.app.context import Session
-from services.app.ops import Approved
-from services.app.progress import run_status
-from services.app.rounds_status import rounds_cost
 from services.app.results import CampaignRunResult, CampaignStored, PlanView, RunCreated
+from services.app.runs import ops
+from services.app.runs.ops import Approved
+from services.app.runs.progress import run_status
+from services.app.runs.rounds_status import rounds_cost
 from services.runtime.approval import pre_approved
 from services.runtime.bundle.bundle import ArtifactMissing, BundleStore
 from services.runtime.campaign import load_campaign
@@ -104,7 +105,7 @@ async def campaign_run(session: Session, run_id: str, *, acknowledged: bool, pla
         events = await ops.journal(session, run_id)
     plans = plans_of(bundle, run_id, events)
     result = _run_result(run_id, acknowledged, published, approval, plans, pre, events)
-    # The cost before approval: a sequential plan's expected trials per arm (services/app/rounds_status.py).
+    # The cost before approval: a sequential plan's expected trials per arm (services/app/runs/rounds_status.py).
     return result.model_copy(update={"status": result.status.model_copy(update={"rounds": rounds_cost(bundle, run_id)})})
 
 

@@ -25,8 +25,8 @@ from pydantic import ValidationError
 from contracts.argv import token_placeholders
 from contracts.campaign.canonical import CanonicalCell, CanonicalCellRecord, CanonicalFile, CanonicalRecord, Rewrite
 from contracts.templates import SERVE_PLACEHOLDERS
-from services.app.canonical_bench import BenchRead, bench_command
-from services.app.canonical_tokens import literal, sample
+from services.app.campaign.canonical_bench import BenchRead, bench_command
+from services.app.campaign.canonical_tokens import literal, sample
 from services.shared import vllm_cli
 
 # Engine arguments that differ between arms without making the comparison uncontrolled: the speculation

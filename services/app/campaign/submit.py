@@ -32,9 +32,9 @@ from contracts.events import CampaignSubmitted
 from contracts.inert import inert_fields_set
 from contracts.templates import template_problems
 from services.bench.planning.plan import source_problems
+from services.app.campaign.suffix_cells import suffix_problems, suffix_revision
 from services.app.context import Session, operator
-from services.app.suffix_cells import suffix_problems, suffix_revision
-from services.app.streams import run_events
+from services.app.runs.streams import run_events
 from services.runtime.bundle.bundle import ArtifactMissing, BundleStore, InvalidPath
 from services.runtime.bundle.bundle_paths import validate_run_id
 from services.runtime.errors import ConfigurationError
@@ -59,7 +59,7 @@ def load_campaign(path: Path) -> tuple[Campaign, bytes]:
 
 def load_campaign_file(path: Path) -> tuple[Campaign, bytes, CanonicalRecord | None]:
     """Parse and validate a campaign file in either shape, naming every problem at once: specdec's own, or the
-    workflow's canonical matrix (services/app/canonical.py), read into specdec's campaign with the record of what
+    workflow's canonical matrix (services/app/campaign/canonical.py), read into specdec's campaign with the record of what
     else it said."""
     try:
         raw_bytes = path.read_bytes()
@@ -71,7 +71,7 @@ def load_campaign_file(path: Path) -> tuple[Campaign, bytes, CanonicalRecord | N
         raise CampaignRejected(path, [f"not valid YAML: {exc}"]) from None
     record: CanonicalRecord | None = None
     if is_canonical(data):
-        from services.app import canonical
+        from services.app.campaign import canonical
 
         try:
             data, record = canonical.translate(data, base=Path.cwd())

@@ -14,8 +14,8 @@ from pydantic import Field
 from contracts.envelope import ArtifactRef, Strict
 from contracts.inputs import input_problem
 from services.app.context import Session, operator, patiently
-from services.app.progress import STEP_EXPECTED_S, RunStatus, find_stall, one_line, plan_expected_s, run_status
-from services.app.streams import dead_letters, follow, run_events
+from services.app.runs.progress import STEP_EXPECTED_S, RunStatus, find_stall, one_line, plan_expected_s, run_status
+from services.app.runs.streams import dead_letters, follow, run_events
 from services.runtime.errors import ConfigurationError
 
 # The event models (and the campaign schema under them) load where an event is built:
@@ -145,7 +145,7 @@ async def status(session: Session, run_id: str) -> RunStatus:
         raise ConfigurationError(f"no event of run {run_id} on {session.settings.stream_prefix}.* nor in its bundle")
     from datetime import UTC, datetime
 
-    from services.app.rounds_status import rounds_cost
+    from services.app.runs.rounds_status import rounds_cost
 
     found = find_stall(run_status(run_id, events), events, now=datetime.now(UTC),
                        expected=lambda step: expected_time(session, run_id, step))

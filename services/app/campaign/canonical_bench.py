@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts.campaign.canonical import CanonicalCell, Rewrite
-from services.app.canonical_tokens import literal, sample
+from services.app.campaign.canonical_tokens import literal, sample
 from services.shared import vllm_cli
 
 # What the gate reads from a vLLM result: the four latencies, their medians and every percentile asked for.

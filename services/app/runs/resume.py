@@ -5,7 +5,7 @@ Redis (restarted empty, flushed, failed over), while the service that would have
 from the bundle is not running, waits until someone publishes the trigger again. The run's
 known events are its streams, its journal and the outputs of its step records
 (services/runtime/delivery/adopt.py); the next step is the first neither done nor skipped
-(services/app/progress.py). Its trigger is published again **as it was** (same event ID), from
+(services/app/runs/progress.py). Its trigger is published again **as it was** (same event ID), from
 the journal or a step record; a trigger the bundle does not know (the operator's own event was
 lost) is replaced by `<step>.requested` whose event ID is derived from the run, the step and the
 run's last known event. Either way, resuming twice publishes the same event: every consumer and
@@ -21,8 +21,8 @@ from pydantic import Field
 
 from contracts.envelope import Strict
 from services.app.context import Session, operator
-from services.app.ops import journal
-from services.app.progress import next_step, run_status
+from services.app.runs.ops import journal
+from services.app.runs.progress import next_step, run_status
 from services.runtime.errors import ConfigurationError
 
 # The event that makes each step due (the flow of contracts/catalogue.py).

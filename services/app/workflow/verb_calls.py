@@ -1,6 +1,6 @@
-"""Each workflow verb run from its parsed `args` and typed acknowledgement (services/app/verbs.py).
+"""Each workflow verb run from its parsed `args` and typed acknowledgement (services/app/workflow/verbs.py).
 
-The same use cases as the typed tools and the CLI (workflow.py, report.py); what the
+The same use cases as the typed tools and the CLI (workflow.py, services/app/runs/report.py); what the
 workflow adds is its call shape, the link between a dry run and the live call that
 follows it, and results that say the next step in the workflow's words.
 
@@ -17,10 +17,11 @@ import argparse
 from pathlib import Path
 
 from contracts import layout
-from services.app import ops, report, verbs, workflow
 from services.app.context import Session
 from services.app.results import RunCreated
-from services.app.verbs import ArgsRefused, VerbResult
+from services.app.runs import ops, report
+from services.app.workflow import verbs, workflow
+from services.app.workflow.verbs import ArgsRefused, VerbResult
 from services.runtime.bundle.bundle import ArtifactMissing
 
 DRY_RUN_WAIT_S = 60.0

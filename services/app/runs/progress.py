@@ -10,7 +10,7 @@ from pydantic import Field
 
 from contracts.envelope import Strict
 from contracts.steps import STEPS
-from services.app.rounds_status import RoundsCost
+from services.app.runs.rounds_status import RoundsCost
 
 # schema -> (step, state it puts the step in)
 _TRANSITIONS: dict[str, tuple[str, str]] = {
@@ -195,7 +195,7 @@ def find_stall(
     waiting_s = (now - since).total_seconds()
     if waiting_s <= expected_s:
         return status
-    # Publishes the step's trigger again from the bundle (services/app/resume.py); idempotent.
+    # Publishes the step's trigger again from the bundle (services/app/runs/resume.py); idempotent.
     resume = f"specdec resume {status.run_id}"
     hint = (f"no event for {_span(waiting_s)} (expected within {_span(expected_s)}, from the {source}): check that "
             f"the {step.step} step's service runs (its /health) and `specdec dlq list`, then resume with `{resume}`")
