@@ -10,7 +10,7 @@ import yaml
 
 from contracts.campaign import Campaign
 from contracts.events import CampaignSubmitted
-from services.app.campaign.submit import absolutize
+from services.app.campaign.prepare import absolutize
 from services.runtime.bundle.bundle import BundleStore
 from tests.support.services import running, wait_events
 

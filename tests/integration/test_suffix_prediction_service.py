@@ -15,7 +15,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from contracts import layout
 from contracts.campaign import Campaign
 from contracts.artifacts.suffix import SuffixPrediction
-from services.app.campaign.submit import absolutize
+from services.app.campaign.prepare import absolutize
 from services.runtime.bundle.bundle import ArtifactMissing, BundleStore
 from tests.integration.test_profile_corpus_services import submit
 from tests.support.campaigns import without_trainer

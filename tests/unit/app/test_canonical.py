@@ -19,7 +19,7 @@ import yaml
 from contracts.campaign import Campaign
 from contracts.campaign.canonical import CanonicalRecord
 from services.app.campaign import canonical
-from services.app.campaign.submit import CampaignRejected, load_campaign_file
+from services.app.campaign.prepare import CampaignRejected, load_campaign_file
 from services.bench.planning.plan import build_plan
 from services.shared import vllm_cli
 

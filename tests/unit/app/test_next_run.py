@@ -16,7 +16,7 @@ from contracts.campaign import Campaign, SpeculativeConfig
 from contracts.envelope import ArtifactRef
 from contracts.artifacts.training import InputKey, KeyRecord, TreeDigest
 from services.app.campaign.next_run import write_next
-from services.app.campaign.submit import load_campaign
+from services.app.campaign.prepare import load_campaign
 from services.cli.main import main
 from services.gate.simulate import identity, spec_counters, trial_result
 from services.publisher.report.aggregate import read_campaign

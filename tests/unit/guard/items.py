@@ -126,7 +126,7 @@ def relative_paths_in_matrix_path_resolved(ctx: Ctx) -> list[str]:
     """A relative model path inside a matrix.path file is served as the same absolute path as inline."""
     import yaml
 
-    from services.app.campaign.submit import absolutize, load_campaign
+    from services.app.campaign.prepare import absolutize, load_campaign
 
     folder = ctx.tmp / "relative"
     (folder / "models/rel-model").mkdir(parents=True, exist_ok=True)

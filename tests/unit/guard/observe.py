@@ -113,7 +113,7 @@ def submitted(ctx: Ctx, data: dict[str, Any]) -> Campaign | Refused:
 
 
 def _submit(ctx: Ctx, data: dict[str, Any]) -> Campaign | Refused:
-    from services.app.campaign.submit import absolutize, load_campaign
+    from services.app.campaign.prepare import absolutize, load_campaign
 
     path = ctx.file("campaign.yaml", yaml.dump(data, Dumper=_DUMPER, sort_keys=False))
     # libyaml reads what PyYAML's pure-Python reader reads, ten times faster: the guard submits

@@ -93,18 +93,18 @@ def test_a_conditional_inert_entry_taken_away_is_reported_where_it_held(fresh, m
 
 
 def _old_absolutize(campaign: Any, base: Path) -> Any:
-    """services/app/campaign/submit.absolutize before the fix: a matrix file's path resolved, not its cells."""
-    from services.app.campaign import submit
+    """services/app/campaign/prepare.absolutize before the fix: a matrix file's path resolved, not its cells."""
+    from services.app.campaign import prepare
 
     data = campaign.model_dump(by_alias=True)
     for part, key in (("target", "checkpoint"), ("target", "tokenizer"), ("traffic", "path")):
         if key in data[part]:
-            data[part][key] = submit._absolute(data[part][key], base)
+            data[part][key] = prepare._absolute(data[part][key], base)
     if "path" in data["matrix"]:
-        data["matrix"]["path"] = submit._absolute(data["matrix"]["path"], base)
+        data["matrix"]["path"] = prepare._absolute(data["matrix"]["path"], base)
     else:
         for cell in data["matrix"]["cells"]:
-            cell["serving"]["model"] = submit._absolute(cell["serving"]["model"], base)
+            cell["serving"]["model"] = prepare._absolute(cell["serving"]["model"], base)
     return type(campaign).model_validate(data)
 
 
@@ -121,7 +121,7 @@ def _revert(item: str, mp: pytest.MonkeyPatch) -> Any:
     if item == "every listed shape benched":
         _wrap(mp, "services.bench.planning.planning.shape_specs", lambda specs, *a, **k: specs[:1])
     elif item == "workload_shape tied to the prompt source":
-        mp.setattr("services.app.campaign.submit._source_problems", lambda campaign: [])
+        mp.setattr("services.app.campaign.prepare._source_problems", lambda campaign: [])
         mp.setattr("services.bench.planning.plan.source_problems", lambda *a, **k: [])
 
         def label(identity: dict, cell: Any, *a: Any, **k: Any) -> dict:
@@ -134,7 +134,7 @@ def _revert(item: str, mp: pytest.MonkeyPatch) -> Any:
     elif item == "Kubernetes templates refused on other schedulers":
         return dropped(Campaign, "_check_kubernetes_templates")
     elif item == "relative paths in matrix.path resolved":
-        mp.setattr("services.app.campaign.submit.absolutize", _old_absolutize)
+        mp.setattr("services.app.campaign.prepare.absolutize", _old_absolutize)
     elif item == "burstiness without request_rate consumed or refused":
         from services.bench import run
 
