@@ -3,7 +3,7 @@ figures.py; with the draft's cost, predict.py) beside the realized one, where sp
 and the campaign's ngram settings beside the profile's advice.
 
 Tables of measured numbers start with the identity pointer (`Ref`) like every other such table
-(render.py); tables of declared settings name the cell and point to its arms.
+(report/sections.py); tables of declared settings name the cell and point to its arms.
 """
 
 from __future__ import annotations

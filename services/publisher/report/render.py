@@ -20,6 +20,11 @@ paying, the ngram settings beside the profile's advice, the suffix prediction an
 the trained draft's offline acceptance beside the served ones (offline_section.py), and last the next
 measured lever. Rejected trials are in no arm, so
 in no table of figures and no plot: only their own section lists them.
+
+`build_document` puts the sections in that order. The report's own ones (DRAFT reasons, summary,
+steps, identity, engine read-back, rejected trials, redaction, gate verdicts, latency, throughput,
+acceptance, speedup with its plot, the next measured lever) are built in sections.py; the others
+in the modules named above.
 """
 
 from __future__ import annotations
@@ -28,29 +33,28 @@ import posixpath
 from dataclasses import dataclass
 
 from contracts import layout
-from contracts.campaign import ServingConfig
-from contracts.artifacts.decision import FloorCheck
-from contracts.artifacts.engine import CHECKED_FIELDS
-from services.publisher.report import figures as fig
 from services.publisher.report import answer, canonical_section, target_model
 from services.publisher.prediction import offline_section, render_predict
-from services.publisher.report.document import (
-    Anchor,
-    Bullets,
-    Document,
-    Image,
-    Paragraph,
-    Ref,
-    Section,
-    Table,
-    Text,
-    to_html,
-    to_markdown,
-)
+from services.publisher.report.document import Document, to_html, to_markdown
 from services.publisher.report.draft import draft_reasons
 from services.publisher.report.levers import Lever, levers
-from services.publisher.report.model import ArmLevel, CampaignData, arm_key
+from services.publisher.report.model import CampaignData
 from services.publisher.report.plots import Plot, render_plots
+from services.publisher.report.sections import (
+    acceptance_section,
+    draft_section,
+    engine_section,
+    gate_section,
+    identity_section,
+    latency_section,
+    levers_section,
+    redaction_section,
+    rejected_section,
+    speedup_section,
+    steps_section,
+    summary_section,
+    throughput_section,
+)
 from services.publisher.publish.review_record import review_section
 from services.publisher.prediction.schedule_section import with_schedule
 
@@ -85,338 +89,28 @@ def build_document(data: CampaignData, plots: list[Plot], found: list[Lever]) ->
     by_name = {p.name: p for p in plots}
     reasons = draft_reasons(data)
     sections = [
-        *([_draft_section(reasons)] if reasons else []),
+        *([draft_section(reasons)] if reasons else []),
         *answer.answer_section(data, by_name),  # the first screen: the per-level answer (answer.py)
-        _summary(data),
+        summary_section(data),
         *canonical_section.intent_section(data.intent),
-        _steps(data),
+        steps_section(data),
         review_section(data),
-        _identity(data),
+        identity_section(data),
         target_model.target_section(data),
         *canonical_section.canonical_section(data.canonical),
-        _engine(data),
-        _rejected(data),
-        _redaction(data),
+        engine_section(data),
+        rejected_section(data),
+        redaction_section(data),
         render_predict.training_section(data),
-        _gate(data),
-        _latency(data, by_name),
-        _throughput(data, by_name),
-        _acceptance(data, by_name),
-        _speedup(data, by_name),
+        gate_section(data),
+        latency_section(data, by_name),
+        throughput_section(data, by_name),
+        acceptance_section(data, by_name),
+        speedup_section(data, by_name),
         render_predict.stops_paying_section(data),
         render_predict.ngram_settings_section(data),
         render_predict.suffix_prediction_section(data),
         offline_section.offline_acceptance_section(data),  # the trainer's estimate beside the served a_j
-        with_schedule(_levers(found), data),  # ends with the k per concurrency, predicted (issue 34)
+        with_schedule(levers_section(found), data),  # ends with the k per concurrency, predicted (issue 34)
     ]
     return Document(title=f"specdec report: run {data.run_id}", draft_reasons=tuple(reasons), sections=tuple(sections))
-
-
-# --- sections ----------------------------------------------------------------------
-
-
-def _draft_section(reasons: list[str]) -> Section:
-    return Section("draft", "Why this is a DRAFT", (
-        Paragraph(("These numbers are not final evidence, because:",)),
-        Bullets(tuple((r,) for r in reasons)),
-    ))
-
-
-def _summary(data: CampaignData) -> Section:
-    d, c = data.decision, data.campaign
-    lines: list[Text] = [("run: ", data.run_id)]
-    if c is not None:
-        rev = c.source_revisions
-        lines.append((f"family: {c.family}; target: {c.target.checkpoint}",))
-        lines.append((f"source revisions: target {rev.target or 'unknown'}, trainer {rev.trainer or 'unknown'}, "
-                      f"serving {rev.serving or 'unknown'}, specdec {rev.specdec or 'unknown'}"
-                      + (f", suffix decoding {rev.suffix_decoding}" if rev.suffix_decoding else ""),))
-    if data.draft_reused_from:
-        lines.append((f"draft model: reused from run {data.draft_reused_from}, whose training inputs were identical "
-                      f"(training input key {data.draft_input_key or 'unknown'}); nothing was trained in this run",))
-    elif data.draft_input_key:
-        lines.append((f"draft model: trained in this run (training input key {data.draft_input_key})",))
-    if d is not None:
-        lines.append((f"decision: {d.decision}" + (f" (winner {d.winner})" if d.winner else "") + f"; objective "
-                      f"{d.objective} ({d.direction.replace('_', ' ')}); guards "
-                      f"{', '.join(d.gate.guards) or 'none'}; named baseline {d.baseline}",))
-        lines.append((f"DECISION.json sha256 {data.decision_sha256}",))
-        lines += [(f"gate: {r}",) for r in d.reasons]
-    else:
-        lines.append((f"decision: none (no valid {layout.DECISION})",))
-    lines.append((f"cells: {', '.join(data.cells())}; concurrency levels: {', '.join(_lvl(v) for v in data.levels)}; "
-                  "identity of every figure above: ", *_join([Ref(a.key) for a in data.arms])))
-    return Section("summary", "Summary", (
-        Bullets(tuple(lines)),
-        Paragraph(("Every measured number below carries its identity: the ID column points to its row in the "
-                   "identity table (model, hardware, node, quantization, parallelism, serving config, workload shape, "
-                   "concurrency, regime, source revision, trial count, named baseline).",)),
-    ))
-
-
-def _steps(data: CampaignData) -> Section:
-    rows = tuple((s.step, s.state, s.detail or "-") for s in data.steps)
-    note = () if data.journal_present else (Paragraph((f"The bundle has no {layout.EVENTS} (journal).",)),)
-    return Section("steps", "Campaign steps", (Table(("step", "state", "evidence"), rows, identity_column=False), *note))
-
-
-def _identity(data: CampaignData) -> Section:
-    rows = []
-    for arm in data.arms:
-        i = arm.identity
-        par = f"tp{i.parallelism.tensor_parallel_size} pp{i.parallelism.pipeline_parallel_size} " \
-            f"dp{i.parallelism.data_parallel_size}" if i else "unknown"
-        rows.append((
-            Anchor(arm.key), arm.cell_id, arm.role or "unknown",
-            i.model if i else "unknown", i.hardware if i else "unknown", (i.node or "unknown") if i else "unknown",
-            (i.quantization or "none") if i else "unknown", par,
-            _serving(i.serving_config) if i else "unknown", i.workload_shape if i else "unknown",
-            _lvl(arm.concurrency), i.regime if i else "unknown", i.graph_mode if i else "unknown",
-            (i.source_revision or "unknown") if i else "unknown",
-            f"{len(arm.trials)}/{arm.trials_declared or '?'}", arm.baseline_cell_id or "-",
-            "; ".join(arm.identity_problems) or "complete",
-        ))
-    columns = ("ID", "cell", "role", "model", "hardware", "node", "quantization", "parallelism", "serving config",
-               "workload shape", "concurrency", "regime", "graph mode", "source revision", "trials (found/declared)",
-               "named baseline", "identity check")
-    return Section("identity", "Identity of every number", (Table(columns, tuple(rows), identity_column=False),))
-
-
-def _engine(data: CampaignData) -> Section:
-    rows: list[tuple[str, ...]] = []
-    for row in data.engine:
-        launch = "-" if row.launch is None else str(row.launch)
-        if row.check is None:
-            rows.append((row.cell_id, launch, "-", "-", "not read back", "-", row.path or "-"))
-            continue
-        by_field = {c.field: c for c in row.check.checks}
-        for name in CHECKED_FIELDS:
-            c = by_field.get(name)
-            if c is None:
-                rows.append((row.cell_id, launch, name, "-", "not read back", "-", row.path or "-"))
-            else:
-                verdict = "UNVERIFIABLE" if c.unverifiable else "ok" if c.ok else "MISMATCH"
-                rows.append((row.cell_id, launch, name, _val(c.declared, "not declared"), _val(c.effective, "not reported"),
-                             verdict, row.path or "-"))
-    if not rows:
-        return Section("engine", "Engine read-back: declared and effective serving config",
-                       (Paragraph(("No launch in this bundle.",)),))
-    return Section("engine", "Engine read-back: declared and effective serving config", (
-        Paragraph(("What each launch's engine reported it runs (its start-up config and /v1/models), beside what the "
-                   "cell declared; a mismatch fails the cell. 'not read back': the launch has no read-back, so what "
-                   "it served is unverified; 'UNVERIFIABLE': the engine states that declared value nowhere (the "
-                   "lookup sizes come from what the API server received), so it is not counted as checked.",)),
-        Table(("cell", "launch", "field", "declared", "effective", "check", "read-back file"), tuple(rows),
-              identity_column=False),
-    ))
-
-
-def _redaction(data: CampaignData) -> Section:
-    title = "Redaction: what the corpus step replaced, per kind"
-    red = data.redaction
-    if red is None:
-        return Section("redaction", title, (Paragraph(("No corpus in this bundle: nothing was redacted.",)),))
-    rows = tuple(
-        (kind, red.placeholders.get(kind, "-"), str(n), str(red.diagnostics_counts.get(kind, 0)))
-        for kind, n in sorted(red.counts.items(), key=lambda item: (-item[1], item[0]))
-        if n or red.diagnostics_counts.get(kind, 0)
-    )
-    intro = (f"{red.records_redacted} corpus record(s) held at least one finding; each became its typed placeholder. "
-             f"Rule set: {red.ruleset or 'not recorded (an older manifest)'}.")
-    if not rows:
-        return Section("redaction", title, (Paragraph((intro + " Nothing of any kind was found.",)),))
-    return Section("redaction", title, (
-        Paragraph((intro,)),
-        Table(("kind", "placeholder", "in the corpus", "in rejected examples and messages"), rows, identity_column=False),
-    ))
-
-
-def _rejected(data: CampaignData) -> Section:
-    if not data.rejected:
-        return Section("rejected", "Rejected trials", (Paragraph((
-            "No trial was rejected: every trial's spec-decode counters agree with its declared speculation.",)),))
-    by = {"bench": "the bench", "report": "this report's re-check"}
-    rows = tuple((r.cell_id or "-", _lvl(r.concurrency), "-" if r.trial is None else str(r.trial), by[r.by],
-                  "; ".join(r.reasons), r.path) for r in data.rejected)
-    return Section("rejected", "Rejected trials", (
-        Paragraph(("These trials' spec-decode counters contradict the speculation they declare "
-                   "(contracts/artifacts/speculation.py): they are kept in the bundle as evidence and are in no figure, "
-                   "no plot and no gate count.",)),
-        Table(("cell", "concurrency", "trial", "rejected by", "why", "file"), rows, identity_column=False),
-    ))
-
-
-
-def _floor_state(f: FloorCheck) -> str:
-    if f.passed is not None:
-        return "passed" if f.passed else "failed"
-    return "not applicable" if f.source.startswith("not applicable") else "unmeasured"
-
-def _val(value: object, none: str) -> str:
-    return none if value is None else str(value)
-
-
-def _gate(data: CampaignData) -> Section:
-    d = data.decision
-    if d is None:
-        return Section("gate", "Gate verdicts", (Paragraph(("No valid gate decision in this bundle.",)),))
-    rows, floors, guards = [], [], []
-    for cand in d.candidates:
-        for lvl in cand.levels:
-            key = _ref(data, cand.candidate, lvl.concurrency)
-            o = lvl.objective
-            interval = f"[{o.interval.low_pct:+.1f}, {o.interval.high_pct:+.1f}]" if o and o.interval else "-"
-            rows.append((
-                key, cand.candidate, _lvl(lvl.concurrency),
-                f"{lvl.candidate.trials}/{lvl.baseline.trials}", d.baseline, o.metric if o else d.objective,
-                _n(o.baseline_value) if o else "-", _n(o.candidate_value) if o else "-",
-                _pct(o.delta_pct) if o else "-", interval, _pct(o.noise_bound_pct, signed=False) if o else "-",
-                o.verdict if o else "unavailable", lvl.outcome,
-            ))
-            floors += [(key, cand.candidate, _lvl(lvl.concurrency), f"{lvl.candidate.trials}", d.baseline,
-                        f.floor, f"{f.minimum:g}", _n(f.measured), _floor_state(f))
-                       for f in lvl.floors]
-            guards += [(key, cand.candidate, _lvl(lvl.concurrency), f"{lvl.candidate.trials}/{lvl.baseline.trials}",
-                        d.baseline, g.guard, _n(g.comparison.baseline_value), _n(g.comparison.candidate_value),
-                        _pct(g.comparison.delta_pct), _pct(g.comparison.noise_bound_pct, signed=False),
-                        g.comparison.verdict, {True: "passed", False: "failed"}.get(g.passed, "not compared"))
-                       for g in lvl.guards]
-    outcomes = tuple((_refs(data, c.candidate), c.candidate, c.outcome, _pct(c.worst_gain_pct),
-                      _lvl(c.stops_paying_at) if c.stops_paying_at else "-", c.reasons[0]) for c in d.candidates)
-    blocks = [
-        Paragraph((f"Decision {d.decision}" + (f", winner {d.winner}" if d.winner else "") + f". Rule: {d.campaign_rule}",)),
-        Table(("ID", "candidate", "outcome", "smallest gain", "stops paying at", "why"), outcomes),
-        Table(("ID", "candidate", "concurrency", "trials (cand/base)", "named baseline", "objective", "baseline",
-               "candidate", "change", "interval (%)", "noise bound", "verdict", "level outcome"), tuple(rows)),
-    ]
-    if floors:
-        blocks.append(Table(("ID", "candidate", "concurrency", "trials", "named baseline", "floor", "minimum", "measured",
-                             "result"), tuple(floors)))
-    if guards:
-        blocks.append(Paragraph(("Guards: a candidate worse beyond the noise on any of these metrics is rejected; "
-                                 "one that cannot be compared leaves its level inconclusive.",)))
-        blocks.append(Table(("ID", "candidate", "concurrency", "trials (cand/base)", "named baseline", "guard",
-                             "baseline", "candidate", "change", "noise bound", "verdict", "result"), tuple(guards)))
-    return Section("gate", "Gate verdicts", tuple(blocks))
-
-
-def _latency(data: CampaignData, plots: dict[str, Plot]) -> Section:
-    rows = []
-    for arm in data.arms:
-        requests = sum(t.completed + t.failed for t in arm.trials)
-        rows.append((*_id_cols(arm), *(_spread(fig.spread(arm.trials, a)) for a in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")),
-                     f"{sum(t.failed for t in arm.trials)}/{requests}"))
-    cols = ("ID", "cell", "concurrency", "trials", "named baseline", "TTFT ms", "TPOT ms", "ITL ms", "E2EL ms", "failed/requests")
-    blocks = [
-        Paragraph(("Each figure: geometric mean of the trials' medians [min - max over trials].",)),
-        Table(cols, tuple(rows)),
-    ]
-    blocks += [_image(p) for p in plots.values() if p.name.startswith("latency-")]
-    return Section("latency", "Latency per cell and concurrency (TTFT, TPOT, ITL)", tuple(blocks))
-
-
-def _throughput(data: CampaignData, plots: dict[str, Plot]) -> Section:
-    rows = tuple((*_id_cols(arm), _spread(fig.spread(arm.trials, "output_throughput_tok_per_s"))) for arm in data.arms)
-    blocks = [Table(("ID", "cell", "concurrency", "trials", "named baseline", "output tok/s"), rows)]
-    blocks += [_image(plots[n]) for n in ("throughput.png",) if n in plots]
-    return Section("throughput", "Throughput against concurrency", tuple(blocks))
-
-
-def _acceptance(data: CampaignData, plots: dict[str, Plot]) -> Section:
-    rows = []
-    for arm in data.arms:
-        acc = fig.acceptance(arm)
-        if acc is None:
-            continue
-        rows.append((*_id_cols(arm), str(acc.k), f"{acc.rate:.3f}", f"{acc.mean_length:.3f}",
-                     " / ".join(f"{a:.3f}" for a in acc.per_position), " / ".join(f"{p:.3f}" for p in acc.conditional)))
-    if not rows:
-        return Section("acceptance", "Acceptance per position", (Paragraph(("No trial carries spec-decode counters.",)),))
-    cols = ("ID", "cell", "concurrency", "trials", "named baseline", "k", "acceptance rate", "tau (mean acceptance length)",
-            "a_1 / ... / a_k", "p_1 / ... / p_k")
-    blocks = [Table(cols, tuple(rows)), *(_image(p) for p in plots.values() if p.name.startswith("acceptance-"))]
-    return Section("acceptance", "Acceptance per position", tuple(blocks))
-
-
-def _speedup(data: CampaignData, plots: dict[str, Plot]) -> Section:
-    return render_predict.speedup_section(data, _image(plots["speedup.png"]) if "speedup.png" in plots else None)
-
-
-def _levers(found: list[Lever]) -> Section:
-    def item(lever: Lever) -> tuple[Text, ...]:
-        evidence = ("evidence: ", *_join([Ref(key) for key in lever.evidence]))
-        return ((f"[{lever.rule}] finding: {lever.finding}",), (f"lever: {lever.action}",),
-                (f"gate that proves or rejects it: {lever.gate}",), evidence)
-
-    first, rest = found[0], found[1:]
-    blocks: list = [Paragraph(("The next measured lever, derived from the data by the rules of docs/publisher.md:",)),
-                    Bullets(item(first))]
-    if rest:
-        blocks.append(Paragraph(("Other levers the data supports, in rule order:",)))
-        blocks.append(Bullets(tuple(t for lever in rest for t in item(lever))))
-    return Section("next-lever", "Next measured lever", tuple(blocks))
-
-
-# --- helpers -----------------------------------------------------------------------
-
-
-def _id_cols(arm: ArmLevel) -> tuple:
-    return (Ref(arm.key), arm.cell_id, _lvl(arm.concurrency), f"{len(arm.trials)}/{arm.trials_declared or '?'}",
-            arm.baseline_cell_id or "-")
-
-
-def _image(plot: Plot) -> Image:
-    caption = (f"{plot.caption}. Identity: ", *_join([Ref(key) for key in plot.evidence]))
-    return Image(name=plot.name, title=plot.title, caption=caption, png=plot.png)
-
-
-def _serving(s: ServingConfig) -> str:
-    spec = s.speculative
-    if spec is None:
-        head = "no speculation"
-    else:
-        head = f"{spec.method} k={spec.num_speculative_tokens}"
-        if spec.model:
-            head += f" draft {spec.model}"
-        if spec.prompt_lookup_min is not None or spec.prompt_lookup_max is not None:
-            head += f" lookup {spec.prompt_lookup_min}-{spec.prompt_lookup_max}"
-    return f"{head}; dtype {s.dtype}; {s.graph_mode}; max_num_seqs {s.max_num_seqs or 'default'}"
-
-
-def _refs(data: CampaignData, cell: str) -> Text | str:
-    """Pointers to every arm of a cell (a figure over its levels)."""
-    arms = [Ref(a.key) for a in data.arms if a.cell_id == cell]
-    return _join(arms) if arms else f"{cell} (no identity in this bundle)"
-
-
-def _join(parts: list) -> Text:
-    out: list = []
-    for i, part in enumerate(parts):
-        out += ([", "] if i else []) + [part]
-    return tuple(out)
-
-
-def _ref(data: CampaignData, cell: str, level: int | None) -> Ref | str:
-    """A pointer to the arm's identity row; plain text when the bundle has no such arm (named outside the bundle)."""
-    key = arm_key(cell, level)
-    return Ref(key) if data.arm(cell, level) is not None else f"{key} (no identity in this bundle)"
-
-
-def _spread(s: fig.Spread | None) -> str:
-    return "-" if s is None else f"{_n(s.mean)} [{_n(s.low)} - {_n(s.high)}]"
-
-
-def _n(v: float | None) -> str:
-    if v is None:
-        return "-"
-    return f"{v:.1f}" if abs(v) >= 100 else f"{v:.3g}"
-
-
-def _pct(v: float | None, *, signed: bool = True) -> str:
-    if v is None:
-        return "-"
-    return f"{v:+.1f} %" if signed else f"{v:.1f} %"
-
-
-def _lvl(c: int | None) -> str:
-    return "unlimited" if c is None else str(c)
