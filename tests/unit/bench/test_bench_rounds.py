@@ -16,7 +16,7 @@ import pytest
 from contracts import layout
 from contracts.campaign import Campaign, Matrix
 from services.bench.planning import rounds
-from services.bench import run as run_module
+from services.bench import trial as trial_module
 from services.bench.loadgen.loadgen import WindowSpec
 from services.bench.planning.plan import BenchPlan, build_plan, source_problems
 from services.bench.loadgen.prompts import Prompt
@@ -134,7 +134,7 @@ def timed(wired, monkeypatch):  # noqa: F811
                               metrics_before=counters(0) if speculates else NO_COUNTERS,
                               metrics_after=counters(4) if speculates else NO_COUNTERS, metrics_error=None)
 
-    monkeypatch.setattr(run_module, "run_window_process", window)
+    monkeypatch.setattr(trial_module, "run_window_process", window)
     return make, executor, bundle, tpot
 
 

@@ -16,6 +16,7 @@ from contracts import layout
 from contracts.campaign import Campaign, Matrix
 from contracts.artifacts.results import LOADGEN_CPU_KEY, LoadgenCpu
 from services.bench import run as run_module
+from services.bench import trial as trial_module
 from services.bench.loadgen.loadgen import WindowSpec
 from services.bench.planning.plan import BenchPlan, build_plan
 from services.bench.planning.plan_types import Block
@@ -121,7 +122,7 @@ def wired(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
                               loadgen_cpu=LoadgenCpu(user_s=0.25, sys_s=0.05, wall_s=1.5, cpus=[1]))
 
     monkeypatch.setattr(run_module.BenchRun, "_read_back", no_read_back)
-    monkeypatch.setattr(run_module, "run_window_process", window)
+    monkeypatch.setattr(trial_module, "run_window_process", window)
     bundle = BundleStore(tmp_path / "bundles", fsync=False)
 
     async def emit(event: Any) -> None:
@@ -192,7 +193,7 @@ async def test_a_resumed_interleaved_run_measures_only_the_missing_trials(wired)
 
 async def test_a_cell_whose_speculation_is_not_active_fails_and_is_skipped_in_later_blocks(wired, monkeypatch) -> None:
     make, executor, events, bundle = wired
-    measured = run_module.run_window_process
+    measured = trial_module.run_window_process
 
     async def no_drafts_for_ngram(spec: WindowSpec, prompts: list[Prompt], *, run_id: str) -> MeasuredWindow:
         window = await measured(spec, prompts, run_id=run_id)
@@ -200,7 +201,7 @@ async def test_a_cell_whose_speculation_is_not_active_fails_and_is_skipped_in_la
             window = window.model_copy(update={"metrics_after": counters(0)})
         return window
 
-    monkeypatch.setattr(run_module, "run_window_process", no_drafts_for_ngram)
+    monkeypatch.setattr(trial_module, "run_window_process", no_drafts_for_ngram)
     outcome = await make(interleaved_plan()).execute()
     assert set(outcome.failed_cells) == {"ngram-k3"}
     assert "no drafts during the measured window" in outcome.failed_cells["ngram-k3"]
@@ -219,7 +220,7 @@ def _read_in_bursts(window: MeasuredWindow) -> MeasuredWindow:
 
 async def test_a_window_read_in_bursts_is_kept_and_measured_again(wired, monkeypatch) -> None:
     make, executor, events, bundle = wired
-    measured = run_module.run_window_process
+    measured = trial_module.run_window_process
     stalled: list[tuple[str, int, int]] = []
 
     async def ngram_stalls_once(spec: WindowSpec, prompts: list[Prompt], *, run_id: str) -> MeasuredWindow:
@@ -230,7 +231,7 @@ async def test_a_window_read_in_bursts_is_kept_and_measured_again(wired, monkeyp
             return _read_in_bursts(window)
         return window
 
-    monkeypatch.setattr(run_module, "run_window_process", ngram_stalls_once)
+    monkeypatch.setattr(trial_module, "run_window_process", ngram_stalls_once)
     outcome = await make(interleaved_plan()).execute()
     assert outcome.failed_cells == {}
     windows = [entry[1:] for entry in executor.log if entry[0] == "window"]
@@ -243,18 +244,18 @@ async def test_a_window_read_in_bursts_is_kept_and_measured_again(wired, monkeyp
 
 async def test_a_cell_whose_client_keeps_reading_in_bursts_fails_naming_why(wired, monkeypatch) -> None:
     make, executor, events, bundle = wired
-    measured = run_module.run_window_process
+    measured = trial_module.run_window_process
 
     async def ngram_always_stalls(spec: WindowSpec, prompts: list[Prompt], *, run_id: str) -> MeasuredWindow:
         window = await measured(spec, prompts, run_id=run_id)
         return _read_in_bursts(window) if executor.log[-1][1] == "ngram-k3" else window
 
-    monkeypatch.setattr(run_module, "run_window_process", ngram_always_stalls)
+    monkeypatch.setattr(trial_module, "run_window_process", ngram_always_stalls)
     outcome = await make(interleaved_plan()).execute()
     assert set(outcome.failed_cells) == {"ngram-k3"}
-    assert f"{run_module.STALL_ATTEMPTS} windows in a row were read in bursts" in outcome.failed_cells["ngram-k3"]
+    assert f"{trial_module.STALL_ATTEMPTS} windows in a row were read in bursts" in outcome.failed_cells["ngram-k3"]
     assert "time the client, not the server" in outcome.failed_cells["ngram-k3"]
     windows = [entry[1:] for entry in executor.log if entry[0] == "window"]
-    assert windows.count(("ngram-k3", 0, 1)) == run_module.STALL_ATTEMPTS
+    assert windows.count(("ngram-k3", 0, 1)) == trial_module.STALL_ATTEMPTS
     assert not bundle.run_dir(RUN).joinpath(layout.trial_result("ngram-k3", 0, 1)).exists()
 

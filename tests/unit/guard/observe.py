@@ -439,10 +439,10 @@ def _process_boundary():
         return None
 
     tls = _tls()
-    with mock.patch("services.bench.run.run_window_process", window), \
-            mock.patch("services.bench.run.spawn", spawned), \
+    with mock.patch("services.bench.trial.run_window_process", window), \
+            mock.patch("services.bench.trial.spawn", spawned), \
             mock.patch("services.bench.evaluate.spawn", spawned), \
-            mock.patch("services.bench.run.scrape_metrics", no_metrics), \
+            mock.patch("services.bench.trial.scrape_metrics", no_metrics), \
             mock.patch("services.bench.loadgen.loadgen.ssl.create_default_context", lambda: tls):
         yield
 
@@ -525,13 +525,13 @@ def gate(ctx: Ctx, c: Campaign) -> Any:
 
 def plan_trials(plan: Any) -> dict[str, list[Any]]:
     """Trial results of every cell of a bench plan, as the bench would record them: the identity
-    the runner gives each trial (services/bench/run._identity), every level and trial the plan
+    the runner gives each trial (services/bench/trial._identity), every level and trial the plan
     names, fixed measurements (candidates 30 % faster in TPOT, acceptance 0.6, full agreement)."""
     import numpy as np
 
     from contracts.artifacts.results import Evaluation
     from contracts.artifacts.trials import parse_trial
-    from services.bench.run import _identity
+    from services.bench.trial import _identity
     from services.gate.simulate import NoiseModel, spec_counters, trial_result
 
     baseline = next(cell.cell_id for cell in plan.cells if cell.role == "standing")

@@ -58,9 +58,9 @@ def test_a_field_added_without_a_consumer_is_reported_by_name_under_every_varian
 
 
 def test_a_consumer_taken_away_is_reported_under_every_variant(fresh, monkeypatch):
-    from services.bench import run
+    from services.bench import trial
 
-    window_spec, bench_values = run._window_spec, run.bench_values
+    window_spec, bench_values = trial._window_spec, trial.bench_values
 
     def no_warmup_window(*args: Any, **kwargs: Any) -> Any:
         return window_spec(*args, **kwargs).model_copy(update={"warmup_requests": 4})
@@ -70,8 +70,8 @@ def test_a_consumer_taken_away_is_reported_under_every_variant(fresh, monkeypatc
 
     field = "matrix.load.warmup_requests"
     assert all(judge(fresh, field, CHECKS[field], v) is None for v in VARIANTS[:1])
-    monkeypatch.setattr(run, "_window_spec", no_warmup_window)
-    monkeypatch.setattr(run, "bench_values", no_warmup_values)
+    monkeypatch.setattr(trial, "_window_spec", no_warmup_window)
+    monkeypatch.setattr(trial, "bench_values", no_warmup_values)
     fresh.forget()
     for variant in VARIANTS:
         verdict = judge(fresh, field, CHECKS[field], variant)
@@ -136,16 +136,16 @@ def _revert(item: str, mp: pytest.MonkeyPatch) -> Any:
     elif item == "relative paths in matrix.path resolved":
         mp.setattr("services.app.campaign.prepare.absolutize", _old_absolutize)
     elif item == "burstiness without request_rate consumed or refused":
-        from services.bench import run
+        from services.bench import trial
 
-        window_spec = run._window_spec
+        window_spec = trial._window_spec
 
         def reset(plan: Any, *args: Any, **kwargs: Any) -> Any:  # the old reset to 1.0 without a rate
             if plan.load.request_rate is None:
                 plan = plan.model_copy(update={"load": plan.load.model_copy(update={"burstiness": 1.0})})
             return window_spec(plan, *args, **kwargs)
 
-        mp.setattr(run, "_window_spec", reset)
+        mp.setattr(trial, "_window_spec", reset)
         return dropped(LoadSpec, "_check_arrivals")
     elif item == "min_trials: 1 consumed or refused":
         return dropped(GateSpec, "_check_min_trials")
@@ -163,7 +163,7 @@ def _revert(item: str, mp: pytest.MonkeyPatch) -> Any:
     elif item == "gate.guards":
         mp.setattr(importlib.import_module("services.gate.decide"), "parse_guards", lambda guards: [])
     elif item == "node in the trial identity":
-        _wrap(mp, "services.bench.run._identity", lambda ident, *a, **k: ident.model_copy(update={"node": None}))
+        _wrap(mp, "services.bench.trial._identity", lambda ident, *a, **k: ident.model_copy(update={"node": None}))
     else:
         raise AssertionError(f"no revert for item {item!r}: add one here")
     return None

@@ -102,7 +102,7 @@ def test_a_suffix_cell_caching_earlier_answers_to_replayed_prompts_is_a_draft(ca
 
 
 def test_sequential_rounds_growing_trial_count_is_not_an_identity_difference(store):
-    # Rounds write trial_count 3, 3, 3 and then 4 for the trial the extra round added (services/bench/run.py):
+    # Rounds write trial_count 3, 3, 3 and then 4 for the trial the extra round added (services/bench/trial.py):
     # it names the trial within its arm, it does not describe the measurement.
     build(store, Spec())
     raw = orjson.loads(store.read_bytes(RUN, "bench/ngram-k3/trial-2/result-c1.json"))
