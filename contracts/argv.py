@@ -11,8 +11,9 @@ is either present or absent. It must be a list item of its own; it renders to
 one complete token (`--enforce-eager`, `--max-num-seqs=8`) or, when the field
 is off or unset, the item is dropped. So a switch is expressed without a shell
 and without ever passing an empty string as an argument. Which step fills which
-placeholder, and the submit-time rules, are in contracts/templates.py and
-docs/configuration.md ("Operator argv templates").
+placeholder is in contracts/templates/values.py; the submit-time rules are in
+contracts/templates/check.py and docs/configuration.md ("Operator argv
+templates").
 """
 
 from __future__ import annotations

@@ -465,7 +465,7 @@ def test_submit_refuses_a_traffic_or_matrix_file_that_is_not_there(cli, env, cli
     assert not env.bundle_root.exists() or not any(env.bundle_root.iterdir())
 
 
-# --- submit: operator templates cannot drop a declared field (contracts/templates.py) ----------
+# --- submit: operator templates cannot drop a declared field (contracts/templates/check.py) ----
 
 SERVER = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "{model}", "--port", "{port}",
           "--max-model-len", "{max_model_len}", "--speculative-config", "{speculative_config_json}"]

@@ -139,7 +139,7 @@ def test_a_relative_checkpoint_subdir_is_kept_normalised(data, value, stored):
 
 def test_a_template_that_drops_a_declared_field_still_validates_and_submit_checks_refuse_it(data):
     """The model stays backward compatible (stored campaigns keep loading); the
-    refusal is specdec submit's (contracts/templates.py)."""
+    refusal is specdec submit's (contracts/templates/check.py)."""
     from contracts.templates import template_problems
 
     data["matrix"]["cells"][1]["serving"]["max_num_seqs"] = 8

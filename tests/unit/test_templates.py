@@ -1,5 +1,5 @@
 """Operator serve and bench templates cannot drop a declared field
-(contracts/templates.py): what fills them, and what `specdec submit` refuses —
+(contracts/templates/): what fills them, and what `specdec submit` refuses —
 each serving field and load field, literal flags that agree or contradict,
 placeholders without a value, placeholders a step does not fill, and cells
 whose bench commands imply different loads."""

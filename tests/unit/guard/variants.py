@@ -45,7 +45,7 @@ Bench = Literal["builtin", "operator"]
 Executor = Literal["local", "slurm", "kubernetes"]
 Traffic = Literal["file", "shapes"]
 
-# An operator serve template that carries every field a cell can declare (contracts/templates.py).
+# An operator serve template that carries every field a cell can declare (contracts/templates/carriers.py).
 SERVE_TEMPLATE = [
     "python", "-m", "vllm.entrypoints.openai.api_server", "--model", "{model}", "--tokenizer", "{tokenizer}",
     "--dtype", "{dtype}", "{quantization_flag}", "--tensor-parallel-size", "{tensor_parallel_size}",
