@@ -155,7 +155,7 @@ def _chosen_branches(errors: list[Any]) -> list[Any]:
 
 def _source_problems(campaign: Campaign) -> list[str]:
     """Cell labels the prompt source contradicts and shapes no prompt would reach
-    (services/bench/plan.source_problems), refused before anything is stored; a
+    (services/bench/planning/plan.source_problems), refused before anything is stored; a
     matrix file is read for it, as for the templates."""
     if isinstance(campaign.matrix, Matrix):
         return [f"invalid: {p}" for p in source_problems(campaign, campaign.matrix)]
