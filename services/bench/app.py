@@ -18,7 +18,7 @@ from contracts.catalogue import BENCH
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import BenchCompleted, BenchPlanned, BenchRequested, TrainingCompleted
 from services.bench.executors.execution import execute
-from services.bench.planning.plan import BenchPlan
+from services.bench.planning.bench_plan import BenchPlan
 from services.bench.planning.planning import plan_bench
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery.consumer import Route, StepContext

@@ -98,7 +98,7 @@ def _matrix_of(campaign: Campaign) -> Matrix | None:
 
 def _template_problems(campaign: Campaign, record: CanonicalRecord | None = None) -> list[str]:
     """Operator serve and bench templates that would drop or contradict a declared
-    field (contracts/templates.py), refused before anything is stored. A matrix
+    field (contracts/templates/check.py), refused before anything is stored. A matrix
     file is read here for that, from where submit runs; a missing one is named by
     _missing_files, an unreadable one here. A canonical file's commands that vLLM's
     own parsers read (`record`) are left out: their declared config and load are what

@@ -18,7 +18,7 @@ from contracts.envelope import Event
 from contracts.events import BenchCompleted, BenchTrialCompleted
 from services.bench.executors.executor import LocalExecutor, ServingExecutor
 from services.bench.executors.kubernetes import KubernetesExecutor, require_kubectl
-from services.bench.planning.plan import BenchPlan
+from services.bench.planning.bench_plan import BenchPlan
 from services.bench.run import BenchRun, read_prompts
 from services.bench.executors.slurm import SlurmExecutor
 from services.runtime.bundle.bundle import BundleStore

@@ -22,7 +22,8 @@ from contracts.campaign.canonical import CanonicalRecord
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import CapacitySelected, TrainingCompleted
 from contracts.inputs import CORPUS, TRAINING_OUTPUT
-from services.bench.planning.plan import BenchPlan, build_plan
+from services.bench.planning.bench_plan import BenchPlan
+from services.bench.planning.plan import build_plan
 from services.bench.planning.rounds import earlier_noise
 from services.bench.loadgen.prompts import (
     Prompt,
