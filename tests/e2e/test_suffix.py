@@ -22,7 +22,9 @@ import yaml
 
 from contracts.campaign import Campaign
 from contracts.artifacts.speculation import speculation_problems
-from services.bench.executors.engine_config import Declared, compare, effective_config, fetch_models, read_log
+from services.bench.executors.engine_compare import Declared, compare
+from services.bench.executors.engine_config import fetch_models
+from services.bench.executors.engine_log import effective_config, read_log
 from services.bench.executors.executor import launch, wait_ready
 from services.bench.metrics import spec_decode_delta
 from services.bench.executors.serving import serve_argv

@@ -17,7 +17,8 @@ import pytest
 import yaml
 
 from contracts.events import BenchRequested
-from services.app.campaign.submit import prepare_campaign, store_campaign
+from services.app.campaign.prepare import prepare_campaign
+from services.app.campaign.submit import store_campaign
 from services.runtime.bundle.bundle import BundleStore
 from tests.integration.test_bench_service import bench_runner
 from tests.support.services import wait_events

@@ -19,7 +19,8 @@ import pytest
 import yaml
 
 from contracts.events import BenchRequested
-from services.app.campaign.submit import prepare_campaign, store_campaign
+from services.app.campaign.prepare import prepare_campaign
+from services.app.campaign.submit import store_campaign
 from services.runtime.bundle.bundle import BundleStore
 from services.shared import vllm_cli
 from tests.integration.test_bench_service import bench_runner

@@ -25,7 +25,8 @@ import httpx
 
 from contracts.artifacts.engine import EffectiveConfig, FieldCheck
 from contracts.events import SpecDecodeDelta
-from services.bench.executors.engine_config import Declared, compare, effective_config, read_log
+from services.bench.executors.engine_compare import Declared, compare
+from services.bench.executors.engine_log import effective_config, read_log
 from services.bench.metrics import counters_delta, spec_decode_counters
 
 ROOT = Path(__file__).resolve().parents[2]

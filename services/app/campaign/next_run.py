@@ -98,7 +98,7 @@ def _write_checked(path: Path, text: str, run_id: str) -> None:
     """Write `text` to `path` only if `specdec submit` would accept it (its own reading, every check: a
     traffic file moved away since the run, for one). Never overwrites: the file is linked into place,
     which fails if the path exists."""
-    from services.app.campaign.submit import CampaignRejected, load_campaign
+    from services.app.campaign.prepare import CampaignRejected, load_campaign
 
     partial = path.with_name(f".{path.name}.partial")
     partial.write_text(text)

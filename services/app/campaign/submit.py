@@ -22,9 +22,7 @@ from contracts import layout
 from contracts.campaign import Campaign
 from contracts.envelope import ArtifactRef
 from contracts.events import CampaignSubmitted
-# load_campaign is not used here: services/app/campaign/next_run.py imports it from this module.
-from services.app.campaign.prepare import (CampaignRejected, PreparedCampaign, canonical_run_problems, load_campaign,
-                                           prepare_campaign)
+from services.app.campaign.prepare import CampaignRejected, PreparedCampaign, canonical_run_problems, prepare_campaign
 from services.app.context import Session, operator
 from services.app.runs.streams import run_events
 from services.runtime.bundle.bundle import ArtifactMissing, BundleStore, InvalidPath

@@ -16,7 +16,7 @@ from pydantic import Field
 from contracts.campaign import Campaign, TrafficShapes
 from contracts.campaign.canonical import CanonicalRecord, Rewrite
 from contracts.envelope import Strict
-from services.app.campaign.submit import CampaignRejected, prepare_campaign
+from services.app.campaign.prepare import CampaignRejected, prepare_campaign
 
 
 class DeclaredCell(Strict):

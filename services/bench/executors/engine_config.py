@@ -6,8 +6,8 @@ The bench run (services/bench/run.py) calls `read_back` once per launch, after
 This module holds that read-back of a running server (waiting for the log's
 config line, GET /v1/models); its two parts are engine_log.py (how vLLM states
 its resolved config: the log lines and /v1/models read into an EffectiveConfig)
-and engine_compare.py (the declared config and the comparison rules). Their
-names stay importable from here, where the bench run and the tests find them.
+and engine_compare.py (the declared config and the comparison rules); import their
+names from those modules.
 """
 
 from __future__ import annotations
@@ -20,38 +20,9 @@ from typing import Any
 
 from contracts.artifacts.engine import EngineCheck
 from services.bench.errors import ServingError
-from services.bench.executors.engine_compare import (
-    NO_DRAFT_METHODS,
-    Declared,
-    compare,
-    declared_of,
-    engine_check,
-    mismatch_reason,
-    normalize_dtype,
-    normalize_model,
-)
-from services.bench.executors.engine_log import (
-    CHUNKED_BATCHED,
-    CONFIG_LINE,
-    DEFAULTED_BATCHED,
-    DEFAULTED_SEQS,
-    KNOWN_VERSIONS,
-    NON_DEFAULT_ARGS,
-    NOT_PASSED,
-    EngineLog,
-    effective_config,
-    parse_assignments,
-    read_log,
-)
+from services.bench.executors.engine_compare import declared_of, engine_check, mismatch_reason
+from services.bench.executors.engine_log import KNOWN_VERSIONS, EngineLog, effective_config, read_log
 from services.bench.planning.plan_types import CellPlan
-
-__all__ = [
-    "CHUNKED_BATCHED", "CONFIG_LINE", "DEFAULTED_BATCHED", "DEFAULTED_SEQS", "KNOWN_VERSIONS", "MIN_WAIT_S",
-    "NON_DEFAULT_ARGS", "NOT_PASSED", "NO_DRAFT_METHODS", "POLL_S", "Declared", "EngineConfigMismatch",
-    "EngineConfigMissing", "EngineLog", "LogReader", "ReadBack", "compare", "declared_of", "effective_config",
-    "engine_check", "fetch_models", "mismatch_reason", "normalize_dtype", "normalize_model", "parse_assignments",
-    "read_back", "read_log", "wait_for_config",
-]
 
 # How often the log is read again while waiting for the config line.
 POLL_S = 0.5

@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from services.bench.executors.engine_config import declared_of, effective_config, engine_check, mismatch_reason, read_log
+from services.bench.executors.engine_compare import declared_of, engine_check, mismatch_reason
+from services.bench.executors.engine_log import effective_config, read_log
 from services.bench.planning.plan_types import CellPlan
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vllm-0.32.0"

@@ -15,19 +15,9 @@ import pytest
 
 from contracts.artifacts.engine import CHECKED_FIELDS, EngineCheck
 from services.bench.executors import engine_config
-from services.bench.executors.engine_config import (
-    EngineConfigMismatch,
-    EngineConfigMissing,
-    ReadBack,
-    compare,
-    declared_of,
-    effective_config,
-    engine_check,
-    mismatch_reason,
-    parse_assignments,
-    read_back,
-    read_log,
-)
+from services.bench.executors.engine_compare import compare, declared_of, engine_check, mismatch_reason
+from services.bench.executors.engine_config import EngineConfigMismatch, EngineConfigMissing, ReadBack, read_back
+from services.bench.executors.engine_log import effective_config, parse_assignments, read_log
 from services.bench.planning.plan_types import CellPlan
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vllm-0.32.0"

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from services.bench.executors.engine_config import Declared, compare, effective_config, mismatch_reason, read_log
-from services.bench.executors.engine_config import engine_check as make_check
+from services.bench.executors.engine_compare import Declared, compare, mismatch_reason
+from services.bench.executors.engine_compare import engine_check as make_check
+from services.bench.executors.engine_log import effective_config, read_log
 
 LOG = Path(__file__).parent / "fixtures" / "vllm-0.32.0" / "eagle3-k3.log"
 TARGET = "/work/main/.run/examples/toy-target"

@@ -10,7 +10,8 @@ import json
 from pathlib import Path
 
 from contracts.campaign import SUFFIX_KEYS
-from services.bench.executors.engine_config import compare, declared_of, effective_config, read_log
+from services.bench.executors.engine_compare import compare, declared_of
+from services.bench.executors.engine_log import effective_config, read_log
 from services.bench.planning.plan_types import CellPlan
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vllm-0.32.0"

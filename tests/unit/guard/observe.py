@@ -344,7 +344,7 @@ def _bench_plan(c: Campaign) -> Any:
 @observable
 def serve(ctx: Ctx, c: Campaign) -> Any:
     """Every server launch as its executor starts it, and what its engine must be shown to run."""
-    from services.bench.executors.engine_config import declared_of
+    from services.bench.executors.engine_compare import declared_of
 
     plan = bench_plan(ctx, c)
     if isinstance(plan, Refused):
