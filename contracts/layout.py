@@ -115,6 +115,11 @@ K8S_POD = "pod.json"
 RESULTS_GLOB = f"{BENCH_DIR}/*/trial-*/result-*.json"
 
 
+def bench_takeback(attempt: int | str) -> str:
+    """What an attempt ended before its first launch: the servers an earlier owner of the run left."""
+    return f"{BENCH_ATTEMPTS_DIR}/takeback-{attempt}.json"
+
+
 def bench_attempt(attempt: int | str) -> str:
     """The record of one execution of the bench plan ("*" globs them all)."""
     return f"{BENCH_ATTEMPTS_DIR}/attempt-{attempt}.json"

@@ -93,10 +93,14 @@ class BenchRun(TrialSteps):
         # A restarted runner first stops what an interrupted delivery left (by label);
         # the last cleanup runs whatever happens, cancellation included.
         try:
-            self.outcome.cleaned += await self.executor.prepare()
+            taken_back = await self.executor.prepare()
         except ServingError as exc:
             raise StepFailed(f"the {self.plan.executor} executor cannot start: {exc}; nothing was launched",
                              error_type="ExecutorUnavailable") from None
+        self.outcome.cleaned += taken_back
+        if taken_back:
+            # Evidence of what this attempt ended before its first launch (only when it ended something).
+            self.bundle.write_json(self.run_id, layout.bench_takeback(self.attempt), {"ended": taken_back})
         try:
             rotation = []
             for index, launch_plan in enumerate(self.plan.launches):

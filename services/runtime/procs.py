@@ -107,6 +107,16 @@ def kill_group(pgid: int, *, grace_s: float = 5.0) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except ProcessLookupError:
         return
+    # SIGKILL is delivered at once, but a process leaves /proc only once the kernel has torn it
+    # down: a caller that looks for labelled work right after (the pre-launch idle check) must not
+    # find the group it just ended. Bounded: a process stuck in the kernel (D state) is left.
+    deadline = time.monotonic() + KILL_SETTLE_S
+    while time.monotonic() < deadline and _group_alive(pgid):
+        time.sleep(0.05)
+
+
+# How long kill_group waits for a SIGKILLed group to be gone from /proc.
+KILL_SETTLE_S = 5.0
 
 
 def _group_alive(pgid: int) -> bool:
@@ -126,6 +136,56 @@ def _group_alive(pgid: int) -> bool:
         if int(fields[2]) == pgid and fields[0] != "Z":
             return True
     return False
+
+
+def end_labelled(run_id: str, *, service: str | None = None, deployment: str | None = None,
+                 grace_s: float = 5.0) -> list[int]:
+    """End the process groups of processes labelled with `run_id` (and `service`, `deployment` when
+    given), SIGTERM, then SIGKILL after `grace_s`; never the caller's own group. The groups ended."""
+    groups: list[int] = []
+    for proc in labelled_processes(service, deployment=deployment):
+        if proc.run_id != run_id or proc.pgid in groups or proc.pgid == os.getpgrp():
+            continue
+        groups.append(proc.pgid)
+        kill_group(proc.pgid, grace_s=grace_s)
+    return groups
+
+
+def workload_groups(pid: int) -> list[int]:
+    """The process groups of `pid`'s labelled descendants (the workloads a service started), read
+    from /proc while `pid` lives; never `pid`'s own group."""
+    parents: dict[int, int] = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(proc.name)] = int(fields[1])
+
+    def descends(child: int) -> bool:
+        seen = set()
+        while child in parents and child not in seen:
+            seen.add(child)
+            child = parents[child]
+            if child == pid:
+                return True
+        return False
+
+    own = _pgid(pid)
+    groups: list[int] = []
+    for proc in labelled_processes():
+        if proc.pgid != own and proc.pgid not in groups and descends(proc.pid):
+            groups.append(proc.pgid)
+    return groups
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
 
 
 @dataclass(frozen=True)

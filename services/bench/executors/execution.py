@@ -30,14 +30,29 @@ from services.shared.capacity.recheck import recheck
 NodeCheck = Callable[[str], Awaitable[str | None]]
 
 
-def make_executor(plan: BenchPlan, bundle: BundleStore) -> ServingExecutor:
+def make_executor(plan: BenchPlan, bundle: BundleStore, *, take_back: bool = False) -> ServingExecutor:
     if plan.executor == "slurm":
         return SlurmExecutor(plan.run_id, bundle)
     if plan.executor == "kubernetes":
         require_kubectl()
         first = plan.launches[0].kubernetes if plan.launches else None
         return KubernetesExecutor(plan.run_id, bundle, first.cleanup_argv if first else [])
-    return LocalExecutor(plan.run_id, bundle)
+    return LocalExecutor(plan.run_id, bundle, take_back=take_back)
+
+
+async def sole_owner(ctx: StepContext) -> str | None:
+    """None when this step's lease is the only lease of the bench-runner on its run, else why not.
+
+    Ownership of a run's servers is the lease's: an instance that holds the run's bench step, with no
+    other live instance holding work of the same run, owns whatever carries the run's label; a
+    labelled process then belongs to an earlier owner that died. Nothing is decided from process
+    names, ages or parents."""
+    if ctx.lease is None:
+        return "the step runs without a lease"
+    others = await ctx.lease.others()
+    if others:
+        return f"other instances hold work of this run ({', '.join(sorted(set(others.values())))})"
+    return None
 
 
 async def execute(
@@ -47,7 +62,10 @@ async def execute(
     """Run the plan; `bench.completed`, or StepFailed when the standing cell failed."""
     producer = f"{BENCH}/{ctx.settings.instance}"
     # Before any launch: a Kubernetes plan without kubectl fails here.
-    executor = make_executor(plan, bundle)
+    not_owned = await sole_owner(ctx)
+    if not_owned is not None:
+        ctx.log.info("nothing taken back: labelled processes of this run stay busy to the idle check", reason=not_owned)
+    executor = make_executor(plan, bundle, take_back=not_owned is None)
     prompts = read_prompts(bundle, event.run_id, Path(layout.BENCH_PROMPTS))
 
     async def check(node: str) -> str | None:

@@ -6,8 +6,9 @@ starts what its plan shows, waits for /health, stops it after the cell's
 results are captured, and cleans up by the experiment label only.
 
 Local: the server runs in its own process group with the experiment label, on a free
-loopback port, its output in a log file; it dies with the bench-runner
-(parent-death signal) and is stopped by its group. Readiness polls /health
+loopback port, its output in a log file; its first process dies with the bench-runner
+(parent-death signal) and the whole group is stopped together. What outlives a killed
+bench-runner (vLLM's engine core) is ended by the run's next owner (`take_back_local`). Readiness polls /health
 with a deadline; a server that exits or never answers raises with the tail
 of its log in the message.
 """
@@ -28,7 +29,7 @@ from contracts.catalogue import BENCH as SERVICE
 from services.bench.errors import ServerDied, ServerNotReady
 from services.bench.planning.plan_types import CellPlan, Launch
 from services.runtime.bundle.bundle import BundleStore
-from services.runtime.procs import kill_group, spawn
+from services.runtime.procs import DEPLOYMENT_ENV, kill_group, labelled_processes, spawn
 from services.shared.scheduler.health import wait_healthy
 from services.shared.scheduler.local import kill_labelled
 
@@ -66,6 +67,7 @@ class Server:
     argv: list[str]
     log_path: Path
     env: dict[str, str] = field(default_factory=dict)  # what specdec set in its environment (engine_env_defaults)
+    run_id: str = ""  # the run whose label it carries
 
     @property
     def base_url(self) -> str:
@@ -140,7 +142,7 @@ def launch(argv_template: list[str], *, run_id: str, log_path: Path, env: dict[s
         process = spawn(argv, run_id=run_id, service=SERVICE, env=child_env, stdout=log, stderr=subprocess.STDOUT)
     finally:
         log.close()
-    return Server(process=process, port=port, argv=argv, log_path=log_path, env=applied)
+    return Server(process=process, port=port, argv=argv, log_path=log_path, env=applied, run_id=run_id)
 
 
 async def wait_ready(server: Server, *, timeout_s: float, poll_s: float = 0.5) -> float:
@@ -191,7 +193,7 @@ class Served(Protocol):
 
 class ServingExecutor(Protocol):
     async def prepare(self) -> list[str]:
-        """Before the first launch: clean what an interrupted earlier delivery left (by label)."""
+        """Before the first launch: end what an earlier owner of the run left (by label), where the lease allows."""
         ...
 
     async def start(self, index: int, step: Launch, cell: CellPlan, folder: str) -> Served:
@@ -210,7 +212,11 @@ class LocalServed:
         self.files = [f"{folder}/{server.log_path.name}"]
 
     def record(self) -> dict[str, Any]:
-        return {"argv": self.server.argv, "port": self.server.port, "env": self.server.env}
+        # Written before the first request (services/bench/run.py, open_server): what a later owner of
+        # the run, or an operator, needs to find and end this server's whole process tree.
+        pid = self.server.process.pid
+        return {"argv": self.server.argv, "port": self.server.port, "env": self.server.env,
+                "pid": pid, "process_group": pid, "label": launch_label(self.server.run_id)}
 
     async def wait_ready(self, timeout_s: float) -> float:
         return await wait_ready(self.server, timeout_s=timeout_s)
@@ -223,15 +229,25 @@ class LocalServed:
 
 
 class LocalExecutor:
-    """Servers as labelled child processes of the bench-runner, on free loopback ports."""
+    """Servers as labelled child processes of the bench-runner, on free loopback ports.
 
-    def __init__(self, run_id: str, bundle: BundleStore) -> None:
+    `take_back`: the step's lease says that no other live instance holds work of this run
+    (services/bench/executors/execution.py asks the ledger); only then does `prepare` end the
+    servers an earlier owner of the run left behind.
+    """
+
+    def __init__(self, run_id: str, bundle: BundleStore, *, take_back: bool = False) -> None:
         self.run_id = run_id
         self.bundle = bundle
+        self.take_back = take_back
 
     async def prepare(self) -> list[str]:
-        # A restarted service's reconcile already killed what a dead one left.
-        return []
+        # A bench-runner killed mid-bench leaves its server's engine process behind: the parent-death
+        # signal reaches the server's first process only, and the restarted service's reconcile keeps
+        # the run while the dead owner's lease lives. The instance that takes the run back ends them here.
+        if not self.take_back:
+            return []
+        return await asyncio.to_thread(take_back_local, self.run_id)
 
     async def start(self, index: int, step: Launch, cell: CellPlan, folder: str) -> LocalServed:
         log_path = self.bundle.run_dir(self.run_id) / folder / layout.SERVER_LOG
@@ -239,6 +255,28 @@ class LocalExecutor:
 
     async def cleanup(self) -> list[str]:
         return await asyncio.to_thread(cleanup_local, self.run_id)
+
+
+def launch_label(run_id: str) -> dict[str, str]:
+    """The label every process of a local server carries in its environment (services/runtime/procs.py)."""
+    label = {"experiment": run_id, "service": SERVICE}
+    deployment = os.environ.get(DEPLOYMENT_ENV)
+    if deployment is not None:
+        label["deployment"] = deployment
+    return label
+
+
+def take_back_local(run_id: str, grace_s: float = 5.0) -> list[str]:
+    """End the process groups labelled with this run, the bench-runner and this deployment (SIGTERM, then
+    SIGKILL after `grace_s`): called only by the instance whose lease makes it the run's sole owner."""
+    deployment = os.environ.get(DEPLOYMENT_ENV)
+    left: dict[int, list[int]] = {}
+    for proc in labelled_processes(SERVICE, deployment=deployment):
+        if proc.run_id == run_id and proc.pgid != os.getpgrp():
+            left.setdefault(proc.pgid, []).append(proc.pid)
+    ended = kill_labelled(run_id, SERVICE, grace_s=grace_s, deployment=deployment)
+    return [f"ended process group {pgid} left by an earlier owner of the run (pids "
+            f"{', '.join(str(pid) for pid in sorted(left.get(pgid, [])))})" for pgid in ended]
 
 
 def cleanup_local(run_id: str, grace_s: float = 5.0) -> list[str]:

@@ -45,6 +45,7 @@ from services.runtime.delivery.groups import GroupKeeper  # noqa: F401 (re-expor
 from services.runtime.delivery.ledger import BUSY, DONE, RETAKEN, AckRef, Finish, Ledger, StepKey
 from services.runtime.delivery.route import (  # noqa: F401 (StepKeyFn re-exported: the services import it from here)
     Delivery,
+    Lease,
     Route,
     StepContext,
     StepKeyFn,
@@ -201,7 +202,8 @@ class Consumer:
             log.info("step in flight elsewhere; left pending", step_key=key.step)
             return "deferred"
 
-        context = StepContext(service=self.service, settings=self.settings, bus=self.bus, log=log, resources=self.resources)
+        context = StepContext(service=self.service, settings=self.settings, bus=self.bus, log=log, resources=self.resources,
+                              lease=Lease(key=key.render(), owner=owner, ledger=self.ledger))
         self.running.add(key)
         # The heartbeat starts only once the step has run one interval: most steps end
         # sooner, and a timer costs less than a task started and cancelled per message.

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -38,6 +38,36 @@ async def retry_dropped(op: Callable[[], Awaitable[Any]], waits: Sequence[float]
     raise AssertionError("unreachable")  # the loop returns or raises
 
 
+class Holders(Protocol):
+    """What a lease reads of the ledger: the in-flight leases of a service (key -> owner)."""
+
+    async def holders(self, service: str) -> dict[str, str]: ...
+
+
+@dataclass(frozen=True)
+class Lease:
+    """The lease a running step holds: its key and owner, and the other leases on its run.
+
+    While a handler runs, its own lease is held (the consumer began it); whether any other
+    live instance holds work of the same run is a question for the ledger, asked when the
+    handler needs it (the bench-runner, before it ends what an earlier owner left).
+    """
+
+    key: str  # the step key as the ledger renders it: `<service>:<run_id>:<schema>:<step>`
+    owner: str
+    ledger: Holders
+
+    @property
+    def run_id(self) -> str:
+        return self.key.split(":", 2)[1]
+
+    async def others(self) -> dict[str, str]:
+        """Other in-flight leases of this service on this run (key -> owner); empty: this step alone."""
+        service = self.key.split(":", 1)[0]
+        return {key: owner for key, owner in (await self.ledger.holders(service)).items()
+                if key.split(":", 2)[1] == self.run_id and not (key == self.key and owner == self.owner)}
+
+
 @dataclass
 class StepContext:
     """What a handler may use besides its event: publish progress, the lease, the log."""
@@ -48,6 +78,8 @@ class StepContext:
     log: Any
     # Set by the runtime: extra resources a service's bootstrap attached (bundle store, ...).
     resources: dict[str, Any] = field(default_factory=dict)
+    # The lease this step holds (None where a handler runs outside a consumer, as in unit tests).
+    lease: Lease | None = None
 
     async def emit(self, event: Event) -> None:
         """Publish a progress event now (training.started, bench.trial.completed, ...).
