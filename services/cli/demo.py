@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import subprocess
 import sys
 import time
@@ -28,8 +29,9 @@ from services.app.campaign.validate import validate
 from services.app.context import connect
 from services.app.runs.progress import RunStatus, event_detail, one_line, run_status
 from services.app.runs.streams import follow
-from services.cli.up import start, stop
+from services.cli.up import start, stop, stop_grace_s
 from services.runtime import apps
+from services.runtime.procs import deployment_id, end_labelled
 from services.runtime.errors import ConfigurationError, SpecdecError
 from services.runtime.settings import RuntimeSettings
 
@@ -264,6 +266,9 @@ def main(argv: list[str] | None = None) -> int:
         # Bad input (a campaign submit refuses, Redis not answering): the reasons alone, no traceback.
         print(f"specdec demo: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("specdec demo: stopped; its services and their servers were stopped", file=sys.stderr)
+        return 130
 
 
 def _run(campaign: Path, timeout_s: float, out: TextIO) -> int:
@@ -284,13 +289,31 @@ def _run(campaign: Path, timeout_s: float, out: TextIO) -> int:
     log_dir.mkdir(parents=True, exist_ok=True)
     out.write(f"service logs: {log_dir}\n")
     children = start(names, log_dir=str(log_dir))
+    run_id: str | None = None
+    previous = signal.signal(signal.SIGTERM, _stopped)  # SIGTERM stops the demo as Ctrl-C does: through `finally`
     try:
         run_id = asyncio.run(_submit(settings, campaign))
         out.write(f"submitted {campaign} as run {run_id}\n")
         status = asyncio.run(follow_run(settings, run_id, out, timeout_s=timeout_s))
         return summarize(status, settings.bundle_root.resolve() / run_id, out)
     finally:
-        stop(children, grace_s=15)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the stop short
+        stop(children, grace_s=stop_grace_s(settings.shutdown_grace_s))
+        if run_id is not None:
+            # The demo's run is the demo's alone: whatever still carries its label once every
+            # service has stopped (a server whose service was SIGKILLed) is ended here.
+            ended = end_labelled(run_id, deployment=deployment_id(settings.redis_url, settings.stream_prefix))
+            if ended:
+                out.write(f"ended {len(ended)} process group(s) still labelled experiment={run_id}\n")
+        signal.signal(signal.SIGTERM, previous)
+
+
+class DemoStopped(KeyboardInterrupt):
+    """SIGTERM reached the demo: it stops its services and their servers, as on Ctrl-C."""
+
+
+def _stopped(signum: int, frame: object) -> None:
+    raise DemoStopped(f"stopped by signal {signum}")
 
 
 async def _submit(settings: RuntimeSettings, campaign: Path) -> str:

@@ -2,7 +2,8 @@
 
 The compose topology without Docker: one process per service (each its own
 consumer group member) against the configured Redis. Ctrl-C or SIGTERM stops
-them all (SIGTERM, then SIGKILL after the grace period); each child also dies
+them all (SIGTERM, then SIGKILL after the grace period; a service that had to be
+SIGKILLed has its servers' process groups ended too); each child also dies
 with this process (parent-death signal).
 """
 
@@ -15,8 +16,9 @@ import sys
 import time
 from typing import TextIO
 
-from services.runtime import apps, cpus
+from services.runtime import apps, cpus, procs
 from services.runtime.procs import _die_with_parent
+from services.runtime.settings import RuntimeSettings
 
 
 def service_env() -> dict[str, str]:
@@ -48,21 +50,42 @@ def start(names: list[str], *, log_dir: str | None = None) -> dict[str, subproce
     return children
 
 
-def stop(children: dict[str, subprocess.Popen[bytes]], grace_s: float) -> None:
+def stop_grace_s(shutdown_grace_s: float) -> float:
+    """How long a stopping service gets before SIGKILL: its in-flight work's grace period
+    (SPECDEC_SHUTDOWN_GRACE_S), then the time to end its servers (SIGTERM, then SIGKILL after
+    their own grace) and close."""
+    return shutdown_grace_s + WORKLOAD_STOP_S
+
+
+# A stopped step ends its servers' groups with SIGTERM and SIGKILL after 5 s (services/runtime/procs.py);
+# this leaves that and the service's own exit time.
+WORKLOAD_STOP_S = 15.0
+
+
+def stop(children: dict[str, subprocess.Popen[bytes]], grace_s: float) -> list[int]:
+    """SIGTERM every service, SIGKILL those still running after `grace_s`; the labelled process
+    groups of a service that had to be SIGKILLed are ended too (they were its children, found
+    before the kill), since it could not end them itself. Returns those groups."""
     for child in children.values():
         if child.poll() is None:
             child.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + grace_s
+    ended: list[int] = []
     for child in children.values():
         remaining = max(0.0, deadline - time.monotonic())
         try:
             child.wait(timeout=remaining)
         except subprocess.TimeoutExpired:
+            groups = procs.workload_groups(child.pid)
             child.kill()
             child.wait()
+            for pgid in groups:
+                procs.kill_group(pgid, grace_s=5.0)
+            ended += groups
+    return ended
 
 
-def up(names: list[str] | None, out: TextIO, *, grace_s: float = 15.0) -> int:
+def up(names: list[str] | None, out: TextIO, *, grace_s: float | None = None) -> int:
     selected = names or apps.available()
     unknown = [n for n in selected if n not in apps.APP_MODULES]
     if unknown:
@@ -90,7 +113,7 @@ def up(names: list[str] | None, out: TextIO, *, grace_s: float = 15.0) -> int:
                     stopping = True
             time.sleep(0.2)
     finally:
-        stop(children, grace_s)
+        stop(children, stop_grace_s(RuntimeSettings().shutdown_grace_s) if grace_s is None else grace_s)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     out.write("all services stopped\n")
