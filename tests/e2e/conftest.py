@@ -19,7 +19,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +28,7 @@ import redis
 import yaml
 
 from services.runtime import apps
+from services.runtime.procs import labelled_processes
 from tests.support.campaigns import run_events
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -43,6 +44,8 @@ class CampaignRun:
     events: list[dict[str, Any]]
     logs: Path
     elapsed_s: float
+    # The bench-runner's SIGKILLs mid-bench: after how many trial events, and what carried the run's label then.
+    kills: list[dict[str, Any]] = field(default_factory=list)
 
     def of(self, schema: str) -> list[dict[str, Any]]:
         return [e for e in self.events if e.get("schema") == schema]
@@ -139,8 +142,46 @@ def wait_run(client: redis.Redis, prefix: str, run_id: str, done: set[str], time
     raise AssertionError(f"run {run_id} did not reach {done} within {timeout_s}s; saw {sorted(schemas)}")
 
 
+# Delivery settings of the shared topology: a SIGKILLed bench-runner's message is reclaimed by its
+# restarted instance within about 7 s (the default, 30 s plus a 10 s poll, would spend a minute
+# on each of the campaign's two bench-runner kills); the heartbeat (2 s) stays well inside the lease (4 s).
+DELIVERY = {"SPECDEC_RECLAIM_IDLE_MS": "6000", "SPECDEC_RECLAIM_POLL_MS": "500"}
+
+
+@dataclass
+class SessionServices:
+    """Every built service as its own process; one may be SIGKILLed and started again."""
+
+    env: dict[str, str]
+    logs: Path
+    procs: dict[str, subprocess.Popen[bytes]]
+    starts: dict[str, int]
+
+    def start(self, name: str) -> None:
+        count = self.starts.get(name, 0) + 1
+        self.starts[name] = count
+        with (self.logs / (f"{name}.log" if count == 1 else f"{name}.{count}.log")).open("wb") as log:
+            self.procs[name] = subprocess.Popen([sys.executable, "-m", "services.runtime.main", name], env=self.env,
+                                                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+
+    def kill(self, name: str) -> None:
+        """SIGKILL, as a node's OOM killer or a pod eviction would: no shutdown, no cleanup."""
+        self.procs[name].kill()
+        self.procs[name].wait()
+
+    def stop(self) -> None:
+        for child in self.procs.values():
+            child.terminate()
+        for child in self.procs.values():
+            try:
+                child.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+
+
 @pytest.fixture(scope="session")
-def services_env(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+def session_services(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SessionServices]:
     """Every built service as its own process, on a prefix and bundle root of this session."""
     base = tmp_path_factory.mktemp("e2e")
     env = dict(os.environ)
@@ -150,26 +191,23 @@ def services_env(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> It
         "SPECDEC_STREAM_PREFIX": f"e2e{uuid.uuid4().hex[:8]}",
         "SPECDEC_BUNDLE_ROOT": str(base / "bundles"),
         "PATH": os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")]),
+        **DELIVERY,
     })
     logs = base / "logs"
     logs.mkdir()
     env["E2E_LOGS"] = str(logs)
-    children = []
+    services = SessionServices(env=env, logs=logs, procs={}, starts={})
     for name in apps.available():
-        log = (logs / f"{name}.log").open("wb")
-        children.append(subprocess.Popen([sys.executable, "-m", "services.runtime.main", name], env=env, cwd=ROOT,
-                                         stdout=log, stderr=subprocess.STDOUT))
+        services.start(name)
     try:
-        yield env
+        yield services
     finally:
-        for child in children:
-            child.terminate()
-        for child in children:
-            try:
-                child.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
+        services.stop()
+
+
+@pytest.fixture(scope="session")
+def services_env(session_services: SessionServices) -> dict[str, str]:
+    return session_services.env
 
 
 def submit_campaign(env: dict[str, str], campaign: Path) -> str:
@@ -187,20 +225,49 @@ def toy_target() -> Path:
     return Path(builder.build_target(ROOT / "infra/examples/sample-traffic.jsonl", MODELS / "toy-target", seed=0))
 
 
+def kill_bench_runner_mid_bench(services: SessionServices, client: redis.Redis, run_id: str, *,
+                                after_trials: int) -> dict[str, Any]:
+    """Once the run has `after_trials` trial events and no bench.completed, SIGKILL the bench-runner and
+    start it again; what its death left carrying the run's label (its server's engine) is returned."""
+    prefix = services.env["SPECDEC_STREAM_PREFIX"]
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while time.monotonic() < deadline:
+        schemas = [e["schema"] for e in run_events(client, prefix, run_id)]
+        if "bench.completed" in schemas or any(s.endswith(".failed") for s in schemas):
+            raise AssertionError(f"the bench ended before the kill after {after_trials} trial(s): {sorted(set(schemas))}")
+        if schemas.count("bench.trial.completed") >= after_trials:
+            break
+        time.sleep(0.5)
+    else:
+        raise AssertionError(f"run {run_id} reached no {after_trials} trial(s) within {RUN_TIMEOUT_S} s")
+    services.kill("bench-runner")
+    time.sleep(1)  # the parent-death signal reaches the server's first process; what outlives it stays
+    left = [{"pid": p.pid, "pgid": p.pgid} for p in labelled_processes() if p.run_id == run_id]
+    services.start("bench-runner")
+    return {"after_trials": after_trials, "left": left}
+
+
 @pytest.fixture(scope="session")
-def campaign_run(services_env: dict[str, str], toy_target: Path, tmp_path_factory: pytest.TempPathFactory) -> CampaignRun:
+def campaign_run(session_services: SessionServices, toy_target: Path,
+                 tmp_path_factory: pytest.TempPathFactory) -> CampaignRun:
+    services_env = session_services.env
     started = time.monotonic()
     campaign = campaign_file(tmp_path_factory.mktemp("campaign") / "campaign.yaml", pre_approved=True, target=toy_target)
     run_id = submit_campaign(services_env, campaign)
     client = redis.Redis.from_url(services_env["SPECDEC_REDIS_URL"])
     prefix = services_env["SPECDEC_STREAM_PREFIX"]
+    # Twice mid-bench, the bench-runner is SIGKILLed and started again: the run must still publish,
+    # count every trial once, and leave no engine behind (tests/e2e/test_campaign.py).
+    kills = [kill_bench_runner_mid_bench(session_services, client, run_id, after_trials=1)]
+    kills.append(kill_bench_runner_mid_bench(session_services, client, run_id, after_trials=3))
     events = wait_run(client, prefix, run_id, {"report.published"}, RUN_TIMEOUT_S)
     # The journal may trail the last event by a moment.
     time.sleep(3)
     events = run_events(client, prefix, run_id)
     client.close()
     return CampaignRun(run_id=run_id, bundle_dir=Path(services_env["SPECDEC_BUNDLE_ROOT"]) / run_id, env=services_env,
-                       events=events, logs=Path(services_env["E2E_LOGS"]), elapsed_s=time.monotonic() - started)
+                       events=events, logs=Path(services_env["E2E_LOGS"]), elapsed_s=time.monotonic() - started,
+                       kills=kills)
 
 
 @pytest.fixture(scope="session")

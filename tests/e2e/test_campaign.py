@@ -79,8 +79,20 @@ def test_the_trained_draft_reaches_the_acceptance_goal(campaign_run):
     assert 1 + accepted / drafts >= 2.0
 
 
+def launches(run, cell: str) -> list[Path]:
+    """Each launch's folder of its last attempt: the shared campaign's bench-runner is killed twice, so a
+    launch served again by a later attempt keeps its raw files under `attempt-<n>/` (docs/bench-runner.md)."""
+    found = []
+    for launch in sorted(run.bundle_dir.glob(f"bench/{cell}/launch-*")):
+        attempts = sorted(launch.glob("attempt-*/argv.json"), key=lambda p: int(p.parent.name.removeprefix("attempt-")))
+        found.append(attempts[-1].parent if attempts else launch)
+    return found
+
+
 def engine_checks(run, cell: str) -> list[dict]:
-    return [orjson.loads(path.read_bytes()) for path in sorted(run.bundle_dir.glob(f"bench/{cell}/launch-*/engine-config.json"))]
+    """Each launch's engine read-back, with `path`: where it is in the bundle."""
+    return [{**orjson.loads((folder / "engine-config.json").read_bytes()),
+             "path": str((folder / "engine-config.json").relative_to(run.bundle_dir))} for folder in launches(run, cell)]
 
 
 def test_a_serve_command_that_drops_the_speculative_config_fails_loudly(campaign_run):
@@ -109,7 +121,7 @@ def test_a_wrapper_that_drops_max_num_seqs_fails_at_run_time_naming_it(campaign_
     row = next(c for c in check["checks"] if c["field"] == "max_num_seqs")
     assert row["declared"] == declared and row["effective"] is None
     # The flag was launched (the wrapper's argv has it) and never reached vLLM.
-    launch = next(campaign_run.bundle_dir.glob("bench/dropped-max-num-seqs/launch-*"))
+    [launch] = launches(campaign_run, "dropped-max-num-seqs")
     argv = orjson.loads((launch / "argv.json").read_bytes())["argv"]
     assert argv[argv.index("--max-num-seqs") + 1] == str(declared)
     assert "'max_num_seqs'" not in next(
@@ -131,7 +143,7 @@ def test_every_builtin_cell_runs_the_config_it_declares_and_its_check_is_in_the_
         assert effective["max_model_len"] == 512 and effective["dtype"] == "bfloat16"
         assert effective["speculative_method"] == method
         assert effective["num_speculative_tokens"] == (None if method is None else K)
-        assert f"bench/{cell}/launch-{check['launch']}/engine-config.json" in listed
+        assert check["path"].startswith(f"bench/{cell}/launch-{check['launch']}/") and check["path"] in listed
     # The trained draft, as the plan resolved {training.output}, is the one the engine loaded.
     [row] = [c for c in engine_checks(campaign_run, "draft-k3")[0]["checks"] if c["field"] == "draft_model"]
     assert row["ok"] and row["declared"] and "training" in row["declared"], row
@@ -177,6 +189,25 @@ def test_no_process_is_left_behind(campaign_run):
     assert [p for p in labelled_processes() if p.run_id == campaign_run.run_id] == []
 
 
+def test_a_bench_runner_killed_twice_mid_bench_takes_its_run_back(campaign_run):
+    """The bench-runner was SIGKILLed twice mid-bench and started again (conftest): each time its server's
+    engine outlived it, labelled with the run; the restarted instance, owning the run by its lease, ended
+    exactly those groups before its first launch, and the bench went on from its pending trials."""
+    assert len(campaign_run.kills) == 2
+    for kill in campaign_run.kills:
+        assert kill["left"], f"the kill after {kill['after_trials']} trial(s) left no labelled process: nothing to take back"
+    attempts = campaign_run.bundle_dir / "bench/attempts"
+    assert sorted(p.name for p in attempts.glob("attempt-*.json")) == ["attempt-1.json", "attempt-2.json", "attempt-3.json"]
+    for attempt, kill in zip((2, 3), campaign_run.kills, strict=True):
+        ended = " ".join(orjson.loads((attempts / f"takeback-{attempt}.json").read_bytes())["ended"])
+        for group in {proc["pgid"] for proc in kill["left"]}:
+            assert f"process group {group} " in ended, (attempt, ended)
+    # Every trial counts once: one event per measured result, none measured twice.
+    trials = [(e["cell_id"], e["trial"], e["concurrency"]) for e in campaign_run.of("bench.trial.completed")]
+    assert len(trials) == len(set(trials)), f"a trial was announced twice: {sorted(trials)}"
+    assert set(trials) == set(results(campaign_run)), "the trial events and the result files disagree"
+
+
 def test_the_dry_run_changed_nothing(dry_run):
     schemas = {e["schema"] for e in dry_run.events}
     assert "training.planned" in schemas
@@ -206,7 +237,7 @@ def test_the_operators_exact_commands_ran_and_the_engine_said_what_they_declared
         declared = cell["declared_serve_argv"]
         assert declared[:2] == ["vllm", "serve"], declared
         changed = {change["position"] for change in cell["launch_changes"]}
-        launch = next(campaign_run.bundle_dir.glob(f"bench/{cell['cell_id']}/launch-*"))
+        launch = launches(campaign_run, cell["cell_id"])[0]
         launched = orjson.loads((launch / "argv.json").read_bytes())["argv"]
         # Every declared token that no recorded change names is launched as written, in order (the operator's own
         # {training.output} placeholder filled with the draft the plan resolved).
