@@ -3,7 +3,10 @@ certificate a private CA (made here) signs; the client trusts it through SPECDEC
 
 The endpoint accepts only the right token; the token comes from the variable
 SPECDEC_PUBLISH_TOKEN_ENV names or the file SPECDEC_PUBLISH_TOKEN_FILE names,
-and appears in no log line, no message and no file of the bundle.
+and appears in no log line, no message and no file of the bundle. It goes only
+where the operator's settings allow (SPECDEC_PUBLISH_ALLOWED_TARGETS, else the
+campaign's reviewed publish.target): a target the caller names outside that is
+refused before the listener sees a connection.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from contracts.campaign import Campaign
 from contracts.events import ReportRendered
 from services.publisher.app import publish_for
-from services.publisher.errors import PublishCredentialsError, PublishFailed
+from services.publisher.errors import PublishCredentialsError, PublishFailed, PublishRefused
 from services.publisher.pipeline import render_run
 from services.publisher.publish.publish import publish_report
 from services.publisher.publish.transport import RetryPolicy
@@ -232,4 +235,32 @@ async def test_the_service_publishes_live_from_its_own_dry_run_when_the_campaign
     before = orjson.loads(bundle.read_bytes(RUN, f"publish/ev-{alone.event_id}/publication.json"))
     assert before["dry_run_record"] == record["dry_run_record"]
     assert orjson.loads(bundle.read_bytes(RUN, record["dry_run_record"]))["manifest_sha256"] == record["manifest_sha256"]
+    token_nowhere(bundle)
+
+
+@pytest.mark.xfail(strict=True, reason="the bearer token goes to any https:// target the caller names")
+async def test_the_token_goes_only_to_a_listed_target_and_an_unlisted_one_sees_no_connection(bundle, lake, token_file):
+    settings = RuntimeSettings(instance="t", publish_token_file=str(token_file), publish_ca_bundle=str(lake.ca))
+    # The campaign's reviewed target is file://published; the lake is named by the caller alone.
+    for acknowledged_by in (None, "cli"):  # the dry run, then the live call with the typed acknowledgement
+        with pytest.raises(PublishRefused, match="SPECDEC_PUBLISH_ALLOWED_TARGETS") as caught:
+            await publish_report(bundle, RUN, lake.url, acknowledged_by=acknowledged_by, settings=settings, policy=FAST)
+        assert "\n" not in str(caught.value) and TOKEN not in str(caught.value)
+    # A lookalike of a listed prefix: its text starts with the listed URL, its userinfo hides that the
+    # connection would go to 127.0.0.1, the lake.
+    port = lake.http.port
+    near = RuntimeSettings(instance="t", publish_token_file=str(token_file), publish_ca_bundle=str(lake.ca),
+                           publish_allowed_targets=f"https://localhost:{port}/lake")
+    for acknowledged_by in (None, "cli"):
+        with pytest.raises(PublishRefused, match="SPECDEC_PUBLISH_ALLOWED_TARGETS"):
+            await publish_report(bundle, RUN, f"https://localhost:{port}@127.0.0.1:{port}/lake/reports",
+                                 acknowledged_by=acknowledged_by, settings=near, policy=FAST)
+    assert lake.http.connections == 0 and lake.requests == []
+    token_nowhere(bundle)
+    # The same listener, listed: it receives the token.
+    listed = RuntimeSettings(instance="t", publish_token_file=str(token_file), publish_ca_bundle=str(lake.ca),
+                             publish_allowed_targets=f"https://127.0.0.1:{port}/lake/")
+    pub = await _live(bundle, lake.url, listed)
+    assert not pub.dry_run and [status for status, _, _ in lake.requests] == [200]
+    assert lake.requests[0][1]["authorization"] == f"Bearer {TOKEN}" and lake.http.connections >= 1
     token_nowhere(bundle)
