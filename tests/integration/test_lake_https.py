@@ -160,7 +160,8 @@ async def test_the_token_from_a_file_is_accepted_and_is_in_no_log_and_no_bundle_
     bundle, lake, token_file, caplog, capfd
 ):
     caplog.set_level(logging.DEBUG)  # httpx and httpcore at their most talkative
-    settings = RuntimeSettings(instance="t", publish_token_file=str(token_file), publish_ca_bundle=str(lake.ca))
+    settings = RuntimeSettings(instance="t", publish_token_file=str(token_file), publish_ca_bundle=str(lake.ca),
+                               publish_allowed_targets=lake.url)
     pub = await _live(bundle, lake.url, settings)
     assert not pub.dry_run and [status for status, _, _ in lake.requests] == [200]
     _, headers, body = lake.requests[0]
@@ -182,7 +183,8 @@ async def test_the_token_from_a_file_is_accepted_and_is_in_no_log_and_no_bundle_
 async def test_a_wrong_token_is_refused_by_the_endpoint_and_never_recorded(bundle, lake, monkeypatch, caplog):
     caplog.set_level(logging.DEBUG)
     monkeypatch.setenv("LAKE_PUBLISH_TOKEN", "not-the-token")
-    settings = RuntimeSettings(instance="t", publish_token_env="LAKE_PUBLISH_TOKEN", publish_ca_bundle=str(lake.ca))
+    settings = RuntimeSettings(instance="t", publish_token_env="LAKE_PUBLISH_TOKEN", publish_ca_bundle=str(lake.ca),
+                               publish_allowed_targets=lake.url)
     with pytest.raises(PublishFailed, match="HTTP 401.*refused the credentials") as caught:
         await _live(bundle, lake.url, settings)
     assert [status for status, _, _ in lake.requests] == [401]  # final: not retried
@@ -194,31 +196,36 @@ async def test_a_wrong_token_is_refused_by_the_endpoint_and_never_recorded(bundl
 
 
 async def test_a_missing_token_stops_the_publish_before_any_request(bundle, lake, tmp_path, monkeypatch):
-    gone = RuntimeSettings(instance="t", publish_token_file=str(tmp_path / "nothing-here"), publish_ca_bundle=str(lake.ca))
+    gone = RuntimeSettings(instance="t", publish_token_file=str(tmp_path / "nothing-here"), publish_ca_bundle=str(lake.ca),
+                           publish_allowed_targets=lake.url)
     with pytest.raises(PublishCredentialsError, match="cannot be read.*SPECDEC_PUBLISH_TOKEN_FILE"):
         await _live(bundle, lake.url, gone)
     monkeypatch.delenv("LAKE_PUBLISH_TOKEN", raising=False)
-    unset = RuntimeSettings(instance="t", publish_token_env="LAKE_PUBLISH_TOKEN", publish_ca_bundle=str(lake.ca))
+    unset = gone.model_copy(update={"publish_token_file": "", "publish_token_env": "LAKE_PUBLISH_TOKEN"})
     with pytest.raises(PublishCredentialsError, match="LAKE_PUBLISH_TOKEN .*is unset or empty"):
         await _live(bundle, lake.url, unset)
     (tmp_path / "two-tokens").write_text("one two\n")
-    spaced = RuntimeSettings(instance="t", publish_token_file=str(tmp_path / "two-tokens"), publish_ca_bundle=str(lake.ca))
+    spaced = gone.model_copy(update={"publish_token_file": str(tmp_path / "two-tokens")})
     with pytest.raises(PublishCredentialsError, match="characters a bearer token cannot") as caught:
         await _live(bundle, lake.url, spaced)
     assert "one two" not in str(caught.value) and lake.requests == []
 
 
 async def test_without_the_ca_bundle_the_private_certificate_is_not_trusted(bundle, lake, token_file):
-    settings = RuntimeSettings(instance="t", publish_token_file=str(token_file))
+    settings = RuntimeSettings(instance="t", publish_token_file=str(token_file), publish_allowed_targets=lake.url)
     with pytest.raises(PublishFailed, match="CERTIFICATE_VERIFY_FAILED"):
         await _live(bundle, lake.url, settings, policy=RetryPolicy(attempts=1, timeout_s=5.0))
     assert lake.requests == []  # the handshake failed: no request, so no token, ever reached it
 
 
-async def test_the_service_publishes_live_from_its_own_dry_run_when_the_campaign_pre_approves(bundle, lake, token_file):
+async def test_the_service_publishes_live_from_its_own_dry_run_when_the_campaign_pre_approves(lake, token_file, tmp_path):
+    # No allow-list: the token goes to the campaign's own publish.target, as the run's bundle records it.
     settings = RuntimeSettings(instance="t", publish_token_file=str(token_file), publish_ca_bundle=str(lake.ca))
+    spec = Spec(publish_target=lake.url, acknowledged=True)
+    bundle = BundleStore(tmp_path / "service-bundles", fsync=False)
+    build(bundle, spec)
     out = render_run(bundle, RUN)
-    acknowledged = campaign(Spec(publish_target=lake.url, acknowledged=True))
+    acknowledged = campaign(spec)
     # The acknowledgement alone: the service records its dry run and sends nothing (issue 29).
     alone = ReportRendered(run_id=RUN, producer="t", markdown=out.markdown, html=out.html, draft=False)
     published = await publish_for(bundle, alone, acknowledged, producer="publisher/t", settings=settings)
@@ -238,7 +245,6 @@ async def test_the_service_publishes_live_from_its_own_dry_run_when_the_campaign
     token_nowhere(bundle)
 
 
-@pytest.mark.xfail(strict=True, reason="the bearer token goes to any https:// target the caller names")
 async def test_the_token_goes_only_to_a_listed_target_and_an_unlisted_one_sees_no_connection(bundle, lake, token_file):
     settings = RuntimeSettings(instance="t", publish_token_file=str(token_file), publish_ca_bundle=str(lake.ca))
     # The campaign's reviewed target is file://published; the lake is named by the caller alone.
