@@ -9,7 +9,9 @@ Both read the run's bundle under SPECDEC_BUNDLE_ROOT (default ./bundles).
   writes nothing. `--i-understand-this-publishes-externally` makes it live (the
   campaign's own acknowledgement is for the automated service path, not for a
   person at a terminal); `--dry-run` keeps it a dry run even with the flag.
-  `--target` replaces the campaign's publish.target. A live publish to an
+  `--target` replaces the campaign's publish.target; an http(s):// one must be
+  allowed by SPECDEC_PUBLISH_ALLOWED_TARGETS (with a token configured and no
+  list, only the campaign's own target is). A live publish to an
   external target (s3://, http(s)://) needs a dry run of the same report and
   target first; a DRAFT report goes out only with `--publish-draft REASON`,
   given to the dry run too (docs/lake.md).
@@ -53,7 +55,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "--dry-run", action="store_true", help="only show what would be sent (the default without the acknowledgement)"
     )
     p.add_argument("--target", metavar="URL",
-                   help="file://DIR, s3://BUCKET/PREFIX or http(s)://URL instead of the campaign's publish.target")
+                   help="file://DIR, s3://BUCKET/PREFIX or http(s)://URL instead of the campaign's publish.target "
+                   "(http(s):// only where the settings allow: SPECDEC_PUBLISH_ALLOWED_TARGETS, docs/lake.md)")
     p.add_argument("--publish-draft", metavar="REASON",
                    help="publish a DRAFT report to an external target anyway, recording REASON; the same reason must "
                    "be given to the dry run")

@@ -378,7 +378,9 @@ def build(deps: Deps) -> list[Tool]:
         ctx: Context,
         run_id: RunIdArg,
         target: Annotated[str | None, Field(description="file://DIR, s3://BUCKET/PREFIX or https://URL instead of the "
-                                            "campaign's publish.target.")] = None,
+                                            "campaign's publish.target; an https:// one only where the operator's "
+                                            "settings allow (SPECDEC_PUBLISH_ALLOWED_TARGETS, docs/lake.md); "
+                                            "refused otherwise, nothing sent.")] = None,
         i_understand_this_publishes_externally: Annotated[bool, Field(
             description="Typed acknowledgement: send the report for real. Without it, a dry run: what would be sent "
             "where, nothing sent. s3:// and https:// are external: live needs a dry run of the same report there "

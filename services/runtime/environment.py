@@ -39,6 +39,7 @@ _RUNTIME_SETTINGS = {
     "SPECDEC_HEALTH_PORT": "port of the /health and /metrics endpoint",
     "SPECDEC_PUBLISH_TOKEN_ENV": "the publisher: name of the variable holding an https:// lake's bearer token",
     "SPECDEC_PUBLISH_TOKEN_FILE": "the publisher: file holding that token",
+    "SPECDEC_PUBLISH_ALLOWED_TARGETS": "the publisher: URL prefixes of the https:// targets a publish may go to",
     "SPECDEC_PUBLISH_CA_BUNDLE": "the publisher: CA certificates an https:// lake is verified against",
 }
 

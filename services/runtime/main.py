@@ -7,6 +7,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from pydantic import ValidationError
 from redis import exceptions as redis_errors
 
 from services.runtime import apps, procs
@@ -17,6 +18,7 @@ from services.runtime.delivery.ledger import RedisLedger
 from services.runtime.delivery.reconcile import Reconciler, settle_period_s
 from services.runtime.delivery.service import Service, bootstrap, serve
 from services.runtime.environment import startup_problem
+from services.runtime.errors import invalid_input
 from services.runtime.settings import RuntimeSettings
 
 
@@ -107,7 +109,12 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print(f"usage: python -m services.runtime.main SERVICE  (one of: {', '.join(apps.available())})", file=sys.stderr)
         return 2
-    asyncio.run(run(args[0], RuntimeSettings()))
+    try:
+        settings = RuntimeSettings()
+    except ValidationError as exc:  # a SPECDEC_* value the settings refuse: one line, not a traceback
+        print(f"services.runtime.main: {invalid_input(exc)}", file=sys.stderr)
+        return 2
+    asyncio.run(run(args[0], settings))
     return 0
 
 

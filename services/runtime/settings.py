@@ -6,7 +6,7 @@ import os
 import socket
 from pathlib import Path
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -73,6 +73,22 @@ class RuntimeSettings(BaseSettings):
         description="PEM file of the CA certificates an https:// publish target is verified against, instead of the "
         "system's (SSL_CERT_FILE) or certifi's; empty: those. s3:// targets use the AWS chain's AWS_CA_BUNDLE.",
     )
+    publish_allowed_targets: str = Field(
+        default="",
+        description="URL prefixes (https://HOST[:PORT][/PATH], separated by spaces or commas) of the https:// and "
+        "http:// publish targets allowed, compared as parsed URLs (scheme, host, port, path on a segment boundary). "
+        "Set: any other https:// or http:// target is refused before a connection is opened, with a token or "
+        "without. Empty: with a bearer token configured, only the campaign's own publish.target; without one, any.",
+    )
+
+    @field_validator("publish_allowed_targets")
+    @classmethod
+    def _prefixes(cls, value: str) -> str:
+        if value.strip():
+            from services.runtime.url_prefix import parse_prefixes  # httpx, only when the setting is used
+
+            parse_prefixes(value, "SPECDEC_PUBLISH_ALLOWED_TARGETS")
+        return value
 
     @model_validator(mode="after")
     def _one_token_source(self) -> RuntimeSettings:

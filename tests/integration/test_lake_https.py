@@ -3,7 +3,10 @@ certificate a private CA (made here) signs; the client trusts it through SPECDEC
 
 The endpoint accepts only the right token; the token comes from the variable
 SPECDEC_PUBLISH_TOKEN_ENV names or the file SPECDEC_PUBLISH_TOKEN_FILE names,
-and appears in no log line, no message and no file of the bundle.
+and appears in no log line, no message and no file of the bundle. It goes only
+where the operator's settings allow (SPECDEC_PUBLISH_ALLOWED_TARGETS, else the
+campaign's reviewed publish.target): a target the caller names outside that is
+refused before the listener sees a connection.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from contracts.campaign import Campaign
 from contracts.events import ReportRendered
 from services.publisher.app import publish_for
-from services.publisher.errors import PublishCredentialsError, PublishFailed
+from services.publisher.errors import PublishCredentialsError, PublishFailed, PublishRefused
 from services.publisher.pipeline import render_run
 from services.publisher.publish.publish import publish_report
 from services.publisher.publish.transport import RetryPolicy
@@ -157,7 +160,8 @@ async def test_the_token_from_a_file_is_accepted_and_is_in_no_log_and_no_bundle_
     bundle, lake, token_file, caplog, capfd
 ):
     caplog.set_level(logging.DEBUG)  # httpx and httpcore at their most talkative
-    settings = RuntimeSettings(instance="t", publish_token_file=str(token_file), publish_ca_bundle=str(lake.ca))
+    settings = RuntimeSettings(instance="t", publish_token_file=str(token_file), publish_ca_bundle=str(lake.ca),
+                               publish_allowed_targets=lake.url)
     pub = await _live(bundle, lake.url, settings)
     assert not pub.dry_run and [status for status, _, _ in lake.requests] == [200]
     _, headers, body = lake.requests[0]
@@ -179,7 +183,8 @@ async def test_the_token_from_a_file_is_accepted_and_is_in_no_log_and_no_bundle_
 async def test_a_wrong_token_is_refused_by_the_endpoint_and_never_recorded(bundle, lake, monkeypatch, caplog):
     caplog.set_level(logging.DEBUG)
     monkeypatch.setenv("LAKE_PUBLISH_TOKEN", "not-the-token")
-    settings = RuntimeSettings(instance="t", publish_token_env="LAKE_PUBLISH_TOKEN", publish_ca_bundle=str(lake.ca))
+    settings = RuntimeSettings(instance="t", publish_token_env="LAKE_PUBLISH_TOKEN", publish_ca_bundle=str(lake.ca),
+                               publish_allowed_targets=lake.url)
     with pytest.raises(PublishFailed, match="HTTP 401.*refused the credentials") as caught:
         await _live(bundle, lake.url, settings)
     assert [status for status, _, _ in lake.requests] == [401]  # final: not retried
@@ -191,31 +196,36 @@ async def test_a_wrong_token_is_refused_by_the_endpoint_and_never_recorded(bundl
 
 
 async def test_a_missing_token_stops_the_publish_before_any_request(bundle, lake, tmp_path, monkeypatch):
-    gone = RuntimeSettings(instance="t", publish_token_file=str(tmp_path / "nothing-here"), publish_ca_bundle=str(lake.ca))
+    gone = RuntimeSettings(instance="t", publish_token_file=str(tmp_path / "nothing-here"), publish_ca_bundle=str(lake.ca),
+                           publish_allowed_targets=lake.url)
     with pytest.raises(PublishCredentialsError, match="cannot be read.*SPECDEC_PUBLISH_TOKEN_FILE"):
         await _live(bundle, lake.url, gone)
     monkeypatch.delenv("LAKE_PUBLISH_TOKEN", raising=False)
-    unset = RuntimeSettings(instance="t", publish_token_env="LAKE_PUBLISH_TOKEN", publish_ca_bundle=str(lake.ca))
+    unset = gone.model_copy(update={"publish_token_file": "", "publish_token_env": "LAKE_PUBLISH_TOKEN"})
     with pytest.raises(PublishCredentialsError, match="LAKE_PUBLISH_TOKEN .*is unset or empty"):
         await _live(bundle, lake.url, unset)
     (tmp_path / "two-tokens").write_text("one two\n")
-    spaced = RuntimeSettings(instance="t", publish_token_file=str(tmp_path / "two-tokens"), publish_ca_bundle=str(lake.ca))
+    spaced = gone.model_copy(update={"publish_token_file": str(tmp_path / "two-tokens")})
     with pytest.raises(PublishCredentialsError, match="characters a bearer token cannot") as caught:
         await _live(bundle, lake.url, spaced)
     assert "one two" not in str(caught.value) and lake.requests == []
 
 
 async def test_without_the_ca_bundle_the_private_certificate_is_not_trusted(bundle, lake, token_file):
-    settings = RuntimeSettings(instance="t", publish_token_file=str(token_file))
+    settings = RuntimeSettings(instance="t", publish_token_file=str(token_file), publish_allowed_targets=lake.url)
     with pytest.raises(PublishFailed, match="CERTIFICATE_VERIFY_FAILED"):
         await _live(bundle, lake.url, settings, policy=RetryPolicy(attempts=1, timeout_s=5.0))
     assert lake.requests == []  # the handshake failed: no request, so no token, ever reached it
 
 
-async def test_the_service_publishes_live_from_its_own_dry_run_when_the_campaign_pre_approves(bundle, lake, token_file):
+async def test_the_service_publishes_live_from_its_own_dry_run_when_the_campaign_pre_approves(lake, token_file, tmp_path):
+    # No allow-list: the token goes to the campaign's own publish.target, as the run's bundle records it.
     settings = RuntimeSettings(instance="t", publish_token_file=str(token_file), publish_ca_bundle=str(lake.ca))
+    spec = Spec(publish_target=lake.url, acknowledged=True)
+    bundle = BundleStore(tmp_path / "service-bundles", fsync=False)
+    build(bundle, spec)
     out = render_run(bundle, RUN)
-    acknowledged = campaign(Spec(publish_target=lake.url, acknowledged=True))
+    acknowledged = campaign(spec)
     # The acknowledgement alone: the service records its dry run and sends nothing (issue 29).
     alone = ReportRendered(run_id=RUN, producer="t", markdown=out.markdown, html=out.html, draft=False)
     published = await publish_for(bundle, alone, acknowledged, producer="publisher/t", settings=settings)
@@ -232,4 +242,31 @@ async def test_the_service_publishes_live_from_its_own_dry_run_when_the_campaign
     before = orjson.loads(bundle.read_bytes(RUN, f"publish/ev-{alone.event_id}/publication.json"))
     assert before["dry_run_record"] == record["dry_run_record"]
     assert orjson.loads(bundle.read_bytes(RUN, record["dry_run_record"]))["manifest_sha256"] == record["manifest_sha256"]
+    token_nowhere(bundle)
+
+
+async def test_the_token_goes_only_to_a_listed_target_and_an_unlisted_one_sees_no_connection(bundle, lake, token_file):
+    settings = RuntimeSettings(instance="t", publish_token_file=str(token_file), publish_ca_bundle=str(lake.ca))
+    # The campaign's reviewed target is file://published; the lake is named by the caller alone.
+    for acknowledged_by in (None, "cli"):  # the dry run, then the live call with the typed acknowledgement
+        with pytest.raises(PublishRefused, match="SPECDEC_PUBLISH_ALLOWED_TARGETS") as caught:
+            await publish_report(bundle, RUN, lake.url, acknowledged_by=acknowledged_by, settings=settings, policy=FAST)
+        assert "\n" not in str(caught.value) and TOKEN not in str(caught.value)
+    # A lookalike of a listed prefix: its text starts with the listed URL, its userinfo hides that the
+    # connection would go to 127.0.0.1, the lake.
+    port = lake.http.port
+    near = RuntimeSettings(instance="t", publish_token_file=str(token_file), publish_ca_bundle=str(lake.ca),
+                           publish_allowed_targets=f"https://localhost:{port}/lake")
+    for acknowledged_by in (None, "cli"):
+        with pytest.raises(PublishRefused, match="SPECDEC_PUBLISH_ALLOWED_TARGETS"):
+            await publish_report(bundle, RUN, f"https://localhost:{port}@127.0.0.1:{port}/lake/reports",
+                                 acknowledged_by=acknowledged_by, settings=near, policy=FAST)
+    assert lake.http.connections == 0 and lake.requests == []
+    token_nowhere(bundle)
+    # The same listener, listed: it receives the token.
+    listed = RuntimeSettings(instance="t", publish_token_file=str(token_file), publish_ca_bundle=str(lake.ca),
+                             publish_allowed_targets=f"https://127.0.0.1:{port}/lake/")
+    pub = await _live(bundle, lake.url, listed)
+    assert not pub.dry_run and [status for status, _, _ in lake.requests] == [200]
+    assert lake.requests[0][1]["authorization"] == f"Bearer {TOKEN}" and lake.http.connections >= 1
     token_nowhere(bundle)

@@ -153,6 +153,18 @@ def _publish_trust(settings: RuntimeSettings) -> Any:
     return "default" if verify is True else sorted(c["serialNumber"] for c in verify.get_ca_certs())
 
 
+def _publish_destination(settings: RuntimeSettings) -> str:
+    """Whether a publish to an https:// target outside the campaign's is allowed, or the refusal."""
+    from services.publisher.errors import PublishRefused
+    from services.publisher.publish.credentials import check_destination
+
+    try:
+        check_destination(settings, "https://reports.example.net/upload", reviewed="file://published")
+    except PublishRefused as exc:
+        return str(exc)
+    return "allowed"
+
+
 PROBES: dict[str, tuple[Any, Callable[[RuntimeSettings], Any]]] = {
     "health_port": (18097, _health_endpoint),
     "redis_url": ("redis://:secret@10.0.0.9:6380/2", _client_target),
@@ -170,6 +182,7 @@ PROBES: dict[str, tuple[Any, Callable[[RuntimeSettings], Any]]] = {
     "publish_token_env": ("SPECDEC_GUARD_PUBLISH_TOKEN", _publish_authorization),
     "publish_token_file": (str(_TOKEN_FILE), _publish_authorization),
     "publish_ca_bundle": (certifi.where(), _publish_trust),
+    "publish_allowed_targets": ("https://lake.example.com/reports", _publish_destination),
 }
 
 

@@ -10,6 +10,15 @@ path instead). An unset variable, an unreadable or empty file, or a token with
 whitespace or non-ASCII characters in it is a `PublishCredentialsError` before
 anything is sent.
 
+Where the token may go (`check_destination`, before the token is read or anything
+is sent, dry runs included): `SPECDEC_PUBLISH_ALLOWED_TARGETS`, when set, lists the URL
+prefixes of the only https:// and http:// targets a publish may go to, token or
+not (services/runtime/url_prefix.py compares parsed URLs: scheme, host, port,
+path on a segment boundary). Empty, with a token configured: only the campaign's
+own `publish.target`, as `campaign.json` in the run's bundle records it (what
+was submitted and reviewed); without a token: any, since nothing secret leaves
+(the review point still holds the report itself, publish_review.py).
+
 `SPECDEC_PUBLISH_CA_BUNDLE` names a PEM file of CA certificates the https://
 target is verified against (a private CA); empty: httpx's default (SSL_CERT_FILE
 when set, else certifi). s3:// targets take their trust from the AWS chain
@@ -25,8 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from services.publisher.errors import PublishCredentialsError
+import httpx
+
+from services.publisher.errors import PublishCredentialsError, PublishRefused
 from services.runtime.settings import RuntimeSettings
+from services.runtime.url_prefix import parse_prefixes, same_destination
 
 # RFC 6750 b64token: letters, digits and -._~+/ then optional '=' padding; anything else could
 # split or inject a header, so it is refused rather than sent.
@@ -98,6 +110,43 @@ def read_token(source: TokenSource, environ: Mapping[str, str] | None = None) ->
             "non-ASCII, ...): store the token alone"
         )
     return BearerToken(value, source)
+
+
+def check_destination(settings: RuntimeSettings, url: str, reviewed: str | None) -> None:
+    """Refuse (PublishRefused, one line naming the setting) an https:// or http:// target the settings do not
+    allow; `reviewed` is the campaign's publish.target as the run's bundle records it (None: none readable)."""
+    try:  # checked when the settings were read; a copy made without validation is checked here
+        allowed = parse_prefixes(settings.publish_allowed_targets, "SPECDEC_PUBLISH_ALLOWED_TARGETS")
+    except ValueError as exc:
+        raise PublishRefused(f"{exc}; nothing was sent") from None
+    user = _user_note(url)
+    if allowed:
+        if any(prefix.covers(url) for prefix in allowed):
+            return
+        raise PublishRefused(
+            f"publish target {url} is outside SPECDEC_PUBLISH_ALLOWED_TARGETS ({' '.join(p.text for p in allowed)})"
+            f"{user}; nothing was sent: publish to a listed target, or add this target's prefix to "
+            "SPECDEC_PUBLISH_ALLOWED_TARGETS if it may receive the report (and the token, when one is configured)"
+        )
+    source = token_source(settings)
+    if source is None or (reviewed is not None and same_destination(url, reviewed)):
+        return
+    raise PublishRefused(
+        f"publish target {url} is not the campaign's publish.target ({reviewed or 'none recorded'}){user}, and the "
+        f"bearer token from {source.describe()} goes only where the operator allows; nothing was sent: add the "
+        "target's prefix to SPECDEC_PUBLISH_ALLOWED_TARGETS if the token belongs there, publish to the campaign's "
+        "publish.target, or unset the token setting to publish there without a token"
+    )
+
+
+def _user_note(url: str) -> str:
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL:
+        return ""
+    if not parsed.userinfo:
+        return ""
+    return f" (it names a user before '@': its host is {parsed.host}, and a target naming a user is never allowed)"
 
 
 def tls_verify(settings: RuntimeSettings) -> ssl.SSLContext | Literal[True]:

@@ -17,7 +17,10 @@ Targets:
   chain's credentials, region and endpoint (s3.py); write-once like a folder.
 - `https://` (and `http://`): one multipart POST with retries (transport.py),
   `Authorization: Bearer` when SPECDEC_PUBLISH_TOKEN_ENV or _FILE names a token
-  (credentials.py); a token is never sent over plain `http://` (refused).
+  (credentials.py); a token is never sent over plain `http://` (refused), and
+  a target the settings do not allow (SPECDEC_PUBLISH_ALLOWED_TARGETS, else the
+  campaign's recorded publish.target when a token is configured) is refused
+  before the dry run, so nothing connects to it.
 
 Safe by default: a publish is a dry run unless acknowledged
 (`i_understand_this_publishes_externally`), and a dry run sends and writes
@@ -64,7 +67,7 @@ from services.publisher.publish.publish_review import (
 )
 from services.publisher.publish.s3 import S3Target, parse_s3, publish_objects
 from services.publisher.publish.transport import HttpRecord, Part, RetryPolicy, Sleep, post_report
-from services.runtime.bundle.bundle import ArtifactConflict, ArtifactMissing, BundleStore, InvalidPath
+from services.runtime.bundle.bundle import ArtifactConflict, ArtifactMissing, BundleError, BundleStore, InvalidPath
 from services.runtime.bundle.bundle_paths import validate_relpath
 from services.runtime.settings import RuntimeSettings
 
@@ -203,6 +206,9 @@ async def publish_run(
             f"publish target {target} is plain http:// while a bearer token is configured ({token.describe()}): a "
             "token is never sent unencrypted; use https://, or unset the token setting for this endpoint"
         )
+    if isinstance(parsed, HttpTarget):
+        # Before the dry run too: a person reviews only what could be sent.
+        credentials.check_destination(settings, parsed.url, _reviewed_target(bundle, run_id))
     record_path = layout.publication(key)
     if record:
         try:
@@ -250,6 +256,18 @@ async def publish_run(
     if record:
         bundle.write_json(run_id, record_path, publication)
     return publication
+
+
+def _reviewed_target(bundle: BundleStore, run_id: str) -> str | None:
+    """The campaign's publish.target as the run's bundle records it (campaign.json, hash-checked); None when
+    there is none to read."""
+    try:
+        stored = bundle.read_json(run_id, layout.CAMPAIGN)
+    except BundleError:
+        return None
+    publish = stored.get("publish") if isinstance(stored, dict) else None
+    target = publish.get("target") if isinstance(publish, dict) else None
+    return target if isinstance(target, str) else None
 
 
 def _recorded(bundle: BundleStore, run_id: str, relpath: str) -> bool:
