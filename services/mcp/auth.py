@@ -1,10 +1,13 @@
-"""The bearer token of `specdec mcp --http`: every tool that mutates checks it on every call.
+"""The bearer token of `specdec mcp --http`, and the server's other settings (McpSettings).
 
 Over stdio the caller is the process that started the server (and owns its
 environment), so nothing is checked. Over HTTP anyone who reaches the port
-could call: the tools that change something (the bundle, the streams, the
-cluster, a lake) then need `Authorization: Bearer <token>` with the token of
-the server's settings; the read-only tools and the bundle resources do not.
+could call, and a read-only tool still reads files and runs checks: every
+request to the MCP endpoint, whatever its method (every tool, resource and
+prompt), needs `Authorization: Bearer <token>` with the token of the server's
+settings. The SDK's bearer middleware checks it (`StaticTokenVerifier`) and
+answers 401 with `WWW-Authenticate: Bearer ...` before any handler runs; each
+tool that mutates checks it once more itself (`Guard`).
 
 The token is never a setting itself (settings are logged and dumped): a setting
 names where it is, an environment variable (`SPECDEC_MCP_TOKEN_ENV`) or a file
@@ -19,16 +22,20 @@ import stat
 from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import Field, model_validator
+from mcp.server.auth.provider import AccessToken, TokenVerifier
+from mcp.server.auth.settings import AuthSettings
+from pydantic import AnyHttpUrl, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from services.app.campaign.roots import FileRoots
 from services.mcp.errors import TokenUnavailable, Unauthorized
 
 MIN_TOKEN_CHARS = 16
 
 
 class McpSettings(BaseSettings):
-    """Where `specdec mcp --http` finds its bearer token (prefix SPECDEC_, like RuntimeSettings).
+    """Where `specdec mcp --http` finds its bearer token, and the folders the server reads a caller's files from
+    (prefix SPECDEC_, like RuntimeSettings).
 
     Empty strings mean unset, so the settings round-trip through `SPECDEC_*` variables."""
 
@@ -44,6 +51,17 @@ class McpSettings(BaseSettings):
         description="File holding the bearer token of `specdec mcp --http` (surrounding whitespace dropped; no access "
         "for group or others); empty: no token file.",
     )
+
+    mcp_roots: str = Field(
+        default="",
+        description="Folders (separated by the platform's path separator, `:` on Linux; relative ones from the "
+        "server's working directory) under which the MCP tools read the campaign files a caller names and the matrix "
+        "and traffic files those name; anything else is refused. Empty: the server's working directory alone.",
+    )
+
+    @property
+    def roots(self) -> FileRoots:
+        return FileRoots.parse(self.mcp_roots)
 
     @model_validator(mode="after")
     def _one_source(self) -> McpSettings:
@@ -62,8 +80,8 @@ def load_token(settings: McpSettings, environ: Mapping[str, str] = os.environ) -
         token, where = _read_token_file(Path(settings.mcp_token_file)), f"file {settings.mcp_token_file}"
     else:
         raise TokenUnavailable(
-            "specdec mcp --http needs a bearer token for its mutating tools: set SPECDEC_MCP_TOKEN_FILE to a file "
-            "holding it (chmod 600), or SPECDEC_MCP_TOKEN_ENV to the name of an environment variable holding it"
+            "specdec mcp --http needs a bearer token, which every call must carry: set SPECDEC_MCP_TOKEN_FILE to a "
+            "file holding it (chmod 600), or SPECDEC_MCP_TOKEN_ENV to the name of an environment variable holding it"
         )
     if len(token) < MIN_TOKEN_CHARS:
         raise TokenUnavailable(f"the bearer token in {where} is {'empty' if not token else 'too short'}: give one of "
@@ -83,8 +101,32 @@ def _read_token_file(path: Path) -> str:
     return text.strip()
 
 
+class StaticTokenVerifier(TokenVerifier):
+    """The SDK's token check (its bearer middleware calls it on every HTTP request) against the one token of the
+    server's settings, compared in constant time. The token is provisioned by the operator, not issued by an
+    authorization server, so it carries no scopes, expiry or audience."""
+
+    def __init__(self, token: str) -> None:
+        self._token = token.encode()
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        if not hmac.compare_digest(token.strip().encode(), self._token):
+            return None
+        return AccessToken(token="<the server's bearer token>", client_id="specdec-mcp-token", scopes=[])
+
+
+def http_auth(token: str) -> tuple[TokenVerifier, AuthSettings]:
+    """What the SDK needs to require the token on every request to the MCP endpoint: 401 with
+    `WWW-Authenticate: Bearer error="invalid_token"` without it. There is no authorization server, so no
+    OAuth routes and no protected-resource metadata are served (that document must name one); the issuer
+    the SDK's settings require is therefore read by nothing, and names this machine's loopback."""
+    settings = AuthSettings(issuer_url=AnyHttpUrl("http://127.0.0.1"), resource_server_url=None, required_scopes=[])
+    return StaticTokenVerifier(token), settings
+
+
 class Guard:
-    """The check a mutating tool makes before it does anything.
+    """The check a mutating tool makes before it does anything (over HTTP the SDK's middleware has already
+    refused a request without the token; this is the tool's own check, should it be served another way).
 
     `token` None: the stdio transport, nothing to check. Otherwise the request's
     `Authorization: Bearer` value must equal it (constant-time comparison)."""
@@ -95,6 +137,10 @@ class Guard:
     @property
     def required(self) -> bool:
         return self._token is not None
+
+    def http_auth(self) -> tuple[TokenVerifier, AuthSettings] | None:
+        """The SDK's verifier and auth settings for this token; None over stdio."""
+        return http_auth(self._token) if self._token is not None else None
 
     def check(self, headers: Mapping[str, str] | None, tool: str) -> None:
         if self._token is None:

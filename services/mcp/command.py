@@ -3,11 +3,13 @@
     specdec mcp                                  stdio (the client starts this process)
     specdec mcp --http [--host H] [--port N]     streamable HTTP on 127.0.0.1:8391 by default
 
-Over HTTP every tool that mutates needs `Authorization: Bearer <token>` with the
-token named by SPECDEC_MCP_TOKEN_FILE or SPECDEC_MCP_TOKEN_ENV; without one the
-server does not start. This is the MCP server's own command line: the `specdec`
-CLI hands `specdec mcp ARGS` to it as a process of its own (services/cli/main.py),
-so neither entry point imports the other.
+Over HTTP every call (every tool, resource and prompt) needs `Authorization: Bearer
+<token>` with the token named by SPECDEC_MCP_TOKEN_FILE or SPECDEC_MCP_TOKEN_ENV, or
+is answered 401; without a token the server does not start. Over either transport
+campaign, matrix and traffic files are read only under SPECDEC_MCP_ROOTS. This is
+the MCP server's own command line: the `specdec` CLI hands `specdec mcp ARGS` to it
+as a process of its own (services/cli/main.py), so neither entry point imports the
+other.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
         "report_render, publish_to_lake; the run's bundle files as bundle://RUN_ID/PATH resources. See docs/mcp.md.",
     )
     p.add_argument("--http", action="store_true",
-                   help="serve streamable HTTP instead of stdio; the mutating tools then need the bearer token named by "
+                   help="serve streamable HTTP instead of stdio; every call then needs the bearer token named by "
                    "SPECDEC_MCP_TOKEN_FILE or SPECDEC_MCP_TOKEN_ENV")
     p.add_argument("--host", help=f"address --http binds (default {DEFAULT_HOST}; another exposes the server beyond "
                    "this machine)")

@@ -5,7 +5,7 @@ Confined to the bundle: the run ID and path pass the bundle store's own checks
 and only recorded artifacts are served, hash-checked on read (a file changed
 on disk is refused, as the services refuse it); besides them, the run's
 derived `manifest.json` (every artifact's path and hash) and `events.jsonl`
-(the journal). Read-only: no token needed over HTTP.
+(the journal). Read-only; over HTTP a read needs the bearer token like every call (auth.py).
 """
 
 from __future__ import annotations

@@ -21,14 +21,18 @@ INSTRUCTIONS = (
 
 
 def build_server(deps: Deps) -> MCPServer:
-    server = MCPServer(NAME, instructions=INSTRUCTIONS, log_level="WARNING", tools=tools.build(deps))
+    """Over HTTP (a token in `deps.guard`) the SDK's bearer middleware guards the whole MCP endpoint: every
+    request without the token is answered 401 before any tool, resource or prompt handler runs."""
+    verifier, auth = deps.guard.http_auth() or (None, None)
+    server = MCPServer(NAME, instructions=INSTRUCTIONS, log_level="WARNING", tools=tools.build(deps),
+                       token_verifier=verifier, auth=auth)
     resources.register(server, deps.bundle)
     return server
 
 
 def serve(settings: RuntimeSettings, *, http: bool, host: str, port: int) -> int:
-    """Serve until the client goes away (stdio) or the process is stopped (HTTP). Over HTTP the mutating
-    tools need the bearer token the settings name; without one the server does not start."""
+    """Serve until the client goes away (stdio) or the process is stopped (HTTP). Over HTTP every call needs
+    the bearer token the settings name; without one the server does not start."""
     token = load_token(McpSettings()) if http else None
     server = build_server(default_deps(settings, token))
     if http:

@@ -8,7 +8,9 @@ is refused in that mode (campaign_run's wait_for_plans_s on a live call) or cons
 Every tool, before it does anything: refuses an acknowledgement-looking token inside
 any string argument (contracts/argv.py, as the CLI refuses one inside an argv; the
 acknowledgements are the typed boolean arguments), and, when it mutates, checks the
-HTTP bearer token (auth.py). A SpecdecError or an invalid input becomes an MCP tool
+HTTP bearer token (auth.py; over HTTP the SDK's middleware has refused a call without it
+already). A campaign, matrix or traffic file is read only under the server's roots
+(SPECDEC_MCP_ROOTS, `deps.roots`). A SpecdecError or an invalid input becomes an MCP tool
 error carrying the use case's message.
 """
 
@@ -222,7 +224,8 @@ def build(deps: Deps) -> list[Tool]:
     async def campaign_init(
         ctx: Context,
         config: Annotated[str, Field(description="Path of the campaign YAML (the whole campaign, as `specdec submit` "
-                                     "takes it); relative paths in it resolve from the server's working directory.")],
+                                     "takes it), under the server's roots (SPECDEC_MCP_ROOTS); relative paths in it "
+                                     "resolve from the server's working directory.")],
         experiment_id: Annotated[str, Field(description="The run to store it in: one evidence_init created, or a new "
                                             "run ID (checked, refused when in use).")],
         family: Annotated[str, Field(description="The campaign's family; a campaign of another family is refused.")],
@@ -235,19 +238,21 @@ def build(deps: Deps) -> list[Tool]:
         async with deps.connect() as session:
             await _check_family(session, experiment_id, family)
             stored = await workflow.campaign_init(session, Path(config), experiment_id, family,
-                                                  Path(evidence_bundle) if evidence_bundle is not None else None)
+                                                  Path(evidence_bundle) if evidence_bundle is not None else None,
+                                                  deps.roots)
             await _family_consumed(session, experiment_id)
             return stored
 
     @tool(mutates=False)
     async def campaign_validate(
-        config: Annotated[str, Field(description="Path of the campaign YAML, as `specdec validate` takes it; relative "
-                                     "paths in it resolve from the server's working directory.")],
+        config: Annotated[str, Field(description="Path of the campaign YAML, as `specdec validate` takes it, under the "
+                                     "server's roots (SPECDEC_MCP_ROOTS); relative paths in it resolve from the "
+                                     "server's working directory.")],
     ) -> Validation:
         """Every check campaign_init and `specdec submit` make, with no run created, nothing stored or published:
         the problems (all at once), warnings, inert fields and each cell's declared serving config, as
         `specdec validate --json`."""
-        return await anyio.to_thread.run_sync(lambda: validate(Path(config)))
+        return await anyio.to_thread.run_sync(lambda: validate(Path(config), deps.roots))
 
     @tool(mutates=True, destructive=True)
     async def campaign_run(
@@ -284,7 +289,7 @@ def build(deps: Deps) -> list[Tool]:
             return _help(verbs.CAMPAIGN_INIT, parsed.help)
         async with deps.connect() as session:
             await _check_family(session, parsed.namespace.experiment_id, parsed.namespace.family)
-            stored = await verb_calls.campaign_init(session, parsed.namespace)
+            stored = await verb_calls.campaign_init(session, parsed.namespace, deps.roots)
             await _family_consumed(session, parsed.namespace.experiment_id)
             return stored
 
@@ -303,7 +308,8 @@ def build(deps: Deps) -> list[Tool]:
         if parsed.namespace is None:
             return _help(verbs.CAMPAIGN_RUN, parsed.help)
         async with deps.connect() as session:
-            return await verb_calls.campaign_run(session, parsed.namespace, acknowledged=i_understand_this_mutates_cluster)
+            return await verb_calls.campaign_run(session, parsed.namespace, roots=deps.roots,
+                                                 acknowledged=i_understand_this_mutates_cluster)
 
     @tool(mutates=True, external=True)
     async def perf_tune_report_publish_to_lake(

@@ -47,6 +47,8 @@ _RUNTIME_SETTINGS = {
 _MCP_SETTINGS = {
     "SPECDEC_MCP_TOKEN_ENV": "McpSettings (services/mcp/auth.py): name of the variable holding the MCP bearer token",
     "SPECDEC_MCP_TOKEN_FILE": "McpSettings (services/mcp/auth.py): file holding the MCP bearer token",
+    "SPECDEC_MCP_ROOTS": "McpSettings (services/mcp/auth.py): folders the MCP tools read campaign, matrix and traffic "
+    "files from",
 }
 
 # Set by specdec on the processes it starts (services/runtime/procs.py): labels, read back by cleanup.

@@ -20,6 +20,7 @@ The same input therefore fails the same way in every service.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from contracts.errors import SpecdecError
@@ -69,3 +70,22 @@ def invalid_input(exc: Any) -> str:
     """A pydantic ValidationError in one line, as every entry point words it: `invalid input: loc: msg; ...`."""
     problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg']}" for e in exc.errors())
     return f"invalid input: {problems}"
+
+
+_QUOTED = re.compile(r"'([^'<][^']+)'")  # a quoted excerpt of the input: more than one character, not a `<token>`
+
+
+def parse_error_at(path: Any, exc: BaseException) -> str:
+    """Where a YAML or JSON file failed to parse, as `FILE:LINE:COLUMN: what went wrong` (1-based), never the
+    file's text: PyYAML's own message quotes the offending line, and the file may hold a password. Quoted excerpts
+    of the input in the description (an alias or tag name) are left out too."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    if mark is not None:  # yaml.MarkedYAMLError
+        line, column = mark.line + 1, mark.column + 1
+        what = getattr(exc, "problem", None) or getattr(exc, "context", None) or "not valid YAML"
+    elif hasattr(exc, "lineno") and hasattr(exc, "colno"):  # json.JSONDecodeError (orjson's too)
+        line, column, what = exc.lineno, exc.colno, getattr(exc, "msg", "not valid JSON")
+    else:
+        return f"{path}: {type(exc).__name__} (no position given)"
+    described = _QUOTED.sub("'...'", str(what))
+    return f"{path}:{line}:{column}: {described}"

@@ -124,6 +124,12 @@ def _slurm_jobs(slurm_env: dict[str, str], run_id: str) -> list[str]:
     return [line for line in out.splitlines() if run_id in line]
 
 
+def _reading(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """The server's environment, reading campaign and traffic files where this test writes them and in the
+    repository (SPECDEC_MCP_ROOTS)."""
+    return {**env, "SPECDEC_MCP_ROOTS": f"{tmp_path}{os.pathsep}{ROOT}"}
+
+
 def _campaign(tmp_path: Path, target: Path) -> Path:
     """The cheapest real campaign, without the pre-approval policy the toy campaign carries: every plan waits."""
     path = write_campaign(tmp_path / "campaign" / "campaign.yaml", target=target, traffic=TRAFFIC,
@@ -169,7 +175,8 @@ async def _workflow(settings: RuntimeSettings, env: dict[str, str], toy_target: 
     campaign = _campaign(tmp_path, toy_target)
     run_id = f"mcp-{uuid.uuid4().hex[:10]}"
     (tmp_path / "logs").mkdir(exist_ok=True)
-    params = StdioServerParameters(command=sys.executable, args=SERVER_ARGV, env=env, cwd=str(ROOT))
+    params = StdioServerParameters(command=sys.executable, args=SERVER_ARGV, env=_reading(env, tmp_path),
+                                   cwd=str(ROOT))
     with (tmp_path / "logs" / "mcp-server.log").open("w") as errlog:
         async with Client(stdio_client(params, errlog=errlog), read_timeout_seconds=120) as client:
             assert {tool.name for tool in (await client.list_tools()).tools} == TOOLS
@@ -293,7 +300,8 @@ async def _document(settings: RuntimeSettings, env: dict[str, str], target: Path
     matrix = _canonical(tmp_path, target)
     run_id = f"doc-{uuid.uuid4().hex[:10]}"
     (tmp_path / "logs").mkdir(exist_ok=True)
-    params = StdioServerParameters(command=sys.executable, args=SERVER_ARGV, env=env, cwd=str(ROOT))
+    params = StdioServerParameters(command=sys.executable, args=SERVER_ARGV, env=_reading(env, tmp_path),
+                                   cwd=str(ROOT))
     with (tmp_path / "logs" / "mcp-server.log").open("w") as errlog:
         async with Client(stdio_client(params, errlog=errlog), read_timeout_seconds=120) as client:
             assert WORKFLOW_TOOLS <= {tool.name for tool in (await client.list_tools()).tools}

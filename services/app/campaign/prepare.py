@@ -24,7 +24,8 @@ from contracts.inert import inert_fields_set
 from contracts.templates import template_problems
 from services.bench.planning.plan import source_problems
 from services.app.campaign.suffix_cells import suffix_problems, suffix_revision
-from services.runtime.errors import ConfigurationError
+from services.app.campaign.roots import FileRoots
+from services.runtime.errors import ConfigurationError, invalid_input, parse_error_at
 
 
 class CampaignRejected(ConfigurationError):
@@ -42,18 +43,21 @@ def load_campaign(path: Path) -> tuple[Campaign, bytes]:
     return campaign, raw_bytes
 
 
-def load_campaign_file(path: Path) -> tuple[Campaign, bytes, CanonicalRecord | None]:
+def load_campaign_file(path: Path, roots: FileRoots | None = None) -> tuple[Campaign, bytes, CanonicalRecord | None]:
     """Parse and validate a campaign file in either shape, naming every problem at once: specdec's own, or the
     workflow's canonical matrix (services/app/campaign/canonical.py), read into specdec's campaign with the record of what
-    else it said."""
+    else it said. With `roots` (the MCP server's), the file and the matrix and traffic files it names are read only
+    under them (OutsideRoots otherwise, before anything is read). A parse error names the file, line and column,
+    never the line's text."""
+    source = roots.confine(path, "the campaign file") if roots is not None else path
     try:
-        raw_bytes = path.read_bytes()
+        raw_bytes = source.read_bytes()
     except OSError as exc:
         raise CampaignRejected(path, [f"cannot read the file: {exc.strerror}"]) from None
     try:
         data: Any = yaml.safe_load(raw_bytes)
     except yaml.YAMLError as exc:
-        raise CampaignRejected(path, [f"not valid YAML: {exc}"]) from None
+        raise CampaignRejected(path, [f"not valid YAML: {parse_error_at(path, exc)}"]) from None
     record: CanonicalRecord | None = None
     if is_canonical(data):
         from services.app.campaign import canonical
@@ -64,10 +68,11 @@ def load_campaign_file(path: Path) -> tuple[Campaign, bytes, CanonicalRecord | N
             raise CampaignRejected(path, canonical.validation_problems(exc)) from None
         except canonical.CanonicalProblems as exc:
             raise CampaignRejected(path, exc.problems) from None
-    return _validated(path, data, raw_bytes, record), raw_bytes, record
+    return _validated(path, data, raw_bytes, record, roots), raw_bytes, record
 
 
-def _validated(path: Path, data: Any, raw_bytes: bytes, record: CanonicalRecord | None) -> Campaign:
+def _validated(path: Path, data: Any, raw_bytes: bytes, record: CanonicalRecord | None,
+               roots: FileRoots | None = None) -> Campaign:
     problems = [f"missing: {item}" for item in missing_inputs(data)]
     try:
         campaign = Campaign.model_validate(data)
@@ -81,8 +86,13 @@ def _validated(path: Path, data: Any, raw_bytes: bytes, record: CanonicalRecord 
                 continue
             problems.append(f"invalid: {where}: {message}")
         if not problems:
-            problems.append(f"invalid: {exc}")
+            problems.append(f"invalid: {invalid_input(exc)}")
         raise CampaignRejected(path, problems) from None
+    if roots is not None:  # before any of them is looked at
+        if isinstance(campaign.traffic, TrafficFile):
+            roots.confine(campaign.traffic.path, "traffic.path")
+        if isinstance(campaign.matrix, MatrixFile):
+            roots.confine(campaign.matrix.path, "matrix.path")
     problems += _missing_files(campaign)
     problems += _template_problems(campaign, record)
     problems += _source_problems(campaign)
@@ -121,8 +131,12 @@ def _template_problems(campaign: Campaign, record: CanonicalRecord | None = None
         return []
     try:
         matrix = Matrix.model_validate(yaml.safe_load(matrix_path.read_bytes()))
-    except (OSError, yaml.YAMLError, ValidationError) as exc:
-        return [f"invalid: matrix.path {matrix_path}: {exc}"]
+    except OSError as exc:
+        return [f"invalid: matrix.path {matrix_path}: cannot read it: {exc.strerror}"]
+    except yaml.YAMLError as exc:
+        return [f"invalid: matrix.path: not valid YAML: {parse_error_at(matrix_path, exc)}"]
+    except ValidationError as exc:
+        return [f"invalid: matrix.path {matrix_path}: {invalid_input(exc)}"]
     return [f"template: {p}" for p in template_problems(campaign, matrix, cells_at=f"{matrix_path}: cells")]
 
 
@@ -246,10 +260,11 @@ class PreparedCampaign:
     canonical: CanonicalRecord | None = None
 
 
-def prepare_campaign(path: Path) -> PreparedCampaign:
+def prepare_campaign(path: Path, roots: FileRoots | None = None) -> PreparedCampaign:
     """Validate the campaign file (every problem named at once) and resolve it: paths made
-    absolute from where this runs, specdec's own revision filled in. Stores nothing."""
-    campaign, raw_bytes, canonical = load_campaign_file(path)
+    absolute from where this runs, specdec's own revision filled in. Stores nothing. `roots`:
+    the folders the caller may read from (load_campaign_file)."""
+    campaign, raw_bytes, canonical = load_campaign_file(path, roots)
     # Before absolutize(): it re-validates from a full dump, after which every
     # field would look operator-set and every inert field would be warned on.
     inert = inert_fields_set(campaign)

@@ -17,6 +17,7 @@ from contracts.campaign import Campaign, TrafficShapes
 from contracts.campaign.canonical import CanonicalRecord, Rewrite
 from contracts.envelope import Strict
 from services.app.campaign.prepare import CampaignRejected, prepare_campaign
+from services.app.campaign.roots import FileRoots
 
 
 class DeclaredCell(Strict):
@@ -55,10 +56,11 @@ class Validation(Strict):
                                       "as a campaign.")
 
 
-def validate(path: Path) -> Validation:
-    """Run every check submit runs on the file at `path`; stores and publishes nothing."""
+def validate(path: Path, roots: FileRoots | None = None) -> Validation:
+    """Run every check submit runs on the file at `path`; stores and publishes nothing. `roots`: the folders
+    the caller may read from (OutsideRoots for a file elsewhere; the MCP server's, none for the CLI)."""
     try:
-        prepared = prepare_campaign(path)
+        prepared = prepare_campaign(path, roots)
     except CampaignRejected as rejected:
         return Validation(campaign=str(path), accepted=False, problems=rejected.problems, warnings=[], inert={},
                           cells=[])

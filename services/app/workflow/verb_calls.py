@@ -17,6 +17,7 @@ import argparse
 from pathlib import Path
 
 from contracts import layout
+from services.app.campaign.roots import FileRoots
 from services.app.context import Session
 from services.app.results import RunCreated
 from services.app.runs import ops, report
@@ -40,9 +41,9 @@ async def evidence_init(session: Session, args: argparse.Namespace) -> RunCreate
                      f"--family {args.family} --evidence-bundle {created.bundle_path}"})
 
 
-async def campaign_init(session: Session, args: argparse.Namespace) -> VerbResult:
+async def campaign_init(session: Session, args: argparse.Namespace, roots: FileRoots | None = None) -> VerbResult:
     bundle = Path(args.evidence_bundle) if args.evidence_bundle else None
-    stored = await workflow.campaign_init(session, Path(args.config), args.experiment_id, args.family, bundle)
+    stored = await workflow.campaign_init(session, Path(args.config), args.experiment_id, args.family, bundle, roots)
     inert = f"; accepted but inert: {', '.join(stored.inert)}" if stored.inert else ""
     return VerbResult(
         verb=verbs.CAMPAIGN_INIT, run_id=stored.run_id, bundle=stored.bundle_path,
@@ -52,9 +53,10 @@ async def campaign_init(session: Session, args: argparse.Namespace) -> VerbResul
                   "then inspect placement, deployment changes, workload shape, warmup and cleanup")
 
 
-async def campaign_run(session: Session, args: argparse.Namespace, *, acknowledged: bool) -> VerbResult:
+async def campaign_run(session: Session, args: argparse.Namespace, *, acknowledged: bool,
+                       roots: FileRoots | None = None) -> VerbResult:
     run_id = verbs.resolve_run(args.campaign, session.settings.bundle_root)
-    verbs.same_config(session.settings.bundle_root, run_id, Path(args.config))
+    verbs.same_config(session.settings.bundle_root, run_id, Path(args.config), roots)
     if acknowledged and args.dry_run:
         raise ArgsRefused(f"{verbs.CAMPAIGN_RUN}: --dry-run and i_understand_this_mutates_cluster=true contradict "
                           "each other: drop --dry-run to go live, or the acknowledgement to dry-run (nothing was done)")

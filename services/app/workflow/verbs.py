@@ -30,6 +30,7 @@ from pydantic import Field
 from contracts import layout
 from contracts.argv import ArgvError, check_token
 from contracts.envelope import Strict
+from services.app.campaign.roots import FileRoots
 from services.runtime.errors import ConfigurationError
 
 EVIDENCE_INIT = "evidence_init"
@@ -171,11 +172,13 @@ def resolve_run(campaign: str, bundle_root: Path) -> str:
     return campaign
 
 
-def same_config(bundle_root: Path, run_id: str, config: Path) -> None:
-    """`--config` must be the campaign file the run holds (its bytes, as stored at campaign_init)."""
+def same_config(bundle_root: Path, run_id: str, config: Path, roots: FileRoots | None = None) -> None:
+    """`--config` must be the campaign file the run holds (its bytes, as stored at campaign_init); with `roots`,
+    read only under them."""
     stored = bundle_root / run_id / layout.CAMPAIGN_YAML
+    source = roots.confine(config, "the campaign file") if roots is not None else config
     try:
-        given = config.read_bytes()
+        given = source.read_bytes()
     except OSError as exc:
         raise ArgsRefused(f"--config {config}: cannot read it ({exc.strerror})") from None
     if not stored.is_file():

@@ -20,6 +20,7 @@ from contracts.campaign import REVIEWED_STEPS, Campaign
 from contracts.catalogue import PLAN_PATHS
 from contracts.events import CampaignSubmitted, RunApproved
 from services.app.campaign import submit
+from services.app.campaign.roots import FileRoots
 from services.app.context import Session
 from services.app.results import CampaignRunResult, CampaignStored, PlanView, RunCreated
 from services.app.runs import ops
@@ -43,13 +44,14 @@ async def evidence_init(session: Session, family: str, experiment_id: str | None
 
 
 async def campaign_init(session: Session, config: Path, experiment_id: str, family: str,
-                        evidence_bundle: Path | None) -> CampaignStored:
+                        evidence_bundle: Path | None, roots: FileRoots | None = None) -> CampaignStored:
     """Validate the campaign file (every problem at once, as submit) and store it, the operator's commands and
-    the source revisions in the run's bundle; publishes nothing."""
+    the source revisions in the run's bundle; publishes nothing. `roots`: the folders the caller may read
+    campaign, matrix and traffic files from (services/app/campaign/roots.py); None reads what it is given."""
     run_id = submit.check_run_id(experiment_id)
     if evidence_bundle is not None:
         check_bundle_path(session.settings.bundle_root, run_id, evidence_bundle)
-    prepared = submit.prepare_campaign(config)
+    prepared = submit.prepare_campaign(config, roots)
     if prepared.campaign.family != family:
         raise ConfigurationError(f"the campaign {config} is of family {prepared.campaign.family!r}, not "
                                  f"{family!r}: give its own family, or the campaign meant for {family!r}")

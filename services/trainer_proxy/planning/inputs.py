@@ -18,6 +18,7 @@ import yaml
 from pydantic import ValidationError
 
 from contracts.campaign import Campaign, Cell, Matrix
+from services.runtime.errors import invalid_input, parse_error_at
 from services.trainer_proxy.errors import PlanError
 
 SPLITS = ("train", "heldout")
@@ -33,8 +34,10 @@ def load_cells(campaign: Campaign, cwd: Path) -> list[Cell]:
         matrix = Matrix.model_validate(yaml.safe_load(path.read_text()))
     except OSError as exc:
         raise PlanError(f"cannot read matrix.path {path}: {exc}; the trainer-proxy reads it to know whether a draft is needed") from None
-    except (yaml.YAMLError, ValidationError) as exc:
-        raise PlanError(f"matrix.path {path} is not a valid matrix: {exc}") from None
+    except yaml.YAMLError as exc:
+        raise PlanError(f"matrix.path is not valid YAML: {parse_error_at(path, exc)}") from None
+    except ValidationError as exc:
+        raise PlanError(f"matrix.path {path} is not a valid matrix: {invalid_input(exc)}") from None
     return list(matrix.cells)
 
 

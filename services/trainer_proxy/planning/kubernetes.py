@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from contracts.catalogue import TRAINER as SERVICE
+from services.runtime.errors import parse_error_at
 from services.runtime.procs import EXPERIMENT_ENV, SERVICE_ENV
 from services.shared.scheduler import kubernetes as k8s
 from services.shared.scheduler.kubernetes import bundle_volume, dns_name, labels
@@ -63,7 +64,7 @@ def load_template(path: str) -> dict[str, Any]:
     except OSError as exc:
         raise KubernetesPlanError(f"cannot read commands.train.kubernetes_job {path}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        raise KubernetesPlanError(f"commands.train.kubernetes_job {path} is not YAML: {exc}") from None
+        raise KubernetesPlanError(f"commands.train.kubernetes_job is not YAML: {parse_error_at(path, exc)}") from None
     containers = (((data or {}).get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") if isinstance(data, dict) else None
     if not isinstance(data, dict) or data.get("kind") != "Job" or not containers:
         raise KubernetesPlanError(

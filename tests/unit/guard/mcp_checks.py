@@ -24,6 +24,7 @@ from unittest import mock
 from mcp import Client
 from pydantic import BaseModel
 
+from services.app.campaign.roots import FileRoots, OutsideRoots
 from services.mcp.auth import Guard, McpSettings, load_token
 from services.mcp.deps import Deps
 from services.mcp.server import build_server
@@ -141,7 +142,8 @@ def _deps(calls: list[Any], tmp: Path) -> Deps:
     async def connect() -> Any:
         yield mock.Mock(settings=settings, bundle=BundleStore(settings.bundle_root), client=client)
 
-    return Deps(settings=settings, bundle=BundleStore(settings.bundle_root), guard=Guard(None), connect=connect)
+    return Deps(settings=settings, bundle=BundleStore(settings.bundle_root), guard=Guard(None),
+                roots=FileRoots.of([tmp]), connect=connect)
 
 
 def _spy(calls: list[Any], name: str) -> Callable[..., Any]:
@@ -202,10 +204,21 @@ def _token_from_file(tmp: Path, content: str) -> str:
     return load_token(McpSettings(mcp_token_file=str(path)))
 
 
+def _campaign_read(tmp: Path, roots: str) -> str:
+    """Whether the server would read tmp/a/campaign.yaml with SPECDEC_MCP_ROOTS=`roots`."""
+    try:
+        McpSettings(mcp_roots=roots).roots.confine(tmp / "a" / "campaign.yaml", "the campaign file")
+    except OutsideRoots:
+        return "refused"
+    return "read"
+
+
 def settings_probes(tmp: Path) -> dict[str, tuple[Callable[[], Any], Callable[[], Any]]]:
     """`env SPECDEC_<NAME>` of each McpSettings field -> (the base's behaviour, the changed one's): the bearer
-    token `specdec mcp --http` then requires."""
+    token `specdec mcp --http` then requires, or whether it reads a campaign file."""
     return {
+        "env SPECDEC_MCP_ROOTS": (lambda: _campaign_read(tmp, str(tmp / "b")),
+                                  lambda: _campaign_read(tmp, str(tmp / "a"))),
         "env SPECDEC_MCP_TOKEN_ENV": (lambda: _token_from_env("GUARD_TOKEN_A"), lambda: _token_from_env("GUARD_TOKEN_B")),
         "env SPECDEC_MCP_TOKEN_FILE": (lambda: _token_from_file(tmp, "c" * 20), lambda: _token_from_file(tmp, "d" * 20)),
     }

@@ -47,7 +47,7 @@ def test_every_mcp_setting_has_a_probe(tmp_path):
 
 
 @pytest.mark.parametrize("field", mcp_settings_fields())
-def test_changing_the_mcp_setting_changes_the_token_required(field, tmp_path):
+def test_changing_the_mcp_setting_changes_what_the_server_does(field, tmp_path):
     base, changed = mcp_checks.settings_probes(tmp_path)[field]
     assert base() != changed(), f"{field} changed nothing"
 

@@ -1,6 +1,6 @@
 """`specdec mcp --http`'s bearer token over real HTTP (the SDK's streamable HTTP app under uvicorn on
-loopback, the SDK's own client): every mutating tool is refused without the token and with a wrong one,
-before it does anything; with the token it runs; the read-only tools and the bundle resources need none."""
+loopback, the SDK's own client): without the token or with a wrong one the client is answered 401 and
+nothing is done; with the token the mutating tools, the read-only ones and the bundle resources run."""
 
 from __future__ import annotations
 
@@ -72,25 +72,30 @@ async def _error(client: Client, name: str, arguments: dict[str, Any]) -> str:
 
 
 @pytest.mark.parametrize("token", [None, TOKEN[::-1]], ids=["no-token", "wrong-token"])
-async def test_every_mutating_tool_is_refused_before_it_does_anything(url: str, token: str | None,
-                                                                      settings: RuntimeSettings) -> None:
-    async with connected(url, token) as client:
-        annotated = {t.name for t in (await client.list_tools()).tools if not t.annotations.read_only_hint}
-        assert annotated == set(MUTATING)
-        for name, arguments in MUTATING.items():
-            text = await _error(client, name, arguments)
-            assert "Authorization: Bearer" in text and "nothing was done" in text, text
-            assert ("no bearer token" if token is None else "not the server's") in text
+async def test_without_the_token_the_client_gets_401_and_nothing_is_done(url: str, token: str | None,
+                                                                       settings: RuntimeSettings) -> None:
+    # Every request, whatever its method, over the SDK's own client (tests/unit/mcp/test_hostile.py sends each
+    # tool, resource and prompt of the registry).
+    statuses: list[int] = []
+
+    async def record(response: httpx2.Response) -> None:
+        statuses.append(response.status_code)
+
+    headers = {"Authorization": f"Bearer {token}"} if token is not None else None
+    with pytest.raises(Exception):  # noqa: B017 - the SDK's client words a refused connection its own way
+        async with httpx2.AsyncClient(headers=headers, timeout=30, event_hooks={"response": [record]}) as http:
+            async with Client(streamable_http_client(url, http_client=http)) as client:
+                await client.call_tool("campaign_init", MUTATING["campaign_init"])
+    assert statuses and set(statuses) == {401}, statuses
     assert not settings.bundle_root.exists() or list(settings.bundle_root.iterdir()) == []
 
 
-async def test_with_the_token_a_mutating_tool_runs_and_read_only_ones_need_none(url: str,
-                                                                               settings: RuntimeSettings) -> None:
+async def test_with_the_token_every_kind_of_call_runs(url: str, settings: RuntimeSettings) -> None:
     async with connected(url, TOKEN) as client:
+        annotated = {t.name for t in (await client.list_tools()).tools if not t.annotations.read_only_hint}
+        assert annotated == set(MUTATING)
         stored = await client.call_tool("campaign_init", MUTATING["campaign_init"])
         assert not stored.is_error, stored.content
-    assert (settings.bundle_root / "tok-run-b" / "campaign.json").is_file()
-    async with connected(url, None) as client:
         # Read-only: refused for what the run lacks, never for the token.
         for name, arguments in {"campaign_status": {"run_id": "tok-run-b"}, "gate": {"run_id": "tok-run-b"},
                                 "plan_show": {"run_id": "tok-run-b", "step": "bench"}}.items():
@@ -98,3 +103,4 @@ async def test_with_the_token_a_mutating_tool_runs_and_read_only_ones_need_none(
             assert "Bearer" not in text and "tok-run-b" in text, text
         read = await client.read_resource("bundle://tok-run-b/campaign.json")
         assert '"family":"toy-llama"' in read.contents[0].text.replace(" ", "")
+    assert (settings.bundle_root / "tok-run-b" / "campaign.json").is_file()

@@ -3,6 +3,7 @@ against a real Redis: each refusal is an MCP tool error with the CLI's message, 
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,6 +20,12 @@ from services.mcp.server import build_server
 from services.runtime.settings import RuntimeSettings
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "infra/examples/campaign.yaml"
+
+
+@pytest.fixture(autouse=True)
+def roots(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The campaigns these tests write live in tmp_path: the server reads files there and in the repository."""
+    monkeypatch.setenv("SPECDEC_MCP_ROOTS", f"{tmp_path}{os.pathsep}{EXAMPLE.parents[2]}")
 
 
 @asynccontextmanager
