@@ -34,6 +34,16 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
+    @property
+    def services_url(self) -> str:
+        """The URL the services connect with."""
+        return self.url
+
+    @property
+    def operator_url(self) -> str:
+        """The URL an operator approves with."""
+        return self.url
+
     def start(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(  # noqa: S603 - fixed argv
