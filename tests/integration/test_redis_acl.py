@@ -60,7 +60,6 @@ def _approve(settings: RuntimeSettings, run_id: str, operator_url: str | None) -
                           env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
 
 
-@pytest.mark.xfail(strict=True, reason="Redis is open: the services' credentials can write the approval stream")
 async def test_an_approval_forged_with_the_services_credentials_runs_nothing(redis_server: RedisServer, tmp_path: Path):
     settings = RuntimeSettings(redis_url=redis_server.services_url, stream_prefix=f"acl{uuid.uuid4().hex[:6]}",
                                bundle_root=tmp_path / "bundles", reclaim_idle_ms=1500, reclaim_poll_ms=100,
@@ -97,7 +96,12 @@ async def test_an_approval_forged_with_the_services_credentials_runs_nothing(red
         lines = refused.stderr.strip().splitlines()
         assert len(lines) == 1 and "Traceback" not in refused.stderr, refused.stderr
         assert "SPECDEC_OPERATOR_REDIS_URL" in lines[0] and approvals in lines[0], lines[0]
-        await asyncio.sleep(1.0)
+        raw = redis.Redis.from_url(redis_server.operator_url)
+        try:
+            assert raw.xlen(approvals) == 0, "a refused approval reached the approval stream"
+        finally:
+            raw.close()
+        await asyncio.sleep(0.3)
         assert not ran.exists(), "a forged approval ran the plan"
 
         # With the operator's credentials the same command approves, and the plan runs.
