@@ -66,6 +66,7 @@ def prefix(redis_url: str) -> Iterator[str]:
 def settings(redis_url: str, operator_redis_url: str, prefix: str, tmp_path: Path) -> RuntimeSettings:
     return RuntimeSettings(
         redis_url=redis_url,
+        redis_url_file="",
         operator_redis_url=operator_redis_url,
         stream_prefix=prefix,
         bundle_root=tmp_path / "bundles",

@@ -231,7 +231,11 @@ def main(argv: list[str] | None = None) -> int:
     if problem is not None:
         print(f"specdec: {problem}", file=sys.stderr)
         return 2
-    settings = RuntimeSettings()
+    try:
+        settings = RuntimeSettings()
+    except ValidationError as exc:  # a bad SPECDEC_* value: one line, not a traceback
+        print(f"specdec: {invalid_input(exc)}", file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
     # After parsing: --help and a usage error log nothing, so they skip structlog's import; so do
     # the commands that only read the streams (reads_only), which never log through it.

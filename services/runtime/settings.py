@@ -31,8 +31,8 @@ class RuntimeSettings(BaseSettings):
     )
     redis_url_file: str = Field(
         default="",
-        description="File holding the Redis URL (e.g. a mounted secret; surrounding whitespace is dropped); when set, "
-        "it replaces redis_url. Empty: redis_url as given.",
+        description="File holding the Redis URL (e.g. a mounted secret; surrounding whitespace is dropped), instead "
+        "of redis_url (both set to different URLs is refused). Empty: redis_url as given.",
     )
     operator_redis_url: str = Field(
         default="",
@@ -87,15 +87,19 @@ class RuntimeSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _redis_url_from_file(self) -> RuntimeSettings:
-        if self.redis_url_file:
-            try:
-                url = Path(self.redis_url_file).read_text().strip()
-            except OSError as exc:
-                raise ValueError(f"SPECDEC_REDIS_URL_FILE {self.redis_url_file} cannot be read ({exc.strerror}); "
-                                 "point it at the file holding the services' Redis URL") from None
-            if not url:
-                raise ValueError(f"SPECDEC_REDIS_URL_FILE {self.redis_url_file} is empty; it must hold a redis:// URL")
-            self.redis_url = url
+        if not self.redis_url_file:
+            return self
+        try:
+            url = Path(self.redis_url_file).read_text().strip()
+        except OSError as exc:
+            raise ValueError(f"SPECDEC_REDIS_URL_FILE {self.redis_url_file} cannot be read ({exc.strerror}); "
+                             "point it at the file holding the services' Redis URL") from None
+        if not url:
+            raise ValueError(f"SPECDEC_REDIS_URL_FILE {self.redis_url_file} is empty; it must hold a redis:// URL")
+        if "redis_url" in self.model_fields_set and self.redis_url != url:
+            raise ValueError("SPECDEC_REDIS_URL and SPECDEC_REDIS_URL_FILE are both set, to different URLs: the Redis "
+                             "URL comes from one place; unset one of them")
+        self.redis_url = url
         return self
 
     @model_validator(mode="after")

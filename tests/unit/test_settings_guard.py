@@ -159,7 +159,10 @@ _URL_FILE.write_text("redis://specdec-services:secret@10.0.0.8:6381/3\n")
 
 def _client_target_from_env(settings: RuntimeSettings) -> tuple[Any, ...]:
     """The Redis a service started with these settings as its environment connects to."""
-    return _client_target(RuntimeSettings.model_validate(settings.model_dump()))
+    values = settings.model_dump()
+    if values["redis_url_file"]:
+        del values["redis_url"]  # one source of the URL: the file
+    return _client_target(RuntimeSettings(**values))
 
 
 def _approver_target(settings: RuntimeSettings) -> str:
