@@ -51,7 +51,8 @@ model: setup
 # The demo's trained candidate is an EAGLE-3 head from the example trainer, which runs in .venv-speculators.
 # exec: a SIGTERM to make reaches the demo itself, which stops its services and their servers.
 demo: setup model speculators-env
-	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) && export SPECDEC_REDIS_URL && exec $(PY) -m services.cli.demo
+	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) && SPECDEC_OPERATOR_REDIS_URL=$$(infra/bin/ensure-redis --operator) \
+	  && export SPECDEC_REDIS_URL SPECDEC_OPERATOR_REDIS_URL && exec $(PY) -m services.cli.demo
 
 # The layering rule first (.importlinter, docs/architecture.md): seconds, and it fails fast.
 lint-imports: setup
@@ -59,7 +60,7 @@ lint-imports: setup
 
 # Two lanes at once: the tests that start vLLM, and the rest (infra/bin/run-tests).
 test: setup slurm promtool lint-imports
-	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) PY=$(PY) infra/bin/run-tests
+	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) SPECDEC_OPERATOR_REDIS_URL=$$(infra/bin/ensure-redis --operator) PY=$(PY) infra/bin/run-tests
 
 # compose.yaml's CPU profile run for real: dockerd (started when none answers), images built
 # from scratch, a campaign inside the containers, Redis restarted mid-run; everything it made is
@@ -68,16 +69,16 @@ test-compose: setup
 	PY=$(PY) infra/bin/test-compose
 
 test-models: setup model speculators-env
-	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) $(PY) -m pytest tests/e2e -q -m models
+	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) SPECDEC_OPERATOR_REDIS_URL=$$(infra/bin/ensure-redis --operator) $(PY) -m pytest tests/e2e -q -m models
 
 test-unit: setup
 	$(PY) -m pytest tests/unit -q
 
 perf: setup
-	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) $(PY) -m tests.perf.runner
+	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) SPECDEC_OPERATOR_REDIS_URL=$$(infra/bin/ensure-redis --operator) $(PY) -m tests.perf.runner
 
 perf-quick: setup
-	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) $(PY) -m tests.perf.runner --quick
+	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) SPECDEC_OPERATOR_REDIS_URL=$$(infra/bin/ensure-redis --operator) $(PY) -m tests.perf.runner --quick
 
 asyncapi: setup
 	$(PY) -m services.cli.main contracts asyncapi > docs/asyncapi.yaml

@@ -40,7 +40,10 @@ class RunApproved(Event):
     plan_sha256s: list[Sha256] = Field(
         min_length=1, description="sha256 of every plan this approval covers; a plan not listed does not run."
     )
-    approved_by: str = Field(description="Who approved (user@host as the CLI saw it).")
+    approved_by: str = Field(
+        description="Who approved: user@host as the CLI saw it, and the Redis ACL user that published the approval, "
+        "e.g. 'ops@host (Redis user specdec-operator)' (only the operator's user may write this stream)."
+    )
 
 
 # --- step requests and failures -------------------------------------------------

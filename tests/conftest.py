@@ -19,9 +19,16 @@ from tests.support.redis_server import RedisServer
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _ensure_redis(*args: str) -> str:
+    """infra/bin/ensure-redis's URL (the local ACL'd Redis unless SPECDEC_REDIS_URL answers)."""
+    out = subprocess.run([str(ROOT / "infra/bin/ensure-redis"), *args], capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
 @pytest.fixture(scope="session")
 def redis_url() -> str:
-    """SPECDEC_REDIS_URL when it answers; otherwise one started by infra/bin/ensure-redis."""
+    """The services' URL: SPECDEC_REDIS_URL when it answers; otherwise the local Redis that
+    infra/bin/ensure-redis starts, with its ACL users."""
     url = os.environ.get("SPECDEC_REDIS_URL")
     if url:
         try:
@@ -29,8 +36,18 @@ def redis_url() -> str:
                 return url
         except redis.RedisError:
             pass
-    out = subprocess.run([str(ROOT / "infra/bin/ensure-redis")], capture_output=True, text=True, check=True)
-    return out.stdout.strip()
+    return _ensure_redis()
+
+
+@pytest.fixture(scope="session")
+def operator_redis_url(redis_url: str) -> str:
+    """The operator's URL, the one allowed to write the approval stream: SPECDEC_OPERATOR_REDIS_URL when set;
+    SPECDEC_REDIS_URL itself when that is the Redis in use (its users are its operator's); else the local one's."""
+    if os.environ.get("SPECDEC_OPERATOR_REDIS_URL"):
+        return os.environ["SPECDEC_OPERATOR_REDIS_URL"]
+    if redis_url == os.environ.get("SPECDEC_REDIS_URL"):
+        return redis_url
+    return _ensure_redis("--operator")
 
 
 @pytest.fixture
@@ -46,9 +63,11 @@ def prefix(redis_url: str) -> Iterator[str]:
 
 
 @pytest.fixture
-def settings(redis_url: str, prefix: str, tmp_path: Path) -> RuntimeSettings:
+def settings(redis_url: str, operator_redis_url: str, prefix: str, tmp_path: Path) -> RuntimeSettings:
     return RuntimeSettings(
         redis_url=redis_url,
+        redis_url_file="",
+        operator_redis_url=operator_redis_url,
         stream_prefix=prefix,
         bundle_root=tmp_path / "bundles",
         instance=f"test-{uuid.uuid4().hex[:6]}",

@@ -26,6 +26,14 @@ def operator() -> str:
     return f"{getpass.getuser()}@{socket.gethostname()}"
 
 
+def approver_settings(settings: RuntimeSettings) -> RuntimeSettings:
+    """The settings an approval is published with: the operator's Redis user (SPECDEC_OPERATOR_REDIS_URL),
+    the only one allowed to write the approval stream; without one, SPECDEC_REDIS_URL's."""
+    if settings.operator_redis_url:
+        return settings.model_copy(update={"redis_url": settings.operator_redis_url, "redis_url_file": ""})
+    return settings
+
+
 Notice = Callable[[str], None]
 
 

@@ -25,7 +25,9 @@ PREFIX = "SPECDEC_"
 # imported, so that the health check stays stdlib only (it starts fast). tests/unit/test_environment.py
 # checks that every settings class's fields are here.
 _RUNTIME_SETTINGS = {
-    "SPECDEC_REDIS_URL": "Redis URL",
+    "SPECDEC_REDIS_URL": "Redis URL (the services' ACL user)",
+    "SPECDEC_REDIS_URL_FILE": "file holding the Redis URL, replacing SPECDEC_REDIS_URL (a mounted secret)",
+    "SPECDEC_OPERATOR_REDIS_URL": "Redis URL of the operator's ACL user, which alone may write the approval stream",
     "SPECDEC_STREAM_PREFIX": "prefix of every stream and key",
     "SPECDEC_BUNDLE_ROOT": "root folder of the evidence bundles",
     "SPECDEC_INSTANCE": "consumer name of this instance in its group",

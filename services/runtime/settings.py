@@ -26,7 +26,18 @@ class RuntimeSettings(BaseSettings):
 
     redis_url: str = Field(
         default="redis://127.0.0.1:6379/0",
-        description="Redis URL; redis:// or rediss:// (TLS), with user:password@ when the server needs it.",
+        description="Redis URL; redis:// or rediss:// (TLS), with user:password@ when the server needs it: the "
+        "services' ACL user, which may not write the approval stream (docs/deployment.md, \"Redis users\").",
+    )
+    redis_url_file: str = Field(
+        default="",
+        description="File holding the Redis URL (e.g. a mounted secret; surrounding whitespace is dropped), instead "
+        "of redis_url (both set to different URLs is refused). Empty: redis_url as given.",
+    )
+    operator_redis_url: str = Field(
+        default="",
+        description="Redis URL of the operator's ACL user, the one allowed to write the approval stream; read only "
+        "where a run is approved (`specdec approve`, the MCP approve tool). Empty: approvals go through redis_url.",
     )
     stream_prefix: str = Field(
         default="specdec", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$", description="Prefix of every stream and key."
@@ -89,6 +100,23 @@ class RuntimeSettings(BaseSettings):
 
             parse_prefixes(value, "SPECDEC_PUBLISH_ALLOWED_TARGETS")
         return value
+
+    @model_validator(mode="after")
+    def _redis_url_from_file(self) -> RuntimeSettings:
+        if not self.redis_url_file:
+            return self
+        try:
+            url = Path(self.redis_url_file).read_text().strip()
+        except OSError as exc:
+            raise ValueError(f"SPECDEC_REDIS_URL_FILE {self.redis_url_file} cannot be read ({exc.strerror}); "
+                             "point it at the file holding the services' Redis URL") from None
+        if not url:
+            raise ValueError(f"SPECDEC_REDIS_URL_FILE {self.redis_url_file} is empty; it must hold a redis:// URL")
+        if "redis_url" in self.model_fields_set and self.redis_url != url:
+            raise ValueError("SPECDEC_REDIS_URL and SPECDEC_REDIS_URL_FILE are both set, to different URLs: the Redis "
+                             "URL comes from one place; unset one of them")
+        self.redis_url = url
+        return self
 
     @model_validator(mode="after")
     def _one_token_source(self) -> RuntimeSettings:

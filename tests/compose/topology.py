@@ -95,9 +95,11 @@ class Topology:
     def prefix(self) -> str:
         return f"compose{self.run}"
 
-    @property
-    def redis_url(self) -> str:
-        return f"redis://127.0.0.1:{self.redis_port}/0"
+    def operator_url(self) -> str:
+        """The operator's Redis URL, as the redis-credentials step generated it into the redis-users volume
+        (read inside the Redis container, as root: nothing secret passes through a file of the test's)."""
+        container = self.containers()["redis"]
+        return self.docker_cmd("exec", "-u", "0", container, "cat", "/usr/local/etc/redis/users/operator.url")
 
     @property
     def bundles(self) -> Path:
@@ -134,20 +136,27 @@ class Topology:
             folder.mkdir(parents=True, exist_ok=True)
             # The services run as uid 10001 (infra/Dockerfile) and write bundles there.
             folder.chmod(0o777)
+        credentials = yaml.safe_load((ROOT / "compose.yaml").read_text())["services"]["redis-credentials"]["entrypoint"]
+        health = (f"REDISCLI_AUTH=\"$$(cat /usr/local/etc/redis/users/health.pass)\" redis-cli -p {self.redis_port} "
+                  "--user specdec-health ping | grep -q PONG")
         services: dict[str, Any] = {"redis": {
             "image": self.redis_image,
             "network_mode": "host",
             "command": ["redis-server", "/usr/local/etc/redis/redis.conf",
                         "--port", str(self.redis_port), "--bind", "127.0.0.1"],
-            "healthcheck": {"test": ["CMD-SHELL", f"redis-cli -p {self.redis_port} ping | grep -q PONG"],
-                            "interval": "2s"},
+            "healthcheck": {"test": ["CMD-SHELL", health], "interval": "2s"},
+            "labels": self.labels(),
+        }, "redis-credentials": {
+            # compose.yaml's step, with the address the services reach Redis at on the host's network.
+            "image": self.redis_image,
+            "entrypoint": [*credentials[:-2], "127.0.0.1", str(self.redis_port)],
             "labels": self.labels(),
         }}
         for name, port in self.health_ports.items():
             services[name] = {
                 "image": self.image,
                 "network_mode": "host",
-                "environment": {"SPECDEC_REDIS_URL": self.redis_url, "SPECDEC_HEALTH_PORT": str(port),
+                "environment": {"SPECDEC_HEALTH_PORT": str(port),
                                 "SPECDEC_STREAM_PREFIX": self.prefix},
                 "volumes": [f"{self.bundles}:{BUNDLES_IN}", f"{self.models}:{MODELS_IN}"],
                 "labels": self.labels(),
@@ -159,7 +168,7 @@ class Topology:
                 }
         data = {
             "services": services,
-            "volumes": {name: {"labels": self.labels()} for name in ("bundles", "models", "redis-data")},
+            "volumes": {name: {"labels": self.labels()} for name in ("bundles", "models", "redis-data", "redis-users")},
             "networks": {"default": {"labels": self.labels()}},
         }
         self.override.write_text(yaml.safe_dump(data, sort_keys=False))

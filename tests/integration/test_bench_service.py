@@ -19,7 +19,7 @@ from services.bench import app
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.procs import labelled_processes
 from services.runtime.delivery.service import bootstrap
-from tests.support.services import wait_events
+from tests.support.services import publish_approval, wait_events
 
 ROOT = Path(__file__).resolve().parents[2]
 # The stand-in logs vLLM's start-up config for what it is given; the bench-runner reads it back.
@@ -81,9 +81,9 @@ async def test_nothing_runs_before_approval_then_the_matrix_is_measured(settings
         plan = bundle.read_json(run_id, "bench/plan.json")
         assert [c["cell_id"] for c in plan["cells"]] == ["standing", "ngram-k3", "dropped", "idle-drafts"]
 
-        await service.bus.publish(RunApproved(run_id=run_id, producer="test", i_understand_this_mutates_cluster=True,
+        await publish_approval(settings, RunApproved(run_id=run_id, producer="test", i_understand_this_mutates_cluster=True,
                                               plan_sha256s=["f" * 64], approved_by="test"))
-        await service.bus.publish(RunApproved(run_id=run_id, producer="test", i_understand_this_mutates_cluster=True,
+        await publish_approval(settings, RunApproved(run_id=run_id, producer="test", i_understand_this_mutates_cluster=True,
                                               plan_sha256s=[planned["plan"]["sha256"]], approved_by="test"))
         done = (await wait_events(settings, {"bench.completed"}, run_id=run_id, timeout_s=120))["bench.completed"]
 

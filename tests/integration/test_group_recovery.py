@@ -68,10 +68,13 @@ def _done(side_effects: Path) -> list[str]:
 def _flush_and_publish(redis_server: RedisServer, client: redis.Redis, event: ProfileRequested) -> redis.Redis:
     # In one transaction: the stream is back, without its group, before the worker reads
     # again, so the group must be recreated at ID 0 for this entry to be read at all.
-    pipe = client.pipeline(transaction=True)
+    # FLUSHALL is the operator's (the services' Redis user may not run it).
+    operator = redis.Redis.from_url(redis_server.operator_url)
+    pipe = operator.pipeline(transaction=True)
     pipe.flushall()
     publish(pipe, PREFIX, event)  # type: ignore[arg-type]  # a pipeline queues the same XADD
     pipe.execute()
+    operator.close()
     return client
 
 

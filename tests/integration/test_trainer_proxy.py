@@ -27,7 +27,7 @@ from services.runtime.delivery.service import Service, bootstrap
 from services.runtime.settings import RuntimeSettings
 from services.shared.capacity.recheck import Recheck
 from services.trainer_proxy import app
-from tests.support.services import wait_events
+from tests.support.services import publish_approval, wait_events
 from tests.unit.trainer_proxy.helpers import (
     COPY_TRAINER,
     PY,
@@ -128,14 +128,14 @@ async def test_nothing_runs_before_its_plan_is_approved_then_everything_is_captu
         assert await stream_events(settings, "training.started", run_id) == []
 
         wrong = hashlib.sha256(b"another plan").hexdigest()
-        await service.bus.publish(
-            RunApproved(run_id=run_id, producer="test", i_understand_this_mutates_cluster=True, plan_sha256s=[wrong], approved_by="t")
+        await publish_approval(
+            settings, RunApproved(run_id=run_id, producer="test", i_understand_this_mutates_cluster=True, plan_sha256s=[wrong], approved_by="t")
         )
         await wait_consumed(settings, "run.approved")
         assert not output.exists(), "an approval of another hash ran the plan"
         assert await stream_events(settings, "training.started", run_id) == []
 
-        await service.bus.publish(RunApproved(
+        await publish_approval(settings, RunApproved(
             run_id=run_id, producer="test", i_understand_this_mutates_cluster=True,
             plan_sha256s=[wrong, plan_ref["sha256"]], approved_by="t",
         ))
@@ -176,7 +176,7 @@ async def test_nothing_runs_before_its_plan_is_approved_then_everything_is_captu
 
     # One approval runs a plan once: approving the same hash again starts nothing.
     async with proxy(settings) as service:
-        await service.bus.publish(RunApproved(
+        await publish_approval(settings, RunApproved(
             run_id=run_id, producer="test", i_understand_this_mutates_cluster=True,
             plan_sha256s=[plan_ref["sha256"]], approved_by="t",
         ))
@@ -220,7 +220,7 @@ async def test_a_trainer_printing_loss_nan_stops_the_campaign(settings, models, 
     # The campaign pre-approved the plan: an approval of it later runs nothing again.
     plan_sha = events["training.planned"]["plan"]["sha256"]
     async with proxy(settings) as service:
-        await service.bus.publish(RunApproved(
+        await publish_approval(settings, RunApproved(
             run_id=run_id, producer="test", i_understand_this_mutates_cluster=True, plan_sha256s=[plan_sha], approved_by="t",
         ))
         await wait_consumed(settings, "run.approved")
@@ -468,7 +468,7 @@ async def test_identical_inputs_reuse_the_earlier_draft_and_anything_else_trains
         assert plan["launch"] is None and plan["reuse"]["from_run"] == first
         assert plan["reuse"]["key"] == key["key"] and plan["reuse"]["manifest"]["sha256"] == done["output"]["sha256"]
         assert f"reused: run {first}" in plan["reuse_note"]
-        await service.bus.publish(RunApproved(run_id=second, producer="test", i_understand_this_mutates_cluster=True,
+        await publish_approval(settings, RunApproved(run_id=second, producer="test", i_understand_this_mutates_cluster=True,
                                               plan_sha256s=[planned["plan"]["sha256"]], approved_by="t"))
         reused = await first_of(settings, "training.completed", second)
         assert reused["reused_from"] == first and launches(trainer) == [first], "a reused draft launched the trainer"

@@ -55,3 +55,18 @@ async def wait_events(
 
 async def publish(service: Service, event: Event) -> None:
     await service.bus.publish(event)
+
+
+async def publish_approval(settings: RuntimeSettings, event: Event) -> None:
+    """Publish a run.approved event as an operator does: through the operator's Redis user (the
+    services' user may not write the approval stream)."""
+    from services.app.context import approver_settings
+    from services.runtime.delivery.broker import Bus, make_broker
+
+    operator = approver_settings(settings)
+    broker = make_broker(operator)
+    await broker.connect()
+    try:
+        await Bus(broker, operator.stream_prefix).publish(event)
+    finally:
+        await broker.stop()

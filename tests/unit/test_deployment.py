@@ -19,9 +19,8 @@ import shutil
 import subprocess
 import sys
 import tomllib
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 import redis
@@ -43,8 +42,13 @@ GPU_SERVICE = "bench-runner"
 # Keys of a compose service this file may use (a typo such as `depend_on` is an error).
 COMPOSE_KEYS = {
     "image", "build", "command", "entrypoint", "environment", "volumes", "depends_on", "healthcheck", "restart",
-    "stop_grace_period", "profiles", "deploy", "shm_size", "ports",
+    "stop_grace_period", "profiles", "deploy", "shm_size", "ports", "user",
 }
+# Where the services' Redis URL comes from: a file (SPECDEC_REDIS_URL_FILE) in the folder that
+# the credentials are mounted at, never a URL in clear in the topology's files.
+REDIS_USERS_DIR = "/usr/local/etc/redis/users"
+COMPOSE_URL_SOURCE = "redis-users"
+K8S_URL_SOURCE = "secret:specdec-redis-services"
 
 
 def command_of(name: str) -> list[str]:
@@ -59,6 +63,7 @@ def interpolate(value: str) -> str:
 def settings_problems(where: str, env: dict[str, str]) -> list[str]:
     """Every SPECDEC_* variable is a RuntimeSettings field with a valid value."""
     values = {key.removeprefix("SPECDEC_").lower(): val for key, val in env.items() if key.startswith("SPECDEC_")}
+    values.pop("redis_url_file", None)  # the file exists in the container only (checked by service_env_problems)
     try:
         RuntimeSettings(**values)
     except ValidationError as exc:
@@ -66,11 +71,15 @@ def settings_problems(where: str, env: dict[str, str]) -> list[str]:
     return []
 
 
-def service_env_problems(where: str, env: dict[str, str], redis_hosts: set[str], mounts: dict[str, str]) -> list[str]:
+def service_env_problems(where: str, env: dict[str, str], mounts: dict[str, str], url_source: str) -> list[str]:
+    """`url_source`: the volume (or secret:NAME) the services' Redis URL file must be mounted from."""
     problems = settings_problems(where, env)
-    url = urlsplit(env.get("SPECDEC_REDIS_URL", ""))
-    if url.hostname not in redis_hosts or (url.port or 6379) != 6379:
-        problems.append(f"{where}: SPECDEC_REDIS_URL={env.get('SPECDEC_REDIS_URL')!r} does not name the Redis service")
+    if "SPECDEC_REDIS_URL" in env:
+        problems.append(f"{where}: SPECDEC_REDIS_URL={env['SPECDEC_REDIS_URL']!r} is set; the services' Redis URL "
+                        "carries a password and comes from SPECDEC_REDIS_URL_FILE, a mounted secret")
+    url_file = env.get("SPECDEC_REDIS_URL_FILE", "")
+    if not url_file or mounts.get(str(PurePosixPath(url_file).parent)) != url_source:
+        problems.append(f"{where}: SPECDEC_REDIS_URL_FILE={url_file!r} is not in the mounted {url_source} ({mounts})")
     if not env.get("SPECDEC_STREAM_PREFIX"):
         problems.append(f"{where}: SPECDEC_STREAM_PREFIX is not set")
     root = env.get("SPECDEC_BUNDLE_ROOT")
@@ -91,13 +100,16 @@ def load_compose() -> dict[str, Any]:
 def compose_problems(compose: dict[str, Any], names: list[str]) -> list[str]:
     services = compose["services"]
     problems = []
-    redis_names = {key for key, svc in services.items() if str(svc.get("image", "")).startswith("redis:")}
+    redis_names = {key for key, svc in services.items()
+                   if str(svc.get("image", "")).startswith("redis:") and "redis-server" in (svc.get("command") or [])}
     problems += compose_redis_problems(services, redis_names)
     running: dict[str, list[str]] = {}
     for key, svc in services.items():
         for unknown in sorted(set(svc) - COMPOSE_KEYS):
             problems.append(f"compose {key}: unknown key {unknown!r}")
         cmd = svc.get("command")
+        if key != "redis-credentials" and "user" in svc:
+            problems.append(f"compose {key}: `user` replaces the image's user")
         if isinstance(cmd, list) and cmd[:3] == command_of("")[:3]:
             running.setdefault(cmd[3], []).append(key)
     for name in names:
@@ -107,7 +119,7 @@ def compose_problems(compose: dict[str, Any], names: list[str]) -> list[str]:
         if name not in names:
             problems.append(f"compose {keys}: runs {name!r}, which is not a built service")
         for key in keys:
-            problems += compose_service_problems(key, services[key], redis_names, compose.get("volumes") or {})
+            problems += compose_service_problems(key, services[key], compose.get("volumes") or {})
         unprofiled = [key for key in keys if not services[key].get("profiles")]
         if name != GPU_SERVICE and len(unprofiled) != 1:
             problems.append(f"compose: {name} should run in exactly one always-on service, not {unprofiled}")
@@ -116,22 +128,40 @@ def compose_problems(compose: dict[str, Any], names: list[str]) -> list[str]:
 
 
 def compose_redis_problems(services: dict[str, Any], redis_names: set[str]) -> list[str]:
+    problems = compose_credentials_problems(services)
     if redis_names != {"redis"}:
-        return [f"compose: expected one Redis service named redis, found {sorted(redis_names)}"]
+        return [*problems, f"compose: expected one Redis service named redis, found {sorted(redis_names)}"]
     redis_svc = services["redis"]
-    problems = []
+    if f"{COMPOSE_URL_SOURCE}:{REDIS_USERS_DIR}:ro" not in redis_svc.get("volumes", []):
+        problems.append(f"compose redis: the {COMPOSE_URL_SOURCE} volume is not mounted read-only at {REDIS_USERS_DIR}")
+    if (redis_svc.get("depends_on") or {}).get("redis-credentials", {}).get("condition") != "service_completed_successfully":
+        problems.append("compose redis: does not wait for redis-credentials (condition: service_completed_successfully)")
     conf_mounts = [v.split(":")[0] for v in redis_svc.get("volumes", []) if v.endswith("redis.conf:ro")]
     if conf_mounts != ["./infra/redis.conf"] or not any("redis.conf" in part for part in redis_svc.get("command", [])):
         problems.append("compose redis: does not run with ./infra/redis.conf")
     problems += [f"compose redis: {p}" for p in redis_conf_problems((ROOT / "infra/redis.conf").read_text())]
     test = " ".join(redis_svc.get("healthcheck", {}).get("test", []))
-    if "ping" not in test.lower():
-        problems.append("compose redis: no healthcheck that PINGs it")
+    if "ping" not in test.lower() or "REDISCLI_AUTH=" not in test or "--user specdec-health" not in test:
+        problems.append("compose redis: no healthcheck that PINGs it as specdec-health (password from REDISCLI_AUTH)")
     return problems
 
 
+def compose_credentials_problems(services: dict[str, Any]) -> list[str]:
+    """The redis-credentials step: infra/bin/redis-credentials into the redis-users volume, as root."""
+    step = services.get("redis-credentials") or {}
+    entry = step.get("entrypoint") or []
+    mounts = step.get("volumes") or []
+    if (step.get("image") != services.get("redis", {}).get("image") or str(step.get("user")) != "0"
+            or entry[:2] != ["sh", "/usr/local/bin/redis-credentials"] or entry[-2:] != ["redis", "6379"]
+            or "./infra/bin/redis-credentials:/usr/local/bin/redis-credentials:ro" not in mounts
+            or f"{COMPOSE_URL_SOURCE}:{entry[-3] if len(entry) > 2 else ''}" not in mounts):
+        return ["compose: no redis-credentials step that runs infra/bin/redis-credentials as root into the "
+                f"{COMPOSE_URL_SOURCE} volume for redis:6379"]
+    return []
+
+
 def compose_service_problems(
-    key: str, svc: dict[str, Any], redis_names: set[str], volumes: dict[str, Any]
+    key: str, svc: dict[str, Any], volumes: dict[str, Any]
 ) -> list[str]:
     env = {k: interpolate(v) for k, v in (svc.get("environment") or {}).items()}
     mounts = {}
@@ -139,7 +169,7 @@ def compose_service_problems(
         source, target = spec.split(":")[:2]
         if source in volumes:
             mounts[target] = source
-    problems = service_env_problems(f"compose {key}", env, redis_names, mounts)
+    problems = service_env_problems(f"compose {key}", env, mounts, COMPOSE_URL_SOURCE)
     if (svc.get("depends_on") or {}).get("redis", {}).get("condition") != "service_healthy":
         problems.append(f"compose {key}: does not depend on a healthy redis (condition: service_healthy)")
     check = svc.get("healthcheck", {}).get("test", [])
@@ -183,6 +213,12 @@ def redis_conf_problems(text: str) -> list[str]:
         problems.append(f"redis.conf: appendfsync is {directives.get('appendfsync')!r}, not everysec or always")
     if directives.get("maxmemory-policy") != "noeviction":
         problems.append("redis.conf: streams could be evicted (maxmemory-policy is not noeviction)")
+    if directives.get("protected-mode") != "yes":
+        problems.append("redis.conf: protected-mode is not yes")
+    if directives.get("aclfile") != f"{REDIS_USERS_DIR}/users.acl":
+        problems.append(f"redis.conf: its users are not those of {REDIS_USERS_DIR}/users.acl (aclfile)")
+    if {"requirepass", "user"} & set(directives):
+        problems.append("redis.conf: a password or a user in the file itself (they belong in the ACL file)")
     return problems
 
 
@@ -224,6 +260,13 @@ def k8s_problems(objects: list[dict[str, Any]], names: list[str], variant: str) 
         problems.append("k8s: no Service selects the Redis StatefulSet")
     if config.get("redis-conf", {}).get("redis.conf") != (ROOT / "infra/redis.conf").read_text():
         problems.append("k8s: ConfigMap redis-conf differs from infra/redis.conf")
+    for pod in redis_pods:
+        spec = pod["spec"]["template"]["spec"]
+        secrets = {v["name"]: v["secret"]["secretName"] for v in spec.get("volumes", []) if "secret" in v}
+        mounted = {m["mountPath"]: secrets.get(m["name"]) for c in spec["containers"] for m in c.get("volumeMounts", [])}
+        if mounted.get(REDIS_USERS_DIR) != "specdec-redis-users":
+            problems.append(f"k8s StatefulSet/{pod['metadata']['name']}: the Secret specdec-redis-users is not "
+                            f"mounted at {REDIS_USERS_DIR}")
     running: dict[str, list[dict[str, Any]]] = {}
     for deploy in by_kind.get("Deployment", {}).values():
         for container in deploy["spec"]["template"]["spec"]["containers"]:
@@ -240,11 +283,11 @@ def k8s_problems(objects: list[dict[str, Any]], names: list[str], variant: str) 
         if name not in names:
             problems.append(f"k8s: a Deployment runs {name!r}, which is not a built service")
         for deploy in deploys:
-            problems += k8s_deployment_problems(deploy, config, redis_hosts, pvcs, variant)
+            problems += k8s_deployment_problems(deploy, config, pvcs, variant)
     return problems
 
 
-def k8s_deployment_problems(deploy: dict[str, Any], config: dict[str, dict[str, str]], redis_hosts: set[str],
+def k8s_deployment_problems(deploy: dict[str, Any], config: dict[str, dict[str, str]],
                             pvcs: set[str], variant: str) -> list[str]:
     where = f"k8s Deployment/{deploy['metadata']['name']}"
     pod = deploy["spec"]["template"]["spec"]
@@ -253,11 +296,11 @@ def k8s_deployment_problems(deploy: dict[str, Any], config: dict[str, dict[str, 
     for source in container.get("envFrom", []):
         env.update(config.get(source["configMapRef"]["name"], {}))
     env.update({item["name"]: item["value"] for item in container.get("env", []) if "value" in item})
-    claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in pod.get("volumes", [])
+    claims = {v["name"]: v["persistentVolumeClaim"]["claimName"].removeprefix("specdec-") for v in pod.get("volumes", [])
               if "persistentVolumeClaim" in v and v["persistentVolumeClaim"]["claimName"] in pvcs}
-    mounts = {m["mountPath"]: claims[m["name"]].removeprefix("specdec-") for m in container.get("volumeMounts", [])
-              if m["name"] in claims}
-    problems = service_env_problems(where, env, redis_hosts, mounts)
+    claims |= {v["name"]: f"secret:{v['secret']['secretName']}" for v in pod.get("volumes", []) if "secret" in v}
+    mounts = {m["mountPath"]: claims[m["name"]] for m in container.get("volumeMounts", []) if m["name"] in claims}
+    problems = service_env_problems(where, env, mounts, K8S_URL_SOURCE)
     pod_labels = deploy["spec"]["template"]["metadata"]["labels"]
     if not deploy["spec"]["selector"]["matchLabels"].items() <= pod_labels.items():
         problems.append(f"{where}: its selector does not match its pod labels")
@@ -313,9 +356,12 @@ def test_broken_dependencies_are_caught() -> None:
     broken["services"]["gate"]["environment"]["SPECDEC_REDIS_URL"] = "redis://localhost:6379/0"
     broken["services"]["corpus"]["volumes"] = ["models:/data/models"]
     del broken["services"]["bench-runner"]["deploy"]
+    del broken["services"]["redis-credentials"]
+    broken["services"]["journal"]["volumes"] = ["bundles:/data/bundles", "models:/data/models"]
     found = "\n".join(compose_problems(broken, apps.available()))
     for expected in ("profiler: does not depend on a healthy redis", "gate: SPECDEC_REDIS_URL",
-                     "corpus: SPECDEC_BUNDLE_ROOT", "need one bench-runner with an nvidia GPU reservation"):
+                     "corpus: SPECDEC_BUNDLE_ROOT", "need one bench-runner with an nvidia GPU reservation",
+                     "no redis-credentials step", "journal: SPECDEC_REDIS_URL_FILE"):
         assert expected in found
     objects = copy.deepcopy(load_kustomization(VARIANTS["gpu"]))
     for obj in objects:
@@ -327,6 +373,10 @@ def test_broken_dependencies_are_caught() -> None:
     assert "Deployment/specdec-bench-runner: not on GPU nodes" in found
     assert f"Deployment/specdec-gate: not labelled {PART_OF}" in found
     assert redis_conf_problems("appendonly no\nappendfsync no\n") != []
+    open_conf = (ROOT / "infra/redis.conf").read_text().replace("protected-mode yes", "protected-mode no")
+    assert redis_conf_problems(open_conf + "requirepass x\n") == [
+        "redis.conf: protected-mode is not yes", "redis.conf: a password or a user in the file itself (they belong "
+        "in the ACL file)"]
 
 
 def test_every_topology_setting_is_a_runtime_setting() -> None:
@@ -397,14 +447,25 @@ def test_dockerfile_builds_without_a_registry() -> None:
 
 
 def test_redis_conf_is_accepted_by_redis_server(tmp_path: Path) -> None:
+    """infra/redis.conf with the ACL file infra/bin/redis-credentials writes: redis-server starts,
+    no client gets in without a user, and the durability settings hold. An inspector user, added
+    for this test alone, reads the configuration (no specdec user may run CONFIG)."""
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed (make test installs it)")
     port = free_port()
+    users = tmp_path / "users"
+    subprocess.run([str(ROOT / "infra/bin/redis-credentials"), str(users), "127.0.0.1", str(port)], check=True)
+    acl = users / "users.acl"
+    assert {p.name: p.stat().st_mode & 0o777 for p in users.iterdir()} == {
+        "users.acl": 0o600, "services.url": 0o600, "operator.url": 0o600, "health.pass": 0o600}
+    assert (users / "operator.url").read_text().split(":")[2].split("@")[0] not in acl.read_text()  # hashes only
+    acl.write_text(acl.read_text() + "user inspector on >inspect ~* +config|get +ping\n")
     server = subprocess.Popen(
-        ["redis-server", str(ROOT / "infra/redis.conf"), "--port", str(port), "--bind", "127.0.0.1"],
+        ["redis-server", str(ROOT / "infra/redis.conf"), "--port", str(port), "--bind", "127.0.0.1",
+         "--aclfile", str(acl)],
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )
-    client = redis.Redis(port=port)
+    client = redis.Redis(port=port, username="inspector", password="inspect")
     try:
         for _ in range(100):
             try:
@@ -416,6 +477,14 @@ def test_redis_conf_is_accepted_by_redis_server(tmp_path: Path) -> None:
         assert client.config_get("appendonly") == {"appendonly": "yes"}
         assert client.config_get("appendfsync")["appendfsync"] in ("everysec", "always")
         assert client.config_get("maxmemory-policy") == {"maxmemory-policy": "noeviction"}
+        assert client.config_get("protected-mode") == {"protected-mode": "yes"}
+        with pytest.raises(redis.AuthenticationError):
+            redis.Redis(port=port).ping()  # the default user is off
+        health = redis.Redis(port=port, username="specdec-health", password=(users / "health.pass").read_text())
+        assert health.ping()
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            health.get("anything")
+        health.close()
     finally:
         client.close()
         server.terminate()

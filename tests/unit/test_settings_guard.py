@@ -165,9 +165,29 @@ def _publish_destination(settings: RuntimeSettings) -> str:
     return "allowed"
 
 
+_URL_FILE = Path(tempfile.gettempdir()) / f"specdec-guard-redis-url-{os.getpid()}"
+_URL_FILE.write_text("redis://specdec-services:secret@10.0.0.8:6381/3\n")
+
+
+def _client_target_from_env(settings: RuntimeSettings) -> tuple[Any, ...]:
+    """The Redis a service started with these settings as its environment connects to."""
+    values = settings.model_dump()
+    if values["redis_url_file"]:
+        del values["redis_url"]  # one source of the URL: the file
+    return _client_target(RuntimeSettings(**values))
+
+
+def _approver_target(settings: RuntimeSettings) -> str:
+    from services.app.context import approver_settings
+
+    return approver_settings(settings).redis_url
+
+
 PROBES: dict[str, tuple[Any, Callable[[RuntimeSettings], Any]]] = {
     "health_port": (18097, _health_endpoint),
     "redis_url": ("redis://:secret@10.0.0.9:6380/2", _client_target),
+    "redis_url_file": (str(_URL_FILE), _client_target_from_env),
+    "operator_redis_url": ("redis://specdec-operator:secret@10.0.0.9:6380/2", _approver_target),
     "stream_prefix": ("other", _subscribers),
     "bundle_root": ("/tmp/elsewhere", lambda s: resources_for(s)["bundle"].root),
     "instance": ("other-instance", _subscribers),

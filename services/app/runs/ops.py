@@ -80,16 +80,10 @@ async def approve_plans(session: Session, run_id: str, plan_sha256s: list[str], 
 
 
 async def _publish_approval(session: Session, run_id: str, plans: list[dict[str, Any]]) -> Approved:
-    from contracts.events import RunApproved
+    """Publish the run.approved event through the operator's Redis user (services/app/runs/approval.py)."""
+    from services.app.runs.approval import publish_approval
 
-    event = RunApproved(
-        run_id=run_id,
-        producer=f"cli/{operator()}",
-        i_understand_this_mutates_cluster=True,
-        plan_sha256s=[plan["plan"]["sha256"] for plan in plans],
-        approved_by=operator(),
-    )
-    await session.bus.publish(event)
+    event = await publish_approval(session, run_id, [plan["plan"]["sha256"] for plan in plans])
     return Approved(run_id=run_id, event_id=event.event_id, plan_sha256s=event.plan_sha256s,
                     plans=[ApprovedPlan(schema_name=plan["schema"], uri=plan["plan"]["uri"], sha256=plan["plan"]["sha256"])
                            for plan in plans])
