@@ -3,8 +3,8 @@
 A hostile campaign names programs that leave a marker file when they run: two suffix cells whose serve
 command's program looks like a Python interpreter (`./python-x`, relative to where the check runs, and an
 absolute `.../python3-evil`), and an idle check. `specdec validate` (a process of its own, as CI runs it),
-`specdec submit`'s checks and campaign_validate's use case (the MCP tool's) read the file and must leave no
-marker: a check that needs the serving interpreter runs in the bench step, after review
+`specdec submit`'s checks, and the use cases of the MCP tools campaign_validate and campaign_init read the
+file and must leave no marker: a check that needs the serving interpreter runs in the bench step, after review
 (tests/unit/bench/test_bench_preflight.py), the idle check in a published run's capacity step.
 """
 
@@ -19,6 +19,8 @@ import structlog
 import yaml
 
 from services.app.campaign.validate import validate
+from services.app.context import connect
+from services.app.workflow import workflow
 from services.cli.main import main
 from services.runtime.settings import RuntimeSettings
 
@@ -95,3 +97,14 @@ def test_campaign_validate_runs_no_program_the_campaign_names(hostile, monkeypat
     found = validate(path)
     assert _ran(markers) == []
     assert found.accepted, found.problems
+
+
+@pytest.mark.xfail(strict=True, reason="campaign_init runs a suffix cell's serve_cmd[0] to probe its interpreter")
+async def test_campaign_init_runs_no_program_the_campaign_names(settings: RuntimeSettings, hostile, monkeypatch):
+    work, path, markers = hostile
+    monkeypatch.chdir(work)
+    async with connect(settings) as session:
+        created = await workflow.evidence_init(session, "toy-llama", None)
+        stored = await workflow.campaign_init(session, path, created.run_id, "toy-llama", None)
+    assert _ran(markers) == []
+    assert stored.run_id == created.run_id
