@@ -66,7 +66,6 @@ def _ran(markers: list[Path]) -> list[str]:
     return [m.name for m in markers if m.exists()]
 
 
-@pytest.mark.xfail(strict=True, reason="validate runs a suffix cell's serve_cmd[0] to probe its interpreter")
 def test_specdec_validate_runs_no_program_the_campaign_names(settings_env, hostile):
     work, path, markers = hostile
     done = subprocess.run([sys.executable, "-m", "services.cli.main", "validate", str(path)], cwd=work,
@@ -76,7 +75,6 @@ def test_specdec_validate_runs_no_program_the_campaign_names(settings_env, hosti
     assert "would be accepted" in done.stdout
 
 
-@pytest.mark.xfail(strict=True, reason="submit's checks run a suffix cell's serve_cmd[0] to probe its interpreter")
 def test_submit_checks_run_no_program_the_campaign_names(settings: RuntimeSettings, hostile, monkeypatch, capsys):
     work, path, markers = hostile
     for name, value in settings.model_dump().items():
@@ -90,7 +88,6 @@ def test_submit_checks_run_no_program_the_campaign_names(settings: RuntimeSettin
     assert code == 0, capsys.readouterr().err
 
 
-@pytest.mark.xfail(strict=True, reason="campaign_validate runs a suffix cell's serve_cmd[0] to probe its interpreter")
 def test_campaign_validate_runs_no_program_the_campaign_names(hostile, monkeypatch):
     work, path, markers = hostile
     monkeypatch.chdir(work)
@@ -99,7 +96,6 @@ def test_campaign_validate_runs_no_program_the_campaign_names(hostile, monkeypat
     assert found.accepted, found.problems
 
 
-@pytest.mark.xfail(strict=True, reason="campaign_init runs a suffix cell's serve_cmd[0] to probe its interpreter")
 async def test_campaign_init_runs_no_program_the_campaign_names(settings: RuntimeSettings, hostile, monkeypatch):
     work, path, markers = hostile
     monkeypatch.chdir(work)
