@@ -148,7 +148,6 @@ def hostile_campaign(tmp_path: Path, *, acknowledged: bool) -> tuple[Campaign, P
     return Campaign.model_validate(data), marker
 
 
-@pytest.mark.xfail(strict=True, reason="the capacity step runs the idle check whether or not the run is acknowledged")
 async def test_unacknowledged_run_selects_without_running_the_idle_check(slurm_service, settings, tmp_path):
     svc, bundle = slurm_service
     camp, marker = hostile_campaign(tmp_path, acknowledged=False)
