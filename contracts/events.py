@@ -163,6 +163,13 @@ class CapacitySelected(Event):
         description="The corpus the run trains on, carried from corpus.completed; None when the run has none "
         "(named shapes) or the selection was requested on its own.",
     )
+    idle_check_skipped: str | None = Field(
+        default=None,
+        description="Why the operator's idle check (capacity.idle_check) was not run before this selection: the "
+        "run is not acknowledged (acknowledgements.i_understand_this_mutates_cluster false, as in a dry run), so "
+        "the node was selected from the scheduler's read-only view alone; the idle check runs at the pre-launch "
+        "re-check of an acknowledged run. None when it ran and passed on the node.",
+    )
 
 
 class CapacityUnavailable(Event):

@@ -26,9 +26,9 @@ INERT: dict[str, str] = {
         "package version), so the evidence names the code that really ran; the operator's value is dropped"
     ),
     "source_revisions.suffix_decoding": (
-        "`specdec submit` replaces it with the arctic-inference version the suffix cells' serving interpreter "
-        "imports (none without a suffix cell), so the evidence names the package that really ran; the operator's "
-        "value is dropped"
+        "`specdec submit` replaces it with the arctic-inference version installed in its own interpreter where "
+        "that serves the suffix cells (none otherwise: another interpreter is never run to ask), so the evidence "
+        "names the package that really ran; the operator's value is dropped"
     ),
 }
 

@@ -47,7 +47,8 @@ class SourceRevisions(Strict):
     specdec: str | None = Field(default=None, description="specdec's own revision; filled in at submit.")
     suffix_decoding: str | None = Field(
         default=None, description="arctic-inference's version in the suffix cells' serving interpreter "
-        "(arctic-inference==X); filled in at submit, None without a suffix cell.")
+        "(arctic-inference==X); filled in at submit from submit's own installed packages where that interpreter is "
+        "submit's own, None otherwise (no suffix cell, another interpreter: never run to ask).")
 
 
 class Campaign(Strict):

@@ -67,9 +67,11 @@ class Acknowledgements(Strict):
 
     i_understand_this_mutates_cluster: bool = Field(
         default=False,
-        description="Acknowledge that this run's plans change the cluster. Alone it runs nothing: every plan is "
+        description="Acknowledge that this run's plans change the cluster. Alone it runs no plan: every plan is "
         "stored, announced and waits for `specdec approve` naming its sha256; review.pre_approve, which needs it, "
-        "names the steps whose plans run without that approval.",
+        "names the steps whose plans run without that approval. It lets the capacity step run the operator's "
+        "capacity.idle_check; without it (a dry run) the node is selected from the scheduler's read-only view and "
+        "the idle check runs only at the pre-launch re-check of an approved plan.",
     )
     i_understand_this_publishes_externally: bool = Field(
         default=False,

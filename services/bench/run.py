@@ -34,7 +34,7 @@ from typing import Any, Awaitable, Callable
 from contracts import layout
 from contracts.envelope import ArtifactRef
 from contracts.events import BenchTrialCompleted
-from services.bench.executors import engine_config
+from services.bench.executors import engine_config, preflight
 from services.bench.planning import interleave, resume, rounds
 from services.bench.errors import ServingError, SpeculationNotActive
 from services.bench.executors.executor import LocalExecutor, Served, ServingExecutor
@@ -102,6 +102,8 @@ class BenchRun(TrialSteps):
             # Evidence of what this attempt ended before its first launch (only when it ended something).
             self.bundle.write_json(self.run_id, layout.bench_takeback(self.attempt), {"ended": taken_back})
         try:
+            # A cell its serving interpreter cannot run fails here, by name, before anything is launched.
+            self.outcome.failed_cells.update(await preflight.suffix_failures(self.plan))
             rotation = []
             for index, launch_plan in enumerate(self.plan.launches):
                 cell = self.cells[launch_plan.cell_id]

@@ -7,6 +7,14 @@ A scheduler that cannot be read, or a capacity section that cannot be used,
 is `capacity.failed` with the reason: the check's errors are `StepFailed`
 (services.shared.capacity.errors, services.shared.scheduler.errors), so they
 propagate as they are. The operator must act, a retry would not help.
+
+The operator's idle check (`capacity.idle_check`) is a program the campaign
+names. It runs here only for a run that carries the typed acknowledgement
+(`acknowledgements.i_understand_this_mutates_cluster`). Without it (a dry run,
+which launches nothing) the node is selected from the scheduler's read-only view
+alone, and the snapshot and `capacity.selected` say so (`idle_check_skipped`);
+the trainer-proxy and the bench-runner run the idle check at their pre-launch
+re-check, which only an approved plan reaches.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from contracts.campaign import Campaign
 from contracts.catalogue import CAPACITY
 from contracts.envelope import Event
 from contracts.events import CapacitySelected, CapacityUnavailable, CorpusCompleted
@@ -28,19 +37,32 @@ NAME = CAPACITY
 STEP = "capacity"
 # What completes the step (services/runtime/delivery/adopt.py): recorded in the bundle, re-emitted instead of re-run.
 DONE_BY = (CapacitySelected.SCHEMA, CapacityUnavailable.SCHEMA)
+# Recorded in the snapshot and on capacity.selected when the idle check is not run.
+NOT_ACKNOWLEDGED = (
+    "the operator's idle check (capacity.idle_check) was not run: the run is not acknowledged "
+    "(acknowledgements.i_understand_this_mutates_cluster is false, as in a dry run), so the node was selected "
+    "from the scheduler's read-only view alone; the idle check runs at the pre-launch re-check of an "
+    "acknowledged run, before anything is launched"
+)
+
+
+def idle_check_skipped(campaign: Campaign) -> str | None:
+    """Why the capacity step does not run the campaign's idle check; None when it runs it."""
+    return None if campaign.acknowledgements.i_understand_this_mutates_cluster else NOT_ACKNOWLEDGED
 
 
 def run_step(bundle: BundleStore, runner: CommandRunner, event: Event, producer: str) -> Event:
-    """The whole step, synchronously: campaign -> check -> snapshot -> event."""
+    """The whole step, synchronously: campaign -> check (the idle check only when acknowledged) -> snapshot -> event."""
     campaign = load_campaign(bundle, event.run_id)
     spec = campaign.capacity
-    verdict = check_node(spec, None, run_id=event.run_id, runner=runner)
+    skipped = idle_check_skipped(campaign)
+    verdict = check_node(spec, None, run_id=event.run_id, runner=runner, skip_idle_check=skipped)
     snapshot = write_snapshot(bundle, verdict, spec)
     if verdict.idle and verdict.node is not None:
         # The corpus travels on to the trainer-proxy, which then needs no lookup of its own.
         corpus = event.corpus if isinstance(event, CorpusCompleted) else None
         return event.caused(CapacitySelected, producer=producer, scheduler=spec.scheduler, node=verdict.node,
-                            snapshot=snapshot, corpus=corpus)
+                            snapshot=snapshot, corpus=corpus, idle_check_skipped=skipped)
     return event.caused(
         CapacityUnavailable, producer=producer, scheduler=spec.scheduler, reasons=verdict.reasons, snapshot=snapshot
     )

@@ -28,7 +28,7 @@ from services.bench.executors.engine_log import effective_config, read_log
 from services.bench.executors.executor import launch, wait_ready
 from services.bench.metrics import spec_decode_delta
 from services.bench.executors.serving import serve_argv
-from services.shared import suffix_package
+from services.bench.executors import preflight
 from tests.support.campaigns import without_trainer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
@@ -57,7 +57,7 @@ def _campaign(target: Path) -> Campaign:
 
 
 async def test_suffix_serves_variable_length_drafts_and_reads_back(toy_target: Path, tmp_path: Path) -> None:
-    found = suffix_package.probe(sys.executable)
+    found = preflight.probe(sys.executable)
     assert found.version, f"make setup installs arctic-inference: {found.why}"
     campaign = _campaign(toy_target)
     cell = campaign.matrix.cells[1]

@@ -48,6 +48,7 @@ TOOLS = {"evidence_init", "campaign_init", "campaign_validate", "campaign_run", 
          "perf_tune_report_campaign_run", "perf_tune_report_publish_to_lake"}
 BUCKET = "specdec-lake"
 RUN_TIMEOUT_S = 150
+IDLE_MARK = "idle-check-ran"
 
 
 @pytest.fixture(scope="module")
@@ -131,12 +132,18 @@ def _reading(env: dict[str, str], tmp_path: Path) -> dict[str, str]:
 
 
 def _campaign(tmp_path: Path, target: Path) -> Path:
-    """The cheapest real campaign, without the pre-approval policy the toy campaign carries: every plan waits."""
+    """The cheapest real campaign, without the pre-approval policy the toy campaign carries: every plan waits.
+    Without the acknowledgement, too: its idle check (which leaves IDLE_MARK behind) may run only before a launch
+    of an approved plan, never in the dry run."""
     path = write_campaign(tmp_path / "campaign" / "campaign.yaml", target=target, traffic=TRAFFIC,
                           trainer=write_trainer(tmp_path / "trainer"), train_draft=False)
     data = yaml.safe_load(path.read_text())
     data.pop("review", None)
     data["acknowledgements"]["i_understand_this_mutates_cluster"] = False
+    program = tmp_path / "campaign" / "idle-check"
+    program.write_text(f"#!/bin/sh\ntouch {tmp_path / IDLE_MARK}\nexit 0\n")
+    program.chmod(0o755)
+    data["capacity"]["idle_check"] = [str(program), "{node}"]
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
@@ -211,6 +218,10 @@ async def _workflow(settings: RuntimeSettings, env: dict[str, str], toy_target: 
             assert leftovers(run_id) == [], "a process labelled with the run was started"
             assert _slurm_jobs(slurm_env, run_id) == []
             assert _snapshot([tmp_path, toy_target], skip=[settings.bundle_root, tmp_path / "logs"]) == outside
+            # The capacity step selected from the scheduler's reads alone: the campaign's idle check did not run.
+            assert not (tmp_path / IDLE_MARK).exists(), "the dry run ran the campaign's idle check"
+            selected = next(e for e in events if e["schema"] == "capacity.selected")
+            assert "not acknowledged" in (selected["idle_check_skipped"] or ""), selected
 
             shown = await _call(client, "plan_show", run_id=run_id, step="bench")
             assert shown["sha256"] == plan["sha256"] and "approval: none yet" in shown["text"]
@@ -227,6 +238,8 @@ async def _workflow(settings: RuntimeSettings, env: dict[str, str], toy_target: 
             assert not status["halted"], status
             states = {s["step"]: s["state"] for s in status["steps"]}
             assert states["gate"] == "done" and states["report"] == "done", states
+            # The bench-runner's re-check before its first launch ran the idle check: after the approval.
+            assert (tmp_path / IDLE_MARK).exists(), "the approved run's pre-launch re-check ran no idle check"
 
             # The lake: a dry run sends nothing; live sends every file, bytes as hashed.
             target = f"s3://{BUCKET}/reports"

@@ -1,13 +1,15 @@
-"""`specdec submit` and a suffix cell: refused, with the reason, where the serving interpreter cannot import
-arctic-inference; accepted with the package's version in the bundle's source revisions where it can.
+"""`specdec submit` and a suffix cell: accepted with the package's version in the bundle's source revisions
+where the serving interpreter is submit's own (read from its installed packages); accepted with no version
+where it is another interpreter, which submit never runs (the bench-runner asks it before the cell's first
+launch: tests/unit/bench/test_bench_preflight.py).
 
-Real interpreters: this venv's (make setup installs the package) and the base Python it was made from
-(which has no arctic-inference)."""
+Real interpreters: this venv's (make setup installs the package) and the base Python it was made from."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +21,6 @@ import yaml
 from contracts.campaign import Campaign
 from services.cli.main import main
 from services.runtime.settings import RuntimeSettings
-from services.shared import suffix_package
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "infra/examples/campaign.yaml"
@@ -55,19 +56,18 @@ def _submit(capsys: pytest.CaptureFixture[str], path: Path) -> tuple[int, str, s
 
 
 def test_a_suffix_cell_is_submitted_with_the_package_version_recorded(capsys, settings, tmp_path):
-    installed = suffix_package.probe(sys.executable)
-    assert installed.version, f"make setup installs arctic-inference in this venv: {installed.why}"
+    installed = version("arctic-inference")  # make setup installs it in this venv
     code, out, err = _submit(capsys, _campaign(tmp_path, lambda data: None))
     assert code == 0, err
     run_id = out.strip().splitlines()[-1]
     stored = orjson.loads((Path(settings.bundle_root) / run_id / "campaign.json").read_bytes())
-    assert stored["source_revisions"]["suffix_decoding"] == f"arctic-inference=={installed.version}"
+    assert stored["source_revisions"]["suffix_decoding"] == f"arctic-inference=={installed}"
     spec = Campaign.model_validate(stored).matrix.cells[1].serving.speculative
     assert spec.method == "suffix" and spec.suffix_decoding_max_spec_factor == 2.0
 
 
-def test_a_suffix_cell_whose_interpreter_lacks_the_package_is_refused_by_name(capsys, settings, tmp_path):
-    assert BASE_PYTHON and suffix_package.probe(BASE_PYTHON).version is None
+def test_a_suffix_cell_served_by_another_interpreter_is_accepted_without_a_version(capsys, settings, tmp_path):
+    assert BASE_PYTHON and BASE_PYTHON != sys.executable
 
     def serve_with_base_python(data: dict[str, Any]) -> None:
         cell = next(c for c in data["matrix"]["cells"] if c["cell_id"] == "suffix-k3")
@@ -75,15 +75,11 @@ def test_a_suffix_cell_whose_interpreter_lacks_the_package_is_refused_by_name(ca
                                             "{model}", "--max-model-len", "{max_model_len}", "{enforce_eager_flag}", "--speculative-config", "{speculative_config_json}",
                                             "--port", "{port}"]}
 
-    code, _, err = _submit(capsys, _campaign(tmp_path, serve_with_base_python))
-    assert code != 0
-    refused = [line for line in err.splitlines() if "serves speculative method suffix" in line]
-    assert len(refused) == 1, err
-    line = refused[0]
-    assert "matrix.cells[suffix-k3]" in line and BASE_PYTHON in line
-    assert "arctic_inference.suffix_decoding" in line and "does not serve another method" in line
-    assert "Traceback" not in err
-    assert not any(Path(settings.bundle_root).glob("*/campaign.json"))
+    code, out, err = _submit(capsys, _campaign(tmp_path, serve_with_base_python))
+    assert code == 0, err
+    run_id = out.strip().splitlines()[-1]
+    stored = orjson.loads((Path(settings.bundle_root) / run_id / "campaign.json").read_bytes())
+    assert stored["source_revisions"]["suffix_decoding"] is None
 
 
 def test_an_operator_suffix_revision_is_replaced(capsys, settings, tmp_path):

@@ -4,6 +4,6 @@
 run, store the campaign, publish campaign.submitted), `validate.py` (every
 check submit makes, nothing created), the canonical matrix file read into a campaign
 (`canonical.py`, its `vllm bench serve` command `canonical_bench.py`, its command tokens
-`canonical_tokens.py`), suffix cells probed at submit (`suffix_cells.py`), and `next_run.py` (the
+`canonical_tokens.py`), the suffix cells' package version at submit (`suffix_cells.py`), and `next_run.py` (the
 campaign file that proves a run's predicted k, written for a later submit).
 """

@@ -23,7 +23,7 @@ from contracts.campaign.canonical import CanonicalRecord, is_canonical
 from contracts.inert import inert_fields_set
 from contracts.templates import template_problems
 from services.bench.planning.plan import source_problems
-from services.app.campaign.suffix_cells import suffix_problems, suffix_revision
+from services.app.campaign.suffix_cells import suffix_revision
 from services.app.campaign.roots import FileRoots
 from services.runtime.errors import ConfigurationError, invalid_input, parse_error_at
 
@@ -96,7 +96,6 @@ def _validated(path: Path, data: Any, raw_bytes: bytes, record: CanonicalRecord 
     problems += _missing_files(campaign)
     problems += _template_problems(campaign, record)
     problems += _source_problems(campaign)
-    problems += [f"invalid: {p}" for p in suffix_problems(campaign, matrix)] if (matrix := _matrix_of(campaign)) else []
     if problems:
         raise CampaignRejected(path, problems)
     return campaign

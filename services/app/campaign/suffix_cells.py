@@ -1,10 +1,10 @@
-"""Suffix cells at submit: refused where the serving interpreter cannot import arctic-inference, and the
-package's version recorded in the source revisions where it can (services/shared/suffix_package.py).
+"""Suffix cells at submit: the arctic-inference version recorded in the source revisions where the serving
+interpreter is submit's own (services/shared/suffix_package.py), read from its installed distributions.
 
-Local and Slurm servers run the plan's interpreter path (on Slurm, the same path on a shared filesystem),
-so the probe here asks the interpreter they will run. A Kubernetes server runs the operator's image, which
-this machine cannot probe: there vLLM's own import error fails the launch, naming the package
-(docs/bench-runner.md, "Suffix decoding")."""
+Submit never runs a suffix cell's interpreter to ask: it is a program the campaign names, and checking a
+campaign runs nothing it names. Whether the interpreter can import the package is asked by the bench-runner,
+after the plan was approved and before the cell's first launch, which fails that cell by name where it cannot
+(services/bench/executors/preflight.py; docs/bench-runner.md, "Suffix decoding")."""
 
 from __future__ import annotations
 
@@ -18,10 +18,13 @@ def _suffix_cells(matrix: Matrix) -> list[Cell]:
             if cell.serving.speculative is not None and cell.serving.speculative.method == "suffix"]
 
 
-def _probes(campaign: Campaign, matrix: Matrix) -> list[tuple[Cell, suffix_package.Probe]]:
+def suffix_revision(campaign: Campaign, matrix: Matrix) -> str | None:
+    """`arctic-inference==X` as submit's own interpreter has it, where that is a suffix cell's serving
+    interpreter; None otherwise (no suffix cell, a Kubernetes image, another interpreter, a wrapper).
+    Several versions are named together."""
     if campaign.capacity.scheduler == "kubernetes":
-        return []
-    found = []
+        return None
+    found: set[str] = set()
     works: bool | None = None
     for cell in _suffix_cells(matrix):
         template = cell.vllm_sweep.serve_cmd
@@ -31,19 +34,7 @@ def _probes(campaign: Campaign, matrix: Matrix) -> list[tuple[Cell, suffix_packa
         if argv and argv[0] == "vllm" and works is None:
             works = vllm_console_works()
         python = suffix_package.serving_python(argv, console_works=bool(works))
-        if python is not None:
-            found.append((cell, suffix_package.probe(python)))
-    return found
-
-
-def suffix_problems(campaign: Campaign, matrix: Matrix) -> list[str]:
-    """Each suffix cell whose serving interpreter cannot import the package, in one line each."""
-    return [suffix_package.refusal(cell.cell_id, probe) for cell, probe in _probes(campaign, matrix)
-            if probe.version is None]
-
-
-def suffix_revision(campaign: Campaign, matrix: Matrix) -> str | None:
-    """`arctic-inference==X` as the suffix cells' interpreter has it; None without a probed suffix cell.
-    Several interpreters with different versions are named together."""
-    revisions = sorted({probe.revision for _, probe in _probes(campaign, matrix) if probe.revision})
-    return ", ".join(revisions) or None
+        revision = suffix_package.version_here(python) if python is not None else None
+        if revision:
+            found.add(revision)
+    return ", ".join(sorted(found)) or None

@@ -8,6 +8,12 @@ It reads the scheduler, decides from the workloads seen (services.shared.capacit
 and runs the operator's idle check (argv, no shell, with a timeout) on the
 candidates that survive, in name order, until one passes. It selects; it never
 reserves, cancels, evicts or preempts anything.
+
+The idle check is a program the campaign names, so it runs only where the run
+may act: a caller that passes `skip_idle_check` (the capacity step of a run
+without the typed acknowledgement) gets the first candidate the read-only view
+leaves, and the reason is recorded in the verdict; the pre-launch re-check
+never skips it.
 """
 
 from __future__ import annotations
@@ -71,10 +77,14 @@ def _run_idle_check(spec: CapacitySpec, node: str, run_id: str, runner: CommandR
     )
 
 
-def check_node(spec: CapacitySpec, node: str | None, *, run_id: str, runner: CommandRunner) -> Verdict:
+def check_node(
+    spec: CapacitySpec, node: str | None, *, run_id: str, runner: CommandRunner, skip_idle_check: str | None = None
+) -> Verdict:
     """Is `node` idle now (or, with node None, which node is)? Raises CapacityError (or the
     runner's CommandMissing) only when the scheduler cannot be read or the spec cannot be
-    used; a busy node is a verdict."""
+    used; a busy node is a verdict. With `skip_idle_check` (why it is not run) the
+    operator's idle check runs on no node: the verdict rests on the scheduler's
+    read-only view and carries the reason."""
     validate(spec)
     observe = ADAPTERS[spec.scheduler]
     observation = observe(spec.selectors, runner)
@@ -83,8 +93,9 @@ def check_node(spec: CapacitySpec, node: str | None, *, run_id: str, runner: Com
     for view in candidates(observation.nodes, node):
         # The idle check runs only where the workloads leave the node a candidate.
         survives = not view.blockers and not view.workloads
-        check = _run_idle_check(spec, view.name, run_id, runner, observation) if survives else None
-        verdict = judge(view, check)
+        run_check = survives and skip_idle_check is None
+        check = _run_idle_check(spec, view.name, run_id, runner, observation) if run_check else None
+        verdict = judge(view, check, idle_check_skipped=skip_idle_check)
         verdicts.append(verdict)
         if verdict.idle:
             selected = view.name
@@ -106,6 +117,7 @@ def check_node(spec: CapacitySpec, node: str | None, *, run_id: str, runner: Com
         reasons=[] if selected else reasons,
         nodes=observation.nodes,
         verdicts=verdicts,
+        idle_check_skipped=skip_idle_check,
         captures=observation.captures,
         checked_at=datetime.now(timezone.utc),
     )

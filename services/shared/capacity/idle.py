@@ -9,7 +9,10 @@ A node is idle only when
    jobs, and a state that says busy is believed);
 3. and then the operator's idle check exits 0 within its timeout.
 A state or label can rule a node *out*; nothing but the absence of workloads
-plus the idle check can rule it *in*.
+plus the idle check can rule it *in*. The one exception is a check told not to
+run the idle check (a run without the typed acknowledgement, which launches
+nothing): there the absence of workloads and blockers selects, provisionally,
+and the pre-launch re-check of an acknowledged run applies the idle check.
 """
 
 from __future__ import annotations
@@ -47,20 +50,21 @@ def idle_check_reason(node: str, run: IdleCheckRun) -> str | None:
     return None
 
 
-def judge(view: NodeView, check: IdleCheckRun | None) -> NodeVerdict:
+def judge(view: NodeView, check: IdleCheckRun | None, *, idle_check_skipped: str | None = None) -> NodeVerdict:
     """The verdict on one node from its workloads and, when they allow, the idle check.
 
-    `check` is None only when the workloads already ruled the node out (the
-    idle check is not run then); a node with no check is never idle.
+    `check` is None when the workloads already ruled the node out (the idle
+    check is not run then), or when the whole check skips it (`idle_check_skipped`
+    says why); otherwise a node with no check is never idle.
     """
     reasons = workload_reasons(view)
     if not reasons:
-        if check is None:
-            reasons.append(f"node {view.name}: the idle check was not run")
-        else:
+        if check is not None:
             failed = idle_check_reason(view.name, check)
             if failed:
                 reasons.append(failed)
+        elif idle_check_skipped is None:
+            reasons.append(f"node {view.name}: the idle check was not run")
     return NodeVerdict(node=view.name, idle=not reasons, reasons=reasons, idle_check=check)
 
 

@@ -87,10 +87,15 @@ class NodeVerdict(Strict):
     """The decision on one node."""
 
     node: str = Field(description="Node name.")
-    idle: bool = Field(description="True only when no workload runs on it, nothing blocks it, and the idle check passed.")
+    idle: bool = Field(
+        description="True only when no workload runs on it, nothing blocks it, and the idle check passed (or was "
+        "not run for the whole check: see idle_check_skipped)."
+    )
     reasons: list[str] = Field(default_factory=list, description="Why it is not idle, in words; empty when idle.")
     idle_check: IdleCheckRun | None = Field(
-        default=None, description="The idle check's run; None when workloads already ruled the node out."
+        default=None,
+        description="The idle check's run; None when workloads already ruled the node out, or when the check "
+        "did not run the idle check at all (idle_check_skipped).",
     )
 
 
@@ -107,6 +112,13 @@ class Verdict(Strict):
     reasons: list[str] = Field(description="Why no node is usable (one line per node and cause); empty when idle.")
     nodes: list[NodeView] = Field(description="Every node seen, as seen.")
     verdicts: list[NodeVerdict] = Field(description="The decision on each node considered, in order.")
+    idle_check_skipped: str | None = Field(
+        default=None,
+        description="Why the operator's idle check ran on no node in this check, when it did not: the run is not "
+        "acknowledged (acknowledgements.i_understand_this_mutates_cluster false), so the selection rests on the "
+        "scheduler's read-only view alone and the idle check runs at the pre-launch re-check of an acknowledged "
+        "run. None when it ran on every candidate the workloads left.",
+    )
     captures: list[Capture] = Field(description="Raw outputs: scheduler commands, /proc files, idle-check runs.")
     checked_at: datetime = Field(description="UTC time the check finished.")
 
@@ -139,5 +151,12 @@ class CapacitySnapshot(Strict):
     reasons: list[str] = Field(description="Why no node is usable; empty when idle.")
     nodes: list[NodeView] = Field(description="Every node seen.")
     verdicts: list[NodeVerdict] = Field(description="The decision on each node considered.")
+    idle_check_skipped: str | None = Field(
+        default=None,
+        description="Why the operator's idle check ran on no node in this check, when it did not: the run is not "
+        "acknowledged (acknowledgements.i_understand_this_mutates_cluster false), so the selection rests on the "
+        "scheduler's read-only view alone and the idle check runs at the pre-launch re-check of an acknowledged "
+        "run. None when it ran on every candidate the workloads left.",
+    )
     captures: list[CaptureRecord] = Field(description="Every raw output, stored as artifacts.")
     checked_at: datetime = Field(description="UTC time the check finished.")

@@ -59,6 +59,7 @@ def write_snapshot(bundle: BundleStore, verdict: Verdict, spec: CapacitySpec, *,
         reasons=verdict.reasons,
         nodes=verdict.nodes,
         verdicts=verdict.verdicts,
+        idle_check_skipped=verdict.idle_check_skipped,
         captures=records,
         checked_at=verdict.checked_at,
     )

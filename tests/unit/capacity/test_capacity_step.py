@@ -9,11 +9,13 @@ import yaml
 
 from contracts.campaign import Campaign
 from contracts.events import CapacitySelected, CapacityUnavailable, CorpusCompleted
-from services.capacity.app import run_step
+from contracts import layout
+from services.capacity.app import NOT_ACKNOWLEDGED, run_step
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.errors import StepFailed
 from services.shared.capacity import slurm
 from services.shared.capacity.model import CapacitySnapshot
+from services.shared.capacity.recheck import recheck
 from services.shared.scheduler.errors import CommandMissing
 from services.shared.scheduler.runner import RunResult
 
@@ -22,9 +24,11 @@ RUN = "toy-20261130-000000-c4p4c1"
 SINFO, SQUEUE = tuple(slurm.sinfo_argv({})), tuple(slurm.squeue_argv({}))
 
 
-def campaign(**capacity) -> Campaign:
+def campaign(acknowledged: bool = True, **capacity) -> Campaign:
+    """A campaign with this capacity section; acknowledged unless told (the idle check runs only then)."""
     data = yaml.safe_load((ROOT / "infra/examples/campaign.yaml").read_text())
     data["capacity"] = capacity
+    data["acknowledgements"]["i_understand_this_mutates_cluster"] = acknowledged
     return Campaign.model_validate(data)
 
 
@@ -98,3 +102,51 @@ def test_scheduler_error_is_a_step_failure(bundle, recorded):
     with pytest.raises(StepFailed, match="Unable to contact slurm controller") as failure:
         run_step(bundle, recorded({SINFO: down}), corpus_done(), "capacity/test")
     assert failure.value.error_type == "SchedulerFailed"
+
+
+def snapshot_of(bundle: BundleStore, ref) -> CapacitySnapshot:
+    return CapacitySnapshot.model_validate(bundle.read_json(RUN, ref.uri.removeprefix(f"bundle://{RUN}/")))
+
+
+def test_unacknowledged_run_selects_from_the_read_only_view_and_runs_no_idle_check(bundle, recorded, fixture_text):
+    store(bundle, campaign(acknowledged=False, scheduler="slurm", idle_check=["check", "{node}"]))
+    # An idle check that would refuse every node: were it run, nothing would be selected.
+    runner = recorded({SINFO: fixture_text("sinfo.txt"), SQUEUE: fixture_text("squeue.txt")}, idle_check=lambda a: 1)
+    out = run_step(bundle, runner, corpus_done(), "capacity/test")
+    assert runner.calls == [list(SINFO), list(SQUEUE)]
+    # gpu08 is the only node the workloads and states leave; the others stay ruled out with their reasons.
+    assert isinstance(out, CapacitySelected) and out.node == "gpu08" and out.idle_check_skipped == NOT_ACKNOWLEDGED
+    snapshot = snapshot_of(bundle, out.snapshot)
+    assert snapshot.idle_check_skipped == NOT_ACKNOWLEDGED and snapshot.idle_check == ["check", "{node}"]
+    assert [c.name for c in snapshot.captures] == ["sinfo", "squeue"]
+    assert [(v.node, v.idle, v.idle_check) for v in snapshot.verdicts][-1] == ("gpu08", True, None)
+    assert all(not v.idle and v.reasons for v in snapshot.verdicts[:-1])
+
+
+def test_unacknowledged_run_with_every_node_busy_is_unavailable_with_the_reasons(bundle, recorded, fixture_text):
+    store(bundle, campaign(acknowledged=False, scheduler="slurm", idle_check=["check", "{node}"]))
+    busy = fixture_text("squeue.txt") + "4106|mine|frank|RUNNING|gpu|gpu08|experiment=mine\n"
+    runner = recorded({SINFO: fixture_text("sinfo.txt"), SQUEUE: busy}, idle_check=lambda a: 0)
+    out = run_step(bundle, runner, corpus_done(), "capacity/test")
+    assert isinstance(out, CapacityUnavailable) and runner.calls == [list(SINFO), list(SQUEUE)]
+    assert any(r.startswith("node gpu08: busy with slurm job 4106") for r in out.reasons)
+    assert snapshot_of(bundle, out.snapshot).idle_check_skipped == NOT_ACKNOWLEDGED
+
+
+def test_acknowledged_run_tries_the_idle_check_node_by_node(bundle, recorded, fixture_text):
+    store(bundle, campaign(scheduler="slurm", idle_check=["check", "{node}"]))
+    runner = recorded({SINFO: fixture_text("sinfo.txt"), SQUEUE: fixture_text("squeue.txt")}, idle_check=lambda a: 0)
+    out = run_step(bundle, runner, corpus_done(), "capacity/test")
+    assert runner.calls == [list(SINFO), list(SQUEUE), ["check", "gpu08"]]
+    assert isinstance(out, CapacitySelected) and out.idle_check_skipped is None
+    assert snapshot_of(bundle, out.snapshot).idle_check_skipped is None
+
+
+def test_the_pre_launch_recheck_runs_the_idle_check_whatever_the_campaign_says(bundle, recorded, fixture_text):
+    """The re-check is reached only by an approved plan (the approval carries the acknowledgement), so it runs
+    the idle check even for a campaign without the typed field: a node it refuses stops the launch."""
+    unacknowledged = campaign(acknowledged=False, scheduler="slurm", idle_check=["check", "{node}"])
+    runner = recorded({SINFO: fixture_text("sinfo.txt"), SQUEUE: fixture_text("squeue.txt")}, idle_check=lambda a: 1)
+    check = recheck(bundle, unacknowledged, "gpu08", RUN, folder=layout.TRAINING_RECHECK_DIR, runner=runner)
+    assert runner.calls[-1] == ["check", "gpu08"]
+    assert not check.idle and check.reasons == ["node gpu08: idle check ['check', 'gpu08'] exited 1 (0 means idle)"]

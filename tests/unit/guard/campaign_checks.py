@@ -79,8 +79,8 @@ def standing_is(spec: dict) -> Edit:
 
 
 def _serving_python(data: dict, ctx: Any) -> None:
-    """An operator serve template run by this interpreter, which imports arctic-inference (make setup): submit
-    refuses a suffix cell whose interpreter cannot (services/app/campaign/suffix_cells.py)."""
+    """An operator serve template run by this interpreter, which imports arctic-inference (make setup): the
+    bench-runner fails a suffix cell whose interpreter cannot (services/bench/executors/preflight.py)."""
     serve = data["commands"].get("serve")
     if isinstance(serve, dict) and serve["argv"][0] == "python":
         serve["argv"] = [sys.executable, *serve["argv"][1:]]

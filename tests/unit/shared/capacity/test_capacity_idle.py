@@ -49,6 +49,13 @@ def test_a_node_without_an_idle_check_is_never_idle():
     assert not verdict.idle and "not run" in verdict.reasons[0]
 
 
+def test_a_check_that_skips_the_idle_check_selects_from_workloads_and_blockers_alone():
+    skipped = "the run is not acknowledged"
+    assert judge(NodeView(name="n1", state="idle"), None, idle_check_skipped=skipped).idle
+    assert not judge(NodeView(name="n1", state="idle", workloads=[job()]), None, idle_check_skipped=skipped).idle
+    assert not judge(NodeView(name="n1", state="down*", blockers=["down"]), None, idle_check_skipped=skipped).idle
+
+
 def test_describe_names_kind_ref_and_label():
     pod = Workload(kind="pod", ref="ml/p-0", name="p-0", state="Running", experiment=None, detail="owner Job/p")
     assert describe(pod) == "pod ml/p-0 'p-0' Running [owner Job/p]"
