@@ -22,12 +22,17 @@ from services.runtime.settings import RuntimeSettings
 
 
 def service_env() -> dict[str, str]:
-    """The services' environment: this one, with this interpreter's bin folder
-    first on PATH, so operator argv such as `python train.py` run in the same
-    environment as specdec (the virtualenv under `make demo`)."""
+    """The services' environment: this one without the operator's Redis URL, with this
+    interpreter's bin folder first on PATH, so operator argv such as `python train.py` run
+    in the same environment as specdec (the virtualenv under `make demo`)."""
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+    # The operator's Redis user alone may approve; a service never holds it (docs/deployment.md).
+    env.pop(OPERATOR_URL_ENV, None)
     return env
+
+
+OPERATOR_URL_ENV = "SPECDEC_OPERATOR_REDIS_URL"
 
 
 def start(names: list[str], *, log_dir: str | None = None) -> dict[str, subprocess.Popen[bytes]]:

@@ -193,6 +193,7 @@ def session_services(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -
         "PATH": os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")]),
         **DELIVERY,
     })
+    env.pop("SPECDEC_OPERATOR_REDIS_URL", None)  # the services never hold the operator's Redis user
     logs = base / "logs"
     logs.mkdir()
     env["E2E_LOGS"] = str(logs)

@@ -199,6 +199,7 @@ class Topology:
         count = self.starts.get(name, 0) + 1
         self.starts[name] = count
         env = {**self.env, "SPECDEC_INSTANCE": f"{self.prefix}-{name}"}
+        env.pop("SPECDEC_OPERATOR_REDIS_URL", None)  # a service never holds the operator's Redis user
         with (self.logs / f"{name}.{count}.log").open("wb") as log:
             proc = subprocess.Popen(  # noqa: S603 - fixed argv
                 [sys.executable, "-m", "services.runtime.main", name], env=env, cwd=ROOT,

@@ -15,6 +15,13 @@ SERVICES = "redis://specdec-services:s3cret@redis:6379/0"
 OPERATOR = "redis://specdec-operator:0p3rator@redis:6379/0"
 
 
+@pytest.fixture(autouse=True)
+def _no_redis_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `make test` exports the test Redis's URLs; these tests set the sources themselves.
+    for name in ("SPECDEC_REDIS_URL", "SPECDEC_REDIS_URL_FILE", "SPECDEC_OPERATOR_REDIS_URL"):
+        monkeypatch.delenv(name, raising=False)
+
+
 def test_the_url_file_replaces_the_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "services.url").write_text(f"  {SERVICES}\n")
     monkeypatch.setenv("SPECDEC_REDIS_URL_FILE", str(tmp_path / "services.url"))
