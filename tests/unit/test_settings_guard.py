@@ -174,7 +174,13 @@ def _client_target_from_env(settings: RuntimeSettings) -> tuple[Any, ...]:
     values = settings.model_dump()
     if values["redis_url_file"]:
         del values["redis_url"]  # one source of the URL: the file
-    return _client_target(RuntimeSettings(**values))
+    # Only the probe's values: `make test` exports its own SPECDEC_REDIS_URL, which would be a second source.
+    exported = os.environ.pop("SPECDEC_REDIS_URL", None)
+    try:
+        return _client_target(RuntimeSettings(**values))
+    finally:
+        if exported is not None:
+            os.environ["SPECDEC_REDIS_URL"] = exported
 
 
 def _approver_target(settings: RuntimeSettings) -> str:
