@@ -119,3 +119,25 @@ async def test_an_approval_forged_with_the_services_credentials_runs_nothing(red
     assert "specdec-operator" in record["approved_by"], record
     password = redis.connection.parse_url(redis_server.operator_url)["password"]
     assert password and password not in bundle.events_path(run_id).read_text()
+
+
+def test_a_restarted_redis_keeps_what_scripts_and_transactions_wrote(tmp_path: Path) -> None:
+    """Redis replays its AOF as the default user. With specdec's ACL file, whose default user is
+    off, every script's and transaction's writes must come back after a restart: the ledger's done
+    marks and leases are written that way (a default user without permissions lost them all)."""
+    server = RedisServer(tmp_path / "redis", appendfsync="always")
+    server.start()
+    try:
+        client = redis.Redis.from_url(server.url)
+        client.eval("redis.call('SET', KEYS[1], ARGV[1])", 1, "acl-aof:script", "kept")
+        with client.pipeline(transaction=True) as tx:
+            tx.set("acl-aof:multi", "kept").xadd("acl-aof:stream", {"a": "b"}).execute()
+        client.close()
+        server.kill()
+        server.start()
+        client = redis.Redis.from_url(server.url)
+        assert client.get("acl-aof:script") == b"kept" and client.get("acl-aof:multi") == b"kept"
+        assert client.xlen("acl-aof:stream") == 1
+        client.close()
+    finally:
+        server.stop()
