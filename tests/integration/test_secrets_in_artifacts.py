@@ -1,6 +1,6 @@
 """A secret-bearing flag's value never leaves in an artifact: a campaign whose serve command carries
 `--hf-token hf_SECRETVALUE123` (and a trainer with `--api-key`) is rendered into the report, shown as a plan
-(CLI text and --json, the MCP result's model) and recorded as the trainer's argv.json, and every byte produced
+(CLI text and --json, the MCP result's model, the MCP resources of the files holding commands) and recorded as the trainer's argv.json, and every byte produced
 or published is searched for the values. A real bundle, the real renderer and the real CLI."""
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from contracts import layout
 from contracts.campaign.canonical import CanonicalCellRecord, CanonicalRecord
 from services.app.runs import plans
 from services.cli.main import main
+from services.mcp.resources import read_file
 from services.publisher.pipeline import render_run
 from services.publisher.publish.outbox import outbox
 from services.runtime.bundle.bundle import BundleStore
@@ -41,7 +42,6 @@ def _leaks(data: bytes) -> list[str]:
     return [secret for secret in SECRETS if secret.encode() in data]
 
 
-@pytest.mark.xfail(strict=True, reason="argv values of secret-bearing flags are rendered verbatim")
 def test_no_secret_flag_value_in_the_report_the_plan_displays_or_argv_json(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("SPECDEC_BUNDLE_ROOT", str(tmp_path / "bundles"))
@@ -76,6 +76,8 @@ def test_no_secret_flag_value_in_the_report_the_plan_displays_or_argv_json(
             produced[f"specdec {step} plan {' '.join(extra)}"] = (out + err).encode()
         shown = plans.show_plan(bundle, step, RUN)  # what the MCP tool plan_show returns
         produced[f"plan_show {step}"] = (shown.model_dump_json() + plans.describe(shown)).encode()
+    for relpath in (layout.BENCH_PLAN, layout.TRAINING_PLAN, layout.CANONICAL, layout.TRAINING_ARGV):
+        produced[f"mcp resource bundle://{RUN}/{relpath}"] = read_file(bundle, RUN, relpath)
     assert "hf_token" in produced[f"bundle://{RUN}/{layout.REPORT_MARKDOWN}"].decode()  # the section was rendered
     leaked = {where: _leaks(data) for where, data in produced.items() if _leaks(data)}
     assert not leaked, f"secret values found in: {sorted(leaked)}"

@@ -70,7 +70,7 @@ def translate(raw: dict[str, Any], *, base: Path) -> tuple[dict[str, Any], Canon
         cells.append({
             "cell_id": cell.cell_id, "role": role, "hardware": cell.hardware, "concurrency": cell.concurrencies,
             "regime": cell.regime, "trials": cell.trials, "node": cell.node, "source_revision": cell.source_revision,
-            "serving": serving, "vllm_sweep": {"serve_cmd": template,
+            "env": list(cell.env), "serving": serving, "vllm_sweep": {"serve_cmd": template,
                                                **({"bench_cmd": bench.template} if bench is not None else {})},
         })
     exploratory = bool(own.get("exploratory", False))
