@@ -6,15 +6,18 @@ wrote it: its sha256 is what an approval names); every copy made for a reader ge
 report, the plan displays (CLI and MCP), argv.json and the training run record, error messages and
 logs. One rule for all of them:
 
-- `mask_argv(argv)`: the value of a secret-bearing flag (`is_secret_flag`: a name with the word
-  token, secret, password or credential, or api/access/private/secret key: `--hf-token`,
-  `--api-key`, `--token`, `--auth-token`, `--db-password`, but not `--max-tokens` or `--tokenizer`),
-  as the next item or after `=`, becomes `MASK`; then every item passes through the secret
-  detectors of the corpus redaction (services/shared/text/detectors: vendor key shapes, URL
-  credentials, keyword assignments, high-entropy strings), whose findings become their
-  `<SECRET:kind>` placeholder; personal-data kinds are left alone (a host's address is no secret);
-- `mask_text(text)`: the same over free text (a shell-joined command, a job script, a message,
-  a server's log line `non-default args: {'hf_token': '...'}`: a quoted secret-named key's value);
+- `mask_argv(argv)`: the value of a secret-bearing flag (`is_secret_flag`: a name that ends in the
+  word token, secret, password or credential, or in api/access/private/secret key: `--hf-token`,
+  `--api-key`, `--token`, `--auth-token`, `--db-password`, but not `--max-tokens`, `--tokenizer`,
+  `--token-budget` or `--token-file`),
+  as the next item or after `=`, becomes `MASK`; then every one-word item passes through the
+  secret detectors of the corpus redaction (services/shared/text/detectors: vendor key shapes,
+  URL credentials, keyword assignments, high-entropy strings), whose findings become their
+  `<SECRET:kind>` placeholder; personal-data kinds are left alone (a host's address is no
+  secret), and so is prose (the keyword grammar would read `forward pass` as a password);
+- `mask_text(text)`: the flag rule over free text (a shell-joined command, a job script, a
+  message, a JSON or YAML document), a quoted secret-named key's value (a server's log line
+  `non-default args: {'hf_token': '...'}`) and a URL's user:password;
 - `mask_document(value)`: a JSON-like value (a plan, a record), every list of strings as an argv,
   every string as text, and the value of a key that names a secret (`hf_token`, `api_key`).
 """
@@ -26,11 +29,14 @@ from collections.abc import Sequence
 from typing import Any
 
 MASK = "<SECRET:argument>"
+# A URL's user:password (`postgres://u:pw@db/app`), as the redaction's URL-credentials rule replaces it.
+_URL_CREDENTIALS = re.compile(r"""(?<=://)[^/\s:@'"<>]+:[^@\s/'"<>]+(?=@)""")
+_PLACEHOLDER = re.compile(r"^<[A-Z]+:\w+>$")  # already a redaction placeholder (`<SECRET:private_key>`)
 _WORDS = frozenset({"token", "secret", "password", "passwd", "credential", "credentials", "apikey", "passphrase"})
 _KEYS = frozenset({("api", "key"), ("access", "key"), ("private", "key"), ("secret", "key"), ("auth", "key")})
 # A flag and its value inside text: `--name value`, `--name=value`, a list's items (`'--name', 'value'`, JSON
 # over lines, a YAML flow list `[--name, value]`) and a YAML block list (`- --name` then `- value`).
-_IN_TEXT = re.compile(r"""(?P<flag>--?[A-Za-z][\w-]*)"""
+_IN_TEXT = re.compile(r"""(?<![\w.-])(?P<flag>--?[A-Za-z][\w-]*)"""
                       r"""(?P<sep>=|[ \t]+|['"]?[ \t]*,\s*['"]?|[ \t]*\n[ \t]*-[ \t]+['"]?)"""
                       r"""(?P<value>[^\s'",\]\)]+)""")
 # A quoted key and its quoted value (JSON, a Python dict's repr: vLLM logs its non-default args so).
@@ -39,10 +45,9 @@ _QUOTED_KEY = re.compile(r"""(?P<key>(?P<q>['"])[\w.-]+(?P=q)[ \t]*:[ \t]*)(?P<v
 
 def is_secret_flag(name: str) -> bool:
     """Whether an option or key name names a credential (`--hf-token`, `api_key`), by its words."""
+    # The last word names what the value is: `--token-budget` is a number and `--token-file` a path.
     words = [w for w in re.split(r"[-_.\s]+", name.lower().lstrip("-")) if w]
-    if any(w in _WORDS for w in words):
-        return True
-    return any(pair in _KEYS for pair in zip(words, words[1:]))
+    return bool(words) and (words[-1] in _WORDS or tuple(words[-2:]) in _KEYS)
 
 
 def _detected(text: str) -> str:
@@ -81,7 +86,9 @@ def mask_argv(argv: Sequence[str]) -> list[str]:
             mask_next = True
             out.append(token)
             continue
-        out.append(_detected(token))
+        # One word (a URL, a key, `password=...`): the detectors' findings. Prose (a sentence, a JSON
+        # config) is left to the flag rules: the keyword grammar reads `forward pass` as a password.
+        out.append(token if any(c.isspace() for c in token) else _detected(token))
     return out
 
 
@@ -94,11 +101,13 @@ def mask_text(text: str) -> str:
         return f"{match.group('flag')}{match.group('sep')}{MASK}"
 
     def quoted(match: re.Match[str]) -> str:
-        if not is_secret_flag(match.group("key").split(match.group("q"))[1]) or not match.group("value"):
+        value = match.group("value")
+        if not is_secret_flag(match.group("key").split(match.group("q"))[1]) or not value or _PLACEHOLDER.match(value):
             return match.group(0)
         return f"{match.group('key')}{match.group('vq')}{MASK}{match.group('vq')}"
 
-    return _detected(_QUOTED_KEY.sub(quoted, _IN_TEXT.sub(flag, text)))
+    masked = _QUOTED_KEY.sub(quoted, _IN_TEXT.sub(flag, text))
+    return _URL_CREDENTIALS.sub("<SECRET:url_credentials>", masked) if "://" in masked else masked
 
 
 def mask_document(value: Any) -> Any:
@@ -107,7 +116,7 @@ def mask_document(value: Any) -> Any:
         return mask_text(value)
     if isinstance(value, dict):
         return {key: MASK if isinstance(key, str) and is_secret_flag(key) and isinstance(val, str) and val
-                else mask_document(val) for key, val in value.items()}
+                and not _PLACEHOLDER.match(val) else mask_document(val) for key, val in value.items()}
     if isinstance(value, (list, tuple)):
         if value and all(isinstance(item, str) for item in value):
             return [mask_text(item) if " " in item else item for item in mask_argv(value)]

@@ -83,3 +83,27 @@ def test_no_secret_flag_value_in_the_report_the_plan_displays_or_argv_json(
     assert not leaked, f"secret values found in: {sorted(leaked)}"
     # The launch still gets the real value: the stored plan is the operator's command as written.
     assert SECRETS[0] in bundle.read_json(RUN, layout.BENCH_PLAN)["cells"][0]["serve_argv"]
+
+
+def test_no_secret_flag_value_in_what_validate_shows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    data = yaml.safe_load((root / "infra/examples/canonical-campaign.yaml").read_text())
+    path = tmp_path / "leaky.yaml"
+    monkeypatch.chdir(root)
+    # Accepted (both arms carry the flag), and refused (the arms differ in it): neither answer quotes the value.
+    for cells, accepted in (((0, 1), True), ((1,), False)):
+        changed = yaml.safe_load(yaml.safe_dump(data))
+        for i in cells:
+            changed["cells"][i]["vllm_sweep"]["serve_cmd"] += f" --hf-token {SECRETS[0]}"
+        path.write_text(yaml.safe_dump(changed))
+        for extra in ((), ("--json",)):
+            capsys.readouterr()
+            code = main(["validate", str(path), *extra])
+            out, err = capsys.readouterr()
+            assert (code == 0) == accepted, out + err
+            if extra or not accepted:  # the flag is shown (--json's cells, the refusal), its value is not
+                assert "hf_token" in out + err or "hf-token" in out + err
+            assert not _leaks((out + err).encode()), out + err

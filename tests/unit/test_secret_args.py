@@ -10,10 +10,11 @@ from services.shared.secret_args import MASK, mask_argv, mask_document, mask_tex
 
 def test_secret_flags_are_masked_by_their_words_and_lookalikes_are_not() -> None:
     argv = ["vllm", "serve", "m", "--hf-token", "hf_x1", "--api-key=k2", "--token", "t3", "--db-password", "p4",
-            "--max-tokens", "128", "--tokenizer", "/tok", "--num-speculative-tokens", "3", "--port", "{port}"]
+            "--max-tokens", "128", "--tokenizer", "/tok", "--num-speculative-tokens", "3", "--token-budget", "1024",
+            "--port", "{port}"]
     assert mask_argv(argv) == ["vllm", "serve", "m", "--hf-token", MASK, f"--api-key={MASK}", "--token", MASK,
                                "--db-password", MASK, "--max-tokens", "128", "--tokenizer", "/tok",
-                               "--num-speculative-tokens", "3", "--port", "{port}"]
+                               "--num-speculative-tokens", "3", "--token-budget", "1024", "--port", "{port}"]
     assert mask_argv(["x", "--token", "--port", "1"]) == ["x", "--token", "--port", "1"]  # no value to mask
 
 
