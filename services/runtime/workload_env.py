@@ -36,19 +36,20 @@ from services.runtime.errors import StepFailed
 PLATFORM: frozenset[str] = frozenset({
     # The process's basics: where programs are, whose they are, where they write, how text is read.
     "PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "TZ", "TMPDIR", "TERM", "HOSTNAME",
-    "LD_LIBRARY_PATH",
+    # Where shared libraries come from; vLLM's CPU backend wants tcmalloc/OpenMP preloaded for its speed.
+    "LD_LIBRARY_PATH", "LD_PRELOAD", "CC", "CXX",
     # Python: the interpreter's own switches and the environment an operator's argv[0] may rely on.
     "PYTHONPATH", "PYTHONHASHSEED", "PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE", "PYTHONIOENCODING", "VIRTUAL_ENV",
     # Which CA certificates TLS clients trust (paths, not secrets).
     "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
     # Hugging Face and transformers: cache folders and offline switches (HF_TOKEN is a credential: declare it).
     "HF_HOME", "HF_HUB_CACHE", "HF_DATASETS_CACHE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY",
-    "TRANSFORMERS_OFFLINE", "TRANSFORMERS_CACHE", "TOKENIZERS_PARALLELISM",
+    "TRANSFORMERS_OFFLINE", "TRANSFORMERS_CACHE", "TOKENIZERS_PARALLELISM", "HF_ENDPOINT", "HF_HUB_ENABLE_HF_TRANSFER",
 })
 PLATFORM_PREFIXES: tuple[str, ...] = (
     "LC_", "XDG_",
     "CUDA_", "NVIDIA_", "NCCL_", "ROCR_", "HIP_",
-    "OMP_", "MKL_", "KMP_", "OPENBLAS_", "TORCH_", "PYTORCH_", "TRITON_", "VLLM_",
+    "OMP_", "MKL_", "KMP_", "OPENBLAS_", "TORCH_", "PYTORCH_", "TORCHINDUCTOR_", "TRITON_", "VLLM_",
     "SLURM_",
 )
 # A platform name that reads like a credential passes only when declared.
