@@ -25,7 +25,7 @@ from services.bench.errors import EvalError
 from services.bench.loadgen.loadgen import WindowRecord
 from services.runtime import workload_env
 from services.runtime.procs import kill_group, spawn
-from services.shared.secret_args import mask_argv
+from services.shared.secret_args import mask_argv, mask_text
 
 _TAIL_CHARS = 2000
 
@@ -88,9 +88,9 @@ def run_eval_command(
             proc.kill()
         raise EvalError(f"the eval command ran past its timeout of {timeout_s:g} s and was killed: {shown!r}") from None
     if proc.returncode != 0:
-        raise EvalError(
+        raise EvalError(mask_text(
             f"the eval command exited with status {proc.returncode}: {shown!r}; stderr tail: {_tail(err_bytes)}"
-        )
+        ))
     return parse_eval_output(out)
 
 

@@ -38,7 +38,7 @@ from services.runtime.bundle.bundle import BundleStore
 from services.runtime.errors import SpecdecError
 from services.runtime import workload_env
 from services.runtime.procs import spawn
-from services.shared.secret_args import mask_argv
+from services.shared.secret_args import mask_text
 from services.shared import vllm_cli
 
 Emit = Callable[[Any], Awaitable[None]]
@@ -257,8 +257,8 @@ class TrialSteps:
         _, stderr = await asyncio.to_thread(process.communicate)
         after = await scrape_metrics(base_url)
         if process.returncode != 0:
-            raise SpecdecError(f"the operator's bench command exited with {process.returncode}: {mask_argv(argv)!r}; "
-                               f"stderr tail: {stderr[-2000:].decode('utf-8', 'replace')}")
+            raise SpecdecError(mask_text(f"the operator's bench command exited with {process.returncode}: {argv!r}; "
+                                         f"stderr tail: {stderr[-2000:].decode('utf-8', 'replace')}"))
         try:
             result = json.loads(result_path.read_bytes())
         except (OSError, ValueError) as exc:
