@@ -214,7 +214,7 @@ class Campaign(Strict):
         # The Job and Pod templates are read only by the Kubernetes executors: on another scheduler they would be ignored.
         scheduler = self.capacity.scheduler
         if scheduler == "kubernetes":
-            return self
+            return self._check_kubernetes_env()
         train = self.commands.train
         unused = [name for name, value in (("commands.train.kubernetes_job", train.kubernetes_job if train else None),
                                            ("commands.serve_pod_template", self.commands.serve_pod_template)) if value]
@@ -222,6 +222,21 @@ class Campaign(Strict):
             raise ValueError(
                 f"{' and '.join(unused)} set, but capacity.scheduler is {scheduler}: these Kubernetes manifest templates "
                 f"are used only with capacity.scheduler: kubernetes; remove them or set the scheduler to kubernetes"
+            )
+        return self
+
+    def _check_kubernetes_env(self) -> Campaign:
+        # A Pod or Job gets its environment from its manifest, never from the service's: a declared name would
+        # be read by nothing there (the idle check runs beside the service, so its env still passes).
+        train = self.commands.train
+        declared = [f"commands.train.env {train.env}"] if train is not None and train.env else []
+        if isinstance(self.matrix, Matrix):
+            declared += [f"matrix cell {cell.cell_id} env {cell.env}" for cell in self.matrix.cells if cell.env]
+        if declared:
+            raise ValueError(
+                f"{'; '.join(declared)} declared, but capacity.scheduler is kubernetes: a Pod or Job gets no variable "
+                "from the service's environment; reference a Kubernetes Secret in the manifest template "
+                "(commands.train.kubernetes_job, commands.serve_pod_template) and remove the env names"
             )
         return self
 

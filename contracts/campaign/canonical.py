@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from contracts.campaign.commands import DeclaredEnv, env_field
 from contracts.envelope import Key, Strict
 
 # Keys of the workflow's toolchain that specdec refuses, with why (a key nobody reads is never accepted).
@@ -83,6 +84,7 @@ class CanonicalCell(Strict):
     trials: int = Field(default=3, ge=1, description="Trials per concurrency level.")
     node: str | None = Field(default=None, description="Node to serve on; the capacity step's choice when unset.")
     source_revision: str | None = Field(default=None, description="Serving stack revision (identity).")
+    env: DeclaredEnv = env_field("this cell's server and bench command (as matrix.cells[].env)")
     serving: dict[str, Any] | None = Field(
         default=None,
         description="The declared serving config in specdec's own keys (matrix.cells[].serving). Required for a "

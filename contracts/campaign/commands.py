@@ -4,14 +4,50 @@ from __future__ import annotations
 
 import re
 from pathlib import PurePosixPath
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field, field_validator
 
 from contracts.argv import ArgvTemplate
 from contracts.envelope import Strict
 
 Scheduler = Literal["local", "slurm", "kubernetes"]
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Set by specdec on every process it starts (services/runtime/procs.py): a declaration could not change them.
+_LABELS = frozenset({"SPECDEC_EXPERIMENT", "SPECDEC_SERVICE", "SPECDEC_DEPLOYMENT"})
+
+
+def _env_names(names: list[str]) -> list[str]:
+    for name in names:
+        if not _ENV_NAME.match(name):
+            raise ValueError(f"env name {name!r} is not a variable name: letters, digits and '_', not starting with a "
+                             "digit (give the name only, e.g. HF_TOKEN; the value is read from the service's "
+                             "environment at launch)")
+        if name in _LABELS:
+            raise ValueError(f"env name {name} is the experiment label specdec sets itself on every process it starts: "
+                             "remove it")
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"env names {repeated} are listed more than once: list each variable once")
+    return names
+
+
+DeclaredEnv = Annotated[list[str], AfterValidator(_env_names)]
+"""Names of variables a command gets from the service's environment at launch (docs/configuration.md,
+"The workload's environment"): the values are never written to the bundle, the names are in the plan."""
+
+
+def env_field(what: str) -> DeclaredEnv:
+    """The `env` field of a command: which variables of the service's environment `what` gets."""
+    return Field(  # type: ignore[return-value]
+        default_factory=list,
+        description=f"Names of variables {what} gets from the service's environment at launch (e.g. [HF_TOKEN]), "
+        "beyond the platform's own (PATH, HOME, locale, CUDA/vLLM tuning; docs/configuration.md, \"The workload's "
+        "environment\"). The values are read at launch and never written to the bundle; the names appear in the "
+        "reviewed plan; a name unset at launch fails the launch naming it. specdec's own credentials "
+        "(SPECDEC_REDIS_URL, the token variables, AWS_*) reach a workload only when named here.",
+    )
 
 
 class ArgvCommand(Strict):
@@ -59,6 +95,7 @@ class TrainCommand(Strict):
         "(same training input key: train split, argv, target files, revisions, probe, executor) and whose draft files "
         "still hash as recorded; the plan names that run before approval and nothing is launched. false: always train.",
     )
+    env: DeclaredEnv = env_field("the trainer and its probe")
     checkpoint_subdir: str | None = Field(
         default=None,
         description="The checkpoint's folder relative to {output_dir}, for trainers that save below it (speculators "
@@ -110,3 +147,4 @@ class CapacitySpec(Strict):
     idle_check: ArgvTemplate | None = Field(
         default=None, description="Operator's idle-node check; exit status 0 means idle. Required."
     )
+    idle_check_env: DeclaredEnv = env_field("the idle check")

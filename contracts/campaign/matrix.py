@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from contracts.argv import ArgvTemplate
+from contracts.campaign.commands import DeclaredEnv, env_field
 from contracts.campaign.speculative import SpeculativeConfig
 from contracts.envelope import Key, Strict
 
@@ -53,6 +54,8 @@ class Cell(Strict):
     source_revision: str | None = Field(default=None, description="Serving stack revision (identity).")
     serving: ServingConfig = Field(default_factory=ServingConfig, description="Typed serving config.")
     vllm_sweep: VllmSweep = Field(default_factory=VllmSweep, description="Optional operator serve/bench commands.")
+    env: DeclaredEnv = env_field("this cell's server (builtin or the operator's) and the operator's bench and eval "
+                                 "commands run against it")
 
 
 class LoadSpec(Strict):

@@ -23,7 +23,9 @@ from contracts.argv import ArgvTemplate
 from contracts.artifacts.results import Evaluation
 from services.bench.errors import EvalError
 from services.bench.loadgen.loadgen import WindowRecord
+from services.runtime import workload_env
 from services.runtime.procs import kill_group, spawn
+from services.shared.secret_args import mask_argv, mask_text
 
 _TAIL_CHARS = 2000
 
@@ -64,11 +66,15 @@ def run_eval_command(
     values: Mapping[str, str] | None = None,
     timeout_s: float = 3600.0,
     service: str = "bench-runner",
+    env: Mapping[str, str] | None = None,
 ) -> Evaluation:
-    """Run the operator's eval against `base_url` and read its accuracy (blocking; use a thread from async code)."""
+    """Run the operator's eval against `base_url` and read its accuracy (blocking; use a thread from async code),
+    in `env` (a workload's; services/runtime/workload_env.py builds it, the platform's variables only when None)."""
     argv = template.render({**(values or {}), "base_url": base_url, "run_id": run_id})
+    shown = mask_argv(argv)
     try:
-        proc = spawn(argv, run_id=run_id, service=service, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = spawn(argv, run_id=run_id, service=service, env=workload_env.environment() if env is None else env,
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as err:
         raise EvalError(f"cannot start the eval command {argv[0]!r}: {err.strerror or err}; check commands.eval") from err
     try:
@@ -80,11 +86,11 @@ def run_eval_command(
         except subprocess.TimeoutExpired:
             # A grandchild that left the group still holds the pipes; the figure is lost either way.
             proc.kill()
-        raise EvalError(f"the eval command ran past its timeout of {timeout_s:g} s and was killed: {argv!r}") from None
+        raise EvalError(f"the eval command ran past its timeout of {timeout_s:g} s and was killed: {shown!r}") from None
     if proc.returncode != 0:
-        raise EvalError(
-            f"the eval command exited with status {proc.returncode}: {argv!r}; stderr tail: {_tail(err_bytes)}"
-        )
+        raise EvalError(mask_text(
+            f"the eval command exited with status {proc.returncode}: {shown!r}; stderr tail: {_tail(err_bytes)}"
+        ))
     return parse_eval_output(out)
 
 

@@ -44,6 +44,7 @@ from services.bench.loadgen.prompts import Prompt
 from services.bench.trial import Emit, TrialSteps
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.errors import SpecdecError, StepFailed
+from services.shared.secret_args import mask_document
 
 Recheck = Callable[[str], Awaitable[str | None]]  # node -> None when idle, else why not
 
@@ -174,7 +175,7 @@ class BenchRun(TrialSteps):
         folder = layout.attempt_folder(layout.launch_folder(cell.cell_id, index), self.attempt)
         server = await self.executor.start(index, launch_plan, cell, folder)
         try:
-            self.bundle.write_json(self.run_id, f"{folder}/argv.json", server.record())
+            self.bundle.write_json(self.run_id, f"{folder}/argv.json", mask_document(server.record()))
             ready_s = await server.wait_ready(self.plan.readiness_timeout_s)
             self.bundle.write_json(self.run_id, f"{folder}/ready.json", {"ready_after_s": round(ready_s, 3)})
             await self._read_back(index, cell, server, folder, ready_s)

@@ -36,7 +36,9 @@ from services.bench.executors.stall import client_stall
 from services.bench.loadgen.window import MeasuredWindow, run_window_process
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.errors import SpecdecError
+from services.runtime import workload_env
 from services.runtime.procs import spawn
+from services.shared.secret_args import mask_text
 from services.shared import vllm_cli
 
 Emit = Callable[[Any], Awaitable[None]]
@@ -249,13 +251,14 @@ class TrialSteps:
         # recorded this change among the cell's launch_changes).
         argv, _ = vllm_cli.entry_argv(ArgvTemplate(cell.bench).render(values))  # type: ignore[arg-type]
         before = await scrape_metrics(base_url)
-        process = spawn(argv, run_id=self.run_id, service="bench-runner",
+        env = workload_env.environment(cell.env or [], where=f"matrix cell {cell.cell_id} env")
+        process = spawn(argv, run_id=self.run_id, service="bench-runner", env=env,
                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         _, stderr = await asyncio.to_thread(process.communicate)
         after = await scrape_metrics(base_url)
         if process.returncode != 0:
-            raise SpecdecError(f"the operator's bench command exited with {process.returncode}: {argv!r}; "
-                               f"stderr tail: {stderr[-2000:].decode('utf-8', 'replace')}")
+            raise SpecdecError(mask_text(f"the operator's bench command exited with {process.returncode}: {argv!r}; "
+                                         f"stderr tail: {stderr[-2000:].decode('utf-8', 'replace')}"))
         try:
             result = json.loads(result_path.read_bytes())
         except (OSError, ValueError) as exc:
@@ -271,7 +274,8 @@ class TrialSteps:
 
             template = ArgvTemplate(cell.eval)
             return await asyncio.to_thread(
-                run_eval_command, template, base_url=base_url, run_id=self.run_id, values=self.eval_values
+                run_eval_command, template, base_url=base_url, run_id=self.run_id, values=self.eval_values,
+                env=workload_env.environment(cell.env or [], where=f"matrix cell {cell.cell_id} env"),
             )
         if window is None:
             return None  # an operator bench command returns no outputs to compare

@@ -5,7 +5,9 @@ Confined to the bundle: the run ID and path pass the bundle store's own checks
 and only recorded artifacts are served, hash-checked on read (a file changed
 on disk is refused, as the services refuse it); besides them, the run's
 derived `manifest.json` (every artifact's path and hash) and `events.jsonl`
-(the journal). Read-only; over HTTP a read needs the bearer token like every call (auth.py).
+(the journal). A file that carries the operator's commands (the campaign, the plans, a
+launch's argv.json, a log) is served with the value of every secret-bearing argument masked.
+Read-only; over HTTP a read needs the bearer token like every call (auth.py).
 """
 
 from __future__ import annotations
@@ -43,11 +45,28 @@ def read_file(bundle: BundleStore, run_id: str, relpath: str) -> bytes:
                 return path.read_bytes()
             except FileNotFoundError:
                 raise ResourceNotFoundError(f"run {run_id} has no {relpath} yet") from None
-        return bundle.read_bytes(run_id, relpath)  # validated, confined, hash-checked
+        return _masked(relpath, bundle.read_bytes(run_id, relpath))  # validated, confined, hash-checked
     except ArtifactMissing as exc:
         raise ResourceNotFoundError(str(exc)) from None
     except BundleError as exc:
         raise ResourceError(str(exc)) from None
+
+
+# Files that hold the operator's commands as written (a launch gets the real value of a secret-bearing
+# argument; a reader gets it masked: docs/configuration.md, "Secret-bearing arguments are masked").
+_COMMANDS = {layout.CAMPAIGN_YAML, layout.CAMPAIGN, layout.CANONICAL, *layout.PLAN_PATHS.values()}
+
+
+def _masked(relpath: str, data: bytes) -> bytes:
+    """A file that carries a command (or a server's log of its arguments) with secret-bearing values masked."""
+    if relpath not in _COMMANDS and not relpath.endswith(("/argv.json", ".log")):
+        return data
+    from services.shared.secret_args import mask_text
+
+    try:
+        return mask_text(data.decode("utf-8")).encode("utf-8")
+    except UnicodeDecodeError:
+        return data
 
 
 def register(server: MCPServer, bundle: BundleStore) -> None:

@@ -68,7 +68,9 @@ def spawn(
     stderr: int | object = subprocess.DEVNULL,
     stdin: int | object = subprocess.DEVNULL,
 ) -> subprocess.Popen[bytes]:
-    """Start argv (no shell) in its own process group with the experiment label."""
+    """Start argv (no shell) in its own process group with the experiment label. `env` is the child's
+    whole environment: a workload's comes from services/runtime/workload_env.py; None (this process's)
+    is for specdec's own tools only (a `kubectl port-forward`)."""
     child_env = dict(os.environ if env is None else env)
     child_env[EXPERIMENT_ENV] = run_id
     child_env[SERVICE_ENV] = service

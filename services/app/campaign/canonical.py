@@ -28,6 +28,7 @@ from contracts.templates import SERVE_PLACEHOLDERS
 from services.app.campaign.canonical_bench import BenchRead, bench_command
 from services.app.campaign.canonical_tokens import literal, sample
 from services.shared import vllm_cli
+from services.shared.secret_args import MASK, is_secret_flag
 
 # Engine arguments that differ between arms without making the comparison uncontrolled: the speculation
 # under test, and where the server listens (specdec assigns those).
@@ -70,7 +71,7 @@ def translate(raw: dict[str, Any], *, base: Path) -> tuple[dict[str, Any], Canon
         cells.append({
             "cell_id": cell.cell_id, "role": role, "hardware": cell.hardware, "concurrency": cell.concurrencies,
             "regime": cell.regime, "trials": cell.trials, "node": cell.node, "source_revision": cell.source_revision,
-            "serving": serving, "vllm_sweep": {"serve_cmd": template,
+            "env": list(cell.env), "serving": serving, "vllm_sweep": {"serve_cmd": template,
                                                **({"bench_cmd": bench.template} if bench is not None else {})},
         })
     exploratory = bool(own.get("exploratory", False))
@@ -269,11 +270,16 @@ def _uncontrolled(records: list[CanonicalCellRecord], baseline: str | None) -> l
         # The served model is compared by the path each names (one relative, one absolute is the same model).
         differ = [k for k in differ if not (k in ("model_tag", "model") and _same_path(compared.get(k), mine.get(k)))]
         if differ:
-            shown = ", ".join(f"{k}: {compared.get(k)!r} vs {mine.get(k)!r}" for k in differ)
+            # A credential (hf_token, api_key) is named, never quoted.
+            shown = ", ".join(f"{k}: {_value(k, compared.get(k))} vs {_value(k, mine.get(k))}" for k in differ)
             problems.append(f"cells[{record.cell_id}] differs from the baseline {base.cell_id} in more than its "
                             f"speculation ({shown}): not a controlled comparison; make the commands agree, or set "
                             "exploratory: true for a DRAFT")
     return problems
+
+
+def _value(key: str, value: Any) -> str:
+    return MASK if value is not None and is_secret_flag(key) else repr(value)
 
 
 def _same_path(a: Any, b: Any) -> bool:

@@ -18,6 +18,7 @@ from contracts.campaign.canonical import CanonicalRecord, Rewrite
 from contracts.envelope import Strict
 from services.app.campaign.prepare import CampaignRejected, prepare_campaign
 from services.app.campaign.roots import FileRoots
+from services.shared.secret_args import mask_argv, mask_document
 
 
 class DeclaredCell(Strict):
@@ -31,8 +32,8 @@ class DeclaredCell(Strict):
     serving: dict[str, Any] = Field(description="The declared serving config, resolved (model path made absolute, "
                                     "the target's checkpoint where unset): what the launch passes to vLLM and the "
                                     "engine read-back checks.")
-    serve_cmd: list[str] | None = Field(description="The operator's serve argv template, as given; None: specdec "
-                                        "builds the command from `serving`.")
+    serve_cmd: list[str] | None = Field(description="The operator's serve argv template, as given (a secret-bearing "
+                                        "argument's value masked); None: specdec builds the command from `serving`.")
     bench_cmd: list[str] | None = Field(description="The operator's bench argv template, as given; None: specdec's "
                                         "own load generator.")
     engine_args: dict[str, Any] | None = Field(
@@ -82,13 +83,14 @@ def declared_cells(campaign: Campaign, canonical: CanonicalRecord | None = None)
         found.append(DeclaredCell(
             cell_id=cell.cell_id, role=cell.role, concurrency=cell.concurrency, regime=cell.regime, trials=cell.trials,
             serving=serving, serve_cmd=_argv(cell.vllm_sweep.serve_cmd), bench_cmd=_argv(cell.vllm_sweep.bench_cmd),
-            engine_args=record.engine_args if record is not None and record.parsed_by_vllm else None,
+            engine_args=mask_document(record.engine_args) if record is not None and record.parsed_by_vllm else None,
             launch_changes=record.rewrites if record is not None else []))
     return found
 
 
 def _argv(template: Any) -> list[str] | None:
-    return None if template is None else list(template.root)
+    # Shown (CLI, MCP): a secret-bearing argument's value masked (docs/configuration.md).
+    return None if template is None else mask_argv(template.root)
 
 
 def _warnings(campaign: Campaign, inert: dict[str, str]) -> list[str]:

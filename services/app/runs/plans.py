@@ -48,7 +48,8 @@ class StoredPlan(Strict):
     approval_event_id: str | None = Field(description="The last run.approved event covering it; None without one.")
     approved_by: str | None = Field(description="Who that approval names; None without one.")
     document: dict[str, Any] = Field(description="The plan itself (placement, commands, deployment changes, workload "
-                                     "shape, warm-up, cleanup), as stored and hash-checked.")
+                                     "shape, warm-up, cleanup), as stored and hash-checked, with the value of every "
+                                     "secret-bearing argument (--hf-token, --api-key, ...) masked.")
 
 
 def _planned_schema(step: str) -> str:
@@ -77,9 +78,13 @@ def show_plan(bundle: BundleStore, step: str, run_id: str) -> StoredPlan:
     approvals = [approval for approval in _approvals(bundle, run_id) if covers(approval, ref)]
     pre = pre_approved(_campaign(bundle, run_id), step)
     state: Literal["pre_approved", "approved", "none"] = "pre_approved" if pre else "approved" if approvals else "none"
+    # Shown with every secret-bearing flag's value masked (services/shared/secret_args.py); the sha256 is
+    # still the stored plan's, whose commands are launched as written.
+    from services.shared.secret_args import mask_document
+
     return StoredPlan(run_id=run_id, step=step, file=str(bundle.resolve(ref.uri)), uri=ref.uri, sha256=ref.sha256,
                       approval=state, approval_event_id=approvals[-1].event_id if approvals else None,
-                      approved_by=approvals[-1].approved_by if approvals else None, document=plan)
+                      approved_by=approvals[-1].approved_by if approvals else None, document=mask_document(plan))
 
 
 def describe(shown: StoredPlan) -> str:
@@ -96,7 +101,7 @@ def describe(shown: StoredPlan) -> str:
 
 
 def document_json(shown: StoredPlan) -> str:
-    """The plan document as stored, as `--json` prints it."""
+    """The plan document as stored (secret-bearing arguments' values masked), as `--json` prints it."""
     return json.dumps(shown.document, indent=2, sort_keys=True) + "\n"
 
 

@@ -29,9 +29,11 @@ from contracts.catalogue import BENCH as SERVICE
 from services.bench.errors import ServerDied, ServerNotReady
 from services.bench.planning.plan_types import CellPlan, Launch
 from services.runtime.bundle.bundle import BundleStore
+from services.runtime import workload_env
 from services.runtime.procs import DEPLOYMENT_ENV, kill_group, labelled_processes, spawn
 from services.shared.scheduler.health import wait_healthy
 from services.shared.scheduler.local import kill_labelled
+from services.shared.secret_args import mask_text
 
 LOG_TAIL_BYTES = 4000
 
@@ -132,7 +134,7 @@ def launch(argv_template: list[str], *, run_id: str, log_path: Path, env: dict[s
     """Start a server with `{port}` in its argv replaced by a free port."""
     port = free_port()
     argv = [token.replace("{port}", str(port)) for token in argv_template]
-    child_env = dict(os.environ if env is None else env)
+    child_env = dict(workload_env.environment() if env is None else env)  # a workload's, never the service's
     child_env.pop(ARCTIC_PLUGIN_ENV, None)  # stock vLLM in every arm (ARCTIC_PLUGIN_ENV says why)
     applied = {name: value for name, value in engine_env_defaults(_cpu_build()).items() if name not in child_env}
     child_env.update(applied)  # an operator's environment wins
@@ -150,17 +152,17 @@ async def wait_ready(server: Server, *, timeout_s: float, poll_s: float = 0.5) -
 
     async def locate() -> str:
         if not server.alive():
-            raise ServerDied(
+            raise ServerDied(mask_text(
                 f"server exited with {server.process.returncode} before it was ready; "
                 f"argv: {server.argv}\nlog tail:\n{log_tail(server.log_path)}"
-            )
+            ))
         return server.base_url
 
     def not_ready() -> ServerNotReady:
-        return ServerNotReady(
+        return ServerNotReady(mask_text(
             f"server did not answer /health within {timeout_s:.0f}s; argv: {server.argv}\n"
             f"log tail:\n{log_tail(server.log_path)}"
-        )
+        ))
 
     return await wait_healthy(locate, timeout_s=timeout_s, poll_s=poll_s, not_ready=not_ready)
 
@@ -251,7 +253,8 @@ class LocalExecutor:
 
     async def start(self, index: int, step: Launch, cell: CellPlan, folder: str) -> LocalServed:
         log_path = self.bundle.run_dir(self.run_id) / folder / layout.SERVER_LOG
-        return LocalServed(launch(cell.serve_argv, run_id=self.run_id, log_path=log_path), folder)
+        env = workload_env.environment(cell.env or [], where=f"matrix cell {cell.cell_id} env")
+        return LocalServed(launch(cell.serve_argv, run_id=self.run_id, log_path=log_path, env=env), folder)
 
     async def cleanup(self) -> list[str]:
         return await asyncio.to_thread(cleanup_local, self.run_id)

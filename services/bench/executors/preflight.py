@@ -20,6 +20,7 @@ import subprocess
 from dataclasses import dataclass
 
 from services.bench.planning.bench_plan import BenchPlan
+from services.runtime import workload_env
 from services.shared.suffix_package import DISTRIBUTION, serving_python
 from services.shared.vllm_cli import vllm_console_works
 
@@ -55,9 +56,10 @@ def probe(python: str) -> Probe:
 
 
 def _probe(python: str) -> Probe:
-    try:  # this process's environment, which a local server inherits (services/bench/executors/executor.py)
+    try:  # a workload's environment (the platform's), as a local server gets it: never the service's credentials
         out = subprocess.run(  # noqa: S603 - an approved plan's interpreter, a fixed script
-            [python, "-c", _PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False
+            [python, "-c", _PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False,
+            env=workload_env.environment(),
         )
     except (OSError, subprocess.SubprocessError) as exc:
         return Probe(python=python, version=None, why=f"{python} could not be run ({exc})")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,8 +31,10 @@ from services.bench.errors import ServerDied, ServerNotReady, ServingError
 from services.bench.executors.executor import log_tail, read_log_text
 from services.bench.planning.plan_types import CellPlan, Launch, SlurmServe
 from services.runtime.bundle.bundle import BundleStore
-from services.runtime.procs import EXPERIMENT_ENV, SERVICE_ENV
+from services.runtime import workload_env
+from services.runtime.procs import DEPLOYMENT_ENV, EXPERIMENT_ENV, SERVICE_ENV
 from services.shared.scheduler.errors import SchedulerError
+from services.shared.secret_args import mask_argv
 from services.shared.scheduler.health import wait_healthy
 from services.shared.scheduler.runner import RunResult, run_short
 from services.shared.scheduler.slurm import ACTIVE_STATES, cancel_labelled, job_state, parse_exit, parse_job_id, parse_record
@@ -58,10 +61,10 @@ def _fill(argv: list[str], job_id: str) -> list[str]:
     return [token.replace("{job_id}", job_id) for token in argv]
 
 
-async def _short(argv: list[str], *, env: Mapping[str, str] | None = None) -> RunResult:
+async def _short(argv: list[str], *, env: Mapping[str, str] | None = None, inherit: bool = True) -> RunResult:
     """A scheduler command; what keeps it from answering fails the launch (ServingError)."""
     try:
-        return await asyncio.to_thread(run_short, argv, env=env)
+        return await asyncio.to_thread(run_short, argv, env=env, inherit=inherit)
     except SchedulerError as exc:
         raise ServingError(str(exc)) from None
 
@@ -152,7 +155,8 @@ class SlurmExecutor:
 
     def _label(self) -> dict[str, str]:
         """Added to sbatch's environment, which Slurm passes on to the job."""
-        return {EXPERIMENT_ENV: self.run_id, SERVICE_ENV: SERVICE}
+        deployment = os.environ.get(DEPLOYMENT_ENV)
+        return {EXPERIMENT_ENV: self.run_id, SERVICE_ENV: SERVICE, **({DEPLOYMENT_ENV: deployment} if deployment else {})}
 
     async def prepare(self) -> list[str]:
         return await self.cleanup()
@@ -165,11 +169,13 @@ class SlurmExecutor:
         self.bundle.write_bytes(self.run_id, block.job_script_path, block.job_script.encode("utf-8"))
         # An endpoint file left by an earlier delivery of this step would point at a dead job.
         (self.run_dir / block.endpoint_path).unlink(missing_ok=True)
-        submitted = await _short(block.sbatch_argv, env=self._label())
+        # sbatch passes its environment on to the job: the workload's (the cell's declared names), not the service's.
+        job_env = workload_env.environment(cell.env or [], where=f"matrix cell {cell.cell_id} env", extra=self._label())
+        submitted = await _short(block.sbatch_argv, env=job_env, inherit=False)
         if submitted.exit_code != 0:
             raise ServingError(
                 f"sbatch exited {submitted.exit_code}: {submitted.stderr.strip() or submitted.stdout.strip()}; "
-                f"argv: {block.sbatch_argv}"
+                f"argv: {mask_argv(block.sbatch_argv)}"
             )
         try:
             job_id = parse_job_id(submitted.stdout)

@@ -45,6 +45,7 @@ from services.bench.loadgen.loadgen import WindowRecord, WindowSpec
 from services.bench.loadgen.loadgen_procs import drive_window
 from services.bench.loadgen.prompts import Prompt
 from services.runtime.errors import SpecdecError
+from services.runtime import workload_env
 from services.runtime.procs import spawn
 
 
@@ -84,8 +85,10 @@ def request_bytes(spec: WindowSpec, prompts: Sequence[Prompt]) -> bytes:
 
 async def run_window_process(spec: WindowSpec, prompts: Sequence[Prompt], *, run_id: str) -> MeasuredWindow:
     """Drive one window from a child process; its record, or WindowProcessFailed with its stderr."""
+    # specdec's own code, but a workload all the same: it talks to the served cell only, so it gets the
+    # platform's variables and none of the service's credentials (services/runtime/workload_env.py).
     process = spawn([sys.executable, "-m", "services.bench.loadgen.window"], run_id=run_id, service=SERVICE,
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                    env=workload_env.environment(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     stdout, stderr = await asyncio.to_thread(process.communicate, request_bytes(spec, prompts))
     if process.returncode != 0:
         raise WindowProcessFailed(

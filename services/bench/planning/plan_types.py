@@ -74,12 +74,16 @@ class CellPlan(Strict):
         default=None, description="Every argument the operator's `vllm serve` command sets, as vLLM's own parser read "
         "it (a canonical matrix file): the engine read-back checks prefix caching, max_num_batched_tokens and the "
         "kv-cache dtype against it; absent for a cell declared in specdec's keys.")
+    env: list[str] | None = Field(
+        default=None, description="The cell's env: names of the variables its server and the operator's bench and eval "
+        "commands get from the bench-runner's environment at launch (values never written here); nothing else of "
+        "that environment passes but the platform's (services/runtime/workload_env.py). Absent when none.")
 
     @model_serializer(mode="wrap")
     def _without_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # A cell without a declared command serialises (and hashes, and is approved) as before these fields.
         data = handler(self)
-        for name in ("declared_serve_argv", "launch_changes", "declared_engine_args"):
+        for name in ("declared_serve_argv", "launch_changes", "declared_engine_args", "env"):
             if data.get(name) is None:
                 data.pop(name, None)
         return data

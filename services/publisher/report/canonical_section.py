@@ -3,7 +3,8 @@
 `canonical.json` (contracts/campaign/canonical.py) is stored at submit for a campaign in the
 workflow's canonical shape: its name, description and provenance, and per cell the
 operator's notes, identity labels, exact serve command, the engine arguments vLLM's
-own parser read from it, and every token launched other than declared. A campaign
+own parser read from it, and every token launched other than declared; the value of a
+secret-bearing flag (`--hf-token`, `--api-key`) is masked (services/shared/secret_args.py). A campaign
 in specdec's own shape has none, and the section is left out.
 """
 
@@ -18,6 +19,7 @@ from contracts import layout
 from contracts.campaign.canonical import CanonicalRecord
 from services.publisher.report.document import Bullets, Paragraph, Section, Table, Text
 from services.runtime.bundle.bundle import ArtifactMissing, BundleError, BundleStore
+from services.shared.secret_args import mask_argv, mask_document, mask_text
 
 TITLE = "Campaign file: the operator's cells and exact commands"
 
@@ -63,10 +65,11 @@ def canonical_section(record: CanonicalRecord | None) -> list[Section]:
     rows = []
     for cell in record.cells:
         labels = ", ".join(f"{k}={v}" for k, v in cell.identity.items() if v not in (None, {}, ""))
-        changes = "; ".join(f"{c.declared or '(appended)'} -> {c.launched}" for c in cell.rewrites) or "none"
-        read = (", ".join(f"{k}={json.dumps(v)}" for k, v in cell.engine_args.items()) if cell.parsed_by_vllm
-                else "not a `vllm serve` command: declared in specdec's keys")
-        rows.append(((cell.cell_id,), (cell.role,), (cell.notes or "",), (labels,), (shlex.join(cell.serve_cmd),),
+        # A secret-bearing flag's value (--hf-token, --api-key) is masked: the report is published.
+        changes = "; ".join(mask_text(f"{c.declared or '(appended)'} -> {c.launched}") for c in cell.rewrites) or "none"
+        read = (", ".join(f"{k}={json.dumps(v)}" for k, v in mask_document(cell.engine_args).items())
+                if cell.parsed_by_vllm else "not a `vllm serve` command: declared in specdec's keys")
+        rows.append(((cell.cell_id,), (cell.role,), (cell.notes or "",), (labels,), (shlex.join(mask_argv(cell.serve_cmd)),),
                      (read,), (changes,)))
     table = Table(("cell", "role", "notes", "identity labels", "serve command as declared",
                    "what vLLM's parser read", "launched otherwise (declared -> launched)"), tuple(rows),

@@ -18,12 +18,14 @@ never skips it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 
 from contracts import selectors
 from contracts.argv import ArgvError
 from contracts.campaign import CapacitySpec
+from services.runtime import workload_env
 from services.shared.capacity import kubernetes, local, slurm
 from services.shared.capacity.errors import CapacityConfigError
 from services.shared.capacity.idle import candidates, judge, render_idle_check
@@ -31,6 +33,7 @@ from services.shared.capacity.model import IdleCheckRun, NodeVerdict, Verdict
 from services.shared.capacity.observe import Observation, capture_name, to_capture
 from services.shared.scheduler.errors import CommandMissing
 from services.shared.scheduler.runner import CommandRunner
+from services.shared.secret_args import mask_argv
 
 # The operator's idle check gets this long per node; past it the node is not idle.
 IDLE_CHECK_TIMEOUT_S = 60.0
@@ -63,10 +66,14 @@ def _run_idle_check(spec: CapacitySpec, node: str, run_id: str, runner: CommandR
         argv = render_idle_check(spec.idle_check, node, run_id)
     except ArgvError as exc:
         raise CapacityConfigError(f"capacity.idle_check cannot be rendered: {exc}") from exc
+    # The operator's command: a workload's environment, with the names capacity.idle_check_env declares.
+    env = workload_env.environment(spec.idle_check_env, where="capacity.idle_check_env")
     try:
-        result = runner(argv, timeout_s=IDLE_CHECK_TIMEOUT_S)
+        result = runner(argv, timeout_s=IDLE_CHECK_TIMEOUT_S, env=env)
     except CommandMissing as exc:
         raise CommandMissing(f"capacity.idle_check: {exc}") from exc
+    # Recorded (snapshot, captures, reasons) with a secret-bearing flag's value masked.
+    result = dataclasses.replace(result, argv=tuple(mask_argv(result.argv)))
     observation.captures.append(to_capture(f"idle-check-{capture_name(node)}", result))
     return IdleCheckRun(
         argv=list(result.argv),

@@ -21,6 +21,7 @@ from contracts.campaign import CapacitySpec
 from contracts.envelope import ArtifactRef
 from services.runtime.bundle.bundle import BundleStore
 from services.shared.capacity.model import CapacitySnapshot, CaptureRecord, Verdict
+from services.shared.secret_args import mask_argv
 
 
 def new_check_id(verdict: Verdict) -> str:
@@ -52,7 +53,7 @@ def write_snapshot(bundle: BundleStore, verdict: Verdict, spec: CapacitySpec, *,
         check_id=check_id,
         scheduler=verdict.scheduler,
         selectors=verdict.selectors,
-        idle_check=list(spec.idle_check.root) if spec.idle_check else [],
+        idle_check=mask_argv(spec.idle_check.root) if spec.idle_check else [],  # a credential's value masked
         asked_node=verdict.asked_node,
         node=verdict.node,
         idle=verdict.idle,

@@ -41,9 +41,10 @@ class RunResult:
 
 
 class CommandRunner(Protocol):
-    """argv -> RunResult. Raises CommandMissing when argv[0] cannot be executed."""
+    """argv -> RunResult. Raises CommandMissing when argv[0] cannot be executed. `env`, when given, is
+    the child's whole environment (the idle check's: a workload's, services/runtime/workload_env.py)."""
 
-    def __call__(self, argv: Sequence[str], *, timeout_s: float) -> RunResult: ...
+    def __call__(self, argv: Sequence[str], *, timeout_s: float, env: Mapping[str, str] | None = None) -> RunResult: ...
 
 
 class SubprocessRunner:
@@ -53,13 +54,20 @@ class SubprocessRunner:
     helper must not leave it behind) and the result says `timed_out`.
     """
 
-    def __init__(self, env: Mapping[str, str] | None = None) -> None:
-        # Extra variables on top of this process's environment (e.g. SLURM_CONF).
+    def __init__(self, env: Mapping[str, str] | None = None, *, inherit: bool = True) -> None:
+        # Extra variables on top of this process's environment (e.g. SLURM_CONF); with inherit False,
+        # the child's whole environment (a workload's: services/runtime/workload_env.py).
         self.env = dict(env or {})
+        self.inherit = inherit
 
-    def __call__(self, argv: Sequence[str], *, timeout_s: float) -> RunResult:
+    def __call__(self, argv: Sequence[str], *, timeout_s: float, env: Mapping[str, str] | None = None) -> RunResult:
+        """Run argv; `env`, when given, is the child's environment (a workload's) and the runner's additions
+        go on top of it; else this process's environment with the runner's additions."""
         args = [str(a) for a in argv]
-        env = {**os.environ, **self.env}
+        if env is not None:
+            env = {**env, **self.env}
+        else:
+            env = {**os.environ, **self.env} if self.inherit else dict(self.env)
         started = time.monotonic()
         try:
             proc = subprocess.Popen(  # noqa: S603 - an argv list, never a shell
@@ -102,10 +110,12 @@ class SubprocessRunner:
         )
 
 
-def run_short(argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout_s: float = SHORT_TIMEOUT_S) -> RunResult:
+def run_short(argv: Sequence[str], *, env: Mapping[str, str] | None = None, timeout_s: float = SHORT_TIMEOUT_S,
+              inherit: bool = True) -> RunResult:
     """A short scheduler command that must answer: CommandTimedOut past `timeout_s`,
-    CommandMissing when it is not installed. `env` adds to this process's environment."""
-    result = SubprocessRunner(env)(argv, timeout_s=timeout_s)
+    CommandMissing when it is not installed. `env` adds to this process's environment, or with
+    `inherit` False is the whole environment (sbatch passes it on to the job it submits)."""
+    result = SubprocessRunner(env, inherit=inherit)(argv, timeout_s=timeout_s)
     if result.timed_out:
         raise CommandTimedOut(f"{list(argv)!r} did not answer within {timeout_s:g} s; is the scheduler up?")
     return result

@@ -34,6 +34,7 @@ from pydantic import Field
 from contracts import layout
 from contracts.envelope import ArtifactRef, RunId, Strict
 from services.runtime.bundle.bundle import BundleStore
+from services.shared.secret_args import mask_argv
 from services.trainer_proxy.checks import speculators_format
 from services.trainer_proxy.errors import ExecutorError
 from services.trainer_proxy.execution.local import run_process
@@ -221,14 +222,16 @@ async def run_builtin(
 
 
 async def run_operator(
-    bundle: BundleStore, run_id: str, argv: list[str], *, cwd: str, timeout_s: float, kill_grace_s: float
+    bundle: BundleStore, run_id: str, argv: list[str], *, cwd: str, timeout_s: float, kill_grace_s: float,
+    declared_env: list[str] | None = None,
 ) -> tuple[ProbeCheck, OperatorProbeRun]:
     run_dir = bundle.run_dir(run_id)
     out_path, err_path = layout.TRAINING_PROBE_STDOUT, layout.TRAINING_PROBE_STDERR
+    launched, argv = argv, mask_argv(argv)  # recorded and reported with a secret-bearing flag's value masked
     try:
         outcome = await run_process(
-            argv, run_id=run_id, cwd=cwd, stdout_path=run_dir / out_path, stderr_path=run_dir / err_path,
-            timeout_s=timeout_s, kill_grace_s=kill_grace_s, watch_loss=False,
+            launched, run_id=run_id, cwd=cwd, stdout_path=run_dir / out_path, stderr_path=run_dir / err_path,
+            timeout_s=timeout_s, kill_grace_s=kill_grace_s, watch_loss=False, declared_env=declared_env or (),
         )
     except ExecutorError as exc:  # a probe that cannot start is a failed probe
         stdout = bundle.write_bytes(run_id, out_path, b"")

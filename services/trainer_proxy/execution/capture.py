@@ -23,6 +23,7 @@ from contracts import layout
 from contracts.envelope import ArtifactRef, RunId, Sha256, Strict
 from contracts.artifacts.training import OutputFile, OutputManifest
 from services.runtime.bundle.bundle import ArtifactMissing, BundleStore, InvalidPath, hash_file
+from services.shared.secret_args import mask_argv
 from services.trainer_proxy.errors import ExecutionUnsupported
 from services.trainer_proxy.execution.loss import LossSummary
 from services.trainer_proxy.execution.monitor import RunOutcome
@@ -61,11 +62,14 @@ class TrainingCapture(Strict):
 
 def write_argv(bundle: BundleStore, plan: TrainingPlan) -> ArtifactRef:
     launch = plan.launch
+    # Evidence for readers: a secret-bearing flag's value is masked (the plan keeps what was launched).
     record = {
         "executor": plan.executor,
         "node": plan.node,
-        "argv": launch.argv,
-        "launched_argv": getattr(launch, "sbatch_argv", None) or getattr(launch, "apply_argv", None) or launch.argv,
+        "argv": mask_argv(launch.argv),
+        "launched_argv": mask_argv(getattr(launch, "sbatch_argv", None) or getattr(launch, "apply_argv", None)
+                                   or launch.argv),
+        "env": list(getattr(launch, "env", None) or []),
         "cwd": getattr(launch, "cwd", None),
         "label": {"experiment": plan.run_id},
         "shell": False,
@@ -143,8 +147,8 @@ def capture_run(
         executor=plan.executor,
         node=plan.node,
         handle=outcome.handle,
-        argv=plan.launch.argv,
-        launched_argv=outcome.launched_argv,
+        argv=mask_argv(plan.launch.argv),
+        launched_argv=mask_argv(outcome.launched_argv),
         cwd=launch.cwd,
         exit_code=outcome.exit_code,
         signal=outcome.signal,

@@ -292,7 +292,7 @@ async def _probe(bundle: BundleStore, plan: TrainingPlan) -> tuple[probes.ProbeR
     if plan.probes.operator_argv is not None:
         check, operator = await probes.run_operator(
             bundle, run_id, plan.probes.operator_argv, cwd=cwd, timeout_s=plan.probes.timeout_s,
-            kill_grace_s=plan.kill_grace_s,
+            kill_grace_s=plan.kill_grace_s, declared_env=list(getattr(plan.launch, "env", None) or []),
         )
         checks.append(check)
     report = probes.report(run_id, Path(plan.checkpoint_dir), checks, operator)

@@ -1,7 +1,8 @@
 """The local executor: the trainer as a labelled child process of the service.
 
 The child is exec'd from its argv list (never a shell), in its own process
-group, with the experiment label in its environment, and dies with the
+group, with the experiment label and the declared variables in a minimal environment
+(services/runtime/workload_env.py), and dies with the
 service (parent-death signal). Its stdout and stderr go to files in the
 bundle. It is stopped — its whole process group, SIGTERM then SIGKILL — at
 the timeout, at the first non-finite loss, and when its main process exits
@@ -17,7 +18,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from contracts.catalogue import TRAINER as SERVICE
+from services.runtime import workload_env
 from services.runtime.procs import kill_group, spawn
+from services.shared.secret_args import mask_argv
 from services.shared.scheduler.local import kill_labelled
 from services.trainer_proxy.errors import ExecutorError
 from services.trainer_proxy.execution.monitor import OutputWatch, RunOutcome
@@ -42,9 +45,11 @@ async def run_process(
     kill_grace_s: float,
     watch_loss: bool,
     on_started: OnStarted = _no_op,
-    env: dict[str, str] | None = None,
+    declared_env: Sequence[str] = (),
 ) -> RunOutcome:
-    """Run argv to its end, the timeout or (when `watch_loss`) a non-finite loss."""
+    """Run argv to its end, the timeout or (when `watch_loss`) a non-finite loss, in the workload's
+    environment: the platform's variables and the `declared_env` names (commands.train.env) only."""
+    env = workload_env.environment(declared_env, where="commands.train.env")
     stdout_path.parent.mkdir(parents=True, exist_ok=True)
     stderr_path.parent.mkdir(parents=True, exist_ok=True)
     watch = OutputWatch({"stdout": stdout_path, "stderr": stderr_path})
@@ -54,7 +59,7 @@ async def run_process(
             process = spawn(argv, run_id=run_id, service=SERVICE, env=env, cwd=cwd, stdout=out, stderr=err)
         except OSError as exc:
             raise ExecutorError(
-                f"cannot start {list(argv)!r} in {cwd}: {exc}; fix commands.train (argv[0] must be an executable "
+                f"cannot start {mask_argv(argv)!r} in {cwd}: {exc}; fix commands.train (argv[0] must be an executable "
                 "on the node's PATH or a path relative to the service's working directory)"
             ) from None
     timed_out = stopped_for_loss = False
@@ -105,6 +110,7 @@ async def run_local(
         kill_grace_s=kill_grace_s,
         watch_loss=True,
         on_started=on_started,
+        declared_env=launch.env,
     )
 
 

@@ -15,11 +15,13 @@ after capture by its name and comment only (services.shared.scheduler.slurm).
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from services.runtime.procs import EXPERIMENT_ENV, SERVICE_ENV
+from services.runtime import workload_env
+from services.runtime.procs import DEPLOYMENT_ENV, EXPERIMENT_ENV, SERVICE_ENV
 from services.shared.scheduler.runner import run_short
 from services.shared.scheduler.slurm import ACTIVE_STATES, cancel_argv, job_state, parse_exit, parse_job_id, parse_record
 from services.trainer_proxy.errors import ExecutorError
@@ -33,7 +35,8 @@ OnStarted = Callable[[str], Awaitable[None]]
 
 def _label(run_id: str, service: str) -> dict[str, str]:
     """Added to sbatch's environment, which Slurm passes on to the job."""
-    return {EXPERIMENT_ENV: run_id, SERVICE_ENV: service}
+    deployment = os.environ.get(DEPLOYMENT_ENV)
+    return {EXPERIMENT_ENV: run_id, SERVICE_ENV: service, **({DEPLOYMENT_ENV: deployment} if deployment else {})}
 
 
 async def run_slurm(
@@ -50,7 +53,9 @@ async def run_slurm(
     ExecutorError or a SchedulerError when Slurm refuses or loses it."""
     watch = OutputWatch({"stdout": run_dir / launch.stdout_path, "stderr": run_dir / launch.stderr_path})
     started = time.monotonic()
-    submitted = await asyncio.to_thread(run_short, launch.sbatch_argv, env=_label(run_id, service))
+    # sbatch passes its environment on to the job: the workload's, never the service's own.
+    job_env = workload_env.environment(launch.env, where="commands.train.env", extra=_label(run_id, service))
+    submitted = await asyncio.to_thread(run_short, launch.sbatch_argv, env=job_env, inherit=False)
     if submitted.exit_code != 0:
         raise ExecutorError(f"sbatch exited {submitted.exit_code}: {submitted.stderr.strip() or submitted.stdout.strip()}")
     job_id = parse_job_id(submitted.stdout)

@@ -19,6 +19,7 @@ from contracts.argv import ArgvTemplate
 from contracts.campaign import Campaign
 from contracts.artifacts.training import KEY_VERSION, FileDigest, InputKey, TreeDigest
 from services.runtime.bundle.bundle_records import canonical_json
+from services.shared.secret_args import mask_argv
 
 # Placeholders whose value differs from run to run without changing what is trained:
 # where the run's files lie, its ID and its node. They enter the key as their role.
@@ -84,10 +85,12 @@ def input_key(
         "train_sha256": train_sha256,
         "heldout_sha256": heldout_sha256 if reads_heldout(campaign) else None,
         "corpus_sha256": corpus_sha256 if reads_corpus(campaign) else None,
-        "argv_template": list(train.argv.root),
-        "argv": train.argv.render(values),
-        "probe_template": list(train.probe.root) if train.probe is not None else None,
-        "probe": train.probe.render(values) if train.probe is not None else None,
+        # A credential's value (--hf-token, --api-key) does not make the draft: the key, its record and the
+        # plan hold the commands with it masked (services/shared/secret_args.py).
+        "argv_template": mask_argv(train.argv.root),
+        "argv": mask_argv(train.argv.render(values)),
+        "probe_template": mask_argv(train.probe.root) if train.probe is not None else None,
+        "probe": mask_argv(train.probe.render(values)) if train.probe is not None else None,
         "named_files": sorted(named_files, key=lambda f: f.path),
         "target": target,
         "tokenizer": tokenizer,

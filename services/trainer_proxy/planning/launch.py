@@ -21,7 +21,12 @@ class LocalLaunch(Strict):
     kind: Literal["local"] = Field(default="local", description="Executor kind.")
     argv: list[str] = Field(min_length=1, description="The exact argv, exec'd directly (no shell).")
     cwd: str = Field(description="Working directory of the trainer.")
-    env_added: dict[str, str] = Field(description="Variables added to the service's environment: the experiment label.")
+    env_added: dict[str, str] = Field(description="Variables set on the trainer by specdec: the experiment label.")
+    env: list[str] = Field(
+        default_factory=list,
+        description="commands.train.env: names of the variables the trainer and its probe get from the service's "
+        "environment at launch; the values are read then, never written here. Nothing else of the service's "
+        "environment passes but the platform's (services/runtime/workload_env.py).")
     stdout_path: str = Field(description="Bundle path of the trainer's stdout.")
     stderr_path: str = Field(description="Bundle path of the trainer's stderr.")
 
@@ -37,6 +42,11 @@ class SlurmLaunch(Strict):
     job_script: str = Field(description="The batch script: a Python file that execs argv; no shell reads it.")
     job_script_path: str = Field(description="Bundle path the script is written to before submission.")
     sbatch_argv: list[str] = Field(description="The exact sbatch argv.")
+    env: list[str] = Field(
+        default_factory=list,
+        description="commands.train.env: names of the variables the job and the local probe get from the service's "
+        "environment at launch; the values are read then, never written here. Nothing else of the service's "
+        "environment passes but the platform's (services/runtime/workload_env.py): sbatch runs with that environment and passes it to the job.")
     status_argv: list[str] = Field(description="How the job is watched; {job_id} is filled at submission.")
     cancel_argv: list[str] = Field(description="How the job is stopped at the timeout; {job_id} as above.")
     stdout_path: str = Field(description="Bundle path of the job's stdout (--output).")

@@ -268,6 +268,7 @@ def _launch(
     found = problems(scheduler, campaign.capacity.selectors)
     if found:
         raise PlanError("; ".join(found))
+    declared = list(campaign.commands.train.env) if campaign.commands.train else []
     if scheduler == "local":
         return LocalLaunch(
             argv=argv,
@@ -275,6 +276,7 @@ def _launch(
             env_added={EXPERIMENT_ENV: run_id, SERVICE_ENV: SERVICE},
             stdout_path=layout.TRAINING_STDOUT,
             stderr_path=layout.TRAINING_STDERR,
+            env=declared,
         )
     if scheduler == "slurm":
         script = job_script(argv, run_id=run_id, service=SERVICE)
@@ -302,6 +304,7 @@ def _launch(
             cancel_argv=slurm.cancel_argv("{job_id}"),
             stdout_path=layout.TRAINING_STDOUT,
             stderr_path=layout.TRAINING_STDERR,
+            env=declared,
         )
     try:
         train = campaign.commands.train

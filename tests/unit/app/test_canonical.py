@@ -315,6 +315,7 @@ CELL_EDITS = {
     "node": _edit_cell("node", "node-7"),
     "source_revision": _edit_cell("source_revision", "vllm@abc"),
     "serving": _edit_cell("serving", {"dtype": "float32"}),
+    "env": _edit_cell("env", ["HF_TOKEN"]),
 }
 
 

@@ -176,6 +176,9 @@ CHECKS: dict[str, Check] = {
     # The folder probed and served below {output_dir}; part of the key, so the earlier draft is not reused.
     "commands.train.checkpoint_subdir": Check(("training", "reuse"), put("commands.train.checkpoint_subdir", "9"),
                                               applies=FILE),
+    # The names are in the plan; a Pod or Job gets no variable from the service (refused on kubernetes).
+    "commands.train.env": Check(("training",), put("commands.train.env", ["HF_TOKEN"]),
+                                applies=when(executor=("local", "slurm"), traffic="file")),
     "commands.serve": Check(SERVE_SEES, toggle("commands.serve", "builtin", {"argv": OTHER_SERVE})),
     "commands.serve.argv": Check(SERVE_SEES, put("commands.serve.argv", OTHER_SERVE), applies=when(serve="operator")),
     "commands.serve_pod_template": Check(SERVE_SEES, put("commands.serve_pod_template",
@@ -194,6 +197,8 @@ CHECKS: dict[str, Check] = {
                                         data["capacity"]["scheduler"], {"partition": "gpu"})),
                                 applies=when(executor=("slurm", "kubernetes"))),
     "capacity.idle_check": Check(("capacity",), put("capacity.idle_check", ["other-check", "{node}"])),
+    # A variable the guard sets (conftest.py): the idle check gets it only when declared.
+    "capacity.idle_check_env": Check(("capacity",), put("capacity.idle_check_env", ["GUARD_ENV_A"])),
     "matrix.path": Check(("serve", "requests"), matrix_file(extra_level=8), base=matrix_file()),
     # Fewer than 3 trials run only as an exploratory DRAFT: without it they are refused.
     "matrix.exploratory": Check(("serve", "draft"), put("matrix.exploratory", False), may_refuse=True,
@@ -226,6 +231,7 @@ CHECKS: dict[str, Check] = {
     "matrix.cells[].trials": Check(("serve", "requests"), put(f"{C1}.trials", 5)),
     # A live comparison runs every cell on one node.
     "matrix.cells[].node": Check(SERVE_SEES, put("matrix.cells.*.node", "node-b")),
+    "matrix.cells[].env": Check(SERVE_SEES, put(f"{C1}.env", ["HF_TOKEN"]), applies=when(executor=("local", "slurm"))),
     "matrix.cells[].source_revision": Check(("gate_on_plan",), put(f"{C1}.source_revision", "vllm@abc123")),
     "matrix.cells[].serving.model": Check(SERVE_SEES, put(f"{C0}.serving.model", "models/other")),
     "matrix.cells[].serving.dtype": Check(SERVE_SEES, put(f"{C0}.serving.dtype", "float32")),
@@ -374,6 +380,14 @@ def _schedule_item(prefix: str, *, standing: bool = False) -> ItemCheck:
     return check
 
 
+def _env_item(path: str, sees: tuple[str, ...], applies: Where = everywhere) -> ItemCheck:
+    # Item i names another variable (the guard sets all three, conftest.py): what the command gets changes.
+    def check(i: int, n: int) -> Check:
+        return Check(sees, put(f"{path}.{i}", "GUARD_ENV_C"), base=put(path, ["GUARD_ENV_A", "GUARD_ENV_B"][:n]),
+                     applies=applies)
+    return check
+
+
 # list field -> (its check per item, the items walked when the variant lists none)
 ITEM_CHECKS: dict[str, tuple[ItemCheck, int]] = {
     "traffic.shapes": (_shape_item, 0),
@@ -384,13 +398,19 @@ ITEM_CHECKS: dict[str, tuple[ItemCheck, int]] = {
     "matrix.cells[].serving.speculative.num_speculative_tokens_per_batch_size": (
         _schedule_item(f"{C1}.serving.speculative"), 2),
     "standing.num_speculative_tokens_per_batch_size": (_schedule_item("standing", standing=True), 2),
+    "capacity.idle_check_env": (_env_item("capacity.idle_check_env", ("capacity",)), 2),
+    "commands.train.env": (_env_item("commands.train.env", ("training",),
+                                     when(executor=("local", "slurm"), traffic="file")), 2),
+    "matrix.cells[].env": (_env_item(f"{C1}.env", SERVE_SEES, when(executor=("local", "slurm"))), 2),
 }
 ITEM_PATHS = {"traffic.shapes": "traffic.shapes", "matrix.cells": "matrix.cells",
               "matrix.cells[].concurrency": "matrix.cells.0.concurrency", "gate.guards": "gate.guards",
               "review.pre_approve": "review.pre_approve",
               "matrix.cells[].serving.speculative.num_speculative_tokens_per_batch_size":
                   f"{C1}.serving.speculative.num_speculative_tokens_per_batch_size",
-              "standing.num_speculative_tokens_per_batch_size": "standing.num_speculative_tokens_per_batch_size"}
+              "standing.num_speculative_tokens_per_batch_size": "standing.num_speculative_tokens_per_batch_size",
+              "capacity.idle_check_env": "capacity.idle_check_env", "commands.train.env": "commands.train.env",
+              "matrix.cells[].env": f"{C1}.env"}
 
 
 def item_count(list_field: str, data: dict) -> int:

@@ -215,10 +215,15 @@ class Recorded:
             tuple(kubernetes.pods_argv()): read("kubectl-get-pods-A.json"),
         }
         self.calls: list[list[str]] = []
+        self.declared: list[list[str]] = []  # per idle check, the variables it got beyond the platform's
 
-    def __call__(self, argv: Any, *, timeout_s: float, **_: Any) -> RunResult:
+    def __call__(self, argv: Any, *, timeout_s: float, env: dict[str, str] | None = None) -> RunResult:
+        from services.runtime.workload_env import is_platform
+
         argv = [str(a) for a in argv]
         self.calls.append(argv)
+        if env is not None:
+            self.declared.append(sorted(name for name in env if not is_platform(name)))
         return RunResult(argv=tuple(argv), exit_code=0, stdout=self.outputs.get(tuple(argv), ""), stderr="",
                          duration_s=0.01)
 
@@ -233,7 +238,7 @@ def capacity(ctx: Ctx, c: Campaign) -> Any:
     with mock.patch("services.shared.capacity.local.scan_processes", list), \
             mock.patch("services.shared.capacity.local.shutil.which", lambda name: None):
         verdict = outcome(check_node, c.capacity, None, run_id=RUN, runner=runner)
-    return runner.calls, verdict if isinstance(verdict, Refused) else verdict.node
+    return runner.calls, runner.declared, verdict if isinstance(verdict, Refused) else verdict.node
 
 
 # --- trainer-proxy ------------------------------------------------------------------------------
@@ -354,7 +359,7 @@ def serve(ctx: Ctx, c: Campaign) -> Any:
     for index, launch in enumerate(plan.launches):
         cell = cells[launch.cell_id]
         entry: dict[str, Any] = {
-            "cell": cell.cell_id, "trials": launch.trials, "node": cell.node,
+            "cell": cell.cell_id, "trials": launch.trials, "node": cell.node, "env": cell.env,
             "engine_check": asdict(declared_of(cell, max_model_len=c.target.max_model_len)),
         }
         if plan.executor == "local":

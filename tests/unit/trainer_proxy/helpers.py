@@ -68,12 +68,15 @@ def campaign(
     reuse: bool = True,
     trainer_revision: str | None = None,
     checkpoint_subdir: str | None = None,
+    env: list[str] | None = None,
 ) -> Campaign:
     data: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
     data["target"]["checkpoint"] = target
     data["commands"]["train"] = {"argv": train_argv, "probe": probe, "timeout_s": timeout_s, "reuse": reuse}
     if checkpoint_subdir is not None:
         data["commands"]["train"]["checkpoint_subdir"] = checkpoint_subdir
+    if env is not None:
+        data["commands"]["train"]["env"] = env
     if trainer_revision is not None:
         data["source_revisions"]["trainer"] = trainer_revision
     data["capacity"]["scheduler"] = scheduler

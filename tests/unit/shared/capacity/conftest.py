@@ -23,10 +23,12 @@ class RecordedRunner:
         # Decides the exit status of any argv not in `outputs` (the operator's idle check).
         self.idle_check = idle_check
         self.calls: list[list[str]] = []
+        self.envs: list[dict[str, str] | None] = []  # the environment each call was given (None: the service's)
 
-    def __call__(self, argv: Sequence[str], *, timeout_s: float) -> RunResult:
+    def __call__(self, argv: Sequence[str], *, timeout_s: float, env: dict[str, str] | None = None) -> RunResult:
         argv = [str(a) for a in argv]
         self.calls.append(argv)
+        self.envs.append(env)
         recorded = self.outputs.get(tuple(argv))
         if recorded is None:
             if self.idle_check is None:

@@ -8,7 +8,7 @@ from services.shared.capacity import kubernetes, slurm
 from services.shared.capacity.check import check_node
 
 
-def commands_run(spec: CapacitySpec, recorded, fixture_text) -> list[list[str]]:
+def commands_run(spec: CapacitySpec, recorded, fixture_text) -> list[object]:
     outputs = {
         tuple(slurm.sinfo_argv(spec.selectors)): fixture_text("sinfo.txt"),
         tuple(slurm.squeue_argv(spec.selectors)): fixture_text("squeue.txt"),
@@ -17,16 +17,19 @@ def commands_run(spec: CapacitySpec, recorded, fixture_text) -> list[list[str]]:
     }
     runner = recorded(outputs, idle_check=lambda argv: 0)
     check_node(spec, None, run_id="run-1", runner=runner)
-    return runner.calls
+    # What ran, and which declared variables the idle check was given (the platform's are the same each time).
+    return [*runner.calls, sorted(name for env in runner.envs if env for name in env if name == "IDLE_CHECK_TOKEN")]
 
 
-def test_scheduler_selectors_and_idle_check_each_change_what_runs(recorded, fixture_text):
+def test_scheduler_selectors_and_idle_check_each_change_what_runs(recorded, fixture_text, monkeypatch):
+    monkeypatch.setenv("IDLE_CHECK_TOKEN", "token-value")
     base = CapacitySpec(scheduler="slurm", selectors={}, idle_check=["check-a", "{node}"])
     baseline = commands_run(base, recorded, fixture_text)
     variants = {
         "scheduler": base.model_copy(update={"scheduler": "kubernetes"}),
         "selectors": base.model_copy(update={"selectors": {"partition": "gpu"}}),
         "idle_check": CapacitySpec(scheduler="slurm", selectors={}, idle_check=["check-b", "{node}"]),
+        "idle_check_env": base.model_copy(update={"idle_check_env": ["IDLE_CHECK_TOKEN"]}),
     }
     assert set(variants) == set(CapacitySpec.model_fields), "a new CapacitySpec field needs a consumer and a case here"
     for field, spec in variants.items():
