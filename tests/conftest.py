@@ -42,11 +42,10 @@ def redis_url() -> str:
 @pytest.fixture(scope="session")
 def operator_redis_url(redis_url: str) -> str:
     """The operator's URL, the one allowed to write the approval stream: SPECDEC_OPERATOR_REDIS_URL when set;
-    SPECDEC_REDIS_URL itself when that is the Redis in use (its users are its operator's); else the local one's."""
+    else what infra/bin/ensure-redis --operator names for the Redis in use (the local one's operator, or
+    SPECDEC_REDIS_URL itself for a Redis of one's own, whose users are its operator's)."""
     if os.environ.get("SPECDEC_OPERATOR_REDIS_URL"):
         return os.environ["SPECDEC_OPERATOR_REDIS_URL"]
-    if redis_url == os.environ.get("SPECDEC_REDIS_URL"):
-        return redis_url
     return _ensure_redis("--operator")
 
 
