@@ -23,7 +23,7 @@ from contracts import layout
 from contracts.catalogue import BENCH as SERVICE
 from contracts.selectors import DEFAULT_GPU_RESOURCE, GPU_RESOURCE, problems
 from services.bench.planning.plan_types import KubernetesServe
-from services.runtime.errors import ConfigurationError
+from services.runtime.errors import ConfigurationError, parse_error_at
 from services.runtime.procs import EXPERIMENT_ENV, SERVICE_ENV
 from services.shared.scheduler import kubernetes
 
@@ -67,7 +67,7 @@ def load_pod_template(path: str) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigurationError(f"cannot read commands.serve_pod_template {path}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
-        raise ConfigurationError(f"commands.serve_pod_template {path} is not YAML: {exc}") from None
+        raise ConfigurationError(f"commands.serve_pod_template is not YAML: {parse_error_at(path, exc)}") from None
     containers = ((data.get("spec") or {}).get("containers") if isinstance(data, dict) else None)
     if not isinstance(data, dict) or data.get("kind") != "Pod" or not containers:
         raise ConfigurationError(f"commands.serve_pod_template {path} must be a Kubernetes Pod with spec.containers")

@@ -35,7 +35,7 @@ from services.bench.loadgen.prompts import (
     source_label,
 )
 from services.runtime.bundle.bundle import ArtifactMissing, BundleStore, InvalidPath
-from services.runtime.errors import StepFailed
+from services.runtime.errors import StepFailed, invalid_input, parse_error_at
 from services.runtime.target import tokenizer_folder
 from services.runtime.delivery.upstream import latest
 from services.shared.text.shapes import resolve
@@ -47,10 +47,15 @@ def load_matrix(campaign: Campaign) -> Matrix:
     if isinstance(campaign.matrix, Matrix):
         return campaign.matrix.for_traffic(shapes=campaign.shapes_only)
     path = Path(campaign.matrix.path)
+    # Never the file's text in the message (it may hold a password): where it failed, and why.
     try:
         matrix = Matrix.model_validate(yaml.safe_load(path.read_text()))
-    except (OSError, yaml.YAMLError, ValidationError) as exc:
-        raise StepFailed(f"cannot use matrix.path {path}: {exc}", error_type="MatrixUnusable") from None
+    except OSError as exc:
+        raise StepFailed(f"cannot read matrix.path {path}: {exc.strerror}", error_type="MatrixUnusable") from None
+    except yaml.YAMLError as exc:
+        raise StepFailed(f"matrix.path is not valid YAML: {parse_error_at(path, exc)}", error_type="MatrixUnusable") from None
+    except ValidationError as exc:
+        raise StepFailed(f"cannot use matrix.path {path}: {invalid_input(exc)}", error_type="MatrixUnusable") from None
     return matrix.for_traffic(shapes=campaign.shapes_only)
 
 

@@ -197,3 +197,28 @@ def test_an_unknown_or_malformed_selector_is_refused_before_approval() -> None:
         plan_of(selectors={**SELECTORS, "gpus": "2"})
     with pytest.raises(ConfigurationError, match="capacity.selectors.cpu = 'eight' is not a Kubernetes quantity"):
         plan_of(selectors={**SELECTORS, "cpu": "eight"})
+
+
+def test_a_pod_template_that_is_not_yaml_is_named_by_position_never_quoted(tmp_path):
+    """The template may hold a credential: the error names file, line and column, not the line."""
+    from services.bench.executors.kubernetes_pod import load_pod_template
+    from services.runtime.errors import ConfigurationError
+
+    path = tmp_path / "pod.yaml"
+    path.write_text("kind: Pod\nspec:\n  url: postgres://u:s3cret@db/x: [\n")
+    with pytest.raises(ConfigurationError) as caught:
+        load_pod_template(str(path))
+    assert f"{path}:3:" in str(caught.value) and "s3cret" not in str(caught.value)
+
+
+def test_a_matrix_file_that_is_not_yaml_is_named_by_position_never_quoted(tmp_path):
+    from types import SimpleNamespace
+
+    from services.bench.planning.planning import load_matrix
+    from services.runtime.errors import StepFailed
+
+    path = tmp_path / "matrix.yaml"
+    path.write_text("cells:\n  - cell_id: a\n    token: hf_s3cretvalue: [\n")
+    with pytest.raises(StepFailed) as caught:
+        load_matrix(SimpleNamespace(matrix=SimpleNamespace(path=str(path)), shapes_only=None))
+    assert f"{path}:3:" in str(caught.value) and "s3cret" not in str(caught.value)
