@@ -191,17 +191,25 @@ def test_no_process_is_left_behind(campaign_run):
 
 def test_a_bench_runner_killed_twice_mid_bench_takes_its_run_back(campaign_run):
     """The bench-runner was SIGKILLed twice mid-bench and started again (conftest): each time its server's
-    engine outlived it, labelled with the run; the restarted instance, owning the run by its lease, ended
-    exactly those groups before its first launch, and the bench went on from its pending trials."""
+    engine outlived it, labelled with the run. The restarted instance ended exactly those groups, by the
+    lease: its start-up reconcile when the dead owner's lease had already expired (no lease names the
+    run), else its take-back before the first launch (its own lease is the run's only one); and the
+    bench went on from its pending trials."""
     assert len(campaign_run.kills) == 2
     for kill in campaign_run.kills:
         assert kill["left"], f"the kill after {kill['after_trials']} trial(s) left no labelled process: nothing to take back"
     attempts = campaign_run.bundle_dir / "bench/attempts"
     assert sorted(p.name for p in attempts.glob("attempt-*.json")) == ["attempt-1.json", "attempt-2.json", "attempt-3.json"]
-    for attempt, kill in zip((2, 3), campaign_run.kills, strict=True):
-        ended = " ".join(orjson.loads((attempts / f"takeback-{attempt}.json").read_bytes())["ended"])
+    for start, kill in zip((2, 3), campaign_run.kills, strict=True):
+        takeback = attempts / f"takeback-{start}.json"
+        taken = " ".join(orjson.loads(takeback.read_bytes())["ended"]) if takeback.exists() else ""
+        log = (campaign_run.logs / f"bench-runner.{start}.log").read_text().splitlines()
+        reconciled = {orjson.loads(line)["pid"] for line in log if '"reconciled: killed unowned labelled process"' in line}
         for group in {proc["pgid"] for proc in kill["left"]}:
-            assert f"process group {group} " in ended, (attempt, ended)
+            in_group = {proc["pid"] for proc in kill["left"] if proc["pgid"] == group}
+            assert f"process group {group} " in taken or in_group & reconciled, (
+                f"start {start} of the bench-runner ended nothing of group {group}: take-back {taken!r}, "
+                f"reconciled pids {sorted(reconciled)}")
     # Every trial counts once: one event per measured result, none measured twice.
     trials = [(e["cell_id"], e["trial"], e["concurrency"]) for e in campaign_run.of("bench.trial.completed")]
     assert len(trials) == len(set(trials)), f"a trial was announced twice: {sorted(trials)}"
