@@ -14,16 +14,9 @@ import pytest
 from services.runtime.delivery.ledger import MemoryLedger, StepKey
 from services.runtime.procs import DEPLOYMENT_ENV, EXPERIMENT_ENV, deployment_id, kill_group, labelled_processes, spawn
 from services.runtime.delivery.reconcile import reconcile
+from tests.support.waiting import alive
 
 SLEEP = [sys.executable, "-c", "import time; time.sleep(120)"]
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def wait_dead(pid: int, timeout_s: float = 10) -> bool:

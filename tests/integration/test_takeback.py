@@ -29,6 +29,7 @@ from services.runtime.delivery.ledger import RedisLedger, StepKey
 from services.runtime.delivery.route import Lease, StepContext
 from services.runtime.procs import DEPLOYMENT_ENV, kill_group, labelled_processes, spawn
 from services.runtime.settings import RuntimeSettings
+from tests.support.waiting import alive
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = "bench-runner"
@@ -54,14 +55,6 @@ RUNNER = textwrap.dedent("""
     print(server.pid, server.stdout.readline().decode().strip(), flush=True)
     time.sleep(120)
 """)
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def orphaned_engine(run_id: str) -> tuple[int, int]:

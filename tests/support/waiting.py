@@ -15,3 +15,12 @@ def wait_for(predicate: Callable[[], object], timeout_s: float, what: str, *, po
             return value
         time.sleep(poll_s)
     raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def alive(pid: int) -> bool:
+    """True while `pid` runs: a zombie (exited, not yet reaped) counts as gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

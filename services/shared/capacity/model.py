@@ -21,6 +21,14 @@ SNAPSHOT_VERSION = 1
 WorkloadKind = Literal["slurm_job", "pod", "process", "gpu_process"]
 
 
+IDLE_CHECK_SKIPPED = (
+    "Why the operator's idle check ran on no node in this check, when it did not: the run is not acknowledged "
+    "(acknowledgements.i_understand_this_mutates_cluster false), so the selection rests on the scheduler's read-only "
+    "view alone and the idle check runs at the pre-launch re-check of an acknowledged run. None when it ran on every "
+    "candidate the workloads left."
+)
+
+
 class Workload(Strict):
     """One running workload seen on a node (a job, a pod, a process)."""
 
@@ -112,13 +120,7 @@ class Verdict(Strict):
     reasons: list[str] = Field(description="Why no node is usable (one line per node and cause); empty when idle.")
     nodes: list[NodeView] = Field(description="Every node seen, as seen.")
     verdicts: list[NodeVerdict] = Field(description="The decision on each node considered, in order.")
-    idle_check_skipped: str | None = Field(
-        default=None,
-        description="Why the operator's idle check ran on no node in this check, when it did not: the run is not "
-        "acknowledged (acknowledgements.i_understand_this_mutates_cluster false), so the selection rests on the "
-        "scheduler's read-only view alone and the idle check runs at the pre-launch re-check of an acknowledged "
-        "run. None when it ran on every candidate the workloads left.",
-    )
+    idle_check_skipped: str | None = Field(default=None, description=IDLE_CHECK_SKIPPED)
     captures: list[Capture] = Field(description="Raw outputs: scheduler commands, /proc files, idle-check runs.")
     checked_at: datetime = Field(description="UTC time the check finished.")
 
@@ -151,12 +153,6 @@ class CapacitySnapshot(Strict):
     reasons: list[str] = Field(description="Why no node is usable; empty when idle.")
     nodes: list[NodeView] = Field(description="Every node seen.")
     verdicts: list[NodeVerdict] = Field(description="The decision on each node considered.")
-    idle_check_skipped: str | None = Field(
-        default=None,
-        description="Why the operator's idle check ran on no node in this check, when it did not: the run is not "
-        "acknowledged (acknowledgements.i_understand_this_mutates_cluster false), so the selection rests on the "
-        "scheduler's read-only view alone and the idle check runs at the pre-launch re-check of an acknowledged "
-        "run. None when it ran on every candidate the workloads left.",
-    )
+    idle_check_skipped: str | None = Field(default=None, description=IDLE_CHECK_SKIPPED)
     captures: list[CaptureRecord] = Field(description="Every raw output, stored as artifacts.")
     checked_at: datetime = Field(description="UTC time the check finished.")
