@@ -25,7 +25,7 @@ from pydantic import RootModel, field_validator
 
 from contracts.errors import SpecdecError
 
-# The one whitelist of placeholders (DESIGN.md, "The campaign file").
+# The one whitelist of placeholders (docs/configuration.md, "Placeholders").
 PLACEHOLDERS: dict[str, str] = {
     "run_id": "the run ID (also the experiment label value)",
     "corpus": "path of CORPUS.jsonl",

@@ -3,8 +3,8 @@
 The corpus step writes them (`services.corpus`); the bench-runner reads the
 heldout records only through these models.
 
-A record line is `CorpusRecord.model_dump_json()` (DESIGN.md, "Corpus
-records"); its schema version is the manifest's `record_version`, not a field
+A record line is `CorpusRecord.model_dump_json()` (docs/corpus.md,
+"Records"); its schema version is the manifest's `record_version`, not a field
 of every line, so the lines stay exactly the documented record. The manifest
 is `CorpusManifest.model_dump_json(indent=2)`.
 """

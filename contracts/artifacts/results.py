@@ -77,7 +77,7 @@ class Parallelism(Strict):
 
 
 class TrialIdentity(Strict):
-    """What one trial measured; every reported number carries it (DESIGN.md, principle 2)."""
+    """What one trial measured; every reported number carries it (README.md, "Evidence")."""
 
     version: Literal[1] = Field(default=RESULTS_VERSION, description="Version of this identity block.")
     model: str = Field(min_length=1, description="The served (target) model as launched: path or name.")

@@ -8,8 +8,7 @@ speculative config, the counter deltas of the measured window
 (`SpecDecodeDelta`) and what the window's requests reached (`Window`, read
 from the result file itself by `window_of`).
 
-The rule (DESIGN.md, "vLLM and models on CPU"; figures in docs/bench-runner.md,
-"Spec-decode counters"):
+The rule (docs/bench-runner.md, "Spec-decode counters", with its figures):
 
 - no speculation declared: no spec-decode counter may move;
 - speculation declared with k = num_speculative_tokens:

@@ -1,4 +1,4 @@
-"""The campaign file (DESIGN.md, "The campaign file"), version 1.
+"""The campaign file (documented field by field in infra/examples/campaign.yaml), version 1.
 
 A campaign is one YAML document. `missing_inputs()` names every input the
 workflow needs that a raw campaign lacks, all at once, before pydantic's type
