@@ -141,15 +141,16 @@ def _group_alive(pgid: int) -> bool:
 
 
 def end_labelled(run_id: str, *, service: str | None = None, deployment: str | None = None,
-                 grace_s: float = 5.0) -> list[int]:
+                 grace_s: float = 5.0) -> dict[int, list[int]]:
     """End the process groups of processes labelled with `run_id` (and `service`, `deployment` when
-    given), SIGTERM, then SIGKILL after `grace_s`; never the caller's own group. The groups ended."""
-    groups: list[int] = []
+    given), SIGTERM, then SIGKILL after `grace_s`; never the caller's own group. The groups ended,
+    in the order found, each with the labelled pids seen in it."""
+    groups: dict[int, list[int]] = {}
     for proc in labelled_processes(service, deployment=deployment):
-        if proc.run_id != run_id or proc.pgid in groups or proc.pgid == os.getpgrp():
-            continue
-        groups.append(proc.pgid)
-        kill_group(proc.pgid, grace_s=grace_s)
+        if proc.run_id == run_id and proc.pgid != os.getpgrp():
+            groups.setdefault(proc.pgid, []).append(proc.pid)
+    for pgid in groups:
+        kill_group(pgid, grace_s=grace_s)
     return groups
 
 

@@ -30,7 +30,7 @@ from services.bench.errors import ServerDied, ServerNotReady
 from services.bench.planning.plan_types import CellPlan, Launch
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime import workload_env
-from services.runtime.procs import DEPLOYMENT_ENV, kill_group, labelled_processes, spawn
+from services.runtime.procs import DEPLOYMENT_ENV, end_labelled, kill_group, spawn
 from services.shared.scheduler.health import wait_healthy
 from services.shared.scheduler.local import kill_labelled
 from services.shared.secret_args import mask_text
@@ -278,14 +278,9 @@ TAKE_BACK_GRACE_S = 2.0
 def take_back_local(run_id: str, grace_s: float = TAKE_BACK_GRACE_S) -> list[str]:
     """End the process groups labelled with this run, the bench-runner and this deployment (SIGTERM, then
     SIGKILL after `grace_s`): called only by the instance whose lease makes it the run's sole owner."""
-    deployment = os.environ.get(DEPLOYMENT_ENV)
-    left: dict[int, list[int]] = {}
-    for proc in labelled_processes(SERVICE, deployment=deployment):
-        if proc.run_id == run_id and proc.pgid != os.getpgrp():
-            left.setdefault(proc.pgid, []).append(proc.pid)
-    ended = kill_labelled(run_id, SERVICE, grace_s=grace_s, deployment=deployment)
+    ended = end_labelled(run_id, service=SERVICE, deployment=os.environ.get(DEPLOYMENT_ENV), grace_s=grace_s)
     return [f"ended process group {pgid} left by an earlier owner of the run (pids "
-            f"{', '.join(str(pid) for pid in sorted(left.get(pgid, [])))})" for pgid in ended]
+            f"{', '.join(str(pid) for pid in sorted(pids))})" for pgid, pids in ended.items()]
 
 
 def cleanup_local(run_id: str, grace_s: float = 5.0) -> list[str]:

@@ -13,4 +13,4 @@ from services.runtime.procs import end_labelled
 def kill_labelled(run_id: str, service: str, *, grace_s: float, deployment: str | None = None) -> list[int]:
     """Kill the process groups of processes labelled with this run and `service` (and `deployment`
     when given), SIGTERM, then SIGKILL after `grace_s`; the groups killed, in the order found."""
-    return end_labelled(run_id, service=service, deployment=deployment, grace_s=grace_s)
+    return list(end_labelled(run_id, service=service, deployment=deployment, grace_s=grace_s))
