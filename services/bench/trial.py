@@ -251,7 +251,7 @@ class TrialSteps:
         # recorded this change among the cell's launch_changes).
         argv, _ = vllm_cli.entry_argv(ArgvTemplate(cell.bench).render(values))  # type: ignore[arg-type]
         before = await scrape_metrics(base_url)
-        env = workload_env.environment(cell.env or [], where=f"matrix cell {cell.cell_id} env")
+        env = cell.workload_env()
         process = spawn(argv, run_id=self.run_id, service="bench-runner", env=env,
                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         _, stderr = await asyncio.to_thread(process.communicate)
@@ -275,7 +275,7 @@ class TrialSteps:
             template = ArgvTemplate(cell.eval)
             return await asyncio.to_thread(
                 run_eval_command, template, base_url=base_url, run_id=self.run_id, values=self.eval_values,
-                env=workload_env.environment(cell.env or [], where=f"matrix cell {cell.cell_id} env"),
+                env=cell.workload_env(),
             )
         if window is None:
             return None  # an operator bench command returns no outputs to compare

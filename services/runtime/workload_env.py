@@ -54,7 +54,6 @@ PLATFORM_PREFIXES: tuple[str, ...] = (
 )
 # A platform name that reads like a credential passes only when declared.
 _SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|API_?KEY|ACCESS_KEY|PRIVATE|CREDENTIAL|AUTH", re.IGNORECASE)
-NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class MissingVariable(StepFailed):

@@ -253,7 +253,7 @@ class LocalExecutor:
 
     async def start(self, index: int, step: Launch, cell: CellPlan, folder: str) -> LocalServed:
         log_path = self.bundle.run_dir(self.run_id) / folder / layout.SERVER_LOG
-        env = workload_env.environment(cell.env or [], where=f"matrix cell {cell.cell_id} env")
+        env = cell.workload_env()
         return LocalServed(launch(cell.serve_argv, run_id=self.run_id, log_path=log_path, env=env), folder)
 
     async def cleanup(self) -> list[str]:

@@ -170,7 +170,7 @@ class SlurmExecutor:
         # An endpoint file left by an earlier delivery of this step would point at a dead job.
         (self.run_dir / block.endpoint_path).unlink(missing_ok=True)
         # sbatch passes its environment on to the job: the workload's (the cell's declared names), not the service's.
-        job_env = workload_env.environment(cell.env or [], where=f"matrix cell {cell.cell_id} env", extra=self._label())
+        job_env = cell.workload_env(extra=self._label())
         submitted = await _short(block.sbatch_argv, env=job_env, inherit=False)
         if submitted.exit_code != 0:
             raise ServingError(

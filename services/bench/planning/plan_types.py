@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
 
 from contracts.envelope import Key, Strict
+from services.runtime import workload_env
 
 
 class SlurmServe(Strict):
@@ -78,6 +79,10 @@ class CellPlan(Strict):
         default=None, description="The cell's env: names of the variables its server and the operator's bench and eval "
         "commands get from the bench-runner's environment at launch (values never written here); nothing else of "
         "that environment passes but the platform's (services/runtime/workload_env.py). Absent when none.")
+
+    def workload_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """The environment the cell's server and its bench and eval commands start with (its declared names)."""
+        return workload_env.environment(self.env or [], where=f"matrix cell {self.cell_id} env", extra=extra)
 
     @model_serializer(mode="wrap")
     def _without_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
