@@ -31,7 +31,7 @@ from services.runtime.delivery.broker import decode_entry
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.settings import RuntimeSettings
 from tests.support.campaigns import without_trainer
-from tests.support.waiting import wait_for
+from tests.support.waiting import alive, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "infra/examples/campaign.yaml"
@@ -362,14 +362,6 @@ def test_watch_from_start_prints_one_line_per_event_of_the_run(cli, env):
 # --- up -----------------------------------------------------------------------------
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 def test_up_runs_the_journal_and_sigint_stops_its_children(cli, env, settings_env, client):
     proc = subprocess.Popen(
         [sys.executable, "-m", "services.cli.main", "up", "journal"], env=settings_env, cwd=ROOT,
@@ -393,7 +385,7 @@ def test_up_runs_the_journal_and_sigint_stops_its_children(cli, env, settings_en
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=20) == 0
         assert "all services stopped" in proc.stdout.read()
-        wait_for(lambda: not _alive(child), 5, "the journal process to exit")
+        wait_for(lambda: not alive(child), 5, "the journal process to exit")
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
