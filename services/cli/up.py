@@ -98,6 +98,8 @@ def up(names: list[str] | None, out: TextIO, *, grace_s: float | None = None) ->
         return 2
     if apps.missing() and not names:
         out.write(f"not built yet, not started: {', '.join(apps.missing())}\n")
+    # Read before any service starts: a stop must never depend on reading the settings again.
+    grace = stop_grace_s(RuntimeSettings().shutdown_grace_s) if grace_s is None else grace_s
     children = start(selected)
     out.write(f"started {', '.join(f'{n} (pid {c.pid})' for n, c in children.items())}; Ctrl-C stops them\n")
     out.flush()
@@ -118,7 +120,7 @@ def up(names: list[str] | None, out: TextIO, *, grace_s: float | None = None) ->
                     stopping = True
             time.sleep(0.2)
     finally:
-        stop(children, stop_grace_s(RuntimeSettings().shutdown_grace_s) if grace_s is None else grace_s)
+        stop(children, grace)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     out.write("all services stopped\n")

@@ -33,8 +33,9 @@ def build_server(deps: Deps) -> MCPServer:
 def serve(settings: RuntimeSettings, *, http: bool, host: str, port: int) -> int:
     """Serve until the client goes away (stdio) or the process is stopped (HTTP). Over HTTP every call needs
     the bearer token the settings name; without one the server does not start."""
-    token = load_token(McpSettings()) if http else None
-    server = build_server(default_deps(settings, token))
+    mcp = McpSettings()
+    token = load_token(mcp) if http else None
+    server = build_server(default_deps(settings, token, mcp.roots))
     if http:
         server.run("streamable-http", host=host, port=port)
     else:

@@ -62,8 +62,9 @@ async def execute(
     """Run the plan; `bench.completed`, or StepFailed when the standing cell failed."""
     producer = f"{BENCH}/{ctx.settings.instance}"
     # Before any launch: a Kubernetes plan without kubectl fails here.
-    not_owned = await sole_owner(ctx)
-    if not_owned is not None:
+    # Only local servers are taken back by their label here (Slurm and Kubernetes clean up by their own labels).
+    not_owned = await sole_owner(ctx) if plan.executor == "local" else "not a local plan"
+    if plan.executor == "local" and not_owned is not None:
         ctx.log.info("nothing taken back: labelled processes of this run stay busy to the idle check", reason=not_owned)
     executor = make_executor(plan, bundle, take_back=not_owned is None)
     prompts = read_prompts(bundle, event.run_id, Path(layout.BENCH_PROMPTS))

@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from contracts.envelope import Event
 from services.runtime.delivery.broker import Bus
+from services.runtime.delivery.ledger import Ledger
 from services.runtime.settings import RuntimeSettings
 
 # Waits between attempts of a progress event over a dropped connection: ~62 s in all.
@@ -38,12 +39,6 @@ async def retry_dropped(op: Callable[[], Awaitable[Any]], waits: Sequence[float]
     raise AssertionError("unreachable")  # the loop returns or raises
 
 
-class Holders(Protocol):
-    """What a lease reads of the ledger: the in-flight leases of a service (key -> owner)."""
-
-    async def holders(self, service: str) -> dict[str, str]: ...
-
-
 @dataclass(frozen=True)
 class Lease:
     """The lease a running step holds: its key and owner, and the other leases on its run.
@@ -55,7 +50,7 @@ class Lease:
 
     key: str  # the step key as the ledger renders it: `<service>:<run_id>:<schema>:<step>`
     owner: str
-    ledger: Holders
+    ledger: Ledger
 
     @property
     def run_id(self) -> str:
