@@ -462,3 +462,19 @@ def test_ignore_eos_is_the_written_value_else_the_prompt_sources_default(data, w
 def test_ignore_eos_is_unset_by_default(data):
     data["matrix"]["load"].pop("ignore_eos", None)
     assert Campaign.model_validate(data).matrix.load.ignore_eos is None
+
+
+def test_a_matrix_files_cell_env_is_refused_on_kubernetes_as_an_inline_one_is(data, tmp_path):
+    """The campaign model refuses an inline cell's env on Kubernetes; a matrix file is read by submit's checks."""
+    from services.app.campaign.prepare import _kubernetes_file_env
+
+    data["capacity"]["scheduler"] = "kubernetes"
+    data["matrix"]["cells"][0]["env"] = ["HF_TOKEN"]
+    with pytest.raises(ValidationError, match="env .*capacity.scheduler is kubernetes"):
+        Campaign.model_validate(data)
+    (tmp_path / "matrix.yaml").write_text(yaml.safe_dump(data["matrix"]))
+    data["matrix"] = {"path": str(tmp_path / "matrix.yaml")}
+    [problem] = _kubernetes_file_env(Campaign.model_validate(data))
+    assert "HF_TOKEN" in problem and "matrix.path" in problem and "kubernetes" in problem
+    data["capacity"]["scheduler"] = "slurm"
+    assert _kubernetes_file_env(Campaign.model_validate(data)) == []

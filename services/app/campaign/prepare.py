@@ -94,11 +94,26 @@ def _validated(path: Path, data: Any, raw_bytes: bytes, record: CanonicalRecord 
         if isinstance(campaign.matrix, MatrixFile):
             roots.confine(campaign.matrix.path, "matrix.path")
     problems += _missing_files(campaign)
+    problems += _kubernetes_file_env(campaign)
     problems += _template_problems(campaign, record)
     problems += _source_problems(campaign)
     if problems:
         raise CampaignRejected(path, problems)
     return campaign
+
+
+def _kubernetes_file_env(campaign: Campaign) -> list[str]:
+    """A matrix file's cells declaring `env` on Kubernetes, refused as the campaign model refuses an inline
+    matrix's (Campaign._check_kubernetes_env): the model cannot see inside a file that submit reads here."""
+    if campaign.capacity.scheduler != "kubernetes" or isinstance(campaign.matrix, Matrix):
+        return []
+    matrix = _matrix_of(campaign)
+    declared = [f"matrix cell {cell.cell_id} env {cell.env}" for cell in (matrix.cells if matrix else []) if cell.env]
+    if not declared:
+        return []
+    return [f"{'; '.join(declared)} declared in matrix.path, but capacity.scheduler is kubernetes: a Pod gets no "
+            "variable from the service's environment; reference a Kubernetes Secret in commands.serve_pod_template "
+            "and remove the env names"]
 
 
 def _matrix_of(campaign: Campaign) -> Matrix | None:
