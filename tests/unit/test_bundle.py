@@ -128,6 +128,20 @@ def test_unrecorded_existing_file_is_adopted_or_conflicts(store: BundleStore, ro
     assert [r.uri.rsplit("/", 1)[1] for r in store.artifacts(RUN)] == ["left.txt"]
 
 
+def test_adopt_records_a_file_left_without_its_record(store: BundleStore, root: Path) -> None:
+    # A kill between the file's link and its index record: the file is whole (published by link),
+    # so adopt records it as it is; a path with no file is None, a recorded one its ref.
+    store.create_run(RUN)
+    assert store.adopt(RUN, "training/capture.json") is None
+    (root / RUN / "training").mkdir()
+    (root / RUN / "training" / "capture.json").write_bytes(b'{"exit_code": 0}')
+    with pytest.raises(ArtifactMissing):
+        store.ref(RUN, "training/capture.json")
+    adopted = store.adopt(RUN, "training/capture.json")
+    assert adopted is not None and adopted.sha256 == hashlib.sha256(b'{"exit_code": 0}').hexdigest()
+    assert store.ref(RUN, "training/capture.json") == adopted == store.adopt(RUN, "training/capture.json")
+
+
 def test_file_in_the_way_of_a_folder_conflicts(store: BundleStore) -> None:
     store.write_bytes(RUN, "a", b"x")
     with pytest.raises(ArtifactConflict):

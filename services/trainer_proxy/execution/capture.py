@@ -22,7 +22,7 @@ from pydantic import Field
 from contracts import layout
 from contracts.envelope import ArtifactRef, RunId, Sha256, Strict
 from contracts.artifacts.training import OutputFile, OutputManifest
-from services.runtime.bundle.bundle import ArtifactMissing, BundleStore, InvalidPath, hash_file
+from services.runtime.bundle.bundle import BundleStore, InvalidPath, hash_file
 from services.shared.secret_args import mask_argv
 from services.trainer_proxy.errors import ExecutionUnsupported
 from services.trainer_proxy.execution.loss import LossSummary
@@ -169,9 +169,10 @@ def capture_run(
 
 
 def read_capture(bundle: BundleStore, run_id: str) -> tuple[TrainingCapture, ArtifactRef] | None:
-    """The capture of an earlier delivery of this step, when there is one."""
-    try:
-        ref = bundle.ref(run_id, layout.TRAINING_CAPTURE)
-    except ArtifactMissing:
+    """The capture of an earlier delivery of this step, when there is one. A delivery killed after writing
+    capture.json and before its index record left a whole file (the bundle publishes files whole): it is
+    adopted, so the trainer's end is read as it was captured, never re-captured as interrupted."""
+    ref = bundle.adopt(run_id, layout.TRAINING_CAPTURE)
+    if ref is None:
         return None
     return TrainingCapture.model_validate_json(bundle.read_bytes(run_id, layout.TRAINING_CAPTURE)), ref

@@ -8,6 +8,7 @@ import shutil
 import time
 from pathlib import Path
 
+import orjson
 import pytest
 import structlog
 
@@ -68,6 +69,28 @@ async def test_an_interrupted_launch_is_captured_as_partial_and_never_run_again(
     manifest = bundle.read_json(RUN, "training/outputs.json")
     assert manifest["partial"] and [f["path"] for f in manifest["files"]] == ["step-100.bin"]
     assert bundle.read_json(RUN, "training/capture.json")["interrupted"] is True
+
+
+async def test_a_capture_left_without_its_index_record_is_read_not_recaptured(tmp_path):
+    # The delivery was killed after capture.json's file and before its record: the retry reads the
+    # trainer's end as captured. Re-capturing it as interrupted wrote outputs.json again with
+    # "partial": true and failed the run on the write-once conflict.
+    trainer = write_script(tmp_path / "ok.py", "import sys, pathlib; pathlib.Path(sys.argv[1], 'w.bin').write_bytes(b'w')")
+    bundle, approved, trigger = _approved(tmp_path, [PY, str(trainer), "{output_dir}"])
+    first = Bus()
+    with pytest.raises(TrainingStopped):  # the probes refuse a one-byte draft; the capture is what counts here
+        await execute(bundle, approved, trigger, _ctx(first), _idle)
+    capture = bundle.run_dir(RUN) / "training/capture.json"
+    record = next(p for p in (bundle.run_dir(RUN) / ".index").iterdir()
+                  if orjson.loads(p.read_bytes())["path"] == "training/capture.json")
+    record.unlink()
+    second = Bus()
+    with pytest.raises(TrainingStopped) as stopped:
+        await execute(bundle, approved, trigger, _ctx(second), _idle)
+    assert stopped.value.error_type == "ProbeFailed", stopped.value
+    assert second.events == [], "the trainer ran again"
+    assert bundle.read_json(RUN, "training/capture.json")["exit_code"] == 0 and capture.exists()
+    assert bundle.read_json(RUN, "training/outputs.json")["partial"] is False
 
 
 async def test_a_cancelled_step_kills_its_trainer(tmp_path):
