@@ -53,6 +53,12 @@ _MCP_SETTINGS = {
     "files from",
 }
 
+# Fault injection (services/runtime/failpoints.py): off unless set; the failpoint suite sets it on one service.
+_FAULTS = {
+    "SPECDEC_FAILPOINTS": "services/runtime/failpoints.py: NAME=kill[@N],... SIGKILLs the process at a named "
+    "durable boundary, once (tests only)",
+}
+
 # Set by specdec on the processes it starts (services/runtime/procs.py): labels, read back by cleanup.
 _CHILDREN = {
     "SPECDEC_EXPERIMENT": "set on every process a step starts: the run it belongs to (cleanup selects by it)",
@@ -83,6 +89,7 @@ KNOWN: dict[str, str] = {
     **{name: f"RuntimeSettings (services/runtime/settings.py): {what}" for name, what in _RUNTIME_SETTINGS.items()},
     **_MCP_SETTINGS,
     **_CHILDREN,
+    **_FAULTS,
     **_SCRIPTS,
 }
 """Every SPECDEC_* variable specdec knows -> who reads or sets it."""

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import ValidationError
 from redis import exceptions as redis_errors
 
-from services.runtime import apps, procs
+from services.runtime import apps, failpoints, procs
 from services.runtime.health import logs
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery.catchup import CatchUp
@@ -104,6 +104,11 @@ def main(argv: list[str] | None = None) -> int:
     problem = startup_problem()  # first: a misspelt SPECDEC_* variable would be ignored
     if problem is not None:
         print(f"services.runtime.main: {problem}", file=sys.stderr)
+        return 2
+    try:
+        failpoints.check_setting()
+    except failpoints.FailpointError as exc:
+        print(f"services.runtime.main: {exc}", file=sys.stderr)
         return 2
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:

@@ -32,6 +32,7 @@ import orjson
 from pydantic import ValidationError
 
 from contracts.envelope import ArtifactRef
+from services.runtime import failpoints
 from services.runtime.bundle.bundle_events import EventLog, EventScan, fsync_dir, scan_events
 from services.runtime.bundle.bundle_paths import (
     EVENTS_NAME,
@@ -131,6 +132,7 @@ class BundleStore:
                     f"{make_uri(run_id, relpath)} already exists with sha256 {have_sha} ({have_size} bytes); "
                     "artifacts are write-once: write the new content under another path"
                 )
+        failpoints.hit("bundle.file-before-record")
         return self._record(run_id, relpath, sha, size)
 
     def write_json(self, run_id: str, relpath: str, obj: Any) -> ArtifactRef:

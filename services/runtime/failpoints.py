@@ -1,0 +1,132 @@
+"""Named fault-injection points at the boundaries between two durable effects.
+
+A crash between two durable writes (an artifact's file and its index record, a trial's result and
+its event, an event's XADD and the ack of the message that caused it) leaves the first without the
+second. Each such boundary is a failpoint: registered below with the place it sits and the process
+that passes it, and marked in the code by `hit(NAME)`. Unarmed, `hit` is one dictionary lookup.
+
+Armed only through `SPECDEC_FAILPOINTS` = `NAME=ACTION[,NAME=ACTION...]`, where ACTION is
+- `kill`: SIGKILL this process the first time it passes the point;
+- `kill@N`: SIGKILL it the N-th time (N >= 1).
+Each point fires once per process. A restarted process that still carries the setting arms it
+again, so a supervisor that keeps the setting gets a crash loop by design; the failpoint suite
+(tests/e2e/test_failpoints.py) restarts a killed service without it, as an operator would.
+
+The setting is read once, on the first `hit` or on `check_setting()` (every service calls that at
+start, so a misspelt name or action stops the service with one line instead of arming nothing).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from services.runtime.errors import ConfigurationError
+
+ENV = "SPECDEC_FAILPOINTS"
+
+
+class FailpointError(ConfigurationError):
+    """SPECDEC_FAILPOINTS names an unknown failpoint or action."""
+
+
+@dataclass(frozen=True)
+class Failpoint:
+    name: str
+    process: str
+    place: str
+    leaves: str
+
+
+REGISTRY: tuple[Failpoint, ...] = (
+    Failpoint(
+        "bundle.file-before-record", "any process writing an artifact",
+        "services/runtime/bundle/bundle.py BundleStore.write_bytes",
+        "an artifact's file published whole, without its index record",
+    ),
+)
+"""Every failpoint. tests/unit/test_failpoints.py checks each is hit somewhere in services/ and
+tests/e2e/test_failpoints.py crashes a campaign at each; a failpoint without a crash test fails it."""
+
+BY_NAME: Mapping[str, Failpoint] = {point.name: point for point in REGISTRY}
+
+
+@dataclass
+class _Armed:
+    fire_at: int
+    passes: int = 0
+    fired: bool = False
+
+
+_lock = threading.Lock()
+_armed: dict[str, _Armed] | None = None
+
+
+def parse(value: str) -> dict[str, int]:
+    """`NAME=kill[@N],...` -> {name: the pass that fires}; FailpointError names what is wrong (pure)."""
+    points: dict[str, int] = {}
+    for item in (part.strip() for part in value.split(",")):
+        if not item:
+            continue
+        name, sep, action = item.partition("=")
+        name, action = name.strip(), action.strip()
+        if not sep:
+            raise FailpointError(f"{ENV} entry {item!r} has no action: write NAME=kill or NAME=kill@N")
+        if name not in BY_NAME:
+            raise FailpointError(
+                f"{ENV} names unknown failpoint {name!r}; known: {', '.join(sorted(BY_NAME))}"
+            )
+        kind, at, count = action.partition("@")
+        if kind != "kill" or (at and not (count.isdigit() and int(count) >= 1)):
+            raise FailpointError(
+                f"{ENV} action {action!r} for {name} is not one specdec runs: write kill or kill@N with N >= 1"
+            )
+        if name in points:
+            raise FailpointError(f"{ENV} arms {name} twice: keep one entry")
+        points[name] = int(count) if at else 1
+    return points
+
+
+def check_setting(environ: Mapping[str, str] | None = None) -> list[str]:
+    """Parse the setting now (a service's start): the armed names; FailpointError when it is wrong."""
+    environ = os.environ if environ is None else environ
+    return sorted(parse(environ.get(ENV, "")))
+
+
+def _load() -> dict[str, _Armed]:
+    global _armed
+    with _lock:
+        if _armed is None:
+            _armed = {name: _Armed(at) for name, at in parse(os.environ.get(ENV, "")).items()}
+        return _armed
+
+
+def hit(name: str) -> None:
+    """Pass failpoint `name`: SIGKILL this process when the setting arms it for this pass."""
+    armed = _armed if _armed is not None else _load()
+    if not armed:
+        return
+    point = armed.get(name)
+    if point is None:
+        if name not in BY_NAME:
+            raise FailpointError(f"failpoint {name!r} is not in the registry (services/runtime/failpoints.py)")
+        return
+    with _lock:
+        point.passes += 1
+        fire = not point.fired and point.passes == point.fire_at
+        point.fired = point.fired or fire
+    if fire:
+        # One line on stderr, then no cleanup at all: this is the crash the point stands for.
+        os.write(sys.stderr.fileno(), f"failpoint {name} fired on pass {point.passes}: SIGKILL\n".encode())
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def reset_for_tests() -> None:
+    """Forget the parsed setting, so a test can arm points through the environment again."""
+    global _armed
+    with _lock:
+        _armed = None
