@@ -190,15 +190,15 @@ class Topology:
         })
         return env
 
-    def start(self, name: str) -> subprocess.Popen[bytes]:
-        """Start (or start again) one service. Its consumer name stays the same
-        across restarts (`<prefix>-<name>`), as with a container restarted in place."""
+    def start(self, name: str, extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """Start (or start again) one service, with `extra_env` for this start only. Its consumer
+        name stays the same across restarts (`<prefix>-<name>`), as with a container restarted in place."""
         if name in self.procs and self.procs[name].poll() is None:
             raise RuntimeError(f"{name} is already running (pid {self.procs[name].pid})")
         self.logs.mkdir(parents=True, exist_ok=True)
         count = self.starts.get(name, 0) + 1
         self.starts[name] = count
-        env = {**self.env, "SPECDEC_INSTANCE": f"{self.prefix}-{name}"}
+        env = {**self.env, **(extra_env or {}), "SPECDEC_INSTANCE": f"{self.prefix}-{name}"}
         env.pop("SPECDEC_OPERATOR_REDIS_URL", None)  # a service never holds the operator's Redis user
         with (self.logs / f"{name}.{count}.log").open("wb") as log:
             proc = subprocess.Popen(  # noqa: S603 - fixed argv
