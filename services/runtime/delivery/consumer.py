@@ -3,14 +3,16 @@
 For each message of a route:
 1. parse and validate; an invalid payload or unknown version is dead-lettered at once;
 2. skip (and ack) a step key that is already done: duplicates never repeat side effects;
-3. dead-letter a message delivered more than `max_deliveries` times;
-4. take the step key's in-flight lease (with the done-check of 2, one script); keep
-   it and the message alive with a heartbeat (XCLAIM ... JUSTID by the same
+3. take the step key's in-flight lease (with the done-check of 2, one script); a step
+   running elsewhere leaves the message pending with its delivery not counted; keep
+   the lease and the message alive with a heartbeat (XCLAIM ... JUSTID by the same
    consumer) while the handler runs;
+4. dead-letter a message delivered more than `max_deliveries` times (checked once the
+   lease is held: waiting for a running step is not a failed delivery);
 5. on success publish the outputs, then mark the key done and ack in one script
    (at-least-once: a crash before it redelivers, and idempotent side effects make
    the retry harmless); on `StepFailed` publish `<step>.failed`. Inside a read
-   batch that script is sent together with the next entry's lease of 4, in one
+   batch that script is sent together with the next entry's lease of 3, in one
    round trip (the "deferred finish", `handle(defer_finish=True)` and `flush`);
    on any other error record it and leave the message pending for a retry
    (reclaimed after `reclaim_idle_ms`), dead-lettering it on its last delivery.
@@ -54,6 +56,8 @@ from services.runtime.delivery.route import (  # noqa: F401 (StepKeyFn re-export
 )
 from services.runtime.settings import RuntimeSettings
 
+GiveBack = Callable[[str, str, str, str, int], Awaitable[None]]
+
 # While Redis cannot be reached, the heartbeat retries this often, so that the
 # lease is back within a moment of Redis answering again (before a reclaimer,
 # polling every SPECDEC_RECLAIM_POLL_MS, finds the message idle).
@@ -74,6 +78,7 @@ class Consumer:
         ledger: Ledger,
         bus: Bus,
         touch: Touch | None = None,
+        give_back: GiveBack | None = None,
         resources: dict[str, Any] | None = None,
         metrics: Any = None,
     ) -> None:
@@ -85,6 +90,9 @@ class Consumer:
         # touch(stream, group, consumer, message_id) resets a pending message's
         # idle time (XCLAIM JUSTID); None where the transport has no PEL.
         self.touch = touch
+        # give_back(stream, group, consumer, message_id, count) sets a pending message's
+        # delivery count (XCLAIM RETRYCOUNT); None where the transport has no PEL.
+        self.give_back = give_back
         self.resources = resources or {}
         self.metrics = metrics
         self.log = structlog.get_logger().bind(service=service)
@@ -176,19 +184,13 @@ class Consumer:
         key = StepKey(self.service, event.run_id, event.SCHEMA, route.step_key(event))
         if key in self.running:
             # Left pending: it is delivered again later, and then finds the step done (or
-            # runs it, if the running copy failed).
+            # runs it, if the running copy failed). Waiting is not a failed delivery.
+            await self._uncount(delivery, deliveries, log)
             log.info("step running in this instance; left pending", step_key=key.step)
             return "deferred"
-        if deliveries > self.settings.max_deliveries and not await self.ledger.is_done(key):
-            error = await self.ledger.last_error(message_ref)
-            reason = (
-                f"delivered {deliveries} times (limit {self.settings.max_deliveries}) without completing; "
-                + (f"last error: {error}" if error else "no error recorded: the handling process died or hung")
-            )
-            await dead_letter(self.bus, self.service, delivery, deliveries, kind="exhausted", reason=reason, error=error,
-                              event=event)
-            log.error("dead-lettered", kind="exhausted", deliveries=deliveries)
-            return "dead_lettered"
+        # The lease before the delivery count: a delivery that finds its step done or running
+        # elsewhere says nothing about whether the step can complete (a duplicate of a long
+        # step is delivered again every reclaim idle time while the original runs).
         owner = f"{self.settings.instance}/{delivery.message_id}"
         began = await self._begin(key, owner, log)
         if began == DONE:
@@ -197,10 +199,24 @@ class Consumer:
             return "duplicate"
         if began == BUSY:
             # Another live instance is doing this very step (a duplicate event):
-            # leave ours pending; once that work is done, our redelivery is acked
-            # as a duplicate, and if its owner dies, our copy runs it.
+            # leave ours pending, not counted; once that work is done, our redelivery
+            # is acked as a duplicate, and if its owner dies, our copy runs it.
+            await self._uncount(delivery, deliveries, log)
             log.info("step in flight elsewhere; left pending", step_key=key.step)
             return "deferred"
+        if deliveries > self.settings.max_deliveries:
+            try:
+                error = await self.ledger.last_error(message_ref)
+                reason = (
+                    f"delivered {deliveries} times (limit {self.settings.max_deliveries}) without completing; "
+                    + (f"last error: {error}" if error else "no error recorded: the handling process died or hung")
+                )
+                await dead_letter(self.bus, self.service, delivery, deliveries, kind="exhausted", reason=reason,
+                                  error=error, event=event)
+            finally:
+                await self._release(key, owner)
+            log.error("dead-lettered", kind="exhausted", deliveries=deliveries)
+            return "dead_lettered"
 
         context = StepContext(service=self.service, settings=self.settings, bus=self.bus, log=log, resources=self.resources,
                               lease=Lease(key=key.render(), owner=owner, ledger=self.ledger))
@@ -294,10 +310,27 @@ class Consumer:
                 beat.cancel()
             self.running.discard(key)
             if not finished:
-                try:
-                    await asyncio.shield(self.ledger.release(key, owner))
-                except (RedisError, OSError):
-                    pass  # the lease expires on its own (TTL)
+                await self._release(key, owner)
+
+    async def _release(self, key: StepKey, owner: str) -> None:
+        try:
+            await asyncio.shield(self.ledger.release(key, owner))
+        except (RedisError, OSError):
+            pass  # the lease expires on its own (TTL)
+
+    async def _uncount(self, delivery: Delivery, deliveries: int, log: Any) -> None:
+        """Give back a delivery that found its step running (here or elsewhere): the entry's
+        delivery count is set back (XCLAIM RETRYCOUNT), so however long the original runs,
+        waiting never brings its duplicate nearer to `max_deliveries`."""
+        if self.give_back is None or not delivery.group:
+            return
+        try:
+            await self.give_back(delivery.stream, delivery.group, delivery.consumer, delivery.message_id,
+                                 max(0, deliveries - 1))
+        except (RedisError, OSError) as exc:
+            # The count stays as it is: at worst the duplicate reaches the limit sooner, as before.
+            log.warning("cannot give back the delivery of a step that runs elsewhere",
+                        error=f"{type(exc).__name__}: {exc}")
 
     @property
     def _producer(self) -> str:
