@@ -46,7 +46,6 @@ def requests(count: int, tag: str) -> list[ProfileRequested]:
             for i in range(count)]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 40: the reader and the reclaimer each start up to the limit")
 @pytest.mark.parametrize("limit", [1, 2])
 async def test_the_limit_covers_the_reader_and_the_reclaimer_together(settings: RuntimeSettings, prefix: str,
                                                                        limit: int) -> None:

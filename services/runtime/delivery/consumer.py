@@ -97,6 +97,8 @@ class Consumer:
         self.metrics = metrics
         self.log = structlog.get_logger().bind(service=service)
         self.in_flight: set[asyncio.Task[Any]] = set()
+        # SPECDEC_MAX_CONCURRENCY per stream (one pool per route, `_slots`).
+        self._slot_pools: dict[str, asyncio.Semaphore] = {}
         # Step keys this instance is running now. A delivery of a key that runs
         # here is left pending without asking Redis: after a Redis outage the
         # lease may have lapsed, and this instance's own reclaimer must not
@@ -126,12 +128,15 @@ class Consumer:
         one round trip; the batch's reader calls `flush` when it ends."""
         if not self.accepting:
             return
-        started = time.perf_counter()
         task = asyncio.current_task()
         if task is not None:
             self.in_flight.add(task)
         try:
-            outcome = await self._handle(route, delivery, defer_finish)
+            async with self._slots(route):
+                if not self.accepting:
+                    return  # stopped while waiting for a slot: left pending, unacked
+                started = time.perf_counter()
+                outcome = await self._handle(route, delivery, defer_finish)
         except (RedisConnectionError, RedisTimeoutError) as exc:
             # Redis went away under the delivery's own ledger calls (its lease, its done mark): the
             # entry stays pending and is delivered again once Redis answers; one line, no traceback.
@@ -144,6 +149,16 @@ class Consumer:
                 self.in_flight.discard(task)
         if self.metrics is not None:
             self.metrics.observe(route.schema, outcome, time.perf_counter() - started)
+
+    def _slots(self, route: Route) -> asyncio.Semaphore:
+        """The stream's handler slots, `max_concurrency` of them, shared by everything that
+        starts its handlers: the reader, the reclaimer and the catch-up over the bundle. A
+        delivery waits here for a slot before it takes its lease; while it waits it is an
+        ordinary pending entry (another instance may reclaim it, and the ledger then decides)."""
+        slots = self._slot_pools.get(route.schema)
+        if slots is None:
+            slots = self._slot_pools[route.schema] = asyncio.Semaphore(self.settings.max_concurrency)
+        return slots
 
     async def flush(self) -> None:
         """Write every deferred finish now (a read batch ended, or stopped early)."""
