@@ -13,7 +13,6 @@ import asyncio
 from pathlib import Path
 
 import orjson
-import pytest
 import redis.asyncio as aioredis
 import structlog
 
@@ -81,7 +80,6 @@ async def completions(client: aioredis.Redis, prefix: str) -> list[dict]:
     return [orjson.loads(decode_entry(fields)[0]) for _, fields in await client.xrange(f"{prefix}.profile.completed")]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 40: catch-up takes a dead-lettered step up again on every start and reset")
 async def test_a_dead_lettered_step_stays_dead_across_restarts_and_resets_until_replayed(
         settings: RuntimeSettings, prefix: str, tmp_path: Path) -> None:
     settings = settings.model_copy(update={"max_deliveries": 2})
@@ -118,7 +116,6 @@ async def test_a_dead_lettered_step_stays_dead_across_restarts_and_resets_until_
     await client.aclose()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 40: catch-up counts one delivery per pass, so a poison step is never dead")
 async def test_catch_up_counts_its_deliveries_durably(settings: RuntimeSettings, prefix: str, tmp_path: Path) -> None:
     # No stream entry at all (Redis lost it): only catch-up delivers the step, one pass per restart.
     settings = settings.model_copy(update={"max_deliveries": 2})
@@ -129,11 +126,7 @@ async def test_catch_up_counts_its_deliveries_durably(settings: RuntimeSettings,
     taken = [await catch_up_after_restart(settings, bundle, step, f"restart-{n}") for n in range(4)]
     assert len(step.runs) == 2, f"ran {len(step.runs)} times over 4 restarts with max_deliveries 2"
     assert [len(t) for t in taken] == [1, 1, 0, 0]
-    client = aioredis.Redis.from_url(settings.redis_url)
-    try:
-        async with connect(settings) as session:
-            [letter] = await dlq_list(session)
-        assert letter.record["kind"] == "failed" and letter.record["delivery_count"] == 2
-        assert "poison input" in letter.record["error"]
-    finally:
-        await client.aclose()
+    async with connect(settings) as session:
+        [letter] = await dlq_list(session)
+    assert letter.record["kind"] == "failed" and letter.record["delivery_count"] == 2
+    assert "poison input" in letter.record["error"]

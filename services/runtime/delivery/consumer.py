@@ -45,6 +45,7 @@ from services.runtime.errors import SpecdecError, StepFailed, as_step_failure
 from services.runtime.delivery.deadletter import dead_letter
 from services.runtime.delivery.groups import GroupKeeper  # noqa: F401 (re-exported: service.py imports it from here)
 from services.runtime.delivery.ledger import BUSY, DONE, RETAKEN, AckRef, Finish, Ledger, StepKey
+from services.runtime.delivery.tally import record_attempt
 from services.runtime.delivery.route import (  # noqa: F401 (StepKeyFn re-exported: the services import it from here)
     Delivery,
     Lease,
@@ -219,6 +220,21 @@ class Consumer:
             await self._uncount(delivery, deliveries, log)
             log.info("step in flight elsewhere; left pending", step_key=key.step)
             return "deferred"
+        # What catch-up delivers from the bundle has no stream entry to count it: it is counted in the
+        # run's bundle (tally.py), once the lease is held, before the handler can take the process down.
+        marks = self.resources.get("bundle") if route.outputs or route.failure_step else None
+        if getattr(delivery, "from_bundle", False) and marks is not None:
+            try:
+                counted = await asyncio.to_thread(record_attempt, marks, event.run_id, self.service, event.SCHEMA,
+                                                  key.step, self.settings.instance)
+            except BaseException:
+                await self._release(key, owner)
+                raise
+            if counted is None:
+                await self._release(key, owner)
+                log.info("step dead-lettered; left alone until its dead letter is replayed", step_key=key.step)
+                return "deferred"
+            deliveries = counted
         if deliveries > self.settings.max_deliveries:
             try:
                 error = await self.ledger.last_error(message_ref)
@@ -227,7 +243,7 @@ class Consumer:
                     + (f"last error: {error}" if error else "no error recorded: the handling process died or hung")
                 )
                 await dead_letter(self.bus, self.service, delivery, deliveries, kind="exhausted", reason=reason,
-                                  error=error, event=event)
+                                  error=error, event=event, step=(marks, key.step))
             finally:
                 await self._release(key, owner)
             log.error("dead-lettered", kind="exhausted", deliveries=deliveries)
@@ -314,7 +330,7 @@ class Consumer:
             if deliveries >= self.settings.max_deliveries:
                 reason = f"handler raised on delivery {deliveries} of {self.settings.max_deliveries}"
                 await dead_letter(self.bus, self.service, delivery, deliveries, kind="failed", reason=reason, error=error,
-                                  event=event)
+                                  event=event, step=(marks, key.step))
                 log.error("dead-lettered", kind="failed", error=error)
                 return "dead_lettered"
             log.warning("step raised; left pending for a retry", error=error, delivery=deliveries)
