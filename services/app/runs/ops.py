@@ -17,6 +17,7 @@ from contracts.inputs import input_problem
 from services.app.context import Session, operator, patiently
 from services.app.runs.progress import STEP_EXPECTED_S, RunStatus, find_stall, one_line, plan_expected_s, run_status
 from services.app.runs.streams import dead_letters, follow, run_events
+from services.runtime.bundle.bundle import BundleError
 from services.runtime.errors import ConfigurationError
 
 # The event models (and the campaign schema under them) load where an event is built:
@@ -234,8 +235,12 @@ async def dlq_replay(session: Session, dead_letter_id: str) -> str:
 
             try:
                 await asyncio.to_thread(record_replay, session.bundle, run_id, dead_letter_id, operator())
-            except BaseException:
-                await session.client.delete(marker)
+            except BaseException as exc:
+                await session.client.delete(marker)  # not replayed: a later replay may try again
+                if isinstance(exc, (BundleError, OSError)):
+                    raise ConfigurationError(
+                        f"cannot mark dead letter {dead_letter_id} replayed in run {run_id}'s bundle ({exc}); "
+                        "check that SPECDEC_BUNDLE_ROOT is the services' bundle and writable here") from None
                 raise
         headers = {"schema": record.get("event_schema") or "", "run_id": record.get("run_id") or "",
                    "replay_of": dead_letter_id, "content-type": "application/json"}
