@@ -167,6 +167,32 @@ def test_duplicate_delivery_does_not_repeat_the_side_effect(workers, client, pre
     assert len(stream_events(client, f"{prefix}.profile.completed")) == 1
 
 
+def test_a_duplicate_of_a_running_step_waits_and_is_never_dead_lettered(workers, client, prefix):
+    # max_deliveries=3, reclaim after 1.5 s idle (conftest): over the 6 s the original runs, the
+    # duplicate (a second request of the same run: the same step key) is delivered again and again.
+    workers.start("a", WORKER_SLEEP_S="6")
+    workers.start("b", WORKER_SLEEP_S="6")
+    wait_group_ready(client, prefix)
+    stream = f"{prefix}.profile.requested"
+    publish(client, prefix, request())
+    wait_for(lambda: any(l[0] == "start" for l in lines(workers.log)), 20, "the original's start")
+    publish(client, prefix, request())
+    counts: list[int] = []  # the duplicate's delivery count, sampled while the original runs
+
+    def original_done() -> bool:
+        counts.extend(p["times_delivered"] for p in client.xpending_range(stream, "worker", "-", "+", 10))
+        return any(l[0] == "done" for l in lines(workers.log))
+
+    wait_for(original_done, 30, "the original's completion")
+    wait_for(lambda: client.xpending(stream, "worker")["pending"] == 0, 10, "the duplicate acked")
+    # Each delivery that found the step running was given back: waiting is not counted.
+    assert counts and max(counts) <= 2, counts
+    assert client.xlen(f"{prefix}.deadletter") == 0, stream_events(client, f"{prefix}.deadletter")
+    log = [l[0] for l in lines(workers.log)]
+    assert (log.count("start"), log.count("done")) == (1, 1), log
+    assert len(stream_events(client, f"{prefix}.profile.completed")) == 1
+
+
 def test_poison_payload_and_unknown_version_are_dead_lettered(workers, client, prefix):
     workers.start("a")
     wait_group_ready(client, prefix)

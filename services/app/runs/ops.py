@@ -5,6 +5,7 @@ records read); the CLI and the MCP server render it."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any, Literal
@@ -16,6 +17,7 @@ from contracts.inputs import input_problem
 from services.app.context import Session, operator, patiently
 from services.app.runs.progress import STEP_EXPECTED_S, RunStatus, find_stall, one_line, plan_expected_s, run_status
 from services.app.runs.streams import dead_letters, follow, run_events
+from services.runtime.bundle.bundle import BundleError
 from services.runtime.errors import ConfigurationError
 
 # The event models (and the campaign schema under them) load where an event is built:
@@ -216,13 +218,30 @@ def _replayed_key(session: Session, dead_letter_id: str) -> str:
 
 
 async def dlq_replay(session: Session, dead_letter_id: str) -> str:
-    """Put a dead letter's original payload back on its stream, once."""
+    """Put a dead letter's original payload back on its stream, once.
+
+    The step's dead mark in the run's bundle is superseded first (services/runtime/delivery/tally.py),
+    so that catch-up takes the step up again should Redis lose the replayed entry; a publish that
+    fails after it leaves the step live for catch-up, and a second replay publishes it."""
     for _, record in await dead_letters(session.client, session.settings.stream_prefix):
         if record.get("dead_letter_id") != dead_letter_id:
             continue
         marker = _replayed_key(session, dead_letter_id)
         if not await session.client.set(marker, operator(), nx=True):
             raise ConfigurationError(f"dead letter {dead_letter_id} was already replayed")
+        run_id = record.get("run_id")
+        if run_id and session.bundle.exists(run_id):
+            from services.runtime.delivery.tally import record_replay
+
+            try:
+                await asyncio.to_thread(record_replay, session.bundle, run_id, dead_letter_id, operator())
+            except BaseException as exc:
+                await session.client.delete(marker)  # not replayed: a later replay may try again
+                if isinstance(exc, (BundleError, OSError)):
+                    raise ConfigurationError(
+                        f"cannot mark dead letter {dead_letter_id} replayed in run {run_id}'s bundle ({exc}); "
+                        "check that SPECDEC_BUNDLE_ROOT is the services' bundle and writable here") from None
+                raise
         headers = {"schema": record.get("event_schema") or "", "run_id": record.get("run_id") or "",
                    "replay_of": dead_letter_id, "content-type": "application/json"}
         try:

@@ -12,11 +12,15 @@ that emitted it recorded it. For each known event that triggers one of its recor
 - its step record in the bundle;
 - the journal: an output of that step (a declared schema or `<step>.failed` caused by the
   trigger and produced by this service);
-- the ledger's done mark.
+- the ledger's done mark;
+- and it is not dead-lettered: its dead mark in the bundle (tally.py) not superseded by a
+  `specdec dlq replay`.
 
 A step taken up goes through the consumer like any delivery (ledger lease, adoption, record),
 with no stream entry to ack, so two instances catching up at once run it once, and a step in
-flight elsewhere is left to its owner (BUSY).
+flight elsewhere is left to its owner (BUSY). Its deliveries are counted in the run's bundle
+(tally.py): against `max_deliveries` like a stream entry's, across every start and reset, so a
+step that fails, or takes its process down, on every take-up is dead-lettered, not taken up for ever.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from services.runtime.bundle.bundle import BundleError, BundleStore
 from services.runtime.delivery.consumer import Route
 from services.runtime.delivery.ledger import StepKey
 from services.runtime.delivery.service import Service
+from services.runtime.delivery.tally import run_paths, tally_of
 
 
 class _Known:
@@ -41,6 +46,8 @@ class _Known:
 
     fresh = True
     group = ""
+    # Counted in the run's bundle (tally.py) once its lease is held: no stream entry counts it.
+    from_bundle = True
 
     def __init__(self, body: bytes, stream: str, event_id: str) -> None:
         self.body = body
@@ -49,7 +56,7 @@ class _Known:
         self.message_id = f"catch-up-{event_id}"
 
     async def delivery_count(self) -> int:
-        return 1
+        return 1  # until the consumer counts it in the bundle
 
     async def ack(self) -> None:
         """Nothing to ack: the event came from the bundle."""
@@ -123,6 +130,7 @@ class CatchUp:
         taken = 0
         for run_id in await asyncio.to_thread(self.bundle.list_runs):
             events = await asyncio.to_thread(known_events, self.bundle, run_id)
+            paths = await asyncio.to_thread(run_paths, self.bundle, run_id)
             for raw in events:
                 route = self.routes.get(str(raw.get("schema")))
                 if route is None:
@@ -138,6 +146,10 @@ class CatchUp:
                 if await asyncio.to_thread(self._recorded, run_id, record):
                     continue
                 if _done_in_journal(events, self.service.name, event.event_id, completing(self.service.name, route)):
+                    continue
+                if (dead := tally_of(paths, self.service.name, event.SCHEMA, step_key).dead) is not None:
+                    self.log.info("a dead-lettered step is not taken up; `specdec dlq replay` runs it again",
+                                  run_id=run_id, trigger=event.SCHEMA, dead_letter_id=dead)
                     continue
                 if await consumer.ledger.is_done(StepKey(self.service.name, run_id, event.SCHEMA, step_key)):
                     continue

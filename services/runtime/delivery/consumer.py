@@ -3,14 +3,16 @@
 For each message of a route:
 1. parse and validate; an invalid payload or unknown version is dead-lettered at once;
 2. skip (and ack) a step key that is already done: duplicates never repeat side effects;
-3. dead-letter a message delivered more than `max_deliveries` times;
-4. take the step key's in-flight lease (with the done-check of 2, one script); keep
-   it and the message alive with a heartbeat (XCLAIM ... JUSTID by the same
+3. take the step key's in-flight lease (with the done-check of 2, one script); a step
+   running elsewhere leaves the message pending with its delivery not counted; keep
+   the lease and the message alive with a heartbeat (XCLAIM ... JUSTID by the same
    consumer) while the handler runs;
+4. dead-letter a message delivered more than `max_deliveries` times (checked once the
+   lease is held: waiting for a running step is not a failed delivery);
 5. on success publish the outputs, then mark the key done and ack in one script
    (at-least-once: a crash before it redelivers, and idempotent side effects make
    the retry harmless); on `StepFailed` publish `<step>.failed`. Inside a read
-   batch that script is sent together with the next entry's lease of 4, in one
+   batch that script is sent together with the next entry's lease of 3, in one
    round trip (the "deferred finish", `handle(defer_finish=True)` and `flush`);
    on any other error record it and leave the message pending for a retry
    (reclaimed after `reclaim_idle_ms`), dead-lettering it on its last delivery.
@@ -43,6 +45,7 @@ from services.runtime.errors import SpecdecError, StepFailed, as_step_failure
 from services.runtime.delivery.deadletter import dead_letter
 from services.runtime.delivery.groups import GroupKeeper  # noqa: F401 (re-exported: service.py imports it from here)
 from services.runtime.delivery.ledger import BUSY, DONE, RETAKEN, AckRef, Finish, Ledger, StepKey
+from services.runtime.delivery.tally import record_attempt
 from services.runtime.delivery.route import (  # noqa: F401 (StepKeyFn re-exported: the services import it from here)
     Delivery,
     Lease,
@@ -53,6 +56,8 @@ from services.runtime.delivery.route import (  # noqa: F401 (StepKeyFn re-export
     retry_dropped,
 )
 from services.runtime.settings import RuntimeSettings
+
+GiveBack = Callable[[str, str, str, str, int], Awaitable[None]]
 
 # While Redis cannot be reached, the heartbeat retries this often, so that the
 # lease is back within a moment of Redis answering again (before a reclaimer,
@@ -74,6 +79,7 @@ class Consumer:
         ledger: Ledger,
         bus: Bus,
         touch: Touch | None = None,
+        give_back: GiveBack | None = None,
         resources: dict[str, Any] | None = None,
         metrics: Any = None,
     ) -> None:
@@ -85,10 +91,15 @@ class Consumer:
         # touch(stream, group, consumer, message_id) resets a pending message's
         # idle time (XCLAIM JUSTID); None where the transport has no PEL.
         self.touch = touch
+        # give_back(stream, group, consumer, message_id, count) sets a pending message's
+        # delivery count (XCLAIM RETRYCOUNT); None where the transport has no PEL.
+        self.give_back = give_back
         self.resources = resources or {}
         self.metrics = metrics
         self.log = structlog.get_logger().bind(service=service)
         self.in_flight: set[asyncio.Task[Any]] = set()
+        # SPECDEC_MAX_CONCURRENCY per stream (one pool per route, `_slots`).
+        self._slot_pools: dict[str, asyncio.Semaphore] = {}
         # Step keys this instance is running now. A delivery of a key that runs
         # here is left pending without asking Redis: after a Redis outage the
         # lease may have lapsed, and this instance's own reclaimer must not
@@ -118,12 +129,15 @@ class Consumer:
         one round trip; the batch's reader calls `flush` when it ends."""
         if not self.accepting:
             return
-        started = time.perf_counter()
         task = asyncio.current_task()
         if task is not None:
             self.in_flight.add(task)
         try:
-            outcome = await self._handle(route, delivery, defer_finish)
+            async with self._slots(route):
+                if not self.accepting:
+                    return  # stopped while waiting for a slot: left pending, unacked
+                started = time.perf_counter()
+                outcome = await self._handle(route, delivery, defer_finish)
         except (RedisConnectionError, RedisTimeoutError) as exc:
             # Redis went away under the delivery's own ledger calls (its lease, its done mark): the
             # entry stays pending and is delivered again once Redis answers; one line, no traceback.
@@ -136,6 +150,16 @@ class Consumer:
                 self.in_flight.discard(task)
         if self.metrics is not None:
             self.metrics.observe(route.schema, outcome, time.perf_counter() - started)
+
+    def _slots(self, route: Route) -> asyncio.Semaphore:
+        """The stream's handler slots, `max_concurrency` of them, shared by everything that
+        starts its handlers: the reader, the reclaimer and the catch-up over the bundle. A
+        delivery waits here for a slot before it takes its lease; while it waits it is an
+        ordinary pending entry (another instance may reclaim it, and the ledger then decides)."""
+        slots = self._slot_pools.get(route.schema)
+        if slots is None:
+            slots = self._slot_pools[route.schema] = asyncio.Semaphore(self.settings.max_concurrency)
+        return slots
 
     async def flush(self) -> None:
         """Write every deferred finish now (a read batch ended, or stopped early)."""
@@ -176,19 +200,13 @@ class Consumer:
         key = StepKey(self.service, event.run_id, event.SCHEMA, route.step_key(event))
         if key in self.running:
             # Left pending: it is delivered again later, and then finds the step done (or
-            # runs it, if the running copy failed).
+            # runs it, if the running copy failed). Waiting is not a failed delivery.
+            await self._uncount(delivery, deliveries, log)
             log.info("step running in this instance; left pending", step_key=key.step)
             return "deferred"
-        if deliveries > self.settings.max_deliveries and not await self.ledger.is_done(key):
-            error = await self.ledger.last_error(message_ref)
-            reason = (
-                f"delivered {deliveries} times (limit {self.settings.max_deliveries}) without completing; "
-                + (f"last error: {error}" if error else "no error recorded: the handling process died or hung")
-            )
-            await dead_letter(self.bus, self.service, delivery, deliveries, kind="exhausted", reason=reason, error=error,
-                              event=event)
-            log.error("dead-lettered", kind="exhausted", deliveries=deliveries)
-            return "dead_lettered"
+        # The lease before the delivery count: a delivery that finds its step done or running
+        # elsewhere says nothing about whether the step can complete (a duplicate of a long
+        # step is delivered again every reclaim idle time while the original runs).
         owner = f"{self.settings.instance}/{delivery.message_id}"
         began = await self._begin(key, owner, log)
         if began == DONE:
@@ -197,10 +215,39 @@ class Consumer:
             return "duplicate"
         if began == BUSY:
             # Another live instance is doing this very step (a duplicate event):
-            # leave ours pending; once that work is done, our redelivery is acked
-            # as a duplicate, and if its owner dies, our copy runs it.
+            # leave ours pending, not counted; once that work is done, our redelivery
+            # is acked as a duplicate, and if its owner dies, our copy runs it.
+            await self._uncount(delivery, deliveries, log)
             log.info("step in flight elsewhere; left pending", step_key=key.step)
             return "deferred"
+        # What catch-up delivers from the bundle has no stream entry to count it: it is counted in the
+        # run's bundle (tally.py), once the lease is held, before the handler can take the process down.
+        marks = self.resources.get("bundle") if route.outputs or route.failure_step else None
+        if getattr(delivery, "from_bundle", False) and marks is not None:
+            try:
+                counted = await asyncio.to_thread(record_attempt, marks, event.run_id, self.service, event.SCHEMA,
+                                                  key.step, self.settings.instance)
+            except BaseException:
+                await self._release(key, owner)
+                raise
+            if counted is None:
+                await self._release(key, owner)
+                log.info("step dead-lettered; left alone until its dead letter is replayed", step_key=key.step)
+                return "deferred"
+            deliveries = counted
+        if deliveries > self.settings.max_deliveries:
+            try:
+                error = await self.ledger.last_error(message_ref)
+                reason = (
+                    f"delivered {deliveries} times (limit {self.settings.max_deliveries}) without completing; "
+                    + (f"last error: {error}" if error else "no error recorded: the handling process died or hung")
+                )
+                await dead_letter(self.bus, self.service, delivery, deliveries, kind="exhausted", reason=reason,
+                                  error=error, event=event, step=(marks, key.step))
+            finally:
+                await self._release(key, owner)
+            log.error("dead-lettered", kind="exhausted", deliveries=deliveries)
+            return "dead_lettered"
 
         context = StepContext(service=self.service, settings=self.settings, bus=self.bus, log=log, resources=self.resources,
                               lease=Lease(key=key.render(), owner=owner, ledger=self.ledger))
@@ -283,7 +330,7 @@ class Consumer:
             if deliveries >= self.settings.max_deliveries:
                 reason = f"handler raised on delivery {deliveries} of {self.settings.max_deliveries}"
                 await dead_letter(self.bus, self.service, delivery, deliveries, kind="failed", reason=reason, error=error,
-                                  event=event)
+                                  event=event, step=(marks, key.step))
                 log.error("dead-lettered", kind="failed", error=error)
                 return "dead_lettered"
             log.warning("step raised; left pending for a retry", error=error, delivery=deliveries)
@@ -294,10 +341,27 @@ class Consumer:
                 beat.cancel()
             self.running.discard(key)
             if not finished:
-                try:
-                    await asyncio.shield(self.ledger.release(key, owner))
-                except (RedisError, OSError):
-                    pass  # the lease expires on its own (TTL)
+                await self._release(key, owner)
+
+    async def _release(self, key: StepKey, owner: str) -> None:
+        try:
+            await asyncio.shield(self.ledger.release(key, owner))
+        except (RedisError, OSError):
+            pass  # the lease expires on its own (TTL)
+
+    async def _uncount(self, delivery: Delivery, deliveries: int, log: Any) -> None:
+        """Give back a delivery that found its step running (here or elsewhere): the entry's
+        delivery count is set back (XCLAIM RETRYCOUNT), so however long the original runs,
+        waiting never brings its duplicate nearer to `max_deliveries`."""
+        if self.give_back is None or not delivery.group:
+            return
+        try:
+            await self.give_back(delivery.stream, delivery.group, delivery.consumer, delivery.message_id,
+                                 max(0, deliveries - 1))
+        except (RedisError, OSError) as exc:
+            # The count stays as it is: at worst the duplicate reaches the limit sooner, as before.
+            log.warning("cannot give back the delivery of a step that runs elsewhere",
+                        error=f"{type(exc).__name__}: {exc}")
 
     @property
     def _producer(self) -> str:

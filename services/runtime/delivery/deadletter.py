@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+
+import structlog
+
 from contracts.deadletter import DeadLetter
 from contracts.envelope import Event
+from services.runtime.bundle.bundle import BundleError, BundleStore
 from services.runtime.delivery.broker import Bus
 from services.runtime.delivery.route import Delivery
+from services.runtime.delivery.tally import record_dead
 
 
 async def dead_letter(
@@ -18,8 +24,13 @@ async def dead_letter(
     reason: str,
     error: str | None = None,
     event: Event | None = None,
-) -> None:
-    """Publish `delivery`'s dead letter (`kind`: unknown, invalid, exhausted or failed), then ack it."""
+    step: tuple[BundleStore | None, str] | None = None,
+) -> DeadLetter:
+    """Publish `delivery`'s dead letter (`kind`: unknown, invalid, exhausted or failed), then ack it.
+
+    With `step` (the service's bundle and the step key of `event`) the step is also marked dead in
+    its run's bundle (tally.py), so catch-up leaves it alone across restarts and resets until the
+    dead letter is replayed."""
     record = DeadLetter(
         kind=kind,
         reason=reason,
@@ -35,5 +46,17 @@ async def dead_letter(
     )
     headers = {"schema": "deadletter", "run_id": record.run_id or "", "content-type": "application/json"}
     await bus.publish_raw(bus.deadletter, record.model_dump_json(by_alias=True).encode(), headers, record.dead_letter_id)
+    # The mark after the dead letter: a mark without its dead letter could never be replayed. A crash
+    # between the two leaves the entry unacked (or the bundle's step unmarked): it is dead-lettered again.
+    if step is not None and step[0] is not None and event is not None:
+        bundle, step_key = step
+        try:
+            await asyncio.to_thread(record_dead, bundle, event.run_id, service, event.SCHEMA, step_key,
+                                    record.dead_letter_id, kind)
+        except (BundleError, OSError) as exc:
+            structlog.get_logger().bind(service=service).warning(
+                "the dead-lettered step is not marked in the bundle: catch-up may take it up again",
+                run_id=event.run_id, dead_letter_id=record.dead_letter_id, error=f"{type(exc).__name__}: {exc}")
     # Ack only after the dead letter is durable: it now holds the payload.
     await delivery.ack()
+    return record

@@ -292,7 +292,7 @@ def bootstrap(
         )
         ledger = ledger or RedisLedger(client, settings.stream_prefix)
 
-    touch = None
+    touch = give_back = None
     if client is not None:
         redis_client = client
 
@@ -301,6 +301,12 @@ def bootstrap(
             # without counting a delivery: the lease heartbeat of a long step.
             await redis_client.xclaim(stream, group, consumer, min_idle_time=0, message_ids=[message_id], justid=True)
 
+        async def give_back(stream: str, group: str, consumer: str, message_id: str, count: int) -> None:
+            # RETRYCOUNT sets the delivery count (JUSTID alone leaves it): a delivery that
+            # found its step running is not counted (services/runtime/delivery/consumer.py).
+            await redis_client.xclaim(stream, group, consumer, min_idle_time=0, message_ids=[message_id], justid=True,
+                                      retrycount=count)
+
     consumer = Consumer(
         service=name,
         settings=settings,
@@ -308,6 +314,7 @@ def bootstrap(
         ledger=ledger,
         bus=bus,
         touch=touch,
+        give_back=give_back,
         resources=resources,
         metrics=Metrics(name),
     )
