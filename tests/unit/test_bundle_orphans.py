@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.bundle.bundle_records import index_name
@@ -22,7 +21,6 @@ def unrecord(bundle: BundleStore, relpath: str) -> None:
     assert (bundle.run_dir(RUN) / relpath).is_file()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 40: an orphaned step record is never adopted")
 def test_a_step_record_left_without_its_index_record_is_adopted_not_run_again(tmp_path: Path) -> None:
     bundle, bus, runs = BundleStore(tmp_path, fsync=False), Bus(), []
     deliver(bundle, REQUEST, runs, bus)
@@ -35,7 +33,6 @@ def test_a_step_record_left_without_its_index_record_is_adopted_not_run_again(tm
     assert record.outputs[0]["event_id"] == bus.published[0][1]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 40: the store has no adopt")
 def test_adopt_records_a_whole_file_and_answers_none_without_one(tmp_path: Path) -> None:
     bundle = BundleStore(tmp_path, fsync=False)
     ref = bundle.write_bytes(RUN, "profile/PROFILE.json", b'{"profile": 1}')
