@@ -16,7 +16,6 @@ import sys
 import uuid
 from pathlib import Path
 
-import pytest
 import redis
 
 from contracts import layout
@@ -43,7 +42,6 @@ def repaired(bundle: BundleStore, run: str) -> dict[str, str]:
     return {e.event_id: e.known_from for span in manifest.repaired_events for e in span.events}
 
 
-@pytest.mark.xfail(strict=True, reason="issue 40: nothing publishes again what Redis lost without a reset")
 def test_the_journal_publishes_again_what_the_bundle_recorded_and_redis_lost(redis_server: RedisServer,
                                                                              tmp_path: Path) -> None:
     from services.runtime.bundle.outbox import record_emitted
