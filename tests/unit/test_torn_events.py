@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import orjson
-import pytest
 
 from services.runtime.bundle.bundle import BundleStore
 
@@ -24,7 +23,6 @@ def _tear(store: BundleStore, line: bytes) -> None:
         fh.write(line)  # a writer died mid-line (power loss, disk full)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 40: a torn line stays a bad line for ever")
 def test_a_torn_line_is_kept_aside_and_its_event_appended_whole(tmp_path: Path) -> None:
     store = BundleStore(tmp_path, fsync=False)
     store.append_event(RUN, "e1", _event("e1"))
@@ -39,7 +37,6 @@ def test_a_torn_line_is_kept_aside_and_its_event_appended_whole(tmp_path: Path) 
     assert store.events_path(RUN).read_bytes() == _event("e1") + b"\n" + _event("e2") + b"\n"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 40: any bad line makes the report a DRAFT for ever")
 def test_the_report_is_a_draft_only_while_a_torn_line_names_an_event_the_journal_lacks(tmp_path: Path) -> None:
     from services.publisher.report.aggregate import journal_problems
 

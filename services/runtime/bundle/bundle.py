@@ -246,7 +246,7 @@ class BundleStore:
         return self.scan_events(run_id).events
 
     def scan_events(self, run_id: str) -> EventScan:
-        """Events and the numbers of unreadable lines (torn by a crashed writer)."""
+        """Events, the numbers of lines left unreadable in the file, and the events torn lines name but lack."""
         return scan_events(self.events_path(run_id))
 
     # --- internals ------------------------------------------------------------
