@@ -6,7 +6,7 @@ Only a run with such a record pays for reading its journal here."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
@@ -14,8 +14,13 @@ from contracts.layout import GAPS_DIR, REPAIRS_DIR
 from services.runtime.bundle.bundle_paths import ArtifactCorrupt, make_uri
 from services.runtime.bundle.bundle_records import EventGap, EventRepair, GapRecord, IndexRecord, RepairRecord, still_lost
 
-if TYPE_CHECKING:
-    from services.runtime.bundle.bundle import BundleStore
+
+class BundleStore(Protocol):
+    """What is read here of the store (services/runtime/bundle/bundle.py), which calls in."""
+
+    def read_bytes(self, run_id: str, relpath: str, *, verify: bool = True) -> bytes: ...
+
+    def events(self, run_id: str) -> list[dict[str, Any]]: ...
 
 
 def _read(store: BundleStore, run_id: str, paths: list[str], model: type[BaseModel]) -> dict[str, BaseModel]:
