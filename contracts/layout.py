@@ -14,11 +14,16 @@ from __future__ import annotations
 
 # --- owned by the store ---------------------------------------------------------
 EVENTS = "events.jsonl"  # append-only; the journal is its one writer
+EVENTS_TORN = "events.torn.jsonl"  # lines torn mid-append, kept aside (services/runtime/bundle/bundle_events.py)
 MANIFEST = "manifest.json"  # derived from the artifacts, rebuilt atomically
 INDEX_DIR = ".index"  # the store's per-artifact hash records
 # The journal's records of events Redis lost before it read them (services/runtime/bundle/gaps.py);
 # the manifest's lost_events derive from them.
 GAPS_DIR = "journal/gaps"
+# Events recorded whole by their producer before it publishes them (services/runtime/bundle/outbox.py), and
+# the journal's records of the known events it published again (services/runtime/bundle/repair.py).
+EMITTED_DIR = "journal/emitted"
+REPAIRS_DIR = "journal/repairs"
 
 # --- stored by `specdec submit`, before anything runs ----------------------------
 CAMPAIGN_YAML = "campaign.yaml"  # the operator's file, byte for byte

@@ -41,7 +41,7 @@ from services.bench.executors.executor import LocalExecutor, Served, ServingExec
 from services.bench.planning.bench_plan import BenchPlan
 from services.bench.planning.plan_types import Block, CellPlan, Launch
 from services.bench.loadgen.prompts import Prompt
-from services.bench.trial import Emit, TrialSteps
+from services.bench.trial import Emit, TrialSteps, trial_fields
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.errors import SpecdecError, StepFailed
 from services.shared.secret_args import mask_document
@@ -103,6 +103,7 @@ class BenchRun(TrialSteps):
             # Evidence of what this attempt ended before its first launch (only when it ended something).
             self.bundle.write_json(self.run_id, layout.bench_takeback(self.attempt), {"ended": taken_back})
         try:
+            await self._announce_recorded()
             # A cell its serving interpreter cannot run fails here, by name, before anything is launched.
             self.outcome.failed_cells.update(await preflight.suffix_failures(self.plan))
             rotation = []
@@ -131,6 +132,19 @@ class BenchRun(TrialSteps):
                 # learns that labelled work may be left (bench.completed's log line).
                 self.outcome.cleanup_error = str(exc)
         return self.outcome
+
+    async def _announce_recorded(self) -> None:
+        """Emit again the bench.trial.completed of every trial an earlier attempt recorded, same event ID
+        (services/bench/trial.py, `trial_event_id`): a kill, or a Redis outage longer than the emit's
+        retries, between a result and its event would otherwise lose the event for good."""
+        for launch_plan in self.plan.launches:
+            cell = self.cells[launch_plan.cell_id]
+            for trial in launch_plan.trials:
+                for concurrency in cell.concurrency:
+                    adopted = resume.adopt(self.bundle, self.run_id, cell.cell_id, trial, concurrency)
+                    if adopted is not None:
+                        await self.emit(self.event_factory(**trial_fields(
+                            self.run_id, cell, trial, concurrency, adopted.ref, adopted.result)))
 
     def _stop_rounds(self) -> Callable[[Block], bool] | None:
         """Sequential rounds: after each block, whether the stopping rule ends the rotation (rounds.py)."""
@@ -203,7 +217,7 @@ class BenchRun(TrialSteps):
             raise failure
 
     def _adopt(self, cell: CellPlan, trial: int, concurrency: int, adopted: resume.Adopted) -> None:
-        """Take a trial an earlier attempt recorded, as if measured now (its event was emitted then)."""
+        """Take a trial an earlier attempt recorded, as if measured now (its event: `_announce_recorded`)."""
         if adopted.problems:
             raise SpeculationNotActive(
                 f"speculation declared but not active as declared in cell {cell.cell_id} (trial {trial}, "

@@ -12,6 +12,7 @@ apply the spec-decode rule (contracts/artifacts/speculation.py) and write the tr
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import subprocess
 from dataclasses import dataclass
@@ -22,19 +23,21 @@ from contracts.campaign import ServingConfig, SpeculativeConfig
 from contracts.envelope import ArtifactRef
 from contracts.events import BenchTrialCompleted
 from contracts.artifacts.results import LOADGEN_CPU_KEY, Evaluation, Parallelism, TrialIdentity, TrialResultBlocks, attach_blocks
-from contracts.artifacts.speculation import speculation_problems, window_of
+from contracts.artifacts.speculation import SpecDecodeDelta, speculation_problems, window_of
 from contracts.templates import bench_values
 from services.bench.errors import SpeculationNotActive, WindowStalled
 from services.bench.evaluate import agreement, run_eval_command, window_outputs
 from services.bench.loadgen.loadgen import WindowRecord, WindowSpec
 from services.bench.metrics import spec_decode_delta
+from services.bench.planning import resume
 from services.bench.planning.bench_plan import BenchPlan
 from services.bench.planning.plan_types import CellPlan
 from services.bench.loadgen.prompts import Prompt
 from services.bench.results import build_result, dumps_result
 from services.bench.executors.stall import client_stall
 from services.bench.loadgen.window import MeasuredWindow, run_window_process
-from services.runtime.bundle.bundle import BundleStore
+from services.runtime.bundle.bundle import ArtifactConflict, BundleStore
+from services.runtime.bundle.bundle_paths import parse_uri
 from services.runtime.errors import SpecdecError
 from services.runtime import workload_env
 from services.runtime.procs import spawn
@@ -121,6 +124,26 @@ async def scrape_metrics(base_url: str) -> str | None:
     return response.text if response.status_code == 200 else None
 
 
+def trial_event_id(run_id: str, relpath: str) -> str:
+    """The event ID of the bench.trial.completed of the result at `relpath`: one per result file, whichever
+    attempt (or trigger) emits it, so an adopted trial's event emitted again is the same event."""
+    return hashlib.sha256("\0".join((run_id, "bench.trial.completed", relpath)).encode()).hexdigest()[:32]
+
+
+def trial_fields(run_id: str, cell: CellPlan, trial: int, concurrency: int, ref: ArtifactRef,
+                 result: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a trial's bench.trial.completed, read from its recorded result: the same for a
+    trial measured now and one an earlier attempt recorded (resume.py adopts it and emits it again)."""
+    completed = int(result.get("completed") or 0)
+    delta = result.get("spec_decode") if cell.speculative_config is not None else None
+    return {"event_id": trial_event_id(run_id, parse_uri(ref.uri)[1]), "cell_id": cell.cell_id, "trial": trial,
+            "concurrency": concurrency, "result": ref, "completed_requests": completed,
+            "failed_requests": int(result.get("failed") or 0),
+            "median_ttft_ms": result.get("median_ttft_ms") if completed else None,
+            "median_tpot_ms": result.get("median_tpot_ms") if completed else None,
+            "spec_decode": SpecDecodeDelta.model_validate(delta) if isinstance(delta, dict) else None}
+
+
 class TrialSteps:
     """The trial steps of a bench run; services/bench/run.py's BenchRun is one and sets what they read."""
 
@@ -187,17 +210,11 @@ class TrialSteps:
             result = build_result(window, identity=identity, spec_decode=delta if declared else None, evaluation=evaluation)
             if isinstance(window, MeasuredWindow) and window.loadgen_cpu is not None:
                 result[LOADGEN_CPU_KEY] = window.loadgen_cpu.model_dump(mode="json")
-            summary = window.summary()
-            counts = (summary.completed, summary.failed,
-                      summary.ttft.median_ms if summary.completed else None,
-                      summary.tpot.median_ms if summary.completed else None)
         else:
             result = measured.operator_result or {}
             evaluation = await self._evaluate(cell, None, base_url, trial, concurrency)
             result = attach_blocks(result, TrialResultBlocks(
                 identity=identity, spec_decode=delta if declared else None, evaluation=evaluation))
-            counts = (int(result.get("completed", 0)), int(result.get("failed", 0)),
-                      result.get("median_ttft_ms"), result.get("median_tpot_ms"))
         for name, text in (("before", before), ("after", after)):
             if text is not None:
                 self.bundle.write_bytes(self.run_id, f"{raw}/metrics-{name}-c{concurrency}.txt", text.encode())
@@ -212,13 +229,12 @@ class TrialSteps:
             relpath = layout.rejected_result(cell.cell_id, trial, concurrency)
         else:
             relpath = layout.trial_result(cell.cell_id, trial, concurrency)
-        ref = self.bundle.write_bytes(self.run_id, relpath, dumps_result(result))
+        try:
+            ref = self.bundle.write_bytes(self.run_id, relpath, dumps_result(result))
+        except ArtifactConflict:
+            ref, result, problems = self._keep_aside(measured, relpath, raw, result)
         # Emitted for a rejected trial too (it was measured): its `result` is the rejected file.
-        await self.emit(self.event_factory(
-            cell_id=cell.cell_id, trial=trial, concurrency=concurrency, result=ref,
-            completed_requests=counts[0], failed_requests=counts[1], median_ttft_ms=counts[2], median_tpot_ms=counts[3],
-            spec_decode=delta if declared else None,
-        ))
+        await self.emit(self.event_factory(**trial_fields(self.run_id, cell, trial, concurrency, ref, result)))
         if problems:
             head = ("speculation declared but not active as declared" if declared
                     else "the engine speculated although none is declared")
@@ -229,6 +245,20 @@ class TrialSteps:
             )
         # Only trials that pass the rule are results the gate reads.
         self.outcome.results.append(ref)
+
+    def _keep_aside(self, measured: Measured, relpath: str, raw: str,
+                    result: dict[str, Any]) -> tuple[ArtifactRef, dict[str, Any], list[str]]:
+        """An earlier attempt's measurement of this trial is durable at `relpath` (recorded while this one
+        ran, or found without its index record): the first, durable one counts, this one is kept aside
+        as evidence (`remeasured-<name>` in this attempt's raw folder), and the cell goes on."""
+        cell, trial, concurrency = measured.cell, measured.trial, measured.concurrency
+        self.bundle.write_bytes(self.run_id, f"{raw}/remeasured-{relpath.rsplit('/', 1)[1]}", dumps_result(result))
+        adopted = resume.adopt(self.bundle, self.run_id, cell.cell_id, trial, concurrency)
+        if adopted is None:  # the conflicting file vanished: a bundle no one may edit was edited
+            raise SpecdecError(f"{relpath} conflicted with this measurement and is gone now; the bundle was changed")
+        if cell.role == "standing" and adopted.outputs:
+            self.standing_outputs[(trial, concurrency)] = adopted.outputs
+        return adopted.ref, adopted.result, adopted.problems
 
     async def _operator_bench(
         self, cell: CellPlan, base_url: str, folder: str, trial: int, concurrency: int

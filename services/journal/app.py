@@ -3,12 +3,15 @@
 The journal has a consumer group of its own over every stream (the catalogue),
 so it sees each event once whatever the other services do. It is idempotent on
 event_id: a redelivered event is not appended twice. After each reconcile pass (on
-start, and once a detected Redis reset has settled) it names the events Redis lost
-before it read them in the run's manifest (services/runtime/bundle/gaps.py).
+start, and once a detected Redis reset has settled) it publishes again what the bundle recorded
+whole and events.jsonl lacks, and names the events Redis lost before it read them in the run's
+manifest (services/runtime/bundle/repair.py, gaps.py); the repair pass also runs every
+REPAIR_EVERY_HEARTBEATS heartbeats over the runs not finished (a lost AOF second is no reset).
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from contracts.catalogue import CATALOGUE, JOURNAL
@@ -16,6 +19,7 @@ from contracts.envelope import Event
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery.consumer import Route, StepContext
 from services.runtime.bundle.gaps import note_gaps
+from services.runtime.bundle.repair import REPAIR_EVERY_HEARTBEATS, keep_repairing, repair
 from services.runtime.delivery.reconcile import settle_period_s
 from services.runtime.delivery.service import Service
 
@@ -41,5 +45,12 @@ def routes(resources: dict) -> list[Route]:
 
 
 async def after_reconcile(service: Service, resources: dict, log: Any) -> None:
-    """Called by services/runtime/main.py after each reconcile pass: record the events Redis lost."""
-    await note_gaps(resources["bundle"], service.consumer.ledger, log, settle_period_s(service.settings.heartbeat_s))
+    """Called by services/runtime/main.py after each reconcile pass: publish again what the bundle recorded
+    and the journal lacks, record the events Redis lost, and keep repairing the runs not finished."""
+    bundle, settle_s = resources["bundle"], settle_period_s(service.settings.heartbeat_s)
+    await repair(bundle, service.bus, log, settle_s, all_runs=True)
+    await note_gaps(bundle, service.consumer.ledger, log, settle_s)
+    if "repairing" not in resources:  # one periodic pass per process, started by its first reconcile pass
+        every_s = REPAIR_EVERY_HEARTBEATS * service.settings.heartbeat_s
+        resources["repairing"] = asyncio.get_running_loop().create_task(
+            keep_repairing(bundle, service.bus, log, settle_s, every_s))

@@ -5,7 +5,8 @@ A real journal process (`python -m services.runtime.main journal`) on a test-own
 test causes a known loss: with the journal stopped, an operator's request and the profiler's
 step it triggered (recorded in the bundle, as services/runtime/delivery/adopt.py does) are published,
 then Redis restarts empty. What the loss was is known to the test, and to the bundle: the
-profiler's step record holds profile.completed whole and names its trigger, profile.requested.
+profiler's step record holds profile.completed whole (the journal publishes it again and the manifest
+names it repaired) and names its trigger, profile.requested (named lost until published again).
 """
 
 from __future__ import annotations
@@ -49,6 +50,13 @@ def named(bundle: BundleStore, run: str) -> dict[str, tuple[str, str | None]]:
     return {e.event_id: (e.known_from, e.schema_) for span in bundle.read_manifest(run).lost_events for e in span.events}
 
 
+def repaired(bundle: BundleStore, run: str) -> set[str]:
+    """The manifest's repaired events (published again by the journal)."""
+    if not bundle.manifest_path(run).exists():
+        return set()
+    return {e.event_id for span in bundle.read_manifest(run).repaired_events for e in span.events}
+
+
 def test_manifest_names_the_events_redis_lost_before_the_journal_read_them(redis_server: RedisServer,
                                                                              tmp_path: Path) -> None:
     prefix, root, log = f"gap{uuid.uuid4().hex[:8]}", tmp_path / "bundles", tmp_path / "journal.log"
@@ -84,21 +92,25 @@ def test_manifest_names_the_events_redis_lost_before_the_journal_read_them(redis
         later = ProfileRequested(run_id=run, producer="cli/t", requested_by="t")
         publish(later)  # on the new streams before the journal is back
         journal = start_journal(env, log)
-        lost = {request.event_id: ("reference", "profile.requested"), completed.event_id: ("step_record", "profile.completed")}
-        wait_for(lambda: named(bundle, run) == lost, 30, f"the manifest to name the loss: {log.read_text()[-2000:]}")
+        # The step record holds profile.completed whole: the journal's repair pass publishes it again
+        # (services/runtime/bundle/repair.py) and the manifest names it repaired; the request is only
+        # named by the record, so it stays named lost.
+        lost = {request.event_id: ("reference", "profile.requested")}
+        wait_for(lambda: named(bundle, run) == lost and repaired(bundle, run) == {completed.event_id}
+                 and completed.event_id in journaled(bundle, run), 30,
+                 f"the manifest to name the loss and the repair: {log.read_text()[-2000:]}")
         wait_for(lambda: later.event_id in journaled(bundle, run), 10, "the journal to append the new stream's event")
-        assert journaled(bundle, run) == {first.event_id, later.event_id}
+        assert journaled(bundle, run) == {first.event_id, later.event_id, completed.event_id}
         [span] = bundle.read_manifest(run).lost_events
-        assert span.count == 2 and span.first_produced_at == span.last_produced_at == completed.produced_at
+        assert span.count == 1 and span.first_produced_at is None and span.events[0].referenced_by is not None
         assert span.redis_state_since > completed.produced_at
         assert span.record.startswith("journal/gaps/")
         assert log.read_text().count("events Redis lost before the journal read them") == 1
 
         # Published again with its event ID (as `specdec resume` does): journaled, no longer lost.
-        publish(completed)
-        wait_for(lambda: named(bundle, run) == {request.event_id: ("reference", "profile.requested")}, 10,
-                 "the manifest to drop the event the journal received")
-        assert journaled(bundle, run) == {first.event_id, later.event_id, completed.event_id}
+        publish(request)
+        wait_for(lambda: named(bundle, run) == {}, 10, "the manifest to drop the event the journal received")
+        assert journaled(bundle, run) == {first.event_id, later.event_id, completed.event_id, request.event_id}
     finally:
         if journal.poll() is None:
             stop(journal)

@@ -430,7 +430,7 @@ def test_append_event_rejects_bad_lines(store: BundleStore, root: Path) -> None:
     assert not (root / RUN / "events.jsonl").exists()
 
 
-def test_torn_line_is_terminated_and_counted(store: BundleStore, root: Path) -> None:
+def test_torn_line_is_kept_aside_and_its_event_named_missing(store: BundleStore, root: Path) -> None:
     store.append_event(RUN, "e1", _event("e1"))
     with open(root / RUN / "events.jsonl", "ab") as fh:
         fh.write(b'{"event_id": "e2", "sch')  # a writer died mid-line
@@ -438,7 +438,8 @@ def test_torn_line_is_terminated_and_counted(store: BundleStore, root: Path) -> 
     assert fresh.append_event(RUN, "e3", _event("e3")) is True
     scan = fresh.scan_events(RUN)
     assert [e["event_id"] for e in scan.events] == ["e1", "e3"]
-    assert scan.bad_lines == [2]
+    assert scan.bad_lines == [] and scan.missing == ["e2"]
+    assert (root / RUN / "events.torn.jsonl").read_bytes().count(b"\n") == 1
 
 
 def _append_worker(root: str, ids: list[str], barrier: multiprocessing.synchronize.Barrier) -> int:

@@ -26,6 +26,7 @@ from services.app.campaign.prepare import CampaignRejected, PreparedCampaign, ca
 from services.app.context import Session, operator
 from services.app.runs.streams import run_events
 from services.runtime.bundle.bundle import ArtifactMissing, BundleStore, InvalidPath
+from services.runtime.bundle.outbox import record_emitted
 from services.runtime.bundle.bundle_paths import validate_run_id
 from services.runtime.errors import ConfigurationError
 
@@ -160,8 +161,10 @@ def _holds_campaign(bundle: BundleStore, run_id: str) -> bool:
 
 
 async def publish_submitted(session: Session, run_id: str, campaign: Campaign, ref: ArtifactRef) -> CampaignSubmitted:
-    """Publish campaign.submitted for a stored campaign: the pipeline starts."""
+    """Publish campaign.submitted for a stored campaign: the pipeline starts. The event is recorded in the
+    bundle first (services/runtime/bundle/outbox.py): should Redis lose it, the journal publishes it again."""
     event = CampaignSubmitted(run_id=run_id, producer=f"{PRODUCER}/{operator()}", campaign=campaign, campaign_ref=ref)
+    event = record_emitted(session.bundle, event)
     await session.bus.publish(event)
     return event
 

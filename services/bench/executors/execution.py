@@ -22,6 +22,7 @@ from services.bench.planning.bench_plan import BenchPlan
 from services.bench.run import BenchRun, read_prompts
 from services.bench.executors.slurm import SlurmExecutor
 from services.runtime.bundle.bundle import BundleStore
+from services.runtime.bundle.outbox import record_emitted
 from services.runtime.delivery.consumer import StepContext
 from services.runtime.errors import StepFailed
 from services.shared.capacity.recheck import recheck
@@ -76,8 +77,13 @@ async def execute(
         seen = await asyncio.to_thread(recheck, bundle, campaign, node, event.run_id, folder=layout.BENCH_RECHECK_DIR)
         return None if seen.idle else "; ".join(seen.reasons) or "not idle"
 
+    async def emit(trial: Event) -> None:
+        # Recorded before it is published (services/runtime/bundle/outbox.py): should Redis lose it, the
+        # journal publishes it again; a retry's rebuilt event publishes the one recorded first.
+        await ctx.emit(record_emitted(bundle, trial))
+
     run = BenchRun(
-        plan, bundle, prompts, emit=ctx.emit, recheck=check,
+        plan, bundle, prompts, emit=emit, recheck=check,
         event_factory=lambda **fields: event.caused(BenchTrialCompleted, producer=producer, **fields),
         eval_values={"model": plan.cells[0].identity["model"], "tokenizer": campaign.target.tokenizer_dir},
         executor=executor, max_model_len=campaign.target.max_model_len,

@@ -12,8 +12,16 @@ write-once, and a trial measured again would give other bytes, so:
 - a trial whose result file (`bench/<cell>/trial-<t>/result-c<c>.json`) is
   recorded is **adopted**, not measured again: its ref joins the results, and
   a standing trial's outputs (prompt IDs beside generated texts in the result)
-  still serve the candidates' agreement; its bench.trial.completed is not
-  emitted twice;
+  still serve the candidates' agreement; its bench.trial.completed is emitted
+  again with the same event ID (derived from the result's path,
+  services/bench/trial.py), since a kill, or a Redis outage longer than the
+  emit's retries, may have lost it after the result was written: the journal
+  and every consumer keep it once;
+- a result file the store published without its index record (killed between
+  the two) is recorded and adopted: the first, durable measurement counts. A
+  measurement that meets a result recorded meanwhile with other bytes is kept
+  aside (`remeasured-<name>` in its attempt's raw folder) and the recorded one
+  counts; the cell goes on;
 - a trial recorded as **rejected** (`rejected-c<c>.json`: its counters broke
   the spec-decode rule, contracts/artifacts/speculation.py) is adopted as the same
   failure, never as a result: its problems fail the cell again and it is not
@@ -29,6 +37,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from contracts import layout
 from contracts.envelope import ArtifactRef
@@ -44,6 +53,8 @@ class Adopted:
     problems: list[str] = field(default_factory=list)
     # prompt_id -> generated text of the trial's successful requests (builtin bench only).
     outputs: dict[str, str] = field(default_factory=dict)
+    # The recorded result itself (bench.trial.completed is emitted again from it: services/bench/trial.py).
+    result: dict[str, Any] = field(default_factory=dict)
 
 
 def begin_attempt(bundle: BundleStore, run_id: str) -> int:
@@ -57,9 +68,8 @@ def adopt(bundle: BundleStore, run_id: str, cell_id: str, trial: int, concurrenc
     """The recorded result of a trial, or None when it still has to be measured.
 
     A recorded rejected trial comes back with its problems (never empty), so the
-    caller fails the cell again. A file that exists but is not recorded (the
-    writer died between the two) does not count: the trial is measured again and
-    overwrites it."""
+    caller fails the cell again. A file the store published without its record (the
+    writer died between the two) is recorded now and adopted (`adopt.recorded`)."""
     for relpath, rejected in ((layout.trial_result(cell_id, trial, concurrency), False),
                               (layout.rejected_result(cell_id, trial, concurrency), True)):
         # The runtime's adoption (services/runtime/delivery/adopt.py), per trial: whole steps are adopted the same way.
@@ -73,7 +83,9 @@ def adopt(bundle: BundleStore, run_id: str, cell_id: str, trial: int, concurrenc
         problems = [str(p) for p in (result.get("speculation_problems") or []) if p] if isinstance(result, dict) else []
         if rejected and not problems:
             problems = [f"recorded as rejected by an earlier attempt ({relpath}) without its reasons"]
-        return Adopted(ref=ref, problems=problems, outputs=outputs_of(result) if isinstance(result, dict) else {})
+        if not isinstance(result, dict):
+            return Adopted(ref=ref, problems=problems)
+        return Adopted(ref=ref, problems=problems, outputs=outputs_of(result), result=result)
     return None
 
 

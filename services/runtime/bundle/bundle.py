@@ -49,17 +49,14 @@ from services.runtime.bundle.bundle_paths import (
     validate_relpath,
     validate_run_id,
 )
-from contracts.layout import GAPS_DIR
+from services.runtime.bundle.bundle_journal import journal_spans
 from services.runtime.bundle.bundle_records import (
     CAMPAIGN_RELPATH,
-    EventGap,
-    GapRecord,
     IndexRecord,
     Manifest,
     build_manifest,
     canonical_json,
     index_name,
-    still_lost,
 )
 
 __all__ = [
@@ -212,7 +209,7 @@ class BundleStore:
         records = self._records(run_id)
         has_campaign = any(r.path == CAMPAIGN_RELPATH for r in records)
         campaign = self.read_json(run_id, CAMPAIGN_RELPATH) if has_campaign else None
-        data = canonical_json(build_manifest(run_id, records, campaign, self._lost(run_id, records)))
+        data = canonical_json(build_manifest(run_id, records, campaign, *journal_spans(self, run_id, records)))
         target = run_dir / MANIFEST_NAME
         tmp = self._write_temp(run_dir, data)
         try:
@@ -223,21 +220,6 @@ class BundleStore:
         if self._fsync:
             fsync_dir(run_dir)
         return target
-
-    def _lost(self, run_id: str, records: list[IndexRecord]) -> list[EventGap]:
-        """The run's spans of lost events: its gap records, less what events.jsonl holds now. Only a
-        run with a gap record pays for reading its journal here."""
-        paths = [r.path for r in records if r.path.startswith(GAPS_DIR + "/")]
-        if not paths:
-            return []
-        gaps = {}
-        for path in paths:
-            try:
-                gaps[path] = GapRecord.model_validate_json(self.read_bytes(run_id, path))
-            except ValidationError as err:
-                raise ArtifactCorrupt(f"{make_uri(run_id, path)} is not a gap record: {err}") from err
-        journaled = {e["event_id"] for e in self.events(run_id) if isinstance(e.get("event_id"), str)}
-        return still_lost(gaps, journaled)
 
     def read_manifest(self, run_id: str) -> Manifest:
         path = self.manifest_path(run_id)
@@ -266,7 +248,7 @@ class BundleStore:
         return self.scan_events(run_id).events
 
     def scan_events(self, run_id: str) -> EventScan:
-        """Events and the numbers of unreadable lines (torn by a crashed writer)."""
+        """Events, the numbers of lines left unreadable in the file, and the events torn lines name but lack."""
         return scan_events(self.events_path(run_id))
 
     # --- internals ------------------------------------------------------------

@@ -5,14 +5,21 @@ group and deliveries are at-least-once, so several processes may append the
 same event at once. Invariants, held under an exclusive flock on the file:
 - a line is appended only if no complete line already carries its event_id;
 - each append is one complete line (whole bytes then '\\n'), so lines never
-  interleave; a line torn by a crashed writer is terminated by the next writer
-  and then reads as one bad line, counted by `scan_events`, never as an event.
+  interleave;
+- a line torn by a writer that died mid-append (power loss, disk full) is cut
+  from the file by the next writer and kept aside in `events.torn.jsonl`
+  (never an event). The journal acks an event only once its whole line is
+  fsynced, so the torn append is delivered again and appended whole; an event
+  a torn line names that the file still lacks is `EventScan.missing` (the
+  publisher's DRAFT reason), and an older file's torn line left in place
+  counts the same way.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,9 +27,13 @@ from typing import Any
 
 import orjson
 
+from contracts.envelope import utc_now
+from contracts.layout import EVENTS_TORN
 from services.runtime.bundle.bundle_paths import InvalidContent
 
 _CHUNK_BYTES = 1 << 20
+# An event's ID near the start of its line (the envelope's fourth field): a torn line long enough names it.
+_NAMED_ID = re.compile(rb'"event_id"\s*:\s*"([^"\\]{1,64})"')
 
 
 def event_line(event_id: object, line: object) -> bytes:
@@ -57,6 +68,29 @@ def _event_id_of(raw: bytes) -> str | None:
     if isinstance(obj, dict) and isinstance(obj.get("event_id"), str):
         return obj["event_id"]
     return None
+
+
+def _named_id(raw: bytes) -> str | None:
+    """The event ID a torn line names, when it got that far; None otherwise."""
+    found = _NAMED_ID.search(raw)
+    return found.group(1).decode("utf-8", "replace") if found else None
+
+
+def torn_path(events: Path) -> Path:
+    return events.with_name(EVENTS_TORN)
+
+
+def _keep_aside(events: Path, at_byte: int, raw: bytes, *, fsync: bool) -> None:
+    """Append one torn line to the side file, with where it was and the event it names (if any)."""
+    record = orjson.dumps({"at_byte": at_byte, "event_id": _named_id(raw), "kept_at": utc_now().isoformat(),
+                           "fragment": raw.decode("utf-8", "replace")}) + b"\n"
+    fd = os.open(torn_path(events), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+    try:
+        _write_all(fd, record)
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -126,14 +160,20 @@ class EventLog:
                     self._seen.add(event_id)
         self._offset = pos - len(pending)
         if pending:
-            # We hold the exclusive lock, so no live writer owns this tail: a
-            # writer died mid-line. End it so our line starts on its own; if the
-            # tail is a whole JSON object (only its '\n' was lost) it is an event.
-            _write_all(fd, b"\n")
-            self._offset = size + 1
+            # We hold the exclusive lock, so no live writer owns this tail: a writer died mid-line.
             event_id = _event_id_of(pending)
             if event_id is not None:
+                # A whole JSON object, only its '\n' lost: an event. End it so our line starts on its own.
+                _write_all(fd, b"\n")
+                self._offset = size + 1
                 self._seen.add(event_id)
+            else:
+                # Torn: kept aside, then cut, so the file holds whole lines only. No other writer
+                # folded past its start (it has no '\n'), so no one's offset points beyond the cut.
+                _keep_aside(self.path, self._offset, pending, fsync=self._fsync)
+                os.ftruncate(fd, self._offset)
+                if self._fsync:
+                    os.fsync(fd)
         return size == 0
 
 
@@ -143,6 +183,8 @@ class EventScan:
 
     events: list[dict[str, Any]] = field(default_factory=list)
     bad_lines: list[int] = field(default_factory=list)
+    # Event IDs a torn line names (left in the file, or kept aside) that no whole line holds, first seen first.
+    missing: list[str] = field(default_factory=list)
 
 
 def scan_events(path: Path) -> EventScan:
@@ -156,17 +198,39 @@ def scan_events(path: Path) -> EventScan:
         # Shared lock: no append is half-done while we read, so an unterminated
         # last line is a torn one (read as JSON if it is whole, else counted bad).
         fcntl.flock(fh.fileno(), fcntl.LOCK_SH)
+        named = []
         for number, raw in enumerate(fh, start=1):
             try:
                 obj = orjson.loads(raw)
             except orjson.JSONDecodeError:
                 scan.bad_lines.append(number)
+                named.append(_named_id(raw))
                 continue
             if isinstance(obj, dict):
                 scan.events.append(obj)
             else:
                 scan.bad_lines.append(number)
+        named += _kept_aside(torn_path(path))
+    held = {e.get("event_id") for e in scan.events}
+    scan.missing = list(dict.fromkeys(i for i in named if i is not None and i not in held))
     return scan
+
+
+def _kept_aside(path: Path) -> list[str | None]:
+    """The event IDs named by the torn lines kept aside (read under the events file's lock)."""
+    try:
+        lines = path.read_bytes().splitlines()
+    except FileNotFoundError:
+        return []
+    named = []
+    for line in lines:
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue  # a line of the side file itself torn by a crash: it names nothing to trust
+        if isinstance(record, dict) and isinstance(record.get("event_id"), str):
+            named.append(record["event_id"])
+    return named
 
 
 def fsync_dir(path: Path) -> None:

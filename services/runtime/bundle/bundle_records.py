@@ -51,9 +51,10 @@ class LostEvent(Strict):
         alias="schema", description="Its schema; null when only a reference to it is known (a causation_id)."
     )
     produced_at: datetime | None = Field(description="When it was produced; null when only a reference to it is known.")
-    known_from: Literal["step_record", "reference"] = Field(
-        description="step_record: a step record (steps/...) holds the event as published; reference: another "
-        "event names it as its cause, or a step record as its trigger."
+    known_from: Literal["step_record", "emitted", "reference"] = Field(
+        description="step_record: a step record (steps/...) holds the event as published; emitted: the record its "
+        "producer wrote before publishing it (journal/emitted/...); reference: another event names it as its cause, "
+        "or a step record as its trigger."
     )
     referenced_by: str | None = Field(
         default=None, description="For a reference: the event_id (or step record path) that names it."
@@ -83,6 +84,24 @@ class EventGap(Strict):
     events: list[LostEvent] = Field(description="The events still missing from events.jsonl.")
 
 
+class RepairRecord(Strict):
+    """`journal/repairs/<noticed>.json`: events the bundle holds whole, missing from events.jsonl, published again."""
+
+    version: Literal[1] = Field(default=1, description="Repair record format version.")
+    repaired_at: datetime = Field(description="When the journal published them again (same event IDs).")
+    events: list[LostEvent] = Field(description="The events published again, oldest first.")
+
+
+class EventRepair(Strict):
+    """One repair record as the manifest lists it: what was missing and was published again."""
+
+    record: str = Field(description="The repair record it comes from (journal/repairs/...).")
+    repaired_at: datetime = Field(description="When the journal published the events again.")
+    count: int = Field(ge=1, description="How many events were published again.")
+    journaled: int = Field(ge=0, description="How many of them events.jsonl holds now.")
+    events: list[LostEvent] = Field(description="The events published again.")
+
+
 class Manifest(Strict):
     """manifest.json: derived from the index, rebuilt whole; never an artifact itself."""
 
@@ -99,6 +118,11 @@ class Manifest(Strict):
         default_factory=list,
         description="Spans of events known to be lost (Redis lost them before the journal read them; "
         "docs/delivery.md, \"The journal after a reset\"); empty when events.jsonl misses no known event.",
+    )
+    repaired_events: list[EventRepair] = Field(
+        default_factory=list,
+        description="Events the bundle held whole that events.jsonl lacked, published again by the journal's repair "
+        "pass (docs/delivery.md, \"The journal after a reset\"); empty when nothing had to be published again.",
     )
 
 
@@ -147,7 +171,7 @@ def still_lost(gaps: dict[str, GapRecord], journaled: set[str]) -> list[EventGap
 
 
 def build_manifest(run_id: str, records: list[IndexRecord], campaign: Any | None,
-                   lost: list[EventGap] | None = None) -> Manifest:
+                   lost: list[EventGap] | None = None, repaired: list[EventRepair] | None = None) -> Manifest:
     """The manifest of a run from its index records, its stored campaign (or None) and its lost spans.
 
     A campaign that is not a mapping, or lacks a key, yields null for that
@@ -165,4 +189,5 @@ def build_manifest(run_id: str, records: list[IndexRecord], campaign: Any | None
             for r in sorted(records, key=lambda r: r.path)
         ],
         lost_events=lost or [],
+        repaired_events=repaired or [],
     )

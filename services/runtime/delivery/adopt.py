@@ -42,14 +42,15 @@ STEPS_DIR = "steps"
 
 
 def recorded(bundle: BundleStore, run_id: str, relpath: str) -> tuple[ArtifactRef, bytes] | None:
-    """The recorded artifact at `relpath` and its bytes, hash-checked; None when it was never recorded.
+    """The recorded artifact at `relpath` and its bytes, hash-checked; None when there is none.
 
-    A file that exists without its record (the writer died between the two) does not count: it
-    is produced again, and overwrites it. Bytes that no longer match their record raise (the
-    evidence cannot be trusted), as any read of the bundle does."""
-    try:
-        ref = bundle.ref(run_id, relpath)
-    except ArtifactMissing:
+    A file the store published without its index record (the writer died between the two) is
+    recorded now and counts (`BundleStore.adopt`): the store publishes a file only whole, and the
+    paths read here (step records, trial results) have one writer, so the first, durable write
+    is the one that counts. Bytes that no longer match their record raise (the evidence cannot
+    be trusted), as any read of the bundle does."""
+    ref = bundle.adopt(run_id, relpath)
+    if ref is None:
         return None
     return ref, bundle.read_bytes(run_id, relpath)
 

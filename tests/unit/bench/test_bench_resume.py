@@ -36,13 +36,15 @@ def test_a_recorded_result_is_adopted_with_its_outputs_and_problems(bundle: Bund
     assert adopted.problems == ["no drafts"]
 
 
-def test_a_trial_without_a_recorded_result_is_measured_again(bundle: BundleStore) -> None:
+def test_a_trial_without_a_result_is_measured_again_and_one_left_without_its_record_is_adopted(
+        bundle: BundleStore) -> None:
     assert resume.adopt(bundle, RUN, "standing", 0, 1) is None
-    # Written but never recorded (the writer died between the two): not adopted either.
+    # Published whole but never recorded (the writer died between the two): the durable one counts.
     path = bundle.run_dir(RUN) / layout.trial_result("standing", 0, 1)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("{}")
-    assert resume.adopt(bundle, RUN, "standing", 0, 1) is None
+    adopted = resume.adopt(bundle, RUN, "standing", 0, 1)
+    assert adopted is not None and adopted.ref == bundle.ref(RUN, layout.trial_result("standing", 0, 1))
 
 
 def test_a_recorded_result_changed_on_disk_is_an_error_not_a_fresh_trial(bundle: BundleStore) -> None:

@@ -185,7 +185,8 @@ async def test_a_resumed_interleaved_run_measures_only_the_missing_trials(wired)
     assert outcome.failed_cells == {} and len(outcome.results) == 18
     windows = [entry[1:] for entry in executor.log if entry[0] == "window"]
     assert {w[1] for w in windows} == {1, 2} and len(windows) == 12  # block 0 adopted, not measured again
-    assert len(events) == 18  # block 0's events are not emitted twice
+    # Block 0's events are emitted again (its trials adopted), same event IDs: 18 events in all.
+    assert len(events) == 24 and len({e["event_id"] for e in events}) == 18
     # The second attempt's launch files go beside the first's.
     assert [e[2] for e in executor.log if e[0] == "start"] == [
         layout.attempt_folder(layout.launch_folder(launch.cell_id, i), 2) for i, launch in enumerate(plan.launches)]
@@ -259,3 +260,63 @@ async def test_a_cell_whose_client_keeps_reading_in_bursts_fails_naming_why(wire
     assert windows.count(("ngram-k3", 0, 1)) == trial_module.STALL_ATTEMPTS
     assert not bundle.run_dir(RUN).joinpath(layout.trial_result("ngram-k3", 0, 1)).exists()
 
+
+
+def _unrecord(bundle: BundleStore, relpath: str) -> None:
+    """What a kill between a result's file and its index record leaves: the file, no record."""
+    from services.runtime.bundle.bundle_records import index_name
+
+    (bundle.run_dir(RUN) / ".index" / index_name(relpath)).unlink()
+    assert (bundle.run_dir(RUN) / relpath).is_file()
+
+
+async def test_a_result_file_left_without_its_record_is_adopted_not_measured_again(wired) -> None:
+    make, executor, events, bundle = wired
+    plan = interleaved_plan()
+    first = await make(plan).execute()
+    orphan = layout.trial_result("draft-k3", 1, 4)
+    durable = bundle.read_bytes(RUN, orphan)
+    _unrecord(bundle, orphan)
+    executor.log.clear()
+    outcome = await make(plan).execute()
+    assert outcome.failed_cells == {}, "the retry's cell does not fail over its own earlier measurement"
+    assert [e for e in executor.log if e[0] == "window"] == [], "nothing measured again"
+    assert sorted(r.uri for r in outcome.results) == sorted(r.uri for r in first.results)
+    assert bundle.read_bytes(RUN, orphan) == durable, "the first, durable measurement counts"
+
+
+async def test_a_result_recorded_meanwhile_wins_and_the_new_measurement_is_kept_aside(wired, monkeypatch) -> None:
+    make, executor, events, bundle = wired
+    measured = trial_module.run_window_process
+    target = layout.trial_result("ngram-k3", 2, 1)
+
+    async def recorded_meanwhile(spec: WindowSpec, prompts: list[Prompt], *, run_id: str) -> MeasuredWindow:
+        window = await measured(spec, prompts, run_id=run_id)
+        if (executor.log[-1][1], spec.seed, spec.max_concurrency) == ("ngram-k3", 2, 1):
+            # Another attempt's measurement became durable while this one ran (a retry that found
+            # no record when it looked): its bytes differ from what this window gives.
+            bundle.write_bytes(RUN, target, b'{"completed": 3, "failed": 0, "earlier": true}')
+        return window
+
+    monkeypatch.setattr(trial_module, "run_window_process", recorded_meanwhile)
+    outcome = await make(interleaved_plan()).execute()
+    assert outcome.failed_cells == {}
+    assert json.loads(bundle.read_bytes(RUN, target))["earlier"] is True, "the durable one counts"
+    assert bundle.ref(RUN, target) in outcome.results
+    aside = layout.attempt_folder(layout.trial_folder("ngram-k3", 2), 1) + "/remeasured-" + layout.result_name(1)
+    kept = json.loads(bundle.read_bytes(RUN, aside))
+    assert kept["identity"]["cell_id"] == "ngram-k3" and "earlier" not in kept, "the other is recorded aside"
+
+
+async def test_a_trial_adopted_by_a_retry_emits_its_event_again_with_the_same_id(wired) -> None:
+    make, executor, events, bundle = wired
+    plan = interleaved_plan()
+    await make(plan).execute()
+    first = {(e["cell_id"], e["trial"], e["concurrency"]): e["event_id"] for e in events}
+    assert len(first) == len(set(first.values())) == 18
+    # The retry of a step whose events a kill or a long Redis outage lost: every trial is adopted.
+    events.clear()
+    executor.log.clear()
+    outcome = await make(plan).execute()
+    assert outcome.failed_cells == {} and [e for e in executor.log if e[0] == "window"] == []
+    assert {(e["cell_id"], e["trial"], e["concurrency"]): e["event_id"] for e in events} == first
