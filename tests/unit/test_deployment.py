@@ -492,6 +492,20 @@ def test_redis_conf_is_accepted_by_redis_server(tmp_path: Path) -> None:
     assert (tmp_path / "appendonlydir").is_dir()
 
 
+
+@pytest.mark.xfail(strict=True, reason="issue 40 scenario 8: Redis has no maxmemory, so it grows until the kernel kills it")
+def test_redis_has_a_memory_limit_past_which_it_refuses_writes() -> None:
+    """Both Redis configurations set a maxmemory with noeviction: a full Redis refuses writes (OOM errors)
+    instead of evicting a stream or growing until it is killed. The compose/Kubernetes file, and
+    infra/bin/ensure-redis's command line for the local Redis of `make test`/`make demo`."""
+    directives = {parts[0].lower(): parts[1:] for line in (ROOT / "infra/redis.conf").read_text().splitlines()
+                  if (parts := line.split()) and not parts[0].startswith("#")}
+    assert directives.get("maxmemory-policy") == ["noeviction"]
+    [limit] = directives.get("maxmemory", ["0"])
+    assert re.fullmatch(r"[1-9][0-9]*(mb|gb)", limit.lower()), f"maxmemory {limit!r} is not a limit"
+    script = (ROOT / "infra/bin/ensure-redis").read_text()
+    assert re.search(r"--maxmemory [1-9][0-9]*(mb|gb) ", script) and "--maxmemory-policy noeviction" in script
+
 # --- slurm --------------------------------------------------------------------------
 
 SLURM = {"train.sbatch": "trainer-proxy", "serve.sbatch": "bench-runner"}
