@@ -4,7 +4,8 @@ The journal has a consumer group of its own over every stream (the catalogue),
 so it sees each event once whatever the other services do. It is idempotent on
 event_id: a redelivered event is not appended twice. After each reconcile pass (on
 start, and once a detected Redis reset has settled) it names the events Redis lost
-before it read them in the run's manifest (services/runtime/bundle/gaps.py).
+before it read them in the run's manifest (services/runtime/bundle/gaps.py). Once it holds an
+event, it trims the event's stream below what every consumer group has acked (trim.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from services.runtime.delivery.consumer import Route, StepContext
 from services.runtime.bundle.gaps import note_gaps
 from services.runtime.delivery.reconcile import settle_period_s
 from services.runtime.delivery.service import Service
+from services.journal.trim import Trimmer
 
 NAME = JOURNAL
 
@@ -32,14 +34,18 @@ def record(bundle: BundleStore, event: Event) -> bool:
 
 def routes(resources: dict) -> list[Route]:
     bundle: BundleStore = resources["bundle"]
+    trimmer = resources.setdefault("trimmer", Trimmer())
 
     async def handle(event: Event, ctx: StepContext) -> list[Event]:
         record(bundle, event)
+        await trimmer.after(ctx.settings, event.SCHEMA, ctx.log)
         return []
 
     return [Route(spec.schema, handle, step_key=lambda event: event.event_id) for spec in CATALOGUE]
 
 
 async def after_reconcile(service: Service, resources: dict, log: Any) -> None:
-    """Called by services/runtime/main.py after each reconcile pass: record the events Redis lost."""
+    """Called by services/runtime/main.py after each reconcile pass: record the events Redis lost, then
+    trim every stream (one that went quiet is trimmed by no event of its own)."""
     await note_gaps(resources["bundle"], service.consumer.ledger, log, settle_period_s(service.settings.heartbeat_s))
+    await resources["trimmer"].sweep(service.settings, log)

@@ -21,8 +21,6 @@ from services.runtime.settings import RuntimeSettings
 from tests.support.publishing import publish_event
 from tests.support.waiting import wait_for
 
-REASON = "issue 40 scenario 8: streams are never trimmed"
-
 
 @pytest.fixture
 def client(redis_url: str):
@@ -56,7 +54,6 @@ def trim(redis_url: str, prefix: str, schema: str) -> int:
     return asyncio.run(go())
 
 
-@pytest.mark.xfail(strict=True, reason=REASON)
 def test_trim_cuts_only_what_every_group_has_acked(client: redis.Redis, redis_url: str, prefix: str) -> None:
     stream = f"{prefix}.profile.requested"
     added = [client.xadd(stream, {"n": str(i)}) for i in range(6)]
@@ -86,7 +83,6 @@ def test_trim_cuts_only_what_every_group_has_acked(client: redis.Redis, redis_ur
     assert ids(client, stream) == [late]
 
 
-@pytest.mark.xfail(strict=True, reason=REASON)
 def test_the_running_journal_trims_what_it_journaled(client: redis.Redis, settings: RuntimeSettings,
                                                      redis_url: str, prefix: str,
                                                      monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
