@@ -36,7 +36,6 @@ def full_redis(tmp_path: Path) -> Iterator[RedisServer]:
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, force=True)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 40 scenario 8: a write refused for memory ends the CLI in a traceback")
 def test_a_full_redis_refuses_writes_and_the_cli_says_so(full_redis: RedisServer, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
