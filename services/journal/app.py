@@ -46,6 +46,8 @@ def routes(resources: dict) -> list[Route]:
 
 async def after_reconcile(service: Service, resources: dict, log: Any) -> None:
     """Called by services/runtime/main.py after each reconcile pass: record the events Redis lost, then
-    trim every stream (one that went quiet is trimmed by no event of its own)."""
+    trim every stream, and from the first pass on every SWEEP_S (a stream gone quiet has no event to trim it)."""
     await note_gaps(resources["bundle"], service.consumer.ledger, log, settle_period_s(service.settings.heartbeat_s))
-    await resources["trimmer"].sweep(service.settings, log)
+    trimmer: Trimmer = resources["trimmer"]
+    await trimmer.sweep(service.settings, log)
+    trimmer.keep_sweeping(service.settings, log)

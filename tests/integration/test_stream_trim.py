@@ -39,7 +39,7 @@ def take(client: redis.Redis, stream: str, group: str, count: int) -> list[bytes
     return [entry_id for entry_id, _ in entries]
 
 
-def trim(redis_url: str, prefix: str, schema: str) -> int:
+def trim(redis_url: str, prefix: str, schema: str, retain_ms: int = 0) -> int:
     from services.journal.trim import trim_stream
 
     async def go() -> int:
@@ -47,7 +47,7 @@ def trim(redis_url: str, prefix: str, schema: str) -> int:
 
         c = aioredis.Redis.from_url(redis_url)
         try:
-            return await trim_stream(c, prefix, schema)
+            return await trim_stream(c, prefix, schema, retain_ms=retain_ms)
         finally:
             await c.aclose()
 
@@ -68,6 +68,7 @@ def test_trim_cuts_only_what_every_group_has_acked(client: redis.Redis, redis_ur
     client.xgroup_create(stream, "profiler", id="0")
     delivered = take(client, stream, "profiler", 4)
     client.xack(stream, "profiler", *delivered[:2])
+    assert trim(redis_url, prefix, "profile.requested", retain_ms=3_600_000) == 0, "younger than the retention"
     assert trim(redis_url, prefix, "profile.requested") == 2
     assert ids(client, stream) == added[2:], "pending (3rd, 4th) and undelivered (5th, 6th) entries stay"
 
@@ -90,6 +91,7 @@ def test_the_running_journal_trims_what_it_journaled(client: redis.Redis, settin
     from tests.support.services import running
 
     monkeypatch.setattr(trim_module, "INTERVAL_S", 0.0)  # trim on every event, so the test need not wait
+    settings = settings.model_copy(update={"stream_retention_s": 0.0})
     stream, run = f"{prefix}.profile.requested", "trim-run-1"
     bundle = BundleStore(settings.bundle_root, fsync=False)
     client.xgroup_create(stream, "profiler", id="0", mkstream=True)  # as the profiler does when it starts
