@@ -55,7 +55,6 @@ async def journal_takes(client: aioredis.Redis, bundle: BundleStore, stream: str
             await client.xack(stream, "journal", entry_id)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 40 scenario 8: status and approve read every entry of every stream")
 def test_status_and_approve_read_the_journal_and_only_the_untaken_tail(settings: RuntimeSettings) -> None:
     run = "cost-run-1"
     bundle = BundleStore(settings.bundle_root, fsync=False)
