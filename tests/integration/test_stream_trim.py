@@ -84,13 +84,14 @@ def test_trim_cuts_only_what_every_group_has_acked(client: redis.Redis, redis_ur
     assert ids(client, stream) == [late]
 
 
-def test_the_running_journal_trims_what_it_journaled(client: redis.Redis, settings: RuntimeSettings,
+def test_the_running_journal_trims_what_it_journaled_and_sweeps_quiet_streams(client: redis.Redis, settings: RuntimeSettings,
                                                      redis_url: str, prefix: str,
                                                      monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from services.journal import trim as trim_module
     from tests.support.services import running
 
     monkeypatch.setattr(trim_module, "INTERVAL_S", 0.0)  # trim on every event, so the test need not wait
+    monkeypatch.setattr(trim_module, "SWEEP_S", 0.2)
     settings = settings.model_copy(update={"stream_retention_s": 0.0})
     stream, run = f"{prefix}.profile.requested", "trim-run-1"
     bundle = BundleStore(settings.bundle_root, fsync=False)
@@ -111,6 +112,9 @@ def test_the_running_journal_trims_what_it_journaled(client: redis.Redis, settin
             await asyncio.to_thread(publish_event, redis_url, prefix, last)
             await asyncio.to_thread(wait_for, lambda: client.xlen(stream) == 1, 30,
                                     "the journal to trim the five entries every group has acked")
+            client.xack(stream, "profiler", *take(client, stream, "profiler", 1))  # the stream goes quiet
+            await asyncio.to_thread(wait_for, lambda: client.xlen(stream) == 0, 30,
+                                    "the journal's sweep to trim the last entry, acked after its last event")
 
     asyncio.run(go())
     assert journaled() == 6, "every event is in the run's journal"
