@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from contracts import events as ev
 from contracts import layout
 from contracts.envelope import Event
-from contracts.streams import DEADLETTER, SCHEMAS, deadletter_stream, stream_name  # noqa: F401 (re-exported)
+from contracts.streams import DEADLETTER, JOURNAL, SCHEMAS, deadletter_stream, stream_name  # noqa: F401 (re-exported)
 
 CLI = "cli"
 PROFILER = "profiler"
@@ -22,7 +22,6 @@ TRAINER = "trainer-proxy"
 BENCH = "bench-runner"
 GATE = "gate"
 PUBLISHER = "publisher"
-JOURNAL = "journal"
 
 # Services in flow order (the journal is infrastructure, listed last).
 SERVICES: tuple[str, ...] = (PROFILER, CORPUS, CAPACITY, TRAINER, BENCH, GATE, PUBLISHER, JOURNAL)

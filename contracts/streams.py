@@ -11,6 +11,9 @@ order, so the two cannot drift apart.
 from __future__ import annotations
 
 DEADLETTER = "deadletter"
+# The journal's service name, hence its consumer group on every stream: the reading commands ask
+# that group what the journal has not taken yet (services/app/runs/streams.py).
+JOURNAL = "journal"
 
 # Every catalogue stream's schema, in the catalogue's order (checked there).
 SCHEMAS: tuple[str, ...] = (

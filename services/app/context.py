@@ -200,6 +200,16 @@ async def connect(settings: RuntimeSettings | None = None, *, notice: Notice = s
     session = Session(settings=settings, bundle=BundleStore(settings.bundle_root), client=client)
     try:
         yield session
+    except BaseException as exc:
+        from redis.exceptions import OutOfMemoryError
+
+        if not isinstance(exc, OutOfMemoryError):
+            raise
+        # noeviction: Redis at its maxmemory refuses writes instead of evicting a stream (docs/deployment.md).
+        raise BrokerUnavailable(
+            "Redis refused the write: it is at its maxmemory (noeviction, nothing is evicted); check that the "
+            "journal runs (it trims the streams) and every service consumes, then free memory or raise maxmemory "
+            '(docs/deployment.md, "Redis memory")') from None
     finally:
         await session.close()
         await client.aclose()

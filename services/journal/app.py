@@ -7,6 +7,7 @@ start, and once a detected Redis reset has settled) it publishes again what the 
 whole and events.jsonl lacks, and names the events Redis lost before it read them in the run's
 manifest (services/runtime/bundle/repair.py, gaps.py); the repair pass also runs every
 REPAIR_EVERY_HEARTBEATS heartbeats over the runs not finished (a lost AOF second is no reset).
+Once it holds an event, it trims the event's stream below what every consumer group has acked (trim.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from services.runtime.bundle.gaps import note_gaps
 from services.runtime.bundle.repair import REPAIR_EVERY_HEARTBEATS, keep_repairing, repair
 from services.runtime.delivery.reconcile import settle_period_s
 from services.runtime.delivery.service import Service
+from services.journal.trim import Trimmer
 
 NAME = JOURNAL
 
@@ -36,9 +38,11 @@ def record(bundle: BundleStore, event: Event) -> bool:
 
 def routes(resources: dict) -> list[Route]:
     bundle: BundleStore = resources["bundle"]
+    trimmer = resources.setdefault("trimmer", Trimmer())
 
     async def handle(event: Event, ctx: StepContext) -> list[Event]:
         record(bundle, event)
+        await trimmer.after(ctx.settings, event.SCHEMA, ctx.log)
         return []
 
     return [Route(spec.schema, handle, step_key=lambda event: event.event_id) for spec in CATALOGUE]
@@ -46,7 +50,8 @@ def routes(resources: dict) -> list[Route]:
 
 async def after_reconcile(service: Service, resources: dict, log: Any) -> None:
     """Called by services/runtime/main.py after each reconcile pass: publish again what the bundle recorded
-    and the journal lacks, record the events Redis lost, and keep repairing the runs not finished."""
+    and the journal lacks, record the events Redis lost, keep repairing the runs not finished, then trim
+    every stream, and from the first pass on every SWEEP_S (a stream gone quiet has no event to trim it)."""
     bundle, settle_s = resources["bundle"], settle_period_s(service.settings.heartbeat_s)
     await repair(bundle, service.bus, log, settle_s, all_runs=True)
     await note_gaps(bundle, service.consumer.ledger, log, settle_s)
@@ -54,3 +59,6 @@ async def after_reconcile(service: Service, resources: dict, log: Any) -> None:
         every_s = REPAIR_EVERY_HEARTBEATS * service.settings.heartbeat_s
         resources["repairing"] = asyncio.get_running_loop().create_task(
             keep_repairing(bundle, service.bus, log, settle_s, every_s))
+    trimmer: Trimmer = resources["trimmer"]
+    await trimmer.sweep(service.settings, log)
+    trimmer.keep_sweeping(service.settings, log)

@@ -37,6 +37,7 @@ _RUNTIME_SETTINGS = {
     "SPECDEC_READ_BLOCK_MS": "XREADGROUP block time of an idle reader",
     "SPECDEC_MAX_CONCURRENCY": "messages one instance handles at once per stream",
     "SPECDEC_SHUTDOWN_GRACE_S": "how long in-flight work may finish on SIGTERM",
+    "SPECDEC_STREAM_RETENTION_S": "the journal: how long an entry every group has acked stays on its stream",
     "SPECDEC_LOG_LEVEL": "log level",
     "SPECDEC_HEALTH_PORT": "port of the /health and /metrics endpoint",
     "SPECDEC_PUBLISH_TOKEN_ENV": "the publisher: name of the variable holding an https:// lake's bearer token",

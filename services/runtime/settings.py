@@ -63,6 +63,10 @@ class RuntimeSettings(BaseSettings):
     shutdown_grace_s: float = Field(
         default=10.0, ge=0, description="On SIGTERM, how long in-flight work may finish before it is left pending."
     )
+    stream_retention_s: float = Field(
+        default=3600.0, ge=0,
+        description="The journal trims a stream entry every group has acked once it is older than this (0: at once).",
+    )
     log_level: str = Field(default="info", pattern=r"^(debug|info|warning|error)$", description="Log level.")
     health_port: int = Field(
         default=0, ge=0, le=65535,

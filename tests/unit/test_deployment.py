@@ -477,6 +477,7 @@ def test_redis_conf_is_accepted_by_redis_server(tmp_path: Path) -> None:
         assert client.config_get("appendonly") == {"appendonly": "yes"}
         assert client.config_get("appendfsync")["appendfsync"] in ("everysec", "always")
         assert client.config_get("maxmemory-policy") == {"maxmemory-policy": "noeviction"}
+        assert int(client.config_get("maxmemory")["maxmemory"]) > 0, "a full Redis refuses writes, never grows on"
         assert client.config_get("protected-mode") == {"protected-mode": "yes"}
         with pytest.raises(redis.AuthenticationError):
             redis.Redis(port=port).ping()  # the default user is off
@@ -491,6 +492,19 @@ def test_redis_conf_is_accepted_by_redis_server(tmp_path: Path) -> None:
         server.wait(timeout=10)
     assert (tmp_path / "appendonlydir").is_dir()
 
+
+
+def test_redis_has_a_memory_limit_past_which_it_refuses_writes() -> None:
+    """Both Redis configurations set a maxmemory with noeviction: a full Redis refuses writes (OOM errors)
+    instead of evicting a stream or growing until it is killed. The compose/Kubernetes file, and
+    infra/bin/ensure-redis's command line for the local Redis of `make test`/`make demo`."""
+    directives = {parts[0].lower(): parts[1:] for line in (ROOT / "infra/redis.conf").read_text().splitlines()
+                  if (parts := line.split()) and not parts[0].startswith("#")}
+    assert directives.get("maxmemory-policy") == ["noeviction"]
+    [limit] = directives.get("maxmemory", ["0"])
+    assert re.fullmatch(r"[1-9][0-9]*(mb|gb)", limit.lower()), f"maxmemory {limit!r} is not a limit"
+    script = (ROOT / "infra/bin/ensure-redis").read_text()
+    assert re.search(r"--maxmemory [1-9][0-9]*(mb|gb) ", script) and "--maxmemory-policy noeviction" in script
 
 # --- slurm --------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ import certifi
 import pytest
 
 from contracts.events import ProfileRequested
+from services.journal.trim import trim_arguments
 from services.runtime.health import logs
 from services.runtime.delivery.consumer import Consumer, Route
 from services.runtime.delivery.ledger import MemoryLedger
@@ -202,6 +203,7 @@ PROBES: dict[str, tuple[Any, Callable[[RuntimeSettings], Any]]] = {
     "reclaim_poll_ms": (250, _subscribers),
     "read_block_ms": (250, _subscribers),
     "shutdown_grace_s": (0.2, _grace_waited_s),
+    "stream_retention_s": (0.0, lambda s: trim_arguments(s, "profile.requested")),
     "max_concurrency": (4, lambda s: sorted(type(sub).__name__ for sub in bootstrap(
         "svc", [Route("profile.requested", _noop)], settings=s, in_memory=True).broker.subscribers)),
     "log_level": ("debug", _debug_logged),

@@ -24,7 +24,7 @@ from contracts.envelope import ArtifactRef
 from contracts.events import CampaignSubmitted
 from services.app.campaign.prepare import CampaignRejected, PreparedCampaign, canonical_run_problems, prepare_campaign
 from services.app.context import Session, operator
-from services.app.runs.streams import run_events
+from services.app.runs.streams import untaken
 from services.runtime.bundle.bundle import ArtifactMissing, BundleStore, InvalidPath
 from services.runtime.bundle.outbox import record_emitted
 from services.runtime.bundle.bundle_paths import validate_run_id
@@ -82,7 +82,8 @@ async def run_in_use(session: Session, run_id: str) -> str | None:
     """Why `run_id` is taken (its bundle folder exists, or an event of it is on the streams), or None."""
     if session.bundle.run_dir(run_id).exists():
         return f"run {run_id} already has a bundle folder at {session.bundle.run_dir(run_id)}"
-    events = await run_events(session.client, session.settings.stream_prefix, run_id)
+    # Without a bundle folder the journal has taken none of the run's events: any are still untaken.
+    events = await untaken(session.client, session.settings.stream_prefix, run_id)
     if events:
         return f"run {run_id} already has {len(events)} event(s) on {session.settings.stream_prefix}.*"
     return None
@@ -118,7 +119,7 @@ async def open_run(session: Session, run_id: str) -> str:
     if _holds_campaign(session.bundle, run_id):
         raise RunIdRefused(f"run {run_id} already holds a campaign ({layout.CAMPAIGN}); a run is one campaign: "
                            "start a new run for another")
-    if session.bundle.events_path(run_id).exists() or await run_events(session.client, session.settings.stream_prefix, run_id):
+    if session.bundle.events_path(run_id).exists() or await untaken(session.client, session.settings.stream_prefix, run_id):
         raise RunIdRefused(f"run {run_id} already has events; a campaign is stored before anything of its run runs: "
                            "start a new run")
     return run_id

@@ -16,7 +16,7 @@ from contracts.envelope import ArtifactRef, Strict
 from contracts.inputs import input_problem
 from services.app.context import Session, operator, patiently
 from services.app.runs.progress import STEP_EXPECTED_S, RunStatus, find_stall, one_line, plan_expected_s, run_status
-from services.app.runs.streams import dead_letters, follow, run_events
+from services.app.runs.streams import dead_letters, follow, untaken
 from services.runtime.bundle.bundle import BundleError
 from services.runtime.errors import ConfigurationError
 
@@ -55,7 +55,7 @@ async def approve(session: Session, run_id: str, *, acknowledged: bool) -> Appro
         raise ConfigurationError(
             "approving a run changes the cluster; pass --i-understand-this-mutates-cluster to approve"
         )
-    plans = pending_plans(await run_events(session.client, session.settings.stream_prefix, run_id))
+    plans = pending_plans(await journal(session, run_id))
     if not plans:
         raise ConfigurationError(f"run {run_id} has no plan awaiting approval; `specdec status {run_id}` shows where it is")
     return await _publish_approval(session, run_id, plans)
@@ -71,7 +71,7 @@ async def approve_plans(session: Session, run_id: str, plan_sha256s: list[str], 
     if not plan_sha256s:
         raise ConfigurationError(f"name the sha256 of each plan of run {run_id} to approve; "
                                  f"`specdec status {run_id}` and the plans show them")
-    plans = pending_plans(await run_events(session.client, session.settings.stream_prefix, run_id))
+    plans = pending_plans(await journal(session, run_id))
     by_hash = {plan["plan"]["sha256"]: plan for plan in plans}
     unknown = [sha for sha in plan_sha256s if sha not in by_hash]
     if unknown:
@@ -125,8 +125,11 @@ async def request(session: Session, step: str, run_id: str, *, inputs: list[str]
 
 
 async def journal(session: Session, run_id: str) -> list[dict[str, Any]]:
-    """Every event of the run: on the streams, and in its bundle's journal (which outlives a trimmed stream)."""
-    events = {e["event_id"]: e for e in await run_events(session.client, session.settings.stream_prefix, run_id)}
+    """Every event of the run: its bundle's journal, and what the journal has not taken from the streams yet.
+
+    The streams are read first: an event the journal takes meanwhile is then in events.jsonl when it
+    is read (docs/delivery.md, "Trimming"). Neither read grows with the streams' length."""
+    events = {e["event_id"]: e for e in await untaken(session.client, session.settings.stream_prefix, run_id)}
     if session.bundle.exists(run_id):
         for event in session.bundle.events(run_id):
             events.setdefault(event["event_id"], event)

@@ -1,4 +1,10 @@
-"""Reading events back from the streams, for status, watch, approve and the DLQ."""
+"""Reading events back from the streams, for status, watch, approve and the DLQ.
+
+A run's events are its journal (events.jsonl, in the bundle) and what the journal has not taken
+yet (`untaken`): the entries of each stream its consumer group still has pending or has not been
+delivered. Those are all a reader needs from Redis, and they are few however long the streams
+are: status and approve cost the same with ten runs behind them or ten thousand, and the journal
+may trim the streams (services/journal/trim.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +15,7 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
-from contracts.streams import SCHEMAS, deadletter_stream, stream_name
+from contracts.streams import JOURNAL, SCHEMAS, deadletter_stream, stream_name
 from services.app.context import Notice, backoff, dropped, say
 from services.runtime.delivery.wire import decode_entry
 
@@ -23,9 +29,9 @@ def _body(fields: dict[bytes, bytes]) -> tuple[dict[str, Any] | None, dict[str, 
     return (data if isinstance(data, dict) else None), headers
 
 
-async def scan(client: aioredis.Redis, stream: str, *, batch: int = 500) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-    """Every decodable entry of a stream, oldest first."""
-    start = "-"
+async def scan(client: aioredis.Redis, stream: str, *, batch: int = 500,
+               start: str = "-") -> AsyncIterator[tuple[str, dict[str, Any]]]:
+    """Every decodable entry of a stream from `start` on (an ID, "(ID" after it), oldest first."""
     while True:
         entries = await client.xrange(stream, min=start, max="+", count=batch)
         if not entries:
@@ -41,14 +47,49 @@ async def scan(client: aioredis.Redis, stream: str, *, batch: int = 500) -> Asyn
             return
 
 
-async def run_events(client: aioredis.Redis, prefix: str, run_id: str) -> list[dict[str, Any]]:
-    """Every event of one run, across the catalogue's streams."""
+async def untaken(client: aioredis.Redis, prefix: str, run_id: str) -> list[dict[str, Any]]:
+    """The run's events on the streams that the journal has not taken yet (it may be taking them now).
+
+    Per stream, from the journal group's oldest pending entry, else after the last entry
+    delivered to it; the whole stream where the journal has no group (it never ran, so nothing
+    was journaled or trimmed). The journal acks an entry only once events.jsonl holds it, so
+    everything before that point is in the bundle: read the bundle after this, and an event the
+    journal takes in between is found in one or the other. One round trip for every stream's
+    position, then one read per stream that has entries past it."""
+    from redis.exceptions import ResponseError
+
+    streams = [stream_name(prefix, schema) for schema in SCHEMAS]
+    pipe = client.pipeline(transaction=False)
+    for stream in streams:
+        pipe.xinfo_groups(stream)
+    starts: dict[str, str] = {}
+    pending: list[str] = []
+    for stream, groups in zip(streams, await pipe.execute(raise_on_error=False), strict=True):
+        if isinstance(groups, ResponseError):
+            continue  # no such stream: nothing of it to read
+        journal = next((g for g in groups if g["name"] in (JOURNAL, JOURNAL.encode())), None)
+        if journal is None:
+            starts[stream] = "-"
+        elif journal["pending"]:
+            pending.append(stream)
+        elif journal.get("lag") != 0:  # None: Redis cannot tell (7.0 after a deletion; before 7.0)
+            starts[stream] = f"({_text(journal['last-delivered-id'])}"
+    if pending:
+        pipe = client.pipeline(transaction=False)
+        for stream in pending:
+            pipe.xpending(stream, JOURNAL)
+        for stream, summary in zip(pending, await pipe.execute(), strict=True):
+            starts[stream] = _text(summary["min"])
     found: dict[str, dict[str, Any]] = {}
-    for schema in SCHEMAS:
-        async for _, data in scan(client, stream_name(prefix, schema)):
+    for stream, start in starts.items():
+        async for _, data in scan(client, stream, start=start):
             if data.get("run_id") == run_id:
                 found[str(data.get("event_id"))] = data
     return list(found.values())
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 async def dead_letters(client: aioredis.Redis, prefix: str) -> list[tuple[str, dict[str, Any]]]:
