@@ -57,6 +57,12 @@ def _workload_child() -> None:
     cpus.pin(cpus.machine_cpus())
 
 
+def _detached_child() -> None:
+    # A workload that outlives its service on purpose (a local trainer's keeper:
+    # services/trainer_proxy/execution/keeper.py): no parent-death signal.
+    cpus.pin(cpus.machine_cpus())
+
+
 def spawn(
     argv: Sequence[str],
     *,
@@ -67,10 +73,12 @@ def spawn(
     stdout: int | object = subprocess.DEVNULL,
     stderr: int | object = subprocess.DEVNULL,
     stdin: int | object = subprocess.DEVNULL,
+    detached: bool = False,
 ) -> subprocess.Popen[bytes]:
     """Start argv (no shell) in its own process group with the experiment label. `env` is the child's
     whole environment: a workload's comes from services/runtime/workload_env.py; None (this process's)
-    is for specdec's own tools only (a `kubectl port-forward`)."""
+    is for specdec's own tools only (a `kubectl port-forward`). A `detached` child does not die with
+    this process: it must record its own end where a restarted service finds it."""
     child_env = dict(os.environ if env is None else env)
     child_env[EXPERIMENT_ENV] = run_id
     child_env[SERVICE_ENV] = service
@@ -90,7 +98,7 @@ def spawn(
         # of its own, whose engine keeps a core busy, starved its API server:
         # whole windows arrived in one burst (docs/bench-runner.md).
         process_group=0,
-        preexec_fn=_workload_child,
+        preexec_fn=_detached_child if detached else _workload_child,
     )
 
 

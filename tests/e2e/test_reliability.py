@@ -145,7 +145,6 @@ def test_trainer_proxy_killed_mid_step_and_restarted_completes_the_run_once(
     assert {s["step"]: s["state"] for s in status["steps"]}["publish"] == "done"
 
 
-@pytest.mark.xfail(strict=True, reason="issue 40: the local trainer dies with its trainer-proxy (parent-death signal)")
 def test_trainer_proxy_killed_while_the_trainer_runs_reattaches_and_completes_once(
     topology: Topology, toy_target: Path, tmp_path: Path
 ) -> None:

@@ -145,5 +145,3 @@ def test_an_earlier_launch_that_left_no_record_is_interrupted(tmp_path: Path, ru
     # A launch recorded (training/argv.json) by a proxy that died before its trainer started.
     assert reattach(launch_of(tmp_path, 1), run_id, tmp_path / "bundle" / run_id) is None
 
-
-pytestmark = pytest.mark.xfail(strict=True, reason="issue 40: the local trainer dies with its trainer-proxy")

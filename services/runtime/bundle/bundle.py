@@ -154,6 +154,17 @@ class BundleStore:
             )
         return _ref(run_id, record)
 
+    def adopt(self, run_id: str, relpath: str) -> ArtifactRef | None:
+        path = self._artifact_path(run_id, relpath)
+        recorded = self._read_record(run_id, relpath)
+        if recorded is not None:
+            return _ref(run_id, recorded)
+        try:
+            sha, size = self._hash_existing(path, relpath)
+        except ArtifactMissing:
+            return None
+        return self._record(run_id, relpath, sha, size)
+
     def read_bytes(self, run_id: str, relpath: str, *, verify: bool = True) -> bytes:
         ref = self.ref(run_id, relpath)
         path = self._artifact_path(run_id, relpath)
