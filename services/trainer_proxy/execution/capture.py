@@ -9,7 +9,7 @@
   every file, its hash, size; for a reused draft, the run it was copied from);
 - `training/capture.json`: exit code, signal, duration, timeout, the loss
   scan, and references to all of the above;
-- `training/keeper.json`, `training/exit.json` (local) or `training/job.json`
+- `training/keeper.json`, `training/exit.json` (local) or `training/slurm-job-id.json`
   (Slurm), when there: how the executor knew the run and its end (a restarted
   service re-attaches by them: services/trainer_proxy/execution/detached.py).
 

@@ -36,6 +36,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from contracts import layout
 from services.runtime import workload_env
 from services.runtime.procs import EXPERIMENT_ENV, kill_group, spawn
 from services.shared.secret_args import mask_argv
@@ -45,8 +46,8 @@ from services.trainer_proxy.execution.monitor import OutputWatch, RunOutcome
 from services.trainer_proxy.planning.launch import DETACHED_SERVICE, LocalLaunch
 
 # Bundle paths the keeper writes, each whole (a temporary file, then rename).
-KEEPER_RECORD = "training/keeper.json"
-EXIT_RECORD = "training/exit.json"
+KEEPER_RECORD = layout.TRAINING_KEEPER
+EXIT_RECORD = layout.TRAINING_EXIT
 POLL_S = 0.1
 # How long past its own grace a keeper told to stop may take to record the end, before SIGKILL.
 KEEPER_SLACK_S = 2.0

@@ -10,7 +10,7 @@ The job is watched with `scontrol show job -o` (no accounting database
 needed; `sacct` only when the job has aged out of the controller), stopped
 with `scancel` at the timeout or the first non-finite loss, and cleaned up
 after capture by its name and comment only (services.shared.scheduler.slurm).
-A job outlives its service: the job ID is recorded (`training/job.json`) as
+A job outlives its service: the job ID is recorded (`training/slurm-job-id.json`) as
 soon as sbatch answers, and a restarted service re-attaches to it: it watches
 the job still running, or reads how it ended from Slurm (`reattach_slurm`).
 """
@@ -24,6 +24,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from contracts import layout
 from services.runtime import workload_env
 from services.runtime.procs import DEPLOYMENT_ENV, EXPERIMENT_ENV, SERVICE_ENV
 from services.shared.scheduler.runner import run_short
@@ -45,7 +46,7 @@ def _label(run_id: str, service: str) -> dict[str, str]:
 
 
 # Written whole once the job is submitted: what a restarted service re-attaches to.
-JOB_RECORD = "training/job.json"
+JOB_RECORD = layout.TRAINING_SLURM_JOB_ID
 
 
 async def run_slurm(
