@@ -80,6 +80,7 @@ def spawn(
     is for specdec's own tools only (a `kubectl port-forward`). A `detached` child does not die with
     this process: it must record its own end where a restarted service finds it."""
     child_env = dict(os.environ if env is None else env)
+    _started.add((run_id, service))
     child_env[EXPERIMENT_ENV] = run_id
     child_env[SERVICE_ENV] = service
     deployment = os.environ.get(DEPLOYMENT_ENV)
@@ -100,6 +101,22 @@ def spawn(
         process_group=0,
         preexec_fn=_detached_child if detached else _workload_child,
     )
+
+
+# The (run, service) labels this process has started children under: what it ends when it stops.
+_started: set[tuple[str, str]] = set()
+
+
+def end_started(*, grace_s: float = 5.0) -> dict[int, list[int]]:
+    """End every process group labelled with a run and service this process started children under
+    (and this process's deployment, when it has one), SIGTERM, then SIGKILL after `grace_s`: a
+    stopping service's last act. Selected by the label, so a child's own helper that its parent's
+    end re-parented (multiprocessing's resource tracker, which ignores SIGTERM) is ended too."""
+    deployment = os.environ.get(DEPLOYMENT_ENV)
+    ended: dict[int, list[int]] = {}
+    for run_id, service in sorted(_started):
+        ended.update(end_labelled(run_id, service=service, deployment=deployment, grace_s=grace_s))
+    return ended
 
 
 def kill_group(pgid: int, *, grace_s: float = 5.0) -> None:
@@ -165,6 +182,15 @@ def end_labelled(run_id: str, *, service: str | None = None, deployment: str | N
 def workload_groups(pid: int) -> list[int]:
     """The process groups of `pid`'s labelled descendants (the workloads a service started), read
     from /proc while `pid` lives; never `pid`'s own group."""
+    groups: list[int] = []
+    for proc in labelled_descendants(pid):
+        if proc.pgid not in groups:
+            groups.append(proc.pgid)
+    return groups
+
+
+def labelled_descendants(pid: int) -> list[Labelled]:
+    """`pid`'s labelled descendants outside its own process group, read from /proc while `pid` lives."""
     parents: dict[int, int] = {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -185,11 +211,7 @@ def workload_groups(pid: int) -> list[int]:
         return False
 
     own = _pgid(pid)
-    groups: list[int] = []
-    for proc in labelled_processes():
-        if proc.pgid != own and proc.pgid not in groups and descends(proc.pid):
-            groups.append(proc.pgid)
-    return groups
+    return [proc for proc in labelled_processes() if proc.pgid != own and descends(proc.pid)]
 
 
 def _pgid(pid: int) -> int | None:

@@ -179,5 +179,3 @@ def test_cleanup_refuses_a_run_a_live_service_holds(env, capsys, run_id) -> None
     assert code == 2 and "live" in err, err
     assert alive(tracker)
 
-
-pytestmark = pytest.mark.xfail(strict=True, reason="issue 40: stopping leaves labelled processes; no specdec cleanup")
