@@ -145,3 +145,47 @@ def test_an_earlier_launch_that_left_no_record_is_interrupted(tmp_path: Path, ru
     # A launch recorded (training/argv.json) by a proxy that died before its trainer started.
     assert reattach(launch_of(tmp_path, 1), run_id, tmp_path / "bundle" / run_id) is None
 
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["recorded", "index-record-lost"])
+def test_a_re_capture_keeps_the_manifest_an_earlier_delivery_wrote(tmp_path: Path, recorded: bool) -> None:
+    """A delivery that died between the output manifest and the capture: the next one captures the run
+    as it finds it (here: interrupted, a partial run) and keeps the earlier manifest, never writing
+    training/outputs.json again with other bytes (artifacts are write-once)."""
+    from types import SimpleNamespace
+
+    from contracts import layout
+    from services.runtime.bundle.bundle import BundleStore
+    from services.trainer_proxy.execution.capture import capture_run, hash_outputs
+    from services.trainer_proxy.execution.monitor import RunOutcome
+
+    bundle = BundleStore(tmp_path / "bundles", fsync=False)
+    run_id = "toy-recapture-1"
+    bundle.create_run(run_id)
+    out = bundle.run_dir(run_id) / layout.TRAINING_OUTPUT_DIR
+    out.mkdir(parents=True)
+    (out / "weights.bin").write_bytes(b"trained")
+    launch = launch_of(tmp_path, 0)
+    plan = SimpleNamespace(run_id=run_id, launch=launch, output_dir=str(out), checkpoint_subdir=None,
+                           executor="local", node="local-node")
+    earlier = bundle.run_dir(run_id) / layout.TRAINING_OUTPUTS
+    if recorded:
+        hash_outputs(bundle, run_id, output_dir=out, partial=False)
+    else:
+        # Published whole, but the crash came before the index recorded it.
+        # (The same manifest, made in a scratch bundle holding the same output.)
+        scratch = BundleStore(tmp_path / "scratch", fsync=False)
+        scratch.create_run(run_id)
+        (scratch.run_dir(run_id) / layout.TRAINING_OUTPUT_DIR).mkdir(parents=True)
+        (scratch.run_dir(run_id) / layout.TRAINING_OUTPUT_DIR / "weights.bin").write_bytes(b"trained")
+        hash_outputs(scratch, run_id, output_dir=out, partial=False)
+        earlier.write_bytes((scratch.run_dir(run_id) / layout.TRAINING_OUTPUTS).read_bytes())
+    before = earlier.read_bytes()
+    lost = RunOutcome(handle="unknown", launched_argv=launch.argv, exit_code=None, signal=None, duration_s=0.0,
+                      interrupted=True)
+
+    capture, _, manifest = capture_run(bundle, plan, "0" * 64, lost)  # type: ignore[arg-type]
+
+    assert capture.interrupted and earlier.read_bytes() == before
+    assert not manifest.partial and [f.path for f in manifest.files] == ["weights.bin"]
+    assert bundle.ref(run_id, layout.TRAINING_OUTPUTS).sha256 == capture.outputs.sha256
