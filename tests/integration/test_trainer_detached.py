@@ -147,6 +147,26 @@ def test_an_earlier_launch_that_left_no_record_is_interrupted(tmp_path: Path, ru
 
 
 
+def test_the_trainer_runs_in_its_folder_relative_to_the_services(tmp_path: Path, run_id: str,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.trainer_proxy.execution.local import run_local
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "work").mkdir()
+    launch = LocalLaunch(argv=[sys.executable, "-c", "import os; print(os.getcwd())"], cwd="work", env_added={},
+                         stdout_path="training/stdout.log", stderr_path="training/stderr.log")
+    run_dir = tmp_path / "bundle" / run_id
+
+    async def started(handle: str) -> None:
+        return None
+
+    outcome = asyncio.run(run_local(launch, run_id=run_id, run_dir=run_dir, timeout_s=30, kill_grace_s=1,
+                                    on_started=started))
+
+    assert outcome.exit_code == 0
+    assert (run_dir / "training/stdout.log").read_text().strip() == str(tmp_path / "work")
+
+
 @pytest.mark.parametrize("recorded", [True, False], ids=["recorded", "index-record-lost"])
 def test_a_re_capture_keeps_the_manifest_an_earlier_delivery_wrote(tmp_path: Path, recorded: bool) -> None:
     """A delivery that died between the output manifest and the capture: the next one captures the run

@@ -112,7 +112,8 @@ async def run_detached(
     for relpath in (launch.stdout_path, launch.stderr_path):
         (run_dir / relpath).parent.mkdir(parents=True, exist_ok=True)
     spec = {
-        "argv": launch.argv, "cwd": launch.cwd, "grace_s": kill_grace_s,
+        # The keeper runs in the run folder: the trainer's folder is resolved here, against the service's.
+        "argv": launch.argv, "cwd": str(Path(launch.cwd).absolute()), "grace_s": kill_grace_s,
         "stdout": str(run_dir / launch.stdout_path), "stderr": str(run_dir / launch.stderr_path),
         "record": str(run_dir / KEEPER_RECORD), "exit": str(run_dir / EXIT_RECORD),
     }

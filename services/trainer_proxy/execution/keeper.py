@@ -137,7 +137,8 @@ def main(spec: dict[str, object]) -> int:
     _end_group(trainer.pid, grace_s)
     write_whole(str(spec["exit"]), {
         "exit_code": code if code >= 0 else None, "signal": -code if code < 0 else None,
-        "started_at": started_at, "ended_at": ended_at, "stopped": "at" in stop,
+        # Stopped: told to stop while the trainer ran (a stop that came after its end changes nothing).
+        "started_at": started_at, "ended_at": ended_at, "stopped": termed,
     })
     return 0
 
