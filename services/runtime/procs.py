@@ -2,8 +2,10 @@
 
 Every child a service starts runs in its own process group, carries
 SPECDEC_EXPERIMENT=<run-id> and SPECDEC_SERVICE=<service> in its environment
-(the label), and gets SIGKILL when its parent dies (PR_SET_PDEATHSIG). Cleanup
-selects by that label only.
+(the label), and gets SIGKILL when its parent dies (PR_SET_PDEATHSIG), unless
+started detached (a local trainer's keeper, which records its trainer's end for a
+restarted service). Cleanup selects by that label only; a stopping service ends
+every labelled process of the runs it started children for (`end_started`).
 """
 
 from __future__ import annotations

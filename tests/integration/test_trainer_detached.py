@@ -209,3 +209,70 @@ def test_a_re_capture_keeps_the_manifest_an_earlier_delivery_wrote(tmp_path: Pat
     assert capture.interrupted and earlier.read_bytes() == before
     assert not manifest.partial and [f.path for f in manifest.files] == ["weights.bin"]
     assert bundle.ref(run_id, layout.TRAINING_OUTPUTS).sha256 == capture.outputs.sha256
+
+
+# --- Slurm: a job outlives its service by nature; a restarted one reads it back -----------------
+
+SLURM_PROXY = textwrap.dedent("""
+    import asyncio, sys
+    from pathlib import Path
+    sys.path.insert(0, {root!r})
+    from services.trainer_proxy.execution.slurm import run_slurm
+    from services.trainer_proxy.planning.launch import SlurmLaunch
+
+    async def started(handle):
+        print(handle, flush=True)
+
+    launch = SlurmLaunch.model_validate_json(sys.argv[1])
+    asyncio.run(run_slurm(launch, run_id=sys.argv[2], service="trainer-proxy", run_dir=Path(sys.argv[3]),
+                          timeout_s=120, kill_grace_s=1, on_started=started))
+""")
+
+
+@pytest.fixture(scope="module")
+def slurm_env() -> dict[str, str]:
+    script = ROOT / "infra/bin/ensure-slurm"
+    done = subprocess.run([str(script)], capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        pytest.skip(f"no single-node Slurm here: {done.stderr.strip()[-300:]}")
+    return dict(line.split("=", 1) for line in done.stdout.split() if "=" in line)
+
+
+def test_a_restarted_proxy_reads_how_a_slurm_job_ended(tmp_path: Path, run_id: str, slurm_env: dict[str, str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.shared.scheduler import slurm
+    from services.trainer_proxy.execution.slurm import reattach_slurm
+    from services.trainer_proxy.planning.launch import SlurmLaunch
+    from services.trainer_proxy.planning.slurm_job import job_script
+
+    for key, value in slurm_env.items():
+        monkeypatch.setenv(key, value)
+    node = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, check=True).stdout.split()[0]
+    run_dir = tmp_path / "bundle" / run_id
+    (run_dir / "training").mkdir(parents=True)
+    argv = [sys.executable, "-c", "import time; print('step 1 loss=2.5', flush=True); time.sleep(2)"]
+    script = run_dir / "training/slurm-job.py"
+    script.write_text(job_script(argv, run_id=run_id, service="trainer-proxy"))
+    launch = SlurmLaunch(
+        argv=argv, cwd=str(tmp_path), job_name=slurm.job_name(run_id), comment=slurm.comment(run_id),
+        job_script=script.read_text(), job_script_path="training/slurm-job.py",
+        sbatch_argv=slurm.sbatch_argv(run_id=run_id, node=node, cwd=str(tmp_path),
+                                      stdout=str(run_dir / "training/stdout.log"),
+                                      stderr=str(run_dir / "training/stderr.log"), script=[str(script)], time_minutes=3),
+        status_argv=slurm.status_argv("{job_id}"), cancel_argv=slurm.cancel_argv("{job_id}"),
+        stdout_path="training/stdout.log", stderr_path="training/stderr.log",
+    )
+    proxy = subprocess.Popen(  # noqa: S603 - fixed argv
+        [sys.executable, "-c", SLURM_PROXY.format(root=str(ROOT)), launch.model_dump_json(), run_id, str(run_dir)],
+        stdout=subprocess.PIPE, cwd=ROOT,
+    )
+    assert proxy.stdout is not None
+    job_id = proxy.stdout.readline().decode().strip()
+    proxy.send_signal(signal.SIGKILL)
+    proxy.wait()
+
+    outcome = asyncio.run(reattach_slurm(launch, run_dir=run_dir, timeout_s=120, kill_grace_s=1))
+
+    assert outcome is not None and outcome.handle == job_id, outcome
+    assert outcome.exit_code == 0 and not outcome.timed_out and "JobState=COMPLETED" in (outcome.scheduler_record or "")
+    assert "step 1 loss=2.5" in (run_dir / "training/stdout.log").read_text()
