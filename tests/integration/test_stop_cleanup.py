@@ -47,7 +47,6 @@ SERVICE = textwrap.dedent("""
     from services.runtime import procs
     server = procs.spawn([sys.executable, "-c", {server!r}], run_id=sys.argv[1], service="bench-runner",
                          stdout=subprocess.PIPE)
-    print(server.stdout.readline().decode().strip(), flush=True)
 
     def on_term(signum, frame):
         server.terminate()
@@ -56,7 +55,8 @@ SERVICE = textwrap.dedent("""
             procs.end_started(grace_s=1.0)
         sys.exit(0)
 
-    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGTERM, on_term)  # before the pid goes out: the test may stop it at once
+    print(server.stdout.readline().decode().strip(), flush=True)
     time.sleep(120)
 """)
 
@@ -82,7 +82,10 @@ def service(run_id: str, *args: str, env: dict[str, str] | None = None) -> tuple
         stdout=subprocess.PIPE, env=env,
     )
     assert proc.stdout is not None
-    return proc, int(proc.stdout.readline().decode().strip())
+    tracker = int(proc.stdout.readline().decode().strip())
+    # A process just exec'd shows an empty environment in /proc for a moment: wait for its label.
+    wait_for(lambda: tracker in [p.pid for p in labelled_processes() if p.run_id == run_id], 10, "the tracker's label")
+    return proc, tracker
 
 
 def labelled(run_id: str) -> list[int]:
