@@ -103,6 +103,9 @@ TRAINING_REUSE = f"{TRAINING_DIR}/reuse.json"
 TRAINING_SLURM_JOB = f"{TRAINING_DIR}/slurm-job.py"
 TRAINING_K8S_JOB = f"{TRAINING_DIR}/job.json"
 TRAINING_RECHECK_DIR = f"{TRAINING_DIR}/capacity"  # the pre-launch capacity re-check
+TRAINING_KEEPER = f"{TRAINING_DIR}/keeper.json"  # the local trainer's and its keeper's pids and start times
+TRAINING_EXIT = f"{TRAINING_DIR}/exit.json"  # how the local trainer ended, recorded by its keeper
+TRAINING_SLURM_JOB_ID = f"{TRAINING_DIR}/slurm-job-id.json"  # the submitted job's ID, for a restarted service
 
 # --- bench/ ----------------------------------------------------------------------
 BENCH_DIR = "bench"

@@ -26,7 +26,7 @@ from services.runtime.settings import RuntimeSettings
 # Offline commands of the step services register themselves when built.
 _OPTIONAL_COMMANDS = ("services.cli.profile_cmd", "services.cli.corpus_cmd", "services.cli.gate_cmd", "services.cli.report_cmd",
                       "services.cli.plan_cmd", "services.cli.validate_cmd", "services.cli.verbs_cmd", "services.cli.mcp_cmd",
-                      "services.cli.resume_cmd", "services.cli.next_cmd")
+                      "services.cli.resume_cmd", "services.cli.next_cmd", "services.cli.cleanup_cmd")
 
 
 def _connected(body: Callable[[Any, argparse.Namespace], Awaitable[int]]) -> Callable[[argparse.Namespace], int]:
@@ -85,8 +85,19 @@ def render_status(result: Any) -> str:
 async def _status(session: Any, args: argparse.Namespace) -> int:
     from services.app.runs.ops import status
 
+    from services.app.runs.leftovers import describe, unowned
+
     result = await status(session, args.run_id)
-    print(result.model_dump_json(indent=2) if args.json else render_status(result))
+    leftovers = await unowned(session, args.run_id)
+    if args.json and leftovers:
+        import orjson
+
+        data = {**orjson.loads(result.model_dump_json()), "leftover_processes": [p.model_dump() for p in leftovers]}
+        print(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode())
+    elif args.json:
+        print(result.model_dump_json(indent=2))
+    else:
+        print("\n".join([render_status(result), *describe(args.run_id, leftovers)]))
     return 1 if result.halted else 0
 
 

@@ -3,8 +3,11 @@
 The compose topology without Docker: one process per service (each its own
 consumer group member) against the configured Redis. Ctrl-C or SIGTERM stops
 them all (SIGTERM, then SIGKILL after the grace period; a service that had to be
-SIGKILLed has its servers' process groups ended too); each child also dies
-with this process (parent-death signal).
+SIGKILLed has its servers' process groups ended too), then ends every process
+still labelled with a run its services were running (SIGTERM, SIGKILL after a
+grace period): a helper that ignores SIGTERM and outlived the server that started
+it (multiprocessing's resource tracker) included. Each child also dies with
+this process (parent-death signal).
 """
 
 from __future__ import annotations
@@ -65,12 +68,18 @@ def stop_grace_s(shutdown_grace_s: float) -> float:
 # A stopped step ends its servers' groups with SIGTERM and SIGKILL after 5 s (services/runtime/procs.py);
 # this leaves that and the service's own exit time.
 WORKLOAD_STOP_S = 15.0
+# What a labelled process gets between SIGTERM and SIGKILL when `up` ends it itself.
+WORKLOAD_GRACE_S = 5.0
 
 
 def stop(children: dict[str, subprocess.Popen[bytes]], grace_s: float) -> list[int]:
     """SIGTERM every service, SIGKILL those still running after `grace_s`; the labelled process
     groups of a service that had to be SIGKILLed are ended too (they were its children, found
-    before the kill), since it could not end them itself. Returns those groups."""
+    before the kill), since it could not end them itself. Then every process still labelled with a
+    run (and deployment) the services' workloads carried when the stop began is ended, by that label.
+    Returns the groups ended."""
+    runs = {(proc.run_id, proc.deployment) for child in children.values() if child.poll() is None
+            for proc in procs.labelled_descendants(child.pid)}
     for child in children.values():
         if child.poll() is None:
             child.send_signal(signal.SIGTERM)
@@ -85,8 +94,11 @@ def stop(children: dict[str, subprocess.Popen[bytes]], grace_s: float) -> list[i
             child.kill()
             child.wait()
             for pgid in groups:
-                procs.kill_group(pgid, grace_s=5.0)
+                procs.kill_group(pgid, grace_s=WORKLOAD_GRACE_S)
             ended += groups
+    for run_id, deployment in sorted(runs, key=str):
+        ended += [pgid for pgid in procs.end_labelled(run_id, deployment=deployment, grace_s=WORKLOAD_GRACE_S)
+                  if pgid not in ended]
     return ended
 
 

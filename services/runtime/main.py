@@ -85,6 +85,15 @@ async def run(name: str, settings: RuntimeSettings) -> None:
         await serve(service, started=catchup.ready.set)
     finally:
         await reconciler.close()
+        # Stopping ends every process this instance started for a run, by the run's label: a
+        # cancelled step ends its own children, not a helper of theirs that outlived them.
+        ended = await asyncio.to_thread(procs.end_started, grace_s=STOP_GRACE_S)
+        if ended:
+            log.info("stopped: ended labelled process groups", groups=sorted(ended))
+
+
+# What a labelled process gets between SIGTERM and SIGKILL when a stopping service ends it.
+STOP_GRACE_S = 5.0
 
 
 def reconciler_for(service: Service, deployment: str, log: Any,

@@ -2,8 +2,10 @@
 
 Every child a service starts runs in its own process group, carries
 SPECDEC_EXPERIMENT=<run-id> and SPECDEC_SERVICE=<service> in its environment
-(the label), and gets SIGKILL when its parent dies (PR_SET_PDEATHSIG). Cleanup
-selects by that label only.
+(the label), and gets SIGKILL when its parent dies (PR_SET_PDEATHSIG), unless
+started detached (a local trainer's keeper, which records its trainer's end for a
+restarted service). Cleanup selects by that label only; a stopping service ends
+every labelled process of the runs it started children for (`end_started`).
 """
 
 from __future__ import annotations
@@ -57,6 +59,12 @@ def _workload_child() -> None:
     cpus.pin(cpus.machine_cpus())
 
 
+def _detached_child() -> None:
+    # A workload that outlives its service on purpose (a local trainer's keeper:
+    # services/trainer_proxy/execution/keeper.py): no parent-death signal.
+    cpus.pin(cpus.machine_cpus())
+
+
 def spawn(
     argv: Sequence[str],
     *,
@@ -67,11 +75,14 @@ def spawn(
     stdout: int | object = subprocess.DEVNULL,
     stderr: int | object = subprocess.DEVNULL,
     stdin: int | object = subprocess.DEVNULL,
+    detached: bool = False,
 ) -> subprocess.Popen[bytes]:
     """Start argv (no shell) in its own process group with the experiment label. `env` is the child's
     whole environment: a workload's comes from services/runtime/workload_env.py; None (this process's)
-    is for specdec's own tools only (a `kubectl port-forward`)."""
+    is for specdec's own tools only (a `kubectl port-forward`). A `detached` child does not die with
+    this process: it must record its own end where a restarted service finds it."""
     child_env = dict(os.environ if env is None else env)
+    _started.add((run_id, service))
     child_env[EXPERIMENT_ENV] = run_id
     child_env[SERVICE_ENV] = service
     deployment = os.environ.get(DEPLOYMENT_ENV)
@@ -90,8 +101,24 @@ def spawn(
         # of its own, whose engine keeps a core busy, starved its API server:
         # whole windows arrived in one burst (docs/bench-runner.md).
         process_group=0,
-        preexec_fn=_workload_child,
+        preexec_fn=_detached_child if detached else _workload_child,
     )
+
+
+# The (run, service) labels this process has started children under: what it ends when it stops.
+_started: set[tuple[str, str]] = set()
+
+
+def end_started(*, grace_s: float = 5.0) -> dict[int, list[int]]:
+    """End every process group labelled with a run and service this process started children under
+    (and this process's deployment, when it has one), SIGTERM, then SIGKILL after `grace_s`: a
+    stopping service's last act. Selected by the label, so a child's own helper that its parent's
+    end re-parented (multiprocessing's resource tracker, which ignores SIGTERM) is ended too."""
+    deployment = os.environ.get(DEPLOYMENT_ENV)
+    ended: dict[int, list[int]] = {}
+    for run_id, service in sorted(_started):
+        ended.update(end_labelled(run_id, service=service, deployment=deployment, grace_s=grace_s))
+    return ended
 
 
 def kill_group(pgid: int, *, grace_s: float = 5.0) -> None:
@@ -157,6 +184,15 @@ def end_labelled(run_id: str, *, service: str | None = None, deployment: str | N
 def workload_groups(pid: int) -> list[int]:
     """The process groups of `pid`'s labelled descendants (the workloads a service started), read
     from /proc while `pid` lives; never `pid`'s own group."""
+    groups: list[int] = []
+    for proc in labelled_descendants(pid):
+        if proc.pgid not in groups:
+            groups.append(proc.pgid)
+    return groups
+
+
+def labelled_descendants(pid: int) -> list[Labelled]:
+    """`pid`'s labelled descendants outside its own process group, read from /proc while `pid` lives."""
     parents: dict[int, int] = {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -177,11 +213,7 @@ def workload_groups(pid: int) -> list[int]:
         return False
 
     own = _pgid(pid)
-    groups: list[int] = []
-    for proc in labelled_processes():
-        if proc.pgid != own and proc.pgid not in groups and descends(proc.pid):
-            groups.append(proc.pgid)
-    return groups
+    return [proc for proc in labelled_processes() if proc.pgid != own and descends(proc.pid)]
 
 
 def _pgid(pid: int) -> int | None:

@@ -22,6 +22,8 @@ real-vLLM path is covered by the shared campaign (tests/e2e/conftest.py).
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import time
 import uuid
@@ -147,13 +149,44 @@ def test_trainer_proxy_killed_mid_step_and_restarted_completes_the_run_once(
     assert {s["step"]: s["state"] for s in status["steps"]}["publish"] == "done"
 
 
-def test_trainer_proxy_killed_while_the_trainer_runs_halts_as_interrupted(
+def test_trainer_proxy_killed_while_the_trainer_runs_reattaches_and_completes_once(
     topology: Topology, toy_target: Path, tmp_path: Path
 ) -> None:
-    """The local trainer dies with its service (parent-death signal) and is not
-    started a second time over its partial output (docs/trainer-proxy.md,
-    "Redelivery"): the restarted instance records training.failed
-    TrainingInterrupted, and the run halts there."""
+    """The local trainer runs detached from its service, under a keeper that records how it
+    ended (docs/trainer-proxy.md, "Redelivery"): SIGKILL the trainer-proxy while it trains and
+    the trainer runs on, labelled; the restarted instance re-attaches to it, waits for its end,
+    captures it, and the run completes with the trainer started once."""
+    topology.start_all()
+    trainer = write_trainer(tmp_path / "trainer")
+    campaign = write_campaign(tmp_path / "campaign.yaml", target=toy_target, traffic=TRAFFIC, trainer=trainer,
+                              trainer_sleep_s=8)
+    run_id = topology.submit(campaign)
+    topology.wait(run_id, {"training.started"}, timeout_s=RUN_TIMEOUT_S)
+    wait_for(lambda: counter_lines(counter_of(trainer)) == ["start"], 20, "the trainer to start")
+    topology.kill("trainer-proxy")
+    time.sleep(0.5)
+    assert leftovers(run_id) != [], "the trainer died with its service"
+
+    topology.start("trainer-proxy")
+    topology.wait(run_id, {"report.published"}, timeout_s=RUN_TIMEOUT_S)
+    events = topology.settle(run_id)
+
+    assert_completed_once(events)
+    assert counter_lines(counter_of(trainer)) == ["start", "done"], "the trainer ran to completion exactly once"
+    capture = json.loads((topology.bundle_root / run_id / "training/capture.json").read_text())
+    assert capture["exit_code"] == 0 and not capture["interrupted"], capture
+    assert capture["duration_s"] >= 8
+    assert dead_letters(topology, run_id) == []
+    assert leftovers(run_id) == [], "a process labelled with the run outlived it"
+
+
+def test_trainer_proxy_and_its_trainer_killed_halts_as_interrupted(
+    topology: Topology, toy_target: Path, tmp_path: Path
+) -> None:
+    """The trainer-proxy and every process of its trainer SIGKILLed (a node's crash, an operator's
+    kill): no outcome was recorded and nothing is left to re-attach to, so the trainer is not
+    started a second time over its partial output (docs/trainer-proxy.md, "Redelivery"): the
+    restarted instance records training.failed TrainingInterrupted, and the run halts there."""
     topology.start_all()
     trainer = write_trainer(tmp_path / "trainer")
     campaign = write_campaign(tmp_path / "campaign.yaml", target=toy_target, traffic=TRAFFIC, trainer=trainer,
@@ -162,7 +195,9 @@ def test_trainer_proxy_killed_while_the_trainer_runs_halts_as_interrupted(
     topology.wait(run_id, {"training.started"}, timeout_s=RUN_TIMEOUT_S)
     wait_for(lambda: counter_lines(counter_of(trainer)) == ["start"], 20, "the trainer to start")
     topology.kill("trainer-proxy")
-    wait_for(lambda: leftovers(run_id) == [], 10, "the trainer to die with its service")
+    for pgid in {proc.pgid for proc in leftovers(run_id)}:
+        os.killpg(pgid, signal.SIGKILL)
+    wait_for(lambda: leftovers(run_id) == [], 10, "the trainer to die")
 
     topology.start("trainer-proxy")
     events = topology.wait(run_id, {"training.failed"}, timeout_s=RUN_TIMEOUT_S)

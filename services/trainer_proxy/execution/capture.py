@@ -8,7 +8,13 @@
 - `training/outputs.json`: the output manifest (`contracts.artifacts.training.OutputManifest`:
   every file, its hash, size; for a reused draft, the run it was copied from);
 - `training/capture.json`: exit code, signal, duration, timeout, the loss
-  scan, and references to all of the above.
+  scan, and references to all of the above;
+- `training/keeper.json`, `training/exit.json` (local) or `training/slurm-job-id.json`
+  (Slurm), when there: how the executor knew the run and its end (a restarted
+  service re-attaches by them: services/trainer_proxy/execution/detached.py).
+
+An earlier delivery's manifest (it died between the manifest and the capture)
+is kept as it is: re-capturing never writes `training/outputs.json` again.
 """
 
 from __future__ import annotations
@@ -25,12 +31,17 @@ from contracts.artifacts.training import OutputFile, OutputManifest
 from services.runtime.bundle.bundle import BundleStore, InvalidPath, hash_file
 from services.shared.secret_args import mask_argv
 from services.trainer_proxy.errors import ExecutionUnsupported
+from services.trainer_proxy.execution.detached import EXIT_RECORD, KEEPER_RECORD
 from services.trainer_proxy.execution.loss import LossSummary
 from services.trainer_proxy.execution.monitor import RunOutcome
+from services.trainer_proxy.execution.slurm import JOB_RECORD
 from services.trainer_proxy.planning.launch import LocalLaunch, SlurmLaunch
 from services.trainer_proxy.planning.plan import TrainingPlan
 
 CAPTURE_VERSION = 1
+# What the executors record of the run as it goes (the keeper's pids and exit, the Slurm job ID):
+# registered with the capture, as evidence of how the run's end was known.
+RUN_RECORDS = (KEEPER_RECORD, EXIT_RECORD, JOB_RECORD)
 
 
 class TrainingCapture(Strict):
@@ -138,9 +149,18 @@ def capture_run(
         raise ExecutionUnsupported("only local and Slurm runs are captured; a Kubernetes plan is plan-only")
     stdout = _register_stream(bundle, run_id, launch.stdout_path)
     stderr = _register_stream(bundle, run_id, launch.stderr_path)
+    for record in RUN_RECORDS:
+        if (bundle.run_dir(run_id) / record).is_file():
+            bundle.register_file(run_id, record)
     clean = outcome.exit_code == 0 and not (outcome.timed_out or outcome.stopped_for_loss or outcome.interrupted or outcome.launch_error)
-    outputs_ref, manifest = hash_outputs(bundle, run_id, output_dir=Path(plan.output_dir), partial=not clean,
-                                         checkpoint_subdir=plan.checkpoint_subdir)
+    earlier = _earlier_manifest(bundle, run_id)
+    if earlier is not None:
+        # A delivery that died after writing the manifest and before the capture: its manifest
+        # stands (write-once), whatever this delivery makes of the run's end.
+        outputs_ref, manifest = earlier
+    else:
+        outputs_ref, manifest = hash_outputs(bundle, run_id, output_dir=Path(plan.output_dir), partial=not clean,
+                                             checkpoint_subdir=plan.checkpoint_subdir)
     capture = TrainingCapture(
         run_id=run_id,
         plan_sha256=plan_sha256,
@@ -166,6 +186,13 @@ def capture_run(
     )
     ref = bundle.write_bytes(run_id, layout.TRAINING_CAPTURE, capture.model_dump_json(indent=2).encode() + b"\n")
     return capture, ref, manifest
+
+
+def _earlier_manifest(bundle: BundleStore, run_id: str) -> tuple[ArtifactRef, OutputManifest] | None:
+    ref = bundle.adopt(run_id, layout.TRAINING_OUTPUTS)
+    if ref is None:
+        return None
+    return ref, OutputManifest.model_validate_json(bundle.read_bytes(run_id, layout.TRAINING_OUTPUTS))
 
 
 def read_capture(bundle: BundleStore, run_id: str) -> tuple[TrainingCapture, ArtifactRef] | None:

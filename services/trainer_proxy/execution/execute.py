@@ -4,7 +4,11 @@ Order (every stage is idempotent on redelivery, because artifacts are
 write-once and each stage first looks for its own record):
 1. an earlier delivery's capture (`training/capture.json`) is reused as is;
    an earlier launch that was never captured (`training/argv.json` without a
-   capture: the service stopped or died) is captured now as interrupted;
+   capture: the service stopped or died) is re-attached to: a trainer that
+   outlived its service (local: under its keeper; Slurm: the job) is watched
+   to its end, or its recorded end is read, and captured as any run is; only
+   when there is neither an outcome nor a live trainer is it captured as
+   interrupted;
 2. otherwise: the node is checked again (preflight), the argv is recorded,
    the trainer is launched (`training.started`), watched for its end, the
    timeout and non-finite losses, and captured: stdout, stderr, exit code,
@@ -49,7 +53,8 @@ from services.trainer_proxy.errors import ExecutorError, TrainingStopped
 from services.trainer_proxy.execution.capture import TrainingCapture, capture_run, read_capture, write_argv
 from services.trainer_proxy.execution.local import cleanup_local, run_local
 from services.trainer_proxy.execution.monitor import RunOutcome
-from services.trainer_proxy.execution.slurm import run_slurm
+from services.trainer_proxy.execution.detached import reattach
+from services.trainer_proxy.execution.slurm import reattach_slurm, run_slurm
 from services.trainer_proxy.planning import reuse
 from services.trainer_proxy.planning.inputs import prompt_messages
 from services.trainer_proxy.planning.launch import KubernetesLaunch, LocalLaunch, SlurmLaunch
@@ -74,8 +79,8 @@ def stop_reason(plan: TrainingPlan, capture: TrainingCapture, stderr_tail: str) 
         return "ExecutorFailed", f"the {plan.executor} executor failed to run the trainer: {capture.launch_error}"
     if capture.interrupted:
         return "TrainingInterrupted", (
-            "an earlier delivery launched this plan and the service stopped before capturing it; "
-            f"{kept}; approve a new run to train again"
+            "an earlier delivery launched this plan and the service stopped before capturing it, and nothing "
+            f"tells how the trainer ended (no recorded end, no live trainer); {kept}; approve a new run to train again"
         )
     if capture.timed_out:
         return "TrainingTimeout", (
@@ -182,6 +187,24 @@ def _interrupted(plan: TrainingPlan) -> RunOutcome:
     return RunOutcome(handle="unknown", launched_argv=list(launched), exit_code=None, signal=None, duration_s=0.0, interrupted=True)
 
 
+async def _reattach(bundle: BundleStore, plan: TrainingPlan) -> RunOutcome | None:
+    """The outcome of the trainer an earlier delivery launched, watched to its end if it still runs;
+    None when nothing tells how it ended (services/trainer_proxy/execution/detached.py)."""
+    launch = plan.launch
+    run_dir = bundle.run_dir(plan.run_id).absolute()
+    try:
+        if isinstance(launch, LocalLaunch):
+            return await reattach(launch, run_id=plan.run_id, run_dir=run_dir, timeout_s=plan.timeout_s,
+                                  kill_grace_s=plan.kill_grace_s)
+        if isinstance(launch, SlurmLaunch):
+            return await reattach_slurm(launch, run_dir=run_dir, timeout_s=plan.timeout_s,
+                                        kill_grace_s=plan.kill_grace_s)
+    except SchedulerError as exc:
+        return RunOutcome(handle="unknown", launched_argv=list(getattr(launch, "sbatch_argv", [])), exit_code=None, signal=None,
+                          duration_s=0.0, launch_error=f"re-attaching to the earlier delivery's job: {exc}")
+    return None
+
+
 def _launched_before(bundle: BundleStore, run_id: str) -> bool:
     try:
         bundle.ref(run_id, layout.TRAINING_ARGV)
@@ -206,7 +229,9 @@ async def execute(
     prior = read_capture(bundle, run_id)
     if prior is None:
         if _launched_before(bundle, run_id):
-            outcome = _interrupted(plan)
+            outcome = await _reattach(bundle, plan) or _interrupted(plan)
+            ctx.log.info("re-attached to an earlier delivery's trainer" if not outcome.interrupted
+                         else "an earlier delivery's trainer left no outcome: interrupted", handle=outcome.handle)
         else:
             outcome = await _launch(bundle, approved, trigger, ctx, recheck)
         capture, capture_ref, _ = await asyncio.to_thread(capture_run, bundle, plan, approved.ref.sha256, outcome)

@@ -1,13 +1,17 @@
-"""The local executor: the trainer as a labelled child process of the service.
+"""The local executor: labelled child processes of the service.
 
-The child is exec'd from its argv list (never a shell), in its own process
+A child is exec'd from its argv list (never a shell), in its own process
 group, with the experiment label and the declared variables in a minimal environment
-(services/runtime/workload_env.py), and dies with the
-service (parent-death signal). Its stdout and stderr go to files in the
+(services/runtime/workload_env.py). Its stdout and stderr go to files in the
 bundle. It is stopped — its whole process group, SIGTERM then SIGKILL — at
 the timeout, at the first non-finite loss, and when its main process exits
 (so no child it forked outlives it and keeps writing outputs that are being
 hashed).
+
+The trainer runs detached from the service, under a keeper that records its
+end, so that it outlives a service that dies and a restarted one re-attaches to
+it (services/trainer_proxy/execution/detached.py). Every other child
+(`run_process`: the operator's probe) dies with the service (parent-death signal).
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ from services.runtime.procs import kill_group, spawn
 from services.shared.secret_args import mask_argv
 from services.shared.scheduler.local import kill_labelled
 from services.trainer_proxy.errors import ExecutorError
+from services.trainer_proxy.execution.detached import run_detached
 from services.trainer_proxy.execution.monitor import OutputWatch, RunOutcome
-from services.trainer_proxy.planning.launch import LocalLaunch
+from services.trainer_proxy.planning.launch import DETACHED_SERVICE, LocalLaunch
 
 OnStarted = Callable[[str], Awaitable[None]]
 POLL_S = 0.1
@@ -100,21 +105,12 @@ async def run_process(
 async def run_local(
     launch: LocalLaunch, *, run_id: str, run_dir: Path, timeout_s: float, kill_grace_s: float, on_started: OnStarted
 ) -> RunOutcome:
-    return await run_process(
-        launch.argv,
-        run_id=run_id,
-        cwd=launch.cwd,
-        stdout_path=run_dir / launch.stdout_path,
-        stderr_path=run_dir / launch.stderr_path,
-        timeout_s=timeout_s,
-        kill_grace_s=kill_grace_s,
-        watch_loss=True,
-        on_started=on_started,
-        declared_env=launch.env,
-    )
+    """The trainer, detached under its keeper, watched to its end."""
+    return await run_detached(launch, run_id=run_id, run_dir=run_dir, timeout_s=timeout_s,
+                              kill_grace_s=kill_grace_s, on_started=on_started)
 
 
 def cleanup_local(run_id: str, *, grace_s: float) -> list[int]:
     """Kill the process groups of processes still labelled with this run and this
-    service (selected by the label only); the groups killed."""
-    return kill_labelled(run_id, SERVICE, grace_s=grace_s)
+    service, or with its detached trainer's label (selected by the label only); the groups killed."""
+    return [*kill_labelled(run_id, SERVICE, grace_s=grace_s), *kill_labelled(run_id, DETACHED_SERVICE, grace_s=grace_s)]

@@ -10,21 +10,27 @@ The job is watched with `scontrol show job -o` (no accounting database
 needed; `sacct` only when the job has aged out of the controller), stopped
 with `scancel` at the timeout or the first non-finite loss, and cleaned up
 after capture by its name and comment only (services.shared.scheduler.slurm).
+A job outlives its service: the job ID is recorded (`training/slurm-job-id.json`) as
+soon as sbatch answers, and a restarted service re-attaches to it: it watches
+the job still running, or reads how it ended from Slurm (`reattach_slurm`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from contracts import layout
 from services.runtime import workload_env
 from services.runtime.procs import DEPLOYMENT_ENV, EXPERIMENT_ENV, SERVICE_ENV
 from services.shared.scheduler.runner import run_short
 from services.shared.scheduler.slurm import ACTIVE_STATES, cancel_argv, job_state, parse_exit, parse_job_id, parse_record
 from services.trainer_proxy.errors import ExecutorError
+from services.trainer_proxy.execution.keeper import write_whole
 from services.trainer_proxy.execution.monitor import OutputWatch, RunOutcome
 from services.trainer_proxy.planning.launch import SlurmLaunch
 
@@ -39,6 +45,10 @@ def _label(run_id: str, service: str) -> dict[str, str]:
     return {EXPERIMENT_ENV: run_id, SERVICE_ENV: service, **({DEPLOYMENT_ENV: deployment} if deployment else {})}
 
 
+# Written whole once the job is submitted: what a restarted service re-attaches to.
+JOB_RECORD = layout.TRAINING_SLURM_JOB_ID
+
+
 async def run_slurm(
     launch: SlurmLaunch,
     *,
@@ -51,32 +61,58 @@ async def run_slurm(
 ) -> RunOutcome:
     """Submit, watch and (at the timeout or a non-finite loss) cancel the job. Raises
     ExecutorError or a SchedulerError when Slurm refuses or loses it."""
-    watch = OutputWatch({"stdout": run_dir / launch.stdout_path, "stderr": run_dir / launch.stderr_path})
-    started = time.monotonic()
+    started_at = time.time()
     # sbatch passes its environment on to the job: the workload's, never the service's own.
     job_env = workload_env.environment(launch.env, where="commands.train.env", extra=_label(run_id, service))
     submitted = await asyncio.to_thread(run_short, launch.sbatch_argv, env=job_env, inherit=False)
     if submitted.exit_code != 0:
         raise ExecutorError(f"sbatch exited {submitted.exit_code}: {submitted.stderr.strip() or submitted.stdout.strip()}")
     job_id = parse_job_id(submitted.stdout)
-    timed_out = stopped_for_loss = False
+    write_whole(str(run_dir / JOB_RECORD), {"job_id": job_id, "started_at": started_at})
     try:
         await on_started(job_id)
-        state, record = await job_state(job_id)
-        while state in ACTIVE_STATES:
-            if watch.poll() is not None:
-                stopped_for_loss = True
-                break
-            if time.monotonic() - started > timeout_s:
-                timed_out = True
-                break
-            await asyncio.sleep(POLL_S)
-            state, record = await job_state(job_id)
+        return await _watch(launch, job_id, run_dir=run_dir, started_at=started_at, timeout_s=timeout_s,
+                            kill_grace_s=kill_grace_s)
     except BaseException:
         # The step is failing or being cancelled: the job must not run on unowned.
         run_short(cancel_argv(job_id))
         raise
-    ended = time.monotonic()
+
+
+async def reattach_slurm(launch: SlurmLaunch, *, run_dir: Path, timeout_s: float, kill_grace_s: float) -> RunOutcome | None:
+    """A restarted service's watch over the job an earlier delivery submitted (a job outlives its
+    service): its end as Slurm records it, or the running job watched to its end; None when no job
+    was recorded. Raises a SchedulerError when Slurm no longer knows the job."""
+    try:
+        record = json.loads((run_dir / JOB_RECORD).read_text())
+    except (OSError, ValueError):
+        return None
+    job_id, started_at = str(record["job_id"]), float(record["started_at"])
+    try:
+        return await _watch(launch, job_id, run_dir=run_dir, started_at=started_at, timeout_s=timeout_s,
+                            kill_grace_s=kill_grace_s)
+    except BaseException:
+        run_short(cancel_argv(job_id))
+        raise
+
+
+async def _watch(
+    launch: SlurmLaunch, job_id: str, *, run_dir: Path, started_at: float, timeout_s: float, kill_grace_s: float
+) -> RunOutcome:
+    # The loss scan reads the files from their first byte: a re-attached watch misses nothing.
+    watch = OutputWatch({"stdout": run_dir / launch.stdout_path, "stderr": run_dir / launch.stderr_path})
+    timed_out = stopped_for_loss = False
+    state, record = await job_state(job_id)
+    while state in ACTIVE_STATES:
+        if watch.poll() is not None:
+            stopped_for_loss = True
+            break
+        if time.time() - started_at > timeout_s:
+            timed_out = True
+            break
+        await asyncio.sleep(POLL_S)
+        state, record = await job_state(job_id)
+    ended = time.time()
     if state in ACTIVE_STATES:
         await asyncio.to_thread(run_short, cancel_argv(job_id))
         deadline = time.monotonic() + kill_grace_s + 30.0
@@ -93,7 +129,7 @@ async def run_slurm(
         launched_argv=list(launch.sbatch_argv),
         exit_code=exit_code,
         signal=signal,
-        duration_s=round(ended - started, 3),
+        duration_s=round(max(0.0, ended - started_at), 3),
         timed_out=timed_out,
         stopped_for_loss=stopped_for_loss,
         losses=watch.finish(),

@@ -14,6 +14,11 @@ from pydantic import Field
 
 from contracts.envelope import Strict
 
+# The service label (SPECDEC_SERVICE) of a local trainer and its keeper: not the trainer-proxy's
+# own, so that a restarted trainer-proxy's reconcile (which ends its own labelled work that no
+# lease holds) leaves a trainer it can re-attach to (services/trainer_proxy/execution/detached.py).
+DETACHED_SERVICE = "trainer"
+
 
 class LocalLaunch(Strict):
     """A child process of the trainer-proxy on this machine."""

@@ -30,7 +30,7 @@ from services.runtime.procs import EXPERIMENT_ENV, SERVICE_ENV
 from services.shared.scheduler import slurm
 from services.trainer_proxy.errors import PlanError
 from services.trainer_proxy.planning import kubernetes
-from services.trainer_proxy.planning.launch import KubernetesLaunch, Launch, LocalLaunch, SlurmLaunch
+from services.trainer_proxy.planning.launch import DETACHED_SERVICE, KubernetesLaunch, Launch, LocalLaunch, SlurmLaunch
 from services.trainer_proxy.planning.slurm_job import job_script
 
 PLAN_VERSION = 1
@@ -273,7 +273,7 @@ def _launch(
         return LocalLaunch(
             argv=argv,
             cwd=paths.cwd,
-            env_added={EXPERIMENT_ENV: run_id, SERVICE_ENV: SERVICE},
+            env_added={EXPERIMENT_ENV: run_id, SERVICE_ENV: DETACHED_SERVICE},
             stdout_path=layout.TRAINING_STDOUT,
             stderr_path=layout.TRAINING_STDERR,
             env=declared,
@@ -342,7 +342,7 @@ def _cleanup(launch: LocalLaunch | SlurmLaunch | KubernetesLaunch, run_id: str) 
     never = "outputs and volumes are never deleted: partial outputs stay in the bundle, hashed"
     if isinstance(launch, LocalLaunch):
         return [f"{order}: kill the process group of any process still labelled {EXPERIMENT_ENV}={run_id} "
-                f"{SERVICE_ENV}={SERVICE} (selected by that label only)", never]
+                f"{SERVICE_ENV}={DETACHED_SERVICE} or {SERVICE} (selected by that label only)", never]
     if isinstance(launch, SlurmLaunch):
         return [f"{order}: scancel any job still named {launch.job_name} whose comment is {launch.comment} "
                 "(selected by that label only)", never]

@@ -57,7 +57,7 @@ def test_local_plan_renders_the_exact_argv_and_labels():
         "python", "train.py", "--corpus", PATHS.corpus_train, "--target", "models/t", "--out",
         f"{PATHS.run_dir}/training/output", "--tag", f"{RUN}@node-1", "--literal", "a;b $(rm -rf x) {braces}",
     ]
-    assert plan.launch.env_added == {"SPECDEC_EXPERIMENT": RUN, "SPECDEC_SERVICE": "trainer-proxy"}
+    assert plan.launch.env_added == {"SPECDEC_EXPERIMENT": RUN, "SPECDEC_SERVICE": "trainer"}
     assert plan.launch.cwd == "/srv/specdec" and plan.timeout_s == 90 and plan.node == "node-1"
     assert plan.output_dir == f"{PATHS.run_dir}/training/output"
     assert plan.inputs == INPUTS
