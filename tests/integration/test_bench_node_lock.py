@@ -51,7 +51,6 @@ async def _status(session: Session, run_id: str) -> dict:
     return (await ops.status(session, run_id)).model_dump()
 
 
-@pytest.mark.xfail(strict=True, reason="issue 40: two runs' benches on one node launch servers at the same time")
 @pytest.mark.timeout(240)
 async def test_two_runs_on_one_node_bench_one_after_the_other(settings, tmp_path):
     settings = settings.model_copy(update={"max_concurrency": 2})
@@ -93,3 +92,28 @@ async def test_two_runs_on_one_node_bench_one_after_the_other(settings, tmp_path
         tokens = {bundle.read_json(run, str(path.relative_to(bundle.run_dir(run))))["token"]
                   for path in bundle.run_dir(run).glob("bench/*/launch-*/node-lock.json")}
         assert len(tokens) == 1, (run, tokens)
+
+
+async def test_a_holder_that_lost_the_node_lock_cannot_launch(settings):
+    """Fencing: once another run holds the node (this one's lock expired meanwhile), the pre-launch check refuses."""
+    import structlog
+
+    from services.bench.node_lock import NodeLockLost, hold
+    from services.runtime.delivery.ledger import RedisLedger
+
+    client = aioredis.Redis.from_url(settings.redis_url)
+    ledger = RedisLedger(client, settings.stream_prefix)
+    log = structlog.get_logger()
+    try:
+        async with hold(ledger, RUNS[0], "a", ["node-1"], ttl_ms=300, renew_s=60, log=log) as first:
+            await first.check("node-1")  # held: the launch may go on
+            await asyncio.sleep(0.5)  # no renewal (a paused holder): the lock expires
+            async with hold(ledger, RUNS[1], "b", ["node-1"], ttl_ms=5000, renew_s=60, log=log) as second:
+                with pytest.raises(NodeLockLost, match="node node-1 is no longer this run's"):
+                    await first.check("node-1")
+                await second.check("node-1")
+        # Released on the way out: the next run takes the node at once.
+        async with hold(ledger, RUNS[0], "c", ["node-1"], ttl_ms=5000, renew_s=60, log=log) as third:
+            await third.check("node-1")
+    finally:
+        await client.aclose()
