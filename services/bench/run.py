@@ -88,6 +88,8 @@ class BenchRun(TrialSteps):
         self.standing_outputs: dict[tuple[int, int], dict[str, str]] = {}
         self.outcome = Outcome()
         self.attempt = 1
+        # The node lock's token this bench holds (services/bench/node_lock.py), written beside each launch.
+        self.lock_token: str | None = None
 
     async def execute(self) -> Outcome:
         self.attempt = resume.begin_attempt(self.bundle, self.run_id)
@@ -187,6 +189,9 @@ class BenchRun(TrialSteps):
     async def open_server(self, index: int, cell: CellPlan, launch_plan: Launch) -> Served:
         """Start the launch's server, wait for /health, read its engine back; stopped again on failure."""
         folder = layout.attempt_folder(layout.launch_folder(cell.cell_id, index), self.attempt)
+        if self.lock_token is not None:
+            # Checked in Redis by the pre-launch re-check just before; recorded as the launch's evidence.
+            self.bundle.write_json(self.run_id, f"{folder}/node-lock.json", {"node": cell.node, "token": self.lock_token})
         server = await self.executor.start(index, launch_plan, cell, folder)
         try:
             self.bundle.write_json(self.run_id, f"{folder}/argv.json", mask_document(server.record()))

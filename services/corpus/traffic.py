@@ -28,6 +28,7 @@ import orjson
 from services.corpus.dedup import exact_key
 from services.corpus.errors import TrafficUnusable
 from services.shared.text.content import CLASS_CODE, classify
+from services.shared.text.lines import read_lines
 from services.shared.text.forms import NOT_JSON, LineError, TrafficRecord, parse_object
 from services.shared.text.redact import merge_counts, redact
 from services.shared.text.tokens import TokenizerCounter, estimate_tokens
@@ -76,7 +77,8 @@ def _lines(path: Path, hasher: Any | None = None):
     except OSError as exc:
         raise TrafficUnusable(f"cannot read traffic file {path}: {exc.strerror}; pass --traffic an existing JSONL file") from exc
     with handle:
-        for number, raw in enumerate(handle, start=1):
+        # Bounded: a line over the limit refuses the file before it is held (services/shared/text/lines.py).
+        for number, raw in enumerate(read_lines(handle, path), start=1):
             if hasher is not None:
                 hasher.update(raw)
             # A UTF-8 byte-order mark opens some exported files; the profiler skips it too.

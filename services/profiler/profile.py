@@ -1,6 +1,7 @@
 """The profiler's entry points: `profile_traffic(path, ...)` and `profile_shapes(names)`.
 
-`profile_traffic` streams the file once (line by line, bytes hashed as read),
+`profile_traffic` streams the file once (line by line, bytes hashed as read; a line over
+`services.shared.text.lines.MAX_LINE_BYTES` refuses the file before it is held),
 keeps only per-record numbers plus a bounded sample, and assembles the
 `Profile`. Bad lines are data: counted, the first ones kept (redacted); the run
 fails only when their share passes the threshold.
@@ -38,6 +39,7 @@ from services.profiler.recommend import Evidence, recommend
 from services.profiler.repetition import NGRAM_N, TEXT_CAP_CHARS, measure
 from services.shared.text import content as content_mod
 from services.shared.text import forms
+from services.shared.text.lines import read_lines
 from services.shared.text.redact import cut, redact
 from services.shared.text.shapes import resolve
 from services.shared.text.tokens import ESTIMATE_METHOD, TokenizerCounter
@@ -80,7 +82,7 @@ def profile_traffic(
     except OSError as exc:
         raise TrafficNotFound(f"cannot read traffic file {path}: {exc.strerror}; check the path") from exc
     with handle:
-        scan.run(handle)
+        scan.run(handle, path)
 
     records = scan.records(reject_threshold)
     profile = _assemble(scan, records, path, tokenizer_dir)
@@ -155,7 +157,7 @@ class _Scan:
         self.examples: list[RejectedLine] = []
         self.forms = {f: 0 for f in forms.FORMS}
 
-    def run(self, handle) -> None:  # noqa: ANN001 - a binary file object
+    def run(self, handle, path: str | os.PathLike[str]) -> None:  # noqa: ANN001 - a binary file object
         # Locals instead of attribute lookups: this loop runs once per line of a
         # possibly million-line file.
         loads, decode_error, parse = orjson.loads, orjson.JSONDecodeError, forms.parse_object
@@ -166,7 +168,7 @@ class _Scan:
             file_size = os.fstat(handle.fileno()).st_size
         except (OSError, AttributeError, ValueError):  # not a regular file (pipe, in-memory): no hint
             file_size = 0
-        for raw in handle:
+        for raw in read_lines(handle, path):
             line_no += 1
             update(raw)
             size += len(raw)

@@ -136,3 +136,10 @@ class RuntimeSettings(BaseSettings):
         # The owner of a long step resets its message's idle time three times per
         # reclaim window, so a live step is never idle long enough to be stolen.
         return self.reclaim_idle_ms / 3000.0
+
+    @property
+    def lease_ttl_ms(self) -> int:
+        # Shorter than the reclaim idle time: a dead owner's lease is gone before its
+        # message can be reclaimed (services/runtime/delivery/ledger.py). A step's lease
+        # and the bench's node lock (services/bench/node_lock.py) both last this long.
+        return max(1, self.reclaim_idle_ms * 2 // 3)

@@ -9,7 +9,10 @@ space, never ru_maxrss, which carries the perf runner's peak into a child), so
 neither number carries the parent's memory or the other run's.
 
 Goals: profiling within 2x of the reference loop's wall time; peak
-memory under 300 MB. CPU times are reported beside, since on a shared machine
+memory under 300 MB. A third child profiles the same requests written as one JSON
+array on one line (an export that is not JSONL): refused at the line limit
+(services/shared/text/lines.py), its peak must stay under the same goal whatever
+the file's size. CPU times are reported beside, since on a shared machine
 they move less with other load than wall times do.
 """
 
@@ -60,6 +63,34 @@ t1, c1 = time.perf_counter(), time.process_time()
 print(json.dumps({"wall_s": t1 - t0, "cpu_s": c1 - c0, "peak_kb": peak_kb(),
                   "lines": p.records.accepted, "method": p.recommended_method.method}))
 """
+
+
+_CHILD_ARRAY = """
+import json, sys
+from services.profiler.profile import profile_traffic
+from services.shared.text.errors import TrafficLineTooLong
+from tests.perf.peak import peak_kb
+try:
+    profile_traffic(sys.argv[1])
+    refused = False
+except TrafficLineTooLong:
+    refused = True
+print(json.dumps({"peak_kb": peak_kb(), "refused": refused}))
+"""
+
+
+def write_array(jsonl: Path, path: Path, at_least: int) -> int:
+    """The lines of `jsonl` as one JSON array on a single line, repeated until it is `at_least` bytes."""
+    lines = jsonl.read_bytes().splitlines()
+    size = 0
+    with path.open("wb") as f:
+        f.write(b"[")
+        while size < at_least:
+            for line in lines:
+                f.write((b"," if size else b"") + line)
+                size += len(line) + 1
+        f.write(b"]\n")
+    return path.stat().st_size
 
 
 def write_traffic(path: Path, n: int, seed: int = 7) -> int:
@@ -114,6 +145,14 @@ def bench(ctx) -> list[dict]:  # noqa: ANN001 - tests.perf.runner.PerfContext
     if reference["lines"] != n or profiled["lines"] != n:
         raise RuntimeError(f"expected {n} lines, reference read {reference['lines']}, profiler accepted {profiled['lines']}")
 
+    array_path = Path(ctx.workdir) / f"profiler-traffic-{n}.json"
+    # Four times the line limit at least, so a quick run's array is over it too.
+    array_size = write_array(path, array_path, max(size, 64 * 1024 * 1024))
+    array = _child(_CHILD_ARRAY, array_path)
+    if not array["refused"]:
+        raise RuntimeError("the one-line array was profiled, not refused at the line limit")
+    array_peak_mb = array["peak_kb"] / 1024
+
     ratio = profiled["wall_s"] / reference["wall_s"]
     peak_mb = profiled["peak_kb"] / 1024
     ref_peak_mb = reference["peak_kb"] / 1024
@@ -152,6 +191,17 @@ def bench(ctx) -> list[dict]:  # noqa: ANN001 - tests.perf.runner.PerfContext
             "ratio": peak_mb / ref_peak_mb,
             "goal": f"< {PEAK_MB_GOAL:g} MB",
             "passed": peak_mb < PEAK_MB_GOAL,
+        },
+        {
+            # Refused at the first 16 MiB of its one line: the peak does not grow with the file.
+            "name": f"profiler peak memory, the same requests as a one-line JSON array ({array_size / 1e6:.0f} MB)",
+            "value": array_peak_mb,
+            "unit": "MB",
+            "reference": "the JSONL file's peak",
+            "reference_value": peak_mb,
+            "ratio": array_peak_mb / peak_mb,
+            "goal": f"< {PEAK_MB_GOAL:g} MB",
+            "passed": array_peak_mb < PEAK_MB_GOAL,
         },
         {
             "name": f"profiler throughput ({label})",

@@ -13,7 +13,9 @@ move only when a speculative config was given (k per-position series, k draft
 tokens per draft), like the real engine; `--fake-no-drafts` makes an engine
 that logs its speculative config but never drafts (the counters' guard);
 `--fake-token-ms MS --fake-trial-cv CV --fake-seed S` set its decode pace and
-a seeded per-window noise on it (tests/support/fake_pacing.py).
+a seeded per-window noise on it (tests/support/fake_pacing.py); `--fake-lifetime-log PATH`
+appends `start TIME` when it serves and `exit TIME` when SIGTERM ends it (time.time()),
+so a test can tell whether two servers ever ran at once.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
+import time
 
 import orjson
 
@@ -149,6 +153,7 @@ async def main() -> None:
     parser.add_argument("--kv-cache-dtype")
     parser.add_argument("--enable-prefix-caching", action=argparse.BooleanOptionalAction)
     parser.add_argument("--fake-no-drafts", action="store_true")
+    parser.add_argument("--fake-lifetime-log")
     Pace.add_arguments(parser)
     args, _ = parser.parse_known_args()
     spec = json.loads(args.speculative_config) if args.speculative_config else None
@@ -159,8 +164,21 @@ async def main() -> None:
     models = {"object": "list", "data": [{"id": model, "object": "model", "root": model,
                                           "max_model_len": args.max_model_len or DEFAULT_MAX_MODEL_LEN}]}
     server = await asyncio.start_server(Fake(k, models, Pace.from_args(args)).connection, "127.0.0.1", args.port)
+    if args.fake_lifetime_log:
+        _lifetime(args.fake_lifetime_log, "start")
+        # The exit is written before the process ends: a server still alive after it is ending already.
+        asyncio.get_running_loop().add_signal_handler(
+            signal.SIGTERM, lambda: (_lifetime(args.fake_lifetime_log, "exit"), server.close()))
     async with server:
-        await server.serve_forever()
+        try:
+            await server.serve_forever()
+        except asyncio.CancelledError:
+            pass
+
+
+def _lifetime(path: str, word: str) -> None:
+    with open(path, "a", encoding="ascii") as log:
+        log.write(f"{word} {time.time():.6f}\n")
 
 
 if __name__ == "__main__":

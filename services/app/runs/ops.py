@@ -146,9 +146,26 @@ async def status(session: Session, run_id: str) -> RunStatus:
 
     from services.app.runs.rounds_status import rounds_cost
 
-    found = find_stall(run_status(run_id, events), events, now=datetime.now(UTC),
+    found = find_stall(await bench_queued(session, run_status(run_id, events)), events, now=datetime.now(UTC),
                        expected=lambda step: expected_time(session, run_id, step))
     return found.model_copy(update={"rounds": rounds_cost(session.bundle, run_id)})
+
+
+async def bench_queued(session: Session, found: RunStatus) -> RunStatus:
+    """A bench waiting for another run's bench on its node (services/bench/node_lock.py) is `queued`, behind that run:
+    waiting on a run, not stalled. Asked only while the bench step is neither running nor finished."""
+    from services.bench import node_lock
+    from services.runtime.delivery.ledger import RedisLedger
+
+    bench = next(s for s in found.steps if s.step == "bench")
+    if bench.state not in ("pending", "requested", "awaiting_approval"):
+        return found
+    waiting = await node_lock.queued(RedisLedger(session.client, session.settings.stream_prefix), found.run_id)
+    if waiting is None:
+        return found
+    node, behind = waiting
+    queued = bench.model_copy(update={"state": "queued", "detail": f"queued behind {behind or 'another run'} (node {node})"})
+    return found.model_copy(update={"steps": [queued if s.step == "bench" else s for s in found.steps]})
 
 
 def expected_time(session: Session, run_id: str, step: str) -> tuple[float, Literal["plan", "default"]]:

@@ -39,7 +39,8 @@ class StepState(Strict):
 
     step: str = Field(description="Step name.")
     state: str = Field(
-        description="pending, requested, awaiting_approval, running, done, skipped, unavailable or failed."
+        description="pending, requested, awaiting_approval, queued (bench: waiting for another run's bench on its "
+        "node), running, done, skipped, unavailable or failed."
     )
     detail: str | None = Field(default=None, description="Reason, decision or counts, in words.")
     last_event: str | None = Field(default=None, description="Schema of the last event about this step.")
@@ -66,7 +67,7 @@ STEP_EXPECTED_S: dict[str, float] = {
 TRAINING_AFTER_TIMEOUT_S = 600.0
 BENCH_WINDOW_S = 900.0
 # States in which a run waits on someone, not on a service: never stalled.
-NOT_STALLED = frozenset({"awaiting_approval", "failed", "unavailable"})
+NOT_STALLED = frozenset({"awaiting_approval", "queued", "failed", "unavailable"})
 
 
 class Stall(Strict):
@@ -136,7 +137,7 @@ def run_status(run_id: str, events: Iterable[dict[str, Any]]) -> RunStatus:
 
 
 def one_line(status: RunStatus) -> str:
-    marks = {"pending": ".", "requested": ">", "awaiting_approval": "?", "running": "~", "done": "+",
+    marks = {"pending": ".", "requested": ">", "awaiting_approval": "?", "queued": "=", "running": "~", "done": "+",
              "skipped": "-", "unavailable": "!", "failed": "x"}
     return " ".join(f"{s.step}{marks.get(s.state, '?')}" for s in status.steps)
 

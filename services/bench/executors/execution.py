@@ -21,6 +21,7 @@ from services.bench.executors.kubernetes import KubernetesExecutor, require_kube
 from services.bench.planning.bench_plan import BenchPlan
 from services.bench.run import BenchRun, read_prompts
 from services.bench.executors.slurm import SlurmExecutor
+from services.bench import node_lock
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.bundle.outbox import record_emitted
 from services.runtime.delivery.consumer import StepContext
@@ -70,7 +71,12 @@ async def execute(
     executor = make_executor(plan, bundle, take_back=not_owned is None)
     prompts = read_prompts(bundle, event.run_id, Path(layout.BENCH_PROMPTS))
 
+    hold: node_lock.NodeHold | None = None
+
     async def check(node: str) -> str | None:
+        # Fencing first: a run that lost its node lock launches nothing (NodeLockLost: the step is retried).
+        if hold is not None:
+            await hold.check(node)
         # Production repeats the capacity check before each launch; tests may attach their own.
         if node_check is not None:
             return await node_check(node)
@@ -88,7 +94,16 @@ async def execute(
         eval_values={"model": plan.cells[0].identity["model"], "tokenizer": campaign.target.tokenizer_dir},
         executor=executor, max_model_len=campaign.target.max_model_len,
     )
-    outcome = await run.execute()
+    if ctx.lease is None:  # outside a consumer (no ledger): nothing to coordinate with
+        outcome = await run.execute()
+    else:
+        # One bench per node: the whole step (take-back, launches, cleanup) under the nodes' lock;
+        # a second run's bench waits here, queued (services/bench/node_lock.py).
+        async with node_lock.hold(ctx.lease.ledger, plan.run_id, ctx.settings.instance,
+                                  (cell.node for cell in plan.cells), ttl_ms=ctx.settings.lease_ttl_ms,
+                                  renew_s=ctx.settings.heartbeat_s, log=ctx.log) as hold:
+            run.lock_token = hold.token
+            outcome = await run.execute()
     if outcome.cleaned:
         ctx.log.info("cleaned up by label", executor=plan.executor, cleaned=outcome.cleaned)
     if outcome.rounds:

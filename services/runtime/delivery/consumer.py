@@ -119,9 +119,7 @@ class Consumer:
 
     @property
     def lease_ttl_ms(self) -> int:
-        # Shorter than the reclaim idle time: a dead owner's lease is gone
-        # before its message can be reclaimed (see services/runtime/delivery/ledger.py).
-        return max(1, self.settings.reclaim_idle_ms * 2 // 3)
+        return self.settings.lease_ttl_ms
 
     async def handle(self, route: Route, delivery: Delivery, *, defer_finish: bool = False) -> None:
         """Handle one delivery. With `defer_finish` (a read batch's entry with another behind

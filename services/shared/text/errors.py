@@ -40,3 +40,7 @@ class TokenizerUnusable(RedactedTextError):
 
 class RenderCheckFailed(RedactedTextError):
     """The chat template does not compile, raised, dropped content, or a record is too long."""
+
+
+class TrafficLineTooLong(TextError):
+    """A traffic line is longer than the most a line may hold (services/shared/text/lines.py)."""
