@@ -40,6 +40,7 @@ from services.runtime.bundle.bundle import ArtifactConflict, BundleStore
 from services.runtime.bundle.bundle_paths import parse_uri
 from services.runtime.errors import SpecdecError
 from services.runtime import workload_env
+from services.runtime import failpoints
 from services.runtime.procs import spawn
 from services.shared.secret_args import mask_text
 from services.shared import vllm_cli
@@ -233,6 +234,7 @@ class TrialSteps:
             ref = self.bundle.write_bytes(self.run_id, relpath, dumps_result(result))
         except ArtifactConflict:
             ref, result, problems = self._keep_aside(measured, relpath, raw, result)
+        failpoints.hit("bench.result-before-event")
         # Emitted for a rejected trial too (it was measured): its `result` is the rejected file.
         await self.emit(self.event_factory(**trial_fields(self.run_id, cell, trial, concurrency, ref, result)))
         if problems:

@@ -22,7 +22,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from services.runtime.errors import ConfigurationError
@@ -47,6 +47,36 @@ REGISTRY: tuple[Failpoint, ...] = (
         "bundle.file-before-record", "any process writing an artifact",
         "services/runtime/bundle/bundle.py BundleStore.write_bytes",
         "an artifact's file published whole, without its index record",
+    ),
+    Failpoint(
+        "journal.torn-append", "the journal",
+        "services/runtime/bundle/bundle_events.py EventLog.append",
+        "half an event's line at the end of events.jsonl (a torn write), the event unacked",
+    ),
+    Failpoint(
+        "outbox.recorded-before-publish", "specdec submit, the bench-runner",
+        "services/runtime/bundle/outbox.py record_emitted",
+        "campaign.submitted or bench.trial.completed recorded in the bundle and never published",
+    ),
+    Failpoint(
+        "delivery.leased-before-step", "any service",
+        "services/runtime/delivery/consumer.py Consumer._handle",
+        "a step's lease taken and its delivery counted, the step not started",
+    ),
+    Failpoint(
+        "delivery.published-before-ack", "any service",
+        "services/runtime/delivery/consumer.py Consumer._handle",
+        "a step's outputs recorded and published, its done mark and ack not written",
+    ),
+    Failpoint(
+        "bench.result-before-event", "the bench-runner",
+        "services/bench/trial.py TrialSteps.record",
+        "a trial's result recorded, its bench.trial.completed neither recorded nor published",
+    ),
+    Failpoint(
+        "trainer.proxy-during-training", "the trainer-proxy",
+        "services/trainer_proxy/execution/execute.py _launch",
+        "a trainer running (training.started published) with no proxy watching it",
     ),
 )
 """Every failpoint. tests/unit/test_failpoints.py checks each is hit somewhere in services/ and
@@ -105,8 +135,9 @@ def _load() -> dict[str, _Armed]:
         return _armed
 
 
-def hit(name: str) -> None:
-    """Pass failpoint `name`: SIGKILL this process when the setting arms it for this pass."""
+def hit(name: str, before: Callable[[], object] | None = None) -> None:
+    """Pass failpoint `name`: SIGKILL this process when the setting arms it for this pass, after
+    `before()` (the part of the effect a crash there leaves done, e.g. half a journal line)."""
     armed = _armed if _armed is not None else _load()
     if not armed:
         return
@@ -121,6 +152,8 @@ def hit(name: str) -> None:
         point.fired = point.fired or fire
     if fire:
         # One line on stderr, then no cleanup at all: this is the crash the point stands for.
+        if before is not None:
+            before()
         os.write(sys.stderr.fileno(), f"failpoint {name} fired on pass {point.passes}: SIGKILL\n".encode())
         os.kill(os.getpid(), signal.SIGKILL)
 

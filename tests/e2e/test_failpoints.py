@@ -18,6 +18,8 @@ A registered failpoint that no campaign arms fails the suite.
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -27,13 +29,31 @@ import pytest
 
 from services.runtime import apps, failpoints
 from tests.e2e.test_reliability import RUN_TIMEOUT_S, TRAFFIC, assert_completed_once, assert_journal_complete
-from tests.support.campaigns import Topology, dead_letters, drop_keys, leftovers, write_campaign, write_trainer
+from tests.support.campaigns import ROOT, Topology, dead_letters, drop_keys, leftovers, write_campaign, write_trainer
 
-# One campaign per entry: service -> the point armed in it (and the pass it fires on).
+# One campaign per entry: process -> the point armed in it (and the pass it fires on). "submit" is
+# `specdec submit` itself; the others are services. One point per process: points in different
+# processes cannot interact, so a campaign carries several.
+SUBMIT = "submit"
 CAMPAIGNS: list[dict[str, str]] = [
     {
-        # The capacity step's snapshot: its file is published, its record not; the retry adopts it.
+        # The capacity step's first artifact: its file is published, its record not; the retry adopts it.
         "capacity": "bundle.file-before-record=kill",
+        # The journal's first append is torn in half; the next append keeps the half aside.
+        "journal": "journal.torn-append=kill",
+        # The second trial's result is recorded, its event is not; the retry emits it, same ID.
+        "bench-runner": "bench.result-before-event=kill@2",
+        # gate.decided is published, the trigger not acked; the retry re-emits the recorded decision.
+        "gate": "delivery.published-before-ack=kill",
+    },
+    {
+        # campaign.submitted is recorded in the bundle and never published: the journal's repair pass
+        # publishes it, and the run starts without anyone running `specdec resume`.
+        SUBMIT: "outbox.recorded-before-publish=kill",
+        # The trainer runs on with no proxy; the restarted proxy re-attaches or reads its end.
+        "trainer-proxy": "trainer.proxy-during-training=kill",
+        # The corpus step's lease is taken, the step not started; the lease lapses and it runs once.
+        "corpus": "delivery.leased-before-step=kill",
     },
 ]
 
@@ -58,6 +78,20 @@ def topology(redis_url: str, tmp_path: Path) -> Iterator[Topology]:
     yield topo
     topo.stop()
     drop_keys(redis_url, topo.prefix)
+
+
+def _submit_killed(topology: Topology, campaign: Path, setting: str) -> str:
+    """`specdec submit` killed at its failpoint: the run it stored (its ID was never printed)."""
+    before = set(topology.bundle_root.iterdir()) if topology.bundle_root.is_dir() else set()
+    proc = subprocess.run(  # noqa: S603 - fixed argv
+        [sys.executable, "-m", "services.cli.main", "submit", str(campaign)],
+        env={**topology.env, failpoints.ENV: setting}, cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == -signal.SIGKILL, (proc.returncode, proc.stdout, proc.stderr)
+    assert f"failpoint {_armed_name(setting)} fired" in proc.stderr, proc.stderr
+    runs = sorted(set(topology.bundle_root.iterdir()) - before)
+    assert len(runs) == 1, runs
+    return runs[0].name
 
 
 def _supervise(topology: Topology, run_id: str, armed: dict[str, str]) -> tuple[list[dict], set[str]]:
@@ -94,13 +128,20 @@ def test_a_campaign_crashed_at_its_failpoints_completes_once(
 ) -> None:
     armed = dict(campaign)
     topology_names = set(apps.available())
+    assert set(armed) - {SUBMIT} <= topology_names, f"no such service: {sorted(set(armed) - topology_names)}"
     for name in sorted(topology_names):
         topology.start(name, {failpoints.ENV: armed[name]} if name in armed else None)
-    assert set(armed) <= topology_names, f"no such service: {sorted(set(armed) - topology_names)}"
     trainer = write_trainer(tmp_path / "trainer")
-    run_id = topology.submit(write_campaign(tmp_path / "campaign.yaml", target=toy_target, traffic=TRAFFIC, trainer=trainer))
+    path = write_campaign(tmp_path / "campaign.yaml", target=toy_target, traffic=TRAFFIC, trainer=trainer)
+    submitted: set[str] = set()
+    if SUBMIT in armed:
+        run_id = _submit_killed(topology, path, armed.pop(SUBMIT))
+        submitted.add(_armed_name(campaign[SUBMIT]))
+    else:
+        run_id = topology.submit(path)
 
     events, fired = _supervise(topology, run_id, armed)
+    fired |= submitted
 
     assert fired == {_armed_name(v) for v in campaign.values()}, f"armed but never reached: {sorted(armed.values())}"
     assert_completed_once(events)

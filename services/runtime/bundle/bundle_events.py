@@ -29,6 +29,7 @@ import orjson
 
 from contracts.envelope import utc_now
 from contracts.layout import EVENTS_TORN
+from services.runtime import failpoints
 from services.runtime.bundle.bundle_paths import InvalidContent
 
 _CHUNK_BYTES = 1 << 20
@@ -127,6 +128,7 @@ class EventLog:
                 created = self._catch_up(fd)
                 if event_id in self._seen:
                     return False
+                failpoints.hit("journal.torn-append", before=lambda: _write_all(fd, payload[: len(payload) // 2]))
                 _write_all(fd, payload)
                 if self._fsync:
                     os.fsync(fd)

@@ -24,6 +24,7 @@ import orjson
 
 from contracts.envelope import Event
 from contracts.layout import EMITTED_DIR
+from services.runtime import failpoints
 from services.runtime.bundle.bundle import ArtifactConflict, ArtifactMissing, BundleStore
 from services.runtime.bundle.bundle_paths import parse_uri
 
@@ -43,6 +44,7 @@ def record_emitted(bundle: BundleStore, event: E) -> E:
         if bundle.adopt(event.run_id, relpath) is None:
             raise ArtifactMissing(f"{relpath} conflicted and is gone: the bundle was changed under the run") from None
         return type(event).model_validate_json(bundle.read_bytes(event.run_id, relpath))
+    failpoints.hit("outbox.recorded-before-publish")
     return event
 
 

@@ -40,6 +40,7 @@ from contracts.events import FAILED
 from contracts.registry import ContractError, Registry, UnknownEvent
 from services.runtime.delivery.adopt import adopt_step, completes, record_step, with_derived_ids
 from services.runtime.delivery.broker import Bus
+from services.runtime import failpoints
 from services.runtime.bundle.bundle import ArtifactConflict
 from services.runtime.errors import SpecdecError, StepFailed, as_step_failure
 from services.runtime.delivery.deadletter import dead_letter
@@ -247,6 +248,7 @@ class Consumer:
             log.error("dead-lettered", kind="exhausted", deliveries=deliveries)
             return "dead_lettered"
 
+        failpoints.hit("delivery.leased-before-step")
         context = StepContext(service=self.service, settings=self.settings, bus=self.bus, log=log, resources=self.resources,
                               lease=Lease(key=key.render(), owner=owner, ledger=self.ledger))
         self.running.add(key)
@@ -301,6 +303,7 @@ class Consumer:
                     outputs = await asyncio.to_thread(record_step, bundle, self.service, event, key.step, outputs)
             for output in outputs:
                 await self._recording(lambda output=output: self.bus.publish(output), log)
+            failpoints.hit("delivery.published-before-ack")
             ack = AckRef(delivery.stream, delivery.group, delivery.message_id) if delivery.group else None
             done = Finish(key, owner, [output.event_id for output in outputs], ack)
             if defer_finish and ack is not None:

@@ -44,6 +44,7 @@ from contracts.envelope import ArtifactRef, Event
 from contracts.events import TrainingCompleted, TrainingStarted
 from services.runtime.bundle.bundle import ArtifactMissing, BundleStore
 from services.runtime.delivery.consumer import StepContext
+from services.runtime import failpoints
 from services.runtime.errors import StepFailed
 from services.shared.capacity.recheck import RecheckFailed, RecheckFn
 from services.shared.scheduler.errors import SchedulerError
@@ -147,6 +148,7 @@ async def _launch(bundle: BundleStore, approved: Approved, trigger: Event, ctx: 
         await ctx.emit(trigger.caused(
             TrainingStarted, producer=producer, plan_sha256=approved.ref.sha256, executor=plan.executor, handle=handle,
         ))
+        failpoints.hit("trainer.proxy-during-training")
 
     run_dir = bundle.run_dir(run_id).absolute()
     try:
