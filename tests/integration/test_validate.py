@@ -119,7 +119,6 @@ def six_matrix_problems(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.mark.xfail(strict=True, reason="issue 41: the matrix validator stops at its first problem")
 def test_a_matrix_names_every_problem_not_only_its_first(settings_env, tmp_path):
     done = specdec(settings_env, "validate", str(six_matrix_problems(tmp_path)))
     assert done.returncode == 2, done.stdout + done.stderr
