@@ -139,6 +139,7 @@ def build_plan(
                 speculative_config=spec, serve_argv=argv, serve_source=source, bench=bench, eval=evaluation,
                 declared_serve_argv=record.serve_cmd if record is not None else None, launch_changes=changes or None,
                 declared_engine_args=record.engine_args if record is not None and record.parsed_by_vllm else None,
+                unchecked_labels=record.unchecked_labels or None if record is not None else None,
                 env=list(cell.env) or None,
             )
         )
