@@ -21,3 +21,15 @@ class SpecdecError(Exception):
     """
 
     transient: bool = False
+
+
+class Problems(ValueError):
+    """Every problem one model validator found, raised together so none hides behind the first.
+
+    A ValueError, as pydantic expects of a validator; pydantic keeps the instance in the
+    error's `ctx["error"]`, so a caller that names problems one a line (`specdec validate`)
+    expands `problems`, and anyone else reads them joined by "; "."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("; ".join(problems))
+        self.problems = list(problems)

@@ -179,6 +179,10 @@ class CanonicalCellRecord(Strict):
                                        "vLLM's bench parser read it.")
     bench_rewrites: list[Rewrite] = Field(default_factory=list, description="Each token of the bench command run "
                                           "other than declared, and why.")
+    unchecked_labels: dict[str, str] = Field(
+        default_factory=dict, description="Identity labels the serve command leaves to vLLM or to a checkpoint that "
+        "was not here to read, so submit could not compare them (label -> why): the engine read-back states what "
+        "the server runs (docs/configuration.md, \"Identity labels\"). Empty when every label was checked.")
     bench_dataset: str | None = Field(default=None, description="What the operator's bench draws its prompts from "
                                       "(its --dataset-name and settings), the cell's workload shape; None: specdec's "
                                       "prompts (the corpus's heldout split or the named shapes).")

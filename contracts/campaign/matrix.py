@@ -10,6 +10,15 @@ from contracts.argv import ArgvTemplate
 from contracts.campaign.commands import DeclaredEnv, env_field
 from contracts.campaign.speculative import SpeculativeConfig
 from contracts.envelope import Key, Strict
+from contracts.errors import Problems
+
+# Trials per level below which a matrix is exploratory only (a DRAFT): too few for the gate's noise estimate.
+MIN_CELL_TRIALS = 3
+
+
+def nodes_differ(nodes: dict[str, str]) -> str:
+    """The refusal of arms served on different nodes (the matrix's named nodes, the plan's resolved ones)."""
+    return f"cells differ in node: {nodes}; a controlled comparison runs every cell on one node"
 
 
 class ServingConfig(Strict):
@@ -121,18 +130,20 @@ class Matrix(Strict):
 
     @model_validator(mode="after")
     def _check_cells(self) -> Matrix:
+        # Every problem at once (Problems): one would otherwise hide the next until the first is mended.
+        problems = []
         ids = [cell.cell_id for cell in self.cells]
         if len(ids) != len(set(ids)):
-            raise ValueError(f"duplicate cell_id in matrix: {sorted({i for i in ids if ids.count(i) > 1})}")
+            problems.append(f"duplicate cell_id in matrix: {sorted({i for i in ids if ids.count(i) > 1})}")
         if sum(cell.role == "standing" for cell in self.cells) != 1:
-            raise ValueError("a matrix needs exactly one standing cell")
+            problems.append("a matrix needs exactly one standing cell")
         # Interleaving rotates the trials across every cell's server so that drift hits every arm
         # alike; a cell outside the rotation would not share it (and the gate refuses arms whose
         # regimes differ: regime is a compared identity field, contracts/artifacts/results.py).
         interleaved = [cell.cell_id for cell in self.cells if cell.regime == "warm-interleaved"]
         if interleaved and len(interleaved) != len(self.cells):
             others = {cell.cell_id: cell.regime for cell in self.cells if cell.regime != "warm-interleaved"}
-            raise ValueError(
+            problems.append(
                 f"matrix.cells {interleaved} are regime warm-interleaved but {others} are not: warm-interleaved "
                 "rotates the trials across every cell's server, so set regime: warm-interleaved on every cell, "
                 "or on none"
@@ -142,12 +153,32 @@ class Matrix(Strict):
         low = {cell.cell_id: min(cell.concurrency) for cell in self.cells
                if min(cell.concurrency) < self.load.client_processes}
         if low:
-            raise ValueError(
+            problems.append(
                 f"matrix.load.client_processes {self.load.client_processes} splits each window's concurrency over "
                 f"that many client processes, and each needs a request in flight, but cells {low} have a lower "
                 "concurrency level: lower client_processes or raise those levels"
             )
+        problems += self._comparison_problems()
+        if problems:
+            raise Problems(problems)
         return self
+
+    def _comparison_problems(self) -> list[str]:
+        """What keeps the arms from a controlled comparison, seen in the matrix alone (the bench plan refused
+        these only after the upstream steps ran; the nodes it resolves from the capacity step it still checks)."""
+        problems = []
+        few = {cell.cell_id: cell.trials for cell in self.cells if cell.trials < MIN_CELL_TRIALS}
+        if few and not self.exploratory:
+            problems.append(f"cells with fewer than {MIN_CELL_TRIALS} trials: {few}; set matrix.exploratory: true "
+                            "to run them as a DRAFT")
+        modes = {cell.cell_id: cell.serving.graph_mode for cell in self.cells}
+        if len({cell.serving.graph_mode for cell in self.cells}) > 1:  # over the cells: two may share an ID
+            problems.append(f"cells differ in graph mode: {modes}; a controlled comparison serves every cell in one "
+                            "graph mode (serving.graph_mode)")
+        named = {cell.cell_id: cell.node for cell in self.cells if cell.node}
+        if len({cell.node for cell in self.cells if cell.node}) > 1:
+            problems.append(nodes_differ(named))
+        return problems
 
     def for_traffic(self, *, shapes: bool) -> Matrix:
         """This matrix with the load's traffic-dependent default decided (`ignore_eos`), as the bench

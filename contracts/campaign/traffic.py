@@ -37,3 +37,10 @@ class CorpusSpec(Strict):
     )
     heldout_share: float = Field(default=0.1, gt=0, lt=1, description="Share of records in the heldout split.")
     seed: int = Field(default=0, description="Seed of the stratified sampling and the split.")
+
+
+def source_label(traffic: TrafficFile | TrafficShapes) -> str:
+    """The workload shape the prompts are: the corpus's heldout split, or the listed shapes joined by '+'."""
+    if isinstance(traffic, TrafficFile):
+        return HELDOUT_SHAPE
+    return "+".join(dict.fromkeys(traffic.shapes))

@@ -41,9 +41,10 @@ def campaign(*, acknowledged: bool, pre_approve: tuple[str, ...] = ()) -> Campai
          "vllm_sweep": {"serve_cmd": [*FAKE]}},
         {"cell_id": "ngram-k3", "role": "candidate", "concurrency": [1, 2], "serving": {"speculative": spec},
          "vllm_sweep": {"serve_cmd": [*FAKE, "--speculative-config", "{speculative_config_json}"]}},
-        # The operator's serve command drops the declared speculative config: the read-back sees it.
+        # The operator's wrapper receives the declared speculative config and drops it (the template carries it,
+        # so submit and the plan accept it; the stand-in ignores the flag it is under): the read-back sees it.
         {"cell_id": "dropped", "role": "candidate", "concurrency": [1, 2], "serving": {"speculative": spec},
-         "vllm_sweep": {"serve_cmd": [*FAKE]}},
+         "vllm_sweep": {"serve_cmd": [*FAKE, "--wrapper-drops-this", "{speculative_config_json}"]}},
         # An engine that says it speculates but never drafts: only its counters show it.
         {"cell_id": "idle-drafts", "role": "candidate", "concurrency": [1, 2], "serving": {"speculative": spec},
          "vllm_sweep": {"serve_cmd": [*FAKE, "--speculative-config", "{speculative_config_json}", "--fake-no-drafts"]}},
@@ -144,7 +145,12 @@ async def test_the_operator_bench_command_is_run_and_its_result_accepted(setting
         "           'median_tpot_ms': 1.0, 'mean_tpot_ms': 1.0, 'duration': 0.1}, open(out, 'w'))\n"
     )
     data = campaign(acknowledged=True, pre_approve=("bench",)).model_dump(by_alias=True)
-    data["commands"]["bench"] = {"argv": [sys.executable, str(script), "{base_url}", "{result_path}", "{concurrency}"]}
+    # It reads its first three arguments; the load it is declared to carry (submit refuses a template that drops
+    # it) follows, unread.
+    data["commands"]["bench"] = {"argv": [sys.executable, str(script), "{base_url}", "{result_path}", "{concurrency}",
+                                          "{prompts_path}", "--num-prompts", "{num_prompts}", "--num-warmups",
+                                          "{warmup_requests}", "--max-output-tokens", "{max_output_tokens}",
+                                          "{ignore_eos_flag}"]}
     data["matrix"]["cells"] = data["matrix"]["cells"][:2]
     bundle = BundleStore(settings.bundle_root)
     bundle.write_json(run_id, "campaign.json", Campaign.model_validate(data))

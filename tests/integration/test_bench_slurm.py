@@ -29,8 +29,12 @@ ROOT = Path(__file__).resolve().parents[2]
 # The stand-in logs vLLM's start-up config for what it is given; the bench-runner reads it back.
 FAKE = [sys.executable, "-m", "tests.support.fake_vllm", "--port", "{port}", "--model", "{model}",
         "--max-model-len", "{max_model_len}", "{enforce_eager_flag}"]
-DYING = [sys.executable, "-c", "import sys; print('cannot load model: boom', flush=True); sys.exit(3)", "{port}"]
-KILLED = [sys.executable, "-c", "import os; print('loading, then killed', flush=True); os.kill(os.getpid(), 9)", "{port}"]
+# Commands that never serve; they carry the declared fields as a server's would (submit and the plan refuse a
+# template that drops one), which `python -c` hands to the script as arguments it never reads.
+_CARRIED = ["{port}", "--max-model-len", "{max_model_len}", "{enforce_eager_flag}"]
+DYING = [sys.executable, "-c", "import sys; print('cannot load model: boom', flush=True); sys.exit(3)", *_CARRIED]
+KILLED = [sys.executable, "-c", "import os; print('loading, then killed', flush=True); os.kill(os.getpid(), 9)",
+          *_CARRIED, "--speculative-config", "{speculative_config_json}"]
 SPEC = {"method": "ngram", "num_speculative_tokens": 3}
 
 

@@ -102,3 +102,28 @@ def test_the_demo_refuses_bad_input_with_the_reasons_alone(settings, settings_en
     assert "Traceback" not in done.stderr and "cannot be submitted; nothing was started" in done.stderr
     assert "starting services" not in done.stdout  # refused before any model or service
     assert not settings.bundle_root.exists() and _keys(settings) == []
+
+
+def six_matrix_problems(tmp_path: Path) -> Path:
+    """The example campaign with six independent mistakes, four of them in one matrix."""
+    data = yaml.safe_load((ROOT / "infra/examples/campaign.yaml").read_text())
+    cells = data["matrix"]["cells"]
+    cells[2]["cell_id"] = "ngram-k3"                                   # a duplicate cell_id
+    cells[0]["trials"] = 1                                             # one trial, not exploratory
+    cells[1]["serving"]["graph_mode"] = "graph"                        # arms in different graph modes
+    cells[0]["node"], cells[1]["node"] = "node-a", "node-b"            # arms on different nodes
+    cells[1]["regime"] = "warm-interleaved"                            # one cell interleaved, the others not
+    data["gate"]["min_trials"] = 1                                     # no spread from one trial
+    path = tmp_path / "six-problems.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_a_matrix_names_every_problem_not_only_its_first(settings_env, tmp_path):
+    done = specdec(settings_env, "validate", str(six_matrix_problems(tmp_path)))
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.startswith("  - ")]
+    assert len(lines) == 6 and "(6 problem(s))" in done.stdout, done.stdout
+    for needle in ("duplicate cell_id", "fewer than 3 trials", "differ in graph mode", "differ in node",
+                   "are regime warm-interleaved", "gate.min_trials"):
+        assert sum(needle in line for line in lines) == 1, f"{needle!r} not named once:\n{done.stdout}"

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 from contracts.argv import token_placeholders
 from contracts.campaign.canonical import CanonicalCell, CanonicalCellRecord, CanonicalFile, CanonicalRecord, Rewrite
 from contracts.templates import SERVE_PLACEHOLDERS
+from services.app.campaign import canonical_identity
 from services.app.campaign.canonical_bench import BenchRead, bench_command
 from services.app.campaign.canonical_tokens import literal, sample
 from services.shared import vllm_cli
@@ -179,19 +180,21 @@ def _serve(cell: CanonicalCell, role: str, *, where: str, base: Path, max_model_
             f"{where}.serving: the cell's `vllm serve` command declares what it serves (read by vLLM's parser); a "
             "second declaration could only disagree with it: remove serving"])
     parsed = vllm_cli.parse_serve([sample(token) for token in declared], where=f"{where}.vllm_sweep.serve_cmd")
-    serving, problems = _serving(parsed, cell, where=where, max_model_len=max_model_len)
+    serving, problems, unchecked = _serving(parsed, cell, where=where, max_model_len=max_model_len, base=base)
     template, rewrites = _launch_template(declared, parsed, base=base)
     if problems:
         raise CanonicalProblems(problems)
     engine_args = {name: value for name, value in parsed.declared().items() if name not in ("host", "port")}
     record = CanonicalCellRecord(cell_id=cell.cell_id, role=role, notes=cell.notes, identity=identity,
-                                 serve_cmd=declared, parsed_by_vllm=True, engine_args=engine_args, rewrites=rewrites)
+                                 serve_cmd=declared, parsed_by_vllm=True, engine_args=engine_args, rewrites=rewrites,
+                                 unchecked_labels=unchecked)
     return serving, template, record
 
 
-def _serving(parsed: vllm_cli.Parsed, cell: CanonicalCell, *, where: str, max_model_len: int
-             ) -> tuple[dict[str, Any], list[str]]:
-    """specdec's typed serving config from what vLLM read; the identity labels the command contradicts."""
+def _serving(parsed: vllm_cli.Parsed, cell: CanonicalCell, *, where: str, max_model_len: int, base: Path
+             ) -> tuple[dict[str, Any], list[str], dict[str, str]]:
+    """specdec's typed serving config from what vLLM read; the identity labels the command contradicts, and those
+    left unchecked here (label -> why)."""
     args, problems = parsed.args, []
     model = parsed.model
     if model is None:
@@ -208,14 +211,17 @@ def _serving(parsed: vllm_cli.Parsed, cell: CanonicalCell, *, where: str, max_mo
     if given_len is not None and int(given_len) != max_model_len:
         problems.append(f"{where}.vllm_sweep.serve_cmd serves --max-model-len {given_len}, but target.max_model_len is "
                         f"{max_model_len}: specdec sizes prompts by the target's; make them agree")
-    for label, value, served in (("quant", cell.quant, serving["quantization"]),
-                                 ("tensor_parallel", cell.tensor_parallel, serving["tensor_parallel_size"]),
-                                 ("max_num_batched_tokens", cell.max_num_batched_tokens,
-                                  args.get("max_num_batched_tokens"))):
-        if value is not None and str(value) != str(served):
-            problems.append(f"{where}.{label} is {value!r}, but its serve command runs {served!r}: the identity "
-                            "label must say what is served")
-    return serving, problems
+    # tensor_parallel: the command's, else vLLM's default (1), known here. quant and max_num_batched_tokens left
+    # to vLLM or the checkpoint: read from the checkpoint where it is here, else unchecked (canonical_identity.py).
+    if cell.tensor_parallel is not None and cell.tensor_parallel != serving["tensor_parallel_size"]:
+        problems.append(f"{where}.tensor_parallel is {cell.tensor_parallel!r}, but its serve command runs "
+                        f"{serving['tensor_parallel_size']!r}: the identity label must say what is served")
+    unchecked: dict[str, str] = {}
+    for found, left in (canonical_identity.quant_problems(cell, args, model, where=where, base=base),
+                        canonical_identity.batched_tokens_problems(cell, args, where=where)):
+        problems += found
+        unchecked.update(left)
+    return serving, problems, unchecked
 
 
 def _launch_template(declared: list[str], parsed: vllm_cli.Parsed, *, base: Path

@@ -21,11 +21,11 @@ from contracts import campaign as campaign_models
 from contracts.campaign import Campaign, Matrix, MatrixFile, TrafficFile, missing_inputs
 from contracts.campaign.canonical import CanonicalRecord, is_canonical
 from contracts.inert import inert_fields_set
-from contracts.templates import template_problems
-from services.bench.planning.plan import source_problems
+from contracts.errors import Problems
 from services.app.campaign.suffix_cells import suffix_revision
 from services.app.campaign.roots import FileRoots
 from services.runtime.errors import ConfigurationError, invalid_input, parse_error_at
+from services.shared.campaign_checks import static_problems
 
 
 class CampaignRejected(ConfigurationError):
@@ -81,10 +81,8 @@ def _validated(path: Path, data: Any, raw_bytes: bytes, record: CanonicalRecord 
             where = ".".join(str(p) for p in error["loc"] if not _UNION_TAG.match(str(p))) or "(campaign)"
             if error["type"] == "missing":
                 continue  # already named by missing_inputs, in words
-            message = error["msg"].removeprefix("Value error, ")
-            if message.startswith("campaign lacks required inputs"):
-                continue
-            problems.append(f"invalid: {where}: {message}")
+            problems += [f"invalid: {where}: {message}" for message in _messages(error)
+                         if not message.startswith("campaign lacks required inputs")]
         if not problems:
             problems.append(f"invalid: {invalid_input(exc)}")
         raise CampaignRejected(path, problems) from None
@@ -95,11 +93,17 @@ def _validated(path: Path, data: Any, raw_bytes: bytes, record: CanonicalRecord 
             roots.confine(campaign.matrix.path, "matrix.path")
     problems += _missing_files(campaign)
     problems += _kubernetes_file_env(campaign)
-    problems += _template_problems(campaign, record)
-    problems += _source_problems(campaign)
+    problems += _static_problems(campaign, record)
     if problems:
         raise CampaignRejected(path, problems)
     return campaign
+
+
+def _messages(error: Any) -> list[str]:
+    """A pydantic error's message, or each problem of a validator that named several (contracts.errors.Problems)."""
+    found = (error.get("ctx") or {}).get("error")
+    messages = found.problems if isinstance(found, Problems) else [error["msg"]]
+    return [message.removeprefix("Value error, ") for message in messages]
 
 
 def _kubernetes_file_env(campaign: Campaign) -> list[str]:
@@ -120,26 +124,12 @@ def _matrix_of(campaign: Campaign) -> Matrix | None:
     return campaign.matrix if isinstance(campaign.matrix, Matrix) else _matrix_file(Path(campaign.matrix.path))
 
 
-def _template_problems(campaign: Campaign, record: CanonicalRecord | None = None) -> list[str]:
-    """Operator serve and bench templates that would drop or contradict a declared
-    field (contracts/templates/check.py), refused before anything is stored. A matrix
-    file is read here for that, from where submit runs; a missing one is named by
-    _missing_files, an unreadable one here. A canonical file's commands that vLLM's
-    own parsers read (`record`) are left out: their declared config and load are what
-    vLLM read from those very commands, so they carry them by construction."""
+def _static_problems(campaign: Campaign, record: CanonicalRecord | None = None) -> list[str]:
+    """Every check the campaign needs only itself and local files for (services/shared/campaign_checks.py, which
+    the bench planner makes too), refused before anything is stored. A matrix file is read here for that, from
+    where submit runs; a missing one is named by _missing_files, an unreadable one here."""
     if isinstance(campaign.matrix, Matrix):
-        if record is not None:
-            read = {c.cell_id: c for c in record.cells}
-            cells = []
-            for cell in campaign.matrix.cells:
-                sweep = {"serve_cmd": None if read.get(cell.cell_id) and read[cell.cell_id].parsed_by_vllm
-                         else cell.vllm_sweep.serve_cmd,
-                         "bench_cmd": None if read.get(cell.cell_id) and read[cell.cell_id].bench_cmd
-                         else cell.vllm_sweep.bench_cmd}
-                cells.append(cell.model_copy(update={"vllm_sweep": cell.vllm_sweep.model_copy(update=sweep)}))
-            matrix = campaign.matrix.model_copy(update={"cells": cells})
-            return [f"template: {p}" for p in template_problems(campaign, matrix)]
-        return [f"template: {p}" for p in template_problems(campaign, campaign.matrix)]
+        return static_problems(campaign, campaign.matrix, canonical=record)
     matrix_path = Path(campaign.matrix.path)
     if not matrix_path.is_file():
         return []
@@ -150,8 +140,10 @@ def _template_problems(campaign: Campaign, record: CanonicalRecord | None = None
     except yaml.YAMLError as exc:
         return [f"invalid: matrix.path: not valid YAML: {parse_error_at(matrix_path, exc)}"]
     except ValidationError as exc:
-        return [f"invalid: matrix.path {matrix_path}: {invalid_input(exc)}"]
-    return [f"template: {p}" for p in template_problems(campaign, matrix, cells_at=f"{matrix_path}: cells")]
+        # One line a problem, as for an inline matrix (a validator's Problems expanded).
+        return [f"invalid: matrix.path {matrix_path}: {'.'.join(map(str, e['loc'])) or 'matrix'}: {message}"
+                for e in exc.errors() for message in _messages(e)]
+    return static_problems(campaign, matrix, canonical=record, cells_at=f"{matrix_path}: cells")
 
 
 # A union member's tag in a pydantic error location (`matrix.MatrixFile.cells`), not a field: a
@@ -179,18 +171,6 @@ def _chosen_branches(errors: list[Any]) -> list[Any]:
         best = min(sum(e["type"] in _WRONG_FORM for e in errs) for errs in forms.values())
         plain += [e for errs in forms.values() if sum(e["type"] in _WRONG_FORM for e in errs) == best for e in errs]
     return plain
-
-
-def _source_problems(campaign: Campaign) -> list[str]:
-    """Cell labels the prompt source contradicts and shapes no prompt would reach
-    (services/bench/planning/plan.source_problems), refused before anything is stored; a
-    matrix file is read for it, as for the templates."""
-    if isinstance(campaign.matrix, Matrix):
-        return [f"invalid: {p}" for p in source_problems(campaign, campaign.matrix)]
-    matrix = _matrix_file(Path(campaign.matrix.path))
-    if matrix is None:
-        return []  # named by _missing_files or _template_problems
-    return [f"invalid: {p}" for p in source_problems(campaign, matrix, cells_at=f"{campaign.matrix.path}: cells")]
 
 
 def _matrix_file(path: Path) -> Matrix | None:

@@ -66,7 +66,8 @@ def validate(path: Path, roots: FileRoots | None = None) -> Validation:
         return Validation(campaign=str(path), accepted=False, problems=rejected.problems, warnings=[], inert={},
                           cells=[])
     campaign = prepared.campaign
-    return Validation(campaign=str(path), accepted=True, problems=[], warnings=_warnings(campaign, prepared.inert),
+    warnings = _warnings(campaign, prepared.inert) + _unchecked(prepared.canonical)
+    return Validation(campaign=str(path), accepted=True, problems=[], warnings=warnings,
                       inert=prepared.inert, cells=declared_cells(campaign, prepared.canonical))
 
 
@@ -99,3 +100,9 @@ def _warnings(campaign: Campaign, inert: dict[str, str]) -> list[str]:
         found.append("traffic gives named workload shapes only: there is no traffic to learn from, so corpus and "
                      "training will be recorded as skipped (a candidate must need no training or name a draft)")
     return found
+
+
+def _unchecked(canonical: CanonicalRecord | None) -> list[str]:
+    # Labels left to vLLM or to a checkpoint not here to read: accepted, and said (docs/configuration.md).
+    return [f"cells[{record.cell_id}].{label} {why}" for record in (canonical.cells if canonical else [])
+            for label, why in record.unchecked_labels.items()]

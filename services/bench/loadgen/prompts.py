@@ -35,12 +35,8 @@ import numpy as np
 import orjson
 from pydantic import Field, ValidationError, model_validator
 
-from contracts.campaign import (
-    HELDOUT_SHAPE,
-    TrafficFile,
-    TrafficShapes,
-    effective_ignore_eos,
-)
+from contracts.campaign import effective_ignore_eos
+from contracts.campaign.traffic import source_label  # noqa: F401 - the bench's name for it (prompts.source_label)
 from contracts.artifacts.corpus import ChatMessage, CorpusRecord
 from contracts.envelope import Strict
 from services.bench.errors import PromptError
@@ -199,13 +195,6 @@ def mixed_shape_prompts(shapes: list[ShapeSpec], count: int, *, tokenizer_dir: s
 def shape_shares(count: int, n: int) -> list[int]:
     """Prompts per shape when `count` are taken in turn from `n` shapes: equal, the first shapes take the remainder."""
     return [count // n + (1 if i < count % n else 0) for i in range(n)]
-
-
-def source_label(traffic: TrafficFile | TrafficShapes) -> str:
-    """The workload shape the prompts are: the corpus's heldout split, or the listed shapes joined by '+'."""
-    if isinstance(traffic, TrafficFile):
-        return HELDOUT_SHAPE
-    return "+".join(dict.fromkeys(traffic.shapes))
 
 
 def cycle(prompts: list[Prompt], count: int) -> list[Prompt]:

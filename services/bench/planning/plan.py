@@ -10,21 +10,20 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from contracts import layout
-from contracts.campaign import Campaign, Cell, Matrix, TrafficShapes
+from contracts.campaign import Campaign, Cell, Matrix
+from contracts.campaign.matrix import nodes_differ
 from contracts.campaign.canonical import CanonicalRecord
 from contracts.templates import serve_values
 from services.bench.executors import kubernetes_pod, slurm_job
 from services.bench.planning.bench_plan import BenchPlan
-from services.bench.planning.interleave import REGIME as INTERLEAVED
 from services.bench.planning.interleave import block_order, launch_order
 from services.bench.planning.plan_types import CellPlan, Launch, LevelNoise, Rounds
 from services.bench.loadgen.prompts import source_label
 from services.bench.executors.serving import serve_argv, speculative_config
 from services.runtime.errors import ConfigurationError
-from services.shared import sequential, vllm_cli
+from services.shared import campaign_checks, sequential, vllm_cli
 from services.shared.scheduler import slurm
 
-MIN_TRIALS = 3
 PORT_PLACEHOLDER = "{port}"
 # Where a server listens: loopback for a child of the bench-runner; every
 # interface on a scheduler's node, which the runner reaches over the network.
@@ -48,84 +47,25 @@ def _identity(cell: Cell, campaign: Campaign, spec: dict[str, Any] | None) -> di
 
 
 def source_problems(campaign: Campaign, matrix: Matrix, *, cells_at: str = "matrix.cells") -> list[str]:
-    """What the matrix says about its prompts that the prompt source contradicts, in words.
-
-    A cell's `workload_shape` is the label its trials carry; the prompts come from
-    the campaign's traffic (the corpus's heldout split) or its listed shapes, so a
-    label other than theirs would be a claim (`prompts.source_label`). Every listed
-    shape is benched, so the window needs at least one prompt per shape. Sequential rounds
-    (gate.max_trials) that the matrix cannot run are named too (`round_problems`), so that
-    `specdec submit` refuses them before anything runs."""
-    problems = []
-    label = source_label(campaign.traffic)
-    for cell in matrix.cells:
-        if cell.workload_shape is not None and cell.workload_shape != label:
-            source = ("traffic.path: the corpus's heldout split" if not isinstance(campaign.traffic, TrafficShapes)
-                      else f"traffic.shapes {campaign.traffic.shapes}")
-            problems.append(
-                f"{cells_at}[{cell.cell_id}].workload_shape is {cell.workload_shape!r}, but the prompts come from "
-                f"{source}, which is {label!r}: remove workload_shape (it is derived from the prompt source) or set "
-                f"it to {label!r}"
-            )
-    problems += round_problems(campaign, matrix, cells_at=cells_at)
-    if isinstance(campaign.traffic, TrafficShapes):
-        shapes = list(dict.fromkeys(campaign.traffic.shapes))
-        if matrix.load.num_prompts < len(shapes):
-            problems.append(
-                f"matrix.load.num_prompts {matrix.load.num_prompts} is fewer than the {len(shapes)} traffic.shapes "
-                f"{shapes}: every listed shape is benched with its share of the prompts; set num_prompts to "
-                f"{len(shapes)} or more, or list fewer shapes"
-            )
-    return problems
+    """What the matrix says about its prompts that the prompt source contradicts, and the sequential rounds it
+    cannot run, in words (services/shared/campaign_checks.py, where submit makes the same checks)."""
+    return [problem.removeprefix("invalid: ") for check in (campaign_checks.workload_shape_problems,
+                                                             campaign_checks.round_problems,
+                                                             campaign_checks.prompt_count_problems)
+            for problem in check(campaign, matrix, cells_at=cells_at)]
 
 
-def round_problems(campaign: Campaign, matrix: Matrix, *, cells_at: str = "matrix.cells") -> list[str]:
-    """What makes the campaign's sequential rounds (gate.max_trials) impossible, in words; none without a cap.
-
-    Rounds add one trial per arm and level per block of the warm-interleaved rotation, so every
-    cell must be warm-interleaved; every cell runs gate.min_trials before the first look, so a
-    cell's `trials` other than that would be inert (refused rather than ignored)."""
-    if campaign.gate.max_trials is None:
-        return []
-    problems = []
-    regimes = {cell.cell_id: cell.regime for cell in matrix.cells if cell.regime != INTERLEAVED}
-    if regimes:
-        problems.append(
-            f"gate.max_trials {campaign.gate.max_trials} runs sequential rounds, one more trial of every cell per "
-            f"block of the warm-interleaved rotation, but {cells_at} {regimes} are not warm-interleaved: set regime: "
-            "warm-interleaved on every cell, or remove gate.max_trials to run fixed trials")
-    trials = {cell.cell_id: cell.trials for cell in matrix.cells if cell.trials != campaign.gate.min_trials}
-    if trials:
-        problems.append(
-            f"gate.max_trials {campaign.gate.max_trials} runs every cell from gate.min_trials "
-            f"({campaign.gate.min_trials}) up to the cap, but {cells_at} {trials} set other trials: remove their "
-            f"`trials` or set it to {campaign.gate.min_trials} (gate.min_trials), or remove gate.max_trials to run "
-            "fixed trials")
-    return problems
-
-
-def check_matrix(campaign: Campaign, matrix: Matrix, nodes: dict[str, str]) -> None:
-    """Refuse a matrix that cannot give a controlled comparison, or whose labels its prompts contradict."""
-    standing = campaign.standing
-    problems = source_problems(campaign, matrix)
-    baseline = next(cell for cell in matrix.cells if cell.role == "standing")
-    if baseline.serving.speculative != standing:
-        problems.append(
-            f"the standing cell {baseline.cell_id} serves {baseline.serving.speculative!r} but the campaign's "
-            f"standing config is {standing!r}; the baseline must be what is served today"
-        )
+def check_matrix(campaign: Campaign, matrix: Matrix, nodes: dict[str, str],
+                 canonical: CanonicalRecord | None = None) -> None:
+    """Refuse a campaign whose matrix cannot give a controlled comparison: every check `specdec validate` and
+    submit make (services/shared/campaign_checks.static_problems; the matrix's own were made when it was read),
+    and the nodes as resolved here (a cell without one is served on the capacity step's choice)."""
+    problems = campaign_checks.static_problems(campaign, matrix, canonical=canonical)
     if len(set(nodes.values())) > 1:
-        problems.append(f"cells differ in node: {nodes}; a controlled comparison runs every cell on one node")
-    modes = {cell.cell_id: cell.serving.graph_mode for cell in matrix.cells}
-    if len(set(modes.values())) > 1:
-        problems.append(f"cells differ in graph mode: {modes}")
-    few = {cell.cell_id: cell.trials for cell in matrix.cells if cell.trials < MIN_TRIALS}
-    if few and not matrix.exploratory:
-        problems.append(
-            f"cells with fewer than {MIN_TRIALS} trials: {few}; set matrix.exploratory: true to run them as a DRAFT"
-        )
+        problems.append(nodes_differ(nodes))
     if problems:
-        raise ConfigurationError("the matrix cannot run live: " + "; ".join(problems))
+        raise ConfigurationError("the campaign cannot run live (specdec validate names the same): "
+                                 + "; ".join(problems))
 
 
 def build_plan(
@@ -155,7 +95,7 @@ def build_plan(
         raise ConfigurationError(f"a {executor} bench plan needs the run's bundle folder and a working folder")
     host = BIND_HOST[executor]
     nodes = {cell.cell_id: cell.node or default_node for cell in matrix.cells}
-    check_matrix(campaign, matrix, nodes)
+    check_matrix(campaign, matrix, nodes, canonical)
     ordered = sorted(matrix.cells, key=lambda cell: cell.role != "standing")
     cells = []
     for cell in ordered:
@@ -199,6 +139,7 @@ def build_plan(
                 speculative_config=spec, serve_argv=argv, serve_source=source, bench=bench, eval=evaluation,
                 declared_serve_argv=record.serve_cmd if record is not None else None, launch_changes=changes or None,
                 declared_engine_args=record.engine_args if record is not None and record.parsed_by_vllm else None,
+                unchecked_labels=record.unchecked_labels or None if record is not None else None,
                 env=list(cell.env) or None,
             )
         )

@@ -75,6 +75,10 @@ class CellPlan(Strict):
         default=None, description="Every argument the operator's `vllm serve` command sets, as vLLM's own parser read "
         "it (a canonical matrix file): the engine read-back checks prefix caching, max_num_batched_tokens and the "
         "kv-cache dtype against it; absent for a cell declared in specdec's keys.")
+    unchecked_labels: dict[str, str] | None = Field(
+        default=None, description="A canonical cell's identity labels its serve command leaves to vLLM or to a "
+        "checkpoint submit could not read (label -> why): not compared before the run; the engine read-back states "
+        "what the server runs. Absent when every label was checked.")
     env: list[str] | None = Field(
         default=None, description="The cell's env: names of the variables its server and the operator's bench and eval "
         "commands get from the bench-runner's environment at launch (values never written here); nothing else of "
@@ -88,7 +92,7 @@ class CellPlan(Strict):
     def _without_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # A cell without a declared command serialises (and hashes, and is approved) as before these fields.
         data = handler(self)
-        for name in ("declared_serve_argv", "launch_changes", "declared_engine_args", "env"):
+        for name in ("declared_serve_argv", "launch_changes", "declared_engine_args", "unchecked_labels", "env"):
             if data.get(name) is None:
                 data.pop(name, None)
         return data

@@ -161,7 +161,13 @@ def test_identity_labels_must_say_what_the_command_serves(tmp_path):
     data = example()
     _cell(data, "ngram-k3")["tensor_parallel"] = 2
     _cell(data, "ngram-k3")["quant"] = "fp8"
-    found = problems(data, tmp_path)
+    # The command leaves quantization to the checkpoint: a local one says it is unquantized (a checkpoint not
+    # here to read would leave the label unchecked, tests/unit/app/test_canonical_identity.py).
+    (tmp_path / "models/toy-target").mkdir(parents=True)
+    (tmp_path / "models/toy-target/config.json").write_text('{"torch_dtype": "float32"}')
+    with pytest.raises(canonical.CanonicalProblems) as refused:
+        canonical.translate(data, base=tmp_path)
+    found = refused.value.problems
     assert any("tensor_parallel is 2" in p for p in found) and any("quant is 'fp8'" in p for p in found)
 
 

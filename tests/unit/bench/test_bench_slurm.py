@@ -38,7 +38,8 @@ def campaign(scheduler: str, selectors: dict[str, str] | None = None) -> Campaig
          "serving": {"speculative": {"method": "ngram", "num_speculative_tokens": 3}}},
         {"cell_id": "operator", "role": "candidate",
          "serving": {"speculative": {"method": "ngram", "num_speculative_tokens": 2}},
-         "vllm_sweep": {"serve_cmd": [*FAKE, "--host", "{host}", "--speculative-config", "{speculative_config_json}"]}},
+         "vllm_sweep": {"serve_cmd": [*FAKE, "--host", "{host}", "--speculative-config", "{speculative_config_json}",
+                                      "--max-model-len", "{max_model_len}", "{enforce_eager_flag}"]}},
     ]
     return Campaign.model_validate(data)
 

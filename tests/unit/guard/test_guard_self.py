@@ -121,8 +121,11 @@ def _revert(item: str, mp: pytest.MonkeyPatch) -> Any:
     if item == "every listed shape benched":
         _wrap(mp, "services.bench.planning.planning.shape_specs", lambda specs, *a, **k: specs[:1])
     elif item == "workload_shape tied to the prompt source":
-        mp.setattr("services.app.campaign.prepare._source_problems", lambda campaign: [])
-        mp.setattr("services.bench.planning.plan.source_problems", lambda *a, **k: [])
+        from services.shared import campaign_checks
+
+        # One check, which submit and the bench planner both make (services/shared/campaign_checks.py).
+        mp.setattr(campaign_checks, "CHECKS", tuple(
+            check for check in campaign_checks.CHECKS if check is not campaign_checks.workload_shape_problems))
 
         def label(identity: dict, cell: Any, *a: Any, **k: Any) -> dict:
             return {**identity, "workload_shape": cell.workload_shape or "corpus-heldout"}
