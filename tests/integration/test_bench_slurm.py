@@ -24,6 +24,7 @@ from services.bench.executors.slurm import SlurmExecutor
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery.service import bootstrap
 from tests.support.services import wait_events
+from tests.support.cli_runs import ensure_slurm
 
 ROOT = Path(__file__).resolve().parents[2]
 # The stand-in logs vLLM's start-up config for what it is given; the bench-runner reads it back.
@@ -40,11 +41,7 @@ SPEC = {"method": "ngram", "num_speculative_tokens": 3}
 
 @pytest.fixture(scope="session")
 def slurm_env() -> dict[str, str]:
-    script = ROOT / "infra/bin/ensure-slurm"
-    done = subprocess.run([str(script)], capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
-        pytest.skip(f"no single-node Slurm here: {done.stderr.strip()[-300:]}")
-    return dict(line.split("=", 1) for line in done.stdout.split() if "=" in line)
+    return ensure_slurm()
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import logging
 import os
 import re
 import signal
@@ -20,7 +19,6 @@ from typing import Any
 import orjson
 import pytest
 import redis
-import structlog
 import yaml
 
 from contracts.campaign import Campaign, Matrix
@@ -32,20 +30,11 @@ from services.runtime.bundle.bundle import BundleStore
 from services.runtime.settings import RuntimeSettings
 from tests.support.campaigns import without_trainer
 from tests.support.waiting import alive, wait_for
+from tests.support.cli_runs import restore_logging  # noqa: F401 (autouse fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "infra/examples/campaign.yaml"
 ACK = "--i-understand-this-mutates-cluster"
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    # main() points logging and structlog at the captured stderr of the test;
-    # put them back on the session's stderr so later tests do not log into a
-    # closed capture buffer.
-    yield
-    structlog.reset_defaults()
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, force=True)
 
 
 @pytest.fixture

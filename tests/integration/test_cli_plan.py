@@ -4,19 +4,16 @@ plan from a real bundle, re-hashed, and say whether an approval covers it."""
 from __future__ import annotations
 
 import json
-import logging
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 import yaml
 
 from contracts.campaign import Campaign
 from contracts.events import RunApproved
 from services.cli.main import main
 from services.runtime.bundle.bundle import BundleStore
+from tests.support.cli_runs import restore_logging  # noqa: F401 (autouse fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN = "plan-cli-run-1"
@@ -28,13 +25,6 @@ PLAN = {
                                                      "--speculative-config", '{"method": "ngram"}']}],
     "cleanup": ["stop the server's process group (label experiment=plan-cli-run-1)"],
 }
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    yield
-    structlog.reset_defaults()
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, force=True)
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ carries the run's label, and the next campaign's capacity step found the node bu
 
 from __future__ import annotations
 
-import logging
 import signal
 import subprocess
 import sys
@@ -18,13 +17,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 
 from services.cli.main import main
 from services.cli.up import stop
 from services.runtime.procs import DEPLOYMENT_ENV, deployment_id, end_labelled, labelled_processes
 from services.runtime.settings import RuntimeSettings
 from tests.support.waiting import alive, wait_for
+from tests.support.cli_runs import restore_logging  # noqa: F401 (autouse fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "infra/examples/campaign.yaml"
@@ -59,13 +58,6 @@ SERVICE = textwrap.dedent("""
     print(server.stdout.readline().decode().strip(), flush=True)
     time.sleep(120)
 """)
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    yield
-    structlog.reset_defaults()
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING, force=True)
 
 
 @pytest.fixture

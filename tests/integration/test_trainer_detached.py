@@ -23,6 +23,7 @@ import pytest
 from services.runtime.procs import end_labelled, labelled_processes
 from services.trainer_proxy.planning.launch import LocalLaunch
 from tests.support.waiting import alive, wait_for
+from tests.support.cli_runs import ensure_slurm
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -231,11 +232,7 @@ SLURM_PROXY = textwrap.dedent("""
 
 @pytest.fixture(scope="module")
 def slurm_env() -> dict[str, str]:
-    script = ROOT / "infra/bin/ensure-slurm"
-    done = subprocess.run([str(script)], capture_output=True, text=True, timeout=300)
-    if done.returncode != 0:
-        pytest.skip(f"no single-node Slurm here: {done.stderr.strip()[-300:]}")
-    return dict(line.split("=", 1) for line in done.stdout.split() if "=" in line)
+    return ensure_slurm()
 
 
 def test_a_restarted_proxy_reads_how_a_slurm_job_ended(tmp_path: Path, run_id: str, slurm_env: dict[str, str],
