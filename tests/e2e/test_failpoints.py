@@ -17,6 +17,7 @@ A registered failpoint that no campaign arms fails the suite.
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -27,13 +28,15 @@ from pathlib import Path
 
 import pytest
 
+from contracts import layout
 from services.runtime import apps, failpoints
 from tests.e2e.test_reliability import RUN_TIMEOUT_S, TRAFFIC, assert_completed_once, assert_journal_complete
 from tests.support.campaigns import ROOT, Topology, dead_letters, drop_keys, leftovers, write_campaign, write_trainer
 
 # One campaign per entry: process -> the point armed in it (and the pass it fires on). "submit" is
 # `specdec submit` itself; the others are services. One point per process: points in different
-# processes cannot interact, so a campaign carries several.
+# processes cannot interact, so one campaign carries them all while each has a process of its own
+# (a campaign costs about a minute of `make test`).
 SUBMIT = "submit"
 CAMPAIGNS: list[dict[str, str]] = [
     {
@@ -45,8 +48,6 @@ CAMPAIGNS: list[dict[str, str]] = [
         "bench-runner": "bench.result-before-event=kill@2",
         # gate.decided is published, the trigger not acked; the retry re-emits the recorded decision.
         "gate": "delivery.published-before-ack=kill",
-    },
-    {
         # campaign.submitted is recorded in the bundle and never published: the journal's repair pass
         # publishes it, and the run starts without anyone running `specdec resume`.
         SUBMIT: "outbox.recorded-before-publish=kill",
@@ -122,6 +123,11 @@ def _supervise(topology: Topology, run_id: str, armed: dict[str, str]) -> tuple[
     raise AssertionError(f"run {run_id} did not publish within {RUN_TIMEOUT_S}s\n{topology.log_tail()}")
 
 
+def _draft_reasons(topology: Topology, run_id: str) -> list[str]:
+    summary = topology.bundle_root / run_id / layout.REPORT_SUMMARY
+    return json.loads(summary.read_text()).get("draft_reasons", []) if summary.is_file() else ["no report.json"]
+
+
 @pytest.mark.parametrize("campaign", CAMPAIGNS, ids=lambda c: "+".join(_armed_name(v) for v in c.values()))
 def test_a_campaign_crashed_at_its_failpoints_completes_once(
     campaign: dict[str, str], topology: Topology, toy_target: Path, tmp_path: Path
@@ -147,6 +153,8 @@ def test_a_campaign_crashed_at_its_failpoints_completes_once(
     assert_completed_once(events)
     assert_journal_complete(topology, run_id, events)
     rendered = [e for e in events if e["schema"] == "report.rendered"]
-    assert rendered and rendered[0]["draft"] is False, "the report is a DRAFT though nothing was lost"
+    assert rendered and rendered[0]["draft"] is False, (
+        f"the report is a DRAFT though nothing was lost: {_draft_reasons(topology, run_id)}\n{topology.log_tail()}"
+    )
     assert dead_letters(topology, run_id) == []
     assert leftovers(run_id) == []
