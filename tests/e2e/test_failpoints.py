@@ -25,19 +25,31 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from contracts import layout
 from services.runtime import apps, failpoints
 from tests.e2e.test_reliability import RUN_TIMEOUT_S, TRAFFIC, assert_completed_once, assert_journal_complete
-from tests.support.campaigns import ROOT, Topology, dead_letters, drop_keys, leftovers, write_campaign, write_trainer
+from tests.support.campaigns import (
+    ROOT,
+    Topology,
+    counter_lines,
+    counter_of,
+    dead_letters,
+    drop_keys,
+    leftovers,
+    write_campaign,
+    write_trainer,
+)
 
 # One campaign per entry: process -> the point armed in it (and the pass it fires on). "submit" is
 # `specdec submit` itself; the others are services. One point per process: points in different
 # processes cannot interact, so one campaign carries them all while each has a process of its own
 # (a campaign costs about a minute of `make test`).
 SUBMIT = "submit"
+TRAINER_SLEEP_S = 8.0
 CAMPAIGNS: list[dict[str, str]] = [
     {
         # The capacity step's first artifact: its file is published, its record not; the retry adopts it.
@@ -95,8 +107,11 @@ def _submit_killed(topology: Topology, campaign: Path, setting: str) -> str:
     return runs[0].name
 
 
-def _supervise(topology: Topology, run_id: str, armed: dict[str, str]) -> tuple[list[dict], set[str]]:
-    """Until the run's report is published: restart, disarmed, each service its failpoint killed.
+def _supervise(
+    topology: Topology, run_id: str, armed: dict[str, str], orphans: dict[str, list[Any]]
+) -> tuple[list[dict], set[str]]:
+    """Until the run's report is published: restart, disarmed, each service its failpoint killed,
+    noting in `orphans` the run's labelled processes that outlived it (before its restart).
     Returns the run's events and the names of the points that fired."""
     fired: set[str] = set()
     deadline = time.monotonic() + RUN_TIMEOUT_S
@@ -111,6 +126,7 @@ def _supervise(topology: Topology, run_id: str, armed: dict[str, str]) -> tuple[
                 raise AssertionError(f"service {name} exited with {code} not at its failpoint:\n{topology.log_tail()}")
             fired.add(point)
             del armed[name]
+            orphans[name] = leftovers(run_id)
             topology.start(name)
         events = topology.events(run_id)
         schemas = {e["schema"] for e in events}
@@ -138,7 +154,9 @@ def test_a_campaign_crashed_at_its_failpoints_completes_once(
     for name in sorted(topology_names):
         topology.start(name, {failpoints.ENV: armed[name]} if name in armed else None)
     trainer = write_trainer(tmp_path / "trainer")
-    path = write_campaign(tmp_path / "campaign.yaml", target=toy_target, traffic=TRAFFIC, trainer=trainer)
+    # The trainer outlasts its proxy's restart, so the restarted proxy re-attaches to a live trainer.
+    path = write_campaign(tmp_path / "campaign.yaml", target=toy_target, traffic=TRAFFIC, trainer=trainer,
+                          trainer_sleep_s=TRAINER_SLEEP_S)
     submitted: set[str] = set()
     if SUBMIT in armed:
         run_id = _submit_killed(topology, path, armed.pop(SUBMIT))
@@ -146,7 +164,8 @@ def test_a_campaign_crashed_at_its_failpoints_completes_once(
     else:
         run_id = topology.submit(path)
 
-    events, fired = _supervise(topology, run_id, armed)
+    orphans: dict[str, list[Any]] = {}
+    events, fired = _supervise(topology, run_id, armed, orphans)
     fired |= submitted
 
     assert fired == {_armed_name(v) for v in campaign.values()}, f"armed but never reached: {sorted(armed.values())}"
@@ -158,3 +177,15 @@ def test_a_campaign_crashed_at_its_failpoints_completes_once(
     )
     assert dead_letters(topology, run_id) == []
     assert leftovers(run_id) == []
+    if "trainer-proxy" in campaign:
+        _assert_reattached(topology, run_id, trainer, orphans["trainer-proxy"])
+
+
+def _assert_reattached(topology: Topology, run_id: str, trainer: Path, orphans: list[Any]) -> None:
+    """The trainer ran on, labelled, when its proxy died, and ran once: the restarted proxy
+    re-attached and captured its whole run (docs/trainer-proxy.md, "Redelivery")."""
+    assert orphans, "the trainer died with its proxy"
+    assert counter_lines(counter_of(trainer)) == ["start", "done"], "the trainer ran to completion exactly once"
+    capture = json.loads((topology.bundle_root / run_id / "training/capture.json").read_text())
+    assert capture["exit_code"] == 0 and not capture["interrupted"], capture
+    assert capture["duration_s"] >= TRAINER_SLEEP_S, capture
