@@ -125,24 +125,26 @@ def _launches(cell_id: Any, launches: Sequence[Mapping[str, Any]], executor: Any
     if not mine:
         return [f"{INDENT}launches: none"]
     if executor not in ("slurm", "kubernetes"):
-        starts = "; ".join(f"#{index} of {len(launches)} (trials {_trials(launch.get('trials'))})"
+        starts = "; ".join(f"#{index} of {len(launches)} ({_trials(launch.get('trials'))})"
                            for index, launch in mine)
         return [f"{INDENT}launches: {starts}"]
     lines = []
     for index, launch in mine:
         placed = launch.get(executor) or {}
         submit = placed.get("sbatch_argv") if executor == "slurm" else placed.get("apply_argv")
-        lines.append(f"{INDENT}launch #{index} of {len(launches)} (trials {_trials(launch.get('trials'))}): "
+        lines.append(f"{INDENT}launch #{index} of {len(launches)} ({_trials(launch.get('trials'))}): "
                      f"{command(submit) if submit else '(no submission recorded)'}")
     return lines
 
 
 def _trials(trials: Any) -> str:
-    """Trial indices as a range where they run on (0-3), else listed."""
+    """The trials a launch measures: a range where they run on (trials 0-3), else listed."""
     values = [t for t in trials or [] if isinstance(t, int)]
     if len(values) > 2 and values == list(range(values[0], values[-1] + 1)):
-        return f"{values[0]}-{values[-1]}"
-    return ", ".join(map(str, values)) or "none"
+        return f"trials {values[0]}-{values[-1]}"
+    if not values:
+        return "no trials"
+    return ("trial " if len(values) == 1 else "trials ") + ", ".join(map(str, values))
 
 
 def _load(plan: Mapping[str, Any]) -> str:
