@@ -43,8 +43,12 @@ class PlanView(Strict):
     uri: str = Field(description="bundle://RUN_ID/<step>/plan.json: readable as a resource.")
     sha256: str = Field(description="The hash an approval names (campaign_run with the flag, or approve).")
     approved: bool = Field(description="True when a run.approved event of the run names this hash.")
+    text: str = Field(description="The plan as `specdec <step> plan RUN_ID` shows it (services/shared/plan_view.py): "
+                      "each command on one line as launched, with the changes from the declared command; per bench "
+                      "cell its identity labels, trials and concurrency.")
     document: dict[str, Any] = Field(description="The plan itself (placement, commands, deployment changes, workload "
-                                     "shape, warm-up, cleanup), as stored and hash-checked.")
+                                     "shape, warm-up, cleanup), as stored and hash-checked, with the value of every "
+                                     "secret-bearing argument masked.")
 
 
 class CampaignRunResult(Strict):

@@ -63,14 +63,15 @@ def test_bench_plan_json_is_the_stored_document(bundle, capsys):
 
 
 def test_an_approval_in_the_journal_that_names_the_hash_is_shown(bundle, capsys):
-    ref = bundle.write_json(RUN, "training/plan.json", {"argv": ["python", "train.py"], "node": "n1"})
+    ref = bundle.write_json(RUN, "training/plan.json", {"executor": "local", "node": "n1", "launch": {
+        "kind": "local", "argv": ["python", "train.py", "--note", "two words"], "cwd": "/srv", "env_added": {}}})
     approval = RunApproved(run_id=RUN, producer="cli/test", i_understand_this_mutates_cluster=True,
                            plan_sha256s=[ref.sha256], approved_by="ops@host")
     bundle.append_event(RUN, approval.event_id, approval.model_dump_json(by_alias=True).encode())
     code, out, err = cli(capsys, "training", "plan", RUN)
     assert code == 0, err
     assert f"covered by run.approved {approval.event_id} (ops@host)" in out
-    assert "argv: python train.py" in out
+    assert "launch (local): python train.py --note 'two words'" in out
 
 
 def test_a_run_without_the_plan_says_which_step_and_what_to_check(bundle, capsys):

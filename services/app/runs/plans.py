@@ -4,13 +4,13 @@ Read from the run's bundle, re-hashed against the manifest (a plan whose bytes
 changed is refused, as the services refuse it), with whether an approval in the
 run's journal covers its sha256 and whether the campaign's pre-approval policy
 (`review.pre_approve`) names the step. `describe` is its text, for the CLI and
-for the MCP result alike.
+for the MCP result alike: the plan view of services/shared/plan_view.py, which the
+report's review-point section shows too.
 """
 
 from __future__ import annotations
 
 import json
-import shlex
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
@@ -88,7 +88,8 @@ def show_plan(bundle: BundleStore, step: str, run_id: str) -> StoredPlan:
 
 
 def describe(shown: StoredPlan) -> str:
-    """The plan as a person reads it: file, sha256, approval state, then every command, indented."""
+    """The plan as a person reads it: file, sha256, approval state, then the plan's view
+    (services/shared/plan_view.py: each command on one line, each bench cell on one screen), indented."""
     head = f"{shown.step} plan of run {shown.run_id}\n  file: {shown.file}\n  sha256: {shown.sha256}\n"
     if shown.approval == "pre_approved":
         head += (f"  approval: pre-approved by the campaign's policy (review.pre_approve lists {shown.step}, with "
@@ -97,7 +98,9 @@ def describe(shown: StoredPlan) -> str:
         head += f"  approval: covered by run.approved {shown.approval_event_id} ({shown.approved_by})\n"
     else:
         head += f"  approval: none yet; run `specdec approve {shown.run_id} --i-understand-this-mutates-cluster`\n"
-    return head + render(shown.document)
+    from services.shared.plan_view import plan_lines
+
+    return head + "".join(f"  {line}\n" if line else "\n" for line in plan_lines(shown.step, shown.document))
 
 
 def document_json(shown: StoredPlan) -> str:
@@ -132,31 +135,3 @@ def _approvals(bundle: BundleStore, run_id: str) -> list[RunApproved]:
             except ValidationError:
                 continue  # not an approval the services would honour either
     return found
-
-
-def render(plan: Any, indent: int = 1) -> str:
-    """The plan as indented text; an argv (a list of strings) as one shell-quoted
-    line so that it reads as it would be typed (it is executed as a list, no shell)."""
-    pad = "  " * indent
-    lines: list[str] = []
-    if isinstance(plan, dict):
-        for key, value in plan.items():
-            if _is_argv(value) and key.endswith(("argv", "_cmd", "command")):
-                lines.append(f"{pad}{key}: {shlex.join(value)}\n")
-            elif isinstance(value, (dict, list)) and value:
-                lines.append(f"{pad}{key}:\n{render(value, indent + 1)}")
-            else:
-                lines.append(f"{pad}{key}: {json.dumps(value)}\n")
-    elif isinstance(plan, list):
-        for item in plan:
-            if isinstance(item, (dict, list)) and item:
-                lines.append(f"{pad}-\n{render(item, indent + 1)}")
-            else:
-                lines.append(f"{pad}- {item if isinstance(item, str) else json.dumps(item)}\n")
-    else:
-        lines.append(f"{pad}{json.dumps(plan)}\n")
-    return "".join(lines)
-
-
-def _is_argv(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(isinstance(token, str) for token in value)

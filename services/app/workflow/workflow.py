@@ -31,6 +31,8 @@ from services.runtime.approval import pre_approved
 from services.runtime.bundle.bundle import ArtifactMissing, BundleStore
 from services.runtime.campaign import load_campaign
 from services.runtime.errors import ConfigurationError
+from services.shared.plan_view import plan_lines
+from services.shared.secret_args import mask_document
 
 _POLL_S = 0.5
 
@@ -140,9 +142,11 @@ def plans_of(bundle: BundleStore, run_id: str, events: list[dict[str, Any]]) -> 
     views: dict[str, PlanView] = {}  # by hash: a redelivered trigger may announce one plan twice
     for event in sorted((e for e in events if e.get("schema") in ops.PLANNED), key=lambda e: str(e.get("produced_at"))):
         step, sha = event["schema"].split(".")[0], event["plan"]["sha256"]
-        document = bundle.read_json(run_id, PLAN_PATHS[step])  # hash-checked: a changed plan is refused
+        # Hash-checked (a changed plan is refused), then masked as every copy made for a reader is.
+        document = mask_document(bundle.read_json(run_id, PLAN_PATHS[step]))
         views.setdefault(sha, PlanView(step=step, event_id=event["event_id"], uri=event["plan"]["uri"], sha256=sha,
-                                       approved=sha in approved, document=document))
+                                       approved=sha in approved, document=document,
+                                       text="\n".join(plan_lines(step, document)) + "\n"))
     return list(views.values())
 
 

@@ -6,7 +6,8 @@ Training and serving change the cluster, so their plans pass the review point
 policy (`review.pre_approve`, with `acknowledgements.i_understand_this_mutates_cluster`)
 names the step. `plan_reviews` reads that back from the journal with the services'
 own rules (`pre_approved`, `covers`), so the report says what the services did;
-`review_section` renders it.
+`with_views` adds each stored plan as `specdec <step> plan` shows it
+(services/shared/plan_view.py), and `review_section` renders both.
 """
 
 from __future__ import annotations
@@ -19,9 +20,12 @@ from pydantic import ValidationError
 from contracts.campaign import Campaign
 from contracts.envelope import ArtifactRef
 from contracts.events import BenchPlanned, RunApproved, TrainingPlanned
-from services.publisher.report.document import Paragraph, Section, Table
+from contracts.layout import PLAN_PATHS
+from services.publisher.report.document import Block, Formula, Paragraph, Section, Table
 from services.publisher.report.model import CampaignData, PlanReview
 from services.runtime.approval import covers, pre_approved
+from services.runtime.bundle.bundle import BundleError, BundleStore
+from services.shared.plan_view import plan_lines
 
 PLANNED: dict[str, str] = {TrainingPlanned.SCHEMA: "training", BenchPlanned.SCHEMA: "bench"}
 TITLE = "Review point: what approved each plan"
@@ -65,6 +69,23 @@ def plan_reviews(events: Iterable[Mapping[str, Any]], campaign: Campaign | None)
     return found
 
 
+def with_views(bundle: BundleStore, run_id: str, reviews: list[PlanReview]) -> list[PlanReview]:
+    """Each review with its plan's view, when the stored plan (hash-checked) is the one announced: a plan
+    announced before a re-plan is shown by its hash only, never by the bytes that replaced it."""
+    found: list[PlanReview] = []
+    for review in reviews:
+        path = PLAN_PATHS[review.step]
+        try:
+            stored = bundle.ref(run_id, path).sha256
+            document = bundle.read_json(run_id, path)
+        except BundleError:
+            stored, document = None, None  # a plan that cannot be trusted is the bench plan's DRAFT reason
+        if stored == review.plan_sha256 and isinstance(document, dict):
+            review = review.model_copy(update={"view": plan_lines(review.step, document)})
+        found.append(review)
+    return found
+
+
 def policy_line(campaign: Campaign | None) -> str:
     """The campaign's pre-approval policy in words, as the bundle's campaign.json states it."""
     if campaign is None:
@@ -97,10 +118,15 @@ def review_section(data: CampaignData) -> Section:
     if not data.reviews:
         return Section("review", TITLE, (intro, Paragraph(("No plan was announced in this run.",))))
     rows = tuple((r.step, r.plan_uri, r.plan_sha256, *_approved(r, data.run_id)) for r in data.reviews)
-    return Section("review", TITLE, (
-        intro,
-        Table(("step", "plan", "sha256", "approved by", "evidence"), rows, identity_column=False),
-    ))
+    blocks: list[Block] = [intro, Table(("step", "plan", "sha256", "approved by", "evidence"), rows,
+                                        identity_column=False)]
+    for review in data.reviews:
+        if review.view:
+            blocks += [Paragraph((f"The {review.step} plan (sha256 {review.plan_sha256[:12]}) as `specdec "
+                                  f"{review.step} plan {data.run_id}` shows it: each command as launched, on one "
+                                  "line:",)),
+                       Formula(tuple(review.view))]
+    return Section("review", TITLE, tuple(blocks))
 
 
 def _approved(review: PlanReview, run_id: str) -> tuple[str, str]:

@@ -42,7 +42,7 @@ from services.publisher.prediction.prediction_inputs import (
     read_offline_acceptance,
     read_suffix_prediction,
 )
-from services.publisher.publish.review_record import plan_reviews
+from services.publisher.publish.review_record import plan_reviews, with_views
 from services.publisher.report.canonical_section import read_canonical, read_intent
 from services.publisher.report.target_model import read_target_build
 from services.publisher.report.model import (
@@ -125,7 +125,7 @@ def read_campaign(bundle: BundleStore, run_id: str, *, extra_events: Sequence[Ma
         offline_acceptance=offline, offline_acceptance_note=offline_note, training_output_dir=output_dir,
         target_build=build, target_build_note=build_note,
         canonical=read_canonical(bundle, run_id, problems), intent=read_intent(bundle, run_id, problems),
-        reviews=plan_reviews(events, campaign),
+        reviews=with_views(bundle, run_id, plan_reviews(events, campaign)),
     )
 
 

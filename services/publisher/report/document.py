@@ -159,7 +159,7 @@ table { border-collapse: collapse; margin: .6em 0; font-size: .8em; display: blo
 th, td { border: 1px solid #ccc; padding: .2em .5em; text-align: left; vertical-align: top; }
 th { background: #f3f3f3; }
 figure { margin: 1em 0; } figure img { max-width: 100%; } figcaption { font-size: .85em; color: #555; }
-pre { background: #f7f7f7; padding: .6em; font-size: .85em; }
+pre { background: #f7f7f7; padding: .6em; font-size: .85em; overflow-x: auto; }
 .draft { color: #b00020; font-weight: bold; }
 .draft-banner { border: 2px solid #b00020; color: #b00020; padding: .3em .6em; font-weight: bold; }
 .draft-mark { position: fixed; top: .4em; right: .6em; color: #b00020; border: 2px solid #b00020;

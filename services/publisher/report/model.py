@@ -112,6 +112,10 @@ class PlanReview(Strict):
     approved_sha256s: list[Sha256] = Field(
         default_factory=list, description="Every plan sha256 that approval named; empty without an approval."
     )
+    view: list[str] = Field(
+        default_factory=list, description="The stored plan as `specdec <step> plan RUN_ID` shows it "
+        "(services/shared/plan_view.py), secret-bearing values masked; empty when the stored plan is not this "
+        "announced one or cannot be read.")
 
 
 class CampaignData(Strict):

@@ -19,7 +19,7 @@ from services.bench.errors import ServerNotReady, SpeculationNotActive
 from services.bench.planning.interleave import block_order, launch_order, run_interleaved
 from services.bench.planning.plan import BenchPlan, build_plan
 from services.bench.planning.plan_types import Block, CellPlan, Launch
-from services.app.runs.plans import render
+from services.shared.plan_view import plan_lines
 from services.runtime.bundle.bundle_records import canonical_json
 from tests.unit.bench.test_bench_plan import example
 
@@ -124,10 +124,10 @@ def test_an_interleaved_plan_starts_every_server_once_and_records_its_blocks() -
 
 def test_the_plan_summary_shows_the_block_order() -> None:
     plan = plan_for(INTERLEAVED)
-    text = render(orjson.loads(canonical_json(plan)))
+    lines = plan_lines("bench", orjson.loads(canonical_json(plan)))
     first = plan.blocks[0].order  # type: ignore[index]
-    assert "  blocks:\n" in text
-    assert "".join(f"        - {cell_id}\n" for cell_id in first) in text
+    assert "blocks (block b measures trial b of each cell, in this order):" in lines
+    assert f"  0: {', '.join(first)}" in lines
 
 
 @pytest.mark.parametrize("regime", [None, "cold"])
