@@ -80,18 +80,14 @@ async def run(name: str, settings: RuntimeSettings) -> None:
     bundle: BundleStore = resources["bundle"]  # type: ignore[assignment]
     ledger = service.consumer.ledger
 
-    async def lost_state() -> str | None:
-        born = (await ledger.birth())[0] if isinstance(ledger, RedisLedger) else None
-        return await asyncio.to_thread(history.lost_state, bundle, deployment, born)
-
-    reconciler = reconciler_for(service, deployment, log, after_pass=after_pass, lost_state=lost_state)
+    reconciler = reconciler_for(service, deployment, log, after_pass=after_pass,
+                                lost_state=lambda: history.ledger_lost_state(ledger, bundle, deployment))
     # Before serving, unless Redis lost its state less than a settle period ago: then in
     # the background, once live owners have re-registered their leases (reconcile.py).
     # Each pass is followed by the catch-up over the bundle, which waits until the service serves.
     await reconciler.at_start()
-    if isinstance(ledger, RedisLedger):
-        # The birth this start found: a later start on a younger ledger knows Redis lost this deployment's state.
-        await asyncio.to_thread(history.mark, bundle.root, deployment, (await ledger.birth())[0])
+    # The birth this start found: a later start on a younger ledger knows Redis lost this deployment's state.
+    await history.mark_ledger(ledger, bundle, deployment)
     try:
         await serve(service, started=catchup.ready.set)
     finally:

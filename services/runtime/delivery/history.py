@@ -17,14 +17,17 @@ host), in a folder no run ID can name, one file per deployment (its Redis and st
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 from pathlib import Path
+from typing import Any
 
 import orjson
 
 from services.runtime.bundle.bundle import BundleError, BundleStore
 from services.runtime.bundle.repair import finished
+from services.runtime.delivery.ledger import RedisLedger
 
 MARKER_DIR = ".ledger-births"
 # How many unfinished runs a warning names (a bundle root may hold many).
@@ -83,3 +86,15 @@ def lost_state(bundle: BundleStore, deployment: str, born_ms: int | None) -> str
     if runs:
         return f"the bundle holds runs not finished ({', '.join(runs)}{', ...' if len(runs) >= NAMED_RUNS else ''})"
     return None
+
+
+async def ledger_lost_state(ledger: Any, bundle: BundleStore, deployment: str) -> str | None:
+    """`lost_state` for a service's ledger (the birth read from Redis; a ledger without one has no marker)."""
+    born = (await ledger.birth())[0] if isinstance(ledger, RedisLedger) else None
+    return await asyncio.to_thread(lost_state, bundle, deployment, born)
+
+
+async def mark_ledger(ledger: Any, bundle: BundleStore, deployment: str) -> None:
+    """`mark` the birth of a service's ledger (nothing for a ledger outside Redis)."""
+    if isinstance(ledger, RedisLedger):
+        await asyncio.to_thread(mark, bundle.root, deployment, (await ledger.birth())[0])
