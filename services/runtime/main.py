@@ -13,6 +13,7 @@ from redis import exceptions as redis_errors
 from services.runtime import apps, failpoints, procs
 from services.runtime.health import logs
 from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery import history
 from services.runtime.delivery.catchup import CatchUp
 from services.runtime.delivery.ledger import RedisLedger
 from services.runtime.delivery.reconcile import Reconciler, settle_period_s
@@ -76,11 +77,17 @@ async def run(name: str, settings: RuntimeSettings) -> None:
             hooks.add(task)
             task.add_done_callback(hooks.discard)
 
-    reconciler = reconciler_for(service, deployment, log, after_pass=after_pass)
+    bundle: BundleStore = resources["bundle"]  # type: ignore[assignment]
+    ledger = service.consumer.ledger
+
+    reconciler = reconciler_for(service, deployment, log, after_pass=after_pass,
+                                lost_state=lambda: history.ledger_lost_state(ledger, bundle, deployment))
     # Before serving, unless Redis lost its state less than a settle period ago: then in
     # the background, once live owners have re-registered their leases (reconcile.py).
     # Each pass is followed by the catch-up over the bundle, which waits until the service serves.
     await reconciler.at_start()
+    # The birth this start found: a later start on a younger ledger knows Redis lost this deployment's state.
+    await history.mark_ledger(ledger, bundle, deployment)
     try:
         await serve(service, started=catchup.ready.set)
     finally:
@@ -96,14 +103,15 @@ async def run(name: str, settings: RuntimeSettings) -> None:
 STOP_GRACE_S = 5.0
 
 
-def reconciler_for(service: Service, deployment: str, log: Any,
-                   after_pass: Callable[[], None] | None = None) -> Reconciler:
+def reconciler_for(service: Service, deployment: str, log: Any, after_pass: Callable[[], None] | None = None,
+                   lost_state: Callable[[], Awaitable[str | None]] | None = None) -> Reconciler:
     """The instance's reconcile, told of every reset the instance sees while it runs; the
-    runs it is running itself are never cleaned."""
+    runs it is running itself are never cleaned. `lost_state` tells a fresh Redis from a lost one (history.py)."""
     reconciler = Reconciler(
         service.name, service.consumer.ledger, deployment=deployment,
         settle_s=settle_period_s(service.settings.heartbeat_s),
         keep_runs=lambda: {key.run_id for key in service.consumer.running}, log=log, after_pass=after_pass,
+        lost_state=lost_state,
     )
     service.on_reset(reconciler.note_reset)
     return reconciler

@@ -267,3 +267,38 @@ def test_the_operators_exact_commands_ran_and_the_engine_said_what_they_declared
     markdown = (campaign_run.bundle_dir / "report/report.md").read_text()
     assert "Campaign file: the operator's cells and exact commands" in markdown
     assert "toy campaign, canonical shape" in markdown
+
+
+# What the shared campaign does wrong on purpose, whose warnings a healthy run would not log: the bench-runner
+# SIGKILLed twice (its restarted instances, `bench-runner.2.log` and `.3.log`, take the run back and clean what
+# the dead one left), and the two cells whose commands drop a declared setting (the read-back fails them).
+FAULTED_CELLS = ("dropped-spec", "dropped-max-num-seqs")
+WARNING_LEVELS = ("warning", "error", "critical", "exception")
+
+
+def warning_lines(logs: Path) -> list[str]:
+    """Every line at level warning or above of the services' logs (structlog JSON; a line that is not JSON, the
+    standard library's or a traceback, when it names such a level), but the faults' own, as `file:line: text`."""
+    found = []
+    for path in sorted(logs.glob("*.log")):
+        if re.fullmatch(r".+\.\d+\.log", path.name):
+            continue  # an instance started again after an injected SIGKILL
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            try:
+                entry = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                entry = None
+            if isinstance(entry, dict):
+                bad = str(entry.get("level", "")).lower() in WARNING_LEVELS and entry.get("cell_id") not in FAULTED_CELLS
+            else:
+                bad = re.search(r"\b(WARNING|ERROR|CRITICAL)\b|Traceback", line) is not None
+            if bad:
+                found.append(f"{path.name}:{number}: {line}")
+    return found
+
+
+def test_a_healthy_campaign_logs_no_warning(campaign_run):
+    """Quiet when healthy: on a fresh Redis and bundle root, nothing but the injected faults is worth a warning
+    (a fresh Redis is no lost one; a step running in its own instance is not a run waiting on it)."""
+    found = warning_lines(campaign_run.logs)
+    assert not found, f"{len(found)} line(s) at warning or above in a healthy campaign's logs:\n" + "\n".join(found)

@@ -10,14 +10,21 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from contracts.artifacts.engine import CHECKED_FIELDS, RECEIVED_SPECULATIVE_KEYS, EffectiveConfig, EngineCheck, FieldCheck
 from services.bench.executors.engine_log import as_int
 from services.bench.planning.plan_types import CellPlan
+from services.shared.quant_labels import checkpoint_quantization, label_matches, quant_label
 
 # Methods whose --speculative-config names no draft checkpoint (the log then says model=None).
 NO_DRAFT_METHODS = frozenset({"ngram", "suffix", "mtp"})
+# vLLM's quantization methods whose scheme a label names by another word: ModelOpt's NVFP4 and FP8 checkpoints
+# run as `modelopt_fp4` and `modelopt`. Any other scheme inside a method comes from the checkpoint's config.
+METHOD_SCHEMES = {"modelopt_fp4": ("nvfp4",), "modelopt": ("fp8",)}
+# How a canonical command that sets no --quantization shows on the declared side when no label is known.
+UNSET = "unset (the checkpoint's)"
 
 
 @dataclass(frozen=True)
@@ -36,6 +43,10 @@ class Declared:
     enable_prefix_caching: bool | None = None
     max_num_batched_tokens: int | None = None
     kv_cache_dtype: str | None = None
+    # A canonical command that sets no --quantization leaves it to the checkpoint (vLLM reads it there): then
+    # `quant_label` (the cell's label, 'none' for none; None: no label known) is what the engine is held to.
+    quantization_unset: bool = False
+    quant_label: str | None = None
 
 
 def declared_of(cell: CellPlan, *, max_model_len: int | None) -> Declared:
@@ -52,6 +63,8 @@ def declared_of(cell: CellPlan, *, max_model_len: int | None) -> Declared:
         speculative=cell.speculative_config,
         enable_prefix_caching=args.get("enable_prefix_caching"), max_num_batched_tokens=args.get("max_num_batched_tokens"),
         kv_cache_dtype=args.get("kv_cache_dtype"),
+        quantization_unset=cell.declared_engine_args is not None and quant_label(args.get("quantization")) is None,
+        quant_label=cell.quant_label,
     )
 
 
@@ -81,21 +94,21 @@ def compare(declared: Declared, effective: EffectiveConfig) -> list[FieldCheck]:
 
     dtype `auto` matches any resolved dtype, an explicit one must equal it
     (float16/half, bfloat16, float32/float are one each); max_num_seqs and a
-    draft model not declared match anything; quantization not declared means
-    none; no declared speculation means the engine must run none; model and
+    draft model not declared match anything; quantization as `_quantization_row`
+    says; no declared speculation means the engine must run none; model and
     draft model compare as resolved absolute paths, or as names.
     """
     spec = declared.speculative or {}
     method = spec.get("method") or "none"
     k = as_int(spec.get("num_speculative_tokens")) if spec else None
     draft = spec.get("model") if method not in NO_DRAFT_METHODS else None
-    quantization = (declared.quantization or "none", effective.quantization or "none")
+    quantization, quant_unverifiable = _quantization_row(declared, effective)
     rows: dict[str, tuple[Any, Any, bool]] = {
         "model": (declared.model, effective.model,
                   normalize_model(declared.model) == normalize_model(effective.model)),
         "dtype": (declared.dtype, effective.dtype,
                   declared.dtype == "auto" or normalize_dtype(declared.dtype) == normalize_dtype(effective.dtype)),
-        "quantization": (*quantization, quantization[0].lower() == quantization[1].lower()),
+        "quantization": quantization,
         "tensor_parallel_size": (declared.tensor_parallel_size, effective.tensor_parallel_size,
                                  declared.tensor_parallel_size == effective.tensor_parallel_size),
         "graph_mode": (declared.graph_mode, effective.graph_mode, declared.graph_mode == effective.graph_mode),
@@ -109,7 +122,7 @@ def compare(declared: Declared, effective: EffectiveConfig) -> list[FieldCheck]:
         "draft_model": (draft, effective.draft_model,
                         draft is None or normalize_model(draft) == normalize_model(effective.draft_model)),
     }
-    unverifiable: set[str] = set()
+    unverifiable: set[str] = {"quantization"} if quant_unverifiable else set()
     # The engine's own statements of the canonical command's other arguments: not declared passes anything, a
     # declared value the engine states nowhere is unverifiable (shown, never counted as checked).
     kv_declared = None if declared.kv_cache_dtype in (None, "auto") else declared.kv_cache_dtype
@@ -134,6 +147,34 @@ def compare(declared: Declared, effective: EffectiveConfig) -> list[FieldCheck]:
             rows[key] = (want, got, want is None or _same_received(got, want))
     return [FieldCheck(field=name, declared=rows[name][0], effective=rows[name][1], ok=rows[name][2],
                        unverifiable=name in unverifiable) for name in CHECKED_FIELDS]
+
+
+def _quantization_row(declared: Declared, effective: EffectiveConfig) -> tuple[tuple[Any, Any, bool], bool]:
+    """(declared, effective, ok) for quantization, and whether it stays unverifiable.
+
+    A --quantization the command sets (or specdec's `serving.quantization`) must equal the engine's, none
+    when unset. A canonical command that sets none leaves it to the checkpoint: the engine's method is
+    what is served, held to the cell's label where known (none against none; a label against the names
+    of the method and, where the checkpoint is here, its config's). A quantized label the method does not
+    name, with no checkpoint here to say the scheme, stays unverifiable (shown, not counted as checked)."""
+    served = effective.quantization or "none"
+    if not declared.quantization_unset:
+        want = declared.quantization or "none"
+        return (want, served, want.lower() == served.lower()), False
+    label = declared.quant_label
+    if label is None:
+        return (UNSET, served, True), False
+    wanted, runs = quant_label(label), quant_label(effective.quantization)
+    if wanted is None or runs is None:
+        return (label, served, wanted is None and runs is None), False
+    names = {runs, *METHOD_SCHEMES.get(runs.lower(), ())}
+    if label_matches(wanted, names):
+        return (label, served, True), False
+    model = normalize_model(effective.model)
+    read = checkpoint_quantization(Path(model)) if model and os.path.isabs(model) else None
+    if read is None:
+        return (label, served, True), True
+    return (label, served, label_matches(wanted, read[0])), False
 
 
 def _same_received(got: Any, want: Any) -> bool:

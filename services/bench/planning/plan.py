@@ -22,6 +22,7 @@ from services.bench.loadgen.prompts import source_label
 from services.bench.executors.serving import serve_argv, speculative_config
 from services.runtime.errors import ConfigurationError
 from services.shared import campaign_checks, sequential, vllm_cli
+from services.shared.quant_labels import quant_label
 from services.shared.scheduler import slurm
 
 PORT_PLACEHOLDER = "{port}"
@@ -140,6 +141,8 @@ def build_plan(
                 declared_serve_argv=record.serve_cmd if record is not None else None, launch_changes=changes or None,
                 declared_engine_args=record.engine_args if record is not None and record.parsed_by_vllm else None,
                 unchecked_labels=record.unchecked_labels or None if record is not None else None,
+                quant_label=(quant_label(record.identity.get("quant")) or "none")
+                if record is not None and record.parsed_by_vllm else None,
                 env=list(cell.env) or None,
             )
         )

@@ -79,6 +79,10 @@ class CellPlan(Strict):
         default=None, description="A canonical cell's identity labels its serve command leaves to vLLM or to a "
         "checkpoint submit could not read (label -> why): not compared before the run; the engine read-back states "
         "what the server runs. Absent when every label was checked.")
+    quant_label: str | None = Field(
+        default=None, description="A canonical cell's `quant` identity label as given ('none' for none or left out): "
+        "where its serve command sets no --quantization, the engine read-back holds the quantization the server runs "
+        "to it. Absent for a cell declared in specdec's keys.")
     env: list[str] | None = Field(
         default=None, description="The cell's env: names of the variables its server and the operator's bench and eval "
         "commands get from the bench-runner's environment at launch (values never written here); nothing else of "
@@ -92,7 +96,7 @@ class CellPlan(Strict):
     def _without_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # A cell without a declared command serialises (and hashes, and is approved) as before these fields.
         data = handler(self)
-        for name in ("declared_serve_argv", "launch_changes", "declared_engine_args", "unchecked_labels", "env"):
+        for name in ("declared_serve_argv", "launch_changes", "declared_engine_args", "unchecked_labels", "quant_label", "env"):
             if data.get(name) is None:
                 data.pop(name, None)
         return data

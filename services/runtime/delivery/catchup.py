@@ -14,7 +14,10 @@ that emitted it recorded it. For each known event that triggers one of its recor
   trigger and produced by this service);
 - the ledger's done mark;
 - and it is not dead-lettered: its dead mark in the bundle (tally.py) not superseded by a
-  `specdec dlq replay`.
+  `specdec dlq replay`;
+- nor running in this instance (the consumer's running set): its trigger is its own delivery,
+  so it waits on nothing. The pass after a start's settle period meets the steps begun
+  meanwhile (a trainer's long one), which a healthy run must not warn about.
 
 A step taken up goes through the consumer like any delivery (ledger lease, adoption, record),
 with no stream entry to ack, so two instances catching up at once run it once, and a step in
@@ -142,6 +145,12 @@ class CatchUp:
                     self.log.warning("a known event cannot be read; not taken up", run_id=run_id, error=str(exc))
                     continue
                 step_key = route.step_key(event)
+                key = StepKey(self.service.name, run_id, event.SCHEMA, step_key)
+                if key in consumer.running:
+                    # Running in this instance: not waiting, and its trigger is this delivery's own.
+                    self.log.debug("a run's step runs in this instance; not taken up", run_id=run_id,
+                                   trigger=event.SCHEMA, step_key=step_key)
+                    continue
                 record = step_record_path(self.service.name, event.SCHEMA, step_key)
                 if await asyncio.to_thread(self._recorded, run_id, record):
                     continue
@@ -151,7 +160,7 @@ class CatchUp:
                     self.log.info("a dead-lettered step is not taken up; `specdec dlq replay` runs it again",
                                   run_id=run_id, trigger=event.SCHEMA, dead_letter_id=dead)
                     continue
-                if await consumer.ledger.is_done(StepKey(self.service.name, run_id, event.SCHEMA, step_key)):
+                if await consumer.ledger.is_done(key):
                     continue
                 self.log.warning("a run waits on this service and its trigger is not in Redis; taking it up "
                                  "from the bundle", run_id=run_id, trigger=event.SCHEMA, event_id=event.event_id)

@@ -247,8 +247,13 @@ class RedisLedger:
 
         Read, and the birth written when missing, in one script on Redis's clock, so
         instances on hosts whose clocks disagree see the same age."""
+        born_ms, now_ms = await self.birth()
+        return max(0.0, (now_ms - born_ms) / 1000)
+
+    async def birth(self) -> tuple[int, int]:
+        """The ledger's birth and Redis's time now, in ms on Redis's clock (the birth written when missing)."""
         born_ms, now_ms = await self._age(keys=[f"{self.prefix}:ledger:born"])
-        return max(0.0, (int(now_ms) - int(born_ms)) / 1000)
+        return int(born_ms), int(now_ms)
 
 
 class MemoryLedger:

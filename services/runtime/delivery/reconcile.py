@@ -19,6 +19,10 @@ reset, and reads the leases only then. A reset is detected by:
   birth mark vanished with everything else, or the deployment is new);
 - a consumer group recreated while the service runs (`GroupKeeper`);
 - a running step's heartbeat finding its own lease gone (`renew` answers RETAKEN).
+Each is warned once, but a young ledger at start that nothing says held state before: no
+labelled work of this service runs, and neither the deployment's marker nor an unfinished
+run in the bundle says Redis held its state (history.py). That is a fresh Redis or a new
+deployment, which lost nothing: said at info, its settle period waited out all the same.
 A reset noticed while a pass waits (or reads) restarts its wait. The runs this
 instance is running itself are never cleaned, whatever the ledger says.
 """
@@ -93,9 +97,13 @@ class Reconciler:
         keep_runs: Callable[[], set[str]] = set, log: Any = None, grace_s: float = 5.0,
         clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         scan: Callable[..., list[Labelled]] = labelled_processes, kill: Callable[..., None] = kill_group,
-        after_pass: Callable[[], None] | None = None,
+        after_pass: Callable[[], None] | None = None, lost_state: Callable[[], Awaitable[str | None]] | None = None,
     ) -> None:
         self.service = service
+        # Asked when the ledger is young at start: why Redis is known to have held this deployment's
+        # state before (history.py), or None for a fresh Redis, which lost nothing (said at info, not
+        # warned). Without it a young ledger is taken as a loss.
+        self.lost_state = lost_state
         # Called after each pass (start, and each settled reset): the service then takes up the runs
         # waiting on it from the bundle (services/runtime/delivery/catchup.py), once live owners hold their leases again.
         self.after_pass = after_pass
@@ -195,9 +203,27 @@ class Reconciler:
         age_s = await self.ledger.age_s()
         if age_s >= self.settle_s:
             return await self.run_pass()
-        self.note_reset(f"the ledger is {age_s:.1f} s old (Redis started empty, was flushed or failed over, "
-                        "or this deployment is new)", ago_s=age_s)
+        reason = f"the ledger is {age_s:.1f} s old (Redis started empty, was flushed or failed over, or this deployment is new)"
+        lost = await self._lost_state()
+        if lost is None:
+            # Nothing says Redis held this deployment's state: a fresh Redis lost nothing. The settle
+            # period is waited out all the same (instances of a new deployment may start together).
+            self.note_reset(reason, ago_s=age_s, say=False)
+            self.log.info("Redis holds no state of this deployment yet (a fresh Redis or a new deployment); "
+                          "cleaning no labelled work until the settle period has passed",
+                          wait_s=round(self.settled_in_s(self.clock()), 1))
+            return []
+        self.note_reset(f"{reason}; {lost}", ago_s=age_s)
         return []
+
+    async def _lost_state(self) -> str | None:
+        """Why Redis held this deployment's state before this young ledger; None when nothing says so."""
+        running = [proc for proc in self.scan(self.service, deployment=self.deployment) if proc.pgid != os.getpgrp()]
+        if running:
+            return f"labelled work of this service runs ({', '.join(sorted({p.run_id for p in running}))})"
+        if self.lost_state is None:
+            return "nothing tells a fresh Redis from a lost one here"
+        return await self.lost_state()
 
     async def close(self) -> None:
         """Cancel a pass still waiting (the service is stopping)."""
