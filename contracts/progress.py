@@ -24,9 +24,7 @@ from typing import Literal
 from pydantic import Field
 
 from contracts.envelope import Event
-
-# The one progress stream's schema (`<prefix>.step.progress`).
-PROGRESS_SCHEMA = "step.progress"
+from contracts.streams import PROGRESS_SCHEMA  # the one progress stream's schema: `<prefix>.step.progress`
 # Entries the stream keeps (XADD MAXLEN ~): minutes of two steps' events at one per ~2 s, which is
 # all a reader that attaches late needs (it shows the latest per step); older ones carry nothing.
 PROGRESS_MAXLEN = 500
