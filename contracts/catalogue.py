@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from contracts import events as ev
 from contracts import layout
 from contracts.envelope import Event
+from contracts.progress import PROGRESS_MAXLEN, PROGRESS_SCHEMA, PROGRESS_UNITS, StepProgress  # noqa: F401 (re-exported)
 from contracts.streams import DEADLETTER, JOURNAL, SCHEMAS, deadletter_stream, stream_name  # noqa: F401 (re-exported)
 
 CLI = "cli"
@@ -82,6 +83,12 @@ CATALOGUE: tuple[StreamSpec, ...] = (
     _spec(ev.ReportRendered, PUBLISHER, PUBLISHER),
     _spec(ev.ReportPublished, PUBLISHER),
 )
+
+# Progress (contracts/progress.py) is for people watching, not evidence: its one stream, `<prefix>.step.progress`,
+# stays outside CATALOGUE, so no consumer group reads it, the journal does not record it, catch-up never
+# publishes it again and the journal's trimmer leaves it alone: each XADD caps it at PROGRESS_MAXLEN entries.
+# The producer of a step's progress is the step's owner.
+PROGRESS_PRODUCERS: dict[str, str] = {step: STEP_OWNER[step] for step in PROGRESS_UNITS}
 
 BY_SCHEMA: dict[str, StreamSpec] = {spec.schema: spec for spec in CATALOGUE}
 

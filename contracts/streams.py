@@ -29,6 +29,11 @@ SCHEMAS: tuple[str, ...] = (
 )
 
 
+# The progress stream's schema (contracts/progress.py, which checks it is its model's): outside SCHEMAS, since
+# no consumer group reads it and the journal does not record it; `watch` and the demo follow it beside them.
+PROGRESS_SCHEMA = "step.progress"
+
+
 def stream_name(prefix: str, schema: str) -> str:
     return f"{prefix}.{schema}"
 

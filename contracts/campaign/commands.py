@@ -6,7 +6,7 @@ import re
 from pathlib import PurePosixPath
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, Field, field_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from contracts.argv import ArgvTemplate
 from contracts.envelope import Strict
@@ -76,6 +76,50 @@ def checked_subdir(value: str) -> str:
     return normalised
 
 
+# The named groups a progress pattern may hold; `step` is required.
+PROGRESS_GROUPS = frozenset({"step", "total", "loss"})
+
+
+class TrainProgress(Strict):
+    """How the trainer prints its progress, so that the trainer-proxy relays it (`step.progress`, docs/trainer-proxy.md).
+
+    Each line of the trainer's stdout and stderr is read as it is written. `json`: a line that is a JSON object
+    with an integer `step` (and optionally an integer `total` and a number `loss`) at its top level, as
+    infra/examples/train_eagle3.py prints them. `regex`: a line in which `pattern` matches (Python `re.search`),
+    its named group `step` (required), `total` and `loss` (optional) giving the figures."""
+
+    format: Literal["json", "regex"] = Field(
+        description="json: JSON-object lines with `step`, optional `total` and `loss` keys; regex: lines `pattern` "
+        "matches.")
+    pattern: str | None = Field(
+        default=None,
+        description="With format regex (and only then): a Python regular expression with the named group `step` "
+        "(digits) and optionally `total` (digits) and `loss` (a number), e.g. "
+        "'step (?P<step>\\d+)/(?P<total>\\d+) loss=(?P<loss>\\S+)'. No other named group.")
+
+    @model_validator(mode="after")
+    def _pattern_fits_format(self) -> TrainProgress:
+        what = "commands.train.progress.pattern"
+        if self.format == "json":
+            if self.pattern is not None:
+                raise ValueError(f"{what} is set with format json, which reads keys and no pattern: remove it, or "
+                                 "use format regex")
+            return self
+        if self.pattern is None:
+            raise ValueError(f"format regex needs {what}: a regular expression with the named group step")
+        try:
+            compiled = re.compile(self.pattern)
+        except re.error as exc:
+            raise ValueError(f"{what} {self.pattern!r} is not a regular expression: {exc}") from None
+        groups = set(compiled.groupindex)
+        if "step" not in groups:
+            raise ValueError(f"{what} {self.pattern!r} has no named group step: write (?P<step>\\d+) where the step is")
+        if groups - PROGRESS_GROUPS:
+            raise ValueError(f"{what} {self.pattern!r} has named groups {sorted(groups - PROGRESS_GROUPS)} that nothing "
+                             "reads: name only step, total and loss")
+        return self
+
+
 class TrainCommand(Strict):
     """The operator's trainer."""
 
@@ -102,6 +146,14 @@ class TrainCommand(Strict):
         "train: the last epoch's folder, '9' for --epochs 10). The probes, the draft cost, {training.output} and the "
         "training.completed event use {output_dir}/<checkpoint_subdir>; every file under {output_dir} is still hashed "
         "and kept. A relative path without '..'; part of the training input key. Unset: {output_dir} itself.",
+    )
+
+    progress: TrainProgress | None = Field(
+        default=None,
+        description="How the trainer prints its progress (step, total, loss), which the trainer-proxy relays as "
+        "step.progress events for `specdec watch` and `specdec demo`; a declared form no line matches is logged "
+        "once as a warning. Not part of the training input key (it changes nothing trained). Unset: no progress "
+        "is relayed.",
     )
 
     @field_validator("checkpoint_subdir")

@@ -226,7 +226,7 @@ def train_lm(model, encoded, steps: int, token_budget: int, lr: float, seed: int
 
     Examples are packed into rows (`pack_rows`, repacked in a new order every epoch),
     token_budget // row length rows a step; AdamW with linear warm-up and cosine decay.
-    Logs {"step", "loss"} JSON lines."""
+    Logs {"step", "total", "loss"} JSON lines (commands.train.progress format json reads them)."""
     import torch
 
     if steps < 1 or not encoded:
@@ -258,7 +258,7 @@ def train_lm(model, encoded, steps: int, token_budget: int, lr: float, seed: int
         if not math.isfinite(loss_value):
             raise ToyBuildError(f"training diverged at step {step} (loss {loss_value}); lower the learning rate")
         if step == 1 or step % 10 == 0 or step == steps:
-            log(json.dumps({"step": step, "loss": round(loss_value, 4)}))
+            log(json.dumps({"step": step, "total": steps, "loss": round(loss_value, 4)}))
     model.eval()
     return loss_value
 

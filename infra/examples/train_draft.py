@@ -5,7 +5,8 @@
 specdec runs the operator's own trainer through its trainer-proxy (an argv, no
 shell); this script is the one the embedded default campaign names. It shows
 what specdec expects of any trainer: read the corpus, write a checkpoint to
---out, print its loss as JSON lines on stdout (`{"step": n, "loss": x}`), exit
+--out, print its loss as JSON lines on stdout (`{"step": n, "total": N, "loss": x}`:
+the campaign's commands.train.progress, format json, relays them as progress), exit
 non-zero on failure.
 
 What it does:

@@ -32,7 +32,8 @@ What it does:
 4. trains it with AdamW on packed rows (`--token-budget` tokens, documents kept apart
    by `speculators`' block mask), unrolled over `--ttt-steps` steps as `speculators`
    does (test-time training), and prints one JSON line per step on stdout:
-   `{"step": n, "loss": x, "acc": [per-position accuracy]}` (the trainer-proxy reads `loss`);
+   `{"step": n, "total": steps, "loss": x, "acc": [per-position accuracy]}` (the trainer-proxy reads `loss`,
+   and relays step, total and loss as progress: the campaign declares commands.train.progress format json);
 5. saves it with `speculators`' checkpoint writer (`save_pretrained`: config.json with
    `speculators_config` and `speculators_version`, model.safetensors), in bfloat16 as
    `speculators train` saves, and writes `train-summary.json` beside it with the
@@ -300,7 +301,7 @@ def train(args: argparse.Namespace, argv: list[str]) -> dict:
         optimizer.step()
         scheduler.step()
         loss_value, acc = float(loss.detach()), step_accuracy(metrics, args.ttt_steps)
-        print(json.dumps({"step": step, "loss": round(loss_value, 5), "acc": acc}), flush=True)
+        print(json.dumps({"step": step, "total": args.steps, "loss": round(loss_value, 5), "acc": acc}), flush=True)
         if not math.isfinite(loss_value):
             raise TrainEagle3Error(f"loss is {loss_value} at step {step}; lower --lr")
     head.eval()

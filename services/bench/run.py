@@ -41,12 +41,14 @@ from services.bench.executors.executor import LocalExecutor, Served, ServingExec
 from services.bench.planning.bench_plan import BenchPlan
 from services.bench.planning.plan_types import Block, CellPlan, Launch
 from services.bench.loadgen.prompts import Prompt
-from services.bench.trial import Emit, TrialSteps, trial_fields
+from services.bench.progress import BenchProgress, Snapshot
+from services.bench.trial import Emit, Measured, TrialSteps, trial_fields
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.errors import SpecdecError, StepFailed
 from services.shared.secret_args import mask_document
 
 Recheck = Callable[[str], Awaitable[str | None]]  # node -> None when idle, else why not
+Report = Callable[[Snapshot], Awaitable[None]]  # publishes one step.progress (services/bench/progress.py)
 
 
 @dataclass
@@ -67,7 +69,7 @@ class BenchRun(TrialSteps):
     def __init__(
         self, plan: BenchPlan, bundle: BundleStore, prompts: list[Prompt], *, emit: Emit, recheck: Recheck,
         event_factory: Callable[..., BenchTrialCompleted], eval_values: dict[str, str] | None = None,
-        executor: ServingExecutor | None = None, max_model_len: int | None = None,
+        executor: ServingExecutor | None = None, max_model_len: int | None = None, report: Report | None = None,
     ) -> None:
         self.plan = plan
         # The context length every cell is served with (campaign.target.max_model_len): the
@@ -90,6 +92,12 @@ class BenchRun(TrialSteps):
         self.attempt = 1
         # The node lock's token this bench holds (services/bench/node_lock.py), written beside each launch.
         self.lock_token: str | None = None
+        # Windows done out of the plan's, and the time left, relayed as step.progress (not journaled).
+        self.report = report
+        self.progress = BenchProgress(
+            (index, launch.cell_id, ((launch.cell_id, trial, concurrency) for trial in launch.trials
+                                     for concurrency in self.cells[launch.cell_id].concurrency))
+            for index, launch in enumerate(plan.launches))
 
     async def execute(self) -> Outcome:
         self.attempt = resume.begin_attempt(self.bundle, self.run_id)
@@ -106,6 +114,7 @@ class BenchRun(TrialSteps):
             self.bundle.write_json(self.run_id, layout.bench_takeback(self.attempt), {"ended": taken_back})
         try:
             await self._announce_recorded()
+            await self._report(final=True)  # the total at once, before the first server is up
             # A cell its serving interpreter cannot run fails here, by name, before anything is launched.
             self.outcome.failed_cells.update(await preflight.suffix_failures(self.plan))
             rotation = []
@@ -126,6 +135,7 @@ class BenchRun(TrialSteps):
                     self.outcome.failed_cells[cell.cell_id] = str(exc)
             if rotation:
                 await interleave.run_interleaved(self, rotation, self.plan.blocks or [], stop=self._stop_rounds())
+            await self._report(final=True)
         finally:
             try:
                 self.outcome.cleaned += await self.executor.cleanup()
@@ -145,6 +155,7 @@ class BenchRun(TrialSteps):
                 for concurrency in cell.concurrency:
                     adopted = resume.adopt(self.bundle, self.run_id, cell.cell_id, trial, concurrency)
                     if adopted is not None:
+                        self.progress.adopted((cell.cell_id, trial, concurrency))
                         await self.emit(self.event_factory(**trial_fields(
                             self.run_id, cell, trial, concurrency, adopted.ref, adopted.result)))
 
@@ -192,6 +203,7 @@ class BenchRun(TrialSteps):
         if self.lock_token is not None:
             # Checked in Redis by the pre-launch re-check just before; recorded as the launch's evidence.
             self.bundle.write_json(self.run_id, f"{folder}/node-lock.json", {"node": cell.node, "token": self.lock_token})
+        self.progress.launch_started(index)
         server = await self.executor.start(index, launch_plan, cell, folder)
         try:
             self.bundle.write_json(self.run_id, f"{folder}/argv.json", mask_document(server.record()))
@@ -201,7 +213,35 @@ class BenchRun(TrialSteps):
         except BaseException:
             await self.close_server(server)
             raise
+        self.progress.launch_ready(index)
         return server
+
+    async def measure(self, cell: CellPlan, base_url: str, trial: int, concurrency: int) -> Measured:
+        window = (cell.cell_id, trial, concurrency)
+        self.progress.work_started(window)
+        try:
+            return await super().measure(cell, base_url, trial, concurrency)
+        finally:
+            self.progress.work_paused(window)
+
+    async def record(self, measured: Measured) -> None:
+        window = (measured.cell.cell_id, measured.trial, measured.concurrency)
+        self.progress.work_started(window)
+        try:
+            await super().record(measured)
+        except BaseException:
+            self.progress.work_paused(window)
+            raise
+        self.progress.recorded(window)
+        await self._report()
+
+    async def _report(self, *, final: bool = False) -> None:
+        """Publish how far the run is (rate-limited; `final` always), when the caller gave a way to."""
+        if self.report is None:
+            return
+        snapshot = self.progress.due(self.outcome.failed_cells, final=final)
+        if snapshot is not None:
+            await self.report(snapshot)
 
     async def close_server(self, server: Served) -> None:
         await server.stop()
@@ -231,6 +271,7 @@ class BenchRun(TrialSteps):
         if cell.role == "standing" and adopted.outputs:
             self.standing_outputs[(trial, concurrency)] = adopted.outputs
         self.outcome.results.append(adopted.ref)
+        self.progress.adopted((cell.cell_id, trial, concurrency))
 
 
 def read_prompts(bundle: BundleStore, run_id: str, path: Path) -> list[Prompt]:

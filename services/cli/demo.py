@@ -24,11 +24,14 @@ from typing import TextIO
 
 from contracts import layout
 from contracts.catalogue import STEP_OWNER
+from contracts.streams import PROGRESS_SCHEMA
 from services.app.campaign.submit import submit
 from services.app.campaign.validate import validate
 from services.app.context import connect
+from services.app.runs.ops import progress_of
 from services.app.runs.progress import RunStatus, event_detail, one_line, run_status
 from services.app.runs.streams import follow
+from services.cli.progress_view import ProgressView, progress_view
 from services.cli.up import start, stop, stop_grace_s
 from services.runtime import apps
 from services.runtime.procs import deployment_id, end_labelled
@@ -129,16 +132,29 @@ def blocked_step(status: RunStatus) -> tuple[str, str] | None:
 
 
 async def follow_run(settings: RuntimeSettings, run_id: str, out: TextIO, *, timeout_s: float) -> RunStatus:
+    """The run's events, a line each, and its long steps' progress (bars on a terminal, periodic lines
+    elsewhere: services/cli/progress_view.py), until it finishes, halts or `timeout_s` runs out."""
+    view = progress_view(out)
+    try:
+        return await _follow(settings, run_id, view, timeout_s=timeout_s)
+    finally:
+        view.close()
+
+
+async def _follow(settings: RuntimeSettings, run_id: str, view: ProgressView, *, timeout_s: float) -> RunStatus:
     async with connect(settings) as session:
         events: list[dict] = []
         started = time.monotonic()
-        async for event in follow(session.client, settings.stream_prefix, from_start=True):
-            if event is not None and event.get("run_id") == run_id:
+        async for event in follow(session.client, settings.stream_prefix, from_start=True, progress=True):
+            if event is not None and event.get("schema") == PROGRESS_SCHEMA:
+                progress = progress_of(event)
+                if progress is not None and progress.run_id == run_id:
+                    view.progress(progress)
+            elif event is not None and event.get("run_id") == run_id:
                 events.append(event)
                 status = run_status(run_id, events)
                 elapsed = time.monotonic() - started
-                out.write(f"[{elapsed:6.0f}s] {str(event.get('schema')):<22} {one_line(status)}{_detail(event)}\n")
-                out.flush()
+                view.line(f"[{elapsed:6.0f}s] {str(event.get('schema')):<22} {one_line(status)}{_detail(event)}")
                 if blocked_step(status) is not None or status.steps[-1].state == "done":
                     return status
             if time.monotonic() - started > timeout_s:

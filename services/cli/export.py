@@ -9,7 +9,7 @@ import yaml
 from faststream.specification import AsyncAPI
 
 from contracts.campaign import Campaign
-from contracts.catalogue import CATALOGUE, deadletter_stream
+from contracts.catalogue import CATALOGUE, PROGRESS_PRODUCERS, StepProgress, deadletter_stream, stream_name
 from contracts.deadletter import DeadLetter
 from contracts.events import ALL_EVENTS
 from services.runtime import apps
@@ -31,7 +31,7 @@ def event_schema(model: type) -> dict:
 def export(directory: Path) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     written = []
-    for model in ALL_EVENTS:
+    for model in (*ALL_EVENTS, StepProgress):
         path = directory / f"{model.SCHEMA}.v{model.VERSION}.json"
         path.write_bytes(orjson.dumps(event_schema(model), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
         written.append(path)
@@ -57,6 +57,11 @@ def asyncapi_document() -> str:
         stream = spec.stream(settings.stream_prefix)
         broker.publisher(stream=stream, title=f"{stream}:{spec.producer}", schema=spec.model,
                          description=(spec.model.__doc__ or "").strip())
+    # Progress: one stream outside the catalogue, one publisher per producing step's owner (contracts/progress.py).
+    progress = stream_name(settings.stream_prefix, StepProgress.SCHEMA)
+    for producer in sorted(set(PROGRESS_PRODUCERS.values())):
+        broker.publisher(stream=progress, title=f"{progress}:{producer}", schema=StepProgress,
+                         description=(StepProgress.__doc__ or "").strip())
     broker.publisher(stream=deadletter_stream(settings.stream_prefix), title="specdec.deadletter:any",
                      schema=DeadLetter, description=(DeadLetter.__doc__ or "").strip())
     doc = AsyncAPI(broker, title="specdec", version="1", description="specdec event topology over Redis Streams")

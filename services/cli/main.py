@@ -101,15 +101,21 @@ async def _status(session: Any, args: argparse.Namespace) -> int:
     return 1 if result.halted else 0
 
 
-def _watched(event: Any) -> None:
-    sys.stdout.write(f"{event.stamp} {event.run_id} {event.schema_name:<22} {event.progress}\n")
-    sys.stdout.flush()
+def watched_line(event: Any) -> str:
+    return f"{event.stamp} {event.run_id} {event.schema_name:<22} {event.progress}"
 
 
 async def _watch(session: Any, args: argparse.Namespace) -> int:
     from services.app.runs.ops import watch
+    from services.cli.progress_view import progress_view
 
-    await watch(session, args.run_id, on_event=_watched, from_start=args.from_start, timeout_s=args.timeout)
+    # Progress (step.progress) as bars on a terminal, plain periodic lines elsewhere.
+    view = progress_view(sys.stdout)
+    try:
+        await watch(session, args.run_id, on_event=lambda event: view.line(watched_line(event)),
+                    on_progress=view.progress, from_start=args.from_start, timeout_s=args.timeout)
+    finally:
+        view.close()
     return 0
 
 
@@ -177,7 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--reason", help="why, recorded in the event")
     p.set_defaults(func=_connected(_request))
 
-    p = sub.add_parser("watch", help="follow events live, one line each, with each run's step progress")
+    p = sub.add_parser("watch", help="follow events live, one line each, with each run's step progress, and long "
+                       "steps' progress (bars on a terminal, periodic lines elsewhere)")
     p.add_argument("run_id", nargs="?")
     p.add_argument("--from-start", action="store_true", help="replay each stream from its first entry")
     p.add_argument("--timeout", type=float, help="stop after this many seconds")

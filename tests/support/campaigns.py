@@ -52,7 +52,7 @@ FAST_DELIVERY = {
 
 TRAINER = '''\
 """Tiny trainer for specdec's reliability tests (argv: OUT TARGET SLEEP_S EXIT_CODE)."""
-import os, shutil, sys, time
+import json, os, shutil, sys, time
 
 out, target, sleep_s, code = sys.argv[1], sys.argv[2], float(sys.argv[3]), int(sys.argv[4])
 # The counter lies beside this script, not in the argv: files named in the argv
@@ -68,7 +68,8 @@ def note(word):
 
 
 note("start")
-print("step 1 loss=2.5", flush=True)
+# Progress as toy-campaign.yaml declares it (commands.train.progress format json).
+print(json.dumps({"step": 1, "total": 2, "loss": 2.5}), flush=True)
 time.sleep(sleep_s)
 if code:
     print(f"trainer: giving up with exit {code}: the corpus is not what I expected", file=sys.stderr, flush=True)
@@ -76,7 +77,7 @@ if code:
 for name in os.listdir(target):
     if name.endswith((".json", ".safetensors", ".jinja", ".txt", ".model")):
         shutil.copy(os.path.join(target, name), os.path.join(out, name))
-print("step 2 loss=1.5", flush=True)
+print(json.dumps({"step": 2, "total": 2, "loss": 1.5}), flush=True)
 note("done")
 '''
 

@@ -306,7 +306,8 @@ def test_contracts_export_writes_one_schema_per_event_and_the_campaign_and_deadl
 
     out = tmp_path / "schemas"
     assert main(["contracts", "export", str(out)]) == 0
-    expected = {f"{m.SCHEMA}.v{m.VERSION}.json" for m in ALL_EVENTS} | {"campaign.v1.json", "deadletter.v1.json"}
+    expected = {f"{m.SCHEMA}.v{m.VERSION}.json" for m in ALL_EVENTS} | {"campaign.v1.json", "deadletter.v1.json",
+                                                                          "step.progress.v1.json"}
     assert {p.name for p in out.iterdir()} == expected
     printed = {Path(line).name for line in capsys.readouterr().out.split()}
     assert printed == expected

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from contracts.envelope import ArtifactRef, Strict
 from contracts.inputs import input_problem
+from contracts.streams import PROGRESS_SCHEMA
 from services.app.context import Session, operator, patiently
 from services.app.runs.progress import STEP_EXPECTED_S, RunStatus, find_stall, one_line, plan_expected_s, run_status
 from services.app.runs.streams import dead_letters, follow, untaken
@@ -193,18 +194,38 @@ class WatchedEvent(Strict):
     progress: str = Field(description="Every step of the run in one line, after this event (progress.one_line).")
 
 
+def progress_of(event: dict[str, Any]) -> Any:
+    """A step.progress entry as its typed event; None for any other event, or one this code cannot read."""
+    if event.get("schema") != PROGRESS_SCHEMA:
+        return None
+    from pydantic import ValidationError
+
+    from contracts.progress import StepProgress
+
+    try:
+        return StepProgress.model_validate(event)
+    except ValidationError:
+        return None  # another version, or garbled: progress is shown, never relied on
+
+
 async def watch(
     session: Session, run_id: str | None, *, on_event: Callable[[WatchedEvent], None], from_start: bool,
-    timeout_s: float | None, until_idle_s: float | None = None
+    timeout_s: float | None, until_idle_s: float | None = None, on_progress: Callable[[Any], None] | None = None,
 ) -> int:
     """Each event of the run (every run without one) as it arrives, with its run's step progress, handed
-    to `on_event`; returns how many were shown when `timeout_s` or `until_idle_s` ran out."""
+    to `on_event`; with `on_progress`, each step.progress of the run too (a StepProgress: contracts/progress.py),
+    which is not counted as an event shown; returns how many were shown when `timeout_s` or `until_idle_s` ran out."""
     seen: dict[str, list[dict[str, Any]]] = {}
     shown = 0
     started = last_event = time.monotonic()
-    async for event in follow(session.client, session.settings.stream_prefix, from_start=from_start):
+    async for event in follow(session.client, session.settings.stream_prefix, from_start=from_start,
+                              progress=on_progress is not None):
         now = time.monotonic()
-        if event is not None and (run_id is None or event.get("run_id") == run_id):
+        if event is not None and event.get("schema") == PROGRESS_SCHEMA:
+            progress = progress_of(event)
+            if on_progress is not None and progress is not None and run_id in (None, progress.run_id):
+                on_progress(progress)
+        elif event is not None and (run_id is None or event.get("run_id") == run_id):
             run = str(event.get("run_id"))
             seen.setdefault(run, []).append(event)
             on_event(WatchedEvent(stamp=str(event.get("produced_at", ""))[11:19], run_id=run,

@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 
-from contracts.streams import JOURNAL, SCHEMAS, deadletter_stream, stream_name
+from contracts.streams import JOURNAL, PROGRESS_SCHEMA, SCHEMAS, deadletter_stream, stream_name
 from services.app.context import Notice, backoff, dropped, say
 from services.runtime.delivery.wire import decode_entry
 
@@ -97,7 +97,8 @@ async def dead_letters(client: aioredis.Redis, prefix: str) -> list[tuple[str, d
 
 
 async def follow(
-    client: aioredis.Redis, prefix: str, *, from_start: bool, block_ms: int = 1000, notice: Notice = say
+    client: aioredis.Redis, prefix: str, *, from_start: bool, block_ms: int = 1000, notice: Notice = say,
+    progress: bool = False,
 ) -> AsyncIterator[dict[str, Any] | None]:
     """Events of every stream as they arrive; yields None on each idle block (a tick).
 
@@ -105,8 +106,12 @@ async def follow(
     says so in one line, retries with backoff (0.25 s doubling to 4 s), yielding a tick
     after each failed attempt so that the caller's own timeout still applies, and says
     in a second line when Redis answers again. It then reads on from the last entry
-    it yielded of each stream (an emptied Redis's new entries carry later IDs)."""
-    positions = {stream_name(prefix, schema): ("0-0" if from_start else "$") for schema in SCHEMAS}
+    it yielded of each stream (an emptied Redis's new entries carry later IDs).
+
+    With `progress`, the step.progress stream too (contracts/progress.py: outside the catalogue, not
+    journaled); its events are yielded like the others, their `schema` telling them apart."""
+    schemas = (*SCHEMAS, PROGRESS_SCHEMA) if progress else SCHEMAS
+    positions = {stream_name(prefix, schema): ("0-0" if from_start else "$") for schema in schemas}
     lost_at: float | None = None
     waits = backoff()
     resolved = from_start

@@ -16,15 +16,18 @@ from contracts.campaign import Campaign
 from contracts.catalogue import BENCH
 from contracts.envelope import Event
 from contracts.events import BenchCompleted, BenchTrialCompleted
+from contracts.progress import PROGRESS_UNITS, StepProgress
 from services.bench.executors.executor import LocalExecutor, ServingExecutor
 from services.bench.executors.kubernetes import KubernetesExecutor, require_kubectl
 from services.bench.planning.bench_plan import BenchPlan
+from services.bench.progress import Snapshot
 from services.bench.run import BenchRun, read_prompts
 from services.bench.executors.slurm import SlurmExecutor
 from services.bench import node_lock
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.bundle.outbox import record_emitted
 from services.runtime.delivery.consumer import StepContext
+from services.runtime.delivery.progress import publish_progress
 from services.runtime.errors import StepFailed
 from services.shared.capacity.recheck import recheck
 
@@ -88,11 +91,17 @@ async def execute(
         # journal publishes it again; a retry's rebuilt event publishes the one recorded first.
         await ctx.emit(record_emitted(bundle, trial))
 
+    async def report(snapshot: Snapshot) -> None:
+        # How far the run is, for `specdec watch` and the demo: published once, never journaled (contracts/progress.py).
+        await publish_progress(ctx.bus, event.caused(
+            StepProgress, producer=producer, step="bench", unit=PROGRESS_UNITS["bench"], done=snapshot.done,
+            total=snapshot.total or None, loss=None, eta_s=snapshot.eta_s, elapsed_s=snapshot.elapsed_s), ctx.log)
+
     run = BenchRun(
         plan, bundle, prompts, emit=emit, recheck=check,
         event_factory=lambda **fields: event.caused(BenchTrialCompleted, producer=producer, **fields),
         eval_values={"model": plan.cells[0].identity["model"], "tokenizer": campaign.target.tokenizer_dir},
-        executor=executor, max_model_len=campaign.target.max_model_len,
+        executor=executor, max_model_len=campaign.target.max_model_len, report=report,
     )
     if ctx.lease is None:  # outside a consumer (no ledger): nothing to coordinate with
         outcome = await run.execute()

@@ -82,12 +82,14 @@ class Bus:
     def deadletter(self) -> str:
         return deadletter_stream(self.prefix)
 
-    async def publish(self, event: Event) -> None:
+    async def publish(self, event: Event, *, maxlen: int | None = None) -> None:
+        """XADD the event onto its stream; `maxlen` caps the stream there (`MAXLEN ~`: progress only)."""
         await self.broker.publish(
             event.to_json(),
             stream=self.stream_of(event.SCHEMA),
             headers=event_headers(event),
             correlation_id=event.event_id,
+            maxlen=maxlen,
         )
 
     async def publish_raw(self, stream: str, body: bytes, headers: dict[str, str], correlation_id: str) -> None:

@@ -43,6 +43,7 @@ from services.shared.secret_args import mask_argv
 from services.trainer_proxy.errors import ExecutorError
 from services.trainer_proxy.execution import keeper as keeper_script
 from services.trainer_proxy.execution.monitor import OutputWatch, RunOutcome
+from services.trainer_proxy.execution.progress import Reporter
 from services.trainer_proxy.planning.launch import DETACHED_SERVICE, LocalLaunch
 
 # Bundle paths the keeper writes, each whole (a temporary file, then rename).
@@ -104,7 +105,7 @@ def _carries(pid: int, run_id: str) -> bool:
 
 async def run_detached(
     launch: LocalLaunch, *, run_id: str, run_dir: Path, timeout_s: float, kill_grace_s: float,
-    on_started: Callable[[str], Awaitable[None]],
+    on_started: Callable[[str], Awaitable[None]], progress: Reporter | None = None,
 ) -> RunOutcome:
     """Start the trainer under its keeper and watch it to its end (see the module's docstring)."""
     env = workload_env.environment(launch.env, where="commands.train.env")
@@ -139,7 +140,8 @@ async def run_detached(
 
     try:
         await on_started(str(kept.trainer_pid))
-        outcome = await _watch(launch, run_dir, kept, alive, timeout_s=timeout_s, kill_grace_s=kill_grace_s)
+        outcome = await _watch(launch, run_dir, kept, alive, timeout_s=timeout_s, kill_grace_s=kill_grace_s,
+                               progress=progress)
     except BaseException:
         # The step is failing or being cancelled (the service stops): the trainer stops with it,
         # its end recorded as stopped. A redelivery captures what it left as interrupted.
@@ -151,6 +153,7 @@ async def run_detached(
 
 async def reattach(
     launch: LocalLaunch, *, run_id: str, run_dir: Path, timeout_s: float, kill_grace_s: float,
+    progress: Reporter | None = None,
 ) -> RunOutcome | None:
     """A restarted service's watch over the trainer an earlier delivery started: its recorded end, or
     the live trainer watched to its end; None when there is neither (never started, or killed with
@@ -159,7 +162,8 @@ async def reattach(
     if kept is None:
         return None
     if (run_dir / EXIT_RECORD).exists():
-        return await _watch(launch, run_dir, kept, lambda: False, timeout_s=timeout_s, kill_grace_s=kill_grace_s)
+        return await _watch(launch, run_dir, kept, lambda: False, timeout_s=timeout_s, kill_grace_s=kill_grace_s,
+                            progress=progress)
     if not (same_process(kept.keeper_pid, kept.keeper_start) and _carries(kept.keeper_pid, run_id)):
         return None
 
@@ -167,7 +171,8 @@ async def reattach(
         return same_process(kept.keeper_pid, kept.keeper_start)
 
     try:
-        return await _watch(launch, run_dir, kept, alive, timeout_s=timeout_s, kill_grace_s=kill_grace_s)
+        return await _watch(launch, run_dir, kept, alive, timeout_s=timeout_s, kill_grace_s=kill_grace_s,
+                            progress=progress)
     except BaseException:
         await asyncio.to_thread(_stop_keeper, kept, alive, kill_grace_s)
         raise
@@ -175,10 +180,14 @@ async def reattach(
 
 async def _watch(
     launch: LocalLaunch, run_dir: Path, kept: Kept, alive: Callable[[], bool], *, timeout_s: float,
-    kill_grace_s: float,
+    kill_grace_s: float, progress: Reporter | None = None,
 ) -> RunOutcome | None:
-    """Until the exit record: the loss scan and the timeout (each ends the trainer's group once)."""
-    watch = OutputWatch({"stdout": run_dir / launch.stdout_path, "stderr": run_dir / launch.stderr_path})
+    """Until the exit record: the loss scan and the timeout (each ends the trainer's group once), and the
+    progress relayed as the trainer prints it."""
+    watch = OutputWatch({"stdout": run_dir / launch.stdout_path, "stderr": run_dir / launch.stderr_path},
+                        progress=progress.scanner if progress is not None else None)
+    if progress is not None:
+        progress.start(kept.started_at)
     exit_path = run_dir / EXIT_RECORD
     timed_out = stopped_for_loss = False
     while not exit_path.exists():
@@ -193,8 +202,13 @@ async def _watch(
                 timed_out = True
             if (timed_out or stopped_for_loss) and same_process(kept.trainer_pid, kept.trainer_start):
                 await asyncio.to_thread(kill_group, kept.trainer_pid, grace_s=kill_grace_s)
+        if progress is not None:
+            await progress.tick()
         await asyncio.sleep(POLL_S)
     ended = _read(exit_path) or {}
+    losses = watch.finish()
+    if progress is not None:
+        await progress.tick(final=True)
     duration = max(0.0, float(ended.get("ended_at", kept.started_at)) - kept.started_at)  # type: ignore[arg-type]
     return RunOutcome(
         handle=str(kept.trainer_pid),
@@ -207,7 +221,7 @@ async def _watch(
         timed_out=timed_out or (duration > timeout_s and ended.get("exit_code") != 0),
         stopped_for_loss=stopped_for_loss,
         interrupted=bool(ended.get("stopped")),
-        losses=watch.finish(),
+        losses=losses,
     )
 
 

@@ -42,8 +42,10 @@ from contracts.campaign import Campaign
 from contracts.catalogue import TRAINER as SERVICE
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import TrainingCompleted, TrainingStarted
+from contracts.progress import PROGRESS_UNITS, StepProgress
 from services.runtime.bundle.bundle import ArtifactMissing, BundleStore
 from services.runtime.delivery.consumer import StepContext
+from services.runtime.delivery.progress import publish_progress
 from services.runtime import failpoints
 from services.runtime.errors import StepFailed
 from services.shared.capacity.recheck import RecheckFailed, RecheckFn
@@ -54,6 +56,7 @@ from services.trainer_proxy.errors import ExecutorError, TrainingStopped
 from services.trainer_proxy.execution.capture import TrainingCapture, capture_run, read_capture, write_argv
 from services.trainer_proxy.execution.local import cleanup_local, run_local
 from services.trainer_proxy.execution.monitor import RunOutcome
+from services.trainer_proxy.execution.progress import ProgressRelay, Reporter, Update
 from services.trainer_proxy.execution.detached import reattach
 from services.trainer_proxy.execution.slurm import reattach_slurm, run_slurm
 from services.trainer_proxy.planning import reuse
@@ -118,6 +121,24 @@ def _resolve(path: str, cwd: str) -> Path:
     return candidate if candidate.is_absolute() else Path(cwd) / candidate
 
 
+def _reporter(campaign: Campaign, trigger: Event, ctx: StepContext) -> Reporter | None:
+    """The relay of the trainer's progress (step.progress, not journaled), when the campaign declares its form."""
+    train = campaign.commands.train
+    if train is None or train.progress is None:
+        return None
+    producer = f"{SERVICE}/{ctx.settings.instance}"
+
+    async def publish(update: Update) -> None:
+        await publish_progress(ctx.bus, trigger.caused(
+            StepProgress, producer=producer, step="training", unit=PROGRESS_UNITS["training"], done=update.done,
+            total=update.total, loss=update.loss, eta_s=update.eta_s, elapsed_s=update.elapsed_s), ctx.log)
+
+    def warn(message: str) -> None:
+        ctx.log.warning(message)
+
+    return Reporter(ProgressRelay(train.progress), publish, warn)
+
+
 async def _launch(bundle: BundleStore, approved: Approved, trigger: Event, ctx: StepContext, recheck: RecheckFn) -> RunOutcome:
     plan = approved.plan
     launch = plan.launch
@@ -151,16 +172,17 @@ async def _launch(bundle: BundleStore, approved: Approved, trigger: Event, ctx: 
         failpoints.hit("trainer.proxy-during-training")
 
     run_dir = bundle.run_dir(run_id).absolute()
+    progress = _reporter(approved.campaign, trigger, ctx)
     try:
         if isinstance(launch, LocalLaunch):
             return await run_local(
                 launch, run_id=run_id, run_dir=run_dir, timeout_s=plan.timeout_s, kill_grace_s=plan.kill_grace_s,
-                on_started=started,
+                on_started=started, progress=progress,
             )
         bundle.write_bytes(run_id, launch.job_script_path, launch.job_script.encode())
         return await run_slurm(
             launch, run_id=run_id, service=SERVICE, run_dir=run_dir, timeout_s=plan.timeout_s,
-            kill_grace_s=plan.kill_grace_s, on_started=started,
+            kill_grace_s=plan.kill_grace_s, on_started=started, progress=progress,
         )
     except (ExecutorError, SchedulerError) as exc:
         launched = launch.sbatch_argv if not isinstance(launch, LocalLaunch) else launch.argv
@@ -189,7 +211,7 @@ def _interrupted(plan: TrainingPlan) -> RunOutcome:
     return RunOutcome(handle="unknown", launched_argv=list(launched), exit_code=None, signal=None, duration_s=0.0, interrupted=True)
 
 
-async def _reattach(bundle: BundleStore, plan: TrainingPlan) -> RunOutcome | None:
+async def _reattach(bundle: BundleStore, plan: TrainingPlan, progress: Reporter | None) -> RunOutcome | None:
     """The outcome of the trainer an earlier delivery launched, watched to its end if it still runs;
     None when nothing tells how it ended (services/trainer_proxy/execution/detached.py)."""
     launch = plan.launch
@@ -197,10 +219,10 @@ async def _reattach(bundle: BundleStore, plan: TrainingPlan) -> RunOutcome | Non
     try:
         if isinstance(launch, LocalLaunch):
             return await reattach(launch, run_id=plan.run_id, run_dir=run_dir, timeout_s=plan.timeout_s,
-                                  kill_grace_s=plan.kill_grace_s)
+                                  kill_grace_s=plan.kill_grace_s, progress=progress)
         if isinstance(launch, SlurmLaunch):
             return await reattach_slurm(launch, run_dir=run_dir, timeout_s=plan.timeout_s,
-                                        kill_grace_s=plan.kill_grace_s)
+                                        kill_grace_s=plan.kill_grace_s, progress=progress)
     except SchedulerError as exc:
         return RunOutcome(handle="unknown", launched_argv=list(getattr(launch, "sbatch_argv", [])), exit_code=None, signal=None,
                           duration_s=0.0, launch_error=f"re-attaching to the earlier delivery's job: {exc}")
@@ -231,7 +253,7 @@ async def execute(
     prior = read_capture(bundle, run_id)
     if prior is None:
         if _launched_before(bundle, run_id):
-            outcome = await _reattach(bundle, plan) or _interrupted(plan)
+            outcome = await _reattach(bundle, plan, _reporter(approved.campaign, trigger, ctx)) or _interrupted(plan)
             ctx.log.info("re-attached to an earlier delivery's trainer" if not outcome.interrupted
                          else "an earlier delivery's trainer left no outcome: interrupted", handle=outcome.handle)
         else:

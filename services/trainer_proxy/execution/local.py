@@ -29,6 +29,7 @@ from services.shared.scheduler.local import kill_labelled
 from services.trainer_proxy.errors import ExecutorError
 from services.trainer_proxy.execution.detached import run_detached
 from services.trainer_proxy.execution.monitor import OutputWatch, RunOutcome
+from services.trainer_proxy.execution.progress import Reporter
 from services.trainer_proxy.planning.launch import DETACHED_SERVICE, LocalLaunch
 
 OnStarted = Callable[[str], Awaitable[None]]
@@ -103,11 +104,12 @@ async def run_process(
 
 
 async def run_local(
-    launch: LocalLaunch, *, run_id: str, run_dir: Path, timeout_s: float, kill_grace_s: float, on_started: OnStarted
+    launch: LocalLaunch, *, run_id: str, run_dir: Path, timeout_s: float, kill_grace_s: float, on_started: OnStarted,
+    progress: Reporter | None = None,
 ) -> RunOutcome:
-    """The trainer, detached under its keeper, watched to its end."""
+    """The trainer, detached under its keeper, watched to its end (its progress relayed when declared)."""
     return await run_detached(launch, run_id=run_id, run_dir=run_dir, timeout_s=timeout_s,
-                              kill_grace_s=kill_grace_s, on_started=on_started)
+                              kill_grace_s=kill_grace_s, on_started=on_started, progress=progress)
 
 
 def cleanup_local(run_id: str, *, grace_s: float) -> list[int]:

@@ -2,7 +2,8 @@
 
 The executors (local, slurm) write the trainer's stdout and stderr to files in
 the bundle and poll them while it runs: the loss scanners see every byte as
-it lands, so a non-finite loss stops the trainer at once.
+it lands, so a non-finite loss stops the trainer at once; the progress scanner
+(progress.py, when the campaign declares commands.train.progress) sees the same bytes.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from services.trainer_proxy.execution.loss import LossFinding, LossScanner, LossSummary
+from services.trainer_proxy.execution.progress import ProgressScanner
 
 _READ_BYTES = 4 << 20
 
@@ -44,12 +46,13 @@ class RunOutcome:
 
 
 class OutputWatch:
-    """Tails named files (stdout, stderr) and feeds each to its loss scanner."""
+    """Tails named files (stdout, stderr) and feeds each to its loss scanner (and to the progress scanner)."""
 
-    def __init__(self, files: dict[str, Path]) -> None:
+    def __init__(self, files: dict[str, Path], progress: ProgressScanner | None = None) -> None:
         self.files = files
         self.offsets = {name: 0 for name in files}
         self.scanners = {name: LossScanner(name) for name in files}
+        self.progress = progress
 
     def poll(self) -> LossFinding | None:
         """Read what was appended since the last poll; the first non-finite loss seen so far."""
@@ -60,6 +63,8 @@ class OutputWatch:
                     while chunk := fh.read(_READ_BYTES):
                         self.offsets[name] += len(chunk)
                         self.scanners[name].feed(chunk)
+                        if self.progress is not None:
+                            self.progress.feed(name, chunk)
             except FileNotFoundError:
                 # Slurm creates the files when the job starts; nothing to read yet.
                 continue

@@ -32,6 +32,7 @@ from services.shared.scheduler.slurm import ACTIVE_STATES, cancel_argv, job_stat
 from services.trainer_proxy.errors import ExecutorError
 from services.trainer_proxy.execution.keeper import write_whole
 from services.trainer_proxy.execution.monitor import OutputWatch, RunOutcome
+from services.trainer_proxy.execution.progress import Reporter
 from services.trainer_proxy.planning.launch import SlurmLaunch
 
 POLL_S = 0.5
@@ -58,6 +59,7 @@ async def run_slurm(
     timeout_s: float,
     kill_grace_s: float,
     on_started: OnStarted,
+    progress: Reporter | None = None,
 ) -> RunOutcome:
     """Submit, watch and (at the timeout or a non-finite loss) cancel the job. Raises
     ExecutorError or a SchedulerError when Slurm refuses or loses it."""
@@ -72,14 +74,15 @@ async def run_slurm(
     try:
         await on_started(job_id)
         return await _watch(launch, job_id, run_dir=run_dir, started_at=started_at, timeout_s=timeout_s,
-                            kill_grace_s=kill_grace_s)
+                            kill_grace_s=kill_grace_s, progress=progress)
     except BaseException:
         # The step is failing or being cancelled: the job must not run on unowned.
         run_short(cancel_argv(job_id))
         raise
 
 
-async def reattach_slurm(launch: SlurmLaunch, *, run_dir: Path, timeout_s: float, kill_grace_s: float) -> RunOutcome | None:
+async def reattach_slurm(launch: SlurmLaunch, *, run_dir: Path, timeout_s: float, kill_grace_s: float,
+                         progress: Reporter | None = None) -> RunOutcome | None:
     """A restarted service's watch over the job an earlier delivery submitted (a job outlives its
     service): its end as Slurm records it, or the running job watched to its end; None when no job
     was recorded. Raises a SchedulerError when Slurm no longer knows the job."""
@@ -90,17 +93,21 @@ async def reattach_slurm(launch: SlurmLaunch, *, run_dir: Path, timeout_s: float
     job_id, started_at = str(record["job_id"]), float(record["started_at"])
     try:
         return await _watch(launch, job_id, run_dir=run_dir, started_at=started_at, timeout_s=timeout_s,
-                            kill_grace_s=kill_grace_s)
+                            kill_grace_s=kill_grace_s, progress=progress)
     except BaseException:
         run_short(cancel_argv(job_id))
         raise
 
 
 async def _watch(
-    launch: SlurmLaunch, job_id: str, *, run_dir: Path, started_at: float, timeout_s: float, kill_grace_s: float
+    launch: SlurmLaunch, job_id: str, *, run_dir: Path, started_at: float, timeout_s: float, kill_grace_s: float,
+    progress: Reporter | None = None,
 ) -> RunOutcome:
     # The loss scan reads the files from their first byte: a re-attached watch misses nothing.
-    watch = OutputWatch({"stdout": run_dir / launch.stdout_path, "stderr": run_dir / launch.stderr_path})
+    watch = OutputWatch({"stdout": run_dir / launch.stdout_path, "stderr": run_dir / launch.stderr_path},
+                        progress=progress.scanner if progress is not None else None)
+    if progress is not None:
+        progress.start(started_at)
     timed_out = stopped_for_loss = False
     state, record = await job_state(job_id)
     while state in ACTIVE_STATES:
@@ -110,6 +117,8 @@ async def _watch(
         if time.time() - started_at > timeout_s:
             timed_out = True
             break
+        if progress is not None:
+            await progress.tick()
         await asyncio.sleep(POLL_S)
         state, record = await job_state(job_id)
     ended = time.time()
@@ -119,6 +128,9 @@ async def _watch(
         while state in ACTIVE_STATES and time.monotonic() < deadline:
             await asyncio.sleep(POLL_S)
             state, record = await job_state(job_id)
+    losses = watch.finish()
+    if progress is not None:
+        await progress.tick(final=True)
     exit_code, signal = parse_exit(parse_record(record).get("ExitCode", ""))
     if state != "COMPLETED" and exit_code == 0 and signal is None:
         # Cancelled, timed out or lost by the scheduler with a clean-looking code:
@@ -132,6 +144,6 @@ async def _watch(
         duration_s=round(max(0.0, ended - started_at), 3),
         timed_out=timed_out,
         stopped_for_loss=stopped_for_loss,
-        losses=watch.finish(),
+        losses=losses,
         scheduler_record=record,
     )

@@ -67,6 +67,7 @@ TRAIN = {"argv": ["python", "infra/examples/train_draft.py", "--corpus", "{corpu
 OTHER_SERVE = [*SERVE_TEMPLATE[:2], "my_server", *SERVE_TEMPLATE[3:]]
 OTHER_BENCH = ["python", "bench2.py", *BENCH_TEMPLATE[2:]]
 EVAL = ["python", "eval.py", "{base_url}", "{model}"]
+PROGRESS_RE = r"step (?P<step>\d+)/(?P<total>\d+) loss=(?P<loss>\S+)"
 C0, C1, C2 = "matrix.cells.0", "matrix.cells.1", "matrix.cells.2"  # standing, ngram-k3, draft-k3
 FILE, SHAPES = when(traffic="file"), when(traffic="shapes")
 SERVE_SEES = ("serve",)
@@ -177,6 +178,14 @@ CHECKS: dict[str, Check] = {
     "commands.train.checkpoint_subdir": Check(("training", "reuse"), put("commands.train.checkpoint_subdir", "9"),
                                               applies=FILE),
     # The names are in the plan; a Pod or Job gets no variable from the service (refused on kubernetes).
+    # The example declares format json; its relay reads the JSON line only, a regex reads what it matches.
+    "commands.train.progress": Check(("progress",), put("commands.train.progress", None), applies=FILE),
+    "commands.train.progress.format": Check(("progress",), both(put("commands.train.progress.format", "regex"),
+                                                                put("commands.train.progress.pattern", PROGRESS_RE)),
+                                            applies=FILE),
+    "commands.train.progress.pattern": Check(("progress",), put("commands.train.progress.pattern", r"it (?P<step>\d+)"),
+                                             base=put("commands.train.progress", {"format": "regex", "pattern": PROGRESS_RE}),
+                                             applies=FILE),
     "commands.train.env": Check(("training",), put("commands.train.env", ["HF_TOKEN"]),
                                 applies=when(executor=("local", "slurm"), traffic="file")),
     "commands.serve": Check(SERVE_SEES, toggle("commands.serve", "builtin", {"argv": OTHER_SERVE})),

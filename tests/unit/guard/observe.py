@@ -280,6 +280,23 @@ def training(ctx: Ctx, c: Campaign) -> Any:
             "checkpoint_dir": plan.checkpoint_dir, "inputs": plan.inputs.model_dump(mode="json")}
 
 
+# A trainer's output in three forms: what the trainer-proxy relays of it depends on commands.train.progress.
+TRAINER_OUTPUT = b'{"step": 1, "total": 4, "loss": 2.0}\nstep 2/4 loss=1.5\nit 3\n'
+
+
+@observable
+def progress(ctx: Ctx, c: Campaign) -> Any:
+    """What the trainer-proxy's progress relay reads of a fixed trainer output (services/trainer_proxy/execution/progress.py)."""
+    from services.trainer_proxy.execution.progress import ProgressScanner
+
+    train = c.commands.train
+    if train is None or train.progress is None:
+        return "nothing relayed"
+    scanner = ProgressScanner(train.progress)
+    scanner.feed("stdout", TRAINER_OUTPUT)
+    return scanner.matches, scanner.latest
+
+
 @observable
 def reuse(ctx: Ctx, c: Campaign) -> Any:
     """Which earlier run's draft is copied instead of training (None: the trainer runs)."""

@@ -1,0 +1,216 @@
+"""The trainer's progress, read from its output as the campaign declares it (commands.train.progress; pure).
+
+The executors tail the trainer's stdout and stderr (monitor.py, OutputWatch) and hand every
+chunk to the loss scanners and to the `ProgressScanner` here: it splits each stream into lines
+(as the loss scanner does, an unterminated line waiting for its end) and keeps the last reading
+(step, total, loss) a line gave, in the declared form:
+
+- `json`: a line that is a JSON object with an integer `step` at its top level, and optionally
+  an integer `total` and a number `loss` (infra/examples/train_eagle3.py prints these);
+- `regex`: a line in which the pattern matches (`re.search`), its named groups `step`, `total`
+  and `loss`.
+
+A line of the form with a step that is not a whole number >= 0 is no reading. A loss that is not
+finite is relayed as none (the loss scanner stops the campaign on it; docs/trainer-proxy.md).
+
+`ProgressRelay` turns readings into what a `step.progress` event carries: at most one every
+EVERY_S (the last reading, newest wins; the trainer's end forces the last one out), with
+elapsed time since the trainer's recorded start and ETA = elapsed / step * (total - step).
+When the trainer has printed lines for WARN_AFTER_S, or ended, and none matched the declared
+form, it says so once: a declared form that never matches is a mistake to show, not to hide.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from contracts.campaign.commands import TrainProgress
+from services.shared.progress import EVERY_S, RateLimit, eta_s
+from services.trainer_proxy.execution.loss import MAX_LINE_BYTES, parse_number
+
+WARN_AFTER_S = 60.0
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One line's progress."""
+
+    step: int
+    total: int | None
+    loss: float | None
+
+
+def _whole(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
+
+
+def _finite(value: object) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    number = float(value) if isinstance(value, (int, float)) else parse_number(str(value))
+    return number if number is not None and math.isfinite(number) else None
+
+
+def _reading(step: object, total: object, loss: object) -> Reading | None:
+    done = _whole(step)
+    if done is None:
+        return None
+    whole = _whole(total)
+    return Reading(step=done, total=whole if whole else None, loss=_finite(loss))
+
+
+def read_line(form: TrainProgress, pattern: re.Pattern[str] | None, line: str) -> Reading | None:
+    """The reading one line gives in the declared form; None when it gives none."""
+    if form.format == "json":
+        stripped = line.strip()
+        if not stripped.startswith("{"):
+            return None
+        try:
+            data = json.loads(stripped)
+        except (ValueError, RecursionError):
+            return None
+        if not isinstance(data, dict) or "step" not in data:
+            return None
+        return _reading(data["step"], data.get("total"), data.get("loss"))
+    assert pattern is not None, "a regex form has its pattern (contracts/campaign/commands.py)"
+    match = pattern.search(line)
+    if match is None:
+        return None
+    groups = match.groupdict()
+    return _reading(groups.get("step"), groups.get("total"), groups.get("loss"))
+
+
+class ProgressScanner:
+    """Feed it each stream's bytes as they arrive; it keeps the last reading of any stream."""
+
+    def __init__(self, form: TrainProgress) -> None:
+        self.form = form
+        self.pattern = re.compile(form.pattern) if form.pattern is not None else None
+        self._pending: dict[str, bytes] = {}
+        self.lines = 0
+        self.matches = 0
+        self.latest: Reading | None = None
+        # Bumped on every reading, so a relay knows whether anything new came since it last looked.
+        self.seen = 0
+
+    def feed(self, stream: str, data: bytes) -> None:
+        pending = self._pending.get(stream, b"") + data
+        *complete, pending = pending.split(b"\n")
+        for raw in complete:
+            self._scan(raw)
+        if len(pending) > MAX_LINE_BYTES:
+            self._scan(pending)
+            pending = b""
+        self._pending[stream] = pending
+
+    def finish(self) -> None:
+        """Read the streams' last, unterminated lines (the trainer ended)."""
+        for stream, pending in self._pending.items():
+            if pending:
+                self._scan(pending)
+            self._pending[stream] = b""
+
+    def _scan(self, raw: bytes) -> None:
+        line = raw.decode("utf-8", errors="replace").rstrip("\r")
+        if not line.strip():
+            return
+        self.lines += 1
+        reading = read_line(self.form, self.pattern, line)
+        if reading is not None:
+            self.matches += 1
+            self.latest = reading
+            self.seen += 1
+
+
+@dataclass(frozen=True)
+class Update:
+    """What one step.progress event of the training carries."""
+
+    done: int
+    total: int | None
+    loss: float | None
+    eta_s: float | None
+    elapsed_s: float
+
+
+class ProgressRelay:
+    """Readings to updates, rate-limited, with the trainer's start time; the unmatched-form warning, once."""
+
+    def __init__(self, form: TrainProgress, *, clock: Callable[[], float] = time.time, every_s: float = EVERY_S,
+                 warn_after_s: float = WARN_AFTER_S) -> None:
+        self.scanner = ProgressScanner(form)
+        self.clock = clock
+        self.limit = RateLimit(every_s)
+        self.warn_after_s = warn_after_s
+        self.started_at: float | None = None
+        self._sent = 0
+        self._warned = False
+
+    def start(self, started_at: float) -> None:
+        """The trainer's recorded start (wall clock, as the keeper or sbatch's caller recorded it)."""
+        self.started_at = started_at
+
+    def due(self, *, final: bool = False) -> Update | None:
+        """The update to publish now: a reading newer than the last one sent, when the rate allows (always at the end)."""
+        latest = self.scanner.latest
+        if latest is None or self.scanner.seen == self._sent:
+            return None
+        now = self.clock()
+        if not self.limit.allow(now, force=final):
+            return None
+        self._sent = self.scanner.seen
+        elapsed = max(0.0, now - (self.started_at if self.started_at is not None else now))
+        return Update(done=latest.step, total=latest.total, loss=latest.loss,
+                      eta_s=eta_s(elapsed, latest.step, latest.total), elapsed_s=elapsed)
+
+    def warning(self, *, final: bool = False) -> str | None:
+        """Once: the trainer printed lines (for WARN_AFTER_S, or to its end) and none matched the declared form."""
+        if self._warned or self.scanner.matches or not self.scanner.lines:
+            return None
+        waited = self.clock() - self.started_at if self.started_at is not None else 0.0
+        if not final and waited < self.warn_after_s:
+            return None
+        self._warned = True
+        form = self.scanner.form
+        declared = (f"format regex, pattern {form.pattern!r}" if form.format == "regex"
+                    else "format json (objects with a top-level integer 'step')")
+        return (f"commands.train.progress declares {declared}, but none of the trainer's {self.scanner.lines} "
+                "output line(s) so far matches it: no progress is relayed; fix the declared form or the trainer's output")
+
+
+class Reporter:
+    """A relay wired to where its updates and its warning go; the executors' watch loops call `tick`."""
+
+    def __init__(self, relay: ProgressRelay, publish: Callable[[Update], Awaitable[None]],
+                 warn: Callable[[str], None]) -> None:
+        self.relay = relay
+        self.publish = publish
+        self.warn = warn
+
+    @property
+    def scanner(self) -> ProgressScanner:
+        return self.relay.scanner
+
+    def start(self, started_at: float) -> None:
+        self.relay.start(started_at)
+
+    async def tick(self, *, final: bool = False) -> None:
+        if final:
+            self.relay.scanner.finish()
+        update = self.relay.due(final=final)
+        if update is not None:
+            await self.publish(update)
+        warning = self.relay.warning(final=final)
+        if warning is not None:
+            self.warn(warning)
