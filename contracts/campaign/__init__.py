@@ -44,6 +44,7 @@ from contracts.campaign.commands import (
     Commands,
     Scheduler,
     TrainCommand,
+    TrainProgress,
     checked_subdir,
 )
 from contracts.campaign.gate import (
@@ -109,6 +110,7 @@ __all__ = [
     "TrafficFile",
     "TrafficShapes",
     "TrainCommand",
+    "TrainProgress",
     "VllmSweep",
     "checked_subdir",
     "effective_ignore_eos",

@@ -205,6 +205,10 @@ def _training(plan: Mapping[str, Any]) -> list[str]:
             lines.append(f"{INDENT}operator's probe: {command(probes['operator_argv'])}")
     if plan.get("reuse_note"):
         lines += _wrapped("reuse: ", str(plan["reuse_note"]))
+    progress = plan.get("progress")
+    if isinstance(progress, Mapping):
+        form = progress.get("format", "?") + (f" {progress['pattern']!r}" if progress.get("pattern") else "")
+        lines.append(f"progress: read from the trainer's output lines ({form}), relayed as step.progress")
     lines.append("")
     lines += _sentences("deployment changes:", plan.get("deployment_changes"))
     lines += _sentences("cleanup:", plan.get("cleanup"))

@@ -121,10 +121,9 @@ def _resolve(path: str, cwd: str) -> Path:
     return candidate if candidate.is_absolute() else Path(cwd) / candidate
 
 
-def _reporter(campaign: Campaign, trigger: Event, ctx: StepContext) -> Reporter | None:
-    """The relay of the trainer's progress (step.progress, not journaled), when the campaign declares its form."""
-    train = campaign.commands.train
-    if train is None or train.progress is None:
+def _reporter(plan: TrainingPlan, trigger: Event, ctx: StepContext) -> Reporter | None:
+    """The relay of the trainer's progress (step.progress, not journaled), when the approved plan declares its form."""
+    if plan.progress is None:
         return None
     producer = f"{SERVICE}/{ctx.settings.instance}"
 
@@ -136,7 +135,7 @@ def _reporter(campaign: Campaign, trigger: Event, ctx: StepContext) -> Reporter 
     def warn(message: str) -> None:
         ctx.log.warning(message)
 
-    return Reporter(ProgressRelay(train.progress), publish, warn)
+    return Reporter(ProgressRelay(plan.progress), publish, warn)
 
 
 async def _launch(bundle: BundleStore, approved: Approved, trigger: Event, ctx: StepContext, recheck: RecheckFn) -> RunOutcome:
@@ -172,7 +171,7 @@ async def _launch(bundle: BundleStore, approved: Approved, trigger: Event, ctx: 
         failpoints.hit("trainer.proxy-during-training")
 
     run_dir = bundle.run_dir(run_id).absolute()
-    progress = _reporter(approved.campaign, trigger, ctx)
+    progress = _reporter(plan, trigger, ctx)
     try:
         if isinstance(launch, LocalLaunch):
             return await run_local(
@@ -253,7 +252,7 @@ async def execute(
     prior = read_capture(bundle, run_id)
     if prior is None:
         if _launched_before(bundle, run_id):
-            outcome = await _reattach(bundle, plan, _reporter(approved.campaign, trigger, ctx)) or _interrupted(plan)
+            outcome = await _reattach(bundle, plan, _reporter(plan, trigger, ctx)) or _interrupted(plan)
             ctx.log.info("re-attached to an earlier delivery's trainer" if not outcome.interrupted
                          else "an earlier delivery's trainer left no outcome: interrupted", handle=outcome.handle)
         else:

@@ -21,7 +21,7 @@ from pydantic import Field, model_validator
 
 from contracts import layout
 from contracts.argv import ArgvError, ArgvTemplate
-from contracts.campaign import Campaign, Scheduler
+from contracts.campaign import Campaign, Scheduler, TrainProgress
 from contracts.catalogue import TRAINER as SERVICE
 from contracts.envelope import ArtifactRef, RunId, Strict
 from contracts.selectors import GRES, PARTITION, problems
@@ -108,6 +108,10 @@ class TrainingPlan(Strict):
     reuse_enabled: bool = Field(description="commands.train.reuse: whether an earlier identical draft may be reused.")
     reuse: ReusedDraft | None = Field(description="The earlier run's draft this plan copies instead of training; None: it trains.")
     reuse_note: str = Field(description="Why the draft is or is not reused, in words.")
+    progress: TrainProgress | None = Field(
+        default=None,
+        description="commands.train.progress: how the trainer's output lines are read as progress (relayed as "
+        "step.progress, never evidence); None: the trainer's progress is not relayed. Older plans have none.")
 
     @model_validator(mode="before")
     @classmethod
@@ -199,7 +203,7 @@ def build_plan(
         "run_id": run_id, "executor": scheduler, "node": node, "inputs": inputs, "target": campaign.target.checkpoint,
         "tokenizer": campaign.target.tokenizer_dir, "output_dir": paths.output_dir, "checkpoint_dir": checkpoint,
         "timeout_s": train.timeout_s, "kill_grace_s": KILL_GRACE_S, "input_key": input_key,
-        "reuse_enabled": train.reuse, "reuse": reuse,
+        "reuse_enabled": train.reuse, "reuse": reuse, "progress": train.progress,
         "reuse_note": reuse_note or "not looked up: no training input key was computed; the trainer runs",
     }
     if reuse is not None:

@@ -69,6 +69,7 @@ def campaign(
     trainer_revision: str | None = None,
     checkpoint_subdir: str | None = None,
     env: list[str] | None = None,
+    progress: dict[str, Any] | None = None,
 ) -> Campaign:
     data: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
     data["target"]["checkpoint"] = target
@@ -77,6 +78,8 @@ def campaign(
         data["commands"]["train"]["checkpoint_subdir"] = checkpoint_subdir
     if env is not None:
         data["commands"]["train"]["env"] = env
+    if progress is not None:
+        data["commands"]["train"]["progress"] = progress
     if trainer_revision is not None:
         data["source_revisions"]["trainer"] = trainer_revision
     data["capacity"]["scheduler"] = scheduler

@@ -84,6 +84,8 @@ def test_the_plan_is_deterministic_and_every_train_field_changes_its_hash(tmp_pa
         "reuse": _plan(campaign(train_argv=ARGV, reuse=False)),
         "checkpoint_subdir": _plan(campaign(train_argv=ARGV, checkpoint_subdir="9")),
         "env": _plan(campaign(train_argv=ARGV, env=["HF_TOKEN"])),
+        # Read by the relay from the approved plan (execution/execute.py _reporter).
+        "progress": _plan(campaign(train_argv=ARGV, progress={"format": "json"})),
     }
     assert set(variants) == set(TrainCommand.model_fields), "a new commands.train field needs a consumer and a case here"
     others = [_plan(base, node="node-2"), _plan(campaign(train_argv=ARGV, target="models/other")),
