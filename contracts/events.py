@@ -1,6 +1,6 @@
 """Every event of the campaign flow, version 1.
 
-Flow (DESIGN.md): campaign.submitted -> profile -> corpus -> capacity ->
+Flow (docs/design.md#the-campaign-flow): campaign.submitted -> profile -> corpus -> capacity ->
 training (plan, approval) -> bench (plan, approval) -> gate -> report -> publish.
 Every step also has `<step>.requested` (start a pipeline at that step) and
 `<step>.failed` (the run halts there, with the reason).

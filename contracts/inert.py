@@ -1,4 +1,4 @@
-"""The "accepted but inert" table (DESIGN.md, principle 1).
+"""The "accepted but inert" table (docs/design.md#principle-1-no-inert-configuration).
 
 A campaign field listed here is accepted by the contract but nothing consumes
 it yet; setting it logs a warning at submit and is recorded in the run's

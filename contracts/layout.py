@@ -1,7 +1,7 @@
 """The evidence bundle's layout: every path a step writes, or reads from another step.
 
 One module names them all, so a step reads what an upstream step wrote only
-through these names (DESIGN.md, "Evidence bundle"), and a reader of the bundle
+through these names (docs/design.md#the-evidence-bundle), and a reader of the bundle
 finds each file here. Paths are relative to a run's bundle folder; the store
 (`services/runtime/bundle/bundle.py`) validates each one before any I/O. Functions
 build the paths that carry IDs (cells, trials, launches); they take validated

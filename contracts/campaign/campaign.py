@@ -143,7 +143,7 @@ class Campaign(Strict):
     @model_validator(mode="after")
     def _check_unused_trainer(self) -> Campaign:
         # With traffic but no cell serving `{training.output}`, the trainer-proxy records training as skipped:
-        # a trainer and what only a training reads would be accepted and ignored (DESIGN.md, principle 1).
+        # a trainer and what only a training reads would be accepted and ignored (docs/design.md#principle-1-no-inert-configuration).
         # Shapes campaigns are _check_shapes_only's and _check_review's (same fields, their own reason).
         if self.shapes_only or not self.trains_nothing:
             return self

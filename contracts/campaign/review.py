@@ -39,7 +39,7 @@ class PublishSpec(Strict):
 
 
 class ReviewPolicy(Strict):
-    """The review point (DESIGN.md): which stored plans run without a separate approval."""
+    """The review point (docs/design.md#the-review-point): which stored plans run without a separate approval."""
 
     pre_approve: list[PreApprovedStep] = Field(
         default_factory=list,

@@ -1,6 +1,6 @@
 """vLLM's Prometheus /metrics text -> speculative-decoding counter deltas over a window (pure).
 
-vLLM exports four spec-decode counters (DESIGN.md, "vLLM and models on CPU"):
+vLLM exports four spec-decode counters (docs/bench-loadgen.md#spec-decode-deltas-metricspy):
 `vllm:spec_decode_num_drafts_total`, `..._num_draft_tokens_total`,
 `..._num_accepted_tokens_total` and `..._num_accepted_tokens_per_pos_total`
 with a `position` label. They are cumulative since the server started: the

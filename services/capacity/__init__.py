@@ -1,4 +1,4 @@
-"""Capacity: find a node that is really idle, read-only (DESIGN.md, flow step 3).
+"""Capacity: find a node that is really idle, read-only (docs/design.md#step-3-capacity).
 
 The check itself lives below the steps (services.shared.capacity), because the
 trainer-proxy and bench-runner repeat it right before they launch; this

@@ -166,7 +166,7 @@ class Rejected:
 
 
 def recheck(trials: list[Trial], max_model_len: int | None) -> tuple[list[Trial], list[Rejected]]:
-    """The trials that pass the spec-decode rule, and those that do not (DESIGN.md, principle 1).
+    """The trials that pass the spec-decode rule, and those that do not (docs/design.md#principle-1-no-inert-configuration).
 
     The bench applied the same rule (contracts/artifacts/speculation.py) before writing each
     result; applying it again here means a hand-edited or older file, whose counters

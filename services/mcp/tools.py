@@ -2,7 +2,7 @@
 
 Every tool's input schema forbids additional properties, and an argument the tool does
 not declare is refused by name (the SDK would drop it silently: a setting accepted and
-consumed by nothing, DESIGN.md principle 1); a declared argument that a mode would ignore
+consumed by nothing, docs/design.md#principle-1-no-inert-configuration); a declared argument that a mode would ignore
 is refused in that mode (campaign_run's wait_for_plans_s on a live call) or consumed
 (evidence_init's family beside an experiment_id, checked by campaign_init; docs/mcp.md).
 Every tool, before it does anything: refuses an acknowledgement-looking token inside
@@ -111,7 +111,7 @@ def _argument_problem(name: str, exc: ValidationError) -> str:
 
 class _OneLineTool(Tool):
     """The SDK words an argument that fails validation as pydantic's multi-line report; a caller gets one line
-    that says what to fix, as from every other entry point (docs/mcp.md, "Errors")."""
+    that says what to fix, as from every other entry point (docs/mcp.md#the-mcp-server-specdec-mcp)."""
 
     async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
         try:

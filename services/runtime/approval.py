@@ -1,4 +1,4 @@
-"""The review point (DESIGN.md): a plan runs only when its hash was approved.
+"""The review point (docs/design.md#the-review-point): a plan runs only when its hash was approved.
 
 A service that changes the cluster (trainer-proxy, bench-runner):
 1. on its trigger event, builds its plan, stores it in the bundle

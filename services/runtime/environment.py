@@ -2,7 +2,7 @@
 
 A misspelt variable (`SPECDEC_STREAM_PREFX=typo`) is read by nothing: pydantic-settings takes the
 fields it knows from the environment and ignores the rest, so the process would run on the default
-and say nothing (DESIGN.md, principle 1). Every entry point (the `specdec` CLI, `specdec demo`,
+and say nothing (docs/design.md#principle-1-no-inert-configuration). Every entry point (the `specdec` CLI, `specdec demo`,
 `python -m services.mcp`, `python -m services.runtime.main`, the health check) calls `startup_problem`
 first and exits 2 with its one line when it names one.
 

@@ -1,4 +1,4 @@
-"""The error boundary of a step (DESIGN.md, "Delivery semantics").
+"""The error boundary of a step (docs/design.md#the-error-boundary).
 
 Two kinds of failure reach the consumer (services/runtime/delivery/consumer.py):
 

@@ -1,4 +1,4 @@
-"""The review point as one mechanism: plan -> approve -> execute (DESIGN.md).
+"""The review point as one mechanism: plan -> approve -> execute (docs/design.md#the-review-point).
 
 A step that changes the cluster (the trainer-proxy, the bench-runner) gives a
 `Reviewed` its three parts and gets its routes back:

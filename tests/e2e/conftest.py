@@ -1,4 +1,4 @@
-"""The one shared e2e campaign (DESIGN.md, "Tests and CI time").
+"""The one shared e2e campaign (README.md#contributing).
 
 Session-scoped: builds (or reuses, by content hash) the toy target, starts every
 built service as its own process against a real Redis with a prefix of this

@@ -1,6 +1,6 @@
 """A service instance whose Redis loses its state while it runs (docs/delivery.md, "Groups come back").
 
-Redis may restart empty or be flushed (DESIGN.md, "Redis is the transport; the bundle is the
+Redis may restart empty or be flushed (docs/design.md, "Redis is the transport; the bundle is the
 record"): the instance's consumer group is gone, and the next publish recreates the stream
 without it. The instance must recreate its group, at ID 0 so the entry already waiting in the
 new stream is read, and go on consuming, saying so in one warning instead of a traceback per

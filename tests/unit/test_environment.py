@@ -1,4 +1,4 @@
-"""No SPECDEC_* variable dropped silently (DESIGN.md, principle 1): one registry names every variable
+"""No SPECDEC_* variable dropped silently (docs/design.md#principle-1-no-inert-configuration): one registry names every variable
 specdec reads, sets on its children or reads in its scripts (services/runtime/environment.py), and every
 entry point refuses a name outside it at start, naming the variable and the nearest known name, on one
 line, exit status 2, no traceback.

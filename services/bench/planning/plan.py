@@ -89,7 +89,7 @@ def build_plan(
     command, shown in the plan beside what is launched with every change.
     `noise` (sequential rounds only): per concurrency level, the objective's per-trial figures of
     each arm of earlier runs of the same target and hardware, and those runs' IDs, for
-    the expected trials per arm (services/bench/rounds.earlier_noise)."""
+    the expected trials per arm (services/bench/planning/rounds.earlier_noise)."""
     declared = {record.cell_id: record for record in canonical.cells} if canonical else {}
     executor = campaign.capacity.scheduler
     if executor != "local" and not (run_dir and cwd):
@@ -212,7 +212,7 @@ def _operator_values(
     campaign: Campaign, cell: Cell, run_id: str, spec: dict[str, Any] | None, training_output: str | None, host: str
 ) -> dict[str, str]:
     """What fills an operator serve template: every declared serving field
-    (contracts/templates.serve_values; `specdec submit` refused templates that
+    (contracts/templates/values.serve_values; `specdec submit` refused templates that
     drop one) and where the server runs; `{port}` is filled at launch."""
     values = {
         "run_id": run_id,

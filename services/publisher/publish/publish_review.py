@@ -24,7 +24,7 @@
 
 The service path (app.py) reacts to `report.rendered` / `publish.requested`
 and always makes the dry run and records it first. It goes live from that
-dry run only under the campaign's pre-approval policy (DESIGN.md, the review
+dry run only under the campaign's pre-approval policy (docs/design.md#the-review-point, the review
 point): `review.pre_approve` lists `publish` (with the acknowledgement, which
 the contract requires beside it; acknowledged by "policy") and the report is
 final. The campaign's acknowledgement alone (acknowledged by "campaign") sends

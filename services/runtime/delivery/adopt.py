@@ -1,4 +1,4 @@
-"""Adoption: what the bundle already holds is not produced again (DESIGN.md, "Redis is the transport;
+"""Adoption: what the bundle already holds is not produced again (docs/design.md, "Redis is the transport;
 the bundle is the record").
 
 One mechanism at two grains:

@@ -1,4 +1,4 @@
-"""Delivery semantics around a step handler (DESIGN.md, "Delivery semantics").
+"""Delivery semantics around a step handler (docs/design.md#delivery-semantics).
 
 For each message of a route:
 1. parse and validate; an invalid payload or unknown version is dead-lettered at once;

@@ -1,6 +1,6 @@
 """One stream entry as faststream wrote it, read without importing faststream.
 
-faststream (the services' entry point, DESIGN.md) publishes an event as one
+faststream (the services' entry point, docs/design.md#a-services-parts) publishes an event as one
 stream field, `__data__`, holding its binary message format, version 1:
 
     8 bytes  b"\\x89BIN\\r\\n\\x1a\\n"      the format's identity

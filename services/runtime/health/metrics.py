@@ -87,7 +87,7 @@ class Metrics:
     """Counters and the latency histogram of one instance, in a registry of its own.
 
     `observe(schema, outcome, seconds)` is called by the consumer after each
-    delivery. Counting rules (docs/deployment.md, "Metrics"):
+    delivery. Counting rules (docs/deployment.md, "Health and metrics"):
     consumed = done, failed_step, duplicate (acked as processed);
     failed = failed_step (kind="step": the step emitted `<step>.failed`) and
     retry (kind="error": the handler raised, the message stays pending);

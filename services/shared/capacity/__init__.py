@@ -1,6 +1,6 @@
 """The idle-node check: find a node that is really idle, read-only.
 
-The capacity step runs it to select a node (DESIGN.md, flow step 3); the
+The capacity step runs it to select a node (docs/design.md#step-3-capacity); the
 trainer-proxy and the bench-runner repeat it on that node right before they
 launch (`recheck`). Observers read the scheduler (`slurm`, `kubernetes`, or
 this machine: `local`); `idle` decides from the workloads seen on each node,

@@ -2,7 +2,7 @@
 
 - Whether a campaign trains at all: a shapes-only campaign has no traffic to
   learn from, and a matrix with no cell using `{training.output}` needs no
-  draft (DESIGN.md); both record training as skipped, with the reason.
+  draft (docs/design.md#campaigns-without-traffic); both record training as skipped, with the reason.
 - The corpus splits: `{corpus_train}` holds exactly the `split == "train"`
   records of CORPUS.jsonl, byte for byte; `{corpus_heldout}` the heldout ones.
   A line that is not a corpus record with a valid split is counted, not fatal.

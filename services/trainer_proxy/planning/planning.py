@@ -8,7 +8,7 @@ write-once and hashed. `skipped` records a campaign that needs no draft.
 Nothing here starts a process.
 
 A corpus is a valid training input only for the traffic this run profiled
-(DESIGN.md: a profile from a different traffic regime is not a valid training
+(docs/design.md#training-inputs-come-from-this-run: a profile from a different traffic regime is not a valid training
 input). `check_provenance` reads the manifest beside the corpus
 (`layout.CORPUS_MANIFEST` of the corpus's run) through its contract and refuses
 a corpus whose manifest names another profile or other traffic than this run's

@@ -1,4 +1,4 @@
-"""The guard's verdict on one field under one variant (DESIGN.md, principle 1).
+"""The guard's verdict on one field under one variant (docs/design.md#principle-1-no-inert-configuration).
 
 `judge` returns None when the field is shown consumed (or rightly refused, or
 absent) under the variant, else a message naming the field, the variant and

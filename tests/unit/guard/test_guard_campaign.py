@@ -1,4 +1,4 @@
-"""No inert configuration (DESIGN.md, principle 1): every campaign field (matrix
+"""No inert configuration (docs/design.md#principle-1-no-inert-configuration): every campaign field (matrix
 and serving contracts included), every selector key under its scheduler and
 every list item changes what runs, under every command variant where it applies
 (variants.py), and is refused naming it where it cannot apply.

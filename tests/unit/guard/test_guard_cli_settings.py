@@ -1,4 +1,4 @@
-"""No inert configuration (DESIGN.md, principle 1): every argument of every
+"""No inert configuration (docs/design.md#principle-1-no-inert-configuration): every argument of every
 command line and every service setting changes what runs.
 
 CLI: every argument of every subcommand of `specdec`, of `specdec demo` and of

@@ -1,4 +1,4 @@
-"""No inert configuration on the MCP surfaces (DESIGN.md, principle 1): every argument of every MCP
+"""No inert configuration on the MCP surfaces (docs/design.md#principle-1-no-inert-configuration): every argument of every MCP
 tool, as the real server lists it over tools/list, and every McpSettings field is walked by the guard
 (fields.py) and shown to change what the server does (mcp_checks.py), or stands in an inert table with
 its reason (surfaces.py counts them). A tool argument added without a consumer, and a setting added

@@ -1,4 +1,4 @@
-"""Every surface in the guard (DESIGN.md, principle 1): the guard's per-surface count, each compared
+"""Every surface in the guard (docs/design.md#principle-1-no-inert-configuration): the guard's per-surface count, each compared
 with a total found without the guard's walk, and no surface empty or with a field neither probed nor
 inert. The report is printed (`pytest -s`) as the guard's summary."""
 

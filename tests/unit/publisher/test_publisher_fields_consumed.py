@@ -1,4 +1,4 @@
-"""No inert configuration (DESIGN.md, principle 1): the campaign fields the publisher reads each
+"""No inert configuration (docs/design.md#principle-1-no-inert-configuration): the campaign fields the publisher reads each
 change what it does."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A training input must come from this run's profile of this run's traffic (DESIGN.md: a profile
+"""A training input must come from this run's profile of this run's traffic (docs/design.md#training-inputs-come-from-this-run: a profile
 from a different traffic regime is not a valid training input). Real bundles on disk, real
 profiles and manifests (the profiler and corpus builder), no Redis."""
 

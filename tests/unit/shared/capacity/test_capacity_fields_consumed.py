@@ -1,4 +1,4 @@
-"""No inert configuration (DESIGN.md, principle 1): each field of
+"""No inert configuration (docs/design.md#principle-1-no-inert-configuration): each field of
 `campaign.capacity` changes what the capacity check runs."""
 
 from __future__ import annotations
