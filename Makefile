@@ -24,7 +24,7 @@ promtool:
 speculators-env:
 	infra/bin/ensure-speculators-env >/dev/null
 
-.PHONY: slurm promtool speculators-env setup model lint-imports demo test test-models test-unit test-integration test-e2e test-compose perf perf-quick asyncapi clean
+.PHONY: slurm promtool speculators-env setup model lint-imports demo test test-models test-unit test-integration test-compose perf perf-quick asyncapi clean
 
 setup: $(STAMP)
 
@@ -71,8 +71,12 @@ test-compose: setup
 test-models: setup model speculators-env
 	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) SPECDEC_OPERATOR_REDIS_URL=$$(infra/bin/ensure-redis --operator) $(PY) -m pytest tests/e2e -q -m models
 
+# The inner loop: one tier at a time (neither starts vLLM); make test runs them all, and e2e.
 test-unit: setup
 	$(PY) -m pytest tests/unit -q
+
+test-integration: setup slurm promtool
+	$(PY) -m pytest tests/integration -q
 
 perf: setup
 	SPECDEC_REDIS_URL=$$(infra/bin/ensure-redis) SPECDEC_OPERATOR_REDIS_URL=$$(infra/bin/ensure-redis --operator) $(PY) -m tests.perf.runner
