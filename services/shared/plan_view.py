@@ -65,12 +65,7 @@ def _bench(plan: Mapping[str, Any]) -> list[str]:
     for cell in cells:
         lines.append("")
         lines += cell_lines(cell, launches, plan.get("executor"))
-    lines.append("")
-    lines += _sentences("deployment changes:", plan.get("deployment_changes"))
-    lines += _sentences("cleanup:", plan.get("cleanup"))
-    lines.append(f"the whole plan (job scripts, manifests, the stopping rule): "
-                 f"specdec bench plan {plan.get('run_id', 'RUN_ID')} --json")
-    return lines
+    return lines + _closing(plan, "bench", "job scripts, manifests, the stopping rule")
 
 
 def cell_lines(cell: Mapping[str, Any], launches: Sequence[Mapping[str, Any]], executor: Any) -> list[str]:
@@ -209,12 +204,14 @@ def _training(plan: Mapping[str, Any]) -> list[str]:
     if isinstance(progress, Mapping):
         form = progress.get("format", "?") + (f" {progress['pattern']!r}" if progress.get("pattern") else "")
         lines.append(f"progress: read from the trainer's output lines ({form}), relayed as step.progress")
-    lines.append("")
-    lines += _sentences("deployment changes:", plan.get("deployment_changes"))
-    lines += _sentences("cleanup:", plan.get("cleanup"))
-    lines.append(f"the whole plan (job script or manifest, stop conditions, input key): "
-                 f"specdec training plan {plan.get('run_id', 'RUN_ID')} --json")
-    return lines
+    return lines + _closing(plan, "training", "job script or manifest, stop conditions, input key")
+
+
+def _closing(plan: Mapping[str, Any], step: str, kept: str) -> list[str]:
+    """Every plan's last lines: what it changes on the cluster, its cleanup, and where the rest is."""
+    return ["", *_sentences("deployment changes:", plan.get("deployment_changes")),
+            *_sentences("cleanup:", plan.get("cleanup")),
+            f"the whole plan ({kept}): specdec {step} plan {plan.get('run_id', 'RUN_ID')} --json"]
 
 
 def launch_lines(launch: Mapping[str, Any]) -> list[str]:

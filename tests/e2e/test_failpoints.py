@@ -22,7 +22,6 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -38,7 +37,7 @@ from tests.support.campaigns import (
     counter_lines,
     counter_of,
     dead_letters,
-    drop_keys,
+    running_topology,
     leftovers,
     write_campaign,
     write_trainer,
@@ -87,10 +86,7 @@ def test_every_failpoint_is_crashed_by_a_campaign() -> None:
 
 @pytest.fixture
 def topology(redis_url: str, tmp_path: Path) -> Iterator[Topology]:
-    topo = Topology(redis_url=redis_url, prefix=f"fp{uuid.uuid4().hex[:8]}", root=tmp_path / "topology")
-    yield topo
-    topo.stop()
-    drop_keys(redis_url, topo.prefix)
+    yield from running_topology(redis_url, tmp_path, "fp")
 
 
 def _submit_killed(topology: Topology, campaign: Path, setting: str) -> str:

@@ -42,6 +42,7 @@ from tests.support.campaigns import (
     counts,
     dead_letters,
     drop_keys,
+    running_topology,
     journal,
     leftovers,
     manifest_paths,
@@ -102,10 +103,7 @@ def assert_journal_complete(topology: Topology, run_id: str, events: list[dict[s
 
 @pytest.fixture
 def topology(redis_url: str, tmp_path: Path) -> Iterator[Topology]:
-    topo = Topology(redis_url=redis_url, prefix=f"rel{uuid.uuid4().hex[:8]}", root=tmp_path / "topology")
-    yield topo
-    topo.stop()
-    drop_keys(redis_url, topo.prefix)
+    yield from running_topology(redis_url, tmp_path, "rel")
 
 
 # --- a service SIGKILLed mid-step -------------------------------------------------

@@ -22,8 +22,9 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -348,6 +349,15 @@ def journal(bundle_dir: Path) -> list[dict[str, Any]]:
 def manifest_paths(bundle_dir: Path) -> set[str]:
     data = orjson.loads((bundle_dir / "manifest.json").read_bytes())
     return {artifact["path"] for artifact in data["artifacts"]}
+
+
+def running_topology(redis_url: str, root: Path, kind: str) -> Iterator[Topology]:
+    """A fixture's body: a topology under a fresh prefix (`<kind><8 hex>`), its services stopped and
+    its keys dropped after the test."""
+    topo = Topology(redis_url=redis_url, prefix=f"{kind}{uuid.uuid4().hex[:8]}", root=root / "topology")
+    yield topo
+    topo.stop()
+    drop_keys(redis_url, topo.prefix)
 
 
 def drop_keys(url: str, prefix: str) -> None:
