@@ -15,7 +15,8 @@ finite is relayed as none (the loss scanner stops the campaign on it; docs/train
 
 `ProgressRelay` turns readings into what a `step.progress` event carries: at most one every
 EVERY_S (the last reading, newest wins; the trainer's end forces the last one out), with
-elapsed time since the trainer's recorded start and ETA = elapsed / step * (total - step).
+elapsed time since the trainer's recorded start and ETA = the pace since the first reading relayed times the
+steps left (elapsed / step * (total - step) until a second step is read).
 When the trainer has printed lines for WARN_AFTER_S, or ended, and none matched the declared
 form, it says so once: a declared form that never matches is a mistake to show, not to hide.
 """
@@ -156,6 +157,9 @@ class ProgressRelay:
         self.started_at: float | None = None
         self._sent = 0
         self._warned = False
+        # (when, step) of the first reading sent: the pace is measured from it, not from the trainer's start,
+        # so the minutes a trainer spends before its first step (loading, labelling) do not inflate the ETA.
+        self._anchor: tuple[float, int] | None = None
 
     def start(self, started_at: float) -> None:
         """The trainer's recorded start (wall clock, as the keeper or sbatch's caller recorded it)."""
@@ -172,7 +176,16 @@ class ProgressRelay:
         self._sent = self.scanner.seen
         elapsed = max(0.0, now - (self.started_at if self.started_at is not None else now))
         return Update(done=latest.step, total=latest.total, loss=latest.loss,
-                      eta_s=eta_s(elapsed, latest.step, latest.total), elapsed_s=elapsed)
+                      eta_s=self._eta(now, elapsed, latest.step, latest.total), elapsed_s=elapsed)
+
+    def _eta(self, now: float, elapsed: float, step: int, total: int | None) -> float | None:
+        """The pace since the first reading sent once a later step is seen; until then, since the trainer's start."""
+        if self._anchor is None:
+            self._anchor = (now, step)
+        at, first = self._anchor
+        if step > first and total is not None:
+            return eta_s(now - at, step - first, total - first)
+        return eta_s(elapsed, step, total)
 
     def warning(self, *, final: bool = False) -> str | None:
         """Once: the trainer printed lines (for WARN_AFTER_S, or to its end) and none matched the declared form."""

@@ -86,6 +86,18 @@ def test_the_relay_sends_the_newest_reading_at_most_every_interval_with_elapsed_
     assert relay.due(final=True) == Update(done=10, total=10, loss=0.5, eta_s=0.0, elapsed_s=10.5)
 
 
+def test_the_eta_is_paced_from_the_first_step_relayed_not_from_the_trainers_slow_start():
+    clock = Clock()
+    relay = ProgressRelay(REGEX, clock=clock, every_s=2.0)
+    relay.start(1000.0)
+    relay.scanner.feed("stdout", b"step 1/100 loss=3.0\n")
+    clock.now = 1480.0  # eight minutes of loading and labelling before the first step
+    assert relay.due() == Update(done=1, total=100, loss=3.0, eta_s=pytest.approx(480.0 * 99), elapsed_s=480.0)
+    relay.scanner.feed("stdout", b"step 11/100 loss=2.0\n")
+    clock.now = 1490.0  # ten steps in ten seconds
+    assert relay.due() == Update(done=11, total=100, loss=2.0, eta_s=pytest.approx(89.0), elapsed_s=490.0)
+
+
 def test_a_declared_form_that_never_matches_is_warned_once_after_a_while_or_at_the_end():
     clock = Clock()
     relay = ProgressRelay(JSON, clock=clock, warn_after_s=60.0)
