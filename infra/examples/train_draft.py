@@ -27,8 +27,12 @@ What it does:
    vocabulary and maximum length as the target);
 5. with `--heldout`: estimates the saved draft's acceptance offline on the held-out
    prompts (the target answers them greedily, as it answers the train split; one
-   teacher-forced pass of the draft per answer; offline_acceptance.py, the same
-   definition and file as the EAGLE-3 trainer's: `offline-acceptance.json`).
+   teacher-forced pass of the draft per answer, draft_model_counts; counted and written
+   by offline_acceptance.py, the same definition and file as the EAGLE-3 trainer's:
+   `offline-acceptance.json`).
+
+The corpus readers and the target's answers are trainer_data.py's, shared with
+train_eagle3.py; run as a script, Python finds these neighbours in the script's own folder.
 
 A summary JSON line (`{"event": "summary", ...}`) closes stdout; progress goes to stderr.
 """
@@ -43,86 +47,15 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from offline_acceptance import DRAFT_MODEL_HOW, OfflineAcceptanceError  # noqa: E402  (one definition for every trainer)
-from toy_target import ToyBuildError, train_lm  # noqa: E402  (the same training loop as the toy target)
+from offline_acceptance import accepted_counts, report, write  # one definition for every trainer
+from toy_target import ToyBuildError, train_lm  # the same training loop as the toy target
+from trainer_data import ExampleError, read_heldout, read_train_split, target_answers
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
 
 
-class TrainDraftError(Exception):
+class TrainDraftError(ExampleError):
     """The draft cannot be trained from these inputs; the message says what to change."""
-
-
-def read_train_split(corpus: Path) -> tuple[list[list[dict[str, str]]], dict[str, int]]:
-    """The prompt messages of every `train` record, and counts of what was skipped and why."""
-    prompts: list[list[dict[str, str]]] = []
-    skipped = {"not_json": 0, "not_a_record": 0, "not_train": 0}
-    try:
-        handle = corpus.open(encoding="utf-8")
-    except OSError as exc:
-        raise TrainDraftError(f"cannot read corpus {corpus}: {exc.strerror}; pass --corpus a corpus JSONL file") from exc
-    with handle:
-        for raw in handle:
-            if not raw.strip():
-                continue
-            try:
-                record = json.loads(raw)
-            except json.JSONDecodeError:
-                skipped["not_json"] += 1
-                continue
-            messages = record.get("messages") if isinstance(record, dict) else None
-            if not isinstance(messages, list) or not messages or not all(
-                isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages
-            ):
-                skipped["not_a_record"] += 1
-                continue
-            if record.get("split") != "train":
-                skipped["not_train"] += 1
-                continue
-            prompts.append([{"role": m["role"], "content": m["content"]} for m in messages])
-    if not prompts:
-        raise TrainDraftError(f"{corpus} has no record with split 'train' (skipped: {skipped}); pass the corpus's train file")
-    return prompts, skipped
-
-
-def target_answers(model, tokenizer, prompts, max_new_tokens: int, batch_size: int, max_positions: int, log):
-    """(prompt ids, answer ids) per prompt that fits, answered greedily by the target.
-
-    Prompts are batched by length with left padding; an answer ends at the end-of-sequence
-    token (kept: the draft must learn to stop where the target stops)."""
-    import torch
-
-    encoded = []
-    for messages in prompts:
-        text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        ids = tokenizer.encode(text, add_special_tokens=False)  # the template writes the special tokens
-        if len(ids) + max_new_tokens <= max_positions:
-            encoded.append(ids)
-    encoded.sort(key=len)
-    eos = tokenizer.eos_token_id
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos  # left padding is masked out
-    pairs = []
-    with torch.inference_mode():
-        for first in range(0, len(encoded), batch_size):
-            chunk = encoded[first : first + batch_size]
-            width = max(len(ids) for ids in chunk)
-            input_ids = torch.full((len(chunk), width), pad, dtype=torch.long)
-            mask = torch.zeros((len(chunk), width), dtype=torch.long)
-            for row, ids in enumerate(chunk):
-                input_ids[row, width - len(ids) :] = torch.tensor(ids)
-                mask[row, width - len(ids) :] = 1
-            out = model.generate(input_ids=input_ids, attention_mask=mask, max_new_tokens=max_new_tokens,
-                                 do_sample=False, eos_token_id=eos, pad_token_id=pad)
-            for row, ids in enumerate(chunk):
-                answer = out[row, width:].tolist()
-                if eos in answer:
-                    answer = answer[: answer.index(eos) + 1]
-                if answer:
-                    pairs.append((ids, answer))
-            log(f"target answered {min(first + batch_size, len(encoded))}/{len(encoded)} prompts")
-    return pairs, len(prompts) - len(encoded)
 
 
 def make_draft(target, layers: int):
@@ -164,8 +97,6 @@ def read_heldout_prompts(args: argparse.Namespace) -> list[list[dict[str, str]]]
         if given:
             raise TrainDraftError(f"{' and '.join(given)} set the offline estimate, which needs --heldout; pass it too")
         return None
-    from offline_acceptance import read_heldout
-
     if args.num_speculative_tokens is None:
         args.num_speculative_tokens = 3
     for name, value in (("--num-speculative-tokens", args.num_speculative_tokens),
@@ -174,6 +105,47 @@ def read_heldout_prompts(args: argparse.Namespace) -> list[list[dict[str, str]]]
             raise TrainDraftError(f"{name} must be >= 1, not {value}")
     prompts = read_heldout(args.heldout)
     return prompts if args.max_heldout_prompts is None else prompts[: args.max_heldout_prompts]
+
+
+# --- offline acceptance (offline_acceptance.py's definition, method draft_model) ------------------
+
+
+DRAFT_MODEL_HOW = "(the draft's argmax at t..t+j-1 in one pass over prompt + the target's answer)"
+
+
+def draft_model_counts(draft, pairs: list[tuple[list[int], list[int]]], k: int, batch_size: int) -> tuple[list[int], int]:
+    """(accepted per position 1..k, drafts) of a causal LM draft against the target's greedy (prompt, answer) pairs.
+
+    Drafted from the positions the EAGLE-3 estimate drafts from: each answer token that has a next
+    answer token (the target emits the first answer token itself, the draft then proposes from there)."""
+    import torch
+
+    accepted, drafts = [0] * k, 0
+    order = sorted(pairs, key=lambda pair: len(pair[0]) + len(pair[1]))
+    with torch.inference_mode():
+        for first in range(0, len(order), batch_size):
+            chunk = order[first : first + batch_size]
+            width = max(len(p) + len(a) for p, a in chunk)
+            ids = torch.zeros((len(chunk), width), dtype=torch.long)
+            mask = torch.zeros((len(chunk), width), dtype=torch.long)
+            for row, (prompt, answer) in enumerate(chunk):  # right padding: causal attention leaves real positions as they are
+                ids[row, : len(prompt) + len(answer)] = torch.tensor(prompt + answer)
+                mask[row, : len(prompt) + len(answer)] = 1
+            hidden = draft.model(input_ids=ids, attention_mask=mask).last_hidden_state
+            for row, (prompt, answer) in enumerate(chunk):
+                n = len(prompt) + len(answer)
+                # The head row by row: a batch's logits at once would be batch x width x vocab floats.
+                argmax = draft.lm_head(hidden[row, :n]).argmax(-1)
+                loss_mask = torch.zeros(n, dtype=torch.bool)
+                loss_mask[len(prompt) : n - 1] = True
+                sample = {"input_ids": ids[row, :n].unsqueeze(0), "loss_mask": loss_mask.unsqueeze(0),
+                          "document_ids": torch.zeros((1, n), dtype=torch.long)}
+                # The j-th draft from position i is the argmax at i + j (-1 past the end: never a token).
+                shifted = [torch.cat([argmax[j:], argmax.new_full((min(j, n),), -1)]).unsqueeze(0) for j in range(k)]
+                drafts += int(loss_mask.sum())
+                for j, count in enumerate(accepted_counts(shifted, sample, None)):
+                    accepted[j] += count
+    return accepted, drafts
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -201,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         summary = train(args)
-    except (TrainDraftError, ToyBuildError, OfflineAcceptanceError) as exc:
+    except ExampleError as exc:
         print(f"train_draft: {exc}", file=sys.stderr)
         return 2
     print(json.dumps({"event": "summary", **summary}), flush=True)
@@ -256,7 +228,11 @@ def train(args: argparse.Namespace) -> dict:
         draft.get_input_embeddings().weight.requires_grad_(False)  # the tied head shares this tensor
     log(f"draft: layers {picked} of the target; training {args.steps} steps on {len(pairs)} answers")
     examples = [(ids + answer, len(ids)) for ids, answer in pairs]
-    loss = train_lm(draft, examples, args.steps, args.token_budget, args.lr, args.seed, tokenizer.pad_token_id, log_loss)
+    try:
+        loss = train_lm(draft, examples, args.steps, args.token_budget, args.lr, args.seed, tokenizer.pad_token_id,
+                        log_loss)
+    except ToyBuildError as exc:  # the toy builder's own root: its source is its build's cache key, so it stays put
+        raise TrainDraftError(str(exc)) from None
     if not math.isfinite(loss):
         raise TrainDraftError(f"final loss is {loss}; lower --lr")
     args.out.mkdir(parents=True, exist_ok=True)
@@ -269,8 +245,6 @@ def train(args: argparse.Namespace) -> dict:
             shutil.copyfile(args.target / name, args.out / name)
     offline = None
     if heldout is not None:  # the saved (served-dtype) weights in float32, as the trainer ran; .float() is in place
-        from offline_acceptance import draft_model_counts, report, write
-
         estimate_started = time.monotonic()
         accepted, drafts = draft_model_counts(draft.float().eval(), heldout_pairs, args.num_speculative_tokens,
                                               args.gen_batch)

@@ -13,7 +13,7 @@ transformers range), as the trainer-proxy runs any operator's trainer (an argv,
 `{corpus_train}`, `{target}`, `{output_dir}`; docs/trainer-proxy.md).
 
 What it does:
-1. reads the corpus's `train` records (the same reader as train_draft.py) and lets
+1. reads the corpus's `train` records (the same reader as train_draft.py's) and lets
    the target answer each prompt greedily: the assistant turns come from the target,
    so the data is on-policy (what the head must predict is what the target says);
 2. runs the target (transformers) over prompt + answer with `output_hidden_states`
@@ -38,8 +38,14 @@ What it does:
    `speculators_config` and `speculators_version`, model.safetensors), in bfloat16 as
    `speculators train` saves, and writes `train-summary.json` beside it with the
    argv, versions and figures;
-6. with `--heldout`: estimates the head's acceptance offline (offline_acceptance.py,
-   written to `offline-acceptance.json`).
+6. with `--heldout`: estimates the head's acceptance offline (offline_estimate below, counted
+   and written by offline_acceptance.py's one definition: `offline-acceptance.json`);
+   eagle3_acceptance.py runs the same estimate on a head saved earlier.
+
+The corpus readers and the target's answers are trainer_data.py's (the same code as
+train_draft.py's); run as a script, Python finds these neighbours in the script's own folder.
+Both, and offline_acceptance.py, import only the standard library at module level, so this
+runs in `.venv-speculators` as in `.venv`.
 
 A summary JSON line (`{"event": "summary", ...}`) closes stdout; progress goes to stderr.
 Exit 2 with one line on stderr when the inputs cannot be used.
@@ -55,15 +61,13 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from offline_acceptance import OfflineAcceptanceError  # noqa: E402
-from train_draft import TrainDraftError, read_train_split, target_answers  # noqa: E402
+from offline_acceptance import accepted_counts, report, write  # one definition for every trainer
+from trainer_data import ExampleError, read_heldout, read_train_split, target_answers
 
 SUMMARY_FILE = "train-summary.json"
 
 
-class TrainEagle3Error(Exception):
+class TrainEagle3Error(ExampleError):
     """The head cannot be trained from these inputs; the message says what to change."""
 
 
@@ -234,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         summary = train(args, sys.argv if argv is None else [__file__, *argv])
-    except (TrainEagle3Error, TrainDraftError, OfflineAcceptanceError) as exc:
+    except ExampleError as exc:
         print(f"train_eagle3: {exc}", file=sys.stderr)
         return 2
     print(json.dumps({"event": "summary", **summary}), flush=True)
@@ -318,15 +322,47 @@ def train(args: argparse.Namespace, argv: list[str]) -> dict:
         "final_loss": round(loss_value, 4), "final_step_accuracy": acc, "features_s": round(features_s, 1),
     }
     if args.heldout is not None:  # on the saved (bf16) weights, computed in float32 as the trainer ran
-        from offline_acceptance import estimate, write
-
-        report = estimate(head.float(), args.target, args.heldout, aux_layers, args.ttt_steps,
-                          max_new_tokens=args.max_new_tokens, gen_batch=args.gen_batch,
-                          token_budget=args.token_budget, log=log)
-        summary["offline_acceptance"] = write(args.out, report)
+        estimated = offline_estimate(head.float(), args.target, args.heldout, aux_layers, args.ttt_steps,
+                                     max_new_tokens=args.max_new_tokens, gen_batch=args.gen_batch,
+                                     token_budget=args.token_budget, log=log)
+        summary["offline_acceptance"] = write(args.out, estimated)
     summary["total_s"] = round(time.monotonic() - started, 1)
     (args.out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
     return summary
+
+
+# --- offline acceptance (offline_acceptance.py's definition, method eagle3) -----------------------
+
+
+def offline_estimate(head, target_dir: Path, heldout: Path, aux_layers: list[int], ttt_steps: int, *,
+                     max_new_tokens: int, gen_batch: int, token_budget: int, log) -> dict:
+    """The per-position estimate for `head` (a float32 Eagle3DraftModel) on `heldout`'s prompts: the target answers
+    them greedily, its hidden states feed the head exactly as in training (hidden_features), and the head is
+    unrolled over `ttt_steps` positions with `speculators`' own forward (run_head)."""
+    import torch
+    from speculators.losses import resolve_loss_config
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    prompts = read_heldout(heldout)
+    tokenizer = AutoTokenizer.from_pretrained(str(target_dir))
+    target = AutoModelForCausalLM.from_pretrained(str(target_dir), dtype=torch.float32).eval()
+    pairs, too_long = target_answers(target, tokenizer, prompts, max_new_tokens, gen_batch,
+                                     target.config.max_position_embeddings, log)
+    samples = hidden_features(target, pairs, aux_layers, gen_batch)
+    del target
+    accepted = [0] * ttt_steps
+    drafts = 0
+    loss_config = resolve_loss_config("kl_div", "eager")
+    head.eval()
+    with torch.inference_mode():
+        for batch in pack(samples, token_budget, None):
+            draft_tokens, _, _ = run_head(head, batch, ttt_steps, loss_config)
+            drafts += int(batch["loss_mask"].sum())
+            for j, count in enumerate(accepted_counts(draft_tokens, batch, head.d2t)):
+                accepted[j] += count
+    return report("eagle3", "(mapped to the target's vocabulary by d2t when the head's is reduced)", accepted, drafts,
+                  heldout_prompts=len(prompts), prompts_too_long=too_long, answers=len(pairs),
+                  max_new_tokens=max_new_tokens)
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ def corpus(target: Path) -> dict[str, Path]:
 def head(speculators_python: Path, target: Path, corpus) -> tuple[Path, list[dict]]:
     out = RUN_DIR / "toy-eagle3"
     sources = [target / toy.BUILD_FILE, corpus["train"], corpus["heldout"], EXAMPLES / "train_eagle3.py",
-               EXAMPLES / "offline_acceptance.py", EXAMPLES / "train_draft.py"]
+               EXAMPLES / "offline_acceptance.py", EXAMPLES / "trainer_data.py"]
     key = hashlib.sha256(b"".join(hashlib.sha256(p.read_bytes()).digest() for p in sources)).hexdigest()
     stamp = out / "specdec-test-key.json"
     if stamp.is_file() and json.loads(stamp.read_text())["key"] == key:

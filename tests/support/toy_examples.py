@@ -7,7 +7,6 @@ Used by tests/e2e/test_toy_models.py, test_eagle3.py (`make test-models`) and te
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -18,7 +17,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import httpx
@@ -28,22 +26,13 @@ from contracts.events import SpecDecodeDelta
 from services.bench.executors.engine_compare import Declared, compare
 from services.bench.executors.engine_log import effective_config, read_log
 from services.bench.metrics import counters_delta, spec_decode_counters
+from tests.support.examples import EXAMPLES, example
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "infra" / "examples"
 SAMPLE = EXAMPLES / "sample-traffic.jsonl"
 RUN_DIR = ROOT / ".run" / "examples"
 
-
-def load_example(name: str) -> ModuleType:
-    """An example script of infra/examples/ as a module (they are scripts, not a package)."""
-    spec = importlib.util.spec_from_file_location(f"examples_{name}", EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-toy = load_example("toy_target")
+toy = example("toy_target")
 
 
 def eagle3_corpus(target: Path, folder: Path, *, max_tokens: int, max_model_len: int,

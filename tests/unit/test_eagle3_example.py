@@ -1,4 +1,4 @@
-"""The example EAGLE-3 trainer's input handling (infra/examples/train_eagle3.py, offline_acceptance.py).
+"""The example EAGLE-3 trainer's input handling (infra/examples/train_eagle3.py, trainer_data.py, offline_acceptance.py).
 
 These run in the main venv: the checks here stop before anything imports `speculators`
 (the trainer imports it lazily). Training, the checkpoint and serving are covered by
@@ -10,27 +10,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "infra" / "examples"
+from tests.support.examples import example
 
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(EXAMPLES))  # the trainer imports its neighbours from its own folder
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(EXAMPLES))
-    return module
-
-
-eagle3 = _load("train_eagle3")
-offline = _load("offline_acceptance")
+eagle3 = example("train_eagle3")
+offline = example("offline_acceptance")
+data = example("trainer_data")
 
 
 @pytest.mark.parametrize(("layers", "ids"), [(30, [2, 15, 27]), (32, [2, 16, 29]), (4, [1, 2, 3]), (6, [1, 3, 5])])
@@ -69,10 +56,10 @@ def test_heldout_reader_keeps_heldout_records_only(tmp_path):
     lines = [{"messages": [{"role": "user", "content": "a"}], "split": "heldout"},
              {"messages": [{"role": "user", "content": "b"}], "split": "train"}, "not json"]
     path.write_text("\n".join(x if isinstance(x, str) else json.dumps(x) for x in lines) + "\n")
-    assert offline.read_heldout(path) == [[{"role": "user", "content": "a"}]]
+    assert data.read_heldout(path) == [[{"role": "user", "content": "a"}]]
     path.write_text(json.dumps(lines[1]) + "\n")
-    with pytest.raises(offline.OfflineAcceptanceError, match="no record with split 'heldout'"):
-        offline.read_heldout(path)
+    with pytest.raises(data.ExampleError, match="no record with split 'heldout'"):
+        data.read_heldout(path)
 
 
 def _batch(ids, mask, docs):

@@ -11,10 +11,8 @@ which the e2e test measures through vLLM.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +22,7 @@ from services.shared.text.content import CONTENT_CLASSES, classify
 from services.shared.text.forms import parse_object
 from services.shared.text.redact import redact
 from services.shared.text.tokens import estimate_tokens
+from tests.support.examples import example
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "infra" / "examples"
@@ -32,21 +31,10 @@ TINY = {"vocab_size": 320, "layers": 2, "hidden": 64, "heads": 1, "intermediate"
         "token_budget": 512, "threads": 1}
 
 
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"examples_{name}", EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(EXAMPLES))  # train_draft imports toy_target from its own folder
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(EXAMPLES))
-    return module
-
-
-traffic_mod = _load("make_sample_traffic")
-toy = _load("toy_target")
-trainer = _load("train_draft")
-offline = _load("offline_acceptance")
+traffic_mod = example("make_sample_traffic")
+toy = example("toy_target")
+trainer = example("train_draft")
+offline = example("offline_acceptance")
 
 
 @pytest.fixture(scope="module")
@@ -258,7 +246,7 @@ def test_a_draft_identical_to_the_target_accepts_every_position(tiny_target):
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_target))
     prompts = [[{"role": "user", "content": text}] for text in ("hello there", "what is 2 + 3?", "write a note")]
     pairs, _ = trainer.target_answers(target, tokenizer, prompts, 6, 2, 512, lambda _: None)
-    accepted, drafts = offline.draft_model_counts(target, pairs, 3, 2)
+    accepted, drafts = trainer.draft_model_counts(target, pairs, 3, 2)
     # The target's own greedy tokens: every draft from every position is right, up to the answer's end.
     assert drafts == sum(len(answer) - 1 for _, answer in pairs) > 0
     assert accepted == [sum(max(0, len(answer) - 1 - j) for _, answer in pairs) for j in range(3)]
@@ -283,9 +271,9 @@ def test_draft_counts_stop_at_the_first_wrong_draft():
 
     # Prompt 7 8, answer 1 2 3 4 5: drafted from positions 2..5 (answer tokens 1..4), each proposing ids[i + 1].
     pair = ([7, 8], [1, 2, 3, 4, 5])
-    assert offline.draft_model_counts(Fixed([0, 0, 2, 3, 4, 5, 0]), [pair], 2, 1) == ([4, 3], 4)
+    assert trainer.draft_model_counts(Fixed([0, 0, 2, 3, 4, 5, 0]), [pair], 2, 1) == ([4, 3], 4)
     # Wrong at position 3 (proposes 9, not 3): position 3 fails at 1, position 2 at 2.
-    assert offline.draft_model_counts(Fixed([0, 0, 2, 9, 4, 5, 0]), [pair], 2, 1) == ([3, 1], 4)
+    assert trainer.draft_model_counts(Fixed([0, 0, 2, 9, 4, 5, 0]), [pair], 2, 1) == ([3, 1], 4)
 
 
 def test_trainer_writes_the_offline_estimate_the_report_reads(tiny_target, small_traffic, tmp_path, capsys):
