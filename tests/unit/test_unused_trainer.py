@@ -67,7 +67,7 @@ def test_every_training_field_no_cell_uses_is_named_at_once():
     with pytest.raises(ValidationError) as caught:
         Campaign.model_validate(data)
     text = str(caught.value)
-    for field in ("commands.train (with probe, reuse, timeout_s)", "source_revisions.trainer",
+    for field in ("commands.train (with probe, progress, reuse, timeout_s)", "source_revisions.trainer",
                   "review.pre_approve lists training"):
         assert field in text, text
     assert "no cell serves the draft this campaign trains" in text
