@@ -30,10 +30,17 @@ def _names(value: str) -> set[str]:
     return {re.sub(r"[-_]", "", lowered), *(part for part in re.split(r"[-_]", lowered) if part)}
 
 
+# vLLM's quantization methods whose scheme a label names by another word: ModelOpt's NVFP4 and FP8 checkpoints
+# run as `modelopt_fp4` and `modelopt`. Any other scheme inside a method comes from the checkpoint's config.
+METHOD_SCHEMES = {"modelopt_fp4": ("nvfp4",), "modelopt": ("fp8",)}
+
+
 def label_matches(label: str, names: set[str]) -> bool:
-    """Whether a label names one of the checkpoint's or the command's quantization names."""
+    """Whether a label names one of the checkpoint's, the command's or the engine's quantization names (a
+    method's scheme included: `nvfp4` names `modelopt_fp4`)."""
     want = re.sub(r"[-_]", "", label.lower())
-    return any(want in _names(name) for name in names)
+    schemes = {scheme for name in names for scheme in METHOD_SCHEMES.get(name.lower(), ())}
+    return any(want in _names(name) for name in names | schemes)
 
 
 def checkpoint_quantization(folder: Path) -> tuple[set[str], str] | None:

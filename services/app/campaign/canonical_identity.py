@@ -15,13 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts.campaign.canonical import CanonicalCell
-from services.shared.quant_labels import (  # noqa: F401 (re-exported: the label rules live there)
-    CONFIG,
-    MODELOPT_CONFIG,
-    checkpoint_quantization,
-    label_matches,
-    quant_label,
-)
+from services.shared.quant_labels import CONFIG, checkpoint_quantization, label_matches, quant_label
 
 
 def quant_problems(cell: CanonicalCell, args: dict[str, Any], model: str | None, *, where: str, base: Path

@@ -20,9 +20,6 @@ from services.shared.quant_labels import checkpoint_quantization, label_matches,
 
 # Methods whose --speculative-config names no draft checkpoint (the log then says model=None).
 NO_DRAFT_METHODS = frozenset({"ngram", "suffix", "mtp"})
-# vLLM's quantization methods whose scheme a label names by another word: ModelOpt's NVFP4 and FP8 checkpoints
-# run as `modelopt_fp4` and `modelopt`. Any other scheme inside a method comes from the checkpoint's config.
-METHOD_SCHEMES = {"modelopt_fp4": ("nvfp4",), "modelopt": ("fp8",)}
 # How a canonical command that sets no --quantization shows on the declared side when no label is known.
 UNSET = "unset (the checkpoint's)"
 
@@ -54,10 +51,9 @@ def declared_of(cell: CellPlan, *, max_model_len: int | None) -> Declared:
     ident = cell.identity
     serving = ident["serving_config"]
     args = cell.declared_engine_args or {}
-    quantization = ident.get("quantization")
     return Declared(
         model=ident["model"], dtype=serving.get("dtype") or "auto",
-        quantization=None if quantization in (None, "none") else quantization,
+        quantization=quant_label(ident.get("quantization")),
         tensor_parallel_size=int(str(ident["parallelism"]).removeprefix("tp=")),
         graph_mode=ident["graph_mode"], max_num_seqs=serving.get("max_num_seqs"), max_model_len=max_model_len,
         speculative=cell.speculative_config,
@@ -167,8 +163,7 @@ def _quantization_row(declared: Declared, effective: EffectiveConfig) -> tuple[t
     wanted, runs = quant_label(label), quant_label(effective.quantization)
     if wanted is None or runs is None:
         return (label, served, wanted is None and runs is None), False
-    names = {runs, *METHOD_SCHEMES.get(runs.lower(), ())}
-    if label_matches(wanted, names):
+    if label_matches(wanted, {runs}):
         return (label, served, True), False
     model = normalize_model(effective.model)
     read = checkpoint_quantization(Path(model)) if model and os.path.isabs(model) else None

@@ -1,8 +1,9 @@
 """A canonical cell whose `vllm serve` command sets no --quantization serves its checkpoint's quantization
-(vLLM reads it from the checkpoint): the read-back records what the engine runs and does not fail the cell
-for it; a cell that declares a quantization (or none, in specdec's own keys) is still held to it
-(docs/configuration.md, "Identity labels"). Where the cell's `quant` label is known (the plan's `quant_label`),
-the engine's quantization is held to it: a real mismatch fails the cell, naming the field."""
+(vLLM reads it from the checkpoint); a cell that declares a quantization (or none, in specdec's own keys) is
+held to it (docs/configuration.md, "Identity labels"). The plan's `quant_label` (a canonical cell's `quant`,
+'none' when left out, as none and unset are one thing) is what the engine is held to then: a real mismatch
+fails the cell, naming the field. Only a plan stored before that field existed has no label: its read-back
+records what the engine runs and does not fail the cell for it."""
 
 from __future__ import annotations
 
@@ -38,9 +39,9 @@ def served_from(folder: Path, method: str, config: dict | None) -> tuple[str, di
     return text.replace(TARGET, str(folder)).replace("quantization=None", f"quantization={method}"), models
 
 
-def test_a_command_without_quantization_serves_the_checkpoints():
+def test_a_plan_without_a_label_records_the_checkpoints_quantization():
     text, models = quantized()
-    found = row({"model_tag": "m"}, text, models)  # a canonical command that sets no --quantization
+    found = row({"model_tag": "m"}, text, models)  # no --quantization, a plan stored before quant_label
     assert found.ok and found.effective == "modelopt_fp4"
 
 
