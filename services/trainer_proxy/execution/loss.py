@@ -108,12 +108,32 @@ def line_losses(line: str) -> list[tuple[str, str, float]]:
     return found
 
 
+class LineBuffer:
+    """One stream's bytes, as they arrive, to its complete lines (shared by the loss and the progress scans)."""
+
+    def __init__(self) -> None:
+        self._pending = b""
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """The lines `data` completes (a line past MAX_LINE_BYTES is given as it stands, and dropped)."""
+        *complete, self._pending = (self._pending + data).split(b"\n")
+        if len(self._pending) > MAX_LINE_BYTES:
+            complete.append(self._pending)
+            self._pending = b""
+        return complete
+
+    def finish(self) -> list[bytes]:
+        """The last, unterminated line, if any (the stream ended)."""
+        last, self._pending = self._pending, b""
+        return [last] if last else []
+
+
 class LossScanner:
     """Feed it a stream's bytes as they arrive; it keeps the first non-finite loss."""
 
     def __init__(self, stream: str) -> None:
         self.stream = stream
-        self._pending = b""
+        self._buffer = LineBuffer()
         self.lines = 0
         self.loss_values = 0
         self.last_finite: float | None = None
@@ -121,20 +141,14 @@ class LossScanner:
 
     def feed(self, data: bytes) -> LossFinding | None:
         """Scan every complete line in `data` (plus what came before); the first finding, if any."""
-        self._pending += data
-        *complete, self._pending = self._pending.split(b"\n")
-        for raw in complete:
+        for raw in self._buffer.feed(data):
             self._scan(raw)
-        if len(self._pending) > MAX_LINE_BYTES:
-            self._scan(self._pending)
-            self._pending = b""
         return self.finding
 
     def finish(self) -> LossSummary:
         """Scan the last, unterminated line and summarise."""
-        if self._pending:
-            self._scan(self._pending)
-            self._pending = b""
+        for raw in self._buffer.finish():
+            self._scan(raw)
         return LossSummary(
             stream=self.stream,
             lines=self.lines,

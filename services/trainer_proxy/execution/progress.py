@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from contracts.campaign.commands import TrainProgress
 from services.shared.progress import EVERY_S, RateLimit, eta_s
-from services.trainer_proxy.execution.loss import MAX_LINE_BYTES, parse_number
+from services.trainer_proxy.execution.loss import LineBuffer, parse_number
 
 WARN_AFTER_S = 60.0
 
@@ -98,29 +98,21 @@ class ProgressScanner:
     def __init__(self, form: TrainProgress) -> None:
         self.form = form
         self.pattern = re.compile(form.pattern) if form.pattern is not None else None
-        self._pending: dict[str, bytes] = {}
+        self._buffers: dict[str, LineBuffer] = {}
         self.lines = 0
+        # Readings so far: a relay compares it with what it sent to know whether anything new came.
         self.matches = 0
         self.latest: Reading | None = None
-        # Bumped on every reading, so a relay knows whether anything new came since it last looked.
-        self.seen = 0
 
     def feed(self, stream: str, data: bytes) -> None:
-        pending = self._pending.get(stream, b"") + data
-        *complete, pending = pending.split(b"\n")
-        for raw in complete:
+        for raw in self._buffers.setdefault(stream, LineBuffer()).feed(data):
             self._scan(raw)
-        if len(pending) > MAX_LINE_BYTES:
-            self._scan(pending)
-            pending = b""
-        self._pending[stream] = pending
 
     def finish(self) -> None:
         """Read the streams' last, unterminated lines (the trainer ended)."""
-        for stream, pending in self._pending.items():
-            if pending:
-                self._scan(pending)
-            self._pending[stream] = b""
+        for buffer in self._buffers.values():
+            for raw in buffer.finish():
+                self._scan(raw)
 
     def _scan(self, raw: bytes) -> None:
         line = raw.decode("utf-8", errors="replace").rstrip("\r")
@@ -131,7 +123,6 @@ class ProgressScanner:
         if reading is not None:
             self.matches += 1
             self.latest = reading
-            self.seen += 1
 
 
 @dataclass(frozen=True)
@@ -168,12 +159,12 @@ class ProgressRelay:
     def due(self, *, final: bool = False) -> Update | None:
         """The update to publish now: a reading newer than the last one sent, when the rate allows (always at the end)."""
         latest = self.scanner.latest
-        if latest is None or self.scanner.seen == self._sent:
+        if latest is None or self.scanner.matches == self._sent:
             return None
         now = self.clock()
         if not self.limit.allow(now, force=final):
             return None
-        self._sent = self.scanner.seen
+        self._sent = self.scanner.matches
         elapsed = max(0.0, now - (self.started_at if self.started_at is not None else now))
         return Update(done=latest.step, total=latest.total, loss=latest.loss,
                       eta_s=self._eta(now, elapsed, latest.step, latest.total), elapsed_s=elapsed)

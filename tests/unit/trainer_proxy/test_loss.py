@@ -68,7 +68,7 @@ def test_an_unterminated_last_line_is_scanned_at_finish():
 def test_a_huge_line_without_newline_is_scanned_and_dropped():
     scanner = LossScanner("stdout")
     scanner.feed(b"loss=nan " + b"x" * (MAX_LINE_BYTES + 10))
-    assert scanner.finding is not None and scanner._pending == b""
+    assert scanner.finding is not None and scanner._buffer._pending == b""
 
 
 def test_parse_number():
