@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from contracts import events as ev
 from contracts import layout
 from contracts.envelope import Event
-from contracts.progress import PROGRESS_MAXLEN, PROGRESS_SCHEMA, PROGRESS_UNITS, StepProgress  # noqa: F401 (re-exported)
+from contracts.progress import PROGRESS_UNITS
 from contracts.streams import DEADLETTER, JOURNAL, SCHEMAS, deadletter_stream, stream_name  # noqa: F401 (re-exported)
 
 CLI = "cli"

@@ -8,7 +8,7 @@ stream, `<prefix>.step.progress`, at most one event every few seconds per step.
 Progress is not journaled: it says nothing the step's own events and artifacts do
 not record (training.completed, each bench.trial.completed), and a campaign's
 minutes of it would crowd the run's events.jsonl. So it is outside the catalogue
-(contracts/catalogue.py, `PROGRESS`): no service reads it through a consumer group,
+(contracts/catalogue.py, `PROGRESS_PRODUCERS`): no service reads it through a consumer group,
 the journal takes none of it, catch-up never publishes it again, and its stream is
 capped at XADD (`MAXLEN ~ PROGRESS_MAXLEN`) instead of being trimmed by the journal.
 `specdec watch` and `specdec demo` read it as it arrives (XREAD), nothing else does;

@@ -29,7 +29,7 @@ SCHEMAS: tuple[str, ...] = (
 )
 
 
-# The progress stream's schema (contracts/progress.py, which checks it is its model's): outside SCHEMAS, since
+# The progress stream's schema (contracts/progress.py's StepProgress.SCHEMA): outside SCHEMAS, since
 # no consumer group reads it and the journal does not record it; `watch` and the demo follow it beside them.
 PROGRESS_SCHEMA = "step.progress"
 

@@ -9,7 +9,8 @@ import yaml
 from faststream.specification import AsyncAPI
 
 from contracts.campaign import Campaign
-from contracts.catalogue import CATALOGUE, PROGRESS_PRODUCERS, StepProgress, deadletter_stream, stream_name
+from contracts.catalogue import CATALOGUE, PROGRESS_PRODUCERS, deadletter_stream, stream_name
+from contracts.progress import StepProgress
 from contracts.deadletter import DeadLetter
 from contracts.events import ALL_EVENTS
 from services.runtime import apps
