@@ -202,7 +202,7 @@ def _training(plan: Mapping[str, Any]) -> list[str]:
         lines += _wrapped("reuse: ", str(plan["reuse_note"]))
     progress = plan.get("progress")
     if isinstance(progress, Mapping):
-        form = progress.get("format", "?") + (f" {progress['pattern']!r}" if progress.get("pattern") else "")
+        form = str(progress.get("format") or "?") + (f" {progress['pattern']!r}" if progress.get("pattern") else "")
         lines.append(f"progress: read from the trainer's output lines ({form}), relayed as step.progress")
     return lines + _closing(plan, "training", "job script or manifest, stop conditions, input key")
 
