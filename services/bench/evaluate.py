@@ -1,16 +1,8 @@
 """Evaluation of a cell's outputs: built-in agreement with the standing cell, or the operator's eval.
 
-Built in: speculative decoding is lossless, so at temperature 0 a candidate
-must produce what the standing cell produces for the same prompts. The
-agreement rate is the share of prompts, answered successfully by both, whose
-generated texts are identical (compared as sent back, no normalisation).
-
-Operator eval: an argv template (no shell) with `{base_url}` pointing at the
-served cell; it runs with the experiment label in its environment, in its own
-process group, under a timeout, and prints `{"accuracy": <0..1>}` on stdout
-(alone, or as its last non-empty line after logs; an optional integer
-`samples` key is read too). Anything else is an EvalError saying what to fix.
-"""
+Speculative decoding is lossless, so at temperature 0 a candidate must return the standing cell's texts
+for the same prompts, compared as sent back (no normalisation). What an operator's eval command gets and
+must print: docs/bench-loadgen.md#evaluation-evaluatepy."""
 
 from __future__ import annotations
 

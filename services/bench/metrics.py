@@ -1,20 +1,9 @@
 """vLLM's Prometheus /metrics text -> speculative-decoding counter deltas over a window (pure).
 
-vLLM exports four spec-decode counters (docs/bench-loadgen.md#spec-decode-deltas-metricspy):
-`vllm:spec_decode_num_drafts_total`, `..._num_draft_tokens_total`,
-`..._num_accepted_tokens_total` and `..._num_accepted_tokens_per_pos_total`
-with a `position` label. They are cumulative since the server started: the
-figures of a window are the differences of two scrapes, one right before and
-one right after it. Series of one counter with different other labels (one per
-engine, per model name) are summed.
-
-    acceptance_rate        = accepted tokens / draft tokens       (None without draft tokens)
-    mean_acceptance_length = 1 + accepted tokens / drafts          (None without drafts)
-
-The per-position list has one entry per position series the server exports
-(0 .. highest position): its length is how many tokens the engine really
-proposes per step, which the bench checks against num_speculative_tokens.
-"""
+The counters are cumulative since the server started, so a window's figures are the differences of a
+scrape right before and one right after it, each counter summed over its other labels. The per-position
+list's length is how many tokens the engine really proposes per step
+(docs/bench-loadgen.md#spec-decode-deltas-metricspy)."""
 
 from __future__ import annotations
 

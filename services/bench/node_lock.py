@@ -1,33 +1,10 @@
 """One bench per node at a time: the node lock, held for a run's whole bench step.
 
-Two campaigns benched on one node measure each other: their servers share the
-node's cores, memory and accelerator, and each run's pre-launch idle check
-sees the other's servers and fails its cells. So a run's bench step takes a
-lock on every node its plan serves cells on before its first launch (after its
-approval) and keeps it until its last server is stopped; a second run's bench
-waits for it, queued, and then runs.
-
-The lock is a lease of the delivery ledger (services/runtime/delivery/ledger.py),
-the same compare-and-set lease a running step holds: `begin` takes it when it is
-free (SET NX PX), `renew` extends it only while the holder still holds it, and
-`release` drops only the holder's own. Its key is
-`<prefix>:ledger:inflight:bench-node:<node>:lock:bench`; its value, the holder's
-token `<run_id> <instance> <random>`, is new for every acquisition. The holder
-renews it at the heartbeat's interval with the step lease's TTL, so a runner that
-died frees its nodes as its step lease lapses, before its message is reclaimed.
-
-Fencing: the token is checked in Redis (an atomic renew) right before every
-launch and written beside it (`node-lock.json` in the launch folder). A holder
-that lost the lock (paused past its TTL while another run took the node) cannot
-launch: `NodeLockLost` is a transient error, so the step is left pending and
-retried later, adopting the trials it recorded.
-
-A waiting run holds a second lease, `bench-node:<node>:queued:<run_id>`, renewed
-while it waits: `specdec status` reads both (`queued`) to say which run it waits
-behind. The waiting step's own lease and message are kept alive by the
-consumer's heartbeat like any running step's, so waiting is never mistaken for a
-dead owner: nothing is reclaimed, failed or dead-lettered for waiting.
-"""
+Two runs benched on one node would measure each other. The lock is a lease of the delivery ledger
+(services/runtime/delivery/ledger.py) on every node of the plan, taken before the first launch and renewed
+at the heartbeat; its token is the fence, checked in Redis right before every launch, so a holder that
+lost it launches nothing (`NodeLockLost`, transient). Waiting is queued, never failed
+(docs/bench-runner.md#one-bench-per-node)."""
 
 from __future__ import annotations
 

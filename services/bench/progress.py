@@ -1,16 +1,7 @@
 """How far a bench run is: windows measured out of the plan's, and the time left (pure, clock injected).
 
-A unit is one measured window: one trial of one cell at one concurrency level, what each
-`bench.trial.completed` reports. The total is every window the plan's launches hold, less the
-windows a failed cell will not measure (those it measured still count); with sequential rounds
-it is the cap, which the rounds may stop short of. A window an earlier attempt recorded is
-adopted as done, untimed.
-
-The estimate uses what this run measured: the mean time of a window (its measurement plus its
-recording: evaluation, result, event) times the windows left, plus the mean launch (a server's
-start to ready, its engine read back) times the launches not yet started that still have windows
-to measure (services/shared/progress.py, `bench_eta_s`).
-"""
+A unit is one measured window (one `bench.trial.completed`); a window an earlier attempt recorded counts as
+done, untimed. The total and the estimate: docs/bench-runner.md#progress."""
 
 from __future__ import annotations
 

@@ -1,25 +1,8 @@
-"""One trial's result JSON: `vllm bench serve --save-result --save-detailed` keys and units,
-plus specdec's `identity`, `spec_decode` and `evaluation` blocks (`contracts.artifacts.results`).
+"""One trial's result JSON: `vllm bench serve --save-result --save-detailed` keys and units, plus specdec's blocks.
 
-Keys and units follow vLLM's writer (vllm/benchmarks/serve.py) so that the gate
-reads a specdec file and an operator's `vllm bench serve` file the same way:
-summary latencies in ms (`mean_ttft_ms`, `median_tpot_ms`, `p99_itl_ms`, ...),
-the `--save-detailed` arrays in seconds (`ttfts`, `itls`, `latencies`,
-`start_times`, `queue_times`), throughputs per second, `request_rate` "inf" or
-a number. Where they differ, on purpose:
-
-- a latency figure with no value (no successful request, or no request with
-  more than one token for TPOT) is null, where vLLM writes 0: a zero would read
-  as an infinitely fast cell;
-- `output_lens` and every token figure come from the server's usage, and
-  `max_output_tokens_per_s` counts the tokens each chunk carried (vLLM's own
-  client counts one per chunk there);
-- `burstiness` is "inf" for constant arrivals (vLLM's spelling of the same
-  schedule is burstiness=inf).
-
-The spec-decode counters also appear under vLLM's own `spec_decode_*` keys
-(acceptance rate in percent there), computed from the same delta.
-"""
+Keys and units follow vLLM's writer so that the gate reads a specdec file and an operator's vLLM file the
+same way; where they differ on purpose (a latency with no value is null, never 0):
+docs/bench-loadgen.md#the-trial-result-file-resultspy."""
 
 from __future__ import annotations
 

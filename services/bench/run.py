@@ -1,28 +1,10 @@
-"""Executing an approved bench plan: serve each cell, measure, verify, record.
+"""Executing an approved bench plan (`BenchRun`): serve each cell, measure, verify, record.
 
-For every launch of the plan, in order: re-check the node's idleness, start
-the server through the plan's executor (a local child process, a Slurm job or
-a Kubernetes Pod; services/bench/executors/executor.py), wait for /health, read back
-the config the engine says it runs and fail the cell on any field that differs
-from the declared one (services/bench/executors/engine_config.py), then for each
-trial and concurrency level drive one measured window, take the engine's
-spec-decode counter deltas around it, verify the declared speculation really
-ran, evaluate, and write the trial's result JSON. The server is stopped after
-its results and hashes are captured; after the last launch, whatever
-happened, the executor cleans up by the experiment label. A cell whose
-speculation is not active as declared (contracts/artifacts/speculation.py) fails loudly
-with the figures, its trial kept as a rejected trial (never a result); a
-standing cell that fails fails the step (there is no baseline without it).
-
-Warm-interleaved launches are not served one after another: every one of
-them is started, the plan's blocks rotate the trials across them, and they
-are stopped at the end (services/bench/planning/interleave.py, through the same steps).
-
-This module is the step's flow: the launches in order, each server opened, its
-pending trials run and the server closed, and what an earlier attempt recorded
-adopted. A trial itself, measured, evaluated, checked and recorded, is
-services/bench/trial.py (`TrialSteps`, which BenchRun is).
-"""
+The step's flow: the launches in order, each server opened (idleness re-checked, /health, engine read-back),
+its pending trials run, and the server stopped only after their results and hashes are captured; what an
+earlier attempt recorded is adopted, and the experiment label is cleaned up after the last launch, whatever
+happened. One trial is services/bench/trial.py; warm-interleaved launches rotate through
+services/bench/planning/interleave.py. A failed standing cell fails the step (docs/bench-runner.md)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,8 @@
-"""One trial at one concurrency level, measured and recorded: the steps of a served cell's trials.
+"""One trial at one concurrency level, measured and recorded: the steps of a served cell's trials (`TrialSteps`).
 
-Against a server the bench run (services/bench/run.py) started and read back: drive one measured
-window (the builtin load generator, measured again while the client reads in bursts, up to
-STALL_ATTEMPTS windows; or the operator's bench command), take the engine's spec-decode counter
-deltas around it, evaluate it (agreement with the standing cell, or the operator's eval command),
-apply the spec-decode rule (contracts/artifacts/speculation.py) and write the trial's result JSON
-(or its rejected file) and emit its bench.trial.completed. The warm-interleaved rotation
-(services/bench/planning/interleave.py) calls the same steps, `measure` then `record`.
-"""
+Drive one window (again while the client reads in bursts, up to STALL_ATTEMPTS), take the spec-decode
+deltas, evaluate, apply the spec-decode rule (contracts/artifacts/speculation.py), write the result or the
+rejected file and emit bench.trial.completed. The warm-interleaved rotation calls the same steps."""
 
 from __future__ import annotations
 

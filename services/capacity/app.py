@@ -1,21 +1,9 @@
 """Capacity entrypoint: corpus.completed or capacity.requested -> capacity.selected | capacity.unavailable.
 
-The handler loads the run's campaign from the bundle, runs the read-only check
-(off the event loop, so the step's lease heartbeat keeps running), stores the
-snapshot and raw outputs under `capacity/`, and turns the verdict into an event.
-A scheduler that cannot be read, or a capacity section that cannot be used,
-is `capacity.failed` with the reason: the check's errors are `StepFailed`
-(services.shared.capacity.errors, services.shared.scheduler.errors), so they
-propagate as they are. The operator must act, a retry would not help.
-
-The operator's idle check (`capacity.idle_check`) is a program the campaign
-names. It runs here only for a run that carries the typed acknowledgement
-(`acknowledgements.i_understand_this_mutates_cluster`). Without it (a dry run,
-which launches nothing) the node is selected from the scheduler's read-only view
-alone, and the snapshot and `capacity.selected` say so (`idle_check_skipped`);
-the trainer-proxy and the bench-runner run the idle check at their pre-launch
-re-check, which only an approved plan reaches.
-"""
+The read-only check runs off the event loop, so the step's lease heartbeat keeps running; its snapshot
+and raw outputs are stored under `capacity/`. A scheduler or section that cannot be used is
+`capacity.failed` (a retry would not help). The operator's idle check is a program the campaign names, so
+it runs here only for a run with the typed acknowledgement (docs/capacity.md)."""
 
 from __future__ import annotations
 

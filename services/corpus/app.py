@@ -1,16 +1,8 @@
 """Corpus entrypoint: profile.completed / corpus.requested -> corpus.completed.
 
-Builds the matched, redacted corpus from the run's profile and traffic in a
-scratch folder, then stores CORPUS.jsonl, its manifest and the two split files
-(train.jsonl, heldout.jsonl: the `{corpus_train}` / `{corpus_heldout}` argv
-placeholders) write-once in the bundle under corpus/. A shapes-only campaign
-records the step as skipped with the reason.
-
-Failures are `StepFailed`s (`CorpusError` and the shared text errors, their
-messages redacted when built) and propagate as they are: the consumer emits
-`corpus.failed` with their class name. `CorpusSkipped` is not a failure: it
-completes the step with the reason.
-"""
+Builds the corpus in a scratch folder, then stores it, its manifest and its two split files write-once
+under corpus/ (docs/corpus.md#in-a-campaigns-bundle). `CorpusSkipped` (a shapes-only campaign) completes
+the step as skipped with the reason; every other error is a StepFailed, its message redacted when built."""
 
 from __future__ import annotations
 

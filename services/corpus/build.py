@@ -1,20 +1,8 @@
 """`build_corpus`: PROFILE.json + traffic -> CORPUS.jsonl and its manifest.
 
-The steps, in order (docs/corpus.md explains each decision):
-
-1. Load and validate the profile; a shapes-only profile raises CorpusSkipped.
-2. Load the chat template and tokenizer (when a folder is given), so a bad
-   template fails before the traffic is read.
-3. Scan the traffic once (numbers per usable record, no text kept).
-4. Exact dedup on the prompt key; build the (input bucket x class) table of
-   the unique records; rake it to the profile's marginals; allocate quotas.
-5. Fetch the chosen lines (redacted), in seeded priority order per stratum,
-   dropping exact (after redaction) and near duplicates; refetch for strata
-   left short until filled or out of records.
-6. Split each stratum into train/heldout by a seeded order.
-7. Render-check, then write CORPUS.jsonl and the manifest atomically (temp
-   file + rename): a failed step leaves no corpus behind.
-"""
+One scan of the traffic keeps numbers, not text; the chosen lines are then fetched redacted, deduplicated,
+sampled to the profile and split. The template is loaded before the traffic is read, so a bad one fails
+first, and the files are written atomically: a failed step leaves no corpus behind (docs/corpus.md)."""
 
 from __future__ import annotations
 

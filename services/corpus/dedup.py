@@ -1,23 +1,9 @@
-"""Exact and near-duplicate detection for corpus records.
+"""Exact and near-duplicate detection on the prompt side of corpus records (already redacted).
 
-Both work on the *prompt side* of a record (its messages, already redacted):
-two requests that ask the same thing are duplicates for training even when
-the traffic logged different completions.
-
-- Exact: `exact_key` is a 64-bit blake2b digest of the normalized text
-  (Unicode NFKC, case-folded, whitespace runs collapsed), so "Hello  World"
-  and "hello world" are one record. 8 bytes per record keep a pass over a
-  large traffic file cheap.
-- Near: MinHash over word 3-gram shingles (a text of fewer than three words
-  is one shingle), 128 permutations, banded LSH (32 bands x 4 rows) for
-  candidates, and a candidate counts as a duplicate when its estimated
-  Jaccard similarity with an already kept record is >= `NEAR_DUP_THRESHOLD`
-  (0.8). With 32x4 bands a pair at Jaccard 0.8 becomes a candidate with
-  probability > 0.9999, so recall at the threshold is effectively complete;
-  the estimate's standard error at 0.8 is about 0.035.
-
-Everything is seeded by constants: the same texts give the same decisions.
-"""
+Two requests that ask the same thing are duplicates for training even when the traffic logged different
+completions. Exact: a 64-bit blake2b of the normalized text (8 bytes a record keep a pass over a large
+file cheap); near: MinHash with banded LSH at Jaccard >= NEAR_DUP_THRESHOLD. Seeded by constants: the same
+texts give the same decisions (docs/corpus.md#duplicates)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,8 @@
-"""Errors of the corpus step. Every message says what to do next.
+"""Errors of the corpus step: whole-step outcomes only, each message saying what to do next.
 
-Per-record problems are *not* errors: a bad traffic line, a record without
-text or without an output count, a duplicate, a record longer than the model
-takes -- each is counted (and the first bad lines listed, redacted) in the
-manifest. Only the whole-step outcomes below raise: permanent failures
-(`StepFailed`), emitted as `corpus.failed` with the class name as
-`error_type`. Messages name files, counts and record ids, not record content,
-and every message is redacted when the error is built, so whatever prints,
-logs or emits it is safe. A tokenizer folder or chat template that cannot be
-used raises the shared `TokenizerUnusable` / `RenderCheckFailed`
-(services.shared.text.errors), redacted the same way.
-"""
+Per-record problems (a bad line, a duplicate, a record too long) are counted in the manifest, never raised.
+Messages name files, counts and record ids, not record content, and are redacted when the error is built,
+so whatever prints, logs or emits them is safe (docs/corpus.md#redaction)."""
 
 from __future__ import annotations
 

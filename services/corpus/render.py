@@ -1,19 +1,8 @@
 """Render check: corpus records through the target's chat template.
 
-A corpus that the target's chat template cannot render, or renders without
-some of a record's content, trains a draft on text the server never sees.
-The template is loaded from a local tokenizer folder by
-`services.shared.text.chat_template` (the same loader the bench-runner renders
-its prompts with).
-
-What is checked per rendered record:
-- the template renders without an error;
-- every message's content (stripped) appears verbatim in the output;
-- rendered prompt tokens (with the generation prompt) + the record's output
-  tokens <= max_model_len: what a server must hold to answer the request.
-  Tokens are counted by the folder's tokenizer.json (`tokenizers`), without
-  adding special tokens again (the template writes them).
-"""
+A corpus the template cannot render, or renders without some of a record's content, trains a draft on
+text the server never sees. The template is loaded by services.shared.text.chat_template, the loader the
+bench-runner renders its prompts with; what is checked: docs/corpus.md#render-check."""
 
 from __future__ import annotations
 

@@ -1,17 +1,8 @@
-"""Stratified sampling of corpus records so the corpus matches the profile.
+"""Stratified sampling of corpus records so the corpus matches the profile (pure: arrays in, arrays out).
 
-Strata are (input-length bucket x content class). The profile carries the
-two marginals (the input-token histogram and the content mix), not their
-joint, so the target joint is the traffic's own joint table *raked* to the
-profile's marginals (iterative proportional fitting): when the traffic is
-the one the profile was computed from, raking changes nothing; when it is a
-different sample, the corpus still takes the profile's marginals while
-keeping the traffic's association between length and class.
-
-Within a stratum records are taken in order of a seeded hash of their
-content (`priority`), a uniform sample that does not depend on line order.
-Everything here is pure: arrays in, arrays out.
-"""
+Strata are (input-length bucket x content class); the target joint is the traffic's own table raked to
+the profile's two marginals, and within a stratum records are taken in a seeded hash order that does not
+depend on line order (docs/corpus.md#matching-the-profile)."""
 
 from __future__ import annotations
 

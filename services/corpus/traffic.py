@@ -1,18 +1,9 @@
 """Reading the traffic file for the corpus: a scan pass and fetch passes.
 
-The scan keeps a handful of numbers per usable record (line number, 64-bit
-prompt key, content class, token counts) in typed arrays, so
-memory grows with records, not with the file's bytes; it also hashes the
-file. A fetch pass re-reads the file and returns only the wanted lines,
-*redacted*: unredacted text lives only in the local variables of one line's
-parsing and is never stored, returned or written.
-
-Lines are parsed by the code the profiler parses them with
-(`services.shared.text.forms`), counted by the same precedence (the line's
-counts, else the tokenizer, else `services.shared.text.tokens.estimate_tokens`)
-and classified by the same rules (`services.shared.text.content`), so a corpus
-record's numbers and class are the ones its line contributed to the profile.
-"""
+The scan keeps a handful of numbers per usable record, so memory grows with records, not bytes; a fetch
+returns only the wanted lines, redacted: unredacted text never leaves one line's parsing. Lines are
+parsed, counted and classified by the profiler's own code, so a record's numbers and class are the ones
+its line gave the profile (docs/corpus.md#memory-and-passes)."""
 
 from __future__ import annotations
 

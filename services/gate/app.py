@@ -1,31 +1,9 @@
-"""Gate entrypoint: bench.completed / gate.requested -> gate.decided.
+"""Gate entrypoint: bench.completed / gate.requested -> gate/DECISION.json and gate.decided.
 
-Reads every trial result of the run from the bundle (those named by
-bench.completed, or, for gate.requested, every result file of the run,
-`contracts.layout.RESULTS_GLOB`), decides with the campaign's gate spec,
-writes gate/DECISION.json. A GateError is a StepFailed: it becomes gate.failed
-with its class name as error_type.
-
-Rejected trials never count: the bench's (`contracts.layout.REJECTED_GLOB`,
-outside the results' glob) are read only to be named in the decision's
-reasons, and every result read is re-checked against the spec-decode rule
-(contracts/artifacts/speculation.py, with the campaign's max_model_len) by `decide`. A
-candidate cell whose every trial was rejected is still decided (inconclusive,
-with the reasons) rather than dropped.
-
-The service decides with the campaign's cap (`gate.max_trials`, the cap of the
-bench's sequential rounds; none: the trials at hand are the cap, one look), so
-its interval is the repeated one at the look where the rounds stopped, the
-interval the rounds looked with. A candidate cell the bench failed is measured
-no more: its levels stop (`bench_failed`) and never read as `continue`. The
-bench stops its rounds only when every level is decided or at the cap, so after
-bench.completed a `continue` is rare (a level with trials missing); on
-gate.requested while the rounds still run it is the expected answer. `final`
-handles it: a `continue` fails the step (NotFinal, naming the open levels)
-rather than write DECISION.json or emit gate.decided, the only event that starts
-the report (GateDecided refuses the value too), so a `continue` never reaches
-the report or publish steps.
-"""
+Reads the run's trial results (those bench.completed names, or every result file for gate.requested) and
+decides with the campaign's gate spec and cap; rejected trials never count. A `continue` fails the step
+(`final`: NotFinal) rather than write DECISION.json or emit gate.decided, so it never reaches the report
+(docs/gate.md#sequential-rounds, docs/gate.md#rejected-trials)."""
 
 from __future__ import annotations
 

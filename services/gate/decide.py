@@ -1,35 +1,9 @@
 """The gate's decision: per candidate and concurrency level, then over the campaign.
 
-Rules (docs/gate.md has them in full):
-
-- A level is a `win` when every floor is met, no data check failed, no guard
-  metric is `worse` or uncomparable and the (latency) objective is `better`
-  (its interval clears the minimum effect); `reject` when a floor fails (the
-  candidate's own counters say it does not draft well enough), or when the data
-  is sound and the objective or a guard is `worse`; `inconclusive` otherwise.
-  Guards are compared by the objective's own machinery
-  (`level._compare_metric`, stats.compare): one statistics path.
-- Sequential rounds (`max_trials`): a level still undecided with fewer than
-  `max_trials` trials per arm is `continue`, and so is the campaign while any
-  level could still change its outcome (`ranking.possible`); once the outcome
-  is fixed, the levels it no longer depends on stop as `moot`. Without
-  `max_trials` the trials at hand are the cap: one look, never `continue`.
-- A candidate wins when it wins at every concurrency level; it is rejected when
-  it is rejected at any level; otherwise it is inconclusive.
-- The campaign promotes the winning candidate whose smallest objective gain
-  over the levels is largest; it rejects when every candidate is rejected; it
-  is inconclusive otherwise.
-- Only measured serving figures are read (contracts.artifacts.results): training metrics
-  never count, whatever a file carries.
-- A rejected trial never counts: the bench's (its `rejected-c<k>.json` files,
-  given as `rejected`) and every trial the gate's own re-check of the
-  spec-decode rule rejects (checks.recheck). Its level is inconclusive, and the
-  decision's reasons say how many trials were rejected and why.
-
-The per-level decision is services.gate.level's, the choice among candidates
-services.gate.ranking's; this module checks the input, assembles each
-candidate's levels and words the campaign's decision.
-"""
+The per-level decision is services.gate.level's, the choice among candidates services.gate.ranking's; this
+module checks the input, assembles each candidate's levels and words the campaign's decision
+(docs/gate.md#decision-rules). Only measured serving figures are read, so training metrics never count,
+and neither does a rejected trial."""
 
 from __future__ import annotations
 

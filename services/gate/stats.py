@@ -1,29 +1,9 @@
 """The gate's statistics: one verdict per comparison, vectorised over campaigns.
 
-Unit of independence: the trial. Requests within a trial share a server, a warm
-cache and a moment on the machine, so their noise is correlated; treating them as
-independent would make a 3-trial comparison look like a 600-sample one. Each
-trial is reduced to one figure (metrics.py), and the two arms' per-trial figures
-are compared as two small samples.
-
-The interval and the verdict are the shared sequential rule
-(services/shared/sequential.py), which the bench-runner's rounds apply too:
-
-1. The interval. Welch's t-interval on the log of the per-trial figures, for
-   log(candidate / baseline), exponentiated into an interval for the ratio. With
-   a cap on trials (sequential rounds) it is a repeated confidence interval: each
-   look's multiplier comes from group-sequential alpha spending, so the interval
-   holds over every look. Without a cap there is one look and it is the plain
-   Welch interval. It narrows as trials accumulate (about 1/sqrt(n)).
-2. The minimum effect m. `better` when the whole interval of the change lies
-   beyond m on the better side; `worse` when beyond m on the worse side;
-   `within_noise` otherwise (the interval straddles m, or lies within +-m).
-3. A measured server bias, when given, widens the interval on both sides.
-
-The noise bound (A/A bound: each arm's mean pairwise trial difference over its
-median) is still computed and reported; it is no longer a threshold, because it
-does not shrink with more trials (docs/gate.md).
-"""
+The unit of independence is the trial (its requests share a server, a cache and a moment, so their noise
+is correlated): each trial is reduced to one figure and the arms are compared as two small samples, with
+the shared sequential rule (services/shared/sequential.py) that the bench-runner's rounds apply too. The
+noise bound is reported, no longer a threshold (docs/gate.md#statistics)."""
 
 from __future__ import annotations
 

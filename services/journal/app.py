@@ -1,14 +1,8 @@
-"""Journal entrypoint: every event of every stream goes into its run's events.jsonl.
+"""Journal entrypoint: every event of every stream goes into its run's events.jsonl, once (idempotent on event_id).
 
-The journal has a consumer group of its own over every stream (the catalogue),
-so it sees each event once whatever the other services do. It is idempotent on
-event_id: a redelivered event is not appended twice. After each reconcile pass (on
-start, and once a detected Redis reset has settled) it publishes again what the bundle recorded
-whole and events.jsonl lacks, and names the events Redis lost before it read them in the run's
-manifest (services/runtime/bundle/repair.py, gaps.py); the repair pass also runs every
-REPAIR_EVERY_HEARTBEATS heartbeats over the runs not finished (a lost AOF second is no reset).
-Once it holds an event, it trims the event's stream below what every consumer group has acked (trim.py).
-"""
+A consumer group of its own sees every event whatever the other services do. It also publishes again what
+the bundle recorded whole and events.jsonl lacks, and trims each stream below what every group has acked
+(trim.py; docs/delivery.md#the-journal-after-a-reset, docs/delivery.md#trimming)."""
 
 from __future__ import annotations
 

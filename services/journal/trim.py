@@ -1,30 +1,9 @@
-"""Trimming the streams once nothing needs their entries from Redis (docs/delivery.md, "Trimming").
+"""Trimming the streams once nothing needs their entries from Redis (docs/delivery.md#trimming).
 
-Redis is the transport, the run's events.jsonl the record: an entry may leave its stream once
-
-- the journal holds it: the journal's group has acked it (the journal acks an entry only after
-  appending it to the run's events.jsonl, or after finding it there already);
-- every other consumer group of the stream has acked it: no group still has it pending, and
-  every group has been delivered it;
-- every service the catalogue names as the stream's reader has its group. A service that has not
-  started yet creates its group at 0 and reads the stream from its start, so a stream lacking one
-  of its readers' groups is not trimmed at all.
-
-The cut is `XTRIM MINID` at the oldest entry some group still needs: the lowest, over the
-stream's groups, of the group's oldest pending entry or, where it has none pending, the first
-entry after the last one delivered to it; and no later than SPECDEC_STREAM_RETENTION_S ago (default
-an hour), so that the streams keep a recent window for `specdec watch --from-start` and for
-whoever reads them by hand, while staying bounded by that window's events. The groups are read and the stream cut in one Lua
-script, so a group created or reset in between cannot be missed. The script runs on a Redis at
-its maxmemory too (`allow-oom`; XTRIM only frees memory), so trimming goes on while writes are
-refused.
-
-What reads the streams from their start after a reset: a consumer group recreated at 0
-(docs/delivery.md, "Groups come back") reads what the new stream holds, all of it unacked by the
-new group, hence untrimmed. The catch-up (`services/runtime/delivery/catchup.py`), `specdec resume`,
-the journal's gap finder, `status` and `approve` read the bundle, not the streams. Only
-`specdec watch --from-start` shows no more than the streams still hold.
-"""
+Redis is the transport, events.jsonl the record: an entry leaves its stream only once the journal holds
+it, every group of the stream has acked it, every reader the catalogue names has its group, and it is
+older than SPECDEC_STREAM_RETENTION_S. The groups are read and the stream cut in one Lua script
+(`allow-oom`), so a group created or reset in between cannot be missed."""
 
 from __future__ import annotations
 

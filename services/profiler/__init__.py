@@ -1,15 +1,8 @@
 """The profiler: profile representative traffic (or named workload shapes) into PROFILE.json.
 
-Entry points: `profile_traffic(path, ...)` and `profile_shapes(names)`; the
-artifact's model is `contracts.artifacts.profile.Profile`. Pure domain logic: files in, a
-`Profile` out. Line forms, content classes, token counts, redaction and shapes
-are the shared text utilities (`services.shared.text`). The Redis service
-wrapper lives in `services.profiler.app`; the offline command in
-`services.cli.profile_cmd`. Formats, rules and sampling: docs/profiler.md.
-
-The names below are loaded on first use (PEP 562), so that `specdec`'s parser
-can read the profiler's defaults without importing numpy.
-"""
+Pure domain logic, files in and a `Profile` out: `profile_traffic(path, ...)` and `profile_shapes(names)`;
+the service wrapper is services.profiler.app (docs/profiler.md). The names below are loaded on first use
+(PEP 562), so that `specdec`'s parser can read the profiler's defaults without importing numpy."""
 
 from __future__ import annotations
 

@@ -1,15 +1,9 @@
 """Profiler entrypoint: campaign.submitted / profile.requested -> profile.completed; corpus.completed ->
 profile/SUFFIX_PREDICTION.json when the campaign has a suffix cell (no event).
 
-Profiles the campaign's traffic file (or its named shapes) and writes
-profile/PROFILE.json to the bundle. Token counts use the target's tokenizer
-when its folder holds a tokenizer.json, otherwise the documented estimate
-(the profile says which). A traffic file with too many malformed lines fails
-the step; the diagnosis is kept as profile/PROFILE.rejected.json.
-
-Failures are `StepFailed`s (the profiler's own and the shared text errors) and
-propagate as they are: the consumer emits `profile.failed` with their class name.
-"""
+Too many malformed traffic lines fail the step, the diagnosis kept as profile/PROFILE.rejected.json; a
+suffix prediction that fails is written down as its reason, and the run goes on
+(docs/profiler.md#in-a-campaigns-bundle)."""
 
 from __future__ import annotations
 

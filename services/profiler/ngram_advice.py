@@ -1,23 +1,8 @@
 """Rules that turn a profile's reuse into ngram (prompt-lookup) settings: `ngram_advice`.
 
-vLLM's ngram proposer matches the last n tokens of the context (n from
-prompt_lookup_max down to prompt_lookup_min) against earlier context and drafts
-the k tokens that followed the match. So k should grow with how much the
-outputs copy, and the lookup lengths with how long the copied spans are. Every
-rule adds a reason in words; thresholds are module constants (the k thresholds
-and caps are recommend.py's, so the two never disagree on the same numbers), and
-docs/profiler.md names them.
-
-  NA repetition not measured (shapes, count-only, short outputs)  -> every setting null
-  NK k = 5 when prompt reuse >= VERY_HIGH_REUSE, 4 when >= HIGH_REUSE, else 3
-  K1 mean concurrency >= HIGH_CONCURRENCY                          -> k <= K_CAP_UNDER_LOAD
-  K2 output p50 < SHORTISH_OUTPUT_TOKENS                           -> k <= K_CAP_UNDER_LOAD
-  NS span = median run of copied output words x output tokens per word
-          (NGRAM_N words when no output copies a run; words count as tokens when no record has both)
-  NL prompt_lookup_min = floor(span x LOOKUP_MIN_SHARE) clamped to [LOOKUP_MIN_FLOOR, LOOKUP_MIN_CAP];
-     prompt_lookup_max = min(2 x min, floor(span), LOOKUP_MAX_CAP), at least min + 1
-  NE estimated_acceptance = mean prompt reuse (an estimate of the share of output positions a lookup drafts right)
-"""
+k grows with how much the outputs copy, the lookup lengths with how long the copied spans are. Every rule
+adds a reason in words; the thresholds are module constants, the k thresholds and caps recommend.py's, so
+the two never disagree on the same numbers (the rules NA..NE: docs/profiler.md#ngram-advice)."""
 
 from __future__ import annotations
 

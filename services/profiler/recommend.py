@@ -1,24 +1,8 @@
 """Rules that turn a profile's numbers into a suggested speculative method.
 
-The method is chosen by the first rule that fires (R1..R7), then the number of
-speculative tokens is capped by the load rules (K1, K2). Every rule that
-decides or adjusts adds a reason in words. The thresholds are module constants
-so that docs/profiler.md and the tests name the same numbers.
-
-Method:
-  R1 no output lengths known                                -> none
-  R2 output p50 < SHORT_OUTPUT_TOKENS                      -> none   (drafting cannot pay on tiny outputs)
-  R3 concurrency mean >= VERY_HIGH_CONCURRENCY             -> none   (the batch is compute-bound already)
-  R4 prompt reuse mean >= HIGH_REUSE                       -> suffix when agentic + structured >= TOOL_SHARE,
-                                                              else ngram; k = 5 when reuse >= VERY_HIGH_REUSE, else 4
-  R5 no content evidence (shapes, or no text)              -> ngram, k = 3 (needs no training; the bench decides)
-  R6 chat-like (chat + multilingual + math) >= CHAT_SHARE  -> draft_model when multilingual >= MULTILINGUAL_SHARE,
-                                                              else eagle3; k = 3
-  R7 otherwise (code-heavy or mixed, little reuse)         -> draft_model, k = 3
-Caps on k (not for none):
-  K1 concurrency mean >= HIGH_CONCURRENCY                   -> k <= 2
-  K2 output p50 < SHORTISH_OUTPUT_TOKENS                    -> k <= 2
-"""
+The first rule that fires (R1..R7) picks the method, then the load rules (K1, K2) cap k; every rule that
+decides or adjusts adds a reason in words. The thresholds are module constants so that the docs and the
+tests name the same numbers (docs/profiler.md#recommended-method)."""
 
 from __future__ import annotations
 

@@ -1,26 +1,8 @@
-"""How much of an output reuses n-grams already in its context.
+"""How much of an output reuses n-grams already in its context: prompt reuse, context reuse, reused span.
 
-n-gram speculation (vLLM's `ngram` method) and suffix decoding propose the tokens
-that followed an earlier occurrence of the last few tokens; they pay off when the
-output copies spans of its context. For one record with prompt words P and
-output words O (words: whitespace-separated runs, each CJK/kana/hangul character
-a word of its own since those scripts do not separate words by spaces; a
-tokenizer-independent proxy for tokens that is cheap enough to run on a sample
-of a million-line file):
-
-- prompt_reuse  = share of O's n-grams (every window of NGRAM_N words) that also occur in P;
-- context_reuse = share of O's n-grams that occur in P or earlier in O (what a
-                  lookup over the whole context, generated text included, can find).
-
-- reused span  = the median length, in words, of the runs of output words
-                copied from the prompt: a run of m consecutive output n-grams
-                found in the prompt covers m + n - 1 words (what a prompt lookup
-                can follow once it has matched; ngram_advice.py turns it into
-                prompt_lookup_min/max).
-
-A record whose output has fewer than NGRAM_N words has no n-gram and is not
-measured (NaN). Texts are capped at TEXT_CAP_CHARS characters each.
-"""
+Counted over words (each CJK/kana/hangul character a word), a tokenizer-independent proxy for tokens
+cheap enough for a sample of a million-line file. An output of fewer than NGRAM_N words has no n-gram and
+is not measured (NaN); texts are capped at TEXT_CAP_CHARS (docs/profiler.md#repetition)."""
 
 from __future__ import annotations
 

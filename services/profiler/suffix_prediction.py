@@ -1,19 +1,9 @@
 """Suffix-decoding acceptance predicted offline, before anything is served (contracts/artifacts/suffix.py).
 
-Once the corpus is built, each suffix cell of the campaign is replayed with arctic-inference's own
-simulator (`arctic_inference.suffix_decoding.simulator.suffix_decode`, the package vLLM's suffix
-proposer runs on): the heldout records in corpus order, each prompt rendered as the bench-runner sends it
-(the target's chat template) and tokenized with the target's tokenizer, its reference completion as the
-output. The cache is set up as vLLM sets up its proposer (SuffixDecodingCache with the cell's
-max_tree_depth and max_cached_requests; per-request prompt trees; no tree speculation; at most k tokens per
-draft, the cell's spec factor and token probability), and starts empty, as a fresh server does: each
-completion is cached after its request, for the ones that follow.
-
-What it predicts is one pass over the heldout split with the traffic's own completions. The served arm
-differs where the target's outputs differ from the references, and where the bench sends the same prompts
-again (warm-up and later trials find earlier outputs cached). The report shows both; the gate reads only
-what was served.
-"""
+Each suffix cell is replayed over the corpus's heldout split with arctic-inference's own simulator, the
+cache set up as vLLM sets up its proposer and starting empty, as a fresh server's does. It predicts one
+pass with the traffic's own completions, so the served arm may differ; the gate never reads it
+(docs/profiler.md#suffix-prediction)."""
 
 from __future__ import annotations
 

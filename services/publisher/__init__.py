@@ -1,15 +1,8 @@
-"""The publisher: turns a campaign's bundle into a report a reviewer can trust, and sends it out
-only when told to, explicitly.
+"""The publisher: a campaign's bundle made into a report a reviewer can trust, sent out only when explicitly told to.
 
-Pipeline: `aggregate.read_campaign` (bundle -> CampaignData) -> `render.render_report`
-(plots, DRAFT marking, levers, Markdown + one self-contained HTML) ->
-`pipeline.render_run` (write-once into report/) -> `publish.publish_run` (the
-service) / `publish.publish_report` (a person or a tool): file://, s3:// or
-http(s)://, dry run unless acknowledged, and an external target only after a
-recorded dry run of the same report (publish_review.py). The service (app.py),
-`specdec report` / `specdec publish` (services/cli/report_cmd.py) and the MCP
-tool share them.
-"""
+Pipeline: `aggregate.read_campaign` (bundle -> CampaignData) -> `render.render_report` -> `pipeline.render_run`
+(write-once into report/) -> `publish.publish_run` (the service) or `publish.publish_report` (a person or a
+tool). The service (app.py), `specdec report` / `specdec publish` and the MCP tool share them (docs/publisher.md)."""
 
 from services.publisher.report.aggregate import read_campaign
 from services.publisher.errors import (

@@ -1,33 +1,9 @@
-"""Publisher entrypoint.
+"""Publisher entrypoint: render on `gate.decided` / `report.requested`, publish on `report.rendered` / `publish.requested`.
 
-- `gate.decided`, `report.requested` -> render the report from the bundle into
-  `report/` (write-once) -> `report.rendered` (DRAFT flag, Markdown and HTML refs);
-- `report.rendered`, `publish.requested` -> publish to the campaign's
-  `publish.target`, a dry run unless the campaign acknowledges
-  `i_understand_this_publishes_externally` (and, for an external target, lists
-  `publish` in `review.pre_approve`) -> `report.published` (target, dry
-  run or not, the hashes of the report's files that were or would be sent, the
-  recorded response; the evidence files and the manifest hash are in
-  `publish/<key>/publication.json`).
-
-The campaign's acknowledgement and an external target (`s3://`, `https://`,
-`http://`; services/publisher/publish/publish_review.py): the service always makes the dry run
-first and records it (`publish/dry-run/<digest>.json`); it goes live from that
-dry run only when the campaign's `review.pre_approve` lists `publish` (which needs
-the acknowledgement) and the report is final. The acknowledgement alone leaves
-it a dry run for a person to review and publish (`specdec publish ...
---i-understand-this-publishes-externally`); it is recorded as inert there. A DRAFT
-stays a dry run here, never an error: a campaign carries no override, so a
-DRAFT goes out only by a person's `specdec publish` with an explicit override
-(or the MCP tool's). A `file://` target is not external: the acknowledgement
-alone makes it live, DRAFT or not (its marking travels with it).
-
-Failures the operator must act on become `report.failed` / `publish.failed`
-with the reason: a PublisherError is a StepFailed and propagates as it is; a
-bundle error (a corrupt or conflicting artifact) is permanent as in every step
-(services/runtime/errors.py). Each event is its own step (step key = event
-ID): a new request renders or publishes again, a redelivered one does not.
-"""
+Each event is its own step (step key = event ID): a new request renders or publishes again, a redelivered
+one does not. To an external target the service always makes and records the dry run first, and goes live
+only under the campaign's pre-approval policy for a final report; a DRAFT stays a dry run here, never an
+error (docs/publisher.md, docs/lake.md, "The review point")."""
 
 from __future__ import annotations
 

@@ -1,13 +1,8 @@
-"""Errors of the publisher. A weak or incomplete campaign is never an error: it is
-a report marked DRAFT with its reasons. Errors are what stops a report or a
-publish outright, with a message that says what to do.
+"""Errors of the publisher: what stops a report or a publish outright, with a message that says what to do.
 
-Two families under `PublisherError`: the report's (`ReportInputError`,
-`ReportConflict`) and the publish's (`PublishError` and its kinds below). A
-publish error raised before anything was sent says so: nothing reached the
-target (`PublishTargetError`, `PublishRefused`, `PublishCredentialsError`,
-`PublishConflict`); `PublishFailed` is the one raised once sending began.
-"""
+A weak or incomplete campaign is never an error: it is a report marked DRAFT with its reasons. A publish
+error raised before anything was sent means nothing reached the target; `PublishFailed` is the one raised
+once sending began (docs/lake.md#errors)."""
 
 from __future__ import annotations
 

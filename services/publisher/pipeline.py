@@ -1,13 +1,7 @@
-"""Render a run's report into its bundle (the service and `specdec report` share this).
+"""Render a run's report into its bundle, write-once under `report/` (the service and `specdec report` share this).
 
-Written, write-once, under `report/` of the run's bundle:
-`report/plots/<name>.png`, `report/report.json` (`contracts.artifacts.report.ReportSummary`:
-DRAFT flag and reasons, plots, levers, the prediction figures of predict.py), `report/report.html`, `report/report.md`. A re-render
-of the same evidence gives the same bytes and is a no-op; a re-render from
-other evidence (a new gate decision, more events) would change the report and
-is refused before anything is written (ReportConflict): render a copy outside
-the bundle with `specdec report RUN_ID --out DIR`, or start a new run.
-"""
+The same evidence renders the same bytes, so a re-render is a no-op; one from other evidence is refused
+before anything is written (ReportConflict; docs/publisher.md#write-once-reports)."""
 
 from __future__ import annotations
 

@@ -1,14 +1,9 @@
-"""What the running engine says it runs, read back and compared with what its cell declared.
+"""What the running engine says it runs, read back from a live server and compared with what its cell declared.
 
-The bench run (services/bench/run.py) calls `read_back` once per launch, after
-/health answered and before the first trial, stores its EngineCheck at
-`layout.engine_check(folder)` and fails the cell with `ReadBack.failure()`.
-This module holds that read-back of a running server (waiting for the log's
-config line, GET /v1/models); its two parts are engine_log.py (how vLLM states
-its resolved config: the log lines and /v1/models read into an EffectiveConfig)
-and engine_compare.py (the declared config and the comparison rules); import their
-names from those modules.
-"""
+The bench run calls `read_back` once per launch, after /health answered and before the first trial, and
+fails the cell with `ReadBack.failure()`. How vLLM states its config is engine_log.py's, the rules
+engine_compare.py's: import their names from those modules
+(docs/bench-runner.md#the-engines-effective-config-read-back)."""
 
 from __future__ import annotations
 

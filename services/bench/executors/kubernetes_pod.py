@@ -1,17 +1,8 @@
-"""The Kubernetes Pod of a bench launch (pure rendering, into the plan, so an approval covers it).
+"""The Kubernetes Pod of a bench launch and its kubectl argv (pure rendering, into the plan, so an approval covers it).
 
-Per launch, a Pod that runs the cell's serve argv in exec form (no shell),
-labelled `experiment: <run_id>`, `app.kubernetes.io/managed-by: specdec` and
-`specdec.io/step: bench` (services.shared.scheduler.kubernetes), pinned to the
-plan's node, with the resources the campaign's selectors ask for; and the
-kubectl argv that would apply it, wait for it, reach it (port-forward),
-delete it, and clean up by label. services.bench.executors.kubernetes runs them.
-
-A Pod has a network namespace of its own, so the port is fixed (SERVE_PORT)
-rather than picked. The run's bundle folder is mounted at the same absolute
-path (hostPath, or the PVC named by capacity.selectors.bundle_pvc) so a
-trained draft's path in the argv means the same files in the Pod.
-"""
+A Pod has a network namespace of its own, so its port is fixed (SERVE_PORT), not picked; the run's bundle
+folder is mounted at the same absolute path, so a trained draft's path in the argv means the same files in
+the Pod (docs/bench-runner.md#kubernetes)."""
 
 from __future__ import annotations
 

@@ -1,17 +1,8 @@
-"""Before a cell's first launch: can its serving interpreter run what the cell declares?
+"""Before a cell's first launch: can its serving interpreter import what the cell declares (suffix: arctic_inference)?
 
-vLLM's `method: suffix` imports `arctic_inference.suffix_decoding` (the `arctic-inference` package, built by
-`make setup`: infra/bin/build-arctic-inference); without it the engine refuses to start. The bench-runner
-asks the cell's serving interpreter (services/shared/suffix_package.serving_python says which one that is)
-once, after the plan was approved and before anything is launched, and fails that cell by name with the
-reason: the other cells go on, and a standing cell that fails fails the step (services/bench/run.py). Nothing
-ever serves another method in its place.
-
-Only here, never when a campaign is checked (`specdec validate`, submit, campaign_validate): the interpreter
-is a program the campaign names, and checking a campaign runs nothing it names. Not asked: a wrapper script
-(it does not say which Python it runs) and Kubernetes, whose image this machine cannot run; there vLLM's own
-start-up error (naming the package) fails the launch (docs/bench-runner.md, "Suffix decoding").
-"""
+Asked once per cell, after approval and before any launch; a cell that cannot fails by name, and nothing
+serves another method in its place. Only here, never when a campaign is checked: the interpreter is a
+program the campaign names, and checking a campaign runs nothing it names (docs/bench-runner.md#suffix-decoding)."""
 
 from __future__ import annotations
 

@@ -1,18 +1,8 @@
 """The Slurm serving executor: one labelled batch job per launch of a bench plan.
 
-Each launch submits the job its plan shows (rendered by services.bench.executors.slurm_job),
-labelled twice, `--job-name specdec-<run_id>` and `--comment experiment=<run_id>`,
-and pinned to the plan's node. The bench-runner cannot pick a free port on
-another node, so the job script does: it binds port 0, fills the port into the
-argv, writes an endpoint file (host, port, argv, job ID) into the launch's
-bundle folder and execs. The bundle must be on storage shared with the node:
-Slurm writes the server's log there too. The runner waits for the endpoint
-file, then for /health, watching the job's state; it stops the job with
-scancel once the cell's results are captured, and cleans up by the label
-(squeue name and comment) at the end of the step, whatever happened, and
-before the first launch (a restarted runner cancels what an interrupted one
-left).
-"""
+The runner cannot pick a free port on another node, so the job script does and writes an endpoint file
+into the launch folder: the bundle must be on storage shared with the node. Cleanup is by the run's label
+(job name and comment) only, before the first launch and after the last (docs/bench-runner.md#slurm)."""
 
 from __future__ import annotations
 

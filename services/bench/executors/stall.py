@@ -1,22 +1,9 @@
 """A window whose chunks the client read in bursts: its timing measures the client, not the server.
 
-vLLM writes one streamed chunk per engine step per request (several steps' tokens in
-one chunk when it falls behind). A request whose chunks all reach the client within
-BURST_S of one another, though the server wrote MIN_CHUNKS of them or more, was not
-read as it streamed: MIN_CHUNKS engine steps cannot run in a millisecond (each costs
-milliseconds of scheduling alone, on any hardware vLLM runs on), so the client, or
-something between it and the server, held them back and read them at once. Its TTFT
-then comes out late and its TPOT near 0 (first and last token read together).
-
-Seen on the development machines in the fidelity benchmark (tests/perf/loadgen_fidelity.py):
-windows with median TPOT 0 and TTFT 200-380 ms beside vLLM's client's 20 ms on the
-same server, in 4 of 12 of specdec's windows there, while its harness started the
-server in a session of its own (docs/bench-runner.md, "Burst delivery"); never in
-the bench-runner's own campaigns that day. Counted as it is, such a window would read as a TPOT win for
-whichever arm it hit. The bench-runner measures such a window again (services/bench/trial.py)
-and fails the cell, naming this, when it keeps happening; every stalled window is kept
-in the bundle.
-"""
+vLLM writes one chunk per engine step per request, and MIN_CHUNKS engine steps cannot run within BURST_S:
+a request whose chunks all arrived that close together was held back on its way and read at once (TTFT
+late, TPOT near 0). Counted, such a window would read as a TPOT win for whichever arm it hit, so it is
+measured again, never counted (docs/bench-runner.md#measurement-process)."""
 
 from __future__ import annotations
 

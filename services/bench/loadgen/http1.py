@@ -1,26 +1,9 @@
 """A minimal HTTP/1.1 client on asyncio.Protocol: the load generator's transport.
 
-Why not httpx: at 256 streams on one core the client's CPU per received chunk
-is the measurement's limit (docs/bench-loadgen.md, "Capacity"). Profiled there,
-httpcore's HTTP/1.1 path (h11's parser, httpcore's connection state, anyio's
-streams) took half of the client's CPU, and even httpcore alone, without httpx's
-client layer, cost more CPU per chunk than vLLM's own aiohttp client. Here the
-event loop hands each socket read to `data_received`, which de-chunks it and
-passes the body bytes, with the read's arrival time, straight to a sink (the
-SSE parser): no coroutine is woken per chunk, and the arrival time is taken
-when the loop reads the socket, before any parsing.
-
-What it speaks: requests with a body (POST, content-length) or without (GET),
-one at a time per connection, kept alive and reused; responses framed by
-chunked transfer encoding, content-length, or the end of the connection; 1xx
-responses skipped. No redirects, no proxies, no compression (the requests ask
-for none), no pipelining. TLS through `ssl` when the URL is https.
-
-Failures raise `HttpError`s: `ConnectError` (no connection), `ConnectTimeout`,
-`ProtocolError` (a malformed response, or the connection lost before the
-response ended). A request's overall deadline is the caller's (asyncio.timeout):
-a cancelled request closes its connection, since its state is unknown.
-"""
+The client's CPU per received chunk limits the measurement, and httpx costs too much of it
+(docs/bench-loadgen.md#the-http-client-http1py). So each socket read is de-chunked in `data_received` and
+handed, with the read's arrival time, straight to a sink (the SSE parser): no coroutine is woken per chunk,
+and the arrival time is taken before any parsing."""
 
 from __future__ import annotations
 

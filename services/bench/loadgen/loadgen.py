@@ -1,26 +1,9 @@
-"""specdec's load generator: streaming OpenAI-API requests over HTTP/1.1 (services.bench.loadgen.http1), raw timestamps out.
+"""specdec's load generator: streaming OpenAI-API requests over HTTP/1.1 (http1.py), raw timestamps out.
 
-One measured window = warm-up requests (counted, never measured), a /metrics
-scrape, the window's requests on the arrival schedule under the concurrency
-cap, a second /metrics scrape. `run_levels` runs one window per concurrency
-level of a cell. Figures come from `services.bench.loadgen.timing`; nothing here
-computes a latency.
-
-Token counts: every request asks for `stream_options.include_usage` and
-`continuous_usage_stats` (vLLM then puts the cumulative usage on every chunk),
-so each chunk's token count is the usage delta; with `return_token_ids` the
-chunk's token ids count when usage is missing. A chunk is never assumed to be
-one token. A chunk that carries no token (the chat role chunk, the final usage
-chunk) is no arrival.
-
-Failures are data: a non-200 status, a dropped connection, a timeout, a
-malformed stream or a stream without tokens becomes a `RequestRecord` with
-`error_kind` and `error`; a window never raises for a request.
-
-Clock: `time.monotonic()` (CLOCK_MONOTONIC on Linux, the clock perf_counter
-reads there too), one clock for every process of a host, so that the records
-of several client processes (services.bench.loadgen.loadgen_procs) share one time axis.
-"""
+One measured window is warm-up, a /metrics scrape, the requests on the arrival schedule under the
+concurrency cap, and a second scrape (docs/bench-loadgen.md#what-a-measured-window-is). Nothing here
+computes a latency (timing.py does); a chunk is never assumed to be one token, and a failed request is a
+`RequestRecord` with its `error_kind`: a window never raises for a request."""
 
 from __future__ import annotations
 

@@ -1,37 +1,9 @@
-"""One measured window driven by several client processes: `WindowSpec.client_processes` > 1.
+"""One measured window driven by several client processes (`WindowSpec.client_processes` > 1).
 
-Why: one Python process receives a bounded number of chunks per second (one
-core's worth, docs/bench-loadgen.md "Capacity"); a server that streams more
-than that would have its arrival times delayed by the client, which inflates
-TPOT and ITL. Several processes, on several cores, share the load.
-
-How one window stays one window:
-
-- prompt i goes to process i mod n, with its window position as the record's
-  `index`; the concurrency cap and the warm-up are split over the processes
-  (process p gets cap // n, plus one for p < cap mod n), so the processes
-  together never exceed the cap;
-- the arrival schedule is drawn once, here, for the whole window (the spec's
-  seed), and each process gets its prompts' offsets;
-- each process warms up, then says `ready` and waits; once all are ready this
-  process scrapes /metrics, picks one start time a little ahead (START_LEAD_S)
-  on CLOCK_MONOTONIC (`time.monotonic()`: one clock for every process of the
-  host, unlike a per-process epoch), and sends it to all; each process starts
-  its window at that instant, on that clock, so every timestamp of every
-  record is on one time axis;
-- after the last process has answered, the second /metrics scrape; the records
-  are merged in window order, `duration_s` runs from the common start to the
-  last request's end, and `max_in_flight` is counted from the records' own
-  start/end intervals (the most requests between their start and end at one
-  instant), since no single process saw them all.
-
-The merged `WindowRecord` has the schema of a one-process window; figures come
-from it exactly as from one run's. The child protocol: stdin carries one JSON
-line `{"spec", "prompts", "indices", "offsets"}`, then (after the child prints
-`ready`) one line with the start time; stdout carries `ready` then the child's
-WindowRecord as one JSON line. A child that fails exits non-zero, and the
-window fails with its stderr.
-"""
+One Python process receives about one core's worth of chunks per second; past that, the client would
+delay arrival times. The window stays one window: one arrival schedule, the cap split so the processes
+never exceed it together, one start instant on CLOCK_MONOTONIC for all, the records merged into one
+`WindowRecord` (docs/bench-loadgen.md#several-client-processes-loadgen_procspy)."""
 
 from __future__ import annotations
 

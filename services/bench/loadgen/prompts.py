@@ -1,30 +1,8 @@
-"""The prompts a measured window sends: the corpus's heldout split, or shaped from a profile.
+"""The prompts a measured window sends: the corpus's heldout split, or synthetic prompts shaped from a profile.
 
-- Heldout (a campaign with traffic): the records of CORPUS.jsonl whose `split`
-  is `heldout`, in file order, their chat `messages` as the prompt and their own
-  `output_tokens` (what the traffic produced) as the output budget. They end
-  where the model ends them (`ignore_eos` false) unless the caller asks for
-  fixed lengths (`matrix.load.ignore_eos: true`).
-- Shaped (named workload shapes): synthetic prompts of exactly the shape's input
-  length (counted by the target's tokenizer when a folder is given) and an
-  output budget of exactly the shape's output length. A shape fixes the output
-  length, so these requests set `ignore_eos` unless the caller asks otherwise
-  (`matrix.load.ignore_eos: false`: the shape's length becomes a cap).
-  Every listed shape is sent (`mixed_shape_prompts`): the window's prompts take
-  the shapes in turn, prompt i from shape i mod n in the order listed, so each
-  shape has an equal share (the first `count mod n` shapes one more) spread
-  evenly over the window rather than in blocks; each shape draws its text
-  from its own seed (its position), so no prompt is a prefix of another
-  shape's. Its prompt IDs are `<shape>-<index>`.
-
-`source_label` names where a plan's prompts come from; it is the
-`workload_shape` of every trial's identity (docs/bench-loadgen.md).
-
-For `/v1/completions` a chat prompt is rendered with the target's chat template
-when the tokenizer folder has one, else its contents are joined with blank
-lines; `/v1/chat/completions` gets the messages and the server applies the
-template itself.
-"""
+Every listed shape is sent, in turn, each from its own seed so that no prompt is a prefix of another
+shape's (the server's prefix cache would serve it). `source_label` is every trial's `workload_shape`
+(docs/bench-loadgen.md#prompts-promptspy)."""
 
 from __future__ import annotations
 

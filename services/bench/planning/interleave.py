@@ -1,38 +1,9 @@
-"""The warm-interleaved regime: every cell's server up at once, the trials rotated in blocks.
+"""The warm-interleaved regime: every cell's server up at once, the trials rotated across them in blocks.
 
-Warm runs a cell's trials back to back, one cell after another, so anything
-that drifts over the run (the machine's temperature, a neighbour's load, the
-page cache) lands on one arm more than another. Here every cell's server is
-started once and kept up, and block b measures trial b of every cell, the
-cells in a random order per block (each cell's concurrency levels in order
-inside its turn): drift then hits every arm alike.
-
-The order is the plan's (`BenchPlan.blocks`, approved with it): `block_order`
-draws it from a generator seeded with the run ID, so planning the same run
-again gives the same blocks; the run executes the stored order, never a
-recomputed one. The servers' launch order (`BenchPlan.launches`) is shuffled
-the same way (`launch_order`), so no arm is always the last one started. Every window's own warm-up requests (`matrix.load.warmup_requests`,
-services/bench/loadgen/loadgen.py) run right before it, so each server is warmed again
-after the other cells' windows ran.
-
-`run_interleaved` executes the blocks through the bench run's steps (`Runner`,
-implemented by services/bench/run.py's BenchRun):
-
-- the servers start together (their starts overlap), each with its readiness
-  wait and engine read-back in its own launch folder; each node's idleness is
-  checked again once, right before its servers start (afterwards the check
-  would see this rotation's own servers);
-- a block's windows are measured in its order, then recorded standing first,
-  so that a candidate measured before the standing cell in its block is still
-  compared with the standing cell's outputs of the same trial and level;
-- a cell that fails (start, read-back, window, speculation check) is marked
-  failed, skipped in later blocks, and its server is stopped after the block;
-  the other cells go on, and a failed standing cell fails the step afterwards
-  (services/bench/executors/execution.py), as in every regime;
-- a trial an earlier attempt recorded is adopted, not measured again
-  (services/bench/planning/resume.py); a cell with nothing left starts no server;
-- every server still up is stopped at the end, whatever happened.
-"""
+So drift over a run hits every arm alike. The block and launch orders are the approved plan's, drawn
+from the run ID (`block_order`, `launch_order`): the run executes the stored order, never a recomputed
+one. `run_interleaved` drives the blocks through the bench run's steps (`Runner`); a block's windows are
+recorded standing cell first (docs/bench-runner.md#regimes)."""
 
 from __future__ import annotations
 

@@ -1,37 +1,9 @@
 """Resuming a bench step that an earlier delivery left half done.
 
-A bench-runner killed mid-bench leaves its message pending; the instance that
-reclaims it executes the same approved plan again. Bundle artifacts are
-write-once, and a trial measured again would give other bytes, so:
-
-- every execution is an **attempt**, numbered in `bench/attempts/`; the
-  first writes its launch and raw trial files where the plan says, a later
-  one under `attempt-<n>/` inside those folders (a server log, argv.json,
-  /metrics scrapes and an operator bench's output of a dead attempt stay as
-  evidence and are never overwritten);
-- a trial whose result file (`bench/<cell>/trial-<t>/result-c<c>.json`) is
-  recorded is **adopted**, not measured again: its ref joins the results, and
-  a standing trial's outputs (prompt IDs beside generated texts in the result)
-  still serve the candidates' agreement; its bench.trial.completed is emitted
-  again with the same event ID (derived from the result's path,
-  services/bench/trial.py), since a kill, or a Redis outage longer than the
-  emit's retries, may have lost it after the result was written: the journal
-  and every consumer keep it once;
-- a result file the store published without its index record (killed between
-  the two) is recorded and adopted: the first, durable measurement counts. A
-  measurement that meets a result recorded meanwhile with other bytes is kept
-  aside (`remeasured-<name>` in its attempt's raw folder) and the recorded one
-  counts; the cell goes on;
-- a trial recorded as **rejected** (`rejected-c<c>.json`: its counters broke
-  the spec-decode rule, contracts/artifacts/speculation.py) is adopted as the same
-  failure, never as a result: its problems fail the cell again and it is not
-  measured again (a result file of an older bundle that still carries
-  `speculation_problems` counts as rejected too);
-- a launch whose trials are all adopted starts no server; in the warm-interleaved
-  regime (services/bench/planning/interleave.py) adoption is per trial as everywhere; a
-  block's windows are recorded once all of them are measured, so those a dead
-  runner had measured but not yet recorded are measured again.
-"""
+Bundle artifacts are write-once and a trial measured again gives other bytes, so each execution is a
+numbered attempt (a later one writes under `attempt-<n>/`), a recorded trial is adopted, not measured
+again (its event re-emitted with the same ID), and a recorded rejected trial is adopted as the same
+failure (docs/bench-runner.md#restarts)."""
 
 from __future__ import annotations
 

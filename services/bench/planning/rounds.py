@@ -1,33 +1,9 @@
 """Sequential rounds: the bench-runner's round controller (campaign gate.max_trials).
 
-The plan (BenchPlan.rounds, approved with its hash) gives the trial range per
-arm: every cell runs `min_trials`, then one more trial per arm and level in
-each further block of the warm-interleaved rotation, up to `max_trials`. After
-each block from `min_trials` on, `RoundController.stop_after` looks at what has
-been recorded, through the gate's own stopping rule (services/shared/sequential.py;
-a step never imports another step), with the alpha, minimum effect and server
-bias the gate decides with:
-
-- a level of a candidate that has not failed is *open* while its objective's
-  interval is undecided (neither beyond the minimum effect on a side nor within
-  it) and no guard's lies beyond it on the worse side;
-- a level whose objective or a guard cannot be compared (a figure missing or
-  zero) is settled: the gate calls it a data problem, and more trials do not
-  mend that;
-- the rounds stop when no level is open, or at the cap.
-
-The rule is at least as strict as the gate's `continue`: intervals are nested
-(the same trials, the bench's alpha at most the gate's), so a level the bench
-saw decided is decided for the gate. The bench does not stop levels the gate
-would call moot (it does not apply the floors and data checks the gate does),
-so it may run a round the gate would not have needed, never one fewer.
-
-Each look is stored as bench/rounds/look-<n>.json (n trials per arm): per
-level, the objective's interval, the verdict, whether it is still open, and the
-objective's per-trial spread with the trials per arm it implies for the minimum
-effect (`expected_trials_per_arm`; the first look's is the pilot's figure that
-`specdec status` states).
-"""
+After each block from `min_trials` on, `RoundController.stop_after` looks at what is recorded with the
+gate's own rule (services/shared/sequential.py; a step never imports another step) and stops the rotation
+when no level is open, or at the cap. It may run a round the gate would not have needed, never one fewer
+(docs/gate.md, "The bench-runner's rounds"); each look is bench/rounds/look-<n>.json."""
 
 from __future__ import annotations
 

@@ -1,14 +1,9 @@
 """The report's section "Trained draft: offline vs served acceptance".
 
-Per trained candidate (a cell serving '{training.output}', or the folder training/outputs.json
-names), per concurrency level: the per-position acceptance its trainer estimated before serving
-(contracts/artifacts/offline_acceptance.py) beside the served one, and the error served - offline per
-position and for the acceptance length (report.json's `offline_acceptance` carries the same rows
-as numbers: offline_figures). Both sides are the same quantity: a_j = accepted at
-position j / drafts (the served side pooled over the level's trials, as in "Acceptance per
-position"; the offline side from the trainer's counts). The gate never reads the estimate:
-training metrics cannot authorise promotion.
-"""
+Per trained candidate and level: the trainer's offline per-position estimate beside the served a_j (the
+same quantity on both sides), with the error; report.json carries the same rows as numbers. The gate never
+reads the estimate: training metrics cannot authorise promotion
+(docs/publisher.md#trained-draft-offline-vs-served-acceptance)."""
 
 from __future__ import annotations
 

@@ -1,30 +1,9 @@
-"""Speedup predicted from measured acceptance and draft cost, where speculation stops paying, and the
+"""Speedup predicted from measured acceptance and the draft's cost, where speculation stops paying, and the
 campaign's ngram settings beside the profile's advice. Pure functions of `CampaignData` (and of numbers).
 
-Predicted speedup with the draft's cost, per candidate and concurrency level:
-
-    predicted = L / (1 + k * c)
-
-- L: the mean acceptance length measured in the candidate's trials at that level, 1 + accepted / drafts
-  with the spec-decode counters pooled over the trials (figures.acceptance);
-- k: the num_speculative_tokens the candidate declares;
-- c: the draft's per-token cost relative to the target's. draft_model: `relative_cost` of
-  training/draft-cost.json (the draft this run trained, timed against the target); absent, the draft
-  cost is not measured and there is no prediction. ngram and suffix: 0, a lookup over the context runs no
-  model forward. Any other method (eagle, eagle3, medusa, mtp): not measured, no prediction.
-
-One speculative step costs about one target forward (verifying k drafts at once costs about one plain
-decode step, figures.py's assumption for tau) plus k draft forwards of c each, and yields L tokens. With
-c = 0 the prediction is tau, figures.py's free-drafting bound.
-
-    realized = TPOT(baseline) / TPOT(candidate)
-
-the geometric means of the per-trial median TPOTs at the same level (figures.py, the gate's figure), so
-the report has one realized speedup per level.
-
-Where speculation stops paying: over a candidate's levels in ascending concurrency (no limit last), the
-lowest level whose realized speedup is <= 1 after a level where it was > 1.
-"""
+predicted = L / (1 + k * c) per candidate and level, beside realized = TPOT(baseline) / TPOT(candidate);
+c is the draft's measured relative cost (training/draft-cost.json), 0 for ngram and suffix (no model
+forward), and without it there is no prediction (docs/publisher.md#predicted-and-realized-speedup)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,9 @@
 """Read what the report's predictions need besides the trials: the profile's ngram advice, the draft's cost
 and the trained draft's offline acceptance.
 
-`profile/PROFILE.json` (`contracts.artifacts.profile.Profile`, its `ngram_advice`),
-`training/draft-cost.json` (`contracts.artifacts.training.DraftCost`) and the trainer's
-`offline-acceptance.json` (`contracts.artifacts.offline_acceptance`, found through
-`training/outputs.json`), through the bundle store. All are advice and model inputs, not the evidence the measured numbers
-rest on: an absent or invalid file is a note in its section (no advice to
-compare, draft cost not measured), never a DRAFT reason. A file the store
-cannot read (bytes that do not match their recorded sha256: a damaged bundle) is
-also listed in `problems`, like every other unreadable input.
-"""
+All are advice and model inputs, not evidence: an absent or invalid file is a note in its section, never a
+DRAFT reason; only bytes that do not match their recorded sha256 are a problem
+(docs/publisher.md#what-the-report-is-rendered-from)."""
 
 from __future__ import annotations
 

@@ -1,29 +1,9 @@
 """Credentials and trust of https:// publish targets, from RuntimeSettings.
 
-The bearer token comes from the environment variable that
-`SPECDEC_PUBLISH_TOKEN_ENV` names, or from the file `SPECDEC_PUBLISH_TOKEN_FILE`
-names (one of them; settings refuse both): never from the campaign, never from
-a command line. It is read at the moment of a live send, kept in a `BearerToken`
-whose repr hides it, and goes into the Authorization header only: no message,
-log line or bundle record carries it (the sources are named by variable or
-path instead). An unset variable, an unreadable or empty file, or a token with
-whitespace or non-ASCII characters in it is a `PublishCredentialsError` before
-anything is sent.
-
-Where the token may go (`check_destination`, before the token is read or anything
-is sent, dry runs included): `SPECDEC_PUBLISH_ALLOWED_TARGETS`, when set, lists the URL
-prefixes of the only https:// and http:// targets a publish may go to, token or
-not (services/runtime/url_prefix.py compares parsed URLs: scheme, host, port,
-path on a segment boundary). Empty, with a token configured: only the campaign's
-own `publish.target`, as `campaign.json` in the run's bundle records it (what
-was submitted and reviewed); without a token: any, since nothing secret leaves
-(the review point still holds the report itself, publish_review.py).
-
-`SPECDEC_PUBLISH_CA_BUNDLE` names a PEM file of CA certificates the https://
-target is verified against (a private CA); empty: httpx's default (SSL_CERT_FILE
-when set, else certifi). s3:// targets take their trust from the AWS chain
-(AWS_CA_BUNDLE), like their credentials (s3.py).
-"""
+The bearer token is read only at the moment of a live send, from the variable or file the settings name
+(never the campaign or a command line), held in a `BearerToken` whose repr hides it, and put in the
+Authorization header only. `check_destination` refuses a target the settings do not allow before the token
+is read or anything is sent, dry runs included (docs/lake.md#where-the-token-may-go)."""
 
 from __future__ import annotations
 

@@ -1,19 +1,8 @@
 """What a publish sends: the same files and the same manifest bytes to every target.
 
-- the report, named as under report/: `report.md`, `report.html`, `plots/<name>.png`;
-- the evidence it was built from, named `evidence/<bundle path>`: every trial
-  result JSON (`bench/<cell>/trial-<n>/result-c<k>.json`) and every rejected
-  trial the bench kept (`.../rejected-c<k>.json`), `gate/DECISION.json` when
-  the gate decided, and `report/report.json` (the DRAFT flag and reasons, the
-  levers, the DECISION.json hash);
-- `manifest.json`: the run ID, the DRAFT flag and reasons, the DRAFT override
-  when one was given, and each file's name, sha256, size and content type.
-
-Bytes are the bundle artifacts' bytes unchanged (hash-checked on read), and
-the manifest is canonical JSON without a time in it, so publishing the same
-report again sends the same names and bytes; its sha256 is what a dry run
-records and a live publish must match (publish_review.py).
-"""
+Bytes are the bundle artifacts' unchanged (hash-checked on read) and the manifest is canonical JSON with
+no time in it, so the same report publishes the same names and bytes every time; the manifest's sha256 is
+what a dry run records and a live publish must match (docs/lake.md#what-is-published)."""
 
 from __future__ import annotations
 

@@ -1,41 +1,9 @@
 """Publish a rendered report: to a folder (`file://`), an S3 bucket (`s3://`) or an HTTP(S) endpoint.
 
-What is sent, to every target alike (outbox.py): the report's files
-(`report.md`, `report.html`, `plots/*.png`), its evidence under `evidence/`
-(every trial result JSON, DECISION.json, report.json) and `manifest.json`
-(each file's name, sha256, size and content type; the run ID, the DRAFT flag,
-reasons and override; no time), all bytes unchanged from the bundle. The same
-report publishes the same names and bytes every time.
-
-Targets:
-- `file://DIR`, DIR relative (`file://published`, the campaign default): a
-  folder inside the run's bundle, `<bundle_root>/<run_id>/DIR/`; the files
-  become write-once bundle artifacts. DIR must be a valid bundle path.
-- `file:///ABS/DIR`: `/ABS/DIR/<run_id>/`, write-once too: a file already there
-  with other bytes stops the publish (PublishConflict), nothing is overwritten.
-- `s3://BUCKET/PREFIX`: keys `PREFIX/<run_id>/<name>` through boto3, the AWS
-  chain's credentials, region and endpoint (s3.py); write-once like a folder.
-- `https://` (and `http://`): one multipart POST with retries (transport.py),
-  `Authorization: Bearer` when SPECDEC_PUBLISH_TOKEN_ENV or _FILE names a token
-  (credentials.py); a token is never sent over plain `http://` (refused), and
-  a target the settings do not allow (SPECDEC_PUBLISH_ALLOWED_TARGETS, else the
-  campaign's recorded publish.target when a token is configured) is refused
-  before the dry run, so nothing connects to it.
-
-Safe by default: a publish is a dry run unless acknowledged
-(`i_understand_this_publishes_externally`), and a dry run sends and writes
-nothing at the target. `s3://`, `https://` and `http://` are external: there a
-live publish also needs a recorded dry run of the same manifest to the same
-destination and, for a DRAFT, an explicit override (publish_review.py, where the
-service's campaign-level acknowledgement and pre-approval policy are placed too).
-
-Entry points: `publish_report` for a person or a tool (the CLI, the MCP tool);
-`publish_run` for the service (app.py), with the request's key. Records: the
-dry-run record of an external target (publish_review.py), and when `record` is on
-`publish/<key>/publication.json` (Publication) and, for HTTP,
-`publish/<key>/response.json`; a redelivered request with the same key finds
-them and sends nothing again.
-"""
+Safe by default: a dry run unless acknowledged, and to an external target a live publish also needs a
+recorded dry run of the same manifest (publish_review.py). Entry points: `publish_report` for a person or a
+tool (the CLI, the MCP tool), `publish_run` for the service, with the request's key; a redelivered request
+finds its records and sends nothing again (docs/publisher.md#publishing, docs/lake.md)."""
 
 from __future__ import annotations
 

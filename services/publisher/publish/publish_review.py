@@ -1,40 +1,9 @@
-"""The review point of a publish: an external target gets only what a dry run showed.
+"""The review point of a publish: an external target (`s3://`, `https://`, `http://`) gets only what a dry run showed.
 
-`file://` targets stay on this machine and are not external; `s3://`,
-`https://` and `http://` targets are. For an external target:
-
-1. **A dry run records what it would send.** Every dry run to an external
-   target writes `publish/dry-run/<digest>.json` (`DryRunRecord`: the
-   destination, the manifest's sha256, the DRAFT flag and override, every file
-   with its bundle ref and hash). The digest is that of the destination and the
-   manifest hash, and the record holds no time, so the same dry run again is
-   the same artifact (write-once, nothing new).
-2. **A live publish needs that record and the acknowledgement on the same call.**
-   The acknowledgement (`i_understand_this_publishes_externally`) must be given
-   on the live call itself (`specdec publish --i-understand-this-publishes-externally`,
-   the MCP tool's argument); the record of a dry run of the *same manifest
-   hash* to the *same destination* must exist, or the call is refused
-   (`PublishRefused`) and nothing is sent. A changed report, evidence, override
-   or destination is a different manifest or digest: it needs its own dry run.
-3. **A DRAFT goes out only on an explicit override** (`DraftOverride`, a
-   reason in words). The override is part of the manifest, so the dry run
-   shows it and the live publish must repeat it; the lake receives it in
-   manifest.json and the bundle keeps it in the records. An override on a
-   final report is refused: there is nothing to override.
-
-The service path (app.py) reacts to `report.rendered` / `publish.requested`
-and always makes the dry run and records it first. It goes live from that
-dry run only under the campaign's pre-approval policy (docs/design.md#the-review-point, the review
-point): `review.pre_approve` lists `publish` (with the acknowledgement, which
-the contract requires beside it; acknowledged by "policy") and the report is
-final. The campaign's acknowledgement alone (acknowledged by "campaign") sends
-nothing live to an external target: nobody reviewed that dry run, so it stays
-one, and the acknowledgement stands in contracts/inert.py's conditional table
-there; a person (or the MCP tool) publishes the reviewed dry run with the
-acknowledgement on that call. A campaign carries no override, so the service
-never sends a DRAFT out: it stays a dry run (never an error), and a person
-publishes it with the override if they mean to.
-"""
+Every dry run to an external target records `publish/dry-run/<digest>.json`; a live publish needs that
+record for the same manifest and destination and the acknowledgement on the same call, and a DRAFT an
+explicit override. The service goes live from its own dry run only under the campaign's pre-approval
+policy, never for a DRAFT (docs/lake.md, "The review point")."""
 
 from __future__ import annotations
 

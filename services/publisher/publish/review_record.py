@@ -1,14 +1,8 @@
 """The review point as the report records it: for each reviewed step's plan, what approved it.
 
-Training and serving change the cluster, so their plans pass the review point
-(services/runtime/review.py): stored (hashed) and announced first, then run on a
-`run.approved` naming their sha256, or at once when the campaign's pre-approval
-policy (`review.pre_approve`, with `acknowledgements.i_understand_this_mutates_cluster`)
-names the step. `plan_reviews` reads that back from the journal with the services'
-own rules (`pre_approved`, `covers`), so the report says what the services did;
-`with_views` adds each stored plan as `specdec <step> plan` shows it
-(services/shared/plan_view.py), and `review_section` renders both.
-"""
+`plan_reviews` reads that back from the journal with the services' own rules (`pre_approved`, `covers`),
+so the report says what the services did; `with_views` adds each stored plan as `specdec <step> plan`
+shows it, and `review_section` renders both."""
 
 from __future__ import annotations
 

@@ -1,25 +1,8 @@
-"""`s3://BUCKET/PREFIX` publish targets through boto3.
+"""`s3://BUCKET/PREFIX` publish targets through boto3: keys `<prefix>/<run_id>/<name>`, `manifest.json` last.
 
-Where and as whom: the standard AWS chain, nothing of specdec's own. Credentials
-(AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN, AWS_PROFILE with
-AWS_SHARED_CREDENTIALS_FILE and AWS_CONFIG_FILE, web identity, the container or
-instance role), region (AWS_REGION / AWS_DEFAULT_REGION / the profile's), endpoint
-(AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL / the profile's endpoint_url, for an
-S3-compatible store) and trust (AWS_CA_BUNDLE) all come from it.
-
-Keys: `<prefix>/<run_id>/<name>` for every name of the outbox (outbox.py),
-`manifest.json` written last. Each object carries its sha256 as
-`x-amz-meta-sha256` and as the S3 checksum (`ChecksumSHA256`, which S3
-verifies on receipt).
-
-Before any upload: credentials are resolved (none found, a profile that does
-not exist, a role that cannot be assumed: `PublishCredentialsError`), then
-`HeadBucket` proves them and the bucket (403: credentials refused, 404: no such
-bucket, an endpoint that does not answer: `PublishFailed`), then every key is
-looked at: a key already holding other bytes stops the publish
-(`PublishConflict`); keys holding the same bytes are left as they are, so a
-re-publish writes the same keys with the same bytes and uploads nothing new.
-"""
+Credentials, region, endpoint and trust all come from the standard AWS chain, nothing of specdec's own.
+Write-once: before any upload the bucket is proven (HeadBucket) and every key looked at; a key holding
+other bytes stops the publish, one holding the same bytes is left alone (docs/lake.md#targets)."""
 
 from __future__ import annotations
 

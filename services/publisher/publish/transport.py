@@ -1,25 +1,9 @@
 """POST a report to an HTTP(S) endpoint with retries and exponential backoff, recording every attempt.
 
-One POST is a multipart/form-data body: a `manifest` part (application/json:
-run ID, DRAFT flag and reasons, every file's name, sha256 and size) and one
-`file` part per report file whose filename is its name under report/
-(`report.md`, `report.html`, `plots/<name>.png`) and whose bytes are the
-artifact's bytes unchanged, so the receiver can check each part against the
-manifest. Headers: `Idempotency-Key` (the same on every retry of one publish,
-so a receiver can drop duplicates), `X-Specdec-Run-Id`, `X-Specdec-Draft`, and
-`Authorization: Bearer <token>` when a token is configured (credentials.py).
-The token is in that header only: the record keeps the response's headers, never
-the request's, and no log line here names it.
-
-TLS: `verify` is what the server's certificate is checked against (an SSL context
-built from SPECDEC_PUBLISH_CA_BUNDLE, or True for httpx's default); a failed check
-is a connection error like any other, retried, then `unreachable` with the reason.
-
-Retries: on a connection error or timeout, and on 408, 425, 429, 500, 502,
-503, 504; waiting `backoff_s * 2**(attempt-1)` capped at `max_backoff_s`, or
-the response's Retry-After seconds when given (same cap). Any other status is
-final. 2xx is accepted.
-"""
+One multipart POST: a `manifest` part and one `file` part per file, bytes unchanged, so the receiver can
+check each against the manifest; `Idempotency-Key` is the same on every retry. The token is in the
+Authorization header only: the record keeps the response's headers, never the request's
+(docs/publisher.md#publishing)."""
 
 from __future__ import annotations
 

@@ -1,23 +1,9 @@
 """Read a run's campaign from its evidence bundle into `CampaignData`.
 
-Inputs, all from `<bundle_root>/<run_id>/` and read through the BundleStore (so
-every artifact's bytes are checked against the sha256 recorded when written):
-`campaign.json`, `events.jsonl`, every `bench/<cell_id>/trial-<n>/result-c<k>.json`
-and the bench's rejected trials (`contracts.layout.REJECTED_GLOB`), read, re-checked and
-grouped into arms by trials.py, `gate/DECISION.json`, `bench/plan.json` and
-the trainer-proxy's `training/input-key.json` (`contracts.artifacts.training.KeyRecord`)
-when present, the profile's ngram advice, the draft's cost and the trained draft's offline acceptance (prediction_inputs.py),
-and every launch's engine read-back (`contracts.layout.engine_check`,
-`contracts/artifacts/engine.py`); from the journal, what approved each plan at the review
-point (review_record.py). Paths are `contracts.layout`'s. A missing campaign.json is
-tolerated (the report says so), unlike in the steps that need one.
-
-Rejected trials never reach an arm, so no figure or plot holds them (trials.py); they
-are listed with their reasons.
-
-`read_campaign` does the I/O; `step_statuses` is pure, as are trials.py's `build_arms`
-and `split_rejected`.
-"""
+Everything is read through the BundleStore, so every artifact's bytes are checked against their recorded
+sha256; an unreadable input is a problem the report lists, never a crash, and a missing campaign.json is
+tolerated. What is read: docs/publisher.md#what-the-report-is-rendered-from. `read_campaign` does the
+I/O; `step_statuses` is pure."""
 
 from __future__ import annotations
 

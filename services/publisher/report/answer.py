@@ -1,16 +1,8 @@
-"""The report's first section: the answer per level (issue 31's "lead with the per-level answer").
+"""The report's first section: the answer per level, its chart first on the page.
 
-One chart, first on the page (right after the DRAFT marking when there is one): every candidate's
-change of the objective per concurrency level, drawn as a gain (up is better whatever the metric's
-direction), with its interval, the band of the declared minimum effect and the level's verdict.
-Below it, per level, the interval after each look and where the trials stopped.
-
-The looks are recomputed from DECISION.json alone, through the gate's own rule
-(services/shared/sequential.py): each level's objective carries its per-trial figures in trial
-order, and the thresholds carry the alpha, the minimum effect, the server bias, the first look and
-the cap. The look at the trials used is the decision's own interval (a test holds them equal).
-Without a cap there is one look, at the trials at hand.
-"""
+The looks are recomputed from DECISION.json alone with the gate's own rule (services/shared/sequential.py),
+so the look at the trials used is the decision's own interval (a test holds them equal;
+docs/publisher.md#the-report, item 2)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,8 @@
 """The report as a document model, and its two serialisations: Markdown and one self-contained HTML file.
 
-Both come from the same `Document`, so they carry the same numbers, the same
-identity pointers and the same DRAFT marking. Identity pointers: a `Ref(key)`
-links to the row of the identity table whose first cell is `Anchor(key)`
-(`#id-<cell>@c<level>`).
-
-The HTML has no script and loads nothing: styles are inline, plots are
-`data:image/png;base64` URIs, and a Content-Security-Policy forbids any other
-source, so it opens offline and anything that tried to load would show as a
-console error. DRAFT stands in the <title>, the first heading, every section
-heading, and a fixed mark that repeats on every printed page.
-"""
+Both come from the same `Document`, so they carry the same numbers, identity pointers (a `Ref(key)` links
+to the identity row whose first cell is `Anchor(key)`) and DRAFT marking. The HTML has no script and loads
+nothing, under a Content-Security-Policy, so it opens offline (docs/publisher.md#the-report)."""
 
 from __future__ import annotations
 

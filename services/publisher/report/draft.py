@@ -1,30 +1,7 @@
 """DRAFT marking: why a report cannot be read as final evidence.
 
-A report is marked DRAFT (in its title and on every section, HTML and
-Markdown alike) when any of these holds; every reason that holds is listed:
-
-1. a campaign step is missing or failed (its last event in the journal is
-   `<step>.failed` / `capacity.unavailable`, or no event settles it), or the
-   bundle has no journal at all; `bench.completed` lists failed cells;
-2. the gate decided `inconclusive`, or no valid DECISION.json exists;
-3. a number's identity is incomplete: a trial without specdec's identity
-   block, an unknown source revision, identity that differs between trials
-   of one arm, a candidate without a measured named baseline, fewer trials
-   with results than declared, identity fields the gate could not compare;
-4. the matrix was exploratory (`matrix.exploratory: true`, whatever the trial counts);
-5. an input could not be read (result file, campaign.json, DECISION.json);
-6. a trial was rejected (the bench's `rejected-c<k>.json`, or a result the
-   report's re-check of the spec-decode rule rejects): it is in no figure, and
-   the cell's evidence is short of it;
-7. the engine's effective config of a launch was not read back (no
-   EngineCheck file), or differs from what the cell declared in some field;
-8. a suffix cell keeps earlier requests' outputs in its global cache
-   (`suffix_decoding_max_cached_requests` above 0, vLLM's default 10,000)
-   while every trial replays the same prompts: it drafts from its own answers
-   to those prompts in earlier windows, which the traffic would not give it.
-
-Pure: a function of `CampaignData`.
-"""
+Every reason that holds is listed (docs/publisher.md#draft); a weak or incomplete campaign is a DRAFT,
+never an error. Pure: a function of `CampaignData`."""
 
 from __future__ import annotations
 

@@ -1,30 +1,8 @@
 """Figures derived from an arm's trials: spreads, pooled acceptance, predicted and realized speedup.
 
-Pure functions of `ArmLevel`s; the report, the plots and the levers all read
-their numbers from here so a number means the same everywhere.
-
-Acceptance per position. vLLM counts, at each draft position i (1-based), the
-draft tokens accepted there (`accepted_per_position`). A token at position i
-is accepted only when every earlier one was, so
-
-    a_i = accepted at position i / drafts        (share of steps reaching i)
-    p_i = a_i / a_(i-1), a_0 = 1                  (acceptance at i given i-1)
-
-Predicted speedup. One verification step of the target yields the accepted
-draft tokens plus one token of its own: the expected tokens per step is
-
-    tau = 1 + sum_i a_i  (= vLLM's mean acceptance length, 1 + accepted / drafts)
-
-If drafting were free and a verification step cost one plain decode step,
-TPOT would fall by the factor tau: `predicted = tau` is that upper bound.
-
-Realized speedup. `realized = TPOT_baseline / TPOT_candidate`, each the
-geometric mean of the per-trial median TPOTs at the same concurrency level (the
-gate's own per-trial figure and average). Their ratio
-`efficiency = realized / predicted` is the share of the ideal gain the serving
-stack kept; `overhead = predicted / realized - 1` is the extra cost of one
-speculative step (drafting plus verifying k tokens) relative to a plain step.
-"""
+Pure functions of `ArmLevel`s; the report, the plots and the levers all read their numbers from here, so a
+number means the same everywhere. The definitions (a_i, p_i, tau, realized, efficiency, overhead):
+docs/publisher.md#predicted-and-realized-speedup."""
 
 from __future__ import annotations
 

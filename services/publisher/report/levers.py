@@ -1,25 +1,8 @@
 """The report's last section: the next measured lever, and the gate that can prove or reject it.
 
-Levers are derived from the data by the rules below, evaluated in this order
-(the first that fires is "the next measured lever"; the others follow). Each
-lever names the numbers and identity pointers it rests on, and a gate built
-from the campaign's own gate spec (objective, floors, trials).
-
-| rule | fires when | lever |
-| --- | --- | --- |
-| failed-requests | an arm failed more than the gate's 1 % of requests | fix the serving errors, re-bench |
-| missing-trials | an arm has fewer trials with results than declared | complete the bench |
-| too-few-trials | an arm declares fewer trials than the gate needs per arm | re-bench with that many trials |
-| acceptance-collapse | a candidate with k >= 2 has p_j < 0.5 at a position j >= 2 (figures.py) | num_speculative_tokens = j - 1 |
-| floor-failed | a candidate fails an acceptance or accuracy floor | a proposer that drafts better for this traffic |
-| win-vanishes | a candidate wins at some level and stops paying at concurrency c above it, measured there | cap speculation below c |
-| speculation-overhead | realized / predicted speedup < 0.5 (figures.py) | a cheaper proposer or fewer tokens |
-| beat-noise | no candidate wins and the objective is within noise at a level | more trials (count from the interval) or a larger effect |
-| extend-k | a winning candidate keeps p_k >= 0.7 at its last position | num_speculative_tokens = k + 1 |
-| next-level | nothing above fired | measure the next concurrency level with the best candidate |
-
-Pure: a function of `CampaignData`.
-"""
+The rules are evaluated in the order docs/publisher.md#next-measured-lever lists them; the first that fires
+is the next measured lever, the others follow. Each names the numbers and identities it rests on and a gate
+built from the campaign's own gate spec. Pure: a function of `CampaignData`."""
 
 from __future__ import annotations
 

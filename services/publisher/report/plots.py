@@ -1,19 +1,8 @@
 """The report's plots, as PNG bytes (matplotlib's Agg canvas, no display, no global pyplot state).
 
-Which plots a campaign gets (the report's plot count is this, exactly):
-
-| plot | one per | file |
-| --- | --- | --- |
-| the answer per level: each candidate's gain per level, its interval, the minimum effect, the outcome (drawn by answer.py under this module's lock, first) | campaign, when the decision compared any objective | `answer.png` |
-| TTFT / TPOT / ITL, spread of trials, named baseline beside | cell x level with results | `latency-<cell>-c<level>.png` |
-| acceptance per position (a_i and p_i, one line per level) | candidate cell with spec-decode counters | `acceptance-<cell>.png` |
-| output throughput against concurrency, every cell | campaign, when any trial has throughput | `throughput.png` |
-| predicted (from acceptance) beside realized (from TPOT) speedup | campaign, when any candidate has both | `speedup.png` |
-
-Rendering is deterministic (fixed fonts, no timestamps in the PNG), so a
-re-render of the same bundle gives the same bytes and the write-once report
-is idempotent.
-"""
+Which plots a campaign gets, hence the report's plot count: docs/publisher.md#plots (answer.py draws the
+first under this module's lock). Rendering is deterministic (fixed fonts, no timestamps in the PNG), so a
+re-render of the same bundle gives the same bytes and the write-once report is idempotent."""
 
 from __future__ import annotations
 

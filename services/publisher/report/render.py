@@ -1,31 +1,8 @@
 """The report's content: `CampaignData` -> `Document` -> Markdown, HTML and plots.
 
-Every number in a table carries its identity: the first column of each table
-of measured numbers is a pointer to that arm's row in the identity table
-(model, hardware, node, quantization, parallelism, serving config, workload shape,
-concurrency, regime, graph mode, source revision, trial count, named
-baseline); the rows also repeat the cell, the concurrency, the trial count and
-the named baseline so a row read alone still says what it measured. Plots
-carry the identity line in their subtitle and pointers in their caption.
-
-Sections, in order: DRAFT reasons (when any), the answer per level (its chart
-first on the page: answer.py), summary, steps, the review
-point (what approved each plan: an approval's event and hashes, or the
-campaign's pre-approval policy: review_record.py), identity, the
-engine's read-back (declared beside effective, per launch), rejected trials,
-redaction, training (the draft and its cost), gate verdicts, latency,
-throughput, acceptance, predicted against realized speedup (free drafting,
-then with the draft's cost: render_predict.py), where speculation stops
-paying, the ngram settings beside the profile's advice, the suffix prediction and
-the trained draft's offline acceptance beside the served ones (offline_section.py), and last the next
-measured lever. Rejected trials are in no arm, so
-in no table of figures and no plot: only their own section lists them.
-
-`build_document` puts the sections in that order. The report's own ones (DRAFT reasons, summary,
-steps, identity, engine read-back, rejected trials, redaction, gate verdicts, latency, throughput,
-acceptance, speedup with its plot, the next measured lever) are built in sections.py; the others
-in the modules named above.
-"""
+`build_document` puts the sections in the report's order (docs/publisher.md#the-report); its own ones are
+built in sections.py, the others in the modules it names. Every table of measured numbers starts with a
+pointer to its arm's identity row; rejected trials are in no arm, so in no figure and no plot."""
 
 from __future__ import annotations
 

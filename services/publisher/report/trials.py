@@ -1,16 +1,8 @@
 """The bench's trial results: read from the bundle, re-checked, and grouped into arms.
 
-Every `bench/<cell_id>/trial-<n>/result-c<k>.json` is parsed by
-`contracts.artifacts.results.parse_trial`, the gate's own reader, so the report and
-the gate read the same figures; the bench's rejected trials
-(`contracts.layout.REJECTED_GLOB`) are read only to be listed. Rejected trials never
-reach an arm, so no figure or plot holds them: the bench's, and every result whose
-counters the spec-decode rule (contracts/artifacts/speculation.py, re-checked here
-as the gate does, with the campaign's max_model_len) rejects.
-
-aggregate.py calls these for `CampaignData.arms` and `.rejected`; `read_trials` and
-`read_rejected` do the I/O, `split_rejected` and `build_arms` are pure.
-"""
+Results are parsed by the gate's own reader, so report and gate read the same figures; a rejected trial
+(the bench's, or a result the spec-decode rule rejects on re-check, as the gate does) never reaches an
+arm. `read_trials` and `read_rejected` do the I/O, `split_rejected` and `build_arms` are pure."""
 
 from __future__ import annotations
 
