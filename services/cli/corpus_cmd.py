@@ -1,13 +1,8 @@
 """`specdec corpus`: the corpus step's offline command, the same code as the service.
 
-    specdec corpus --profile PROFILE.json --traffic TRAFFIC.jsonl --out CORPUS.jsonl
-                   [--tokenizer DIR] [--size N] [--heldout-share F] [--seed N] [--max-model-len N]
-
-Exit 0 with CORPUS.jsonl and CORPUS.jsonl.manifest.json written and a
-one-line summary on stdout; exit 3 when the profile is shapes-only (nothing
-is written, the reason goes to stderr: the service records the step as
-skipped); exit 2 with a (redacted) message on stderr for any other error,
-in which case nothing is written either.
+Exit 0 with the corpus and its manifest written; 3 when the profile is shapes-only (the service records
+that as skipped); 2 on any other error, with a redacted message. Nothing is written but on 0
+(docs/corpus.md).
 """
 
 from __future__ import annotations

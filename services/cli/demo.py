@@ -1,14 +1,10 @@
-"""`specdec demo` (what `make demo` runs): the embedded default campaign, end to end.
+"""`specdec demo` (what `make demo` runs): the embedded default campaign, end to end (docs/demo.md).
 
-It fetches and converts (or reuses, by content hash) the real target the
-campaign serves, SmolLM2-135M-Instruct (infra/examples/smollm2.py), and the environment of
-its example EAGLE-3 trainer (infra/bin/ensure-speculators-env, built once), starts every
-built service as a local process, submits infra/examples/demo-campaign.yaml
-(acknowledged for this machine's local executor only, with the review.pre_approve policy for
-training and bench, so its plans run as soon as they are stored), follows the run live, and ends with the
-outcome. It exits non-zero with the failing step and reason when a step
-fails, and says plainly which steps did not run and why; it never reports
-success for work that did not run.
+It fetches or reuses the real target (SmolLM2-135M-Instruct) and the environment of its example EAGLE-3
+trainer, starts every built service as a local process, submits infra/examples/demo-campaign.yaml
+(pre-approved for this machine's local executor), follows the run live and ends with the outcome. A
+failing step exits non-zero with its reason, and steps that did not run are named with why: it never
+reports success for work that did not run.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """`specdec profile`: the profiler's offline command, the same code as the service.
 
-    specdec profile --in TRAFFIC.jsonl --out PROFILE.json [--tokenizer DIR] [--reject-threshold F] [--sample-cap N]
-    specdec profile --aa-shapes [NAME ...] --out PROFILE.json
-
-Exit 0 with PROFILE.json written; exit 2 with a message on stderr otherwise.
-When the rejected share passes the threshold, PROFILE.json is *not* written
-(a file at --out would read as a usable profile); the message lists the first
-rejected lines (redacted) so the operator can fix them.
+Exit 0 with PROFILE.json written; 2 with a message on stderr otherwise. A rejected share past the
+threshold writes no PROFILE.json (a file at --out would read as usable) and names the first rejected
+lines, redacted (docs/profiler.md).
 """
 
 from __future__ import annotations

@@ -1,23 +1,9 @@
 """`specdec report` and `specdec publish`: the use cases of services/app/runs/report.py, offline (no Redis).
 
-Both read the run's bundle under SPECDEC_BUNDLE_ROOT (default ./bundles).
-
-- `specdec report RUN_ID` renders the report into the bundle's report/
-  (write-once; the same evidence gives the same bytes) and prints the paths;
-  `--out DIR` writes a copy to DIR instead and leaves the bundle untouched.
-- `specdec publish RUN_ID` is a dry run: it prints what would be sent where and
-  writes nothing. `--i-understand-this-publishes-externally` makes it live (the
-  campaign's own acknowledgement is for the automated service path, not for a
-  person at a terminal); `--dry-run` keeps it a dry run even with the flag.
-  `--target` replaces the campaign's publish.target; an http(s):// one must be
-  allowed by SPECDEC_PUBLISH_ALLOWED_TARGETS (with a token configured and no
-  list, only the campaign's own target is). A live publish to an
-  external target (s3://, http(s)://) needs a dry run of the same report and
-  target first; a DRAFT report goes out only with `--publish-draft REASON`,
-  given to the dry run too (docs/lake.md).
-
-Exit status 0 on success (a dry run included); 2 with the reason on stderr
-otherwise (no rendered report, a target that refused the report, ...).
+`report` renders into the run's bundle (write-once) or a copy elsewhere; `publish` is a dry run unless
+the person at the terminal types the acknowledgement, and a live external publish needs a dry run of
+the same report and target first (docs/publisher.md#commands, docs/lake.md). Exit 0 on success, a dry
+run included; 2 with the reason on stderr.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """`specdec up`: every registered service as a local process, stopped together.
 
-The compose topology without Docker: one process per service (each its own
-consumer group member) against the configured Redis. Ctrl-C or SIGTERM stops
-them all (SIGTERM, then SIGKILL after the grace period; a service that had to be
-SIGKILLed has its servers' process groups ended too), then ends every process
-still labelled with a run its services were running (SIGTERM, SIGKILL after a
-grace period): a helper that ignores SIGTERM and outlived the server that started
-it (multiprocessing's resource tracker) included. Each child also dies with
-this process (parent-death signal).
+The compose topology without Docker, against the configured Redis. Stopping ends the services, then
+every process still labelled with a run they were running, so a helper that ignored SIGTERM does not
+outlive them (docs/delivery.md#stopping-and-restarting); each child also dies with this process.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """The bearer token of `specdec mcp --http`, and the server's other settings (McpSettings).
 
-Over stdio the caller is the process that started the server (and owns its
-environment), so nothing is checked. Over HTTP anyone who reaches the port
-could call, and a read-only tool still reads files and runs checks: every
-request to the MCP endpoint, whatever its method (every tool, resource and
-prompt), needs `Authorization: Bearer <token>` with the token of the server's
-settings. The SDK's bearer middleware checks it (`StaticTokenVerifier`) and
-answers 401 with `WWW-Authenticate: Bearer ...` before any handler runs; each
-tool that mutates checks it once more itself (`Guard`).
-
-The token is never a setting itself (settings are logged and dumped): a setting
-names where it is, an environment variable (`SPECDEC_MCP_TOKEN_ENV`) or a file
-(`SPECDEC_MCP_TOKEN_FILE`, e.g. a mounted secret, readable by its owner only).
+Over HTTP every request needs the token, checked by the SDK's bearer middleware before any handler
+runs, and once more by each tool that mutates; over stdio the caller started the server, so nothing is
+checked. The token is never a setting itself: a setting names the variable or file that holds it
+(docs/mcp.md#http-and-the-bearer-token).
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
-"""`specdec mcp` (also `python -m services.mcp`): serve the campaign workflow to MCP clients (docs/mcp.md).
+"""`specdec mcp` (also `python -m services.mcp`): serve the campaign workflow to MCP clients over stdio or
+streamable HTTP (docs/mcp.md).
 
-    specdec mcp                                  stdio (the client starts this process)
-    specdec mcp --http [--host H] [--port N]     streamable HTTP on 127.0.0.1:8391 by default
-
-Over HTTP every call (every tool, resource and prompt) needs `Authorization: Bearer
-<token>` with the token named by SPECDEC_MCP_TOKEN_FILE or SPECDEC_MCP_TOKEN_ENV, or
-is answered 401; without a token the server does not start. Over either transport
-campaign, matrix and traffic files are read only under SPECDEC_MCP_ROOTS. This is
-the MCP server's own command line: the `specdec` CLI hands `specdec mcp ARGS` to it
-as a process of its own (services/cli/main.py), so neither entry point imports the
-other.
+The MCP server's own command line: the `specdec` CLI hands `specdec mcp ARGS` to it as a process of its
+own (services/cli/main.py), so neither entry point imports the other. Over HTTP it does not start
+without a token.
 """
 
 from __future__ import annotations

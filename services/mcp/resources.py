@@ -1,13 +1,8 @@
 """A run's bundle files as MCP resources: `bundle://RUN_ID/PATH`, the URIs the events and tools carry.
 
-Confined to the bundle: the run ID and path pass the bundle store's own checks
-(validated IDs, no `..`, no absolute path, no symlink out of the run folder)
-and only recorded artifacts are served, hash-checked on read (a file changed
-on disk is refused, as the services refuse it); besides them, the run's
-derived `manifest.json` (every artifact's path and hash) and `events.jsonl`
-(the journal). A file that carries the operator's commands (the campaign, the plans, a
-launch's argv.json, a log) is served with the value of every secret-bearing argument masked.
-Read-only; over HTTP a read needs the bearer token like every call (auth.py).
+Confined to the bundle and read-only: only recorded artifacts (hash-checked on read), the manifest
+and the journal are served, and a file carrying the operator's commands is served with every
+secret-bearing value masked (docs/mcp.md#resources-the-runs-bundle).
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """The MCP tools: thin calls to the use cases (services/app), with typed, described inputs and outputs.
 
-Every tool's input schema forbids additional properties, and an argument the tool does
-not declare is refused by name (the SDK would drop it silently: a setting accepted and
-consumed by nothing, docs/design.md#principle-1-no-inert-configuration); a declared argument that a mode would ignore
-is refused in that mode (campaign_run's wait_for_plans_s on a live call) or consumed
-(evidence_init's family beside an experiment_id, checked by campaign_init; docs/mcp.md).
-Every tool, before it does anything: refuses an acknowledgement-looking token inside
-any string argument (contracts/argv.py, as the CLI refuses one inside an argv; the
-acknowledgements are the typed boolean arguments), and, when it mutates, checks the
-HTTP bearer token (auth.py; over HTTP the SDK's middleware has refused a call without it
-already). A campaign, matrix or traffic file is read only under the server's roots
-(SPECDEC_MCP_ROOTS, `deps.roots`). A SpecdecError or an invalid input becomes an MCP tool
-error carrying the use case's message.
+Before it does anything, every tool refuses an argument it does not declare (the SDK would drop it:
+docs/design.md#principle-1-no-inert-configuration) and an acknowledgement-looking token in any string,
+and a tool that mutates checks the bearer token again. A SpecdecError or an invalid input becomes an
+MCP tool error carrying the use case's message (docs/mcp.md#refusals).
 """
 
 from __future__ import annotations

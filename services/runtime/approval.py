@@ -1,15 +1,8 @@
-"""The review point (docs/design.md#the-review-point): a plan runs only when its hash was approved.
+"""The rules of the review point (docs/design.md#the-review-point) that every reviewed step applies.
 
-A service that changes the cluster (trainer-proxy, bench-runner):
-1. on its trigger event, builds its plan, stores it in the bundle
-   (`<step>/plan.json`, write-once, hashed) and emits `<step>.planned`;
-   it then executes at once only when the campaign's pre-approval policy
-   names the step (`review.pre_approve`, which the campaign can state only
-   beside `acknowledgements.i_understand_this_mutates_cluster: true`);
-   otherwise, the acknowledgement alone included, it stops there;
-2. on `run.approved`, it executes its stored plan only when the approval
-   names that plan's sha256 and the plan's bytes still hash to it, and the
-   campaign did not pre-approve it (then step 1 already ran it).
+A plan runs only when an approval names its sha256 and its stored bytes still hash to it, or when the
+campaign's `review.pre_approve` names the step (then a later approval runs nothing again). The
+mechanism that applies them, plan -> announce -> execute, is review.py.
 """
 
 from __future__ import annotations

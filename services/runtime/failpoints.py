@@ -1,19 +1,8 @@
-"""Named fault-injection points at the boundaries between two durable effects.
+"""Named fault-injection points at the boundaries between two durable effects (`hit(NAME)`).
 
-A crash between two durable writes (an artifact's file and its index record, a trial's result and
-its event, an event's XADD and the ack of the message that caused it) leaves the first without the
-second. Each such boundary is a failpoint: registered below with the place it sits and the process
-that passes it, and marked in the code by `hit(NAME)`. Unarmed, `hit` is one dictionary lookup.
-
-Armed only through `SPECDEC_FAILPOINTS` = `NAME=ACTION[,NAME=ACTION...]`, where ACTION is
-- `kill`: SIGKILL this process the first time it passes the point;
-- `kill@N`: SIGKILL it the N-th time (N >= 1).
-Each point fires once per process. A restarted process that still carries the setting arms it
-again, so a supervisor that keeps the setting gets a crash loop by design; the failpoint suite
-(tests/e2e/test_failpoints.py) restarts a killed service without it, as an operator would.
-
-The setting is read once, on the first `hit` or on `check_setting()` (every service calls that at
-start, so a misspelt name or action stops the service with one line instead of arming nothing).
+Each point is registered below with its place and process; unarmed, `hit` is one dictionary lookup.
+Armed only through SPECDEC_FAILPOINTS, read once (first `hit` or `check_setting()` at start, which
+refuses a misspelt entry); docs/delivery.md#crashes-one-table has the points and what each crash leaves.
 """
 
 from __future__ import annotations

@@ -1,24 +1,8 @@
 """The review point as one mechanism: plan -> approve -> execute (docs/design.md#the-review-point).
 
-A step that changes the cluster (the trainer-proxy, the bench-runner) gives a
-`Reviewed` its three parts and gets its routes back:
-
-1. **trigger** (the upstream event or `<step>.requested`): read the run's
-   campaign, let the step decide it has nothing to do (`skip`), else build and
-   store the plan (write-once, hashed) and emit `<step>.planned`. The plan runs
-   at once only when the campaign's pre-approval policy names the step
-   (`review.pre_approve`, with the typed acknowledgement); it is still stored
-   and announced first. The acknowledgement alone runs nothing: the plan
-   waits for an approval.
-2. **run.approved**: execute the stored plan only when the approval names its
-   sha256 and the plan's bytes still hash to it (a plan changed after approval
-   never runs), and the campaign did not pre-approve it (then step 1 ran it).
-   The step key is the plan's sha256, so one approval runs a plan once; an
-   approval that does not cover the plan is keyed by its own event ID, so a
-   later, right approval still runs it.
-
-The step supplies only what differs: how to plan, how to announce, how to
-execute. Both services' app.py files then only translate messages.
+A step that changes the cluster gives `Reviewed` how to plan, announce and execute, and gets its routes
+back; its app.py then only translates messages. The plan is always stored and announced first; the
+plan's sha256 is the approval's step key, so one approval runs a plan once.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """URL prefixes compared as parsed URLs, never as text (SPECDEC_PUBLISH_ALLOWED_TARGETS).
 
-Both sides are parsed by httpx, the client that connects, so what is compared is
-where a request would go. A prefix `https://HOST[:PORT][/PATH]` covers a URL when
-they have the same scheme, the same host (IDNA-encoded, lower case, compared
-whole), the same port (the scheme's default when none is written) and the URL's
-path starts with the prefix's path on a segment boundary. So
-`https://lake.example.com/reports` covers `https://lake.example.com/reports` and
-`.../reports/run-1`, but not `.../reports-old`, `https://lake.example.com.evil/`,
-`https://lake.example.com:8443/reports` or `https://lake.example.com@evil/`
-(whose host is `evil`). A URL naming a user (`USER@HOST`), or with a path segment
-that decodes to `.` or `..` or holds an encoded `/` or `\\`, is covered by nothing.
-A prefix itself is `http(s)://HOST[:PORT][/PATH]` only: no user, query or fragment.
+Both sides are parsed by httpx, the client that connects, so what is compared is where a request would
+go: scheme, host, port and path on a segment boundary. A URL naming a user, or with a dot segment or an
+encoded slash, is covered by nothing (docs/security.md#the-publish-token-goes-only-where-it-was-reviewed).
 """
 
 from __future__ import annotations

@@ -1,28 +1,9 @@
-"""The environment a workload starts with: what the platform needs, what the executor sets, and the
-variables the campaign declares for it. Nothing else of the service's environment passes.
+"""The environment a workload starts with: the platform's variables, what the executor sets, and what the
+campaign declares. Nothing else of the service's environment passes.
 
-A workload is any process specdec starts for a campaign: the trainer and its probe, a vLLM server,
-the operator's bench and eval commands, specdec's own load generator, and the idle check. The
-service that starts it holds specdec's credentials (SPECDEC_REDIS_URL with its password, the
-variable a *_TOKEN_ENV setting names, AWS keys for the lake); a workload is the operator's code
-and needs none of them, so it never sees them unless the campaign declares them by name.
-
-What passes (docs/configuration.md, "The workload's environment", gives the list and the reasons):
-
-- the platform: `PLATFORM` by name (the search path, home, user, locale, time zone, temporary
-  folder, the Python and CA settings, Hugging Face's cache and offline switches) and `PLATFORM_PREFIXES`
-  by prefix (locale categories, the CUDA/NCCL/ROCm device and library settings, the thread-count and
-  tuning knobs of OpenMP, MKL, torch, Triton and vLLM, Slurm's own variables), except a name that
-  reads like a credential (`_SECRET_NAME`: VLLM_API_KEY, NCCL_..._TOKEN), which passes only when
-  declared;
-- the variables the campaign declares for the command (`env: [HF_TOKEN]`), with their values from
-  the service's environment at launch; the names are in the reviewed plan, the values never are;
-- what the caller sets on top (`extra`: the engine defaults) and what `procs.spawn` adds (the
-  experiment label).
-
-A declared name the service's environment lacks at launch fails the launch, naming the variable
-(`MissingVariable`, a `StepFailed`): the workload would otherwise start without a credential it
-was declared to need and fail later, further from the cause.
+A workload is the operator's code and needs none of the service's credentials, so it never sees them
+unless the campaign declares them by name; a declared name missing at launch fails the launch
+(`MissingVariable`). The list and the reasons: docs/configuration.md#the-workloads-environment-env.
 """
 
 from __future__ import annotations

@@ -1,21 +1,8 @@
 """Every check a campaign needs only itself and local files for, in one place: `static_problems`.
 
-`specdec validate`, `specdec submit` (services/app/campaign/prepare.py) and the bench
-planner (services/bench/planning/plan.py) all call it, so a problem the planner
-would refuse after profile, corpus, capacity and training ran is refused before
-any of them starts (docs/configuration.md, "Checked before anything runs").
-
-What it covers, beside the campaign model's own validators (contracts/campaign:
-`Campaign`, and `Matrix`, whose validator names every problem of the matrix at
-once, including the arms' trials, graph modes and named nodes):
-
-- the standing cell against the campaign's standing config;
-- the cells' workload_shape labels and the prompt count against the prompt source;
-- the sequential rounds' rules (gate.max_trials);
-- the operator's serve and bench templates (contracts/templates).
-
-The planner adds only what it resolves at run time: the nodes of cells that name
-none (the capacity step's choice). Pure: no Redis, no bundle; reads nothing.
+`specdec validate`, `specdec submit` and the bench planner all call it, so a campaign the planner would
+refuse is refused before any step starts (docs/configuration.md#checked-before-anything-runs has the
+table). Only the nodes the planner resolves at run time stay the planner's. Pure: no Redis, no bundle.
 """
 
 from __future__ import annotations

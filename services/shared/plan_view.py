@@ -1,19 +1,9 @@
 """A stored plan as a reviewer reads it: one screen per bench cell, one line per command.
 
-The plans (bench/plan.json, training/plan.json) are what an approval names; their
-documents are complete but long (a serve argv stored one token per item). This
-view is what `specdec <step> plan RUN`, the MCP tool plan_show and the report's
-review-point section show: every command that would run as ONE shell-quoted line,
-exactly the argv launched (executed as a list, no shell: the quoting only makes it
-read as typed), with the tokens launched other than the operator declared listed
-under it, then per cell its identity labels, trials and concurrency. The rest of the
-document (the job scripts, the manifests, the stopping rule) stays in the stored
-plan: `specdec <step> plan RUN --json`.
-
-Pure (a plan document in, lines out) and below the steps and the use cases, so
-the CLI's use case (services/app/runs/plans.py) and the publisher render alike.
-Every value is masked as for any reader (services/shared/secret_args.py), and a
-document of an older plan format, missing a key, still renders what it has.
+What `specdec <step> plan RUN`, the MCP tool plan_show and the report show
+(docs/configuration.md#what-a-plan-display-shows). Pure and below the steps, so the CLI and the
+publisher render alike; every value is masked (services/shared/secret_args.py), and a plan of an
+older format, missing a key, still renders what it has.
 """
 
 from __future__ import annotations

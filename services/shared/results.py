@@ -1,14 +1,8 @@
 """Which files of a run's bundle are its trial results: the gate and the publisher find them alike.
 
-The bench-runner writes one result JSON per cell, trial and concurrency level
-(`contracts.layout.trial_result`); `contracts.layout.RESULTS_GLOB` matches those
-and nothing else. A trial the bench rejected (its spec-decode counters broke
-contracts/artifacts/speculation.py's rule) is kept as `contracts.layout.rejected_result`,
-which that glob never matches: readers list rejected trials with their reasons
-(`rejected_files`) and count none of them. Reading stays with each reader (parsing is
-`contracts.artifacts.results.parse_trial`): the gate refuses the whole set when a file is
-unreadable, naming each one; the publisher lists unreadable ones as problems of
-the report.
+`contracts.layout.RESULTS_GLOB` matches the accepted trials only; a rejected trial is listed with its
+reasons (`rejected_files`) and counted by nobody (docs/gate.md#rejected-trials). Parsing and what an
+unreadable file means stay with each reader.
 """
 
 from __future__ import annotations

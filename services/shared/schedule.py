@@ -1,26 +1,8 @@
-"""The k that maximises predicted speedup at each measured concurrency, written as vLLM's
-`num_speculative_tokens_per_batch_size` schedule (contracts/campaign/schedule.py). Pure: numbers in, numbers out.
+"""The k that maximises predicted speedup at each measured concurrency, as vLLM's
+`num_speculative_tokens_per_batch_size` schedule (contracts/campaign/schedule.py).
 
-The model is the report's prediction with the draft's cost (services/publisher/prediction/predict.py), evaluated at
-every k from 0 up to the k the candidate was measured with:
-
-    S_l(j) = L_l(j) / (1 + j * c_l),   L_l(j) = 1 + a_1 + ... + a_j,   S_l(0) = 1
-
-- a_i: the candidate's measured acceptance at draft position i at level l (accepted at i / drafts, pooled
-  over the level's trials). Truncating a draft to j tokens leaves positions 1..j as they were: a token
-  is accepted only when every earlier one was, so a_1..a_j do not depend on later positions.
-- c_l: the measured cost of one drafted token at level l, in plain decode steps. Where the level has a
-  realized speedup R_l (baseline TPOT / candidate TPOT), c_l = (L_l(k) / R_l - 1) / k: the whole overhead
-  of the measured speculative step (draft forwards and the extra verification work at that batch size),
-  spread over its k tokens, floored at 0. At the measured k the model then reproduces R_l exactly; at
-  another k it assumes the step's cost grows linearly in k. Without a realized speedup, c_l is the
-  draft's own measured cost (draft-cost.json; 0 for ngram and suffix), which leaves verification out.
-- j = 0 is no speculation (S = 1): vLLM's schedule accepts k = 0 for a range.
-
-The best k at a level maximises S_l(j) (ties: the smaller j, it drafts less). The best fixed k maximises
-the geometric mean of S_l(j) over the levels (equivalently minimises the geometric mean of predicted
-TPOT_l(j) = TPOT_l(baseline) / S_l(j)). Levels are batch-size boundaries: level l's k covers batch sizes
-above the previous level up to l, so each measured level's steady batch runs its own k.
+Pure: numbers in, numbers out. The model, its assumptions and the best fixed k are
+docs/publisher.md#a-k-per-concurrency's.
 """
 
 from __future__ import annotations

@@ -1,25 +1,8 @@
 """Masking the values of secret-bearing arguments in everything specdec shows, records or publishes.
 
-A command may carry a credential: `vllm serve ... --hf-token hf_...`, `--api-key=...`, a trainer's
-`--token ...`. The launch gets the real value (the stored plan keeps the command as the operator
-wrote it: its sha256 is what an approval names); every copy made for a reader gets it masked: the
-report, the plan displays (CLI and MCP), argv.json and the training run record, error messages and
-logs. One rule for all of them:
-
-- `mask_argv(argv)`: the value of a secret-bearing flag (`is_secret_flag`: a name that ends in the
-  word token, secret, password or credential, or in api/access/private/secret key: `--hf-token`,
-  `--api-key`, `--token`, `--auth-token`, `--db-password`, but not `--max-tokens`, `--tokenizer`,
-  `--token-budget` or `--token-file`),
-  as the next item or after `=`, becomes `MASK`; then every one-word item passes through the
-  secret detectors of the corpus redaction (services/shared/text/detectors: vendor key shapes,
-  URL credentials, keyword assignments, high-entropy strings), whose findings become their
-  `<SECRET:kind>` placeholder; personal-data kinds are left alone (a host's address is no
-  secret), and so is prose (the keyword grammar would read `forward pass` as a password);
-- `mask_text(text)`: the flag rule over free text (a shell-joined command, a job script, a
-  message, a JSON or YAML document), a quoted secret-named key's value (a server's log line
-  `non-default args: {'hf_token': '...'}`) and a URL's user:password;
-- `mask_document(value)`: a JSON-like value (a plan, a record), every list of strings as an argv,
-  every string as text, and the value of a key that names a secret (`hf_token`, `api_key`).
+The launch gets the real value and the stored plan keeps the command as written (its sha256 is what
+an approval names); every copy made for a reader goes through `mask_argv`, `mask_text` or
+`mask_document`, one rule for all (docs/configuration.md#secret-bearing-arguments-are-masked).
 """
 
 from __future__ import annotations

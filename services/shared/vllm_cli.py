@@ -1,14 +1,8 @@
 """An operator's exact `vllm serve` / `vllm bench serve` argv, read with vLLM's own parsers.
 
-specdec never re-implements vLLM's command line: the serve parser is the one
-`vllm serve` builds (`ServeSubcommand.subparser_init`, over vLLM's engine
-arguments) and the bench parser is `vllm.benchmarks.serve.add_cli_args`. What
-a command declares is what vLLM itself would read from it, defaults included.
-
-vLLM is imported on first use (its serve parser costs 10-20 s to import on
-these 2-core machines): building a CLI parser or validating a campaign without
-a `vllm` command never pays it. A machine without vLLM cannot read such a
-command, and says so (`VllmUnavailable`).
+specdec never re-implements vLLM's command line: what a command declares is what vLLM would read,
+defaults included. vLLM is imported on first use (docs/design.md#vllms-parsers-are-imported-on-first-use);
+a machine without it says so (`VllmUnavailable`).
 """
 
 from __future__ import annotations

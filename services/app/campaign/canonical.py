@@ -1,17 +1,8 @@
 """The workflow's canonical matrix file, read into specdec's campaign (docs/configuration.md, "The canonical shape").
 
-The operator's exact serve commands are the source of truth. Each `vllm serve`
-command is read with vLLM's own parser (services/shared/vllm_cli.py); what it sets,
-with vLLM's defaults for the rest, is the cell's declared serving config, which the
-engine read-back checks before the first trial. The command is launched as written:
-specdec changes only the tokens it must (the address the server binds, the model
-path made absolute so a service started elsewhere finds it), and records each change
-as declared -> launched (`Rewrite`). Everything else the file says about a cell (its
-notes, identity labels, the engine arguments its command sets) is kept in the
-bundle (`canonical.json`) and shown in the report.
-
-Pure apart from reading vLLM's parsers and checking which paths exist: no bundle,
-no Redis.
+The operator's exact serve commands are the source of truth: each is read with vLLM's own parser and
+launched as written, but for the tokens specdec must change, each recorded declared -> launched
+(`Rewrite`). Pure apart from reading vLLM's parsers and checking which paths exist: no bundle, no Redis.
 """
 
 from __future__ import annotations

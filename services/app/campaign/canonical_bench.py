@@ -1,14 +1,8 @@
 """A canonical cell's `vllm bench serve` command: read with vLLM's bench parser, run as declared.
 
-What the command sets is the cell's declared load (prompts, warm-ups, rate,
-burstiness, output length, endpoint) and every cell's must be the same. specdec
-adds only what it needs to read the result, and changes only the tokens that
-say where: the server's address (`{base_url}`, per launch), the window's
-concurrency (`{concurrency}`, one window per level), the result file
-(`--save-result --result-dir --result-filename`) and the percentiles the gate's
-objective and guards need (`--percentile-metrics`, `--metric-percentiles`), each
-change recorded declared -> launched. A bench that brings its own dataset (the
-default `random`, `sharegpt`, ...) is named as the cell's workload shape.
+What it sets is the cell's declared load, and every cell's must be the same. specdec changes only the
+tokens that say where (address, concurrency, result file) and the percentiles the gate needs, each
+change recorded declared -> launched (docs/configuration.md, "The canonical shape").
 """
 
 from __future__ import annotations

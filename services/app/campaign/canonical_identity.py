@@ -1,11 +1,7 @@
 """A canonical cell's identity labels against what its serve command runs (docs/configuration.md, "Identity labels").
 
-A label the command sets is compared with the command statically; a label the command
-leaves to vLLM or to the checkpoint is read from the checkpoint's own config.json where
-the checkpoint is here, and otherwise recorded as unchecked (the record's and the plan's
-`unchecked_labels`) rather than refused: nothing on this machine can say otherwise.
-`none` and an unset quantization are the same thing.
-
+A label the command sets is checked statically, one it leaves to the checkpoint against the
+checkpoint's config.json where it is here; otherwise it is recorded as unchecked, never refused.
 Pure apart from reading the checkpoint's config files.
 """
 

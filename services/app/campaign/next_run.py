@@ -1,22 +1,9 @@
 """`specdec next RUN_ID`: the campaign that proves or rejects a run's predicted k per concurrency.
 
-A run's campaign and bench plan are write-once, so the lever is proven in a new run. This writes its
-campaign file (nothing is submitted; `specdec submit FILE` starts it):
-
-- the run's own campaign (as stored in its bundle: paths resolved, the matrix inline), with its
-  matrix replaced by three cells: the standing cell again, the best fixed k and the scheduled cell
-  (services/publisher/prediction/schedule_plan.py: the candidate whose schedule predicts the most);
-- the same target, traffic file and corpus spec, so the new run's corpus is the same corpus; the
-  draft by its training input key: a cell serving '{training.output}' keeps it, and
-  commands.train.reuse is true, so the trainer-proxy copies this run's draft (verified by hash) and
-  launches nothing. Refused when nothing could be reused: this run recorded no key
-  (training/input-key.json), or its traffic file no longer hashes as its profile recorded (the corpus,
-  and so the key, would differ and the draft would be trained again);
-- no trial is pooled with this run: the file is a new campaign, submitted as a new run with its own
-  ID and bundle; the old run's results are not referenced.
-
-The header of the file gives the prediction per level (standing TPOT measured, fixed k and schedule
-predicted), which the new run's decision is set beside.
+A run's campaign and bench plan are write-once, so the lever is proven in a new run: this writes its
+campaign file (the standing cell, the best fixed k and the scheduled cell, the same corpus and the draft
+reused by its input key) and submits nothing. Refused when the draft could not be reused
+(docs/publisher.md, "`specdec next RUN_ID`").
 """
 
 from __future__ import annotations

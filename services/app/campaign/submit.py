@@ -1,12 +1,8 @@
 """`specdec submit CAMPAIGN.yaml`: validate, create the run and its bundle, publish.
 
-A submit is three steps, each reusable on its own (the MCP server, services/mcp,
-calls them one by one): create the run (`create_run`: a generated ID, or one
-the caller already uses, checked and refused when in use), store the campaign
-with the operator's commands and source revisions in its bundle
-(`prepare_campaign`, `store_campaign`), publish campaign.submitted
-(`publish_submitted`). `submit` is the three in a row. Reading, checking and
-resolving the campaign file (`prepare_campaign`) is services/app/campaign/prepare.py.
+Three steps, each reusable on its own (the MCP server calls them one by one): `create_run`,
+`store_campaign` and `publish_submitted`; `submit` is the three in a row. Reading and checking the
+campaign file is services/app/campaign/prepare.py.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
 """Processes on this machine still labelled with a run that no live service holds, and their cleanup.
 
-Every process a service starts for a run carries the run's label
-(SPECDEC_EXPERIMENT, services/runtime/procs.py), and a stopping service or
-`specdec up` ends them by it. What a crash or a lost stop leaves keeps the label:
-`specdec status` names such a process, and `specdec cleanup RUN_ID` ends it.
-A run "has a live service" while any in-flight lease of the ledger names it (the
-ledger reconcile reads: services/runtime/delivery/reconcile.py); only processes of
-this deployment (its Redis and stream prefix) or of none are considered, and they
-are selected by the label alone, never by name or pid.
+What `specdec status` names and `specdec cleanup RUN_ID` ends (docs/delivery.md#stopping-and-restarting).
+A run has a live service while any in-flight lease names it; only this deployment's processes (or
+unlabelled ones) are considered, selected by the run's label alone, never by name or pid.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """`specdec resume RUN_ID`: derive a run's next step from its bundle and publish that step's trigger.
 
-Redis is the transport, the bundle is the record (docs/design.md#redis-is-the-transport-the-bundle-is-the-record): a run whose trigger was lost with
-Redis (restarted empty, flushed, failed over), while the service that would have taken it up
-from the bundle is not running, waits until someone publishes the trigger again. The run's
-known events are its streams, its journal and the outputs of its step records
-(services/runtime/delivery/adopt.py); the next step is the first neither done nor skipped
-(services/app/runs/progress.py). Its trigger is published again **as it was** (same event ID), from
-the journal or a step record; a trigger the bundle does not know (the operator's own event was
-lost) is replaced by `<step>.requested` whose event ID is derived from the run, the step and the
-run's last known event. Either way, resuming twice publishes the same event: every consumer and
-the journal dedup it, and a step already done re-emits its recorded events instead of running.
+For a run whose trigger Redis lost while no service took it up from the bundle
+(docs/delivery.md#runs-resume). The trigger is published again as it was (same event ID), or as a
+`<step>.requested` whose ID is derived from the run: resuming twice publishes the same event.
 """
 
 from __future__ import annotations

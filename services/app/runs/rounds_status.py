@@ -1,16 +1,8 @@
-"""The cost of a sequential campaign as `specdec status` and `campaign_status` state it: the expected
-trials per arm for the declared minimum effect, per level.
+"""The cost of a sequential campaign as `specdec status` states it: the expected trials per arm for the
+declared minimum effect, per level, and the latest look.
 
-Read from the run's bundle as plain JSON (no statistics library loads here: the figures are the
-bench-runner's, services/shared/sequential.trials_for_min_effect):
-
-- before round 1 from the bench plan (`rounds.noise`: the noise earlier runs of the same target and
-  hardware recorded; null where none was);
-- from round 1 on from the pilot, the rounds' first look (bench/rounds/look-<min_trials>.json): this
-  run's own servers and noise, so it replaces the earlier runs' figure once it exists.
-
-Beside it, the latest look: trials per arm so far and each level's verdict. docs/gate.md,
-"Sequential rounds", defines the figure.
+Read from the run's bundle as plain JSON, so no statistics library loads here: the bench plan's figure
+before round 1, the pilot's from round 1 on (docs/gate.md#sequential-rounds defines both).
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """Each workflow verb run from its parsed `args` and typed acknowledgement (services/app/workflow/verbs.py).
 
-The same use cases as the typed tools and the CLI (workflow.py, services/app/runs/report.py); what the
-workflow adds is its call shape, the link between a dry run and the live call that
-follows it, and results that say the next step in the workflow's words.
-
-The live `perf_tune_report_campaign_run` approves exactly the plans that the run's
-preceding dry run returned and that still wait: each dry run records the hashes it
-returned in the bundle (`workflow/dry-run-<n>.json`, write-once), and the live call
-names the latest. A plan produced after that dry run (the bench plan follows training)
-waits for the next dry run.
+The same use cases as the typed tools and the CLI; the workflow adds its call shape and results in its
+own words. The live `perf_tune_report_campaign_run` approves exactly the plans the preceding dry run
+returned (recorded in the bundle) that still wait (docs/mcp.md#the-workflow-document-call-by-call).
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
 """The campaign workflow's tools by its own names and call shape: `args`, parsed as the CLI verb parses it.
 
-The workflow document (an agent skill) calls `evidence_init`, then
-`perf_tune_report_campaign_init` with `{"args": ["--config", ..., "--experiment-id", ...,
-"--family", ..., "--evidence-bundle", ...]}`, dry-runs `perf_tune_report_campaign_run` with
-`--config`, `--campaign` and `--dry-run`, goes live with the typed field
-`i_understand_this_mutates_cluster: true`, and publishes through
-`perf_tune_report_publish_to_lake`, a dry run first, then with
-`i_understand_this_publishes_externally: true`.
-
-One argparse parser per verb (`parser(verb)`): the CLI verb (`specdec campaign-run ...`)
-builds on it, and the MCP tool parses its `args` with it. A parse never prints and never
-exits: `--help` and a usage error come back as data (`ArgsParsed.help`, `ArgsRefused`).
-An acknowledgement-looking token inside `args` is refused: acknowledgements are typed
-fields only. Every result names the run, its bundle, what happened and the next step in
-the workflow's words.
+One argparse parser per verb, shared by the CLI verb and the MCP tool. A parse never prints and never
+exits (`--help` and usage errors come back as data), and an acknowledgement-looking token inside
+`args` is refused: acknowledgements are typed fields (docs/mcp.md#the-workflow-document-call-by-call).
 """
 
 from __future__ import annotations

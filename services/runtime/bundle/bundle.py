@@ -1,21 +1,10 @@
-"""The evidence bundle: one folder per run ID holding its write-once, hashed artifacts.
+"""The evidence bundle store: one folder per run ID holding its write-once, hashed artifacts.
 
-Layout of `<root>/<run_id>/`:
-- artifacts at their relative paths (`profile/summary.json`, `bench/<cell>/trial-1/results.json`);
-- `.index/<sha256 of the path>.json`: one IndexRecord per artifact (path, sha256,
-  size), so listing and the manifest never re-hash big files;
-- `events.jsonl`: the journal's append-only copy of the run's events;
-- `manifest.json`: derived from `.index/` and `campaign.json`, rebuilt whole.
-
-Several services write into one run folder at once, possibly from several
-hosts on a shared volume, and handlers are retried. Invariants:
-- an artifact file appears complete or not at all: bytes go to a temp file in
-  the same folder, then `os.link` publishes it, failing if the name is taken;
-- an artifact is recorded once: its index record is published the same way;
-  a second write with the same bytes returns the same ref, other bytes raise
-  ArtifactConflict (also when two processes race);
-- every path is validated (pure checks in `bundle_paths`) before any I/O, then
-  checked not to leave the run folder through a symlink.
+Several services, possibly on several hosts, write one run folder at once and handlers are retried,
+so: an artifact appears whole or not at all (a temp file, then `os.link`, which fails if the name is
+taken); it is recorded once (the same bytes return the same ref, other bytes raise ArtifactConflict);
+every path is validated before any I/O and may not leave the run folder through a symlink
+(docs/design.md#the-evidence-bundle).
 """
 
 from __future__ import annotations

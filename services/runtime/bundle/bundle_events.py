@@ -1,18 +1,8 @@
 """A run's `events.jsonl`: append-only, one JSON object per line, deduplicated by event_id.
 
-The journal is its only writer, but the journal scales out in its consumer
-group and deliveries are at-least-once, so several processes may append the
-same event at once. Invariants, held under an exclusive flock on the file:
-- a line is appended only if no complete line already carries its event_id;
-- each append is one complete line (whole bytes then '\\n'), so lines never
-  interleave;
-- a line torn by a writer that died mid-append (power loss, disk full) is cut
-  from the file by the next writer and kept aside in `events.torn.jsonl`
-  (never an event). The journal acks an event only once its whole line is
-  fsynced, so the torn append is delivered again and appended whole; an event
-  a torn line names that the file still lacks is `EventScan.missing` (the
-  publisher's DRAFT reason), and an older file's torn line left in place
-  counts the same way.
+The journal is its only writer, but it scales out and deliveries are at-least-once, so appends hold an
+exclusive flock: a line is appended only if no complete line carries its event_id, always whole. A line
+a dying writer tore is cut by the next one and kept aside (docs/delivery.md#torn-journal-lines).
 """
 
 from __future__ import annotations

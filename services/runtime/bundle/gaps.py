@@ -1,24 +1,9 @@
 """The journal after a reset: name the events Redis lost before the journal read them.
 
-The journal appends every event the streams hold, the new streams too once its group came back
-(services/runtime/delivery/groups.py, `GroupKeeper`). What the old streams held and the journal had not
-read yet is gone with Redis; most of it is still **known** to the bundle:
-
-- a step record (services/runtime/delivery/adopt.py) holds the events its step published, whole;
-- an event names its cause (`causation_id`), a step record its trigger (ID and schema).
-
-After each reconcile pass of the journal (on start, and once each detected reset has settled:
-by then the journal has read what the new streams hold), `note_gaps` looks at every run: an
-event the bundle knows, produced before the current Redis state began (the ledger's birth,
-`Ledger.age_s`), that events.jsonl lacks, was lost in transport. Each pass that finds events
-not named before writes one gap record, `journal/gaps/<noticed>.json` (write-once, hashed, like
-any artifact), and rebuilds the run's manifest, whose `lost_events` lists each record's events
-still missing from events.jsonl (services/runtime/bundle/bundle_records.py, `still_lost`): an event
-published again later with its event ID (`specdec resume`, a step's adoption) leaves the span.
-
-An event nothing records or names (published, never consumed, never referenced) cannot be
-named: the manifest names what is known to be lost, never more (docs/delivery.md, "The
-journal after a reset").
+After each reconcile pass of the journal, an event the bundle knows (a step record holds it, or another
+event names it), produced before the current Redis state began, that events.jsonl lacks is written to a
+gap record and named in the manifest's `lost_events`. What nothing records or names cannot be named:
+never more than is known to be lost (docs/delivery.md#the-journal-after-a-reset).
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """Events recorded whole by their producer before it publishes them: `journal/emitted/<event_id>.json`.
 
-A step's completing outputs are recorded in its step record (services/runtime/delivery/adopt.py); two
-kinds of event are published outside one, and Redis may lose them after the publish returned (the
-last second of an `appendfsync everysec` AOF at a power loss, with no reset to notice) or before it
-(a kill, an outage longer than the emit's retries):
-
-- `campaign.submitted`, published by `specdec submit` (services/app/campaign/submit.py): lost, it
-  strands the run before its first step;
-- `bench.trial.completed`, published while the bench step runs (services/bench/executors/execution.py).
-
-Each is recorded here first, write-once, so the bundle holds what was published and the journal's
-repair pass (services/runtime/bundle/repair.py) publishes again, same event ID, what events.jsonl
-lacks. A second record of the same event ID (a retry built the event again, with another
-`produced_at`) keeps the first: the event published is the one recorded.
+For the two events published outside a step record (`campaign.submitted`, `bench.trial.completed`), so
+the journal's repair pass can publish again, same event ID, what Redis lost (docs/design.md#the-outbox).
+A second record of one event ID keeps the first: the event published is the one recorded.
 """
 
 from __future__ import annotations

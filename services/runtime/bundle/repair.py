@@ -1,24 +1,9 @@
 """The journal's repair pass: what the bundle holds whole and events.jsonl lacks is published again.
 
-The bundle is the record (docs/delivery.md, "The bundle decides what is done"): a step record holds its
-step's outputs as published, and an event published outside a step is recorded before its publish
-(services/runtime/bundle/outbox.py: `campaign.submitted`, `bench.trial.completed`). An event the
-bundle holds whole, produced more than a settle period ago, that events.jsonl still lacks was lost in
-transport: the journal reads every stream, so only Redis losing the entry (a reset; or the last
-second of an `appendfsync everysec` AOF, which no reset detection notices: groups and ledger
-survive), or a producer that died between its record and its publish, leaves it out. The pass
-publishes it again with its own event ID, so the journal appends it once and every consumer
-dedups it: a lost `campaign.submitted` starts the run after all, a lost `profile.completed` lets the
-corpus step run.
-
-Each pass that publishes events not named before writes one repair record,
-`journal/repairs/<noticed>.json` (write-once, hashed, like any artifact), and rebuilds the run's
-manifest, whose `repaired_events` lists each record with how many of its events events.jsonl holds
-now. When it runs (services/journal/app.py): after each reconcile pass of the journal (on start, and
-once a detected reset has settled), over every run; and every REPAIR_EVERY_HEARTBEATS heartbeats over
-the runs not finished (their journal's last event is neither `report.published` nor a `*.failed`).
-A step retried after its own loss re-emits its events itself (a recorded step, services/runtime/delivery/adopt.py;
-a bench's adopted trials, services/bench/run.py), without waiting for the pass.
+An event a step record or the outbox holds, older than a settle period and missing from the journal,
+was lost in transport (a reset, the last AOF second, a producer killed before its publish); it is
+published again with its own event ID, so every consumer dedups it, and named in the manifest's
+`repaired_events` (docs/delivery.md#repair-what-the-bundle-recorded-is-published-again).
 """
 
 from __future__ import annotations

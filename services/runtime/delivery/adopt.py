@@ -1,26 +1,9 @@
-"""Adoption: what the bundle already holds is not produced again (docs/design.md, "Redis is the transport;
-the bundle is the record").
+"""Adoption: what the bundle already holds is not produced again (docs/delivery.md#the-bundle-decides-what-is-done).
 
-One mechanism at two grains:
-
-- an **artifact** (`recorded`): a write-once, hashed file an earlier attempt recorded is read back,
-  hash-checked, and used instead of being produced again. The bench's trial adoption
-  (services/bench/planning/resume.py) is this, per trial result.
-- a **step** (`StepRecord`, `adopt_step`, `record_step`): a step keyed by its triggering event
-  writes, before it publishes its outputs, one record `steps/<service>/<trigger schema>/<step
-  key>.json` holding those output events. A later delivery of the same trigger whose ledger no
-  longer knows the step is done (Redis restarted empty, was flushed, failed over) finds the
-  record, checks every artifact its events name still hashes as recorded, and re-emits the same
-  events (same event IDs) instead of running the step again. Redis's done-ledger stays the fast
-  path; the record is what decides after Redis lost it.
-
-A step takes part by declaring the schemas that complete it (`Route.outputs`); a step whose
-outputs name none of them (a plan waiting for approval) is not recorded and runs again.
-
-Output event IDs are derived from (run, service, trigger, step key, output schema, position)
-(`derived_event_id`), so an event a step emits again, or a retry publishes after a crash, is the
-same event: the journal and every consumer dedup it. `specdec request STEP` publishes a new
-trigger (a new event ID), so it re-runs the step as before.
+One mechanism at two grains: a recorded artifact is read back hash-checked instead of produced again,
+and a step's output events, recorded before they are published, are re-emitted when Redis lost the
+step's done mark. Output event IDs are derived from (run, service, trigger, step key, output schema,
+position), so an event emitted again is the same event.
 """
 
 from __future__ import annotations

@@ -1,29 +1,10 @@
 """Runs resume: a service takes up the runs waiting on it from the bundle, not from Redis.
 
-After Redis lost its state (restarted empty, flushed, failed over) the events that were waiting in
-its streams are gone: a run whose next step's trigger was among them waits for ever. On start,
-and again after each detected reset (services/runtime/delivery/reconcile.py, once the settle period has
-passed, so a live owner has taken its lease back first), each service reads every run's
-**known events**: the journal (`events.jsonl`) and the outputs of every step record
-(services/runtime/delivery/adopt.py), so an event the journal never saw is still known when the step
-that emitted it recorded it. For each known event that triggers one of its recorded routes
-(`Route.outputs`), the step is taken up when none of these says it is done:
-
-- its step record in the bundle;
-- the journal: an output of that step (a declared schema or `<step>.failed` caused by the
-  trigger and produced by this service);
-- the ledger's done mark;
-- and it is not dead-lettered: its dead mark in the bundle (tally.py) not superseded by a
-  `specdec dlq replay`;
-- nor running in this instance (the consumer's running set): its trigger is its own delivery,
-  so it waits on nothing. The pass after a start's settle period meets the steps begun
-  meanwhile (a trainer's long one), which a healthy run must not warn about.
-
-A step taken up goes through the consumer like any delivery (ledger lease, adoption, record),
-with no stream entry to ack, so two instances catching up at once run it once, and a step in
-flight elsewhere is left to its owner (BUSY). Its deliveries are counted in the run's bundle
-(tally.py): against `max_deliveries` like a stream entry's, across every start and reset, so a
-step that fails, or takes its process down, on every take-up is dead-lettered, not taken up for ever.
+On start and after each detected reset, a known event that triggers one of the service's recorded
+routes is delivered like a stream entry (lease, adoption, record) unless the bundle, the journal or
+the ledger says its step is done, it is dead-lettered, or it runs in this instance. Deliveries are
+counted in the run's bundle (tally.py), so a step failing on every take-up is dead-lettered
+(docs/delivery.md#runs-resume).
 """
 
 from __future__ import annotations

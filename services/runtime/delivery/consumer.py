@@ -1,26 +1,8 @@
-"""Delivery semantics around a step handler (docs/design.md#delivery-semantics).
+"""Delivery semantics around a step handler: one stream entry, validated, leased, handled, finished.
 
-For each message of a route:
-1. parse and validate; an invalid payload or unknown version is dead-lettered at once;
-2. skip (and ack) a step key that is already done: duplicates never repeat side effects;
-3. take the step key's in-flight lease (with the done-check of 2, one script); a step
-   running elsewhere leaves the message pending with its delivery not counted; keep
-   the lease and the message alive with a heartbeat (XCLAIM ... JUSTID by the same
-   consumer) while the handler runs;
-4. dead-letter a message delivered more than `max_deliveries` times (checked once the
-   lease is held: waiting for a running step is not a failed delivery);
-5. on success publish the outputs, then mark the key done and ack in one script
-   (at-least-once: a crash before it redelivers, and idempotent side effects make
-   the retry harmless); on `StepFailed` publish `<step>.failed`. Inside a read
-   batch that script is sent together with the next entry's lease of 3, in one
-   round trip (the "deferred finish", `handle(defer_finish=True)` and `flush`);
-   on any other error record it and leave the message pending for a retry
-   (reclaimed after `reclaim_idle_ms`), dead-lettering it on its last delivery.
-
-The parts live beside this module: `route.py` (Route, StepContext, Delivery: what the
-consumer is handed), `groups.py` (GroupKeeper: the read loops' consumer groups and Redis
-outages), `deadletter.py` (the dead letter of a message given up on). This module keeps the
-per-entry handling and its error boundary, the lease's heartbeat and the deferred finish.
+The steps of one message, its error boundary, the lease's heartbeat and the deferred finish inside a
+read batch (docs/delivery.md#one-message, docs/delivery.md#read-batches). Invariant: a step key
+marked done is never run again, and an entry is acked only once its outputs are published.
 """
 
 from __future__ import annotations

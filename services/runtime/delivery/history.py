@@ -1,18 +1,9 @@
 """A young ledger at start: a fresh Redis, or one that lost this deployment's state?
 
-A service that starts on a ledger younger than the settle period waits before it cleans
-anything (reconcile.py). Whether that deserves a warning depends on what Redis held before:
-a Redis that never held this deployment's state (a new deployment, a fresh test Redis) lost
-nothing, and a healthy start says so at info. Redis **lost** its state when something outside
-Redis says it held it:
-
-- the deployment's marker in the bundle root names a ledger born earlier than the one Redis
-  holds now (every start writes the birth it found, `mark`);
-- the bundle holds runs not finished (their journal's last event is neither `report.published`
-  nor a `*.failed`): runs in flight had their triggers and leases in Redis.
-
-The marker lives under the bundle root (shared by every service of a deployment, on every
-host), in a folder no run ID can name, one file per deployment (its Redis and stream prefix).
+Redis lost its state when something outside it says it held some: the deployment's marker in the bundle
+root names an earlier ledger birth, or the bundle holds unfinished runs; otherwise the start is fresh and
+said at info (docs/delivery.md#reconcile-after-a-reset). One marker per deployment, under a folder no
+run ID can name.
 """
 
 from __future__ import annotations

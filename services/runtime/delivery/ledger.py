@@ -1,13 +1,9 @@
 """Idempotency ledger: which step keys are done, which are in flight, last errors.
 
-A step key is (service, run_id, event schema, step key). Invariants:
-- `done` is written only after the step's side effects are durable and its
-  output events are published; a key that is done is never run again.
-- `in flight` is a lease with a TTL shorter than the reclaim idle time, renewed
-  by the owner's heartbeat: when an owner dies its lease has expired before its
-  message becomes reclaimable, so the reclaimer is never locked out. A live
-  owner whose lease lapsed while Redis was unreachable takes it back on its
-  next beat, unless another owner took it or the step is done.
+Invariants: `done` is written only after the step's side effects are durable and its outputs published,
+and a done key never runs again; the in-flight lease's TTL is shorter than the reclaim idle time, so a
+dead owner's lease has expired before its message is reclaimable, and a live owner whose lease lapsed
+takes it back on its next beat unless another took it or the step is done.
 """
 
 from __future__ import annotations

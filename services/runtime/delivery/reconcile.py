@@ -1,30 +1,9 @@
 """Reconcile: clean labelled work that no live instance holds, and never live work after a reset.
 
-A service that died (SIGKILL, OOM) leaves children only if they escaped the
-parent-death signal; a restarted service cleans them, by label only: a process
-is killed only when it carries SPECDEC_SERVICE=<this service> and this service's
-deployment label (SPECDEC_DEPLOYMENT: its Redis and stream prefix, whose ledger it
-reads), and no in-flight lease of this service names its run. Another deployment's
-work on the same host, or a process without a deployment label, is never touched.
-
-**Reconcile never kills live work** (docs/delivery.md, "Reconcile after a reset").
-"No lease names the run" means "nobody owns it" only while Redis keeps its leases.
-Right after Redis lost them (restarted empty, flushed, failed over to a replica that
-lagged, or unreachable for longer than a lease), no run holds a lease, and a reconcile
-would kill another instance's live servers. Each live owner takes its lease back on
-its next heartbeat (ledger.py, `_RENEW`), so after a detected reset a `Reconciler`
-cleans nothing until `settle_s` (a heartbeat period and a half) has passed since the
-reset, and reads the leases only then. A reset is detected by:
-- the ledger being younger than `settle_s` at start (`Ledger.age_s`: the ledger's
-  birth mark vanished with everything else, or the deployment is new);
-- a consumer group recreated while the service runs (`GroupKeeper`);
-- a running step's heartbeat finding its own lease gone (`renew` answers RETAKEN).
-Each is warned once, but a young ledger at start that nothing says held state before: no
-labelled work of this service runs, and neither the deployment's marker nor an unfinished
-run in the bundle says Redis held its state (history.py). That is a fresh Redis or a new
-deployment, which lost nothing: said at info, its settle period waited out all the same.
-A reset noticed while a pass waits (or reads) restarts its wait. The runs this
-instance is running itself are never cleaned, whatever the ledger says.
+Processes are selected by label only: this service's and this deployment's, whose run no in-flight lease
+names. After a detected reset nothing is cleaned until the settle period has let every live owner take
+its lease back, and the runs this instance runs itself are never cleaned
+(docs/delivery.md#reconcile-after-a-reset).
 """
 
 from __future__ import annotations

@@ -1,22 +1,9 @@
 """A step's deliveries from the bundle and its dead letters, counted where they outlive Redis: the run's bundle.
 
-Redis counts a stream entry's deliveries (its pending list) and forgets them with the entry: a dead
-letter is acked, and a reset loses everything. Catch-up (services/runtime/delivery/catchup.py) delivers
-steps from the bundle, where no entry counts anything, on every start and after every detected reset.
-So each step keeps a log of write-once records in its run's bundle,
-`deliveries/<service>/<trigger schema>/<step key>/<seq>-<what>.json`, numbered in order:
-
-- `<seq>-attempt.json`: catch-up delivered the step (written once the delivery holds the step's lease,
-  before the handler runs, so a handler that kills its process is counted too);
-- `<seq>-dead-<dead letter id>.json`: the step was dead-lettered (from a stream entry or from the
-  bundle); catch-up no longer takes it up;
-- `<seq>-replayed-<dead letter id>.json`: `specdec dlq replay` put that dead letter back; the step is
-  live again and its attempts count from zero.
-
-The state is read from the names alone, in order. Records are never changed or deleted (a later record
-supersedes an earlier one), so the log is the same evidence as any other artifact: hashed, fsynced,
-listed in the manifest. Two writers racing for one number (two instances, or an operator's replay)
-meet the bundle's write-once check; the loser reads the log again and takes the next number.
+A log of write-once, numbered records per step (attempt, dead, replayed), read from the names alone, in
+order: a later record supersedes an earlier one, none is changed or deleted. Two writers racing for one
+number meet the bundle's write-once check; the loser reads the log again and takes the next
+(docs/delivery.md, "Dead steps stay dead").
 """
 
 from __future__ import annotations

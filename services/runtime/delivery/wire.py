@@ -1,23 +1,9 @@
-"""One stream entry as faststream wrote it, read without importing faststream.
+"""One stream entry as faststream wrote it (its binary format v1, or the older JSON envelope), read without
+importing faststream.
 
-faststream (the services' entry point, docs/design.md#a-services-parts) publishes an event as one
-stream field, `__data__`, holding its binary message format, version 1:
-
-    8 bytes  b"\\x89BIN\\r\\n\\x1a\\n"      the format's identity
-    >H       1                          the format version
-    >I       headers_start, >I data_start   byte offsets into the entry
-    at headers_start: >H count, then count pairs of (>H length, bytes) key, value
-    at data_start: the body, to the end
-
-Why read it here: `import faststream.redis` costs a command that only reads the
-streams (`specdec status`, `watch`, `dlq list`) ~0.3-0.9 s of CPU on these
-machines, most of their half-second budget, while the reader is a dozen lines.
-faststream's own reader (`faststream.redis.parser.binary.BinaryMessageFormatV1.parse`)
-stays the reference: tests/unit/test_wire.py encodes entries with faststream's
-encoder and checks this reader returns what faststream's returns, so a change of
-format in a faststream upgrade fails there, not in production. Like faststream's
-reader, an entry in its older JSON envelope (`{"data": ..., "headers": ...}`) is
-read too, and anything else is the body as it is.
+The import would cost the commands that only read the streams most of their half-second budget
+(docs/perf.md#bench_cli-how-long-a-command-takes-whole-process). faststream's reader stays the
+reference: tests/unit/test_wire.py checks this one against it, so a format change fails there.
 """
 
 from __future__ import annotations

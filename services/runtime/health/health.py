@@ -1,21 +1,8 @@
-"""The health endpoint of one service instance: /health and /metrics over plain HTTP.
+"""The health endpoint of one service instance: /health and /metrics over plain HTTP (stdlib only).
 
-`serve_health(service, port)` starts a small asyncio HTTP/1.1 server (stdlib
-only: two read-only routes need no framework) answering:
-
-- `GET /health`: 200 when the broker connection answers PING and Redis reports
-  the lag of this service's group on every stream it reads; 503 otherwise,
-  with the reasons. The JSON body (`HealthReport`) names the service and
-  instance, says whether Redis answered, and gives each stream's group lag,
-  pending count and consumer count.
-- `GET /metrics`: Prometheus text from a registry of this instance alone
-  (`Metrics`): events consumed, failed and dead-lettered, handler latency,
-  the group's pending count and lag (XINFO GROUPS), the age of the oldest step
-  waiting for the service (XPENDING IDLE, and the first undelivered entry), and
-  the dead-letter stream's length, all read at scrape time so they are never stale.
-
-The counters live in services/runtime/health/metrics.py; the container's probe of
-this endpoint is services/runtime/health/healthcheck.py.
+Two read-only routes need no framework. What each answers is docs/deployment.md#health-and-metrics's;
+every figure is read at scrape time, so it is never stale. The counters live in metrics.py, the
+container's probe in healthcheck.py.
 """
 
 from __future__ import annotations

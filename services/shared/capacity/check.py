@@ -1,19 +1,8 @@
-"""The read-only idle-node check: the capacity service's step, and the check the
-trainer-proxy and bench-runner repeat right before they launch anything (`recheck`).
+"""The read-only idle-node check: the capacity step's, and the one repeated before a launch (`recheck`).
 
-    verdict = check_node(campaign.capacity, node, run_id=run_id, runner=SubprocessRunner())
-    if not verdict.idle: stop, with verdict.reasons
-
-It reads the scheduler, decides from the workloads seen (services.shared.capacity.idle),
-and runs the operator's idle check (argv, no shell, with a timeout) on the
-candidates that survive, in name order, until one passes. It selects; it never
-reserves, cancels, evicts or preempts anything.
-
-The idle check is a program the campaign names, so it runs only where the run
-may act: a caller that passes `skip_idle_check` (the capacity step of a run
-without the typed acknowledgement) gets the first candidate the read-only view
-leaves, and the reason is recorded in the verdict; the pre-launch re-check
-never skips it.
+It reads the scheduler, decides from the workloads seen (`idle`), then runs the operator's idle check
+on the surviving candidates in name order until one passes. `skip_idle_check` (a run without the typed
+acknowledgement) is recorded in the verdict; the pre-launch re-check never skips (docs/capacity.md).
 """
 
 from __future__ import annotations

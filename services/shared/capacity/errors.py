@@ -1,13 +1,7 @@
 """Errors of the idle-node check. Every message says what the operator should do.
 
-A busy node, a failing idle check, or no node at all is *not* an error: it is
-the verdict (`capacity.unavailable` with reasons). Only what stops the check
-from seeing the scheduler at all raises: a `CapacityError` below, or the
-runner's `services.shared.scheduler.errors.CommandMissing` when a scheduler
-command or the idle-check program is not installed. Both are `StepFailed`, so
-the capacity step fails with `capacity.failed` and the class name as its
-`error_type`; the pre-launch re-check (`recheck`) decides for the steps that
-repeat it.
+A busy node, a failing idle check or no node at all is a verdict, not an error: only what stops the
+check from reading the scheduler raises, as a `StepFailed` (docs/capacity.md#outcomes).
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
-"""The pure decision: is a node idle?
+"""The pure decision: is a node idle? (docs/capacity.md#how-a-node-is-judged has the rules.)
 
-A node is idle only when
-1. no running workload is on it (jobs, pods, processes, GPU processes) -- the
-   adapters list them; a label, feature or state flag claiming idleness is
-   never enough on its own and is never read here;
-2. nothing the scheduler reports blocks it (down, drained, cordoned, NotReady,
-   or a busy state with no visible job: the scheduler may hide other users'
-   jobs, and a state that says busy is believed);
-3. and then the operator's idle check exits 0 within its timeout.
-A state or label can rule a node *out*; nothing but the absence of workloads
-plus the idle check can rule it *in*. The one exception is a check told not to
-run the idle check (a run without the typed acknowledgement, which launches
-nothing): there the absence of workloads and blockers selects, provisionally,
-and the pre-launch re-check of an acknowledged run applies the idle check.
+A state, label or feature can rule a node *out*; only the absence of workloads plus the operator's
+idle check rules it *in*. A label claiming idleness is never read here.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
-"""Kubernetes adapter, read-only: `kubectl get nodes -o json` and `kubectl get pods -A -o json`.
+"""Kubernetes observer, read-only: `kubectl get nodes -o json` and `kubectl get pods -A -o json`.
 
-A pod occupies its node (`spec.nodeName`) unless it has finished (phase
-Succeeded or Failed); a pending pod already bound to a node counts (its
-containers are starting there), and so does a terminating one. Pods that run
-on every node by design -- owned by a DaemonSet, or static mirror pods -- are
-node infrastructure: recorded, not counted, or no node of a real cluster would
-ever be idle. Labels are recorded and never read for the decision.
-
-Selector keys (contracts/selectors.py, KUBERNETES): `label_selector` narrows
-the nodes listed, `tolerations` lets a node tainted with those keys stay a
-candidate; `gpu_resource` names the allocatable resource recorded as the
-node's GPUs. The rest (image, namespace, bundle_pvc, cpu, memory) belong to
-the trainer's Job and the bench's Pods and do not change the check.
+An unfinished pod bound to a node occupies it; DaemonSet and static mirror pods are node
+infrastructure, recorded and not counted. Labels are recorded, never read for the decision
+(docs/capacity.md#how-a-node-is-judged; the selector keys are contracts/selectors.py's).
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
-"""Local adapter: this machine as one node, read from /proc and `nvidia-smi`.
+"""Local observer: this machine as one node, read from /proc and `nvidia-smi`, read-only.
 
-Workloads on this machine are
-- processes carrying the experiment label (SPECDEC_EXPERIMENT, any run: see
-  services/runtime/procs.py), i.e. engines and trainers specdec started;
-- vLLM servers and engine cores found by their command line, whoever started them;
-- GPU compute processes that `nvidia-smi` lists, when it is installed.
-CPU count, load and memory are recorded; they do not decide (the operator's
-idle check may). Only environments this user may read are seen: run the
-service as the user that runs the workloads, or as root. Reads only.
+Workloads are labelled specdec processes, vLLM servers found by their command line and GPU compute
+processes; CPU, load and memory are recorded, never decide (docs/capacity.md#how-a-node-is-judged).
+Only the environments this user may read are seen.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
-"""Right before launch: is the planned node still idle?
+"""Right before launch: is the planned node still idle? The capacity step's check, on that node alone.
 
-The capacity step selected the node minutes or hours ago. The trainer-proxy
-and the bench-runner repeat the same read-only check (`check_node`: the
-scheduler's workloads, then the operator's idle check) on that node alone, and
-store what it saw under their own folder (`layout.TRAINING_RECHECK_DIR`,
-`layout.BENCH_RECHECK_DIR`). A node that is no longer idle stops the launch
-before anything starts.
-
-A re-check that cannot read the scheduler raises `RecheckFailed`, which is not
-a `StepFailed`: each step decides what that means for it (the trainer-proxy
-fails the run with `CapacityCheckFailed`; the bench-runner lets the delivery
-retry, as it always has).
+The trainer-proxy and the bench-runner call it and store what it saw under their own folder; a node
+no longer idle stops the launch. `RecheckFailed` (the scheduler could not be read) is not a
+`StepFailed`: each caller decides what it means (docs/capacity.md#the-same-check-before-launching).
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
-"""Slurm adapter, read-only: `sinfo` for the nodes, `squeue` for the jobs on them.
+"""Slurm observer, read-only: `sinfo` for the nodes, `squeue` for the jobs on them.
 
-Both are asked for machine-readable, `|`-separated formats (free text last, so
-a `|` inside a reason or comment cannot shift the fields). A job occupies the
-nodes of its node list in every state but PENDING and the finished ones; a
-node whose state says busy (mixed, allocated, completing) with no visible job
-is still busy (squeue may hide other users' jobs under PrivateData).
-
-Selector keys (contracts/selectors.py, SLURM): `partition` and `nodelist`
-narrow what sinfo/squeue list; `gres` rules out a node that lacks the generic
-resources a job would ask for (sinfo %G, the node's configured GRES), since
-Slurm would never start the job there.
+Both print `|`-separated fields with the free-text field last, so a `|` inside a reason or comment
+cannot shift the others. A busy state with no visible job is believed (squeue may hide other users'
+jobs); the rules and selectors are docs/capacity.md's.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
-"""Writing a capacity check into the evidence bundle.
+"""Writing a capacity check into the evidence bundle: its raw outputs and `snapshot.json`.
 
-Layout, under the step's folder (`layout.CAPACITY_DIR` for the capacity service;
-the trainer-proxy and bench-runner pass their re-check folders,
-`layout.TRAINING_RECHECK_DIR` and `layout.BENCH_RECHECK_DIR`):
-
-    <folder>/<check_id>/raw/<nn>-<name>.stdout   every raw output, as read
-    <folder>/<check_id>/raw/<nn>-<name>.stderr
-    <folder>/<check_id>/snapshot.json            CapacitySnapshot (refs to the above)
-
-Artifacts are write-once, so every check gets a fresh `check_id` (UTC time +
-random suffix): a retried or repeated check never rewrites an earlier one.
+Artifacts are write-once, so every check gets a fresh `check_id` (UTC time + random suffix) and a
+repeated check never rewrites an earlier one (docs/capacity.md#evidence has the layout).
 """
 
 from __future__ import annotations

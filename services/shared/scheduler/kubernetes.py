@@ -1,12 +1,8 @@
 """Kubernetes helpers the trainer's Job and the bench's Pods share.
 
-Every object specdec renders carries the same three labels, `experiment:
-<run_id>` (the only one cleanup needs), `app.kubernetes.io/managed-by:
-specdec` and `specdec.io/step: <step>`; cleanup deletes by that selector
-only. Names are DNS-1123 and unique per run. The run's bundle folder is
-mounted at the same absolute path in every pod, so a path in an argv means
-the same file there. What both read of capacity.selectors (image, namespace,
-bundle_pvc, tolerations, cpu, memory: contracts/selectors.py) is read here.
+Every object specdec renders carries `experiment: <run_id>` (the only label cleanup selects by),
+`app.kubernetes.io/managed-by: specdec` and `specdec.io/step: <step>`; names are DNS-1123 and unique
+per run, and the bundle folder is mounted at the same absolute path in every pod.
 """
 
 from __future__ import annotations

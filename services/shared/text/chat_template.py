@@ -1,15 +1,8 @@
 """A tokenizer folder's chat template, rendered as the server renders it.
 
-The corpus step render-checks its records with it, and the bench-runner renders
-chat prompts for `/v1/completions` with it: both must see the text the target
-is served with. Records are rendered exactly as a Hugging Face tokenizer's
-`apply_chat_template` would: the template comes from `chat_template.jinja` or
-tokenizer_config.json's `chat_template` (a string, or a list of named templates
-of which `default` is used), rendered by jinja2's immutable sandbox with
-`trim_blocks`, `lstrip_blocks`, `raise_exception` and a `tojson` filter, with
-the tokenizer's special tokens (`bos_token`, `eos_token`, ...) as variables.
-Tokens are counted by the folder's tokenizer.json (`tokenizers`), without
-adding special tokens again (the template writes them).
+The corpus step render-checks its records with it and the bench-runner renders chat prompts with it,
+so both see the text the target is served with: Hugging Face's `apply_chat_template`, reproduced
+(docs/corpus.md#render-check).
 """
 
 from __future__ import annotations

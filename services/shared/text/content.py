@@ -1,26 +1,8 @@
 """Content class of one request: one label per record, so the profile's fractions sum to 1.
 
-The rules are checked in this order and the first that matches wins (the order
-puts the most specific evidence first: a tool call is agentic even when its
-arguments are JSON; a JSON answer is structured even inside a code fence):
-
-1. agentic      the request declares tools/functions, or a turn is a tool call or tool result;
-2. rag          long context: input >= RAG_MIN_INPUT_TOKENS tokens, or retrieval markers
-                ("Context:", "Documents:", "<document>", ...) with input >= RAG_MARKED_MIN_INPUT_TOKENS;
-3. structured   the request asks for JSON (response_format), the completion parses as a JSON
-                object/array, or it (the prompt when there is no completion) holds a
-                ```json / ```yaml / ```xml / ```csv fence;
-4. code         a code fence, or >= CODE_MIN_LINES lines that look like code (keywords at line
-                start, or lines ending in ; { } );
-5. math         LaTeX math, or >= MATH_MIN_EXPRESSIONS arithmetic expressions/equations;
-6. multilingual >= MULTILINGUAL_MIN_SHARE of the letters are non-Latin, or
-                >= ACCENTED_MIN_SHARE (and at least 5) are accented Latin letters (French,
-                Spanish, German, ...);
-7. chat         everything else (chat and prose).
-
-Only the first TEXT_CAP_CHARS characters of the prompt and of the completion are
-read: the label is a property of the request's kind, and the cap bounds the cost
-of a pathological line.
+The rules are checked in order and the first that matches wins, the most specific evidence first
+(docs/profiler.md#content-mix); only the first TEXT_CAP_CHARS of prompt and completion are read, to
+bound a pathological line's cost.
 """
 
 from __future__ import annotations
@@ -67,7 +49,7 @@ _ACCENTED = re.compile(r"[\u00c0-\u024f]")
 
 
 def classify(record: TrafficRecord, input_tokens: int | None) -> str:
-    """The content class of one record (see the module docstring for the rules)."""
+    """The content class of one record (the rules: docs/profiler.md#content-mix)."""
     if record.uses_tools:
         return "agentic"
     prompt = "\n" + record.prompt_text[:TEXT_CAP_CHARS]

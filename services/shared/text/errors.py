@@ -1,12 +1,7 @@
-"""Errors of the shared text utilities: permanent failures of whichever step hit them.
+"""Errors of the shared text utilities: permanent failures (`StepFailed`) of whichever step hit them.
 
-Each is a `StepFailed` whose `error_type` is its class name, so the same bad
-tokenizer folder or unknown shape fails the same way, with the same event, in
-every step that meets it. Messages say what to do next.
-
-`TokenizerUnusable` and `RenderCheckFailed` may quote a template's own error
-text, which can quote a record: their message is redacted when they are built,
-so whatever prints, logs or emits them is safe.
+The same bad input fails the same way, with the same event, in every step. `TokenizerUnusable` and
+`RenderCheckFailed` may quote a record: their message is redacted when it is built.
 """
 
 from __future__ import annotations

@@ -1,28 +1,8 @@
 """Traffic line forms: detect each line's form and normalize it into one `TrafficRecord`.
 
-Three forms are accepted, detected per line by their key (first match wins), so
-one file may mix them:
-
-1. OpenAI-style log, key ``request``::
-
-     {"timestamp": ISO-8601 | epoch s, "request": {"model", "messages" | "prompt", "max_tokens", ...},
-      "response": {"choices": [...], "usage": {"prompt_tokens", "completion_tokens"}},
-      "latency_s": float}            # or "end_timestamp" (ISO-8601 | epoch s) instead of latency_s
-
-2. ShareGPT-style, key ``conversations``::
-
-     {"conversations": [{"from": "human" | "gpt" | "system", "value": str}, ...]}
-
-   The prompt is every turn before the last ``gpt`` turn, the completion is that turn.
-
-3. Flat, key ``prompt``::
-
-     {"prompt": str, "completion": str, "input_tokens": int, "output_tokens": int,
-      "arrival_time": float, "latency_s": float}            # counts and times optional
-
-A line that breaks a rule raises `LineError(kind, reason)`; the caller counts it
-and goes on. Parsing is on the hot path of a million-line file: it touches only
-the keys it needs and builds one slotted object per line.
+Three forms, detected per line by their key, first match wins (docs/profiler.md#traffic-forms). A
+line that breaks a rule raises `LineError(kind, reason)` and the caller counts it. This is the hot
+path of a million-line file: it touches only the keys it needs and builds one slotted object per line.
 """
 
 from __future__ import annotations

@@ -1,25 +1,8 @@
-"""Redaction of secrets and personal data into typed placeholders.
+"""Redaction of secrets and personal data into typed placeholders: `redact(text) -> (text, counts)`.
 
-`redact(text)` returns the redacted text and the number of replacements per
-kind (only kinds that occurred appear in the dict). It is pure and
-deterministic; every string the corpus step writes -- records, errors,
-rejected-line examples, the manifest -- passes through it first, and so do the
-profile's rejected-line examples and the messages of the shared text errors.
-
-The detectors are maintained libraries (detect-secrets, phonenumbers,
-python-stdnum) plus the project's own rules where none covers a kind;
-`services.shared.text.detectors` finds, this module merges and replaces.
-docs/corpus.md ("Redaction") lists every kind, its detector and its rules.
-
-- Each finding becomes `<SECRET:kind>` or `<PII:kind>` (`PLACEHOLDERS`), so a
-  prompt keeps its shape: `password: <SECRET:password>`,
-  `postgres://<SECRET:url_credentials>@db:5432/app`, `call <PII:phone>`.
-- Overlapping findings are one replacement: the union of their spans, under the
-  most specific kind (`detectors.PRIORITY`).
-- Multi-line values are replaced whole: a PEM block (raw or inside a JSON
-  string with `\\n` escapes), the indented lines of a YAML `key: |` value.
-- Idempotent: a placeholder is never part of a finding, so
-  `redact(redact(t)[0])` finds nothing.
+Every string the corpus step writes passes through it, and so do the profiler's rejected-line
+examples and the shared text errors. Pure, deterministic and idempotent; `detectors` finds, this
+module merges and replaces (docs/corpus.md#redaction).
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
 """Token counts of one record side: from the line's count fields, a local tokenizer, or an estimate.
 
-Order of precedence, per side (input and output independently):
-
-1. the count the line carries (`usage.prompt_tokens` / `input_tokens`, ...): the
-   serving engine's own count, exact for the model that served it;
-2. a local Hugging Face tokenizer folder (`DIR/tokenizer.json`, loaded with the
-   `tokenizers` library): the text's length in that tokenizer, special tokens
-   and chat template excluded (templates differ per model; the corpus step's
-   render check measures the templated length);
-3. the documented estimate `estimate_tokens` below.
-
-The profiler and the corpus step both follow it, so a record's counts are the
-same in the profile and in the corpus; each reports, per side, how many records
-took each source.
+The profiler and the corpus step follow one order of precedence per side (docs/profiler.md#token-counts),
+so a record's counts are the same in the profile and in the corpus.
 """
 
 from __future__ import annotations

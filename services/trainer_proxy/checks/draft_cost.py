@@ -1,22 +1,8 @@
 """The draft's forward cost per token against the target's: `training/draft-cost.json`.
 
-Run after the probes pass (and after a reused draft is copied), on the CPU with
-transformers, like the probes. Both models get the same batch: up to
-COST_PROMPTS heldout prompts, rendered as the probes render them and cut to
-PROMPT_TOKENS, right-padded into one batch with an attention mask. One
-warm-up forward of each, then REPETITIONS interleaved timed forwards (draft,
-target, draft, ...) so that a slow stretch of a shared machine falls on both;
-the medians, per real (unpadded) token, are what the file records.
-
-Both run in float32 whatever dtype the checkpoints were saved in: float32 is
-the CPU's native path (bfloat16 on a CPU without native support is emulated,
-at a cost that depends on the CPU and not on the model), the probes already
-load the draft in it, and a ratio taken in one dtype is what matters here.
-Both run with the service's torch thread count, recorded.
-
-This is evidence, never a verdict: any failure (a target that does not load,
-one too large for the CPU, a timeout) writes no file and logs why; the probes'
-verdicts and the step's outcome stay what they were.
+Timed on the CPU after the probes pass (and on a reused draft's copy), both models in float32 on one
+batch, interleaved so a slow stretch of a shared machine falls on both (docs/trainer-proxy.md#draft-cost
+has the method and its limits). Evidence, never a verdict: a failure writes no file and logs why.
 """
 
 from __future__ import annotations

@@ -1,26 +1,8 @@
-"""Capture-correctness probes, run on the trainer's output after a clean exit.
+"""Capture-correctness probes, run on the trainer's output after a clean exit: `training/probes.json`.
 
-Built in (always; transformers and torch, on CPU, imported only here and only
-when a probe runs):
-- checkpoint_loads: the checkpoint directory (the output directory, or
-  commands.train.checkpoint_subdir below it) holds a checkpoint that AutoConfig
-  and AutoModelForCausalLM load;
-- vocabulary_matches: the draft's vocabulary size equals the target's (the
-  target checkpoint's config, else its tokenizer), covers every token of the
-  target's tokenizer, and — when the output carries a tokenizer — the same
-  token IDs map to the same strings on a spread sample;
-- forward_pass: tokenized heldout prompts give finite logits whose last
-  dimension is the target's vocabulary size.
-A head in `speculators`' format (config.json with `speculators_config`: an EAGLE-3
-head) is checked its own way: checkpoint_loads, vocabulary_matches and head_fits_target
-(speculators_format.py).
-Plus the operator's probe argv when the campaign gives one (no shell; a
-non-zero exit fails it). Results go to `training/probes.json`.
-
-The built-in probes run in a worker thread of the service, so torch is
-imported once per service, not once per run; a probe past its time limit is
-reported failed (the thread finishes on its own: loading a draft and one
-forward pass are bounded work).
+The built-in probes (checkpoint_loads, vocabulary_matches, forward_pass; a `speculators` head has its
+own, speculators_format.py) plus the operator's probe argv (docs/trainer-proxy.md#probes). They run in a
+worker thread, so torch is imported once per service and only when a probe runs.
 """
 
 from __future__ import annotations

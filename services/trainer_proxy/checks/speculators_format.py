@@ -1,23 +1,8 @@
 """The built-in probes for a head in `speculators`' format (an EAGLE-3 head: `method: eagle3`).
 
-Such a checkpoint is not a transformers causal LM: its config.json carries
-`speculators_config` and `speculators_model_type` and no `model_type`, and its forward
-needs the target's hidden states, so AutoModelForCausalLM cannot load it and the
-draft-model probes do not apply. vLLM reads it directly (its speculators config
-adapter). Checked instead (json and safetensors only):
-
-- checkpoint_loads: config.json names an algorithm and a model type, the weights
-  (`*.safetensors`) load, and every tensor is finite;
-- vocabulary_matches: the head's verifier vocabulary (`transformer_layer_config.vocab_size`)
-  equals the target's; its lm_head has `draft_vocab_size` rows, and a draft vocabulary
-  smaller than the target's comes with its d2t mapping of that length (vLLM maps drafted
-  ids back with it);
-- head_fits_target, in place of forward_pass (a head's forward needs the target's hidden
-  states, which only the trainer's environment or vLLM produce; the e2e test and the bench
-  run it): its hidden size is the
-  target's (or `target_hidden_size`), its fc layer takes one hidden state per auxiliary
-  layer, and those layers exist in the target (ids 0..n: vLLM captures the input of
-  layer i, or the last layer's output for n).
+Such a checkpoint is no transformers causal LM and its forward needs the target's hidden states, so it
+is checked from its config.json and safetensors alone, with head_fits_target in place of forward_pass
+(docs/trainer-proxy.md#probes). vLLM reads it directly.
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
-"""Everything about a trainer run, into the bundle, write-once and hashed.
+"""Everything about a trainer run, into the bundle, write-once and hashed (docs/trainer-proxy.md#what-lands-in-the-bundle).
 
-- `training/argv.json`: the exact argv (and for Slurm the sbatch argv), the
-  working directory and the label, written *before* anything starts;
-- `training/stdout.log`, `training/stderr.log`: the trainer's own output;
-- `training/output/...`: every file the trainer wrote, each registered with
-  its sha256 (partial or not: outputs are never deleted);
-- `training/outputs.json`: the output manifest (`contracts.artifacts.training.OutputManifest`:
-  every file, its hash, size; for a reused draft, the run it was copied from);
-- `training/capture.json`: exit code, signal, duration, timeout, the loss
-  scan, and references to all of the above;
-- `training/keeper.json`, `training/exit.json` (local) or `training/slurm-job-id.json`
-  (Slurm), when there: how the executor knew the run and its end (a restarted
-  service re-attaches by them: services/trainer_proxy/execution/detached.py).
-
-An earlier delivery's manifest (it died between the manifest and the capture)
-is kept as it is: re-capturing never writes `training/outputs.json` again.
+The argv is recorded before anything starts; the outputs are hashed, partial or not, and never deleted.
+An earlier delivery's output manifest (it died before the capture) is kept as it is: re-capturing never
+writes `training/outputs.json` again.
 """
 
 from __future__ import annotations

@@ -1,26 +1,9 @@
 """The local trainer, detached from its service: started under a keeper, watched, re-attached to.
 
-The trainer runs under its keeper (services/trainer_proxy/execution/keeper.py),
-in a process group of its own, labelled experiment=<run-id> with the service
-label `trainer` (DETACHED_SERVICE): not the trainer-proxy's own, so a restarted
-trainer-proxy's reconcile, which ends its own labelled work that no lease holds,
-never ends a trainer it can still re-attach to. Neither keeper nor trainer gets
-the service's parent-death signal: a trainer-proxy that dies (SIGKILL, OOM)
-leaves its trainer running, and the keeper records how it ends.
-
-The service watches the run the same way whether it started the trainer or
-re-attached to it after a restart: until the keeper's exit record appears, it
-reads the trainer's stdout and stderr for a non-finite loss (the scan starts
-at the files' first byte, so a re-attached watch misses nothing) and measures
-the timeout from the recorded wall-clock start; either ends the trainer's
-process group. A re-attach finds the keeper by its recorded pid and checks it
-is the same process (its start time) carrying the run's label. No exit record
-and no live keeper: nothing can tell how the trainer ended (`None`: the caller
-captures the run as interrupted).
-
-A service that is stopping (SIGTERM, Ctrl-C: the step is cancelled) stops its
-trainer: the keeper, told with SIGTERM, ends the trainer's group and records
-`stopped`; such a run is captured as interrupted.
+The trainer outlives a service that dies, and a restarted one watches it the same way as the first
+(loss scan from the files' first byte, timeout from the recorded start). Its label is `trainer`, not
+the trainer-proxy's, so a restarted service's reconcile never ends a trainer it can re-attach to. No
+exit record and no live keeper: captured as interrupted (docs/trainer-proxy.md#redelivery).
 """
 
 from __future__ import annotations

@@ -1,31 +1,9 @@
 """Executing an approved training plan, once, with everything captured.
 
-Order (every stage is idempotent on redelivery, because artifacts are
-write-once and each stage first looks for its own record):
-1. an earlier delivery's capture (`training/capture.json`) is reused as is;
-   an earlier launch that was never captured (`training/argv.json` without a
-   capture: the service stopped or died) is re-attached to: a trainer that
-   outlived its service (local: under its keeper; Slurm: the job) is watched
-   to its end, or its recorded end is read, and captured as any run is; only
-   when there is neither an outcome nor a live trainer is it captured as
-   interrupted;
-2. otherwise: the node is checked again (preflight), the argv is recorded,
-   the trainer is launched (`training.started`), watched for its end, the
-   timeout and non-finite losses, and captured: stdout, stderr, exit code,
-   duration, every output file hashed;
-3. cleanup, by the experiment label only, after the capture;
-4. the verdict: a timeout, a non-finite loss, a non-zero exit or an
-   interruption stops the campaign; otherwise the probes run on the output
-   and any failure stops it too; else the draft's cost against the target's
-   is timed (`training/draft-cost.json`, evidence only: services.trainer_proxy.
-   checks.draft_cost), the training input key is recorded
-   (`training/input-key.json`, for later runs to reuse this draft) and
-   `training.completed`.
-
-A plan that reuses an earlier run's draft launches nothing: the draft is
-copied and verified (services.trainer_proxy.planning.reuse), `training/reuse.json`
-records the copy, the draft's cost is timed again on this machine, and
-`training.completed` names the source in `reused_from`.
+Stages: reuse an earlier capture, else re-attach to a launch never captured, else re-check the node,
+record the argv, launch, watch and capture; then cleanup by label, probes, draft cost and the input
+key. Each stage looks for its own record first, so a redelivery never runs the trainer twice
+(docs/trainer-proxy.md#redelivery). A reuse plan launches nothing: it copies the earlier draft.
 """
 
 from __future__ import annotations

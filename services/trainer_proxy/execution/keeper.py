@@ -1,23 +1,9 @@
 """The trainer's keeper: a small process that owns a local trainer, so the trainer outlives its service.
 
-Run by the local executor (services/trainer_proxy/execution/detached.py) as
-`python -I keeper.py SPEC_JSON`, in a process group of its own, without the
-parent-death signal, with the workload's environment and the experiment label
-(both passed on to the trainer unchanged). Standard library only: it must run
-however the service's own imports are set up.
-
-It starts the trainer's argv (no shell) in a process group of its own, with its
-stdout and stderr to the spec's files; the trainer dies with the keeper
-(parent-death signal), so a trainer never runs without something that will
-record its end. It records, each file written whole (temporary file, then rename):
-- `record` (training/keeper.json), once the trainer runs: both pids, both start
-  times (/proc's, to tell the same process from a reused pid) and the wall-clock
-  start;
-- `exit` (training/exit.json), once the trainer's main process ended and its group
-  was ended after it (SIGTERM, SIGKILL after the grace period: no child of the trainer
-  keeps writing outputs that are being hashed): exit code or signal, the wall-clock
-  end, and whether the keeper was told to stop (SIGTERM: the service stopping).
-It prints the trainer's pid (or why it could not start) as one JSON line on stdout.
+Standard library only (`python -I keeper.py SPEC_JSON`): it must run however the service's imports are
+set up. The trainer dies with its keeper, so it never runs without something that records its end;
+the keeper writes `training/keeper.json` and `training/exit.json`, each whole (temporary file, then
+rename), and prints the trainer's pid as one JSON line.
 """
 
 from __future__ import annotations

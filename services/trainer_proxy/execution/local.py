@@ -1,17 +1,8 @@
-"""The local executor: labelled child processes of the service.
+"""The local executor: labelled child processes of the service, exec'd from an argv list (never a shell).
 
-A child is exec'd from its argv list (never a shell), in its own process
-group, with the experiment label and the declared variables in a minimal environment
-(services/runtime/workload_env.py). Its stdout and stderr go to files in the
-bundle. It is stopped — its whole process group, SIGTERM then SIGKILL — at
-the timeout, at the first non-finite loss, and when its main process exits
-(so no child it forked outlives it and keeps writing outputs that are being
-hashed).
-
-The trainer runs detached from the service, under a keeper that records its
-end, so that it outlives a service that dies and a restarted one re-attaches to
-it (services/trainer_proxy/execution/detached.py). Every other child
-(`run_process`: the operator's probe) dies with the service (parent-death signal).
+Each child runs in its own process group with the workload's environment (services/runtime/workload_env.py),
+and its whole group is stopped at the timeout, the first non-finite loss and its main process's exit.
+The trainer runs detached under a keeper (detached.py); every other child dies with the service.
 """
 
 from __future__ import annotations

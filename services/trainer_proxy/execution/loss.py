@@ -1,16 +1,7 @@
-"""Non-finite loss detection in a trainer's output (pure).
+"""Non-finite loss detection in a trainer's output (pure, incremental).
 
-Documented formats (docs/trainer-proxy.md), scanned on stdout and stderr:
-- JSON lines: an object with a `loss` field (or `<name>_loss`, e.g.
-  `train_loss`), at any depth; a number, or a string holding one;
-- text: `loss=<float>` (also `train_loss=<float>`, `loss: <float>`,
-  `loss=tensor(<float>)`).
-A value is non-finite when it is NaN or infinite in any spelling: `nan`,
-`NaN`, `-nan`, `inf`, `-Infinity`, `1e999` (overflows to inf), `1.#QNAN`,
-`nan(ind)`. One such value anywhere in the output stops the campaign.
-
-The scanner is incremental: the executor feeds it bytes as the trainer
-writes them, so a NaN is seen while the trainer still runs.
+The documented formats (docs/trainer-proxy.md#loss-formats) are scanned on stdout and stderr as the
+trainer writes them, so a NaN is seen while it still runs; one non-finite value stops the campaign.
 """
 
 from __future__ import annotations

@@ -1,24 +1,8 @@
-"""The trainer's progress, read from its output as the campaign declares it (commands.train.progress; pure).
+"""The trainer's progress, read from its output in the form the campaign declares (commands.train.progress; pure).
 
-The executors tail the trainer's stdout and stderr (monitor.py, OutputWatch) and hand every
-chunk to the loss scanners and to the `ProgressScanner` here: it splits each stream into lines
-(as the loss scanner does, an unterminated line waiting for its end) and keeps the last reading
-(step, total, loss) a line gave, in the declared form:
-
-- `json`: a line that is a JSON object with an integer `step` at its top level, and optionally
-  an integer `total` and a number `loss` (infra/examples/train_eagle3.py prints these);
-- `regex`: a line in which the pattern matches (`re.search`), its named groups `step`, `total`
-  and `loss`.
-
-A line of the form with a step that is not a whole number >= 0 is no reading. A loss that is not
-finite is relayed as none (the loss scanner stops the campaign on it; docs/trainer-proxy.md).
-
-`ProgressRelay` turns readings into what a `step.progress` event carries: at most one every
-EVERY_S (the last reading, newest wins; the trainer's end forces the last one out), with
-elapsed time since the trainer's recorded start and ETA = the pace since the first reading relayed times the
-steps left (elapsed / step * (total - step) until a second step is read).
-When the trainer has printed lines for WARN_AFTER_S, or ended, and none matched the declared
-form, it says so once: a declared form that never matches is a mistake to show, not to hide.
+`ProgressScanner` keeps the last reading a line gave; `ProgressRelay` turns readings into `step.progress`
+events, at most one every EVERY_S, with elapsed time and an ETA, and says once when the declared form
+never matches (docs/trainer-proxy.md#progress).
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """The Slurm executor: one batch job that execs the trainer's argv, no shell.
 
-The job (rendered into the plan: services.trainer_proxy.planning.slurm_job and the
-shared sbatch argv) carries the label twice: `--job-name specdec-<run_id>` and
-`--comment experiment=<run_id>`. Its stdout and stderr are written by Slurm
-straight into the run's bundle, which must be on storage shared with the node
-(docs/trainer-proxy.md).
-
-The job is watched with `scontrol show job -o` (no accounting database
-needed; `sacct` only when the job has aged out of the controller), stopped
-with `scancel` at the timeout or the first non-finite loss, and cleaned up
-after capture by its name and comment only (services.shared.scheduler.slurm).
-A job outlives its service: the job ID is recorded (`training/slurm-job-id.json`) as
-soon as sbatch answers, and a restarted service re-attaches to it: it watches
-the job still running, or reads how it ended from Slurm (`reattach_slurm`).
+The job is labelled by name and comment, watched with `scontrol` (`sacct` once the controller forgot it),
+stopped with `scancel`, and cleaned up by its labels only. Its job ID is recorded as soon as sbatch
+answers, so a restarted service re-attaches to it (docs/trainer-proxy.md#executors).
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """The training input key: one sha256 over everything that determines a draft (pure).
 
-Two trainings with the same key saw the same data, ran the same command on the
-same target with the same trainer revision, probe and executor kind; a draft
-trained under a key may be reused by a later run with that key (services.
-trainer_proxy.planning.reuse). Run-specific values never enter the key: the argv is
-rendered with the run's own paths ({output_dir}, {corpus_train}, {run_id},
-{node}, ...) left as their role, so the same inputs in another run give the
-same key. What the files are is hashed by the caller (reuse.py); this module
-only combines the digests. The records (`InputKey`, `FileDigest`, `TreeDigest`)
-are `contracts.artifacts.training`'s: later runs and the publisher read them.
+Two trainings with one key saw the same data and ran the same command on the same target, so a later
+run may reuse the draft (reuse.py). Run-specific values never enter the key (docs/trainer-proxy.md#draft-reuse
+has the table); the caller hashes the files and this module only combines the digests.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
-"""The Kubernetes Job of a training plan (pure): rendered, labelled, not applied.
+"""The Kubernetes Job of a training plan (pure): rendered into the plan, never applied by specdec.
 
-No cluster runs next to specdec's tests, so this release renders the Job into
-the plan (and the bundle) and stops there: an approved Kubernetes plan fails
-with `training.failed` saying so, and the operator applies the manifest
-(docs/trainer-proxy.md). What the manifest guarantees:
-- `metadata.labels.experiment` and the pod template's label are the run ID,
-  the only selector cleanup uses;
-- the container's `command` is the argv list (exec form: no shell);
-- the pod is pinned to the selected node; `backoffLimit: 0` (a failed trainer
-  is not retried behind the operator's back) and `activeDeadlineSeconds` is
-  the campaign's timeout;
-- no `ttlSecondsAfterFinished`: nothing is garbage-collected before its
-  outputs are captured.
+What the manifest guarantees: the run's `experiment` label on the Job and its pod (cleanup's only
+selector), the argv as an exec-form `command`, the selected node, `backoffLimit: 0`,
+`activeDeadlineSeconds` from the campaign's timeout, and no `ttlSecondsAfterFinished`
+(docs/trainer-proxy.md#the-operators-job-template-kubernetes).
 """
 
 from __future__ import annotations

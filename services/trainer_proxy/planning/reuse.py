@@ -1,19 +1,9 @@
-"""Draft reuse by training input key: hashing the inputs, finding an earlier run's
-identical draft, and copying it into this run's bundle.
+"""Draft reuse by training input key: hashing the inputs, finding an earlier run's identical draft, and
+copying it into this run's bundle.
 
-- At plan time: the target and the files named in the argv are hashed, the key
-  is computed (input_key.py), and the bundle root is searched for another run
-  whose training completed under that key (`training/input-key.json`) and
-  whose draft files still have the sha256 its `training/outputs.json` records.
-  A missing or changed file, a partial draft or an untrusted manifest means no
-  reuse: the trainer runs.
-- At execution of a reuse plan: nothing is launched. Every draft file is
-  copied (not linked: a run's bundle stays its own evidence, whatever later
-  happens to the other run's folder), hashed again into this run's
-  `training/outputs.json` naming the source run, and compared with the
-  source's manifest; a difference fails training with `ReuseFailed`.
-- Every completed training, fresh or reused, records its key in
-  `training/input-key.json`: its presence is what a later lookup looks for.
+A missing or changed file, a partial draft or an untrusted manifest means no reuse: the trainer runs.
+The draft is copied, never linked (a run's bundle stays its own evidence), hashed again and compared
+with the source's manifest (docs/trainer-proxy.md#draft-reuse).
 """
 
 from __future__ import annotations

@@ -1,53 +1,9 @@
-"""Where secrets and personal data sit in a text: the detectors behind `redact`.
+"""Where secrets and personal data sit in a text: the detectors behind `redact` (`find`).
 
-`find(text)` returns `Finding`s (start, end, kind) over `text`; `redact` merges
-and replaces them. Each kind comes from the best maintained detector there is
-for it, and the project's own rules cover only what no library does
-(docs/corpus.md has the table and the reasons):
-
-- **detect-secrets** (Yelp): its regex plugins find vendor tokens (AWS key IDs,
-  Azure storage keys, Slack tokens and webhooks, Stripe, GitHub, GitLab, JWTs
-  with their JSON check, OpenAI, SendGrid, npm, PyPI, Twilio, Discord,
-  Mailchimp, Telegram, Square); its keyword grammar
-  (`DENYLIST`, the quote and closing rules) is the base of the keyword
-  assignments (`password=`, `secret:`, `"token": ...`), its heuristic filters
-  (templated values, `$VAR`, indirect references such as `get_password()`,
-  non-alphanumeric and sequential strings, id-like keys) veto values, and its
-  Shannon entropy is the entropy of the high-entropy rule.
-- **phonenumbers** (Google's libphonenumber): phone numbers, national and
-  international, validated against the numbering plans.
-- **python-stdnum**: IBAN (country length, BBAN format, mod-97), the Luhn check
-  of card numbers, US SSN validity, national IDs (Aadhaar, PAN, NIR, DNI/NIE,
-  codice fiscale, SIN, Steuer-ID, BSN).
-- **ipaddress** (stdlib): which candidate addresses are real IPv4/IPv6.
-- own rules: PEM block extent, URL credentials, Bearer/Basic headers, key
-  shapes no plugin knows (Hugging Face, Google API, Anthropic, `sk-` project
-  keys, GitHub fine-grained, Stripe test keys, npm outside .npmrc, ...),
-  e-mail, UK NINO, card issuer ranges, phone candidates, the keyword
-  grammar's value extent, its code/template/prose vetoes and multi-line
-  values, shell-history forms (`mysql -p`, `sshpass`, `docker login -p`), the
-  high-entropy rule's contexts, and the AWS secret next to its key ID.
-
-Every detector runs only where a cheap prefilter (a substring or a C-speed
-regex over the whole text) says it could match, so ordinary prose costs a
-handful of scans.
-
-The text is read through a *view* of the same length in which JSON escapes
-are undone in place (`\\n` -> ` ` + newline, `\\"` -> ` "`), so a key pasted
-inside a JSON string, or a raw JSONL line, is seen with its real line breaks
-and quotes while every offset stays the one of the original text.
-
-The rules live in the modules of this package, one concern each; this module
-runs them all (`find`) and re-exports the names its callers use:
-
-- `base`: the kinds (`KIND_CATEGORY`, `PRIORITY`), `Finding`, `PLACEHOLDER_RE`,
-  the view (`view_of`) and the helpers every detector shares (`entropy`, ...);
-- `keys`: PEM blocks, detect-secrets' vendor plugins, the own token shapes,
-  URL credentials and Authorization headers;
-- `assignments`: keyword assignments (`password=`, YAML, XML, .netrc), prose
-  passwords and shell-history forms;
-- `high_entropy`: the high-entropy rule and the AWS secret next to its key ID;
-- `personal`: e-mail, IPs, cards, US SSN, IBAN, UK NINO, national IDs, phones.
+Maintained libraries first, own rules only where none covers a kind (docs/corpus.md#redaction has the
+table); each concern is a module of this package, and each detector runs only where a cheap prefilter
+says it could match. The text is read through a same-length view with JSON escapes undone in place,
+so a key inside a JSON string is seen with its real line breaks while every offset stays the original's.
 """
 
 from __future__ import annotations
