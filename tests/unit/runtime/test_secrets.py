@@ -13,8 +13,8 @@ from services.runtime.secrets import OpenToOthers, SecretFileError, Unreadable, 
 def test_a_variable_is_read_without_surrounding_whitespace_and_is_empty_when_unset(monkeypatch: pytest.MonkeyPatch):
     assert from_env("TOKEN", {"TOKEN": "  abc\n"}) == "abc"
     assert from_env("TOKEN", {}) == ""
-    monkeypatch.setenv("SPECDEC_TEST_SECRET", "\tfrom-the-process ")
-    assert from_env("SPECDEC_TEST_SECRET") == "from-the-process"
+    monkeypatch.setenv("SECRET_READER_TEST_VALUE", "\tfrom-the-process ")
+    assert from_env("SECRET_READER_TEST_VALUE") == "from-the-process"
 
 
 def test_a_file_is_read_as_utf8_without_surrounding_whitespace(tmp_path: Path):
