@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
+from services.runtime.backoff import dropped, sleeps
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.errors import BrokerUnavailable
 from services.runtime.settings import RuntimeSettings
@@ -52,27 +53,9 @@ MAX_RETRY_S = 4.0
 
 
 def backoff(first_s: float = FIRST_RETRY_S, max_s: float = MAX_RETRY_S) -> AsyncIterator[float]:
-    """Sleeps first_s, 2 first_s, ... up to max_s each time it is stepped; yields each wait."""
-
-    async def waits() -> AsyncIterator[float]:
-        wait_s = first_s
-        while True:
-            await asyncio.sleep(wait_s)
-            yield wait_s
-            wait_s = min(wait_s * 2, max_s)
-
-    return waits()
-
-
-def dropped(exc: BaseException) -> bool:
-    """Whether an error is Redis being away (restart, failover, network), which waiting can heal."""
-    from redis.exceptions import AuthenticationError
-    from redis.exceptions import ConnectionError as RedisConnectionError
-    from redis.exceptions import TimeoutError as RedisTimeoutError
-
-    if isinstance(exc, AuthenticationError):
-        return False  # a wrong password does not heal by waiting (redis-py files it under ConnectionError)
-    return isinstance(exc, RedisConnectionError | RedisTimeoutError | OSError)
+    """Sleeps first_s, 2 first_s, ... up to max_s each time it is stepped; yields each wait
+    (services/runtime/backoff.py; `dropped` there says which errors are worth the wait)."""
+    return sleeps(first_s, max_s)
 
 
 class _BrokerOnFirstPublish:

@@ -33,6 +33,7 @@ from services.runtime import apps
 from services.runtime.procs import deployment_id, end_labelled
 from services.runtime.errors import ConfigurationError, SpecdecError
 from services.runtime.settings import RuntimeSettings
+from services.shared.formatting import concurrency, number
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_CAMPAIGN = ROOT / "infra/examples/demo-campaign.yaml"
@@ -158,10 +159,6 @@ async def _follow(settings: RuntimeSettings, run_id: str, view: ProgressView, *,
     raise AssertionError("unreachable")
 
 
-def _num(value: float | None, spec: str) -> str:
-    return "n/a" if value is None else format(value, spec)
-
-
 def headline(bundle_dir: Path, out: TextIO) -> None:
     """The decision's objective per candidate and concurrency, with the identity it holds for."""
     import orjson
@@ -175,13 +172,13 @@ def headline(bundle_dir: Path, out: TextIO) -> None:
         for level in candidate.get("levels", []):
             obj = level.get("objective") or {}
             interval = obj.get("interval") or {}
-            # A failed or unmeasured candidate has null figures: say n/a, never crash the summary.
+            # A failed or unmeasured candidate has null figures: print them as missing, never crash the summary.
             out.write(
                 f"  {candidate['candidate']} @ concurrency {level['concurrency']}: {obj.get('metric')} "
-                f"{_num(obj.get('baseline_value'), '.2f')} -> {_num(obj.get('candidate_value'), '.2f')} "
-                f"{obj.get('unit', '')} ({_num(obj.get('delta_pct'), '+.1f')} %, interval "
-                f"{_num(interval.get('low_pct'), '+.1f')}..{_num(interval.get('high_pct'), '+.1f')} %, noise bound "
-                f"{_num(obj.get('noise_bound_pct'), '.1f')} %): {obj.get('verdict')}, "
+                f"{number(obj.get('baseline_value'), '.2f')} -> {number(obj.get('candidate_value'), '.2f')} "
+                f"{obj.get('unit', '')} ({number(obj.get('delta_pct'), '+.1f')} %, interval "
+                f"{number(interval.get('low_pct'), '+.1f')}..{number(interval.get('high_pct'), '+.1f')} %, noise bound "
+                f"{number(obj.get('noise_bound_pct'), '.1f')} %): {obj.get('verdict')}, "
                 f"{obj.get('baseline_trials')} vs {obj.get('candidate_trials')} trials\n"
             )
     spent = trials_spent(decision)
@@ -207,7 +204,7 @@ def trials_spent(decision: dict) -> str | None:
         for level in candidate.get("levels", []):
             if level.get("trials_used") is None:
                 continue
-            where = "unlimited" if level.get("concurrency") is None else f"c={level['concurrency']}"
+            where = concurrency(level.get("concurrency"), prefix="c=")
             by_level.setdefault(where, []).append(
                 f"{candidate['candidate']} {level['trials_used']} ({level.get('stopped') or 'continues'})")
     if not by_level:

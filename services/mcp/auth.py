@@ -21,6 +21,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from services.app.campaign.roots import FileRoots
 from services.mcp.errors import TokenUnavailable, Unauthorized
+from services.runtime.secrets import OpenToOthers, Unreadable, from_env, from_file
 
 MIN_TOKEN_CHARS = 16
 
@@ -66,7 +67,7 @@ class McpSettings(BaseSettings):
 def load_token(settings: McpSettings, environ: Mapping[str, str] = os.environ) -> str:
     """The bearer token the settings point at; TokenUnavailable, saying what to set, without one."""
     if settings.mcp_token_env:
-        token = environ.get(settings.mcp_token_env, "").strip()
+        token = from_env(settings.mcp_token_env, environ)
         where = f"environment variable {settings.mcp_token_env} (SPECDEC_MCP_TOKEN_ENV)"
     elif settings.mcp_token_file:
         token, where = _read_token_file(Path(settings.mcp_token_file)), f"file {settings.mcp_token_file}"
@@ -83,14 +84,12 @@ def load_token(settings: McpSettings, environ: Mapping[str, str] = os.environ) -
 
 def _read_token_file(path: Path) -> str:
     try:
-        mode = path.stat().st_mode
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise TokenUnavailable(f"cannot read the token file {path} (SPECDEC_MCP_TOKEN_FILE): {exc.strerror}") from None
-    if mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise TokenUnavailable(f"the token file {path} is open to group or others (mode {stat.filemode(mode)}): "
-                               f"`chmod 600 {path}`")
-    return text.strip()
+        return from_file(path, owner_only=True)
+    except Unreadable as exc:
+        raise TokenUnavailable(f"cannot read the token file {path} (SPECDEC_MCP_TOKEN_FILE): {exc.reason}") from None
+    except OpenToOthers as exc:
+        raise TokenUnavailable(f"the token file {path} is open to group or others (mode {stat.filemode(exc.mode)}): "
+                               f"`chmod 600 {path}`") from None
 
 
 class StaticTokenVerifier(TokenVerifier):

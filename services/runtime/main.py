@@ -8,9 +8,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from pydantic import ValidationError
-from redis import exceptions as redis_errors
 
 from services.runtime import apps, failpoints, procs
+from services.runtime.backoff import delays, dropped
 from services.runtime.health import logs
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery import history
@@ -42,18 +42,18 @@ async def wait_for_redis(ping: Callable[[], Awaitable[Any]], log: Any, *,
     instead of exiting on its first command; once serving, the consumer rides out
     an outage by itself. SIGTERM stops the wait as it stops the service.
     """
-    delay, failures = FIRST_RETRY_S, 0
+    waits, failures = delays(FIRST_RETRY_S, MAX_RETRY_S), 0
     while True:
         try:
             await ping()
             return failures
-        except redis_errors.AuthenticationError:
-            raise  # a wrong password does not heal by waiting (redis-py files it under ConnectionError)
-        except (redis_errors.ConnectionError, redis_errors.TimeoutError) as exc:
+        except Exception as exc:
+            if not dropped(exc):
+                raise  # a wrong password, or anything else waiting does not heal
             failures += 1
+            delay = next(waits)
             log.warning("waiting for Redis", error=str(exc), attempt=failures, retry_in_s=delay)
             await sleep(delay)
-            delay = min(delay * 2, MAX_RETRY_S)
 
 
 async def run(name: str, settings: RuntimeSettings) -> None:

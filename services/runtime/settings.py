@@ -9,6 +9,8 @@ from pathlib import Path
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from services.runtime.secrets import Unreadable, from_file
+
 
 def default_instance() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"
@@ -110,9 +112,9 @@ class RuntimeSettings(BaseSettings):
         if not self.redis_url_file:
             return self
         try:
-            url = Path(self.redis_url_file).read_text().strip()
-        except OSError as exc:
-            raise ValueError(f"SPECDEC_REDIS_URL_FILE {self.redis_url_file} cannot be read ({exc.strerror}); "
+            url = from_file(self.redis_url_file)
+        except Unreadable as exc:
+            raise ValueError(f"SPECDEC_REDIS_URL_FILE {self.redis_url_file} cannot be read ({exc.reason}); "
                              "point it at the file holding the services' Redis URL") from None
         if not url:
             raise ValueError(f"SPECDEC_REDIS_URL_FILE {self.redis_url_file} is empty; it must hold a redis:// URL")

@@ -26,7 +26,7 @@ def test_a_candidate_without_figures_prints_na_instead_of_crashing(tmp_path: Pat
     headline(tmp_path, out)
     text = out.getvalue()
     assert "draft-k3 @ concurrency 1: tpot:median 3.22 -> 2.76 ms (-14.3 %, interval -53.5..+57.8 %" in text
-    assert "ngram-k3 @ concurrency 1: tpot:median 3.22 -> n/a ms (n/a %, interval n/a..n/a %, noise bound n/a %): " \
+    assert "ngram-k3 @ concurrency 1: tpot:median 3.22 -> - ms (- %, interval -..- %, noise bound - %): " \
            "unavailable, 3 vs 0 trials" in text
 
 

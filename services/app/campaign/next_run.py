@@ -25,6 +25,7 @@ from services.publisher.report.model import CampaignData
 from services.publisher.prediction.schedule_plan import CandidatePlan, best, candidate_plans, proposed_cells
 from services.runtime.bundle.bundle import ArtifactMissing, BundleError, BundleStore, hash_file
 from services.runtime.errors import ConfigurationError
+from services.shared.formatting import concurrency, ms
 
 
 @dataclass(frozen=True)
@@ -167,11 +168,9 @@ def _prediction(chosen: CandidatePlan, cells: dict[str, dict[str, Any]]) -> tupl
     fixed = chosen.plan.fixed_k
     out = []
     for lv, k in zip(chosen.plan.levels, chosen.plan.chosen, strict=True):
-        level = "unlimited" if lv.concurrency is None else lv.concurrency
-        base = "-" if lv.baseline_tpot_ms is None else f"{lv.baseline_tpot_ms:.2f} ms"
-        sched = f"; {cells['scheduled']['cell_id']} (k {k}) {_ms(lv.tpot_ms(k))}" if chosen.plan.varies else ""
-        out.append(f"concurrency {level}: standing {base} (measured); {cells['fixed']['cell_id']} (k {fixed}) "
-                   f"{_ms(lv.tpot_ms(fixed))}{sched} (predicted)")
+        sched = f"; {cells['scheduled']['cell_id']} (k {k}) {ms(lv.tpot_ms(k))}" if chosen.plan.varies else ""
+        out.append(f"concurrency {concurrency(lv.concurrency)}: standing {ms(lv.baseline_tpot_ms)} (measured); "
+                   f"{cells['fixed']['cell_id']} (k {fixed}) {ms(lv.tpot_ms(fixed))}{sched} (predicted)")
     return tuple(out)
 
 
@@ -190,7 +189,3 @@ def _header(run_id: str, chosen: CandidatePlan, schedule: list[list[int]], draft
         f"No trial is pooled with run {run_id}: submit this file (specdec submit) for a new run.",
     ]
     return "".join(f"# {line}\n" for line in lines)
-
-
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v:.2f} ms"

@@ -18,6 +18,7 @@ from services.publisher.prediction.predict import cell_speculation
 from services.publisher.report import figures as fig
 from services.publisher.report.document import Block, Paragraph, Ref, Section, Table
 from services.publisher.report.model import ArmLevel, CampaignData
+from services.shared.formatting import MISSING, concurrency
 
 TITLE = "Trained draft: offline vs served acceptance"
 ANCHOR = "offline-acceptance"
@@ -118,12 +119,13 @@ def offline_acceptance_section(data: CampaignData) -> Section:
 
 def _row(c: Comparison) -> tuple:
     arm, offline, served = c.arm, c.offline, c.served
-    ids = (Ref(arm.key), arm.cell_id, _lvl(arm.concurrency), f"{len(arm.trials)}/{arm.trials_declared or '?'}",
-           arm.baseline_cell_id or "-")
+    ids = (Ref(arm.key), arm.cell_id, concurrency(arm.concurrency), f"{len(arm.trials)}/{arm.trials_declared or '?'}",
+           arm.baseline_cell_id or MISSING)
     if served is None:
-        return (*ids, f"{len(offline)}/-", _seq(offline), "no drafts", "-", f"{c.offline_length:.3f}", "-", "-")
+        return (*ids, f"{len(offline)}/{MISSING}", _seq(offline), "no drafts", MISSING, f"{c.offline_length:.3f}",
+                MISSING, MISSING)
     errors = c.errors
-    errors_text = " / ".join([f"{e:+.3f}" for e in errors] + ["-"] * (max(len(offline), served.k) - len(errors)))
+    errors_text = " / ".join([f"{e:+.3f}" for e in errors] + [MISSING] * (max(len(offline), served.k) - len(errors)))
     length_error = (f"{c.length_error:+.3f}" if c.length_error is not None
                     else f"not compared: k differs ({len(offline)} offline, {served.k} served)")
     return (*ids, f"{len(offline)}/{served.k}", _seq(offline), _seq(served.per_position), errors_text,
@@ -136,8 +138,4 @@ def _one_line(text: str) -> Section:
 
 def _seq(values) -> str:
     return " / ".join(f"{v:.3f}" for v in values)
-
-
-def _lvl(c: int | None) -> str:
-    return "unlimited" if c is None else str(c)
 

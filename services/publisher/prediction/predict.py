@@ -19,6 +19,7 @@ from contracts.artifacts.profile import NgramAdvice
 from contracts.artifacts.report import NgramSettingsFigure, SpeedupFigure, StopsPayingFigure
 from services.publisher.report.figures import acceptance, baseline_of, spread
 from services.publisher.report.model import ArmLevel, CampaignData
+from services.shared.formatting import concurrency
 
 # Methods whose proposer runs no model forward: their draft cost is 0.
 MODEL_FREE = frozenset({"ngram", "suffix"})
@@ -96,7 +97,7 @@ def stops_paying(cell_id: str, levels: Sequence[tuple[int | None, float | None]]
     """From (level, realized speedup) pairs: the lowest level with speedup <= 1 after one with > 1."""
     measured = sorted(((lvl, s) for lvl, s in levels if s is not None), key=lambda p: (p[0] is None, p[0] or 0))
     skipped = [lvl for lvl, s in levels if s is None]
-    note = f" (no realized speedup at {', '.join(_lvl(v) for v in skipped)})" if skipped else ""
+    note = f" (no realized speedup at {', '.join(concurrency(v) for v in skipped)})" if skipped else ""
     if not measured:
         return StopsPaying(cell_id, None, False, "unmeasured", "no realized speedup at any level" + note)
     paid = False
@@ -105,14 +106,14 @@ def stops_paying(cell_id: str, levels: Sequence[tuple[int | None, float | None]]
             paid = True
         elif paid:
             return StopsPaying(cell_id, lvl, True, "stops",
-                               f"stops paying at concurrency {_lvl(lvl)} (realized {s:.3f}x after a level above 1x)" + note)
+                               f"stops paying at concurrency {concurrency(lvl)} (realized {s:.3f}x after a level above 1x)" + note)
     paying = [lvl for lvl, s in measured if s > 1]
     if len(paying) == len(measured):
         return StopsPaying(cell_id, None, False, "pays_everywhere", "pays at every measured level" + note)
     if not paying:
         return StopsPaying(cell_id, None, False, "pays_nowhere", "pays at no measured level" + note)
     return StopsPaying(cell_id, None, False, "pays_from",
-                       f"pays from concurrency {_lvl(paying[0])} up, not below; it does not stop paying within the "
+                       f"pays from concurrency {concurrency(paying[0])} up, not below; it does not stop paying within the "
                        "measured levels" + note)
 
 
@@ -192,10 +193,6 @@ def _spec(raw: object) -> SpeculativeConfig | None:
 
 def _setting(v: int | None) -> str:
     return "not set" if v is None else str(v)
-
-
-def _lvl(c: int | None) -> str:
-    return "unlimited" if c is None else str(c)
 
 
 # --- report.json ---------------------------------------------------------------------

@@ -29,6 +29,7 @@ from services.publisher.prediction.predict import (
     predictions,
     stops_paying_all,
 )
+from services.shared.formatting import MISSING, concurrency, joined, number, share
 
 SPEEDUP_FORMULA = (
     "a_i = accepted tokens at draft position i / drafts        (pooled over the level's trials)",
@@ -89,10 +90,10 @@ def stops_paying_section(data: CampaignData) -> Section:
     rows = []
     for stop in stops_paying_all(found):
         arms = [p for p in found if p.arm.cell_id == stop.cell_id]
-        per_level = "; ".join(f"{_lvl(p.arm.concurrency)}: {_x(p.realized, '-')}" for p in
+        per_level = "; ".join(f"{concurrency(p.arm.concurrency)}: {_x(p.realized, MISSING)}" for p in
                               sorted(arms, key=lambda p: (p.arm.concurrency is None, p.arm.concurrency or 0)))
-        rows.append((_join([Ref(p.arm.key) for p in arms]), stop.cell_id, per_level,
-                     _lvl(stop.level) if stop.stops else "-", stop.text))
+        rows.append((joined([Ref(p.arm.key) for p in arms]), stop.cell_id, per_level,
+                     concurrency(stop.level) if stop.stops else MISSING, stop.text))
     return Section("stops-paying", title, (
         Paragraph(("Per candidate, the realized speedup at each measured level in ascending concurrency, and the "
                    "lowest level at which it is <= 1x after a level where it was above 1x.",)),
@@ -106,7 +107,7 @@ def ngram_settings_section(data: CampaignData) -> Section:
     if not found:
         return Section("ngram-settings", title, (Paragraph(("The campaign has no ngram candidate.",)),))
     rows = tuple((c.cell_id, _refs(data, c.cell_id), *(_setting(v) for v in c.campaign),
-                  *((_setting(v) for v in c.advice) if c.advice else ("-", "-", "-")), c.sentence) for c in found)
+                  *((_setting(v) for v in c.advice) if c.advice else (MISSING,) * 3), c.sentence) for c in found)
     blocks: list[Block] = [
         Paragraph((f"Each ngram candidate's k, prompt_lookup_min and prompt_lookup_max beside the profile's "
                    f"ngram_advice ({layout.PROFILE}; rules in docs/profiler.md). They agree when all three are equal. "
@@ -116,7 +117,7 @@ def ngram_settings_section(data: CampaignData) -> Section:
     ]
     advice = data.ngram_advice
     if advice is not None:
-        estimate = "-" if advice.estimated_acceptance is None else f"{advice.estimated_acceptance:.0%}"
+        estimate = share(advice.estimated_acceptance)
         blocks.append(Paragraph((f"Profiler's estimated acceptance (an estimate, not a promise): {estimate}. "
                                  "Its reasons:",)))
         blocks.append(Bullets(tuple((r,) for r in advice.reasons)))
@@ -134,10 +135,12 @@ def suffix_prediction_section(data: CampaignData) -> Section:
     rows = []
     for arm in (a for a in data.arms if a.cell_id in cells):
         p, served = predicted.get(arm.cell_id), fig.acceptance(arm)
-        rows.append((Ref(arm.key), arm.cell_id, _lvl(arm.concurrency),
-                     _pct(p.acceptance_rate) if p else "-", _num(p.mean_acceptance_length) if p else "-",
-                     f"{served.rate:.0%}" if served else "no drafts", f"{served.mean_length:.2f}" if served else "-",
-                     f"{served.draft_tokens / served.drafts:.2f}" if served else "-"))
+        rows.append((Ref(arm.key), arm.cell_id, concurrency(arm.concurrency),
+                     share(p.acceptance_rate) if p else MISSING,
+                     number(p.mean_acceptance_length, ".2f") if p else MISSING,
+                     f"{served.rate:.0%}" if served else "no drafts",
+                     f"{served.mean_length:.2f}" if served else MISSING,
+                     f"{served.draft_tokens / served.drafts:.2f}" if served else MISSING))
     why = (found.unavailable_reason if found is not None else data.suffix_prediction_note) or ""
     blocks: list[Block] = [Paragraph((
         f"The profiler replays the corpus's heldout prompts with their reference completions through "
@@ -159,14 +162,6 @@ def suffix_prediction_section(data: CampaignData) -> Section:
                    str(c.draft_tokens), str(c.accepted_tokens)) for c in found.cells),
             identity_column=False))
     return Section("suffix-prediction", title, tuple(blocks))
-
-
-def _pct(v: float | None) -> str:
-    return "-" if v is None else f"{v:.0%}"
-
-
-def _num(v: float | None) -> str:
-    return "-" if v is None else f"{v:.2f}"
 
 
 def training_section(data: CampaignData) -> Section:
@@ -204,8 +199,8 @@ def training_section(data: CampaignData) -> Section:
 
 
 def _id_cols(arm: ArmLevel) -> tuple:
-    return (Ref(arm.key), arm.cell_id, _lvl(arm.concurrency), f"{len(arm.trials)}/{arm.trials_declared or '?'}",
-            arm.baseline_cell_id or "-")
+    return (Ref(arm.key), arm.cell_id, concurrency(arm.concurrency), f"{len(arm.trials)}/{arm.trials_declared or '?'}",
+            arm.baseline_cell_id or MISSING)
 
 
 def _cost(p: Prediction) -> str:
@@ -219,7 +214,7 @@ def _predicted(p: Prediction) -> str:
 
 
 def _ratio(p: Prediction) -> str:
-    return "-" if p.predicted is None or p.realized is None else f"{p.realized / p.predicted:.0%}"
+    return MISSING if p.predicted is None or p.realized is None else share(p.realized / p.predicted)
 
 
 def _x(v: float | None, none: str, *, plain: bool = False) -> str:
@@ -232,15 +227,4 @@ def _setting(v: int | None) -> str:
 
 def _refs(data: CampaignData, cell: str) -> Text | str:
     arms = [Ref(a.key) for a in data.arms if a.cell_id == cell]
-    return _join(arms) if arms else "no arm in this bundle"
-
-
-def _join(parts: list) -> Text:
-    out: list = []
-    for i, part in enumerate(parts):
-        out += ([", "] if i else []) + [part]
-    return tuple(out)
-
-
-def _lvl(c: int | None) -> str:
-    return "unlimited" if c is None else str(c)
+    return joined(arms) if arms else "no arm in this bundle"

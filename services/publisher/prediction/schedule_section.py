@@ -11,6 +11,7 @@ from services.publisher.report.document import Block, Bullets, Formula, Paragrap
 from services.publisher.report.levers import gate_text
 from services.publisher.report.model import CampaignData
 from services.publisher.prediction.schedule_plan import CandidatePlan, best, candidate_plans, proposed_cells
+from services.shared.formatting import concurrency, ms
 
 TITLE = "A k per concurrency: the schedule, predicted"
 MODEL = (
@@ -53,9 +54,9 @@ def _table(plans: list[CandidatePlan]) -> Table:
         for arm, lv, k, own in zip(p.arms, p.plan.levels, p.plan.chosen, p.measured_tpot_ms, strict=True):
             fixed = p.plan.fixed_k
             rows.append((
-                Ref(arm.key), p.cell_id, _lvl(lv.concurrency), ", ".join(f"{a:.2f}" for a in lv.per_position),
-                f"{lv.cost:.3f} ({lv.cost_source})", str(p.spec.num_speculative_tokens), _ms(own), str(k),
-                f"{lv.speedup(k):.3f}x", _ms(lv.tpot_ms(k)), str(fixed), _ms(lv.tpot_ms(fixed)),
+                Ref(arm.key), p.cell_id, concurrency(lv.concurrency), ", ".join(f"{a:.2f}" for a in lv.per_position),
+                f"{lv.cost:.3f} ({lv.cost_source})", str(p.spec.num_speculative_tokens), ms(own), str(k),
+                f"{lv.speedup(k):.3f}x", ms(lv.tpot_ms(k)), str(fixed), ms(lv.tpot_ms(fixed)),
             ))
     return Table(("ID", "candidate", "concurrency", "a_1..a_k", "c_l (cost per drafted token)", "measured k",
                   "measured TPOT", "best k", "predicted speedup at best k", "predicted TPOT at best k",
@@ -124,11 +125,3 @@ def _gate_flags(data: CampaignData) -> str:
         if value is not None and not (flag == "--acceptance-length-floor" and spec.acceptance_floor is not None):
             flags.append(f"{flag} {value:g}")  # the two acceptance floors are one choice on the command line
     return " ".join(flags)
-
-
-def _ms(v: float | None) -> str:
-    return "-" if v is None else f"{v:.2f} ms"
-
-
-def _lvl(c: int | None) -> str:
-    return "unlimited" if c is None else str(c)

@@ -7,16 +7,15 @@ is read or anything is sent, dry runs included (docs/lake.md#where-the-token-may
 
 from __future__ import annotations
 
-import os
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 import httpx
 
 from services.publisher.errors import PublishCredentialsError, PublishRefused
+from services.runtime.secrets import Unreadable, from_env, from_file
 from services.runtime.settings import RuntimeSettings
 from services.runtime.url_prefix import parse_prefixes, same_destination
 
@@ -68,7 +67,7 @@ def token_source(settings: RuntimeSettings) -> TokenSource | None:
 def read_token(source: TokenSource, environ: Mapping[str, str] | None = None) -> BearerToken:
     """The token from its source, checked; PublishCredentialsError (naming the source only) otherwise."""
     if source.kind == "env":
-        value = (os.environ if environ is None else environ).get(source.name, "").strip()
+        value = from_env(source.name, environ)
         if not value:
             raise PublishCredentialsError(
                 f"no publish token: {source.describe()} is unset or empty; export the token in it, or unset "
@@ -76,11 +75,11 @@ def read_token(source: TokenSource, environ: Mapping[str, str] | None = None) ->
             )
     else:
         try:
-            value = Path(source.name).read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as exc:
+            value = from_file(source.name)
+        except Unreadable as exc:
             raise PublishCredentialsError(
-                f"no publish token: {source.describe()} cannot be read ({type(exc).__name__}: "
-                f"{getattr(exc, 'strerror', None) or 'not UTF-8 text'}); fix the file or SPECDEC_PUBLISH_TOKEN_FILE"
+                f"no publish token: {source.describe()} cannot be read ({type(exc.error).__name__}: "
+                f"{exc.reason}); fix the file or SPECDEC_PUBLISH_TOKEN_FILE"
             ) from None
         if not value:
             raise PublishCredentialsError(f"no publish token: {source.describe()} is empty; write the token into it")

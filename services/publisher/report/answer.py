@@ -17,6 +17,7 @@ from services.publisher.report.model import CampaignData, arm_key
 from services.publisher.report import plots as plotting
 from services.publisher.report.plots import DPI, Plot, _png
 from services.shared import sequential
+from services.shared.formatting import MISSING, concurrency, interval, joined
 
 PLOT_NAME = "answer.png"
 OUTCOME_COLORS = {"win": "#2ca02c", "reject": "#d62728", "inconclusive": "#7f7f7f", "continue": "#ff7f0e"}
@@ -103,7 +104,7 @@ def answer_plot(data: CampaignData) -> Plot | None:
         ax.annotate(label, (x, high), textcoords="offset points", xytext=(0, 4), ha="center",
                     fontsize=7, color=color)
     ax.set_xticks(list(range(len(drawn))),
-                  [f"{r.candidate}\nc={_lvl(r.level.concurrency)}" for r in drawn], fontsize=7)
+                  [f"{r.candidate}\nc={concurrency(r.level.concurrency)}" for r in drawn], fontsize=7)
     ax.set_xlim(-0.6, len(drawn) - 0.4)
     ax.set_ylabel(f"gain in {d.objective} (%; up is better)", fontsize=8)
     ax.set_title(f"Per-level answer: {d.decision}" + (f" ({d.winner})" if d.winner else "")
@@ -140,26 +141,24 @@ def answer_section(data: CampaignData, plots: dict[str, Plot]) -> list[Section]:
         f"{cap}.",))]
     plot = plots.get(PLOT_NAME)
     if plot is not None:
-        refs: list = []
-        for i, key in enumerate(plot.evidence):
-            refs += [", "] * bool(i) + [Ref(key)]
+        refs = joined(Ref(key) for key in plot.evidence)
         blocks.append(Image(name=plot.name, title=plot.title, caption=(f"{plot.caption}. Identity: ", *refs),
                             png=plot.png))
     answers, history = [], []
     for r in rows(d):
         key, lvl = _ref(data, r.candidate, r.level.concurrency), r.level
         g = r.gain
-        interval = f"[{g[1]:+.1f}, {g[2]:+.1f}]" if g else "-"
-        answers.append((key, r.candidate, _lvl(lvl.concurrency), f"{g[0]:+.1f}" if g else "-", interval,
-                        f"{lvl.objective.min_effect_pct or 0:g}" if lvl.objective else "-",
+        span = interval(g[1], g[2]) if g else MISSING
+        answers.append((key, r.candidate, concurrency(lvl.concurrency), f"{g[0]:+.1f}" if g else MISSING, span,
+                        f"{lvl.objective.min_effect_pct or 0:g}" if lvl.objective else MISSING,
                         lvl.objective.verdict if lvl.objective else "unavailable", lvl.outcome,
-                        "-" if lvl.trials_used is None else str(lvl.trials_used), lvl.stopped or "continues"))
+                        MISSING if lvl.trials_used is None else str(lvl.trials_used), lvl.stopped or "continues"))
         seen = looks(d, lvl)
         for look in seen:
             last = look is seen[-1]
             where = (f"stopped here ({lvl.stopped})" if lvl.stopped else "continues") if last else "went on"
-            history.append((key, r.candidate, _lvl(lvl.concurrency), str(look.trials),
-                            f"[{look.low:+.1f}, {look.high:+.1f}]", look.verdict, where))
+            history.append((key, r.candidate, concurrency(lvl.concurrency), str(look.trials),
+                            interval(look.low, look.high), look.verdict, where))
     blocks.append(Table(("ID", "candidate", "concurrency", "gain (%)", "interval (%)", "minimum effect (%)",
                          "verdict", "outcome", "trials per arm", "stopped"), tuple(answers)))
     if history:
@@ -173,7 +172,3 @@ def answer_section(data: CampaignData, plots: dict[str, Plot]) -> list[Section]:
 def _ref(data: CampaignData, cell: str, level: int | None) -> Ref | str:
     key = arm_key(cell, level)
     return Ref(key) if data.arm(cell, level) is not None else f"{key} (no identity in this bundle)"
-
-
-def _lvl(c: int | None) -> str:
-    return "unlimited" if c is None else str(c)

@@ -14,6 +14,7 @@ from contracts import layout
 from contracts.artifacts.results import MAX_FAILED_SHARE
 from services.publisher.report.figures import Acceptance, acceptance, failed_share, speedups
 from services.publisher.report.model import ArmLevel, CampaignData, arm_key
+from services.shared.formatting import concurrency, interval, number, percent
 
 COLLAPSE_CONDITIONAL = 0.5  # p_j below this: fewer than half the steps reaching j-1 also reach j
 EXTEND_CONDITIONAL = 0.7  # p_k at or above this: the last position still usually accepts
@@ -59,7 +60,7 @@ def gate_text(data: CampaignData, *, levels: list[int | None] | None = None, min
             if value is not None
         ]
     trials = min_trials or _min_trials(data)
-    at = ", ".join(_level(c) for c in (levels if levels is not None else data.levels))
+    at = ", ".join(concurrency(c) for c in (levels if levels is not None else data.levels))
     baseline = data.baseline_cell_id or "the standing cell"
     return (
         f"specdec gate on {objective} against {baseline} at concurrency {at}: promote only if it is better beyond "
@@ -79,7 +80,7 @@ def _failed_requests(data: CampaignData) -> list[Lever]:
     return [Lever(
         rule="failed-requests",
         finding=f"{len(bad)} arm(s) failed more than {MAX_FAILED_SHARE:.0%} of requests; worst {worst.key}: {share:.1%}",
-        action=f"find why {worst.cell_id} fails requests at concurrency {_level(worst.concurrency)} (server log in "
+        action=f"find why {worst.cell_id} fails requests at concurrency {concurrency(worst.concurrency)} (server log in "
         f"{layout.BENCH_DIR}/{worst.cell_id}/), fix it, and re-bench: latencies of the survivors hide the slow requests",
         gate=gate_text(data, levels=sorted({a.concurrency for a, _ in bad}, key=_order)),
         evidence=tuple(arm.key for arm, _ in bad),
@@ -154,7 +155,8 @@ def _floor_failed(data: CampaignData) -> list[Lever]:
             }.get(method or "", "train the draft on more traffic matched to the held-out prompts, or try ngram/suffix")
             out.append(Lever(
                 rule="floor-failed",
-                finding=f"{cand.candidate}: {floor.floor} {_num(floor.measured)} is below the floor {floor.minimum:g}",
+                finding=f"{cand.candidate}: {floor.floor} {number(floor.measured, '.3g')} is below the floor "
+                f"{floor.minimum:g}",
                 action=f"{hint} ({cand.candidate} is {method or 'of unknown method'})",
                 gate=gate_text(data),
                 evidence=tuple(a.key for a in data.arms if a.cell_id == cand.candidate),
@@ -175,8 +177,8 @@ def _win_vanishes(data: CampaignData) -> list[Lever]:
         gains = {lvl.concurrency: lvl.objective.delta_pct for lvl in cand.levels if lvl.objective}
         out.append(Lever(
             rule="win-vanishes",
-            finding=f"{cand.candidate} wins at concurrency {', '.join(_level(c) for c in wins)} but not at {stop} "
-            f"(objective change there {_pct(gains.get(stop))})",
+            finding=f"{cand.candidate} wins at concurrency {', '.join(concurrency(c) for c in wins)} but not at {stop} "
+            f"(objective change there {percent(gains.get(stop))})",
             action=f"cap speculation for {cand.candidate} below concurrency {stop}: serve its speculative config only "
             f"while concurrency < {stop} and the standing config above",
             gate=gate_text(data, levels=[*wins, stop]),
@@ -230,8 +232,9 @@ def _beat_noise(data: CampaignData) -> list[Lever]:
                 trials = needed
             out.append(Lever(
                 rule="beat-noise",
-                finding=f"{key}: objective {obj.metric} {obj.delta_pct:+.1f} %, interval [{obj.interval.low_pct:+.1f}, "
-                f"{obj.interval.high_pct:+.1f}] %, noise bound {noise:.1f} %, {n} trials per arm: within noise",
+                finding=f"{key}: objective {obj.metric} {obj.delta_pct:+.1f} %, interval "
+                f"{interval(obj.interval.low_pct, obj.interval.high_pct)} %, noise bound {noise:.1f} %, {n} trials per "
+                "arm: within noise",
                 action=action,
                 gate=gate_text(data, levels=[lvl.concurrency], min_trials=trials),
                 evidence=(key,),
@@ -266,7 +269,8 @@ def _next_level(data: CampaignData) -> Lever:
     subject = best or (data.decision.candidates[0].candidate if data.decision and data.decision.candidates else None)
     return Lever(
         rule="next-level",
-        finding=f"no rule above fired on {len(data.arms)} arm(s) at concurrency {', '.join(_level(c) for c in data.levels)}"
+        finding=f"no rule above fired on {len(data.arms)} arm(s) at concurrency "
+        f"{', '.join(concurrency(c) for c in data.levels)}"
         + (f"; the gate decided {data.decision.decision}" if data.decision else "; no gate decision yet"),
         action=f"measure {subject or 'the candidates'} at concurrency {nxt}, where batching competes with speculation",
         gate=gate_text(data, levels=[*data.levels, nxt]),
@@ -328,15 +332,3 @@ def _method(data: CampaignData, cell: str) -> str | None:
 
 def _order(c: int | None) -> float:
     return math.inf if c is None else c
-
-
-def _level(c: int | None) -> str:
-    return "unlimited" if c is None else str(c)
-
-
-def _num(v: float | None) -> str:
-    return "unmeasured" if v is None else f"{v:.3g}"
-
-
-def _pct(v: float | None) -> str:
-    return "unmeasured" if v is None else f"{v:+.1f} %"

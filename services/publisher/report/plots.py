@@ -15,10 +15,13 @@ from matplotlib.figure import Figure
 
 from services.publisher.report.figures import METRICS, acceptance, baseline_of, speedups, spread
 from services.publisher.report.model import ArmLevel, CampaignData
+from services.shared.formatting import MISSING, concurrency
 
 DPI = 80
 BASE_COLOR, CAND_COLOR = "#7f7f7f", "#1f77b4"
 _LOCK = threading.Lock()
+# An unlimited concurrency level in plot labels and file names (latency-<cell>-cinf.png): short.
+UNLIMITED = "inf"
 LEVEL_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 
 
@@ -62,7 +65,7 @@ def identity_line(arm: ArmLevel, *, levels: str | None = None) -> str:
         f"pp{par.pipeline_parallel_size} dp{par.data_parallel_size} | "
         f"{f'{spec.method} k={spec.num_speculative_tokens}' if spec else 'no speculation'} | {ident.workload_shape} | "
         f"c={levels or ident.concurrency} | {ident.regime} | rev {ident.source_revision or 'unknown'} | "
-        f"{len(arm.trials)}/{arm.trials_declared or '?'} trials | baseline {arm.baseline_cell_id or '-'}"
+        f"{len(arm.trials)}/{arm.trials_declared or '?'} trials | baseline {arm.baseline_cell_id or MISSING}"
     )
 
 
@@ -89,7 +92,7 @@ def _latency(data: CampaignData, arm: ArmLevel) -> Plot:
     fig.subplots_adjust(left=0.06, right=0.98, bottom=0.1, top=0.78, wspace=0.3)
     evidence = (arm.key,) + ((base.key,) if base is not None else ())
     return Plot(
-        name=f"latency-{arm.cell_id}-c{_level(arm.concurrency)}.png",
+        name=f"latency-{arm.cell_id}-c{concurrency(arm.concurrency, unlimited=UNLIMITED)}.png",
         title=f"Latency of {arm.key}",
         caption=f"TTFT, TPOT and ITL of {arm.key}, each trial's median and the spread over trials"
         + (f", beside the named baseline {base.key}" if base is not None else ""),
@@ -109,8 +112,9 @@ def _acceptance(data: CampaignData, cell: str) -> Plot | None:
         assert acc is not None  # filtered above
         positions = list(range(1, acc.k + 1))
         color = LEVEL_COLORS[i % len(LEVEL_COLORS)]
-        left.plot(positions, acc.per_position, marker="o", color=color, label=f"c={_level(arm.concurrency)}")
-        right.plot(positions, acc.conditional, marker="o", color=color, label=f"c={_level(arm.concurrency)}")
+        label = f"c={concurrency(arm.concurrency, unlimited=UNLIMITED)}"
+        left.plot(positions, acc.per_position, marker="o", color=color, label=label)
+        right.plot(positions, acc.conditional, marker="o", color=color, label=label)
     for ax, title in ((left, "a_i: accepted at position i / drafts"), (right, "p_i: accepted at i given i-1")):
         ax.set_xlabel("draft position i", fontsize=8)
         ax.set_xticks(range(1, max(acceptance(a).k for a in arms) + 1))  # type: ignore[union-attr]
@@ -118,7 +122,7 @@ def _acceptance(data: CampaignData, cell: str) -> Plot | None:
         ax.set_title(title, fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    levels = ",".join(_level(a.concurrency) for a in arms)
+    levels = ",".join(concurrency(a.concurrency, unlimited=UNLIMITED) for a in arms)
     fig.suptitle(f"{cell}: acceptance per position\n{identity_line(arms[0], levels=levels)}", fontsize=8)
     fig.subplots_adjust(left=0.07, right=0.98, bottom=0.14, top=0.76, wspace=0.25)
     return Plot(
@@ -153,7 +157,7 @@ def _throughput(data: CampaignData) -> Plot | None:
                         color=LEVEL_COLORS[i % len(LEVEL_COLORS)])
     if not evidence:
         return None
-    ax.set_xticks(range(len(levels)), [_level(c) for c in levels])
+    ax.set_xticks(range(len(levels)), [concurrency(c, unlimited=UNLIMITED) for c in levels])
     ax.set_xlabel("max concurrency", fontsize=8)
     ax.set_ylabel("output tokens / s", fontsize=8)
     ax.set_title("Output throughput against concurrency (geometric mean, min-max over trials)", fontsize=9)
@@ -201,7 +205,3 @@ def _png(fig: Figure) -> bytes:
     # No Software/date chunks: the same data gives the same bytes.
     fig.savefig(buf, format="png", metadata={"Software": None})
     return buf.getvalue()
-
-
-def _level(c: int | None) -> str:
-    return "inf" if c is None else str(c)

@@ -29,6 +29,7 @@ from services.publisher.report.document import (
 from services.publisher.report.levers import Lever
 from services.publisher.report.model import ArmLevel, CampaignData, arm_key
 from services.publisher.report.plots import Plot
+from services.shared.formatting import MISSING, concurrency, interval, joined, percent
 
 
 # --- sections ----------------------------------------------------------------------
@@ -63,8 +64,9 @@ def summary_section(data: CampaignData) -> Section:
         lines += [(f"gate: {r}",) for r in d.reasons]
     else:
         lines.append((f"decision: none (no valid {layout.DECISION})",))
-    lines.append((f"cells: {', '.join(data.cells())}; concurrency levels: {', '.join(_lvl(v) for v in data.levels)}; "
-                  "identity of every figure above: ", *_join([Ref(a.key) for a in data.arms])))
+    levels = ", ".join(concurrency(v) for v in data.levels)
+    lines.append((f"cells: {', '.join(data.cells())}; concurrency levels: {levels}; "
+                  "identity of every figure above: ", *joined([Ref(a.key) for a in data.arms])))
     return Section("summary", "Summary", (
         Bullets(tuple(lines)),
         Paragraph(("Every measured number below carries its identity: the ID column points to its row in the "
@@ -74,7 +76,7 @@ def summary_section(data: CampaignData) -> Section:
 
 
 def steps_section(data: CampaignData) -> Section:
-    rows = tuple((s.step, s.state, s.detail or "-") for s in data.steps)
+    rows = tuple((s.step, s.state, s.detail or MISSING) for s in data.steps)
     note = () if data.journal_present else (Paragraph((f"The bundle has no {layout.EVENTS} (journal).",)),)
     return Section("steps", "Campaign steps", (Table(("step", "state", "evidence"), rows, identity_column=False), *note))
 
@@ -90,9 +92,9 @@ def identity_section(data: CampaignData) -> Section:
             i.model if i else "unknown", i.hardware if i else "unknown", (i.node or "unknown") if i else "unknown",
             (i.quantization or "none") if i else "unknown", par,
             _serving(i.serving_config) if i else "unknown", i.workload_shape if i else "unknown",
-            _lvl(arm.concurrency), i.regime if i else "unknown", i.graph_mode if i else "unknown",
+            concurrency(arm.concurrency), i.regime if i else "unknown", i.graph_mode if i else "unknown",
             (i.source_revision or "unknown") if i else "unknown",
-            f"{len(arm.trials)}/{arm.trials_declared or '?'}", arm.baseline_cell_id or "-",
+            f"{len(arm.trials)}/{arm.trials_declared or '?'}", arm.baseline_cell_id or MISSING,
             "; ".join(arm.identity_problems) or "complete",
         ))
     columns = ("ID", "cell", "role", "model", "hardware", "node", "quantization", "parallelism", "serving config",
@@ -104,19 +106,19 @@ def identity_section(data: CampaignData) -> Section:
 def engine_section(data: CampaignData) -> Section:
     rows: list[tuple[str, ...]] = []
     for row in data.engine:
-        launch = "-" if row.launch is None else str(row.launch)
+        launch = MISSING if row.launch is None else str(row.launch)
         if row.check is None:
-            rows.append((row.cell_id, launch, "-", "-", "not read back", "-", row.path or "-"))
+            rows.append((row.cell_id, launch, MISSING, MISSING, "not read back", MISSING, row.path or MISSING))
             continue
         by_field = {c.field: c for c in row.check.checks}
         for name in CHECKED_FIELDS:
             c = by_field.get(name)
             if c is None:
-                rows.append((row.cell_id, launch, name, "-", "not read back", "-", row.path or "-"))
+                rows.append((row.cell_id, launch, name, MISSING, "not read back", MISSING, row.path or MISSING))
             else:
                 verdict = "UNVERIFIABLE" if c.unverifiable else "ok" if c.ok else "MISMATCH"
                 rows.append((row.cell_id, launch, name, _val(c.declared, "not declared"), _val(c.effective, "not reported"),
-                             verdict, row.path or "-"))
+                             verdict, row.path or MISSING))
     if not rows:
         return Section("engine", "Engine read-back: declared and effective serving config",
                        (Paragraph(("No launch in this bundle.",)),))
@@ -136,7 +138,7 @@ def redaction_section(data: CampaignData) -> Section:
     if red is None:
         return Section("redaction", title, (Paragraph(("No corpus in this bundle: nothing was redacted.",)),))
     rows = tuple(
-        (kind, red.placeholders.get(kind, "-"), str(n), str(red.diagnostics_counts.get(kind, 0)))
+        (kind, red.placeholders.get(kind, MISSING), str(n), str(red.diagnostics_counts.get(kind, 0)))
         for kind, n in sorted(red.counts.items(), key=lambda item: (-item[1], item[0]))
         if n or red.diagnostics_counts.get(kind, 0)
     )
@@ -155,8 +157,8 @@ def rejected_section(data: CampaignData) -> Section:
         return Section("rejected", "Rejected trials", (Paragraph((
             "No trial was rejected: every trial's spec-decode counters agree with its declared speculation.",)),))
     by = {"bench": "the bench", "report": "this report's re-check"}
-    rows = tuple((r.cell_id or "-", _lvl(r.concurrency), "-" if r.trial is None else str(r.trial), by[r.by],
-                  "; ".join(r.reasons), r.path) for r in data.rejected)
+    rows = tuple((r.cell_id or MISSING, concurrency(r.concurrency), MISSING if r.trial is None else str(r.trial),
+                  by[r.by], "; ".join(r.reasons), r.path) for r in data.rejected)
     return Section("rejected", "Rejected trials", (
         Paragraph(("These trials' spec-decode counters contradict the speculation they declare "
                    "(contracts/artifacts/speculation.py): they are kept in the bundle as evidence and are in no figure, "
@@ -184,24 +186,27 @@ def gate_section(data: CampaignData) -> Section:
         for lvl in cand.levels:
             key = _ref(data, cand.candidate, lvl.concurrency)
             o = lvl.objective
-            interval = f"[{o.interval.low_pct:+.1f}, {o.interval.high_pct:+.1f}]" if o and o.interval else "-"
+            span = interval(o.interval.low_pct, o.interval.high_pct) if o and o.interval else MISSING
             rows.append((
-                key, cand.candidate, _lvl(lvl.concurrency),
+                key, cand.candidate, concurrency(lvl.concurrency),
                 f"{lvl.candidate.trials}/{lvl.baseline.trials}", d.baseline, o.metric if o else d.objective,
-                _n(o.baseline_value) if o else "-", _n(o.candidate_value) if o else "-",
-                _pct(o.delta_pct) if o else "-", interval, _pct(o.noise_bound_pct, signed=False) if o else "-",
+                _n(o.baseline_value) if o else MISSING, _n(o.candidate_value) if o else MISSING,
+                percent(o.delta_pct) if o else MISSING, span,
+                percent(o.noise_bound_pct, signed=False) if o else MISSING,
                 o.verdict if o else "unavailable", lvl.outcome,
             ))
-            floors += [(key, cand.candidate, _lvl(lvl.concurrency), f"{lvl.candidate.trials}", d.baseline,
+            floors += [(key, cand.candidate, concurrency(lvl.concurrency), f"{lvl.candidate.trials}", d.baseline,
                         f.floor, f"{f.minimum:g}", _n(f.measured), _floor_state(f))
                        for f in lvl.floors]
-            guards += [(key, cand.candidate, _lvl(lvl.concurrency), f"{lvl.candidate.trials}/{lvl.baseline.trials}",
+            guards += [(key, cand.candidate, concurrency(lvl.concurrency),
+                        f"{lvl.candidate.trials}/{lvl.baseline.trials}",
                         d.baseline, g.guard, _n(g.comparison.baseline_value), _n(g.comparison.candidate_value),
-                        _pct(g.comparison.delta_pct), _pct(g.comparison.noise_bound_pct, signed=False),
+                        percent(g.comparison.delta_pct), percent(g.comparison.noise_bound_pct, signed=False),
                         g.comparison.verdict, {True: "passed", False: "failed"}.get(g.passed, "not compared"))
                        for g in lvl.guards]
-    outcomes = tuple((_refs(data, c.candidate), c.candidate, c.outcome, _pct(c.worst_gain_pct),
-                      _lvl(c.stops_paying_at) if c.stops_paying_at else "-", c.reasons[0]) for c in d.candidates)
+    outcomes = tuple((_refs(data, c.candidate), c.candidate, c.outcome, percent(c.worst_gain_pct),
+                      concurrency(c.stops_paying_at) if c.stops_paying_at else MISSING, c.reasons[0])
+                     for c in d.candidates)
     blocks = [
         Paragraph((f"Decision {d.decision}" + (f", winner {d.winner}" if d.winner else "") + f". Rule: {d.campaign_rule}",)),
         Table(("ID", "candidate", "outcome", "smallest gain", "stops paying at", "why"), outcomes),
@@ -263,7 +268,7 @@ def speedup_section(data: CampaignData, plots: dict[str, Plot]) -> Section:
 
 def levers_section(found: list[Lever]) -> Section:
     def item(lever: Lever) -> tuple[Text, ...]:
-        evidence = ("evidence: ", *_join([Ref(key) for key in lever.evidence]))
+        evidence = ("evidence: ", *joined([Ref(key) for key in lever.evidence]))
         return ((f"[{lever.rule}] finding: {lever.finding}",), (f"lever: {lever.action}",),
                 (f"gate that proves or rejects it: {lever.gate}",), evidence)
 
@@ -280,12 +285,12 @@ def levers_section(found: list[Lever]) -> Section:
 
 
 def _id_cols(arm: ArmLevel) -> tuple:
-    return (Ref(arm.key), arm.cell_id, _lvl(arm.concurrency), f"{len(arm.trials)}/{arm.trials_declared or '?'}",
-            arm.baseline_cell_id or "-")
+    return (Ref(arm.key), arm.cell_id, concurrency(arm.concurrency), f"{len(arm.trials)}/{arm.trials_declared or '?'}",
+            arm.baseline_cell_id or MISSING)
 
 
 def _image(plot: Plot) -> Image:
-    caption = (f"{plot.caption}. Identity: ", *_join([Ref(key) for key in plot.evidence]))
+    caption = (f"{plot.caption}. Identity: ", *joined([Ref(key) for key in plot.evidence]))
     return Image(name=plot.name, title=plot.title, caption=caption, png=plot.png)
 
 
@@ -305,14 +310,7 @@ def _serving(s: ServingConfig) -> str:
 def _refs(data: CampaignData, cell: str) -> Text | str:
     """Pointers to every arm of a cell (a figure over its levels)."""
     arms = [Ref(a.key) for a in data.arms if a.cell_id == cell]
-    return _join(arms) if arms else f"{cell} (no identity in this bundle)"
-
-
-def _join(parts: list) -> Text:
-    out: list = []
-    for i, part in enumerate(parts):
-        out += ([", "] if i else []) + [part]
-    return tuple(out)
+    return joined(arms) if arms else f"{cell} (no identity in this bundle)"
 
 
 def _ref(data: CampaignData, cell: str, level: int | None) -> Ref | str:
@@ -322,20 +320,10 @@ def _ref(data: CampaignData, cell: str, level: int | None) -> Ref | str:
 
 
 def _spread(s: fig.Spread | None) -> str:
-    return "-" if s is None else f"{_n(s.mean)} [{_n(s.low)} - {_n(s.high)}]"
+    return MISSING if s is None else f"{_n(s.mean)} [{_n(s.low)} - {_n(s.high)}]"
 
 
 def _n(v: float | None) -> str:
     if v is None:
-        return "-"
+        return MISSING
     return f"{v:.1f}" if abs(v) >= 100 else f"{v:.3g}"
-
-
-def _pct(v: float | None, *, signed: bool = True) -> str:
-    if v is None:
-        return "-"
-    return f"{v:+.1f} %" if signed else f"{v:.1f} %"
-
-
-def _lvl(c: int | None) -> str:
-    return "unlimited" if c is None else str(c)
