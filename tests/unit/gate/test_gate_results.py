@@ -1,7 +1,7 @@
 """Reading trial result files: bad files, named at once; the objective a gate spec names.
 
 (Parsing one result, vLLM's format with and without detail and specdec's blocks,
-is contracts.artifacts.results: tests/unit/contracts/test_trials.py.)"""
+is contracts.artifacts.results: tests/unit/contracts/artifacts/test_trials.py.)"""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from contracts.campaign import Campaign, GateSpec, LoadSpec, Matrix, SpeculativeConfig, missing_inputs
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from contracts.events import ALL_EVENTS, FAILED, REQUESTED, STEPS
 from contracts.inputs import STEP_INPUTS
 from contracts.registry import InvalidEvent, Registry, UnknownEvent, default_registry
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RUN = "toy-20260101-000000-abcdef"
 SHA = "ab" * 32
 

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from contracts import inert
 from contracts.campaign import Campaign, missing_inputs
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "infra/examples/campaign.yaml"
+EXAMPLE = Path(__file__).resolve().parents[4] / "infra/examples/campaign.yaml"
 
 
 def _example() -> dict:

@@ -20,7 +20,7 @@ from contracts.argv import ArgvTemplate
 from contracts.campaign import Campaign, LoadSpec, ServingConfig
 from contracts.templates import bench_values, options, serve_values, template_problems
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 SERVER = ["python", "-m", "vllm.entrypoints.openai.api_server"]
 # Carries every serving field the example's cells declare (graph_mode eager, max_model_len).
 SERVE_OK = [*SERVER, "--model", "{model}", "--max-model-len", "{max_model_len}", "{enforce_eager_flag}",
