@@ -34,7 +34,7 @@ from services.runtime.procs import EXPERIMENT_ENV, SERVICE_ENV
 from services.runtime.settings import RuntimeSettings
 from tests.support.redis_server import free_port
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 K8S = ROOT / "infra" / "k8s"
 VARIANTS = {"gpu": K8S, "cpu": K8S / "cpu"}
 PART_OF = "app.kubernetes.io/part-of"

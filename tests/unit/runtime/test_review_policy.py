@@ -1,7 +1,7 @@
 """The campaign's pre-approval policy (`review.pre_approve`): typed, refused without the
 acknowledgement, per step; and the acknowledgement alone executes nothing.
 
-The mechanism itself runs in tests/unit/test_review.py (a stand-in step) and
+The mechanism itself runs in tests/unit/runtime/test_review.py (a stand-in step) and
 tests/integration/test_bench_service.py, test_trainer_proxy.py (the real services);
 here: the contract, `pre_approved`, `specdec <step> plan`'s wording and the report's record.
 """
@@ -25,7 +25,7 @@ from services.publisher.publish.review_record import plan_reviews
 from services.runtime.approval import pre_approved
 from services.runtime.bundle.bundle import BundleStore
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RUN = "toy-20261201-020202-abcdef"
 
 

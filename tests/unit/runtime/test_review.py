@@ -29,7 +29,7 @@ from services.runtime.review import Reviewed, per_event
 from services.runtime.settings import RuntimeSettings
 from services.runtime.delivery.upstream import latest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RUN = "toy-20261201-010101-abcdef"
 
 

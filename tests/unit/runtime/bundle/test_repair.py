@@ -12,7 +12,7 @@ from contracts.events import ProfileRequested
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.bundle.outbox import record_emitted
 from services.runtime.bundle.repair import missing, plan_repairs
-from tests.unit.test_gaps import RUN, step
+from tests.unit.runtime.bundle.test_gaps import RUN, step
 
 
 def test_recorded_events_the_journal_lacks_are_planned_once_named_and_counted_once_journaled(tmp_path: Path) -> None:

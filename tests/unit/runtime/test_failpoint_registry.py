@@ -14,7 +14,7 @@ import pytest
 from services.runtime import failpoints
 from services.runtime.failpoints import FailpointError, check_setting, parse
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 HIT_RE = re.compile(r"""failpoints\.hit\(\s*["']([^"']+)["']""")
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.bundle.bundle_records import index_name
 from services.runtime.delivery.adopt import step_record_path, step_records
-from tests.unit.test_adopt_step import REQUEST, RUN, Bus, deliver
+from tests.unit.runtime.delivery.test_adopt_step import REQUEST, RUN, Bus, deliver
 
 
 def unrecord(bundle: BundleStore, relpath: str) -> None:
