@@ -393,7 +393,7 @@ def test_kubernetes_templates_are_refused_on_other_schedulers(data, scheduler, w
 
 
 def test_a_cells_workload_shape_is_unset_unless_written(data):
-    # Unset: the bench plan derives it from the prompt source (tests/unit/bench/test_bench_plan.py).
+    # Unset: the bench plan derives it from the prompt source (tests/unit/bench/planning/test_plan.py).
     assert {cell.workload_shape for cell in Campaign.model_validate(data).matrix.cells} == {None}
     data["matrix"]["cells"][0]["workload_shape"] = "corpus-heldout"
     assert Campaign.model_validate(data).matrix.cells[0].workload_shape == "corpus-heldout"

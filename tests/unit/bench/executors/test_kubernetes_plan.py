@@ -15,7 +15,7 @@ from services.bench.executors import kubernetes, kubernetes_pod
 from services.bench.planning.plan import build_plan
 from services.runtime.errors import ConfigurationError, StepFailed
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 RUN = "toy-20261130-020202-abcdef"
 RUN_DIR = f"/bundles/{RUN}"
 SELECTORS = {"image": "registry.example/vllm:0.11", "namespace": "bench", "cpu": "8", "memory": "32Gi"}

@@ -10,7 +10,7 @@ import pytest
 
 from services.bench.progress import Snapshot
 from services.shared.progress import RateLimit
-from tests.unit.bench.test_bench_run_interleaved import interleaved_plan, wired  # noqa: F401 (the fixture)
+from tests.unit.bench.test_run_interleaved import interleaved_plan, wired  # noqa: F401 (the fixture)
 
 
 def reporting(run) -> list[Snapshot]:

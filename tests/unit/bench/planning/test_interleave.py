@@ -21,7 +21,7 @@ from services.bench.planning.plan import BenchPlan, build_plan
 from services.bench.planning.plan_types import Block, CellPlan, Launch
 from services.shared.plan_view import plan_lines
 from services.runtime.bundle.bundle_records import canonical_json
-from tests.unit.bench.test_bench_plan import example
+from tests.unit.bench.planning.test_plan import example
 
 RUN = "toy-20261130-030303-abcdef"
 INTERLEAVED = "warm-interleaved"

@@ -16,7 +16,7 @@ import pytest
 from services.bench.loadgen import window as window_module
 from services.bench.loadgen.loadgen import WindowRecord, WindowSpec
 from services.bench.loadgen.window import MeasuredWindow, loadgen_cpus, request_bytes
-from tests.unit.bench.test_bench_run_interleaved import PROMPTS
+from tests.unit.bench.test_run_interleaved import PROMPTS
 
 
 @pytest.mark.parametrize(("base_url", "allowed", "pinned"), [

@@ -20,7 +20,7 @@ from services.bench.planning.plan import build_plan
 from services.runtime.bundle.bundle_records import canonical_json
 from services.runtime.errors import ConfigurationError
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 RUN = "toy-20261130-010101-abcdef"
 RUN_DIR = f"/bundles/{RUN}"
 FAKE = [sys.executable, "-m", "tests.support.fake_vllm", "--port", "{port}"]

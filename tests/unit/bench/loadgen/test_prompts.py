@@ -25,7 +25,7 @@ from services.bench.loadgen.prompts import (
 )
 from services.runtime.bundle.bundle import BundleStore
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "infra/examples/campaign.yaml"
+EXAMPLE = Path(__file__).resolve().parents[4] / "infra/examples/campaign.yaml"
 WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma tau "
          "upsilon phi chi psi omega one two three four five six seven eight nine ten").split()
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from services.bench.executors.engine_compare import declared_of, engine_check, mismatch_reason
 from services.bench.executors.engine_log import effective_config, read_log
-from tests.unit.bench.test_engine_args_readback import TARGET, cell, fixture_text
+from tests.unit.bench.executors.test_engine_args_readback import TARGET, cell, fixture_text
 
 
 def quantized() -> tuple[str, dict]:

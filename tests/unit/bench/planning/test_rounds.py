@@ -26,8 +26,8 @@ from services.gate import stats
 from services.gate.metrics import parse_metric
 from services.runtime.bundle.bundle_records import canonical_json
 from services.shared import sequential
-from tests.unit.bench.test_bench_plan import example
-from tests.unit.bench.test_bench_run_interleaved import NO_COUNTERS, RUN, counters, wired  # noqa: F401
+from tests.unit.bench.planning.test_plan import example
+from tests.unit.bench.test_run_interleaved import NO_COUNTERS, RUN, counters, wired  # noqa: F401
 
 
 def campaign(max_trials: int | None = 6, *, regime: str = "warm-interleaved", trials: int | None = None,

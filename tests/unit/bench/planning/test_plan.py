@@ -23,7 +23,7 @@ from services.bench.planning.planning import plan_bench
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.errors import ConfigurationError
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 RUN = "toy-20261130-030303-abcdef"
 
 

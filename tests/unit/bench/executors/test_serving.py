@@ -12,7 +12,7 @@ from contracts.campaign import Campaign, ServingConfig
 from services.bench.executors.serving import SERVING_ARGS, serve_argv, speculative_config
 from services.runtime.errors import ConfigurationError
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "infra/examples/campaign.yaml"
+EXAMPLE = Path(__file__).resolve().parents[4] / "infra/examples/campaign.yaml"
 
 
 @pytest.fixture
