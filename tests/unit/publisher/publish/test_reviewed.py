@@ -18,7 +18,7 @@ from contracts.campaign import REVIEWED_STEPS, Campaign
 from services.publisher.publish.publish_review import live_external
 from services.publisher.publish.review_record import policy_line
 
-EXAMPLE = Path(__file__).resolve().parents[3] / "infra/examples/campaign.yaml"
+EXAMPLE = Path(__file__).resolve().parents[4] / "infra/examples/campaign.yaml"
 ACK = "acknowledgements.i_understand_this_publishes_externally"
 
 

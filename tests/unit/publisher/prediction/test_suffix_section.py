@@ -12,9 +12,9 @@ from contracts.artifacts.suffix import SuffixCellPrediction, SuffixPrediction
 from services.publisher.report.aggregate import read_campaign
 from services.publisher.prediction.render_predict import suffix_prediction_section
 from tests.unit.publisher.synthetic import RUN, Spec, build, section_text
-from tests.unit.publisher.test_publisher_predict import arm, data
+from tests.unit.publisher.prediction.test_predict import arm, data
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 SUFFIX = SpeculativeConfig(method="suffix", num_speculative_tokens=3)
 # Variable-length drafts, as suffix serves them: 22 draft tokens over 10 drafts.
 SERVED = SpecDecodeDelta(num_drafts=10, num_draft_tokens=22, num_accepted_tokens=11, accepted_per_position=[6, 3, 2],

@@ -19,9 +19,9 @@ from services.publisher.prediction.offline_section import offline_acceptance_sec
 from services.publisher.report.aggregate import read_campaign
 from services.runtime.bundle.bundle import BundleStore
 from tests.unit.publisher.synthetic import RUN, Spec, build, section_text
-from tests.unit.publisher.test_publisher_predict import arm, data
+from tests.unit.publisher.prediction.test_predict import arm, data
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 EAGLE = SpeculativeConfig(method="eagle3", num_speculative_tokens=3, model=TRAINED_DRAFT)
 # 10 drafts per trial: a = 6/10, 4/10, 2/10; length 1 + 12/10 = 2.2.
 SERVED = SpecDecodeDelta(num_drafts=10, num_draft_tokens=30, num_accepted_tokens=12, accepted_per_position=[6, 4, 2],
