@@ -16,7 +16,7 @@ from contracts.campaign import Campaign
 from services.trainer_proxy.planning.launch import SlurmLaunch
 from services.trainer_proxy.planning.plan import build_plan
 from tests.unit.trainer_proxy.helpers import ROOT
-from tests.unit.trainer_proxy.test_plan import INPUTS, PATHS, RUN
+from tests.unit.trainer_proxy.planning.test_training_plan import INPUTS, PATHS, RUN
 
 GPU_EXAMPLE = ROOT / "infra/examples/gpu-eagle3-campaign.yaml"
 TARGET = "/shared/models/Llama-3.1-8B-Instruct"
