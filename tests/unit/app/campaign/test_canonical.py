@@ -23,7 +23,7 @@ from services.app.campaign.prepare import CampaignRejected, load_campaign_file
 from services.bench.planning.plan import build_plan
 from services.shared import vllm_cli
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 EXAMPLE = ROOT / "infra/examples/canonical-campaign.yaml"
 SPEC = '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 4}'
 
@@ -162,7 +162,7 @@ def test_identity_labels_must_say_what_the_command_serves(tmp_path):
     _cell(data, "ngram-k3")["tensor_parallel"] = 2
     _cell(data, "ngram-k3")["quant"] = "fp8"
     # The command leaves quantization to the checkpoint: a local one says it is unquantized (a checkpoint not
-    # here to read would leave the label unchecked, tests/unit/app/test_canonical_identity.py).
+    # here to read would leave the label unchecked, tests/unit/app/campaign/test_canonical_identity.py).
     (tmp_path / "models/toy-target").mkdir(parents=True)
     (tmp_path / "models/toy-target/config.json").write_text('{"torch_dtype": "float32"}')
     with pytest.raises(canonical.CanonicalProblems) as refused:

@@ -3,9 +3,9 @@ campaign, planned by the real bench planner into a real bundle and printed by th
 golden file; a training plan's launch on one quoted line; `--json` still the stored document; the MCP
 tool plan_show and the dry run's plans carrying the same text.
 
-The golden file is tests/unit/app/golden/demo-bench-plan.txt. After a deliberate change to the plan or its
+The golden file is tests/unit/shared/golden/demo-bench-plan.txt. After a deliberate change to the plan or its
 rendering, regenerate it with
-    UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/unit/app/test_plan_view.py -k golden
+    UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/unit/shared/test_plan_view.py -k golden
 and review the diff. What differs between machines is normalised first: the bundle root, the interpreter
 that serves the cells, and the plan's sha256 (which covers both); the node is pinned by the test.
 """

@@ -22,7 +22,7 @@ from services.bench.planning.plan import build_plan
 from services.runtime.errors import ConfigurationError
 from services.shared import campaign_checks
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
 
 

@@ -18,7 +18,7 @@ from unittest import mock
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 # What a command that does not run them must not load: ~0.2 to 1 s of imports each.
 HEAVY = ("scipy", "matplotlib", "numpy", "faststream", "httpx", "detect_secrets")

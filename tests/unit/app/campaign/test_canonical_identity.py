@@ -19,7 +19,7 @@ import yaml
 from contracts.campaign import Campaign
 from services.app.campaign import canonical
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 EXAMPLE = ROOT / "infra/examples/canonical-campaign.yaml"
 
 
