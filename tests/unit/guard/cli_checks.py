@@ -395,7 +395,7 @@ def _verb_checks(swap: Callable[[list[str], str, str], list[str]]) -> dict[str, 
 
 
 def _gate_files(root: Path) -> None:
-    from tests.unit.gate.test_gate_cli import write_cell
+    from tests.unit.gate.test_argparse import write_cell
 
     if not (root / "standing").exists():
         write_cell(root, "standing", seed=1)

@@ -14,7 +14,7 @@ from services.gate.simulate import NoiseModel
 from services.publisher.report import answer
 from services.publisher.pipeline import render_run
 from services.runtime.bundle.bundle import BundleStore
-from tests.unit.gate.test_gate_decide import arm
+from tests.unit.gate.test_decide import arm
 from tests.unit.publisher.synthetic import CANDIDATE, LEVELS, RUN, Spec, build
 
 SPEC = GateSpec(objective="tpot", acceptance_floor=0.5)

@@ -17,8 +17,8 @@ from services.gate.app import final
 from services.gate.simulate import NoiseModel
 from services.runtime.errors import StepFailed
 from services.shared import sequential
-from tests.unit.gate.test_gate_cli import run, write_cell
-from tests.unit.gate.test_gate_decide import arm
+from tests.unit.gate.test_argparse import run, write_cell
+from tests.unit.gate.test_decide import arm
 
 ROOT = Path(__file__).resolve().parents[3]
 SPEC = GateSpec(objective="tpot", acceptance_floor=0.5)

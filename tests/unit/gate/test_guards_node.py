@@ -9,7 +9,7 @@ from contracts.campaign import GateSpec
 from contracts.artifacts.decision import Decision
 from contracts.artifacts.trials import Trial
 from services.gate import decide
-from tests.unit.gate.test_gate_decide import SPEC, arm, level
+from tests.unit.gate.test_decide import SPEC, arm, level
 
 
 def scaled(trials: list[Trial], metric: str, factor: float) -> list[Trial]:
