@@ -13,7 +13,7 @@ health check's HTTP request), whose own tests cover the rest.
 
 Each name a step reads as a request input (contracts/inputs.py) is a key of
 its own: `specdec request --input {bench}training.output`. The CLI must pass it
-on (here), and the step must read it (test_guard_inputs.py).
+on (here), and the step must read it (test_step_inputs.py).
 """
 
 from __future__ import annotations

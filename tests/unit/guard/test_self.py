@@ -30,7 +30,7 @@ from tests.unit.guard.fields import model_fields
 from tests.unit.guard.guard import judge
 from tests.unit.guard.items import ITEMS
 from tests.unit.guard.observe import OBSERVABLES
-from tests.unit.guard.test_guard_campaign import unchecked
+from tests.unit.guard.test_campaign_fields import unchecked
 from tests.unit.guard.variants import VARIANTS
 
 SYNTHETIC = "matrix.load.synthetic_knob"

@@ -6,7 +6,7 @@ the container health check, found by walking their parsers (fields.py), and
 every name a step reads as a request input, has a checker (cli_checks.py): the
 command line with it changed must call, print or return something else.
 Settings: every RuntimeSettings field found here has a probe in
-tests/unit/test_settings_guard.py, whose tests run each probe and show the
+tests/unit/guard/test_runtime_settings.py, whose tests run each probe and show the
 field change a service's behaviour.
 """
 
@@ -16,7 +16,7 @@ import pytest
 
 from tests.unit.guard.cli_checks import cli_checks, invoke, request_input_keys
 from tests.unit.guard.fields import cli_arguments, settings_fields
-from tests.unit.test_settings_guard import PROBES
+from tests.unit.guard.test_runtime_settings import PROBES
 
 PREFIX = "cli "
 ARGUMENTS = sorted([name.removeprefix(PREFIX) for name in cli_arguments()] + request_input_keys())

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "infra" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "infra" / "examples"
 
 
 def _load():

@@ -10,7 +10,7 @@ import ast
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "infra" / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "infra" / "examples"
 SCRIPTS = {path.stem: ast.parse(path.read_text(), str(path)) for path in sorted(EXAMPLES.glob("*.py"))}
 TRAINERS = {"train_draft", "train_eagle3"}
 

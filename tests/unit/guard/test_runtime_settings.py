@@ -231,5 +231,5 @@ def test_the_documented_inert_table_is_the_code_table():
 
     from contracts.inert import markdown_table
 
-    doc = (Path(__file__).resolve().parents[2] / "docs/configuration.md").read_text()
+    doc = (Path(__file__).resolve().parents[3] / "docs/configuration.md").read_text()
     assert markdown_table() in doc, "docs/configuration.md's inert table differs from contracts/inert.py"

@@ -15,14 +15,14 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TYPO = "SPECDEC_STREAM_PREFX"
 
 # Names the grep finds that are not environment variables, or are unknown on purpose.
 NOT_VARIABLES = {
     "SPECDEC_KEYS": "a Python constant (contracts/artifacts/results.py), not an environment variable",
     "SPECDEC_NOT_A_SETTING": "tests/unit/runtime/test_deployment.py: a name that must be refused",
-    "SPECDEC_GUARD_PUBLISH_TOKEN": "tests/unit/test_settings_guard.py: the variable a *_TOKEN_ENV setting names "
+    "SPECDEC_GUARD_PUBLISH_TOKEN": "tests/unit/guard/test_runtime_settings.py: the variable a *_TOKEN_ENV setting names "
     "in a probe (accepted when a *_TOKEN_ENV setting names it)",
     "SPECDEC_LAKE_TOKEN": "this test's token variable, known because SPECDEC_PUBLISH_TOKEN_ENV names it",
     TYPO: "this test's misspelt name",

@@ -24,7 +24,7 @@ from services.shared.text.redact import redact
 from services.shared.text.tokens import estimate_tokens
 from tests.support.examples import example
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLES = ROOT / "infra" / "examples"
 SAMPLE = EXAMPLES / "sample-traffic.jsonl"
 TINY = {"vocab_size": 320, "layers": 2, "hidden": 64, "heads": 1, "intermediate": 128, "max_positions": 512,

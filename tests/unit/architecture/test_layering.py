@@ -17,7 +17,7 @@ from pathlib import Path
 
 import grimp
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PACKAGES = ("contracts", "services")
 LAYOUT = ROOT / "contracts" / "layout.py"
 

@@ -85,6 +85,6 @@ def test_a_setting_added_to_mcp_settings_is_reported_by_name(tmp_path, monkeypat
     extended = type("McpSettings", (McpSettings,), {"__annotations__": {"mcp_knob": str},
                                                     "mcp_knob": Field(default="", description="Read by nothing.")})
     monkeypatch.setattr("services.mcp.auth.McpSettings", extended)
-    knob = f"env SPECDEC_{'mcp_knob'.upper()}"  # spelt so: no such variable exists (tests/unit/test_environment.py)
+    knob = f"env SPECDEC_{'mcp_knob'.upper()}"  # spelt so: no such variable exists (tests/unit/guard/test_environment.py)
     assert knob in mcp_settings_fields()
     assert set(mcp_settings_fields()) - set(mcp_checks.settings_probes(tmp_path)) == {knob}
