@@ -23,7 +23,7 @@ How each kind of draft proposes lives with its trainer, which knows how to run i
   draft from answer position t is its argmax at t + j (exact for an accepted prefix: there
   its own earlier drafts are the target's tokens, which the pass feeds it).
 Both count with accepted_counts and write the same fields (report), so the two estimates
-are one definition. This module imports no other example (tests/unit/test_examples_imports.py).
+are one definition. This module imports no other example (tests/unit/examples/test_import_tree.py).
 
 It differs from the served figure in known ways: the estimate drafts at every answer
 position (the engine drafts only after each verification step), it uses the target's

@@ -6,7 +6,7 @@ way: the target answers each prompt greedily, so what a draft learns (and is est
 what the target says, not what the traffic said. Both read it here, and so does
 eagle3_acceptance.py; nothing here imports another example.
 
-The module tree (each imports only what is below it; tests/unit/test_examples_imports.py checks it):
+The module tree (each imports only what is below it; tests/unit/examples/test_import_tree.py checks it):
 
     trainer_data.py        this file: the corpus readers, the target's answers, ExampleError
     offline_acceptance.py  the offline estimate's one definition and its artifact

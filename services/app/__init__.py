@@ -4,5 +4,5 @@ The CLI, the MCP server and the workflow's tools call these and nothing else of 
 its dependencies as arguments and returns a typed result, which the entry point renders
 (docs/architecture.md#layers-entry-points-call-use-cases-steps-meet-only-through-contracts). Nothing
 here connects at import time, and the modules the Redis-reading commands use load no step
-(tests/unit/test_cli_lazy_imports.py).
+(tests/unit/cli/test_lazy_imports.py).
 """

@@ -4,7 +4,7 @@ Every command imports only what it runs, so that `specdec --help` and the Redis
 commands start at once: the handlers import their modules when called, and the
 optional command modules register their parsers with argparse alone (a step's
 scipy or matplotlib is loaded by its own command only).
-tests/unit/test_cli_lazy_imports.py holds this; tests/perf/bench_cli.py times it.
+tests/unit/cli/test_lazy_imports.py holds this; tests/perf/bench_cli.py times it.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 PREFIX = "SPECDEC_"
 
 # RuntimeSettings (services/runtime/settings.py), every service's and the CLI's settings; named here, not
-# imported, so that the health check stays stdlib only (it starts fast). tests/unit/test_environment.py
+# imported, so that the health check stays stdlib only (it starts fast). tests/unit/guard/test_environment.py
 # checks that every settings class's fields are here.
 _RUNTIME_SETTINGS = {
     "SPECDEC_REDIS_URL": "Redis URL (the services' ACL user)",

@@ -68,7 +68,7 @@ REGISTRY: tuple[Failpoint, ...] = (
         "a trainer running (training.started published) with no proxy watching it",
     ),
 )
-"""Every failpoint. tests/unit/test_failpoints.py checks each is hit somewhere in services/ and
+"""Every failpoint. tests/unit/runtime/test_failpoint_registry.py checks each is hit somewhere in services/ and
 tests/e2e/test_failpoints.py crashes a campaign at each; a failpoint without a crash test fails it."""
 
 BY_NAME: Mapping[str, Failpoint] = {point.name: point for point in REGISTRY}

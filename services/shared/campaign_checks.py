@@ -100,7 +100,7 @@ def operator_template_problems(campaign: Campaign, matrix: Matrix, *, cells_at: 
     return [f"template: {p}" for p in template_problems(campaign, matrix, cells_at=cells_at)]
 
 
-# Every check, in the order its problems are named. A test (tests/unit/app/test_static_checks.py) plants a
+# Every check, in the order its problems are named. A test (tests/unit/app/campaign/test_static_checks.py) plants a
 # problem for each and expects the planner and `specdec validate` to name it alike.
 CHECKS: tuple[Check, ...] = (standing_problems, workload_shape_problems, prompt_count_problems, round_problems,
                              operator_template_problems)

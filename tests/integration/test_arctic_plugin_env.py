@@ -14,7 +14,7 @@ import yaml
 
 from services.bench.executors import slurm_job
 from services.bench.executors.executor import launch
-from tests.unit.bench.test_bench_kubernetes import TEMPLATE, plan_of
+from tests.unit.bench.executors.test_kubernetes_plan import TEMPLATE, plan_of
 
 SHOW = "import os, sys; print('plugin env:', os.environ.get('ARCTIC_INFERENCE_ENABLED'), flush=True)"
 

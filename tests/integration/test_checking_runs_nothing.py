@@ -5,7 +5,7 @@ command's program looks like a Python interpreter (`./python-x`, relative to whe
 absolute `.../python3-evil`), and an idle check. `specdec validate` (a process of its own, as CI runs it),
 `specdec submit`'s checks, and the use cases of the MCP tools campaign_validate and campaign_init read the
 file and must leave no marker: a check that needs the serving interpreter runs in the bench step, after review
-(tests/unit/bench/test_bench_preflight.py), the idle check in the capacity step of a published run whose campaign
+(tests/unit/bench/executors/test_preflight.py), the idle check in the capacity step of a published run whose campaign
 carries the acknowledgement, and before each launch (a dry run without it runs no idle check either:
 tests/integration/test_capacity_service.py).
 """

@@ -26,7 +26,7 @@ from services.runtime.delivery.adopt import record_step, with_derived_ids
 from services.runtime.delivery.broker import decode_entry
 from tests.support.redis_server import RedisServer
 from tests.support.waiting import wait_for
-from tests.unit.bench.test_bench_plan import example
+from tests.unit.bench.planning.test_plan import example
 
 ROOT = Path(__file__).resolve().parents[2]
 

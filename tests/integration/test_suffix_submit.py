@@ -1,7 +1,7 @@
 """`specdec submit` and a suffix cell: accepted with the package's version in the bundle's source revisions
 where the serving interpreter is submit's own (read from its installed packages); accepted with no version
 where it is another interpreter, which submit never runs (the bench-runner asks it before the cell's first
-launch: tests/unit/bench/test_bench_preflight.py).
+launch: tests/unit/bench/executors/test_preflight.py).
 
 Real interpreters: this venv's (make setup installs the package) and the base Python it was made from."""
 

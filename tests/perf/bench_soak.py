@@ -54,7 +54,7 @@ class SoakBenchError(PerfError):
 def run_events(run_id: str) -> list[Any]:
     """One valid event of every catalogue schema for the run, and EXTRA_TRIALS more trials."""
     from contracts.catalogue import CATALOGUE
-    from tests.unit.test_contracts import PAYLOADS
+    from tests.unit.contracts.test_events import PAYLOADS
 
     events = [spec.model(run_id=run_id, producer="soak/1", **PAYLOADS[spec.schema]) for spec in CATALOGUE]
     trial = next(spec.model for spec in CATALOGUE if spec.schema == "bench.trial.completed")

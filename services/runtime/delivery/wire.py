@@ -3,7 +3,7 @@ importing faststream.
 
 The import would cost the commands that only read the streams most of their half-second budget
 (docs/perf.md#bench_cli-how-long-a-command-takes-whole-process). faststream's reader stays the
-reference: tests/unit/test_wire.py checks this one against it, so a format change fails there.
+reference: tests/unit/runtime/delivery/test_wire.py checks this one against it, so a format change fails there.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ What counts as a citation (the kinds below; `check` reports each one that does n
   - `#anchor`: the file is Markdown and has a heading whose GitHub anchor is `anchor`
     (docs/design.md#principle-1-no-inert-configuration);
   - `::name` (repeated): a pytest node; each name is a `def` or `class` in the Python file
-    (tests/unit/test_wire.py::...; parametrize ids are not part of the token);
+    (tests/unit/runtime/delivery/test_wire.py::...; parametrize ids are not part of the token);
   - `.symbol` where the token itself does not exist: a module and a name in it
     (services/shared/campaign_checks.static_problems: the module's file defines `static_problems`).
   A token directly followed by `*`, `<`, `{` or `$` is a pattern or a template
@@ -55,7 +55,7 @@ SKIP_FILES = frozenset({"tests/unit/docs/citations.py"})
 
 # (citing file, cited token) -> why the token is not a path that must exist.
 EXCLUDED: dict[tuple[str, str], str] = {
-    ("tests/unit/test_campaign.py", "infra/k8s/template.yaml"):
+    ("tests/unit/contracts/campaign/test_validation.py", "infra/k8s/template.yaml"):
         "a campaign value the model must refuse before any file is read; the file need not exist",
     ("docs/deployment.md", "infra/docker/pip-files/local/wheels/"):
         "the build instructions create it (`mkdir -p`) and fill it with the operator's own wheel",

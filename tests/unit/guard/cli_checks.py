@@ -13,7 +13,7 @@ health check's HTTP request), whose own tests cover the rest.
 
 Each name a step reads as a request input (contracts/inputs.py) is a key of
 its own: `specdec request --input {bench}training.output`. The CLI must pass it
-on (here), and the step must read it (test_guard_inputs.py).
+on (here), and the step must read it (test_step_inputs.py).
 """
 
 from __future__ import annotations
@@ -395,7 +395,7 @@ def _verb_checks(swap: Callable[[list[str], str, str], list[str]]) -> dict[str, 
 
 
 def _gate_files(root: Path) -> None:
-    from tests.unit.gate.test_gate_cli import write_cell
+    from tests.unit.gate.test_argparse import write_cell
 
     if not (root / "standing").exists():
         write_cell(root, "standing", seed=1)

@@ -101,7 +101,7 @@ def _scaled(trials: list[Any], metric: str, factor: float) -> list[Any]:
 
 
 def build_context(tmp: Path) -> Ctx:
-    from tests.unit.gate.test_gate_decide import arm
+    from tests.unit.gate.test_decide import arm
 
     lines = TRAFFIC.read_text().splitlines()
     other = tmp / "traffic-other.jsonl"

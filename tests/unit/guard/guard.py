@@ -2,8 +2,8 @@
 
 `judge` returns None when the field is shown consumed (or rightly refused, or
 absent) under the variant, else a message naming the field, the variant and
-what was seen. The tests (test_guard_campaign.py, test_guard_self.py,
-test_guard_items.py) assert on it, so a synthetic field or a consumer taken
+what was seen. The tests (test_campaign_fields.py, test_self.py,
+test_items.py) assert on it, so a synthetic field or a consumer taken
 away can be shown to be reported by name.
 
 The rules:

@@ -2,7 +2,7 @@
 probed (a check shows a change of them changing what runs or what is recorded), inert (contracts/inert.py
 INERT) or conditionally inert (INERT_WHERE: inert only where its condition holds, probed elsewhere).
 
-`report()` is what test_guard_surfaces.py prints and checks: every field of every surface is probed or
+`report()` is what test_surfaces.py prints and checks: every field of every surface is probed or
 inert, no surface is empty, and each count equals a total found independently of the guard's walk.
 """
 
@@ -15,7 +15,7 @@ from contracts.inert import INERT, INERT_WHERE
 from tests.unit.guard import fields, mcp_checks
 from tests.unit.guard.campaign_checks import CHECKS, SELECTOR_CHECKS
 from tests.unit.guard.cli_checks import request_input_keys
-from tests.unit.test_settings_guard import PROBES
+from tests.unit.guard.test_runtime_settings import PROBES
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from services.trainer_proxy.execution.execute import stop_reason
 from services.trainer_proxy.planning.inputs import load_cells, prompt_messages, skip_reason, split_corpus
 from services.trainer_proxy.execution.loss import scan_bytes
 from tests.unit.trainer_proxy.helpers import EXAMPLE, campaign, corpus_bytes
-from tests.unit.trainer_proxy.test_plan import INPUTS, PATHS, RUN, _plan
+from tests.unit.trainer_proxy.planning.test_training_plan import INPUTS, PATHS, RUN, _plan
 
 ARGV = ["python", "train.py", "{output_dir}"]
 

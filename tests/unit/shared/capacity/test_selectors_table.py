@@ -69,7 +69,7 @@ def trainer(scheduler: str, selectors: dict[str, str]) -> Any:
     """The trainer's launch: the sbatch argv, or the Job manifest."""
     from services.trainer_proxy.planning.plan import build_plan
     from tests.unit.trainer_proxy.helpers import campaign
-    from tests.unit.trainer_proxy.test_plan import INPUTS, PATHS
+    from tests.unit.trainer_proxy.planning.test_training_plan import INPUTS, PATHS
 
     camp = campaign(train_argv=["python", "train.py", "--out", "{output_dir}"], scheduler=scheduler, selectors=selectors)
     launch = build_plan(camp, run_id=RUN, node="gpu08", scheduler=scheduler, paths=PATHS, inputs=INPUTS).launch
