@@ -174,7 +174,7 @@ def headline(bundle_dir: Path, out: TextIO) -> None:
             interval = obj.get("interval") or {}
             # A failed or unmeasured candidate has null figures: print them as missing, never crash the summary.
             out.write(
-                f"  {candidate['candidate']} @ concurrency {level['concurrency']}: {obj.get('metric')} "
+                f"  {candidate['candidate']} @ concurrency {concurrency(level['concurrency'])}: {obj.get('metric')} "
                 f"{number(obj.get('baseline_value'), '.2f')} -> {number(obj.get('candidate_value'), '.2f')} "
                 f"{obj.get('unit', '')} ({number(obj.get('delta_pct'), '+.1f')} %, interval "
                 f"{number(interval.get('low_pct'), '+.1f')}..{number(interval.get('high_pct'), '+.1f')} %, noise bound "
