@@ -63,3 +63,12 @@ def test_an_unlimited_level_is_spelled_unlimited(tmp_path: Path) -> None:
     text = out.getvalue()
     assert "draft-k3 @ concurrency unlimited: tpot:median 30.00 -> 21.00 ms" in text
     assert "unlimited: draft-k3 4 (decided)" in text and "None" not in text
+
+
+def test_a_progress_line_spells_the_level_and_the_median_tpot_as_the_summary_does() -> None:
+    from services.cli.demo import _detail
+
+    event = {"schema": "bench.trial.completed", "cell_id": "ngram-k3", "trial": 0, "completed_requests": 9,
+             "failed_requests": 1, "median_tpot_ms": 21.456}
+    assert _detail({**event, "concurrency": 4}) == "  | ngram-k3 trial 0 c=4: 9/10 requests, median TPOT 21.46 ms"
+    assert _detail({**event, "concurrency": None}).startswith("  | ngram-k3 trial 0 c=unlimited: ")
