@@ -33,7 +33,7 @@ from services.runtime import apps
 from services.runtime.procs import deployment_id, end_labelled
 from services.runtime.errors import ConfigurationError, SpecdecError
 from services.runtime.settings import RuntimeSettings
-from services.shared.formatting import concurrency, number
+from services.shared.formatting import concurrency, ms, number
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_CAMPAIGN = ROOT / "infra/examples/demo-campaign.yaml"
@@ -102,9 +102,9 @@ def _detail(event: dict) -> str:
         tpot = event.get("median_tpot_ms")
         spec = event.get("spec_decode") or {}
         length = spec.get("mean_acceptance_length")
-        return (f"  | {event.get('cell_id')} trial {event.get('trial')} c={event.get('concurrency')}: "
+        return (f"  | {event.get('cell_id')} trial {event.get('trial')} c={concurrency(event.get('concurrency'))}: "
                 f"{done}/{done + failed} requests"
-                + (f", median TPOT {tpot:.2f} ms" if tpot else "")
+                + (f", median TPOT {ms(tpot)}" if tpot else "")
                 + (f", acceptance length {length:.2f}" if length else ""))
     if event.get("schema") == "gate.decided" or str(event.get("schema", "")).endswith(".failed"):
         text = event_detail(event)
@@ -174,7 +174,7 @@ def headline(bundle_dir: Path, out: TextIO) -> None:
             interval = obj.get("interval") or {}
             # A failed or unmeasured candidate has null figures: print them as missing, never crash the summary.
             out.write(
-                f"  {candidate['candidate']} @ concurrency {level['concurrency']}: {obj.get('metric')} "
+                f"  {candidate['candidate']} @ concurrency {concurrency(level['concurrency'])}: {obj.get('metric')} "
                 f"{number(obj.get('baseline_value'), '.2f')} -> {number(obj.get('candidate_value'), '.2f')} "
                 f"{obj.get('unit', '')} ({number(obj.get('delta_pct'), '+.1f')} %, interval "
                 f"{number(interval.get('low_pct'), '+.1f')}..{number(interval.get('high_pct'), '+.1f')} %, noise bound "

@@ -23,6 +23,7 @@ from services.gate.level import Design, Level, decide_level
 from services.gate.metrics import parse_guards, parse_objective, reported_metrics
 from services.gate.results import load_trials
 from services.gate.stats import CONFIDENCE, MIN_TRIALS_FOR_NOISE
+from services.shared.formatting import concurrency
 
 CAMPAIGN_RULE = (
     "A candidate wins a concurrency level when it meets every floor, its data passes every check and the "
@@ -314,7 +315,7 @@ def _level_order(level: Level) -> tuple[int, int]:
 
 
 def _level_name(level: Level) -> str:
-    return "unlimited concurrency" if level is None else f"concurrency {level}"
+    return f"concurrency {concurrency(level)}"
 
 
 def _arm_name(trials: list[Trial], default: str) -> str:

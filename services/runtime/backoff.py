@@ -1,7 +1,9 @@
 """Waiting for Redis to answer again: the doubling waits, and which errors waiting can heal.
 
-One rule for a service that starts while Redis is away (services/runtime/main.py) and for a command that
-connects or reads through a restart (services/app/context.py); each passes its own first and longest wait.
+One rule for a service that starts while Redis is away (services/runtime/main.py), or that loses it while
+its subscribers start (services/runtime/delivery/service.py) or while its read loops read
+(services/runtime/delivery/groups.py), and for a command that connects or reads through a restart
+(services/app/context.py, services/app/runs/streams.py); each passes its own first and longest wait.
 """
 
 from __future__ import annotations

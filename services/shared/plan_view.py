@@ -14,6 +14,7 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from services.shared.formatting import concurrency
 from services.shared.secret_args import mask_document
 
 INDENT = "  "
@@ -62,7 +63,7 @@ def cell_lines(cell: Mapping[str, Any], launches: Sequence[Mapping[str, Any]], e
     """One cell: what it is, its identity, the command launched with its changes, bench, eval and its launches."""
     cell_id = cell.get("cell_id")
     lines = [f"cell {cell_id}: {cell.get('role', '?')}, {cell.get('regime', '?')}, on node {cell.get('node', '?')}"]
-    levels = ", ".join(str(level) for level in cell.get("concurrency") or [])
+    levels = ", ".join(concurrency(level) for level in cell.get("concurrency") or [])
     lines.append(f"{INDENT}trials: {cell.get('trials', '?')} per concurrency level; concurrency: {levels or '?'}")
     identity = cell.get("identity")
     if isinstance(identity, Mapping) and identity:
@@ -151,7 +152,7 @@ def _load(plan: Mapping[str, Any]) -> str:
 
 
 def _rounds(rounds: Mapping[str, Any]) -> str:
-    expected = [f"c={row.get('concurrency')}: "
+    expected = [f"c={concurrency(row.get('concurrency'))}: "
                 + ("unknown (no earlier trials)" if row.get("expected_trials_per_arm") is None
                    else str(row.get("expected_trials_per_arm")))
                 for row in rounds.get("noise") or [] if isinstance(row, Mapping)]

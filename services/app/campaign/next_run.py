@@ -25,7 +25,7 @@ from services.publisher.report.model import CampaignData
 from services.publisher.prediction.schedule_plan import CandidatePlan, best, candidate_plans, proposed_cells
 from services.runtime.bundle.bundle import ArtifactMissing, BundleError, BundleStore, hash_file
 from services.runtime.errors import ConfigurationError
-from services.shared.formatting import concurrency, ms
+from services.shared.formatting import concurrency, ms, percent
 
 
 @dataclass(frozen=True)
@@ -179,7 +179,7 @@ def _header(run_id: str, chosen: CandidatePlan, schedule: list[list[int]], draft
     lines = [
         f"specdec next {run_id}: proves or rejects the k per concurrency predicted from {chosen.cell_id}'s measured",
         f"acceptance and cost: num_speculative_tokens_per_batch_size {schedule}, against the best fixed k",
-        f"{chosen.plan.fixed_k} (predicted {(chosen.plan.gain - 1) * 100:+.1f} %), beside the standing cell."
+        f"{chosen.plan.fixed_k} (predicted {percent((chosen.plan.gain - 1) * 100)}), beside the standing cell."
         + ("" if chosen.plan.varies else " The schedule runs one k at every level: it is the fixed k, benched "
            "alone."),
         "Predicted TPOT per level (the new run's decision is set beside it):",

@@ -14,6 +14,7 @@ from pydantic import Field
 from contracts.envelope import Strict
 from contracts.layout import BENCH_PLAN
 from contracts.layout import BENCH_ROUNDS_DIR as LOOKS_DIR
+from services.shared.formatting import concurrency
 
 
 class LevelCost(Strict):
@@ -80,7 +81,8 @@ def describe(cost: RoundsCost) -> list[str]:
     lines = [f"  rounds    {cost.min_trials}..{cost.max_trials} trials per arm, minimum effect "
              f"{cost.min_effect_pct:g} %: {where}"]
     for lvl in cost.levels:
-        who = f"{lvl.candidate} at c={lvl.concurrency}" if lvl.candidate else f"c={lvl.concurrency}"
+        where = f"c={concurrency(lvl.concurrency)}"
+        who = f"{lvl.candidate} at {where}" if lvl.candidate else where
         if lvl.source == "none":
             lines.append(f"            {who}: expected trials unknown (no earlier runs of this target and hardware; "
                          "round 1 will tell)")

@@ -16,7 +16,8 @@ import orjson
 import redis.asyncio as aioredis
 
 from contracts.streams import JOURNAL, PROGRESS_SCHEMA, SCHEMAS, deadletter_stream, stream_name
-from services.app.context import Notice, backoff, dropped, say
+from services.app.context import FIRST_RETRY_S, MAX_RETRY_S, Notice, say
+from services.runtime.backoff import dropped, sleeps
 from services.runtime.delivery.wire import decode_entry
 
 
@@ -113,7 +114,7 @@ async def follow(
     schemas = (*SCHEMAS, PROGRESS_SCHEMA) if progress else SCHEMAS
     positions = {stream_name(prefix, schema): ("0-0" if from_start else "$") for schema in schemas}
     lost_at: float | None = None
-    waits = backoff()
+    waits = sleeps(FIRST_RETRY_S, MAX_RETRY_S)
     resolved = from_start
     while True:
         try:
@@ -135,7 +136,7 @@ async def follow(
             continue
         if lost_at is not None:
             notice(f"Redis answers again after {time.monotonic() - lost_at:.1f} s; following on")
-            lost_at, waits = None, backoff()
+            lost_at, waits = None, sleeps(FIRST_RETRY_S, MAX_RETRY_S)
         if not response:
             yield None
             continue

@@ -16,9 +16,10 @@ from contracts.artifacts.offline_acceptance import OFFLINE_ACCEPTANCE_FILE
 from contracts.artifacts.report import OfflineAcceptanceFigure
 from services.publisher.prediction.predict import cell_speculation
 from services.publisher.report import figures as fig
-from services.publisher.report.document import Block, Paragraph, Ref, Section, Table
+from services.publisher.report.document import Block, Paragraph, Section, Table
 from services.publisher.report.model import ArmLevel, CampaignData
-from services.shared.formatting import MISSING, concurrency
+from services.publisher.report.pointers import id_cols
+from services.shared.formatting import MISSING
 
 TITLE = "Trained draft: offline vs served acceptance"
 ANCHOR = "offline-acceptance"
@@ -119,8 +120,7 @@ def offline_acceptance_section(data: CampaignData) -> Section:
 
 def _row(c: Comparison) -> tuple:
     arm, offline, served = c.arm, c.offline, c.served
-    ids = (Ref(arm.key), arm.cell_id, concurrency(arm.concurrency), f"{len(arm.trials)}/{arm.trials_declared or '?'}",
-           arm.baseline_cell_id or MISSING)
+    ids = id_cols(arm)
     if served is None:
         return (*ids, f"{len(offline)}/{MISSING}", _seq(offline), "no drafts", MISSING, f"{c.offline_length:.3f}",
                 MISSING, MISSING)

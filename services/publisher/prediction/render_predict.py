@@ -21,7 +21,8 @@ from services.publisher.report.document import (
     Table,
     Text,
 )
-from services.publisher.report.model import ArmLevel, CampaignData
+from services.publisher.report.model import CampaignData
+from services.publisher.report.pointers import id_cols
 from services.publisher.prediction.predict import (
     Prediction,
     cell_speculation,
@@ -47,8 +48,8 @@ COST_FORMULA = (
 
 def speedup_section(data: CampaignData, plot: Image | None) -> Section:
     found = fig.speedups(data)
-    rows = tuple((*_id_cols(s.candidate), Ref(s.baseline.key), f"{s.predicted:.3f}x", f"{s.realized:.3f}x",
-                  f"{s.efficiency:.0%}", f"{s.overhead:+.3f}") for s in found)
+    rows = tuple((*id_cols(s.candidate), Ref(s.baseline.key), f"{s.predicted:.3f}x", f"{s.realized:.3f}x",
+                  share(s.efficiency), f"{s.overhead:+.3f}") for s in found)
     blocks: list[Block] = [Formula(SPEEDUP_FORMULA)]
     if rows:
         blocks.append(Table(("ID", "cell", "concurrency", "trials", "named baseline", "baseline ID", "predicted",
@@ -74,7 +75,7 @@ def speedup_with_cost_blocks(data: CampaignData) -> list[Block]:
     if not found:
         blocks.append(Paragraph(("No speculative candidate has trials.",)))
         return blocks
-    rows = tuple((*_id_cols(p.arm), p.method, str(p.k), _x(p.mean_length, "no drafts", plain=True),
+    rows = tuple((*id_cols(p.arm), p.method, str(p.k), _x(p.mean_length, "no drafts", plain=True),
                   _cost(p), _predicted(p), _x(p.realized, "no TPOT to compare"), _ratio(p)) for p in found)
     blocks.append(Table(("ID", "cell", "concurrency", "trials", "named baseline", "method", "k",
                          "L (mean acceptance length)", "c (draft cost per token)", "predicted L / (1 + k c)",
@@ -138,7 +139,7 @@ def suffix_prediction_section(data: CampaignData) -> Section:
         rows.append((Ref(arm.key), arm.cell_id, concurrency(arm.concurrency),
                      share(p.acceptance_rate) if p else MISSING,
                      number(p.mean_acceptance_length, ".2f") if p else MISSING,
-                     f"{served.rate:.0%}" if served else "no drafts",
+                     share(served.rate) if served else "no drafts",
                      f"{served.mean_length:.2f}" if served else MISSING,
                      f"{served.draft_tokens / served.drafts:.2f}" if served else MISSING))
     why = (found.unavailable_reason if found is not None else data.suffix_prediction_note) or ""
@@ -196,11 +197,6 @@ def training_section(data: CampaignData) -> Section:
 
 
 # --- helpers -----------------------------------------------------------------------
-
-
-def _id_cols(arm: ArmLevel) -> tuple:
-    return (Ref(arm.key), arm.cell_id, concurrency(arm.concurrency), f"{len(arm.trials)}/{arm.trials_declared or '?'}",
-            arm.baseline_cell_id or MISSING)
 
 
 def _cost(p: Prediction) -> str:

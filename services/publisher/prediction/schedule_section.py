@@ -11,7 +11,7 @@ from services.publisher.report.document import Block, Bullets, Formula, Paragrap
 from services.publisher.report.levers import gate_text
 from services.publisher.report.model import CampaignData
 from services.publisher.prediction.schedule_plan import CandidatePlan, best, candidate_plans, proposed_cells
-from services.shared.formatting import concurrency, ms
+from services.shared.formatting import concurrency, ms, percent
 
 TITLE = "A k per concurrency: the schedule, predicted"
 MODEL = (
@@ -71,7 +71,7 @@ def _summary(p: CandidatePlan) -> str:
     kind = "varies with concurrency" if p.plan.varies else f"is one k ({p.plan.chosen[0]}): a fixed k"
     return (f"{p.cell_id}: num_speculative_tokens_per_batch_size {schedule} ({kind}); best fixed k "
             f"{p.plan.fixed_k}; predicted speedup over the standing cell {p.predicted_gain:.3f}x (geometric mean), "
-            f"{(p.plan.gain - 1) * 100:+.1f} % over the best fixed k")
+            f"{percent((p.plan.gain - 1) * 100)} over the best fixed k")
 
 
 def _proof(data: CampaignData, chosen: CandidatePlan) -> list[Block]:
@@ -93,7 +93,7 @@ def _proof(data: CampaignData, chosen: CandidatePlan) -> list[Block]:
     schedule = cells["scheduled"]["serving"]["speculative"]["num_speculative_tokens_per_batch_size"]
     return [
         Paragraph((f"The schedule: {chosen.cell_id} with num_speculative_tokens_per_batch_size {schedule} "
-                   f"(num_speculative_tokens {chosen.scheduled_k}), predicted {(chosen.plan.gain - 1) * 100:+.1f} % "
+                   f"(num_speculative_tokens {chosen.scheduled_k}), predicted {percent((chosen.plan.gain - 1) * 100)} "
                    f"over its best fixed k {chosen.plan.fixed_k}. The candidate cells that prove or reject it, "
                    f"benched beside the standing cell in a new run (`specdec next {data.run_id}` writes that "
                    "campaign; it reuses this run's target, draft and corpus and pools no trial with this run):",)),

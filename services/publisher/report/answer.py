@@ -16,8 +16,9 @@ from services.publisher.report.document import Image, Paragraph, Ref, Section, T
 from services.publisher.report.model import CampaignData, arm_key
 from services.publisher.report import plots as plotting
 from services.publisher.report.plots import DPI, Plot, _png
+from services.publisher.report.pointers import arm_ref
 from services.shared import sequential
-from services.shared.formatting import MISSING, concurrency, interval, joined
+from services.shared.formatting import MISSING, concurrency, interval, joined, share
 
 PLOT_NAME = "answer.png"
 OUTCOME_COLORS = {"win": "#2ca02c", "reject": "#d62728", "inconclusive": "#7f7f7f", "continue": "#ff7f0e"}
@@ -120,8 +121,8 @@ def answer_plot(data: CampaignData) -> Plot | None:
         name=PLOT_NAME,
         title="The answer per level",
         caption=f"Each candidate's gain in {d.objective} per concurrency level (the change, signed so that up is "
-        f"better), its interval at {d.thresholds.per_candidate_confidence:.1%}, the band of the minimum effect "
-        f"(+-{effect:g} %) and the level's outcome with the trials per arm it stopped at",
+        f"better), its interval at {share(d.thresholds.per_candidate_confidence, decimals=1)}, the band of the minimum "
+        f"effect (+-{effect:g} %) and the level's outcome with the trials per arm it stopped at",
         evidence=tuple(dict.fromkeys(evidence)),
         png=_png(fig),
     )
@@ -146,7 +147,7 @@ def answer_section(data: CampaignData, plots: dict[str, Plot]) -> list[Section]:
                             png=plot.png))
     answers, history = [], []
     for r in rows(d):
-        key, lvl = _ref(data, r.candidate, r.level.concurrency), r.level
+        key, lvl = arm_ref(data, r.candidate, r.level.concurrency), r.level
         g = r.gain
         span = interval(g[1], g[2]) if g else MISSING
         answers.append((key, r.candidate, concurrency(lvl.concurrency), f"{g[0]:+.1f}" if g else MISSING, span,
@@ -167,8 +168,3 @@ def answer_section(data: CampaignData, plots: dict[str, Plot]) -> list[Section]:
         blocks.append(Table(("ID", "candidate", "concurrency", "look (trials per arm)", "interval (%)", "verdict",
                              "then"), tuple(history)))
     return [Section("answer", "The answer per level", tuple(blocks))]
-
-
-def _ref(data: CampaignData, cell: str, level: int | None) -> Ref | str:
-    key = arm_key(cell, level)
-    return Ref(key) if data.arm(cell, level) is not None else f"{key} (no identity in this bundle)"

@@ -14,7 +14,7 @@ from contracts import layout
 from contracts.artifacts.results import MAX_FAILED_SHARE
 from services.publisher.report.figures import Acceptance, acceptance, failed_share, speedups
 from services.publisher.report.model import ArmLevel, CampaignData, arm_key
-from services.shared.formatting import concurrency, interval, number, percent
+from services.shared.formatting import concurrency, interval, number, percent, share
 
 COLLAPSE_CONDITIONAL = 0.5  # p_j below this: fewer than half the steps reaching j-1 also reach j
 EXTEND_CONDITIONAL = 0.7  # p_k at or above this: the last position still usually accepts
@@ -76,10 +76,11 @@ def _failed_requests(data: CampaignData) -> list[Lever]:
     bad = [(arm, failed_share(arm)) for arm in data.arms if failed_share(arm) > MAX_FAILED_SHARE]
     if not bad:
         return []
-    worst, share = max(bad, key=lambda item: item[1])
+    worst, worst_share = max(bad, key=lambda item: item[1])
     return [Lever(
         rule="failed-requests",
-        finding=f"{len(bad)} arm(s) failed more than {MAX_FAILED_SHARE:.0%} of requests; worst {worst.key}: {share:.1%}",
+        finding=f"{len(bad)} arm(s) failed more than {share(MAX_FAILED_SHARE)} of requests; worst {worst.key}: "
+        f"{share(worst_share, decimals=1)}",
         action=f"find why {worst.cell_id} fails requests at concurrency {concurrency(worst.concurrency)} (server log in "
         f"{layout.BENCH_DIR}/{worst.cell_id}/), fix it, and re-bench: latencies of the survivors hide the slow requests",
         gate=gate_text(data, levels=sorted({a.concurrency for a, _ in bad}, key=_order)),
@@ -195,7 +196,7 @@ def _overhead(data: CampaignData) -> list[Lever]:
     return [Lever(
         rule="speculation-overhead",
         finding=f"{worst.candidate.key}: predicted speedup {worst.predicted:.2f}x from acceptance, realized "
-        f"{worst.realized:.2f}x ({worst.efficiency:.0%} of it); one speculative step costs {worst.overhead:.2f} plain "
+        f"{worst.realized:.2f}x ({share(worst.efficiency)} of it); one speculative step costs {worst.overhead:.2f} plain "
         "steps more than it should",
         action=f"cut the cost of speculating in {worst.candidate.cell_id}: a cheaper proposer (ngram, a smaller draft) "
         "or fewer speculative tokens",
@@ -221,20 +222,21 @@ def _beat_noise(data: CampaignData) -> list[Lever]:
             key = arm_key(cand.candidate, lvl.concurrency)
             if delta <= noise or needed is None or needed > MAX_SUGGESTED_TRIALS:
                 action = (
-                    f"the change ({obj.delta_pct:+.1f} %) does not clear the A/A noise bound ({noise:.1f} %), which more "
-                    "trials do not shrink: look for a larger effect (a candidate with higher acceptance) or quieter "
+                    f"the change ({percent(obj.delta_pct)}) does not clear the A/A noise bound "
+                    f"({percent(noise, signed=False)}), which more trials do not shrink: look for a larger effect (a "
+                    "candidate with higher acceptance) or quieter "
                     "trials (warm regime, pinned CPUs, nothing else on the node)"
                 )
                 trials = None
             else:
-                action = f"re-bench with {needed} trials per arm (now {n}): the interval half-width {half:.1f} % then " \
-                    f"falls below the observed {delta:.1f} %"
+                action = f"re-bench with {needed} trials per arm (now {n}): the interval half-width " \
+                    f"{percent(half, signed=False)} then falls below the observed {percent(delta, signed=False)}"
                 trials = needed
             out.append(Lever(
                 rule="beat-noise",
-                finding=f"{key}: objective {obj.metric} {obj.delta_pct:+.1f} %, interval "
-                f"{interval(obj.interval.low_pct, obj.interval.high_pct)} %, noise bound {noise:.1f} %, {n} trials per "
-                "arm: within noise",
+                finding=f"{key}: objective {obj.metric} {percent(obj.delta_pct)}, interval "
+                f"{interval(obj.interval.low_pct, obj.interval.high_pct)} %, noise bound {percent(noise, signed=False)}, "
+                f"{n} trials per arm: within noise",
                 action=action,
                 gate=gate_text(data, levels=[lvl.concurrency], min_trials=trials),
                 evidence=(key,),

@@ -20,8 +20,9 @@ from services.shared.formatting import MISSING, concurrency
 DPI = 80
 BASE_COLOR, CAND_COLOR = "#7f7f7f", "#1f77b4"
 _LOCK = threading.Lock()
-# An unlimited concurrency level in plot labels and file names (latency-<cell>-cinf.png): short.
-UNLIMITED = "inf"
+# An unlimited concurrency level in plot file names (latency-<cell>-cinf.png): a file name is an identity, so it
+# keeps its short spelling; labels and subtitles spell the level as the rest of the report does.
+FILE_UNLIMITED = "inf"
 LEVEL_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf")
 
 
@@ -64,7 +65,7 @@ def identity_line(arm: ArmLevel, *, levels: str | None = None) -> str:
         f"{ident.model} | {ident.hardware} | quant {ident.quantization or 'none'} | tp{par.tensor_parallel_size} "
         f"pp{par.pipeline_parallel_size} dp{par.data_parallel_size} | "
         f"{f'{spec.method} k={spec.num_speculative_tokens}' if spec else 'no speculation'} | {ident.workload_shape} | "
-        f"c={levels or ident.concurrency} | {ident.regime} | rev {ident.source_revision or 'unknown'} | "
+        f"c={levels or concurrency(ident.concurrency)} | {ident.regime} | rev {ident.source_revision or 'unknown'} | "
         f"{len(arm.trials)}/{arm.trials_declared or '?'} trials | baseline {arm.baseline_cell_id or MISSING}"
     )
 
@@ -92,7 +93,7 @@ def _latency(data: CampaignData, arm: ArmLevel) -> Plot:
     fig.subplots_adjust(left=0.06, right=0.98, bottom=0.1, top=0.78, wspace=0.3)
     evidence = (arm.key,) + ((base.key,) if base is not None else ())
     return Plot(
-        name=f"latency-{arm.cell_id}-c{concurrency(arm.concurrency, unlimited=UNLIMITED)}.png",
+        name=f"latency-{arm.cell_id}-c{concurrency(arm.concurrency, unlimited=FILE_UNLIMITED)}.png",
         title=f"Latency of {arm.key}",
         caption=f"TTFT, TPOT and ITL of {arm.key}, each trial's median and the spread over trials"
         + (f", beside the named baseline {base.key}" if base is not None else ""),
@@ -112,7 +113,7 @@ def _acceptance(data: CampaignData, cell: str) -> Plot | None:
         assert acc is not None  # filtered above
         positions = list(range(1, acc.k + 1))
         color = LEVEL_COLORS[i % len(LEVEL_COLORS)]
-        label = f"c={concurrency(arm.concurrency, unlimited=UNLIMITED)}"
+        label = f"c={concurrency(arm.concurrency)}"
         left.plot(positions, acc.per_position, marker="o", color=color, label=label)
         right.plot(positions, acc.conditional, marker="o", color=color, label=label)
     for ax, title in ((left, "a_i: accepted at position i / drafts"), (right, "p_i: accepted at i given i-1")):
@@ -122,7 +123,7 @@ def _acceptance(data: CampaignData, cell: str) -> Plot | None:
         ax.set_title(title, fontsize=9)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
-    levels = ",".join(concurrency(a.concurrency, unlimited=UNLIMITED) for a in arms)
+    levels = ",".join(concurrency(a.concurrency) for a in arms)
     fig.suptitle(f"{cell}: acceptance per position\n{identity_line(arms[0], levels=levels)}", fontsize=8)
     fig.subplots_adjust(left=0.07, right=0.98, bottom=0.14, top=0.76, wspace=0.25)
     return Plot(
@@ -157,7 +158,7 @@ def _throughput(data: CampaignData) -> Plot | None:
                         color=LEVEL_COLORS[i % len(LEVEL_COLORS)])
     if not evidence:
         return None
-    ax.set_xticks(range(len(levels)), [concurrency(c, unlimited=UNLIMITED) for c in levels])
+    ax.set_xticks(range(len(levels)), [concurrency(c) for c in levels])
     ax.set_xlabel("max concurrency", fontsize=8)
     ax.set_ylabel("output tokens / s", fontsize=8)
     ax.set_title("Output throughput against concurrency (geometric mean, min-max over trials)", fontsize=9)

@@ -4,7 +4,7 @@ The DRAFT reasons, summary, steps, identity, engine read-back, rejected trials,
 redaction, gate verdicts, latency, throughput, acceptance, speedup (its table is
 render_predict.py's) and the next measured lever. Every table of measured numbers
 starts with the identity pointer (`Ref` to the arm's row in the identity table) and
-repeats the cell, the concurrency, the trial count and the named baseline (`_id_cols`);
+repeats the cell, the concurrency, the trial count and the named baseline (services/publisher/report/pointers.py);
 every plot's caption points to the identities it draws (`_image`).
 """
 
@@ -27,8 +27,9 @@ from services.publisher.report.document import (
     Text,
 )
 from services.publisher.report.levers import Lever
-from services.publisher.report.model import ArmLevel, CampaignData, arm_key
+from services.publisher.report.model import CampaignData
 from services.publisher.report.plots import Plot
+from services.publisher.report.pointers import arm_ref, id_cols
 from services.shared.formatting import MISSING, concurrency, interval, joined, percent
 
 
@@ -184,7 +185,7 @@ def gate_section(data: CampaignData) -> Section:
     rows, floors, guards = [], [], []
     for cand in d.candidates:
         for lvl in cand.levels:
-            key = _ref(data, cand.candidate, lvl.concurrency)
+            key = arm_ref(data, cand.candidate, lvl.concurrency)
             o = lvl.objective
             span = interval(o.interval.low_pct, o.interval.high_pct) if o and o.interval else MISSING
             rows.append((
@@ -228,7 +229,7 @@ def latency_section(data: CampaignData, plots: dict[str, Plot]) -> Section:
     rows = []
     for arm in data.arms:
         requests = sum(t.completed + t.failed for t in arm.trials)
-        rows.append((*_id_cols(arm), *(_spread(fig.spread(arm.trials, a)) for a in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")),
+        rows.append((*id_cols(arm), *(_spread(fig.spread(arm.trials, a)) for a in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")),
                      f"{sum(t.failed for t in arm.trials)}/{requests}"))
     cols = ("ID", "cell", "concurrency", "trials", "named baseline", "TTFT ms", "TPOT ms", "ITL ms", "E2EL ms", "failed/requests")
     blocks = [
@@ -240,7 +241,7 @@ def latency_section(data: CampaignData, plots: dict[str, Plot]) -> Section:
 
 
 def throughput_section(data: CampaignData, plots: dict[str, Plot]) -> Section:
-    rows = tuple((*_id_cols(arm), _spread(fig.spread(arm.trials, "output_throughput_tok_per_s"))) for arm in data.arms)
+    rows = tuple((*id_cols(arm), _spread(fig.spread(arm.trials, "output_throughput_tok_per_s"))) for arm in data.arms)
     blocks = [Table(("ID", "cell", "concurrency", "trials", "named baseline", "output tok/s"), rows)]
     blocks += [_image(plots[n]) for n in ("throughput.png",) if n in plots]
     return Section("throughput", "Throughput against concurrency", tuple(blocks))
@@ -252,7 +253,7 @@ def acceptance_section(data: CampaignData, plots: dict[str, Plot]) -> Section:
         acc = fig.acceptance(arm)
         if acc is None:
             continue
-        rows.append((*_id_cols(arm), str(acc.k), f"{acc.rate:.3f}", f"{acc.mean_length:.3f}",
+        rows.append((*id_cols(arm), str(acc.k), f"{acc.rate:.3f}", f"{acc.mean_length:.3f}",
                      " / ".join(f"{a:.3f}" for a in acc.per_position), " / ".join(f"{p:.3f}" for p in acc.conditional)))
     if not rows:
         return Section("acceptance", "Acceptance per position", (Paragraph(("No trial carries spec-decode counters.",)),))
@@ -284,11 +285,6 @@ def levers_section(found: list[Lever]) -> Section:
 # --- helpers -----------------------------------------------------------------------
 
 
-def _id_cols(arm: ArmLevel) -> tuple:
-    return (Ref(arm.key), arm.cell_id, concurrency(arm.concurrency), f"{len(arm.trials)}/{arm.trials_declared or '?'}",
-            arm.baseline_cell_id or MISSING)
-
-
 def _image(plot: Plot) -> Image:
     caption = (f"{plot.caption}. Identity: ", *joined([Ref(key) for key in plot.evidence]))
     return Image(name=plot.name, title=plot.title, caption=caption, png=plot.png)
@@ -311,12 +307,6 @@ def _refs(data: CampaignData, cell: str) -> Text | str:
     """Pointers to every arm of a cell (a figure over its levels)."""
     arms = [Ref(a.key) for a in data.arms if a.cell_id == cell]
     return joined(arms) if arms else f"{cell} (no identity in this bundle)"
-
-
-def _ref(data: CampaignData, cell: str, level: int | None) -> Ref | str:
-    """A pointer to the arm's identity row; plain text when the bundle has no such arm (named outside the bundle)."""
-    key = arm_key(cell, level)
-    return Ref(key) if data.arm(cell, level) is not None else f"{key} (no identity in this bundle)"
 
 
 def _spread(s: fig.Spread | None) -> str:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from services.runtime.backoff import delays
 
 if TYPE_CHECKING:
     import redis.asyncio as aioredis
@@ -60,7 +62,7 @@ class GroupKeeper:
         self.lost_since: float | None = None
         self._recovered_at: float | None = None  # when a group was last recreated
         self._back_at: float | None = None  # when Redis last answered again after an outage
-        self._waits: dict[str, float] = {}
+        self._waits: dict[str, Iterator[float]] = {}
 
     async def ensure(self, stream: str) -> bool:
         """XGROUP CREATE <stream> <group> 0 MKSTREAM; False when the group is already there."""
@@ -130,9 +132,10 @@ class GroupKeeper:
             self.lost_since = now
             self.log.warning("lost Redis; every read retries with backoff until it answers",
                              error=f"{type(exc).__name__}: {exc}", max_wait_s=READ_RETRY_MAX_S)
-        wait_s = self._waits.get(stream, READ_RETRY_S)
-        self._waits[stream] = min(wait_s * 2, READ_RETRY_MAX_S)
-        await asyncio.sleep(wait_s)
+        waits = self._waits.get(stream)
+        if waits is None:
+            waits = self._waits[stream] = delays(READ_RETRY_S, READ_RETRY_MAX_S)
+        await asyncio.sleep(next(waits))
 
     async def answered(self) -> None:
         """A read returned: once Redis answers a PING too (a fetch may return without asking Redis,

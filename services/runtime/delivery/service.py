@@ -21,6 +21,7 @@ from faststream.redis import RedisBroker, StreamSub
 from redis.exceptions import RedisError
 
 from contracts.registry import Registry, default_registry
+from services.runtime.backoff import delays
 from services.runtime.delivery.broker import Bus, decode_entry, make_broker
 from services.runtime.delivery.consumer import Consumer, Delivery, GroupKeeper, Route
 from services.runtime.health.health import serve_health
@@ -367,12 +368,13 @@ async def start_riding_out(service: Service, stop: asyncio.Event, log: Any) -> b
     """Start the instance; should Redis go away while it starts (its subscribers are started one
     by one, seconds on a busy host), stop what started and start again once Redis answers, with
     backoff and one line per attempt, instead of exiting. False when SIGTERM came first."""
-    wait_s = START_RETRY_S
+    waits = delays(START_RETRY_S, START_RETRY_MAX_S)
     while not stop.is_set():
         try:
             await service.start()
             return True
         except (RedisError, TimeoutError, OSError) as exc:  # faststream's start wait raises TimeoutError
+            wait_s = next(waits)
             log.warning("Redis went away while the service started; starting again once it answers",
                         error=f"{type(exc).__name__}: {exc}", retry_in_s=wait_s)
             service.consumer.accepting = False
@@ -384,7 +386,6 @@ async def start_riding_out(service: Service, stop: asyncio.Event, log: Any) -> b
                 await asyncio.wait_for(stop.wait(), timeout=wait_s)
             except TimeoutError:
                 pass  # waited out the backoff: try again
-            wait_s = min(wait_s * 2, START_RETRY_MAX_S)
     return False
 
 

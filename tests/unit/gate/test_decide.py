@@ -377,3 +377,9 @@ def test_a_candidate_without_speculation_has_no_acceptance_to_floor() -> None:
     assert not any("no spec-decode counters" in r for r in lvl.reasons)
     assert d.decision == "promote" and lvl.objective.verdict == "better"  # type: ignore[union-attr]
     # Trials without identity cannot say what they serve: the floor stays unread, a data problem (above).
+
+
+def test_a_level_is_named_with_the_shared_concurrency_spelling() -> None:
+    from services.gate.decide import _level_name
+
+    assert (_level_name(4), _level_name(None)) == ("concurrency 4", "concurrency unlimited")

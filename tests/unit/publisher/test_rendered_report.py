@@ -164,3 +164,13 @@ def test_the_report_shows_each_guard_and_the_node(tmp_path):
         (g, str(level), "passed") for g in ("output_throughput", "ttft:p99") for level in LEVELS}
     identity = next(t for t in tables(md) if t[0][:2] == ["ID", "cell"] and "model" in t[0])
     assert {dict(zip(identity[0], row))["node"] for row in identity[1:]} == {"node-1"}
+
+
+def test_a_plot_subtitle_spells_an_unlimited_level_as_the_report_does(campaign_data):
+    from services.publisher.report.plots import identity_line
+
+    arm = next(a for a in campaign_data().arms if a.identity is not None)
+    unlimited = arm.model_copy(update={"concurrency": None,
+                                       "identity": arm.identity.model_copy(update={"concurrency": None})})
+    assert f"| c={arm.concurrency} |" in identity_line(arm)
+    assert "| c=unlimited |" in identity_line(unlimited)

@@ -48,3 +48,65 @@ def test_redis_being_away_is_worth_waiting_for(exc: BaseException):
 ])
 def test_anything_else_is_not(exc: BaseException):
     assert not dropped(exc)
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, dict]] = []
+
+    def warning(self, line: str, **fields) -> None:
+        self.lines.append((line, fields))
+
+    info = warning
+
+
+def test_a_read_loop_waits_0_1_s_doubling_to_2_s_per_stream(monkeypatch):
+    from services.runtime.delivery import groups
+
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    monkeypatch.setattr(groups.asyncio, "sleep", sleep)
+    keeper = groups.GroupKeeper(client=None, group="g", log=_Log())  # type: ignore[arg-type]
+
+    async def outage() -> None:
+        for _ in range(7):
+            await keeper.dropped("a", redis_errors.ConnectionError("gone"))
+        await keeper.dropped("b", redis_errors.ConnectionError("gone"))
+
+    asyncio.run(outage())
+    assert slept == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.6, 2.0, 2.0, 0.1])
+
+
+def test_a_start_that_loses_redis_starts_again_after_0_5_s_doubling_to_5_s(monkeypatch):
+    from services.runtime.delivery import service
+
+    class Broker:
+        async def stop(self) -> None:
+            pass
+
+    class Service:
+        def __init__(self, failures: int) -> None:
+            self.failures = failures
+            self.consumer = type("Consumer", (), {"accepting": True})()
+            self.broker = Broker()
+
+        async def start(self) -> None:
+            if self.failures:
+                self.failures -= 1
+                raise redis_errors.ConnectionError("gone")
+
+    waited: list[float] = []
+
+    async def wait_for(awaitable, timeout: float):
+        awaitable.close()
+        waited.append(timeout)
+        raise TimeoutError
+
+    monkeypatch.setattr(service.asyncio, "wait_for", wait_for)
+    log = _Log()
+    assert asyncio.run(service.start_riding_out(Service(6), asyncio.Event(), log)) is True  # type: ignore[arg-type]
+    assert waited == pytest.approx([0.5, 1.0, 2.0, 4.0, 5.0, 5.0])
+    assert [fields["retry_in_s"] for _, fields in log.lines] == waited

@@ -207,3 +207,13 @@ def test_the_reports_review_point_shows_the_plan_it_announced_with_the_same_view
     markdown = to_markdown(Document(title="t", draft_reasons=(), sections=(review_section(data),)), plots_dir="p")
     assert "```\n" + "\n".join(current.view) + "\n```" in markdown
     assert f"as `specdec bench plan {RUN}` shows it" in markdown
+
+
+def test_an_unlimited_level_is_spelled_as_the_report_spells_it():
+    plan = {"run_id": "r", "cells": [{"cell_id": "c", "concurrency": [1, None]}],
+            "rounds": {"min_trials": 3, "max_trials": 5, "objective": "tpot", "min_effect_pct": 1,
+                       "noise": [{"concurrency": 1, "expected_trials_per_arm": 4},
+                                 {"concurrency": None, "expected_trials_per_arm": None}]}}
+    text = "\n".join(plan_lines("bench", plan))
+    assert "concurrency: 1, unlimited" in text
+    assert "c=1: 4, c=unlimited: unknown (no earlier trials)" in " ".join(text.split())

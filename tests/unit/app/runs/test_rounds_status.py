@@ -93,3 +93,14 @@ def test_the_expected_trials_grow_with_the_noise_and_shrink_with_the_minimum_eff
 
         half = st.t.isf(lvl, 2 * m - 2) * 0.006 * (2 / m) ** 0.5
         assert bool(half <= 0.00995) is fits
+
+
+def test_an_unlimited_level_is_spelled_as_the_report_spells_it() -> None:
+    # The campaign declares finite levels only; the spelling is the shared one should a level be unlimited.
+    level = rounds_status.LevelCost.model_construct(
+        concurrency=None, candidate="ngram-k3", source="none", runs=[], cv_pct=None, expected_trials_per_arm=None,
+        verdict=None, open=None)
+    cost = rounds_status.RoundsCost(min_trials=3, max_trials=15, min_effect_pct=1.0, trials_per_arm=None,
+                                    stopped=None, levels=[])
+    text = "\n".join(rounds_status.describe(cost.model_copy(update={"levels": [level]})))
+    assert "ngram-k3 at c=unlimited: expected trials unknown" in text
