@@ -13,7 +13,12 @@ from contracts import events as ev
 from contracts import layout
 from contracts.envelope import Event
 from contracts.progress import PROGRESS_UNITS
-from contracts.streams import DEADLETTER, JOURNAL, SCHEMAS, deadletter_stream, stream_name  # noqa: F401 (re-exported)
+
+# The `X as X` names are re-exported (PEP 484): the services take the journal's and the streams' names from here.
+from contracts.streams import JOURNAL as JOURNAL
+from contracts.streams import SCHEMAS
+from contracts.streams import deadletter_stream as deadletter_stream
+from contracts.streams import stream_name as stream_name
 
 CLI = "cli"
 PROFILER = "profiler"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 import uuid
-from datetime import datetime, timezone
-from typing import Annotated, Any, ClassVar, TypeVar
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
@@ -33,7 +33,7 @@ E = TypeVar("E", bound="Event")
 
 
 def utc_now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def new_event_id() -> str:
@@ -71,8 +71,14 @@ class Event(Strict):
     SCHEMA: ClassVar[str] = ""
     VERSION: ClassVar[int] = 0
 
-    schema_: str = Field(alias="schema", description="Event name, e.g. profile.completed.")
-    version: int = Field(description="Integer version of this event's schema.")
+    if TYPE_CHECKING:
+        # Type checkers see defaults: _pin_schema_and_version fills both from the class, so a constructor
+        # call need not name them. At run time both stay required fields of the schema (the else branch).
+        schema_: str = Field(default="", alias="schema")
+        version: int = Field(default=0)
+    else:
+        schema_: str = Field(alias="schema", description="Event name, e.g. profile.completed.")
+        version: int = Field(description="Integer version of this event's schema.")
     run_id: RunId = Field(
         description="Join key: one run ID is also the experiment, campaign and scheduler label."
     )

@@ -82,12 +82,14 @@ def _request_and_failure(step: str) -> tuple[type[_StepRequested], type[_StepFai
     requested = type(
         f"{title}Requested",
         (_StepRequested,),
-        {"SCHEMA": f"{step}.requested", "VERSION": 1, "__doc__": f"Run the {step} step for a run.", "__module__": __name__},
+        {"SCHEMA": f"{step}.requested", "VERSION": 1, "__doc__": f"Run the {step} step for a run.",
+         "__module__": __name__},
     )
     failed = type(
         f"{title}Failed",
         (_StepFailed,),
-        {"SCHEMA": f"{step}.failed", "VERSION": 1, "__doc__": f"The {step} step failed; the run halts.", "__module__": __name__},
+        {"SCHEMA": f"{step}.failed", "VERSION": 1, "__doc__": f"The {step} step failed; the run halts.",
+         "__module__": __name__},
     )
     return requested, failed
 
@@ -210,7 +212,9 @@ class TrainingCompleted(Event):
 
     SCHEMA = "training.completed"
     VERSION = 1
-    output: ArtifactRef | None = Field(description="Output manifest (every output file and its sha256); None when skipped.")
+    output: ArtifactRef | None = Field(
+        description="Output manifest (every output file and its sha256); None when skipped."
+    )
     checkpoint_dir: str | None = Field(description="Directory of the trained draft checkpoint; None when skipped.")
     duration_s: float = Field(ge=0, description="Wall time of the trainer in seconds.")
     reused_from: str | None = Field(default=None, description="Run ID whose identical draft was reused, if any.")
@@ -260,7 +264,9 @@ class BenchTrialCompleted(Event):
     failed_requests: int = Field(ge=0, description="Requests that failed.")
     median_ttft_ms: float | None = Field(description="Median time to first token, ms.")
     median_tpot_ms: float | None = Field(description="Median time per output token after the first, ms.")
-    spec_decode: SpecDecodeDelta | None = Field(description="Counter deltas; None when the cell declares no speculation.")
+    spec_decode: SpecDecodeDelta | None = Field(
+        description="Counter deltas; None when the cell declares no speculation."
+    )
 
 
 class BenchCompleted(Event):

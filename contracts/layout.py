@@ -49,7 +49,8 @@ def workflow_dry_run(n: int) -> str:
 PROFILE_DIR = "profile"
 PROFILE = f"{PROFILE_DIR}/PROFILE.json"
 PROFILE_REJECTED = f"{PROFILE_DIR}/PROFILE.rejected.json"  # kept when too many lines were rejected
-PROFILE_SUFFIX = f"{PROFILE_DIR}/SUFFIX_PREDICTION.json"  # suffix acceptance predicted offline (contracts/artifacts/suffix.py)
+# Suffix acceptance predicted offline (contracts/artifacts/suffix.py).
+PROFILE_SUFFIX = f"{PROFILE_DIR}/SUFFIX_PREDICTION.json"
 
 # --- corpus/ ---------------------------------------------------------------------
 CORPUS_DIR = "corpus"
@@ -133,7 +134,7 @@ def bench_attempt(attempt: int | str) -> str:
     return f"{BENCH_ATTEMPTS_DIR}/attempt-{attempt}.json"
 
 
-def launch_folder(cell_id: str, index: int) -> str:
+def launch_folder(cell_id: str, index: int | str) -> str:
     """Where one server launch of a cell keeps its log, argv and engine files."""
     return f"{BENCH_DIR}/{cell_id}/launch-{index}"
 
@@ -147,7 +148,7 @@ def trial_folder(cell_id: str, trial: int | str) -> str:
     return f"{BENCH_DIR}/{cell_id}/trial-{trial}"
 
 
-def attempt_folder(folder: str, attempt: int) -> str:
+def attempt_folder(folder: str, attempt: int | str) -> str:
     """A later attempt's raw files inside `folder`; the first attempt writes in `folder` itself."""
     return folder if attempt == 1 else f"{folder}/attempt-{attempt}"
 
@@ -176,8 +177,8 @@ def rejected_result(cell_id: str, trial: int | str, concurrency: int | str) -> s
 # Every rejected trial of a run; disjoint from RESULTS_GLOB.
 REJECTED_GLOB = rejected_result("*", "*", "*")
 # Every launch's engine read-back: the first attempt's, then a later attempt's (attempt_folder).
-ENGINE_CHECK_GLOBS = (engine_check(launch_folder("*", "*")),  # type: ignore[arg-type]
-                      engine_check(attempt_folder(launch_folder("*", "*"), "*")))  # type: ignore[arg-type]
+ENGINE_CHECK_GLOBS = (engine_check(launch_folder("*", "*")),
+                      engine_check(attempt_folder(launch_folder("*", "*"), "*")))
 
 
 # --- gate/ -----------------------------------------------------------------------

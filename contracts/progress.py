@@ -25,6 +25,7 @@ from pydantic import Field
 
 from contracts.envelope import Event
 from contracts.streams import PROGRESS_SCHEMA  # the one progress stream's schema: `<prefix>.step.progress`
+
 # Entries the stream keeps (XADD MAXLEN ~): minutes of two steps' events at one per ~2 s, which is
 # all a reader that attaches late needs (it shows the latest per step); older ones carry nothing.
 PROGRESS_MAXLEN = 500

@@ -64,7 +64,7 @@ class SelectorKey:
     form: str
 
 
-def _key(name: str, meaning: str, consumers: set[Consumer], example: str, pattern: str, form: str) -> SelectorKey:
+def _key(name: str, meaning: str, *, consumers: set[Consumer], example: str, pattern: str, form: str) -> SelectorKey:
     return SelectorKey(name, meaning, frozenset(consumers), example, re.compile(pattern), form)
 
 
@@ -85,40 +85,50 @@ LOCAL: dict[str, SelectorKey] = {}
 SLURM = _table(
     _key(PARTITION, "only nodes of this partition are candidates (sinfo --partition); the trainer's and the "
          "bench's batch jobs are submitted to it (sbatch --partition)",
-         {"capacity", "trainer", "bench"}, "gpu", rf"{_SLURM_NAME}(?:,{_SLURM_NAME})*",
-         "a partition name, or several separated by commas"),
+         consumers={"capacity", "trainer", "bench"}, example="gpu", pattern=rf"{_SLURM_NAME}(?:,{_SLURM_NAME})*",
+         form="a partition name, or several separated by commas"),
     _key(NODELIST, "only these nodes are candidates (sinfo --nodes, squeue --nodelist); the jobs are pinned to "
-         "the node the capacity step selected anyway", {"capacity"}, "gpu[01-04]", r"[A-Za-z0-9_.,\[\]-]+",
-         "a Slurm hostlist such as gpu[01-04] or n1,n2"),
+         "the node the capacity step selected anyway",
+         consumers={"capacity"}, example="gpu[01-04]", pattern=r"[A-Za-z0-9_.,\[\]-]+",
+         form="a Slurm hostlist such as gpu[01-04] or n1,n2"),
     _key(GRES, "generic resources each job needs (sbatch --gres), e.g. gpu:1 or gpu:a100:2: only nodes that "
          "have them (sinfo %G) are candidates, and the trainer's and the bench's batch jobs ask for them",
-         {"capacity", "trainer", "bench"}, "gpu:1", rf"{_GRES_ITEM}(?:,{_GRES_ITEM})*",
-         "name[:type][:count] items separated by commas, e.g. gpu:1 or gpu:a100:2,nvme:1"),
+         consumers={"capacity", "trainer", "bench"}, example="gpu:1", pattern=rf"{_GRES_ITEM}(?:,{_GRES_ITEM})*",
+         form="name[:type][:count] items separated by commas, e.g. gpu:1 or gpu:a100:2,nvme:1"),
 )
 
 KUBERNETES = _table(
     _key(LABEL_SELECTOR, "only nodes matching this label selector are candidates (kubectl get nodes -l ...)",
-         {"capacity"}, "pool=gpu", r"\S(?:.*\S)?", "a kubectl label selector such as pool=gpu,zone!=b"),
+         consumers={"capacity"}, example="pool=gpu", pattern=r"\S(?:.*\S)?",
+         form="a kubectl label selector such as pool=gpu,zone!=b"),
     _key(TOLERATIONS, "taint keys the trainer's Job and the bench's Pods tolerate: a node tainted NoSchedule or "
          "NoExecute with a key not listed is ruled out, and each key becomes a toleration (operator Exists) on "
-         "the Job and the Pods", {"capacity", "trainer", "bench"}, "nvidia.com/gpu",
-         rf"\s*{_TAINT_KEY}\s*(?:,\s*{_TAINT_KEY}\s*)*", "taint keys separated by commas, e.g. nvidia.com/gpu,dedicated"),
+         "the Job and the Pods",
+         consumers={"capacity", "trainer", "bench"}, example="nvidia.com/gpu",
+         pattern=rf"\s*{_TAINT_KEY}\s*(?:,\s*{_TAINT_KEY}\s*)*",
+         form="taint keys separated by commas, e.g. nvidia.com/gpu,dedicated"),
     _key(IMAGE, "container image of the trainer's Job and the bench's Pods (a template's own image wins)",
-         {"trainer", "bench"}, "registry.example/vllm:0.11", r"\S+", "an image reference without spaces"),
+         consumers={"trainer", "bench"}, example="registry.example/vllm:0.11", pattern=r"\S+",
+         form="an image reference without spaces"),
     _key(NAMESPACE, f"namespace of the trainer's Job and the bench's Pods (default {DEFAULT_NAMESPACE})",
-         {"trainer", "bench"}, "ml", _DNS_LABEL, "a DNS-1123 label: lowercase letters, digits and '-', at most 63"),
+         consumers={"trainer", "bench"}, example="ml", pattern=_DNS_LABEL,
+         form="a DNS-1123 label: lowercase letters, digits and '-', at most 63"),
     _key(BUNDLE_PVC, "PersistentVolumeClaim holding the evidence bundle, mounted at the bundle's path in the Job "
-         "and the Pods (default: the node's folder, hostPath)", {"trainer", "bench"}, "specdec-bundles",
-         _DNS_SUBDOMAIN, "a PersistentVolumeClaim name (DNS-1123 subdomain)"),
-    _key(CPU, "CPU request and limit of the trainer's and each server's container", {"trainer", "bench"}, "8",
-         _QUANTITY, "a Kubernetes quantity such as 8 or 3500m"),
-    _key(MEMORY, "memory request and limit of the trainer's and each server's container", {"trainer", "bench"},
-         "32Gi", _QUANTITY, "a Kubernetes quantity such as 32Gi or 64G"),
+         "and the Pods (default: the node's folder, hostPath)",
+         consumers={"trainer", "bench"}, example="specdec-bundles", pattern=_DNS_SUBDOMAIN,
+         form="a PersistentVolumeClaim name (DNS-1123 subdomain)"),
+    _key(CPU, "CPU request and limit of the trainer's and each server's container",
+         consumers={"trainer", "bench"}, example="8", pattern=_QUANTITY,
+         form="a Kubernetes quantity such as 8 or 3500m"),
+    _key(MEMORY, "memory request and limit of the trainer's and each server's container",
+         consumers={"trainer", "bench"}, example="32Gi", pattern=_QUANTITY,
+         form="a Kubernetes quantity such as 32Gi or 64G"),
     _key(GPU_RESOURCE, f"extended resource of the accelerators a server needs (default {DEFAULT_GPU_RESOURCE}): "
          "a cell whose hardware is not cpu gets one per tensor-parallel rank; the trainer's accelerators come "
          "from its Job template (commands.train.kubernetes_job); the capacity snapshot records each node's "
-         "allocatable count of it", {"bench"}, "amd.com/gpu", _TAINT_KEY,
-         "an extended resource name such as nvidia.com/gpu"),
+         "allocatable count of it",
+         consumers={"bench"}, example="amd.com/gpu", pattern=_TAINT_KEY,
+         form="an extended resource name such as nvidia.com/gpu"),
 )
 
 TABLES: dict[str, dict[str, SelectorKey]] = {"local": LOCAL, "slurm": SLURM, "kubernetes": KUBERNETES}

@@ -11,14 +11,14 @@ is `CorpusManifest.model_dump_json(indent=2)`.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
 from contracts.envelope import Sha256, Strict
 
-CORPUS_RECORD_VERSION = 1
-MANIFEST_VERSION = 1
+CORPUS_RECORD_VERSION: Final = 1
+MANIFEST_VERSION: Final = 1
 
 # The content classes of `services.shared.text.content.CONTENT_CLASSES` (contracts
 # import no services); a unit test keeps the two in step.
@@ -36,7 +36,9 @@ class ChatMessage(Strict):
 class CorpusRecord(Strict):
     """One line of CORPUS.jsonl."""
 
-    id: str = Field(pattern=r"^[0-9a-f]{16}$", description="Stable ID: 64-bit digest of the prompt's normalized text, hex.")
+    id: str = Field(
+        pattern=r"^[0-9a-f]{16}$", description="Stable ID: 64-bit digest of the prompt's normalized text, hex."
+    )
     messages: list[ChatMessage] = Field(min_length=1, description="The prompt in chat form, redacted.")
     reference_completion: str | None = Field(
         description="The completion the traffic logged, redacted; None when the traffic had none."
@@ -136,7 +138,9 @@ class RenderCheck(Strict):
     reason: str | None = Field(description="Why it did not run; None when it ran.")
     template_source: str | None = Field(description="Where the chat template came from.")
     records_rendered: int = Field(ge=0, description="Records rendered (all, or a seeded sample of large corpora).")
-    max_tokens_seen: int | None = Field(description="Largest rendered prompt + output tokens; None without tokenizer.json.")
+    max_tokens_seen: int | None = Field(
+        description="Largest rendered prompt + output tokens; None without tokenizer.json."
+    )
     max_model_len: int | None = Field(description="The limit checked; None when unknown (length not checked).")
 
 
@@ -159,17 +163,24 @@ class CorpusManifest(Strict):
     profile_sha256: Sha256 = Field(description="Hex sha256 of PROFILE.json's bytes.")
     traffic_sha256: Sha256 = Field(description="Hex sha256 of the traffic file's bytes.")
     traffic_is_profiled_file: bool = Field(
-        description="True when the traffic's sha256 is the profile's input sha256 (the corpus samples the profiled file)."
+        description="True when the traffic's sha256 is the profile's input sha256 "
+        "(the corpus samples the profiled file)."
     )
-    tokenizer_dir: str | None = Field(description="--tokenizer folder used for counts and the render check; None if none.")
+    tokenizer_dir: str | None = Field(
+        description="--tokenizer folder used for counts and the render check; None if none."
+    )
     max_model_len: int | None = Field(
         description="Limit applied: records with input + output tokens above it are left out and the render "
         "check enforces it; None when neither given nor found in the tokenizer folder."
     )
     seed: int = Field(description="Seed of sampling and split; the same inputs and seed give the same bytes.")
-    size_requested: int | None = Field(description="--size; None: the largest corpus whose stratum shares are within 0.05 TV of the target.")
+    size_requested: int | None = Field(
+        description="--size; None: the largest corpus whose stratum shares are within 0.05 TV of the target."
+    )
     heldout_share: float = Field(ge=0, le=1, description="Requested share of the heldout split.")
-    near_duplicate_threshold: float = Field(description="Estimated Jaccard at or above which prompts are near duplicates.")
+    near_duplicate_threshold: float = Field(
+        description="Estimated Jaccard at or above which prompts are near duplicates."
+    )
     records: Splits = Field(description="Record counts per split.")
     content_classes: dict[str, int] = Field(description="Corpus records per content class.")
     input: InputAccounting = Field(description="What happened to every traffic line.")

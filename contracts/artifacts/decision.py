@@ -14,14 +14,14 @@ The sequential fields are optional: decisions written before them read as None.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
 from contracts.campaign import GateSpec
 from contracts.envelope import Strict
 
-DECISION_VERSION = 1
+DECISION_VERSION: Final = 1
 
 Outcome = Literal["promote", "reject", "inconclusive", "continue"]
 LevelOutcome = Literal["win", "reject", "inconclusive", "continue"]
@@ -105,7 +105,9 @@ class LevelDecision(Strict):
         description="win (every floor met, no guard worse, objective better), reject or inconclusive."
     )
     objective: MetricComparison | None = Field(description="The objective's comparison; None with no data at all.")
-    metrics: list[MetricComparison] = Field(description="Every metric compared (objective first); only the objective decides.")
+    metrics: list[MetricComparison] = Field(
+        description="Every metric compared (objective first); only the objective decides."
+    )
     floors: list[FloorCheck] = Field(description="The floors of the gate spec, checked on the candidate.")
     guards: list[GuardCheck] = Field(
         default_factory=list, description="Each guard metric of the gate spec compared; empty without guards."
@@ -148,7 +150,9 @@ class CandidateDecision(Strict):
     stops_paying_at: int | None = Field(
         description="Lowest concurrency level at which the candidate no longer wins, above a level where it does."
     )
-    accuracy: float | None = Field(description="Candidate accuracy (or agreement) over its trials; None when unmeasured.")
+    accuracy: float | None = Field(
+        description="Candidate accuracy (or agreement) over its trials; None when unmeasured."
+    )
     reasons: list[str] = Field(min_length=1, description="Why this outcome, in words.")
 
 
@@ -163,7 +167,8 @@ class Thresholds(Strict):
         default=None, description="Minimum effect every interval had to clear, in %; None in older decisions."
     )
     server_bias_pct: float | None = Field(
-        default=None, description="Measured server bias added to every interval's half-width, in %; None in older decisions."
+        default=None,
+        description="Measured server bias added to every interval's half-width, in %; None in older decisions.",
     )
     max_trials: int | None = Field(
         default=None, ge=1,

@@ -11,14 +11,14 @@ passes, and so does a declared `dtype: auto`.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field
 
 from contracts.campaign import SUFFIX_KEYS
 from contracts.envelope import Key, Strict
 
-ENGINE_CHECK_VERSION = 1
+ENGINE_CHECK_VERSION: Final = 1
 
 # The serving fields compared, in report order.
 CHECKED_FIELDS: tuple[str, ...] = (

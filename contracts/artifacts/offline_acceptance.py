@@ -35,9 +35,13 @@ class OfflineAcceptance(Strict):
     drafts: int = Field(ge=0, description="Answer positions drafted from (the denominator of every position).")
     accepted_per_position: list[int] = Field(
         description="Per draft position j = 1..k, the positions whose drafts 1..j all equal the target's tokens.")
-    per_position_acceptance: list[float] = Field(description="accepted_per_position / drafts, as the trainer rounded it.")
+    per_position_acceptance: list[float] = Field(
+        description="accepted_per_position / drafts, as the trainer rounded it."
+    )
     num_speculative_tokens: int = Field(ge=1, description="k: draft positions estimated.")
-    acceptance_length: float = Field(ge=1, description="1 + the sum of per_position_acceptance, as the trainer rounded it.")
+    acceptance_length: float = Field(
+        ge=1, description="1 + the sum of per_position_acceptance, as the trainer rounded it."
+    )
     acceptance_rate: float = Field(ge=0, le=1, description="Accepted over drafted tokens (drafts x k).")
     max_new_tokens: int = Field(ge=1, description="Length cap of the target's greedy answers.")
 

@@ -13,13 +13,13 @@ default), so a PROFILE.json written before a field existed still validates;
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field, model_validator
 
 from contracts.envelope import Sha256, Strict
 
-PROFILE_VERSION = 1
+PROFILE_VERSION: Final = 1
 Method = Literal["ngram", "suffix", "draft_model", "eagle3", "none"]
 
 
@@ -124,7 +124,7 @@ class ContentMix(Strict):
         if all(v is None for v in values):
             if self.reason is None:
                 raise ValueError("content_mix without fractions needs a reason")
-        elif any(v is None for v in values) or not math.isclose(sum(values), 1.0, abs_tol=1e-9):  # type: ignore[arg-type]
+        elif any(v is None for v in values) or not math.isclose(sum(values), 1.0, abs_tol=1e-9):  # type: ignore[arg-type]  # no None: any() is checked first
             raise ValueError("content_mix fractions must all be set and sum to 1")
         return self
 
@@ -168,7 +168,9 @@ class NgramAdvice(Strict):
     bench and the gate decide. The settings are all set or all null (then `reasons` says why).
     """
 
-    num_speculative_tokens: int | None = Field(ge=1, description="Suggested k (tokens per draft); None without reuse evidence.")
+    num_speculative_tokens: int | None = Field(
+        ge=1, description="Suggested k (tokens per draft); None without reuse evidence."
+    )
     prompt_lookup_min: int | None = Field(ge=1, description="Suggested smallest n-gram (tokens) the lookup matches.")
     prompt_lookup_max: int | None = Field(ge=1, description="Suggested largest n-gram (tokens) the lookup matches.")
     reused_span_words: float | None = Field(
@@ -180,7 +182,8 @@ class NgramAdvice(Strict):
         gt=0, description="Output tokens per output word over the sampled records with both; None when none has both."
     )
     reused_span_tokens: float | None = Field(
-        ge=0, description="The span the lookup settings were derived from, tokens (reused_span_words x tokens_per_word)."
+        ge=0,
+        description="The span the lookup settings were derived from, tokens (reused_span_words x tokens_per_word).",
     )
     estimated_acceptance: float | None = Field(
         ge=0, le=1,
@@ -194,7 +197,8 @@ class NgramAdvice(Strict):
         settings = (self.num_speculative_tokens, self.prompt_lookup_min, self.prompt_lookup_max)
         if any(v is None for v in settings) and any(v is not None for v in settings):
             raise ValueError("ngram_advice sets k, prompt_lookup_min and prompt_lookup_max together, or none of them")
-        if None not in settings and self.prompt_lookup_min > self.prompt_lookup_max:  # type: ignore[operator]
+        low, high = self.prompt_lookup_min, self.prompt_lookup_max
+        if low is not None and high is not None and low > high:
             raise ValueError("ngram_advice: prompt_lookup_min must not exceed prompt_lookup_max")
         return self
 

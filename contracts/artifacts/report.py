@@ -13,13 +13,13 @@ publisher reads earlier reports back to publish them). The prediction figures
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
 from contracts.envelope import Key, RunId, Sha256, Strict
 
-SUMMARY_VERSION = 1
+SUMMARY_VERSION: Final = 1
 
 
 class SpeedupFigure(Strict):
@@ -69,7 +69,9 @@ class NgramSettingsFigure(Strict):
     advised_prompt_lookup_min: int | None = Field(description="The advised prompt_lookup_min; None without advice.")
     advised_prompt_lookup_max: int | None = Field(description="The advised prompt_lookup_max; None without advice.")
     agree: bool | None = Field(description="True when all three are equal; None when there is no advice to compare.")
-    differing: list[str] = Field(description="The settings that differ (num_speculative_tokens, prompt_lookup_min/max).")
+    differing: list[str] = Field(
+        description="The settings that differ (num_speculative_tokens, prompt_lookup_min/max)."
+    )
     comparison: str = Field(description="The report's sentence: agree, which differ, or why nothing is compared.")
 
 
@@ -129,7 +131,8 @@ class ReportSummary(Strict):
     plots: list[str] = Field(description="Plot files under report/plots/, in report order.")
     levers: list[str] = Field(description="Rules of the levers in the last section, the next one first.")
     speedups: list[SpeedupFigure] = Field(
-        default_factory=list, description="Predicted (with the draft's cost) and realized speedup per candidate and level."
+        default_factory=list,
+        description="Predicted (with the draft's cost) and realized speedup per candidate and level.",
     )
     stops_paying: list[StopsPayingFigure] = Field(
         default_factory=list, description="Per speculative candidate, where its realized speedup stops paying."

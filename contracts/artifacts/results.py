@@ -8,7 +8,7 @@ bench-runner adds three top-level keys that vLLM never writes:
 | key | model | holds |
 | --- | --- | --- |
 | `identity` | `TrialIdentity` | what was measured: model, hardware, serving config, workload, concurrency, ... |
-| `spec_decode` | `contracts.events.SpecDecodeDelta` | counter deltas of the engine's spec-decode metrics over the window |
+| `spec_decode` | `contracts.events.SpecDecodeDelta` | the window's deltas of the engine's spec-decode counters |
 | `evaluation` | `Evaluation` | accuracy or agreement of the cell's outputs (optional) |
 
 (vLLM itself writes `spec_decode_acceptance_rate` in percent and friends when
@@ -32,7 +32,7 @@ the file.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field, model_validator
 
@@ -40,7 +40,7 @@ from contracts.campaign import ServingConfig
 from contracts.envelope import Key, Strict
 from contracts.events import SpecDecodeDelta
 
-RESULTS_VERSION = 1
+RESULTS_VERSION: Final = 1
 
 # More failed requests than this share (per arm and level, over its trials)
 # make the level inconclusive: latencies are measured on the requests that
@@ -115,7 +115,9 @@ class TrialIdentity(Strict):
         # can be compared field by field; they must not contradict it.
         serving = self.serving_config
         if serving.quantization != self.quantization:
-            raise ValueError(f"quantization {self.quantization!r} disagrees with serving_config {serving.quantization!r}")
+            raise ValueError(
+                f"quantization {self.quantization!r} disagrees with serving_config {serving.quantization!r}"
+            )
         if serving.graph_mode != self.graph_mode:
             raise ValueError(f"graph_mode {self.graph_mode!r} disagrees with serving_config {serving.graph_mode!r}")
         if serving.tensor_parallel_size != self.parallelism.tensor_parallel_size:
@@ -136,7 +138,9 @@ class TrialIdentity(Strict):
 class Evaluation(Strict):
     """Accuracy of a cell's outputs, from the operator's eval or specdec's agreement check."""
 
-    accuracy: float | None = Field(default=None, ge=0, le=1, description="Task accuracy in [0, 1] from the eval command.")
+    accuracy: float | None = Field(
+        default=None, ge=0, le=1, description="Task accuracy in [0, 1] from the eval command."
+    )
     agreement_rate: float | None = Field(
         default=None, ge=0, le=1, description="Share of outputs identical to the standing cell's (builtin eval)."
     )
@@ -151,7 +155,7 @@ class Evaluation(Strict):
     @property
     def score(self) -> float:
         """The figure an accuracy floor reads: accuracy when measured, else agreement."""
-        return self.accuracy if self.accuracy is not None else self.agreement_rate  # type: ignore[return-value]
+        return self.accuracy if self.accuracy is not None else self.agreement_rate  # type: ignore[return-value]  # _check_some: one is set
 
 
 class TrialResultBlocks(Strict):

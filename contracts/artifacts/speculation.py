@@ -43,11 +43,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from contracts.campaign import SpeculativeConfig
-from contracts.events import SpecDecodeDelta
 from contracts.campaign.schedule import k_span
+from contracts.events import SpecDecodeDelta
 
 # Methods whose proposer finds no draft, or a shorter one, when the context has no match.
 SHORTER_DRAFT_METHODS = frozenset({"ngram", "suffix"})
@@ -89,11 +89,11 @@ def window_of(result: Mapping[str, Any], *, max_model_len: int | None) -> Window
     inputs, outputs = result.get("input_lens"), result.get("output_lens")
     cap = result.get("max_concurrency")
     concurrency = cap if isinstance(cap, int) and not isinstance(cap, bool) and cap > 0 else None
-    if not (_ints(inputs) and _ints(outputs) and len(inputs) == len(outputs) and outputs):  # type: ignore[arg-type]
+    if not (_ints(inputs) and _ints(outputs) and len(inputs) == len(outputs) and outputs):
         return Window(max_model_len=max_model_len, concurrency=concurrency)
     return Window(
-        longest_sequence=max(i + o for i, o in zip(inputs, outputs)),  # type: ignore[arg-type]
-        longest_output=max(outputs),  # type: ignore[arg-type]
+        longest_sequence=max(i + o for i, o in zip(inputs, outputs, strict=True)),
+        longest_output=max(outputs),
         max_model_len=max_model_len,
         concurrency=concurrency,
     )
@@ -163,5 +163,5 @@ def speculation_problems(
     return problems
 
 
-def _ints(values: Any) -> bool:
+def _ints(values: Any) -> TypeGuard[list[int]]:
     return isinstance(values, list) and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values)

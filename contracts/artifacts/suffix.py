@@ -9,13 +9,13 @@ acceptance (services/publisher/prediction/render_predict.py); the gate never rea
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
 from contracts.envelope import Strict
 
-SUFFIX_PREDICTION_VERSION = 1
+SUFFIX_PREDICTION_VERSION: Final = 1
 
 # vLLM's SpeculativeConfig defaults for the suffix keys (vllm/config/speculative.py, 0.32.0): what a cell that
 # leaves one unset runs (the profiler simulates them; the report names the cache size).

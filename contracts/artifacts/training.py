@@ -3,7 +3,7 @@
 | file | model | read by |
 | --- | --- | --- |
 | `training/outputs.json` | `OutputManifest` | the trainer-proxy of a later run reusing this draft |
-| `training/input-key.json` | `KeyRecord` (its `InputKey`) | later runs looking for a reusable draft; the publisher (the key) |
+| `training/input-key.json` | `KeyRecord` (its `InputKey`) | later runs, to reuse the draft; the publisher (the key) |
 | `training/draft-cost.json` | `DraftCost` | the publisher (predicted speedup of a draft_model candidate) |
 
 `InputKey` is everything that determines a draft and one sha256 over it; the
@@ -14,15 +14,15 @@ here.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
 from contracts.campaign import Scheduler
 from contracts.envelope import ArtifactRef, RunId, Sha256, Strict
 
-KEY_VERSION = 1
-OUTPUTS_VERSION = 1
+KEY_VERSION: Final = 1
+OUTPUTS_VERSION: Final = 1
 
 
 # --- training/outputs.json -------------------------------------------------------------
@@ -35,7 +35,9 @@ class OutputFile(Strict):
     kind: Literal["file", "symlink", "other"] = Field(description="Regular file, symlink (not followed) or other.")
     sha256: Sha256 | None = Field(description="sha256 of a regular file's bytes; None for others.")
     size_bytes: int | None = Field(description="Size of a regular file; None for others.")
-    uri: str | None = Field(description="bundle:// URI when registered as an artifact; None when the name cannot be one.")
+    uri: str | None = Field(
+        description="bundle:// URI when registered as an artifact; None when the name cannot be one."
+    )
     note: str | None = Field(default=None, description="Why the entry is not a registered artifact, when it is not.")
 
 
@@ -90,7 +92,9 @@ class InputKey(Strict):
         description="sha256 of the heldout split when the trainer's or probe's argv reads it ({corpus_heldout} or "
         "{corpus}); None otherwise."
     )
-    corpus_sha256: Sha256 | None = Field(description="sha256 of CORPUS.jsonl when an argv names {corpus}; None otherwise.")
+    corpus_sha256: Sha256 | None = Field(
+        description="sha256 of CORPUS.jsonl when an argv names {corpus}; None otherwise."
+    )
     argv_template: list[str] = Field(description="commands.train.argv as written.")
     argv: list[str] = Field(description="The argv rendered with run-specific placeholders left as their role.")
     probe_template: list[str] | None = Field(description="commands.train.probe as written; None when unset.")
@@ -99,7 +103,9 @@ class InputKey(Strict):
         description="Regular files named literally in argv or probe (the trainer's script, a config), by content."
     )
     target: TreeDigest = Field(description="The target checkpoint ({target}), every file by content.")
-    tokenizer: TreeDigest | None = Field(description="The tokenizer folder when it is not the target's; None otherwise.")
+    tokenizer: TreeDigest | None = Field(
+        description="The tokenizer folder when it is not the target's; None otherwise."
+    )
     max_model_len: int = Field(description="target.max_model_len ({max_model_len}).")
     trainer_revision: str | None = Field(description="campaign.source_revisions.trainer.")
     target_revision: str | None = Field(description="campaign.source_revisions.target.")

@@ -16,9 +16,9 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import ValidationError
 
-from contracts.events import SpecDecodeDelta
 from contracts.artifacts.results import TrialIdentity, read_blocks
 from contracts.artifacts.speculation import Window, window_of
+from contracts.events import SpecDecodeDelta
 
 # --- reading a trial: one result JSON, already decoded -----------------------------
 
@@ -35,7 +35,8 @@ class RequestDetail:
     e2el_ms: np.ndarray  # from `latencies`, or first token plus every gap in older files
 
     def values(self, metric: str) -> np.ndarray:
-        return getattr(self, f"{metric}_ms")
+        array: np.ndarray = getattr(self, f"{metric}_ms")
+        return array
 
 
 @dataclass(frozen=True)
@@ -147,7 +148,8 @@ def _spec_decode(
     drafts = raw.get("spec_decode_num_drafts")
     draft_tokens = raw.get("spec_decode_draft_tokens")
     accepted = raw.get("spec_decode_accepted_tokens")
-    if not all(isinstance(v, int) and v >= 0 for v in (drafts, draft_tokens, accepted)):
+    if not (isinstance(drafts, int) and isinstance(draft_tokens, int) and isinstance(accepted, int)
+            and min(drafts, draft_tokens, accepted) >= 0):
         return None, None
     per_position = raw.get("spec_decode_per_position_acceptance_rates") or []
     try:
@@ -171,12 +173,16 @@ def _detail(raw: Mapping[str, Any]) -> RequestDetail | None:
     if not (isinstance(ttfts, list) and isinstance(itls, list) and isinstance(lens, list)):
         return None
     n = len(ttfts)
-    errors = raw.get("errors") if isinstance(raw.get("errors"), list) else [""] * n
-    latencies = raw.get("latencies") if isinstance(raw.get("latencies"), list) else None
+    errors = raw.get("errors")
+    if not isinstance(errors, list):
+        errors = [""] * n
+    latencies = raw.get("latencies")
+    if not isinstance(latencies, list):
+        latencies = None
     if len(itls) != n or len(lens) != n or len(errors) != n or (latencies is not None and len(latencies) != n):
         raise ValueError("--save-detailed arrays (ttfts, itls, output_lens, errors, latencies) differ in length")
     try:
-        ok = np.array([not err and int(length) > 0 for err, length in zip(errors, lens)], dtype=bool)
+        ok = np.array([not err and int(length) > 0 for err, length in zip(errors, lens, strict=True)], dtype=np.bool_)
         ttft_s = np.asarray(ttfts, dtype=float)
         out_len = np.asarray(lens, dtype=float)
         if latencies is not None:
@@ -278,4 +284,4 @@ def trial_value(trial: Trial, key: MetricKey) -> float | None:
         return float(np.mean(values))
     if key.statistic == "median":
         return float(np.median(values))
-    return float(np.percentile(values, float(key.statistic[1:])))  # type: ignore[index]
+    return float(np.percentile(values, float(key.statistic[1:])))  # type: ignore[index]  # a latency key has a statistic

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field, model_validator
 
@@ -14,7 +14,7 @@ from contracts.campaign.speculative import TRAINED_DRAFT, SpeculativeConfig
 from contracts.campaign.traffic import CorpusSpec, TrafficFile, TrafficShapes
 from contracts.envelope import Strict
 
-CAMPAIGN_VERSION = 1
+CAMPAIGN_VERSION: Final = 1
 
 
 class Target(Strict):
@@ -55,7 +55,9 @@ class Campaign(Strict):
     """A speculative-decoding campaign."""
 
     version: Literal[1] = Field(default=CAMPAIGN_VERSION, description="Campaign file version.")
-    family: str = Field(pattern=r"^[a-z0-9][a-z0-9-]{0,30}$", description="Model family label used in names and reports.")
+    family: str = Field(
+        pattern=r"^[a-z0-9][a-z0-9-]{0,30}$", description="Model family label used in names and reports."
+    )
     target: Target = Field(description="The target model.")
     standing: SpeculativeConfig | None = Field(description="Speculative config served today; null for none.")
     traffic: TrafficFile | TrafficShapes = Field(description="Traffic JSONL path, or named workload shapes.")
@@ -83,7 +85,8 @@ class Campaign(Strict):
         if self.shapes_only:
             return True
         return isinstance(self.matrix, Matrix) and not any(
-            cell.serving.speculative is not None and cell.serving.speculative.needs_training for cell in self.matrix.cells
+            cell.serving.speculative is not None and cell.serving.speculative.needs_training
+            for cell in self.matrix.cells
         )
 
     @model_validator(mode="after")
@@ -143,7 +146,8 @@ class Campaign(Strict):
     @model_validator(mode="after")
     def _check_unused_trainer(self) -> Campaign:
         # With traffic but no cell serving `{training.output}`, the trainer-proxy records training as skipped:
-        # a trainer and what only a training reads would be accepted and ignored (docs/design.md#principle-1-no-inert-configuration).
+        # a trainer and what only a training reads would be accepted and ignored
+        # (docs/design.md#principle-1-no-inert-configuration).
         # Shapes campaigns are _check_shapes_only's and _check_review's (same fields, their own reason).
         if self.shapes_only or not self.trains_nothing:
             return self
@@ -211,7 +215,8 @@ class Campaign(Strict):
 
     @model_validator(mode="after")
     def _check_kubernetes_templates(self) -> Campaign:
-        # The Job and Pod templates are read only by the Kubernetes executors: on another scheduler they would be ignored.
+        # The Job and Pod templates are read only by the Kubernetes executors: on another scheduler they would be
+        # ignored.
         scheduler = self.capacity.scheduler
         if scheduler == "kubernetes":
             return self._check_kubernetes_env()
@@ -220,8 +225,9 @@ class Campaign(Strict):
                                            ("commands.serve_pod_template", self.commands.serve_pod_template)) if value]
         if unused:
             raise ValueError(
-                f"{' and '.join(unused)} set, but capacity.scheduler is {scheduler}: these Kubernetes manifest templates "
-                f"are used only with capacity.scheduler: kubernetes; remove them or set the scheduler to kubernetes"
+                f"{' and '.join(unused)} set, but capacity.scheduler is {scheduler}: these Kubernetes manifest "
+                f"templates are used only with capacity.scheduler: kubernetes; remove them or set the scheduler to "
+                f"kubernetes"
             )
         return self
 
@@ -286,6 +292,7 @@ def missing_inputs(data: Any) -> list[str]:
         missing.append("capacity.idle_check (the operator's idle-node check argv; exit 0 means idle)")
     if not _get(data, "gate", "objective"):
         missing.append("gate.objective (the latency objective, e.g. tpot or tpot:p99)")
-    if all(_get(data, "gate", floor) is None for floor in ("acceptance_floor", "acceptance_length_floor", "accuracy_floor")):
+    floors = ("acceptance_floor", "acceptance_length_floor", "accuracy_floor")
+    if all(_get(data, "gate", floor) is None for floor in floors):
         missing.append("a floor: gate.acceptance_floor, gate.acceptance_length_floor or gate.accuracy_floor")
     return missing

@@ -40,7 +40,7 @@ DeclaredEnv = Annotated[list[str], AfterValidator(_env_names)]
 
 def env_field(what: str) -> DeclaredEnv:
     """The `env` field of a command: which variables of the service's environment `what` gets."""
-    return Field(  # type: ignore[return-value]
+    return Field(
         default_factory=list,
         description=f"Names of variables {what} gets from the service's environment at launch (e.g. [HF_TOKEN]), "
         "beyond the platform's own (PATH, HOME, locale, CUDA/vLLM tuning; docs/configuration.md, \"The workload's "
@@ -86,7 +86,7 @@ class TrainProgress(Strict):
     Each line of the trainer's stdout and stderr is read as it is written. `json`: a line that is a JSON object
     with an integer `step` (and optionally an integer `total` and a number `loss`) at its top level, as
     infra/examples/train_eagle3.py prints them. `regex`: a line in which `pattern` matches (Python `re.search`),
-    its named group `step` (required), `total` and `loss` (optional) giving the figures."""
+    its named group `step` (required), `total` and `loss` (optional) giving the figures."""  # noqa: E501 - the JSON schema's description, kept as is
 
     format: Literal["json", "regex"] = Field(
         description="json: JSON-object lines with `step`, optional `total` and `loss` keys; regex: lines `pattern` "
@@ -115,8 +115,8 @@ class TrainProgress(Strict):
         if "step" not in groups:
             raise ValueError(f"{what} {self.pattern!r} has no named group step: write (?P<step>\\d+) where the step is")
         if groups - PROGRESS_GROUPS:
-            raise ValueError(f"{what} {self.pattern!r} has named groups {sorted(groups - PROGRESS_GROUPS)} that nothing "
-                             "reads: name only step, total and loss")
+            raise ValueError(f"{what} {self.pattern!r} has named groups {sorted(groups - PROGRESS_GROUPS)} that "
+                             "nothing reads: name only step, total and loss")
         return self
 
 
@@ -127,7 +127,9 @@ class TrainCommand(Strict):
     probe: ArgvTemplate | None = Field(
         default=None, description="Optional capture-correctness probe, run on the output; non-zero exit fails training."
     )
-    timeout_s: float = Field(default=3600.0, gt=0, description="Wall-time limit; past it the trainer and its children are killed.")
+    timeout_s: float = Field(
+        default=3600.0, gt=0, description="Wall-time limit; past it the trainer and its children are killed."
+    )
     kubernetes_job: str | None = Field(
         default=None,
         description="Path of the operator's Kubernetes Job manifest template (YAML), used with scheduler kubernetes; "
@@ -175,9 +177,15 @@ class Commands(Strict):
         description="Trainer; required when a cell serves '{training.output}' (traffic campaigns only), refused when "
         "none does (nothing would run it).",
     )
-    serve: ArgvCommand | Builtin | None = Field(default=None, description="Serve command, or 'builtin' (vLLM's OpenAI server).")
-    bench: ArgvCommand | Builtin | None = Field(default=None, description="Bench command, or 'builtin' (specdec's load generator).")
-    eval: ArgvCommand | Builtin | None = Field(default=None, description="Eval command, or 'builtin' (agreement with the standing cell).")
+    serve: ArgvCommand | Builtin | None = Field(
+        default=None, description="Serve command, or 'builtin' (vLLM's OpenAI server)."
+    )
+    bench: ArgvCommand | Builtin | None = Field(
+        default=None, description="Bench command, or 'builtin' (specdec's load generator)."
+    )
+    eval: ArgvCommand | Builtin | None = Field(
+        default=None, description="Eval command, or 'builtin' (agreement with the standing cell)."
+    )
     serve_pod_template: str | None = Field(
         default=None,
         description="Path of the operator's Kubernetes Pod manifest template (YAML) for the bench servers, used with "

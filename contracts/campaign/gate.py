@@ -40,7 +40,8 @@ class GateSpec(Strict):
     accuracy_floor: float | None = Field(default=None, ge=0, le=1, description="Minimum eval accuracy or agreement.")
     min_trials: int = Field(
         default=3, ge=1,
-        description=f"Trials per arm below which the gate is inconclusive; at least {GATE_MIN_TRIALS} (the noise estimate needs two).",
+        description=f"Trials per arm below which the gate is inconclusive; at least {GATE_MIN_TRIALS} "
+        "(the noise estimate needs two).",
     )
     guards: list[str] = Field(
         default_factory=list,
@@ -78,7 +79,7 @@ class GateSpec(Strict):
     @model_serializer(mode="wrap")
     def _without_absent_max_trials(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # A campaign without a cap stores (and a decision echoes) its gate spec byte for byte as before the field.
-        data = handler(self)
+        data: dict[str, Any] = handler(self)
         if data.get("max_trials") is None:
             data.pop("max_trials", None)
         return data

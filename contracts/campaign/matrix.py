@@ -30,7 +30,9 @@ class ServingConfig(Strict):
     tensor_parallel_size: int = Field(default=1, ge=1, description="--tensor-parallel-size.")
     graph_mode: Literal["eager", "graph"] = Field(default="eager", description="eager adds --enforce-eager.")
     max_num_seqs: int | None = Field(default=None, ge=1, description="--max-num-seqs.")
-    speculative: SpeculativeConfig | None = Field(default=None, description="--speculative-config; None for no speculation.")
+    speculative: SpeculativeConfig | None = Field(
+        default=None, description="--speculative-config; None for no speculation."
+    )
 
 
 class VllmSweep(Strict):
@@ -51,7 +53,9 @@ class Cell(Strict):
         description="Workload shape label (identity), derived from where the prompts come from when unset: "
         "'corpus-heldout' for traffic, the shape names joined by '+' for shapes; another value is refused.",
     )
-    concurrency: list[int] = Field(default_factory=lambda: [1], min_length=1, description="Concurrency levels measured.")
+    concurrency: list[int] = Field(
+        default_factory=lambda: [1], min_length=1, description="Concurrency levels measured."
+    )
     regime: Literal["warm", "cold", "warm-interleaved"] = Field(
         default="warm",
         description="warm: one server per cell, its trials back to back, cells one after another; cold: one server "
@@ -70,13 +74,20 @@ class Cell(Strict):
 class LoadSpec(Strict):
     """The measured load, identical for every cell (a controlled comparison)."""
 
-    endpoint: Literal["completions", "chat"] = Field(default="completions", description="/v1/completions or /v1/chat/completions.")
+    endpoint: Literal["completions", "chat"] = Field(
+        default="completions", description="/v1/completions or /v1/chat/completions."
+    )
     num_prompts: int = Field(default=32, ge=1, description="Measured requests per trial and concurrency level.")
-    warmup_requests: int = Field(default=4, ge=0, description="Requests sent before each measured window; excluded from every figure.")
-    request_rate: float | None = Field(default=None, gt=0, description="Requests/s; None sends as fast as the concurrency allows.")
+    warmup_requests: int = Field(
+        default=4, ge=0, description="Requests sent before each measured window; excluded from every figure."
+    )
+    request_rate: float | None = Field(
+        default=None, gt=0, description="Requests/s; None sends as fast as the concurrency allows."
+    )
     burstiness: float = Field(
         default=1.0, gt=0,
-        description="Gamma shape of inter-arrivals: 1 is Poisson, lower is burstier; needs request_rate (else refused).",
+        description="Gamma shape of inter-arrivals: 1 is Poisson, lower is burstier; needs request_rate "
+        "(else refused).",
     )
     max_output_tokens: int | None = Field(
         default=None, ge=1, description="Output length cap; None takes each prompt's length from the profile/corpus."

@@ -25,7 +25,8 @@ class PublishSpec(Strict):
 
     target: str = Field(
         default="file://published",
-        description="file://DIR, https://URL (http:// too) or s3://BUCKET/PREFIX; relative file paths are under the bundle.",
+        description="file://DIR, https://URL (http:// too) or s3://BUCKET/PREFIX; relative file paths are under "
+        "the bundle.",
     )
 
     @model_validator(mode="after")

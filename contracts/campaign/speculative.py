@@ -6,8 +6,8 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from contracts.envelope import Strict
 from contracts.campaign.schedule import schedule_problems
+from contracts.envelope import Strict
 
 SpecMethod = Literal["ngram", "suffix", "draft_model", "eagle", "eagle3", "mtp", "medusa"]
 # Methods whose proposer is a separate model checkpoint.
@@ -62,12 +62,12 @@ class SpeculativeConfig(Strict):
             raise ValueError(f"speculative method {self.method} needs `model` (a checkpoint or '{{training.output}}')")
         if self.method in ("ngram", "suffix", "mtp") and self.model:
             raise ValueError(f"speculative method {self.method} takes no `model`")
-        lookup = (self.prompt_lookup_min, self.prompt_lookup_max)
-        if self.method != "ngram" and any(v is not None for v in lookup):
+        low, high = self.prompt_lookup_min, self.prompt_lookup_max
+        if self.method != "ngram" and (low is not None or high is not None):
             raise ValueError("prompt_lookup_min/max apply to the ngram method only")
         if self.method != "suffix" and any(getattr(self, key) is not None for key in SUFFIX_KEYS):
             raise ValueError("suffix_decoding_* apply to the suffix method only")
-        if None not in lookup and lookup[0] > lookup[1]:  # type: ignore[operator]
+        if low is not None and high is not None and low > high:
             raise ValueError("prompt_lookup_min must not exceed prompt_lookup_max")
         return self
 

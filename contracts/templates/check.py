@@ -82,7 +82,7 @@ def _either(alternatives: Sequence[str]) -> str:
     return f"carries none of {', '.join(alternatives)}"
 
 
-def field_problems(cell_id: str, kind: str, source: str, template: ArgvTemplate,
+def field_problems(cell_id: str, kind: str, source: str, template: ArgvTemplate, *,
                    declared: Sequence[Declared]) -> list[Problem]:
     """What a template lacks or contradicts for one cell."""
     used = template.placeholders()
@@ -116,7 +116,7 @@ def field_problems(cell_id: str, kind: str, source: str, template: ArgvTemplate,
     return problems
 
 
-def unfilled(cell_id: str, kind: str, source: str, template: ArgvTemplate, filled: frozenset[str]) -> list[Problem]:
+def unfilled(cell_id: str, kind: str, source: str, template: ArgvTemplate, *, filled: frozenset[str]) -> list[Problem]:
     """Placeholders the step never fills: the command would fail when it is rendered."""
     extra = sorted(template.placeholders() - filled)
     if not extra:
@@ -234,13 +234,13 @@ def template_problems(campaign: Campaign, matrix: Matrix, *, cells_at: str = "ma
         serve = serve_template(campaign, cell, where)
         if serve is not None:
             template, source = serve
-            problems += unfilled(cell.cell_id, "serve", source, template, serve_filled)
-            problems += field_problems(cell.cell_id, "serve", source, template, serve_declared(cell, campaign))
+            problems += unfilled(cell.cell_id, "serve", source, template, filled=serve_filled)
+            problems += field_problems(cell.cell_id, "serve", source, template, declared=serve_declared(cell, campaign))
         bench = bench_template(campaign, cell, where)
         if bench is not None:
             template, source = bench
-            problems += unfilled(cell.cell_id, "bench", source, template, BENCH_PLACEHOLDERS)
+            problems += unfilled(cell.cell_id, "bench", source, template, filled=BENCH_PLACEHOLDERS)
             declared = bench_declared(cell, matrix.load, shapes=campaign.shapes_only)
-            problems += field_problems(cell.cell_id, "bench", source, template, declared)
+            problems += field_problems(cell.cell_id, "bench", source, template, declared=declared)
         benches.append((cell.cell_id, None if bench is None else bench[0]))
     return _worded(problems) + load_problems(benches, client_processes=matrix.load.client_processes)

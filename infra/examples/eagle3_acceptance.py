@@ -47,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     head, config = load_head(args.head, args.target)
     k = config.speculators_config.proposal_methods[0].speculative_tokens
     try:
-        estimated = offline_estimate(head, args.target, args.heldout, config.eagle_aux_hidden_state_layer_ids, k,
+        estimated = offline_estimate(head, args.target, args.heldout,
+                                     aux_layers=config.eagle_aux_hidden_state_layer_ids, ttt_steps=k,
                                      max_new_tokens=args.max_new_tokens, gen_batch=args.gen_batch,
                                      token_budget=args.token_budget,
                                      log=lambda m: print(f"eagle3_acceptance: {m}", file=sys.stderr))

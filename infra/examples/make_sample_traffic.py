@@ -33,14 +33,16 @@ import json
 import math
 import random
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 # Start of the synthetic traffic window (2025-01-06T09:00:00Z) and mean gap between arrivals.
 START_EPOCH_S = 1736154000.0
 MEAN_GAP_S = 1.5
 # Share of each content class (sums to 1) and of each form.
-CLASS_WEIGHTS = {"code": 0.2, "structured": 0.16, "math": 0.16, "chat": 0.2, "multilingual": 0.1, "agentic": 0.14, "rag": 0.04}
+CLASS_WEIGHTS = {"code": 0.2, "structured": 0.16, "math": 0.16, "chat": 0.2, "multilingual": 0.1, "agentic": 0.14,
+                 "rag": 0.04}
 FORM_WEIGHTS = {"openai": 0.45, "flat": 0.35, "sharegpt": 0.2}
 PII_SHARE = 0.03
 
@@ -64,7 +66,8 @@ TOPICS = {
 }
 # (name, operation in words, initial value, update expression) for the code class.
 CODE_OPS = [("total", "sum", "0", "result + value"), ("product", "product", "1", "result * value"),
-            ("largest", "maximum", "values[0]", "max(result, value)"), ("smallest", "minimum", "values[0]", "min(result, value)"),
+            ("largest", "maximum", "values[0]", "max(result, value)"),
+            ("smallest", "minimum", "values[0]", "min(result, value)"),
             ("count_positive", "number of positive items", "0", "result + (1 if value > 0 else 0)")]
 TYPES = ["int", "float"]
 # English sentence -> translations; accents and scripts make the multilingual class.
@@ -73,7 +76,8 @@ SENTENCES = [
                                    "German": "Das Treffen ist am Montag.", "Japanese": "会議は月曜日です。"}),
     ("The train leaves at noon.", {"French": "Le train part à midi.", "Spanish": "El tren sale al mediodía.",
                                    "German": "Der Zug fährt um zwölf Uhr ab.", "Japanese": "電車は正午に出発します。"}),
-    ("Thank you for your help.", {"French": "Merci beaucoup pour votre aide.", "Spanish": "Muchas gracias por su ayuda.",
+    ("Thank you for your help.", {"French": "Merci beaucoup pour votre aide.",
+                                  "Spanish": "Muchas gracias por su ayuda.",
                                   "German": "Vielen Dank für Ihre Hilfe.", "Japanese": "手伝ってくれてありがとう。"}),
     ("The coffee is very hot.", {"French": "Le café est très chaud.", "Spanish": "El café está muy caliente.",
                                  "German": "Der Kaffee ist sehr heiß.", "Japanese": "コーヒーはとても熱いです。"}),
@@ -84,9 +88,12 @@ SENTENCES = [
 ]
 # How a user asks for a translation, and how the answer opens, in each language.
 ASK_IN = {
-    "French": ("Peux-tu traduire cette phrase en français, s'il te plaît ?", "Voilà la traduction en français, très simple :"),
-    "Spanish": ("¿Puedes traducir esta frase al español, por favor?", "Aquí está la traducción al español, más o menos así:"),
-    "German": ("Kannst du diesen Satz bitte ins Deutsche übersetzen?", "Hier ist die Übersetzung ins Deutsche, ganz natürlich:"),
+    "French": ("Peux-tu traduire cette phrase en français, s'il te plaît ?",
+               "Voilà la traduction en français, très simple :"),
+    "Spanish": ("¿Puedes traducir esta frase al español, por favor?",
+                "Aquí está la traducción al español, más o menos así:"),
+    "German": ("Kannst du diesen Satz bitte ins Deutsche übersetzen?",
+               "Hier ist die Übersetzung ins Deutsche, ganz natürlich:"),
     "Japanese": ("この文を日本語に翻訳してください。", "日本語の翻訳はこちらです："),
 }
 ASK_BACK = {
@@ -123,7 +130,8 @@ def _code(rng: random.Random) -> tuple[list[dict], str]:
     else:
         prompt = (f"Fix this function so it returns the {op} of the values:\n```python\ndef {name}(values):\n"
                   f"    result = {init}\n    for value in values:\n        result = value\n    return result\n```")
-    completion = (f"```python\ndef {name}(values: list[{typ}]) -> {typ}:\n    \"\"\"Return the {op} of the values.\"\"\"\n"
+    completion = (f"```python\ndef {name}(values: list[{typ}]) -> {typ}:\n"
+                  f"    \"\"\"Return the {op} of the values.\"\"\"\n"
                   f"    result = {init}\n    for value in values:\n        result = {expr}\n    return result\n```\n"
                   f"The function `{name}` returns the {op} of the values.")
     return [{"role": "user", "content": prompt}], completion
@@ -183,6 +191,7 @@ def _multilingual(rng: random.Random) -> tuple[list[dict], str]:
 def _agentic(rng: random.Random) -> tuple[list[dict], str, dict]:
     tool = rng.choice(list(TOOLS))
     city, name = rng.choice(CITIES), rng.choice(NAMES)
+    args: dict[str, Any]  # the tool's arguments: strings, and a number for the conversion
     if tool == "get_weather":
         ask, args = f"What is the weather in {city} right now?", {"city": city}
         result = {"city": city, "temp_c": rng.randint(-5, 32), "sky": rng.choice(["sunny", "cloudy", "rainy"])}
@@ -227,19 +236,24 @@ def _pii(rng: random.Random) -> tuple[list[dict], str]:
     user = name.lower().replace(" ", ".")
     kind = rng.randrange(5)
     if kind == 0:
-        prompt = f"Please update my contact e-mail to {user}@example.com and my phone to (555) 013-{rng.randint(1000, 9999)}."
+        prompt = (f"Please update my contact e-mail to {user}@example.com and my phone to "
+                  f"(555) 013-{rng.randint(1000, 9999)}.")
         completion = f"Done, {name.split()[0]}. Your e-mail is now {user}@example.com and your phone number is updated."
     elif kind == 1:
-        key = "sk-" + "".join(rng.choice("abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789") for _ in range(32))
+        alphabet = "abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+        key = "sk-" + "".join(rng.choice(alphabet) for _ in range(32))
         prompt = f"My script fails with 401 when I call the API with key {key}. What is wrong?"
-        completion = "A 401 means the key was rejected. Check that the key is active and sent in the Authorization header."
+        completion = ("A 401 means the key was rejected. Check that the key is active and sent in the Authorization "
+                      "header.")
     elif kind == 2:
-        prompt = f"I was charged twice on card 4111 1111 1111 1111 for one {rng.choice(ITEMS)}. Can you refund one charge?"
+        prompt = (f"I was charged twice on card 4111 1111 1111 1111 for one {rng.choice(ITEMS)}. "
+                  "Can you refund one charge?")
         completion = "I am sorry about the double charge. I have asked for a refund of one charge to the same card."
     elif kind == 3:
         ip = f"{rng.choice(['192.0.2', '203.0.113'])}.{rng.randint(1, 254)}"
         prompt = f"The server at {ip} stopped answering on port 8080 after the update. How do I check it?"
-        completion = f"First check that the service on {ip} is running, then check that port 8080 is open in the firewall."
+        completion = (f"First check that the service on {ip} is running, then check that port 8080 is open in the "
+                      "firewall.")
     else:
         prompt = f"Call me back at +1 555 010 {rng.randint(1000, 9999)} or write to {user}@example.org about my order."
         completion = f"Thank you, {name.split()[0]}. We will contact you about your order within one business day."
@@ -255,14 +269,14 @@ def estimate_tokens(text: str) -> int:
     return max(1, math.ceil(ascii_chars / 4 + (len(text) - ascii_chars) / 2)) if text else 0
 
 
-def _openai(turns: list[dict], completion: str, call: dict | None, rng: random.Random, t: float, lat: float) -> dict:
+def _openai(turns: list[dict], completion: str, call: dict | None, *, rng: random.Random, t: float, lat: float) -> dict:
     messages: list[dict] = []
     request: dict = {"model": "toy-llama", "temperature": 0.7, "max_tokens": 256}
     for turn in turns:
         if turn["role"] == "function_call":
             messages.append({"role": "assistant", "content": None, "tool_calls": [
                 {"id": "call_1", "type": "function",
-                 "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])}}]})
+                 "function": {"name": call["name"], "arguments": json.dumps(call["arguments"])}}]})  # type: ignore[index]  # a function_call turn comes with its call (_agentic)
         elif turn["role"] == "observation":
             messages.append({"role": "tool", "tool_call_id": "call_1", "content": turn["content"]})
         else:
@@ -278,15 +292,17 @@ def _openai(turns: list[dict], completion: str, call: dict | None, rng: random.R
     return {
         "timestamp": _iso(stamp),
         "request": request,
-        "response": {"choices": [{"index": 0, "message": {"role": "assistant", "content": completion}, "finish_reason": "stop"}],
-                     "usage": {"prompt_tokens": estimate_tokens(prompt_text), "completion_tokens": estimate_tokens(completion)}},
+        "response": {"choices": [{"index": 0, "message": {"role": "assistant", "content": completion},
+                                  "finish_reason": "stop"}],
+                     "usage": {"prompt_tokens": estimate_tokens(prompt_text),
+                               "completion_tokens": estimate_tokens(completion)}},
         "latency_s": lat,
     }
 
 
-def _flat(turns: list[dict], completion: str, rng: random.Random, t: float, lat: float) -> dict:
+def _flat(turns: list[dict], completion: str, *, rng: random.Random, t: float, lat: float) -> dict:
     prompt = "\n".join(turn["content"] for turn in turns)
-    record = {"prompt": prompt, "completion": completion}
+    record: dict[str, Any] = {"prompt": prompt, "completion": completion}
     if rng.random() < 0.8:  # a fifth of the flat lines carry no counts: the profiler estimates or tokenizes them
         record["input_tokens"] = estimate_tokens(prompt)
         record["output_tokens"] = estimate_tokens(completion)
@@ -303,7 +319,7 @@ def _sharegpt(turns: list[dict], completion: str) -> dict:
 
 
 def _iso(epoch_s: float) -> str:
-    return datetime.fromtimestamp(epoch_s, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return datetime.fromtimestamp(epoch_s, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def generate(seed: int, lines: int) -> list[dict]:
@@ -333,9 +349,9 @@ def generate(seed: int, lines: int) -> list[dict]:
         if call is not None and form == "flat":
             form = "sharegpt"
         if form == "openai":
-            out.append(_openai(turns, completion, call, rng, t, lat))
+            out.append(_openai(turns, completion, call, rng=rng, t=t, lat=lat))
         elif form == "flat":
-            out.append(_flat(turns, completion, rng, t, lat))
+            out.append(_flat(turns, completion, rng=rng, t=t, lat=lat))
         else:
             out.append(_sharegpt(turns, completion))
     return out

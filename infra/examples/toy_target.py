@@ -53,8 +53,8 @@ CHAT_TEMPLATE = (
     "{{ bos_token }}{% for message in messages %}<|{{ message['role'] }}|>\n{{ message['content'] }}<|end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
 )
-DEFAULTS = {"vocab_size": 1024, "layers": 4, "hidden": 256, "heads": 4, "intermediate": 688, "max_positions": 512,
-            "steps": 120, "token_budget": 2048, "lr": 4e-3, "threads": 1}
+DEFAULTS: dict[str, Any] = {"vocab_size": 1024, "layers": 4, "hidden": 256, "heads": 4, "intermediate": 688,
+                            "max_positions": 512, "steps": 120, "token_budget": 2048, "lr": 4e-3, "threads": 1}
 
 
 class ToyBuildError(Exception):
@@ -220,7 +220,7 @@ def packed_batch(rows, row_len: int, pad_id: int):
     return input_ids, labels, positions, mask[:, None]
 
 
-def train_lm(model, encoded, steps: int, token_budget: int, lr: float, seed: int, pad_id: int, log=print) -> float:
+def train_lm(model, encoded, *, steps: int, token_budget: int, lr: float, seed: int, pad_id: int, log=print) -> float:
     """Train `model` for `steps` optimizer steps on answer tokens (prompt tokens are context, not
     targets); return the last loss. Raises ToyBuildError on a non-finite loss.
 
@@ -230,7 +230,8 @@ def train_lm(model, encoded, steps: int, token_budget: int, lr: float, seed: int
     import torch
 
     if steps < 1 or not encoded:
-        raise ToyBuildError(f"nothing to train: {steps} steps on {len(encoded)} examples; pass --steps >= 1 and traffic that fits")
+        raise ToyBuildError(f"nothing to train: {steps} steps on {len(encoded)} examples; pass --steps >= 1 and "
+                            "traffic that fits")
     rng = random.Random(seed)
     row_len = max(256, max(len(ids) for ids, _ in encoded))
     per_step = max(1, token_budget // row_len)
@@ -239,7 +240,8 @@ def train_lm(model, encoded, steps: int, token_budget: int, lr: float, seed: int
     optimizer = torch.optim.AdamW(trained, lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
     warmup = max(1, steps // 12)
     schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min(1.0, (s + 1) / warmup) * max(0.1, 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps))))
+        optimizer,
+        lambda s: min(1.0, (s + 1) / warmup) * max(0.1, 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps))))
     model.train()
     loss_value = float("nan")
     queue: list[list[tuple[list[int], int]]] = []
@@ -263,7 +265,8 @@ def train_lm(model, encoded, steps: int, token_budget: int, lr: float, seed: int
     return loss_value
 
 
-def llama_config(vocab_size: int, tokenizer, layers: int, hidden: int, heads: int, intermediate: int, max_positions: int):
+def llama_config(vocab_size: int, tokenizer, *, layers: int, hidden: int, heads: int, intermediate: int,
+                 max_positions: int):
     from transformers import LlamaConfig
 
     return LlamaConfig(
@@ -291,7 +294,7 @@ def build_hash(traffic: Path, settings: dict[str, Any]) -> str:
     return digest.hexdigest()
 
 
-def build_target(traffic: str | Path, out_dir: str | Path, seed: int = 0, steps: int = DEFAULTS["steps"],
+def build_target(traffic: str | Path, out_dir: str | Path, *, seed: int = 0, steps: int = DEFAULTS["steps"],
                  log=print, **overrides: Any) -> Path:
     """Build (or reuse) the toy target in `out_dir`; return its path. See the module docstring.
 
@@ -301,10 +304,10 @@ def build_target(traffic: str | Path, out_dir: str | Path, seed: int = 0, steps:
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     with (out_dir.parent / f".{out_dir.name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when this process dies
-        return _build_target(Path(traffic), out_dir, seed, steps, log, **overrides)
+        return _build_target(Path(traffic), out_dir, seed=seed, steps=steps, log=log, **overrides)
 
 
-def _build_target(traffic: Path, out_dir: Path, seed: int, steps: int, log: Any, **overrides: Any) -> Path:
+def _build_target(traffic: Path, out_dir: Path, *, seed: int, steps: int, log: Any, **overrides: Any) -> Path:
     unknown = set(overrides) - set(DEFAULTS)
     if unknown:
         raise ToyBuildError(f"unknown settings {sorted(unknown)}; known: {sorted(DEFAULTS)}")
@@ -340,11 +343,12 @@ def _build_target(traffic: Path, out_dir: Path, seed: int, steps: int, log: Any,
         tokenizer = train_tokenizer([render(m, c) for m, c in examples], settings["vocab_size"], staging,
                                     settings["max_positions"])
         encoded, too_long = encode_examples(tokenizer, examples, settings["max_positions"])
-        config = llama_config(len(tokenizer), tokenizer, settings["layers"], settings["hidden"], settings["heads"],
-                              settings["intermediate"], settings["max_positions"])
+        config = llama_config(len(tokenizer), tokenizer, layers=settings["layers"], hidden=settings["hidden"],
+                              heads=settings["heads"], intermediate=settings["intermediate"],
+                              max_positions=settings["max_positions"])
         model = LlamaForCausalLM(config)
-        loss = train_lm(model, encoded, settings["steps"], settings["token_budget"], settings["lr"], seed,
-                        tokenizer.pad_token_id, log)
+        loss = train_lm(model, encoded, steps=settings["steps"], token_budget=settings["token_budget"],
+                        lr=settings["lr"], seed=seed, pad_id=tokenizer.pad_token_id, log=log)
         model.save_pretrained(str(staging), safe_serialization=True)
         GenerationConfig(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                          pad_token_id=tokenizer.pad_token_id).save_pretrained(str(staging))
@@ -367,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--traffic", type=Path, required=True, help="traffic JSONL to train on")
     parser.add_argument("--out", type=Path, required=True, help="checkpoint folder to write")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--steps", type=int, default=DEFAULTS["steps"], help=f"training steps (default {DEFAULTS['steps']})")
+    parser.add_argument("--steps", type=int, default=DEFAULTS["steps"],
+                        help=f"training steps (default {DEFAULTS['steps']})")
     parser.add_argument("--threads", type=int, default=DEFAULTS["threads"], help="torch threads (default 1)")
     args = parser.parse_args(argv)
     try:

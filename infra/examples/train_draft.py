@@ -113,7 +113,8 @@ def read_heldout_prompts(args: argparse.Namespace) -> list[list[dict[str, str]]]
 DRAFT_MODEL_HOW = "(the draft's argmax at t..t+j-1 in one pass over prompt + the target's answer)"
 
 
-def draft_model_counts(draft, pairs: list[tuple[list[int], list[int]]], k: int, batch_size: int) -> tuple[list[int], int]:
+def draft_model_counts(draft, pairs: list[tuple[list[int], list[int]]], k: int,
+                       batch_size: int) -> tuple[list[int], int]:
     """(accepted per position 1..k, drafts) of a causal LM draft against the target's greedy (prompt, answer) pairs.
 
     Drafted from the positions the EAGLE-3 estimate drafts from: each answer token that has a next
@@ -128,7 +129,8 @@ def draft_model_counts(draft, pairs: list[tuple[list[int], list[int]]], k: int, 
             width = max(len(p) + len(a) for p, a in chunk)
             ids = torch.zeros((len(chunk), width), dtype=torch.long)
             mask = torch.zeros((len(chunk), width), dtype=torch.long)
-            for row, (prompt, answer) in enumerate(chunk):  # right padding: causal attention leaves real positions as they are
+            # Right padding: causal attention leaves real positions as they are.
+            for row, (prompt, answer) in enumerate(chunk):
                 ids[row, : len(prompt) + len(answer)] = torch.tensor(prompt + answer)
                 mask[row, : len(prompt) + len(answer)] = 1
             hidden = draft.model(input_ids=ids, attention_mask=mask).last_hidden_state
@@ -160,8 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--token-budget", type=int, default=2048, help="padded tokens per batch (default 2048)")
     parser.add_argument("--max-new-tokens", type=int, default=64, help="target answer length for labels (default 64)")
     parser.add_argument("--gen-batch", type=int, default=48, help="prompts per target generation batch (default 48)")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: fastest on a shared 2-core machine)")
-    parser.add_argument("--freeze-embeddings", action="store_true", help="keep the target's embeddings (and tied head) frozen")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads (default 1: fastest on a shared 2-core machine)")
+    parser.add_argument("--freeze-embeddings", action="store_true",
+                        help="keep the target's embeddings (and tied head) frozen")
     parser.add_argument("--max-train-prompts", type=int, default=None,
                         help="use at most this many train prompts, the first in corpus order (default: all)")
     parser.add_argument("--heldout", type=Path, default=None,
@@ -206,15 +210,17 @@ def train(args: argparse.Namespace) -> dict:
     target = LlamaForCausalLM.from_pretrained(str(args.target), dtype=torch.float32).eval()
     max_positions = target.config.max_position_embeddings
     log(f"{len(prompts)} train prompts ({skipped} skipped); generating target answers")
-    pairs, too_long = target_answers(target, tokenizer, prompts, args.max_new_tokens, args.gen_batch, max_positions, log)
+    pairs, too_long = target_answers(target, tokenizer, prompts, max_new_tokens=args.max_new_tokens,
+                                     batch_size=args.gen_batch, max_positions=max_positions, log=log)
     generated_s = time.monotonic() - started
     if not pairs:
         raise TrainDraftError("the target produced no answer for any train prompt; check the target checkpoint")
     if heldout is not None:  # the target is freed before training; its held-out answers are the labels
         heldout_started = time.monotonic()
         log(f"{len(heldout)} held-out prompts; generating target answers for the offline estimate")
-        heldout_pairs, heldout_too_long = target_answers(target, tokenizer, heldout, args.max_new_tokens, args.gen_batch,
-                                                         max_positions, log)
+        heldout_pairs, heldout_too_long = target_answers(target, tokenizer, heldout, max_new_tokens=args.max_new_tokens,
+                                                         batch_size=args.gen_batch, max_positions=max_positions,
+                                                         log=log)
         offline_s = time.monotonic() - heldout_started
         if not heldout_pairs:
             raise TrainDraftError(f"the target answered none of the {len(heldout)} held-out prompts "
@@ -229,8 +235,8 @@ def train(args: argparse.Namespace) -> dict:
     log(f"draft: layers {picked} of the target; training {args.steps} steps on {len(pairs)} answers")
     examples = [(ids + answer, len(ids)) for ids, answer in pairs]
     try:
-        loss = train_lm(draft, examples, args.steps, args.token_budget, args.lr, args.seed, tokenizer.pad_token_id,
-                        log_loss)
+        loss = train_lm(draft, examples, steps=args.steps, token_budget=args.token_budget, lr=args.lr,
+                        seed=args.seed, pad_id=tokenizer.pad_token_id, log=log_loss)
     except ToyBuildError as exc:  # the toy builder's own root: its source is its build's cache key, so it stays put
         raise TrainDraftError(str(exc)) from None
     if not math.isfinite(loss):
@@ -255,10 +261,12 @@ def train(args: argparse.Namespace) -> dict:
         log(f"offline acceptance {offline['per_position_acceptance']} (length {offline['acceptance_length']}) "
             f"in {offline['offline_s']} s")
     summary = {"train_prompts": len(prompts), "skipped": skipped, "prompts_too_long": too_long,
-               "answers": len(pairs), "answer_tokens": sum(len(a) for _, a in pairs), "draft_layers_from_target": picked,
+               "answers": len(pairs), "answer_tokens": sum(len(a) for _, a in pairs),
+               "draft_layers_from_target": picked,
                "steps": args.steps, "frozen_embeddings": args.freeze_embeddings,
                "trained_parameters": sum(p.numel() for p in draft.parameters() if p.requires_grad),
-               "saved_dtype": str(saved_dtype).removeprefix("torch."), "final_loss": round(loss, 4), "generate_s": round(generated_s, 1),
+               "saved_dtype": str(saved_dtype).removeprefix("torch."), "final_loss": round(loss, 4),
+               "generate_s": round(generated_s, 1),
                "total_s": round(time.monotonic() - started, 1)}
     if offline is not None:
         summary["offline_acceptance"] = offline

@@ -146,7 +146,9 @@ def pack(samples: list[dict], budget: int, rng: random.Random | None) -> list[di
     order = list(range(len(samples)))
     if rng is not None:
         rng.shuffle(order)
-    rows, current, used = [], [], 0
+    rows: list[list[dict]] = []
+    current: list[dict] = []
+    used = 0
     for i in order:
         n = samples[i]["input_ids"].shape[0]
         if current and used + n > budget:
@@ -222,7 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heldout", type=Path, default=None,
                         help="corpus JSONL whose heldout records estimate acceptance offline (offline-acceptance.json)")
     parser.add_argument("--steps", type=int, default=120, help="optimizer steps (default 120)")
-    parser.add_argument("--lr", type=float, default=3e-3, help="peak learning rate (warm-up, linear decay) (default 3e-3)")
+    parser.add_argument("--lr", type=float, default=3e-3,
+                        help="peak learning rate (warm-up, linear decay) (default 3e-3)")
     parser.add_argument("--ttt-steps", type=int, default=3, help="positions the head is unrolled over (default 3)")
     parser.add_argument("--num-layers", type=int, default=1, help="draft decoder layers (default 1)")
     parser.add_argument("--aux-layers", default=None, help="three target layer ids, e.g. 1,2,3 (default: speculators')")
@@ -256,7 +259,8 @@ def train(args: argparse.Namespace, argv: list[str]) -> dict:
         from speculators.losses import resolve_loss_config
     except ImportError:
         raise TrainEagle3Error(f"{sys.executable} has no `speculators`: make setup installs it into .venv "
-                               "(--no-deps), or run this with .venv-speculators/bin/python (make speculators-env)") from None
+                               "(--no-deps), or run this with .venv-speculators/bin/python "
+                               "(make speculators-env)") from None
     from importlib.metadata import version
 
     import torch
@@ -274,8 +278,9 @@ def train(args: argparse.Namespace, argv: list[str]) -> dict:
     if args.draft_vocab_size is not None and not 1 <= args.draft_vocab_size <= target_vocab:
         raise TrainEagle3Error(f"--draft-vocab-size must be between 1 and the target's {target_vocab}")
     log(f"{len(prompts)} train prompts; target answers them greedily (on-policy labels)")
-    pairs, too_long = target_answers(target, tokenizer, prompts, args.max_new_tokens, args.gen_batch,
-                                     target.config.max_position_embeddings, log)
+    pairs, too_long = target_answers(target, tokenizer, prompts, max_new_tokens=args.max_new_tokens,
+                                     batch_size=args.gen_batch,
+                                     max_positions=target.config.max_position_embeddings, log=log)
     if not pairs:
         raise TrainEagle3Error("the target produced no answer for any train prompt; check the target checkpoint")
     samples = hidden_features(target, pairs, aux_layers, args.gen_batch)
@@ -313,7 +318,8 @@ def train(args: argparse.Namespace, argv: list[str]) -> dict:
     head.to(torch.bfloat16).save_pretrained(str(args.out))  # speculators' writer; bf16 as `speculators train` saves
     saved = json.loads((args.out / "config.json").read_text())
     summary = {
-        "argv": [sys.executable, *argv], "speculators_version": version("speculators"), "torch_version": torch.__version__,
+        "argv": [sys.executable, *argv], "speculators_version": version("speculators"),
+        "torch_version": torch.__version__,
         "transformers_version": version("transformers"), "speculators_config": saved.get("speculators_config"),
         "aux_layers": aux_layers, "draft_vocab_size": saved.get("draft_vocab_size"), "num_layers": args.num_layers,
         "ttt_steps": args.ttt_steps, "train_prompts": len(prompts), "skipped": skipped, "prompts_too_long": too_long,
@@ -322,9 +328,9 @@ def train(args: argparse.Namespace, argv: list[str]) -> dict:
         "final_loss": round(loss_value, 4), "final_step_accuracy": acc, "features_s": round(features_s, 1),
     }
     if args.heldout is not None:  # on the saved (bf16) weights, computed in float32 as the trainer ran
-        estimated = offline_estimate(head.float(), args.target, args.heldout, aux_layers, args.ttt_steps,
-                                     max_new_tokens=args.max_new_tokens, gen_batch=args.gen_batch,
-                                     token_budget=args.token_budget, log=log)
+        estimated = offline_estimate(head.float(), args.target, args.heldout, aux_layers=aux_layers,
+                                     ttt_steps=args.ttt_steps, max_new_tokens=args.max_new_tokens,
+                                     gen_batch=args.gen_batch, token_budget=args.token_budget, log=log)
         summary["offline_acceptance"] = write(args.out, estimated)
     summary["total_s"] = round(time.monotonic() - started, 1)
     (args.out / SUMMARY_FILE).write_text(json.dumps(summary, indent=2) + "\n")
@@ -334,7 +340,7 @@ def train(args: argparse.Namespace, argv: list[str]) -> dict:
 # --- offline acceptance (offline_acceptance.py's definition, method eagle3) -----------------------
 
 
-def offline_estimate(head, target_dir: Path, heldout: Path, aux_layers: list[int], ttt_steps: int, *,
+def offline_estimate(head, target_dir: Path, heldout: Path, *, aux_layers: list[int], ttt_steps: int,
                      max_new_tokens: int, gen_batch: int, token_budget: int, log) -> dict:
     """The per-position estimate for `head` (a float32 Eagle3DraftModel) on `heldout`'s prompts: the target answers
     them greedily, its hidden states feed the head exactly as in training (hidden_features), and the head is
@@ -346,8 +352,8 @@ def offline_estimate(head, target_dir: Path, heldout: Path, aux_layers: list[int
     prompts = read_heldout(heldout)
     tokenizer = AutoTokenizer.from_pretrained(str(target_dir))
     target = AutoModelForCausalLM.from_pretrained(str(target_dir), dtype=torch.float32).eval()
-    pairs, too_long = target_answers(target, tokenizer, prompts, max_new_tokens, gen_batch,
-                                     target.config.max_position_embeddings, log)
+    pairs, too_long = target_answers(target, tokenizer, prompts, max_new_tokens=max_new_tokens, batch_size=gen_batch,
+                                     max_positions=target.config.max_position_embeddings, log=log)
     samples = hidden_features(target, pairs, aux_layers, gen_batch)
     del target
     accepted = [0] * ttt_steps
