@@ -3,7 +3,7 @@
 
 Only translation lives here: the review point (plan stored and announced, run
 on an approval naming its sha256 or a campaign's pre-approval) is
-services/runtime/review.py; planning is services/bench/planning/planning.py; running
+services/runtime/review.py; planning is services/bench/planning/staging.py; running
 the plan is services/bench/executors/execution.py.
 """
 
@@ -18,8 +18,8 @@ from contracts.catalogue import BENCH
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import BenchCompleted, BenchPlanned, BenchRequested, TrainingCompleted
 from services.bench.executors.execution import execute
-from services.bench.planning.bench_plan import BenchPlan
-from services.bench.planning.planning import plan_bench
+from services.bench.planning.model import BenchPlan
+from services.bench.planning.staging import plan_bench
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery.consumer import Route, StepContext
 from services.runtime.review import Reviewed, once_per_run, per_event

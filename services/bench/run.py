@@ -20,8 +20,7 @@ from services.bench.executors import engine_config, preflight
 from services.bench.planning import interleave, resume, rounds
 from services.bench.errors import ServingError, SpeculationNotActive
 from services.bench.executors.executor import LocalExecutor, Served, ServingExecutor
-from services.bench.planning.bench_plan import BenchPlan
-from services.bench.planning.plan_types import Block, CellPlan, Launch
+from services.bench.planning.model import BenchPlan, Block, CellPlan, Launch
 from services.bench.loadgen.prompts import Prompt
 from services.bench.progress import BenchProgress, Snapshot
 from services.bench.trial import Emit, Measured, TrialSteps, trial_fields

@@ -25,8 +25,7 @@ from services.bench.evaluate import agreement, run_eval_command, window_outputs
 from services.bench.loadgen.loadgen import WindowRecord, WindowSpec
 from services.bench.metrics import spec_decode_delta
 from services.bench.planning import resume
-from services.bench.planning.bench_plan import BenchPlan
-from services.bench.planning.plan_types import CellPlan
+from services.bench.planning.model import BenchPlan, CellPlan
 from services.bench.loadgen.prompts import Prompt
 from services.bench.results import build_result, dumps_result
 from services.bench.executors.stall import client_stall

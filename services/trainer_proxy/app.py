@@ -21,8 +21,8 @@ from services.runtime.review import Reviewed, per_event
 from services.shared.capacity.recheck import RecheckFn
 from services.shared.capacity.recheck import recheck as capacity_recheck
 from services.trainer_proxy.execution.execute import Approved, execute
-from services.trainer_proxy.planning.plan import TrainingPlan
-from services.trainer_proxy.planning.planning import plan_training, skipped
+from services.trainer_proxy.planning.model import TrainingPlan
+from services.trainer_proxy.planning.staging import plan_training, skipped
 
 NAME = TRAINER
 STEP = "training"

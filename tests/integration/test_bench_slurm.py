@@ -17,7 +17,7 @@ import yaml
 from contracts.campaign import Campaign, Matrix
 from contracts.events import BenchRequested, BenchTrialCompleted
 from services.bench import app
-from services.bench.planning.plan import build_plan
+from services.bench.planning.builder import build_plan
 from services.bench.loadgen.prompts import ChatTurn, Prompt
 from services.bench.run import BenchRun
 from services.bench.executors.slurm import SlurmExecutor

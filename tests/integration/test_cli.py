@@ -596,7 +596,7 @@ def test_submit_refuses_a_contradicting_label_in_a_matrix_file(cli, env, client,
 
 
 def test_submit_resolves_a_matrix_files_paths_like_inline_cells_and_stores_it_inline(cli, env, tmp_path, monkeypatch):
-    from services.bench.planning.plan import build_plan
+    from services.bench.planning.builder import build_plan
 
     work = tmp_path / "work"
     (work / "drafts/d1").mkdir(parents=True)

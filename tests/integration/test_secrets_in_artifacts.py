@@ -19,8 +19,7 @@ from services.publisher.pipeline import render_run
 from services.publisher.publish.outbox import outbox
 from services.runtime.bundle.bundle import BundleStore
 from services.trainer_proxy.execution.capture import write_argv
-from services.trainer_proxy.planning.launch import LocalLaunch
-from services.trainer_proxy.planning.plan import TrainingPlan
+from services.trainer_proxy.planning.model import LocalLaunch, TrainingPlan
 from tests.unit.publisher.synthetic import CANDIDATE, RUN, STANDING, Spec, build
 
 SECRETS = ("hf_SECRETVALUE123", "sk-apikey-SECRET-456", "tok-SECRET-789")

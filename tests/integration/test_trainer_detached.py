@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from services.runtime.procs import end_labelled, labelled_processes
-from services.trainer_proxy.planning.launch import LocalLaunch
+from services.trainer_proxy.planning.model import LocalLaunch
 from tests.support.waiting import alive, wait_for
 from tests.support.cli_runs import ensure_slurm
 
@@ -46,7 +46,7 @@ PROXY = textwrap.dedent("""
     from pathlib import Path
     sys.path.insert(0, {root!r})
     from services.trainer_proxy.execution.local import run_local
-    from services.trainer_proxy.planning.launch import LocalLaunch
+    from services.trainer_proxy.planning.model import LocalLaunch
 
     async def started(handle):
         print(handle, flush=True)
@@ -219,7 +219,7 @@ SLURM_PROXY = textwrap.dedent("""
     from pathlib import Path
     sys.path.insert(0, {root!r})
     from services.trainer_proxy.execution.slurm import run_slurm
-    from services.trainer_proxy.planning.launch import SlurmLaunch
+    from services.trainer_proxy.planning.model import SlurmLaunch
 
     async def started(handle):
         print(handle, flush=True)
@@ -239,7 +239,7 @@ def test_a_restarted_proxy_reads_how_a_slurm_job_ended(tmp_path: Path, run_id: s
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     from services.shared.scheduler import slurm
     from services.trainer_proxy.execution.slurm import reattach_slurm
-    from services.trainer_proxy.planning.launch import SlurmLaunch
+    from services.trainer_proxy.planning.model import SlurmLaunch
     from services.trainer_proxy.planning.slurm_job import job_script
 
     for key, value in slurm_env.items():

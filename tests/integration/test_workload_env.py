@@ -13,7 +13,7 @@ import pytest
 
 from contracts.campaign import CapacitySpec
 from services.bench.executors.executor import LocalExecutor
-from services.bench.planning.plan_types import CellPlan
+from services.bench.planning.model import CellPlan
 from services.runtime.bundle.bundle import BundleStore
 from services.shared.capacity import check
 from services.shared.capacity.check import check_node
@@ -21,7 +21,7 @@ from services.shared.capacity.model import NodeView
 from services.shared.capacity.observe import Observation
 from services.shared.scheduler.runner import SubprocessRunner
 from services.trainer_proxy.execution.local import run_local
-from services.trainer_proxy.planning.launch import LocalLaunch
+from services.trainer_proxy.planning.model import LocalLaunch
 
 # Writes its whole environment as JSON to argv[1], then stays up a while (a server is stopped by the test).
 DUMP = ("import json, os, sys, time; open(sys.argv[1] + '.tmp', 'w').write(json.dumps(dict(os.environ))); "

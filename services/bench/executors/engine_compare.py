@@ -15,7 +15,7 @@ from typing import Any
 
 from contracts.artifacts.engine import CHECKED_FIELDS, RECEIVED_SPECULATIVE_KEYS, EffectiveConfig, EngineCheck, FieldCheck
 from services.bench.executors.engine_log import as_int
-from services.bench.planning.plan_types import CellPlan
+from services.bench.planning.model import CellPlan
 from services.shared.quant_labels import checkpoint_quantization, label_matches, quant_label
 
 # Methods whose --speculative-config names no draft checkpoint (the log then says model=None).

@@ -17,7 +17,7 @@ from contracts.artifacts.engine import EngineCheck
 from services.bench.errors import ServingError
 from services.bench.executors.engine_compare import declared_of, engine_check, mismatch_reason
 from services.bench.executors.engine_log import KNOWN_VERSIONS, EngineLog, effective_config, read_log
-from services.bench.planning.plan_types import CellPlan
+from services.bench.planning.model import CellPlan
 
 # How often the log is read again while waiting for the config line.
 POLL_S = 0.5

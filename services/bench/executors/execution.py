@@ -19,7 +19,7 @@ from contracts.events import BenchCompleted, BenchTrialCompleted
 from contracts.progress import PROGRESS_UNITS, StepProgress
 from services.bench.executors.executor import LocalExecutor, ServingExecutor
 from services.bench.executors.kubernetes import KubernetesExecutor, require_kubectl
-from services.bench.planning.bench_plan import BenchPlan
+from services.bench.planning.model import BenchPlan
 from services.bench.progress import Snapshot
 from services.bench.run import BenchRun, read_prompts
 from services.bench.executors.slurm import SlurmExecutor

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 from contracts import layout
 from contracts.catalogue import BENCH as SERVICE
 from services.bench.errors import ServerDied, ServerNotReady
-from services.bench.planning.plan_types import CellPlan, Launch
+from services.bench.planning.model import CellPlan, Launch
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime import workload_env
 from services.runtime.procs import DEPLOYMENT_ENV, end_labelled, kill_group, spawn

@@ -21,7 +21,7 @@ from typing import Any
 from contracts.catalogue import BENCH as SERVICE
 from services.bench.errors import ServerNotReady, ServingError
 from services.bench.executors.executor import free_port, log_tail
-from services.bench.planning.plan_types import CellPlan, KubernetesServe, Launch
+from services.bench.planning.model import CellPlan, KubernetesServe, Launch
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.errors import StepFailed
 from services.runtime.procs import kill_group, spawn

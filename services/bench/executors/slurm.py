@@ -19,7 +19,7 @@ import structlog
 from contracts.catalogue import BENCH as SERVICE
 from services.bench.errors import ServerDied, ServerNotReady, ServingError
 from services.bench.executors.executor import log_tail, read_log_text
-from services.bench.planning.plan_types import CellPlan, Launch, SlurmServe
+from services.bench.planning.model import CellPlan, Launch, SlurmServe
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime import workload_env
 from services.runtime.procs import DEPLOYMENT_ENV, EXPERIMENT_ENV, SERVICE_ENV

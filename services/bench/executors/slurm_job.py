@@ -16,7 +16,7 @@ from contracts import layout
 from contracts.argv import render_token
 from contracts.selectors import GRES, PARTITION, problems
 from services.bench.errors import ServingError
-from services.bench.planning.plan_types import SlurmServe
+from services.bench.planning.model import SlurmServe
 from services.runtime.bundle.bundle_paths import validate_run_id
 from services.runtime.errors import ConfigurationError
 from services.shared.scheduler import slurm

@@ -1,1 +1,1 @@
-"""The plan: cells, launches, the interleaved rotation, rounds and resume."""
+"""The bench plan: its model, builder and staging; the interleaved rotation, rounds and resume."""

@@ -14,9 +14,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from contracts.errors import SpecdecError
-from services.bench.planning.plan_types import Block, CellPlan, Launch
-
-REGIME = "warm-interleaved"
+from services.bench.planning.model import INTERLEAVED as REGIME
+from services.bench.planning.model import Block, CellPlan, Launch
 
 
 def block_order(run_id: str, cells: Sequence[CellPlan], *, trials: int | None = None) -> list[Block]:

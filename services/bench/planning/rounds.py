@@ -19,7 +19,7 @@ from contracts.campaign import Campaign, Matrix
 from contracts.envelope import ArtifactRef
 from contracts.errors import SpecdecError
 from contracts.artifacts.trials import DEFAULT_STATISTIC, LATENCY_METRICS, MetricKey, Trial, parse_trial, trial_value
-from services.bench.planning.bench_plan import BenchPlan
+from services.bench.planning.model import BenchPlan
 from services.runtime.bundle.bundle import BundleStore
 from services.shared import sequential
 

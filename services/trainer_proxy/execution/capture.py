@@ -23,8 +23,7 @@ from services.trainer_proxy.execution.detached import EXIT_RECORD, KEEPER_RECORD
 from services.trainer_proxy.execution.loss import LossSummary
 from services.trainer_proxy.execution.monitor import RunOutcome
 from services.trainer_proxy.execution.slurm import JOB_RECORD
-from services.trainer_proxy.planning.launch import LocalLaunch, SlurmLaunch
-from services.trainer_proxy.planning.plan import TrainingPlan
+from services.trainer_proxy.planning.model import LocalLaunch, SlurmLaunch, TrainingPlan
 
 CAPTURE_VERSION = 1
 # What the executors record of the run as it goes (the keeper's pids and exit, the Slurm job ID):

@@ -27,7 +27,7 @@ from services.trainer_proxy.errors import ExecutorError
 from services.trainer_proxy.execution import keeper as keeper_script
 from services.trainer_proxy.execution.monitor import OutputWatch, RunOutcome
 from services.trainer_proxy.execution.progress import Reporter
-from services.trainer_proxy.planning.launch import DETACHED_SERVICE, LocalLaunch
+from services.trainer_proxy.planning.model import DETACHED_SERVICE, LocalLaunch
 
 # Bundle paths the keeper writes, each whole (a temporary file, then rename).
 KEEPER_RECORD = layout.TRAINING_KEEPER

@@ -39,8 +39,7 @@ from services.trainer_proxy.execution.detached import reattach
 from services.trainer_proxy.execution.slurm import reattach_slurm, run_slurm
 from services.trainer_proxy.planning import reuse
 from services.trainer_proxy.planning.inputs import prompt_messages
-from services.trainer_proxy.planning.launch import KubernetesLaunch, LocalLaunch, SlurmLaunch
-from services.trainer_proxy.planning.plan import TrainingPlan
+from services.trainer_proxy.planning.model import KubernetesLaunch, LocalLaunch, SlurmLaunch, TrainingPlan
 
 STDERR_TAIL_BYTES = 600
 

@@ -21,7 +21,7 @@ from services.trainer_proxy.errors import ExecutorError
 from services.trainer_proxy.execution.detached import run_detached
 from services.trainer_proxy.execution.monitor import OutputWatch, RunOutcome
 from services.trainer_proxy.execution.progress import Reporter
-from services.trainer_proxy.planning.launch import DETACHED_SERVICE, LocalLaunch
+from services.trainer_proxy.planning.model import DETACHED_SERVICE, LocalLaunch
 
 OnStarted = Callable[[str], Awaitable[None]]
 POLL_S = 0.1

@@ -23,7 +23,7 @@ from services.trainer_proxy.errors import ExecutorError
 from services.trainer_proxy.execution.keeper import write_whole
 from services.trainer_proxy.execution.monitor import OutputWatch, RunOutcome
 from services.trainer_proxy.execution.progress import Reporter
-from services.trainer_proxy.planning.launch import SlurmLaunch
+from services.trainer_proxy.planning.model import SlurmLaunch
 
 POLL_S = 0.5
 

@@ -26,7 +26,7 @@ from services.runtime.bundle.bundle import ArtifactMissing, BundleError, BundleS
 from services.trainer_proxy.errors import TrainingStopped
 from services.trainer_proxy.execution.capture import hash_outputs
 from services.trainer_proxy.planning.input_key import input_key, literal_tokens, tree_sha256
-from services.trainer_proxy.planning.plan import PlanInputs, TrainingPlan
+from services.trainer_proxy.planning.model import PlanInputs, TrainingPlan
 
 
 class ReuseRecord(Strict):

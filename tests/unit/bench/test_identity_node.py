@@ -6,7 +6,7 @@ import socket
 
 from contracts import layout
 from contracts.campaign import Campaign, Matrix
-from services.bench.planning.plan import build_plan
+from services.bench.planning.builder import build_plan
 from services.bench.trial import _identity
 from tests.unit.bench.planning.test_plan import example, plan_of, shapes_campaign
 

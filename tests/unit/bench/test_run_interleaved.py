@@ -18,8 +18,8 @@ from contracts.artifacts.results import LOADGEN_CPU_KEY, LoadgenCpu
 from services.bench import run as run_module
 from services.bench import trial as trial_module
 from services.bench.loadgen.loadgen import WindowSpec
-from services.bench.planning.plan import BenchPlan, build_plan
-from services.bench.planning.plan_types import Block
+from services.bench.planning.builder import build_plan
+from services.bench.planning.model import BenchPlan, Block
 from services.bench.loadgen.prompts import ChatTurn, Prompt
 from services.bench.run import BenchRun
 from services.bench.loadgen.timing import RequestRecord

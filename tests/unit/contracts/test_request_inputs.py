@@ -57,7 +57,7 @@ def _input_names_read(path: Path) -> set[str]:
 
 def test_the_table_is_what_the_steps_read():
     # The trainer-proxy and the bench-runner are the steps that read named inputs; the publisher refuses any.
-    assert _input_names_read(ROOT / "services/bench/planning/planning.py") == set(STEP_INPUTS["bench"])
-    assert _input_names_read(ROOT / "services/trainer_proxy/planning/planning.py") == set(STEP_INPUTS["training"])
+    assert _input_names_read(ROOT / "services/bench/planning/staging.py") == set(STEP_INPUTS["bench"])
+    assert _input_names_read(ROOT / "services/trainer_proxy/planning/staging.py") == set(STEP_INPUTS["training"])
     for step in ("profiler", "corpus", "capacity", "gate"):
         assert "inputs" not in (ROOT / f"services/{step}/app.py").read_text(), f"{step} reads inputs: add its row"

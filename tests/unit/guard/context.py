@@ -15,7 +15,8 @@ import yaml
 
 from contracts.envelope import ArtifactRef
 from services.runtime.bundle.bundle import BundleStore
-from services.trainer_proxy.planning.plan import PlanInputs, PlanPaths
+from services.trainer_proxy.planning.builder import PlanPaths
+from services.trainer_proxy.planning.model import PlanInputs
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "infra/examples/campaign.yaml"

@@ -191,7 +191,7 @@ def training_input_hash_checks(ctx: Ctx) -> list[str]:
     this run's own profile (another run, another seed) is accepted and trained on."""
     from contracts.events import TrainingRequested
     from services.runtime.errors import SpecdecError
-    from services.trainer_proxy.planning.planning import plan_training
+    from services.trainer_proxy.planning.staging import plan_training
     from tests.unit.guard.runs import THIRD_RUN, runs
 
     built = runs(ctx)

@@ -263,7 +263,7 @@ def _key(ctx: Ctx, c: Campaign) -> Any:
 @observable
 def training(ctx: Ctx, c: Campaign) -> Any:
     """The trainer's launch as the executor starts it, with what it is given (as trained, not reused)."""
-    from services.trainer_proxy.planning.plan import build_plan
+    from services.trainer_proxy.planning.builder import build_plan
 
     skipped = _skip(c)
     if skipped is not None:
@@ -355,8 +355,8 @@ def bench_plan(ctx: Ctx, c: Campaign) -> Any:
 
 
 def _bench_plan(c: Campaign) -> Any:
-    from services.bench.planning.plan import build_plan
-    from services.bench.planning.planning import load_matrix
+    from services.bench.planning.builder import build_plan
+    from services.bench.planning.staging import load_matrix
 
     return build_plan(c, load_matrix(c), run_id=RUN, default_node="node-a",
                       training_output=None if c.shapes_only else TRAINED,
@@ -398,7 +398,7 @@ def draft(ctx: Ctx, c: Campaign) -> Any:
 
 def prompts(ctx: Ctx, c: Campaign) -> Any:
     """The prompts every window sends, as plan_bench builds them from this campaign's corpus or shapes."""
-    from services.bench.planning.planning import build_prompts, load_matrix
+    from services.bench.planning.staging import build_prompts, load_matrix
 
     cache = ctx.cache("prompts")
     key = c.model_dump_json()

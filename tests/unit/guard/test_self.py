@@ -119,7 +119,7 @@ def _wrap(monkeypatch: pytest.MonkeyPatch, target: str, after: Callable[..., Any
 def _revert(item: str, mp: pytest.MonkeyPatch) -> Any:
     """Put back the behaviour before the item's fix; a context that drops a contract's check, or None."""
     if item == "every listed shape benched":
-        _wrap(mp, "services.bench.planning.planning.shape_specs", lambda specs, *a, **k: specs[:1])
+        _wrap(mp, "services.bench.planning.staging.shape_specs", lambda specs, *a, **k: specs[:1])
     elif item == "workload_shape tied to the prompt source":
         from services.shared import campaign_checks
 
@@ -130,7 +130,7 @@ def _revert(item: str, mp: pytest.MonkeyPatch) -> Any:
         def label(identity: dict, cell: Any, *a: Any, **k: Any) -> dict:
             return {**identity, "workload_shape": cell.workload_shape or "corpus-heldout"}
 
-        _wrap(mp, "services.bench.planning.plan._identity", label)
+        _wrap(mp, "services.bench.planning.builder._identity", label)
     elif item == "unknown --input names refused":
         mp.setattr("services.app.runs.ops.input_problem", lambda step, names: None)
         mp.setattr("contracts.events.input_problem", lambda step, names: None)
@@ -158,9 +158,9 @@ def _revert(item: str, mp: pytest.MonkeyPatch) -> Any:
         def draft(plan: Any, campaign: Any, matrix: Any, *a: Any, **k: Any) -> Any:
             return plan.model_copy(update={"draft": matrix.exploratory and any(c.trials < 3 for c in matrix.cells)})
 
-        _wrap(mp, "services.bench.planning.plan.build_plan", draft)
+        _wrap(mp, "services.bench.planning.builder.build_plan", draft)
     elif item == "training-input hash checks":
-        mp.setattr("services.trainer_proxy.planning.planning.check_provenance", lambda *a, **k: None)
+        mp.setattr("services.trainer_proxy.planning.staging.check_provenance", lambda *a, **k: None)
     elif item == "latency-only gate objective":
         return dropped(GateSpec, "_check_objective")
     elif item == "gate.guards":

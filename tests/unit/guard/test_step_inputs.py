@@ -23,8 +23,8 @@ from tests.unit.guard.runs import DRAFTS, THIRD_RUN, runs
 
 def _bench_serves(ctx: Ctx, ref: ArtifactRef) -> Any:
     """The serve argv of every cell, with the draft the request names."""
-    from services.bench.planning.plan import build_plan
-    from services.bench.planning.planning import load_matrix, training_output
+    from services.bench.planning.builder import build_plan
+    from services.bench.planning.staging import load_matrix, training_output
 
     built = runs(ctx)
     event = BenchRequested(run_id=RUN, producer="guard", requested_by="guard", inputs={"training.output": ref})
@@ -36,7 +36,7 @@ def _bench_serves(ctx: Ctx, ref: ArtifactRef) -> Any:
 
 def _bench_prompts(ctx: Ctx, ref: ArtifactRef) -> Any:
     """The prompts every window sends, from the corpus the request names."""
-    from services.bench.planning.planning import build_prompts, load_matrix
+    from services.bench.planning.staging import build_prompts, load_matrix
 
     built = runs(ctx)
     event = BenchRequested(run_id=RUN, producer="guard", requested_by="guard", inputs={"corpus": ref})
@@ -46,7 +46,7 @@ def _bench_prompts(ctx: Ctx, ref: ArtifactRef) -> Any:
 
 def _training_data(ctx: Ctx, ref: ArtifactRef) -> Any:
     """The data the trainer is given, from the corpus the request names."""
-    from services.trainer_proxy.planning.planning import plan_training
+    from services.trainer_proxy.planning.staging import plan_training
 
     built = runs(ctx)
     bundle = built.copy_of(ctx)

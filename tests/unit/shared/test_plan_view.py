@@ -25,7 +25,7 @@ import yaml
 from contracts import layout
 from contracts.campaign import Campaign
 from contracts.events import BenchPlanned, TrainingCompleted
-from services.bench.planning.planning import plan_bench
+from services.bench.planning.staging import plan_bench
 from services.cli.main import main
 from services.runtime.bundle.bundle import BundleStore
 from services.shared.plan_view import plan_lines
@@ -59,7 +59,7 @@ def demo_plan(bundle: BundleStore, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     # From an empty folder the target's tokenizer (models/...) is absent wherever the test runs: the planner's
     # documented fallback counts words, so the prompts (and their sha256) are the same on every machine.
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr("services.bench.planning.planning.socket.gethostname", lambda: "demo-host")
+    monkeypatch.setattr("services.bench.planning.staging.socket.gethostname", lambda: "demo-host")
     bundle.write_json(RUN, layout.CAMPAIGN, campaign)
     corpus = bundle.write_bytes(RUN, layout.CORPUS, _corpus())
     done = TrainingCompleted(run_id=RUN, producer="test", output=None, checkpoint_dir=DRAFT, duration_s=1.0,

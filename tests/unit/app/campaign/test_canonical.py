@@ -20,7 +20,7 @@ from contracts.campaign import Campaign
 from contracts.campaign.canonical import CanonicalRecord
 from services.app.campaign import canonical
 from services.app.campaign.prepare import CampaignRejected, load_campaign_file
-from services.bench.planning.plan import build_plan
+from services.bench.planning.builder import build_plan
 from services.shared import vllm_cli
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -101,7 +101,7 @@ def test_each_launched_argv_is_the_operators_apart_from_the_recorded_changes(tmp
 
 
 def test_a_cell_without_changes_hashes_as_before(tmp_path):
-    from services.bench.planning.plan_types import CellPlan
+    from services.bench.planning.model import CellPlan
 
     cell = CellPlan(cell_id="c", role="standing", regime="warm", trials=3, concurrency=[1], node="n", identity={},
                     speculative_config=None, serve_argv=["x"], serve_source="builtin", bench="builtin", eval="builtin")

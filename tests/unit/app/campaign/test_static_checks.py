@@ -18,7 +18,7 @@ from pydantic import ValidationError
 
 from contracts.campaign import Campaign
 from services.app.campaign.validate import validate
-from services.bench.planning.plan import build_plan
+from services.bench.planning.builder import build_plan
 from services.runtime.errors import ConfigurationError
 from services.shared import campaign_checks
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from services.bench.executors.engine_compare import declared_of, engine_check, mismatch_reason
 from services.bench.executors.engine_log import effective_config, read_log
-from services.bench.planning.plan_types import CellPlan
+from services.bench.planning.model import CellPlan
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vllm-0.32.0"
 TARGET = "/work/main/.run/examples/toy-target"

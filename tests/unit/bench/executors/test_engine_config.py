@@ -18,7 +18,7 @@ from services.bench.executors import engine_config
 from services.bench.executors.engine_compare import compare, declared_of, engine_check, mismatch_reason
 from services.bench.executors.engine_config import EngineConfigMismatch, EngineConfigMissing, ReadBack, read_back
 from services.bench.executors.engine_log import effective_config, parse_assignments, read_log
-from services.bench.planning.plan_types import CellPlan
+from services.bench.planning.model import CellPlan
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vllm-0.32.0"
 TARGET = "/work/main/.run/examples/toy-target"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from services.bench.executors.engine_compare import compare, declared_of
 from services.bench.executors.engine_log import effective_config, read_log
-from services.bench.planning.plan_types import CellPlan
+from services.bench.planning.model import CellPlan
 
 LOG = (Path(__file__).parent / "fixtures" / "vllm-0.32.0" / "ngram-k3-schedule.log").read_text()
 TARGET = "/work/main/.run/examples/toy-target"

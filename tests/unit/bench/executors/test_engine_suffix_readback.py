@@ -12,7 +12,7 @@ from pathlib import Path
 from contracts.campaign import SUFFIX_KEYS
 from services.bench.executors.engine_compare import compare, declared_of
 from services.bench.executors.engine_log import effective_config, read_log
-from services.bench.planning.plan_types import CellPlan
+from services.bench.planning.model import CellPlan
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vllm-0.32.0"
 TARGET = "/work/main/.run/examples/toy-target"

@@ -12,7 +12,7 @@ import yaml
 
 from contracts.campaign import Campaign, Matrix
 from services.bench.executors import kubernetes, kubernetes_pod
-from services.bench.planning.plan import build_plan
+from services.bench.planning.builder import build_plan
 from services.runtime.errors import ConfigurationError, StepFailed
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -214,7 +214,7 @@ def test_a_pod_template_that_is_not_yaml_is_named_by_position_never_quoted(tmp_p
 def test_a_matrix_file_that_is_not_yaml_is_named_by_position_never_quoted(tmp_path):
     from types import SimpleNamespace
 
-    from services.bench.planning.planning import load_matrix
+    from services.bench.planning.staging import load_matrix
     from services.runtime.errors import StepFailed
 
     path = tmp_path / "matrix.yaml"

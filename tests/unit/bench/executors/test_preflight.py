@@ -11,7 +11,8 @@ from pathlib import Path
 from contracts import layout
 from contracts.campaign import Campaign, Matrix
 from services.bench.executors import preflight
-from services.bench.planning.plan import BenchPlan, build_plan
+from services.bench.planning.builder import build_plan
+from services.bench.planning.model import BenchPlan
 from tests.unit.bench.planning.test_plan import example
 from tests.unit.bench.test_run_interleaved import RUN, wired  # noqa: F401 - the fixture
 

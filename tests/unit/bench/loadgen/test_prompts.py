@@ -13,7 +13,7 @@ from contracts.campaign import Campaign, TrafficFile, TrafficShapes
 from contracts.events import BenchRequested
 from contracts.templates import bench_values
 from services.bench.errors import PromptError
-from services.bench.planning.planning import build_prompts, load_matrix
+from services.bench.planning.staging import build_prompts, load_matrix
 from services.bench.loadgen.prompts import (
     ShapeSpec,
     cycle,

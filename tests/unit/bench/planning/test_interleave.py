@@ -17,8 +17,8 @@ from contracts.artifacts.results import TrialIdentity
 from services.bench.planning import interleave
 from services.bench.errors import ServerNotReady, SpeculationNotActive
 from services.bench.planning.interleave import block_order, launch_order, run_interleaved
-from services.bench.planning.plan import BenchPlan, build_plan
-from services.bench.planning.plan_types import Block, CellPlan, Launch
+from services.bench.planning.builder import build_plan
+from services.bench.planning.model import BenchPlan, Block, CellPlan, Launch
 from services.shared.plan_view import plan_lines
 from services.runtime.bundle.bundle_records import canonical_json
 from tests.unit.bench.planning.test_plan import example

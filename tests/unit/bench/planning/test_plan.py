@@ -18,8 +18,8 @@ from contracts import layout
 from contracts.campaign import Campaign, Matrix
 from contracts.events import BenchRequested
 from services.bench.errors import PromptError
-from services.bench.planning.plan import build_plan, source_problems
-from services.bench.planning.planning import plan_bench
+from services.bench.planning.builder import build_plan, source_problems
+from services.bench.planning.staging import plan_bench
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.errors import ConfigurationError
 

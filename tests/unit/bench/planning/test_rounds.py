@@ -18,7 +18,8 @@ from contracts.campaign import Campaign, Matrix
 from services.bench.planning import rounds
 from services.bench import trial as trial_module
 from services.bench.loadgen.loadgen import WindowSpec
-from services.bench.planning.plan import BenchPlan, build_plan, source_problems
+from services.bench.planning.builder import build_plan, source_problems
+from services.bench.planning.model import BenchPlan
 from services.bench.loadgen.prompts import Prompt
 from services.bench.loadgen.timing import RequestRecord
 from services.bench.loadgen.window import MeasuredWindow

@@ -384,7 +384,7 @@ def test_bench_values_render_the_load():
 
 
 def test_the_bench_plan_renders_an_operator_serve_template_with_the_declared_fields():
-    from services.bench.planning.plan import build_plan
+    from services.bench.planning.builder import build_plan
 
     data = with_serve([*SERVE_OK, "{max_num_seqs_flag}", "{quantization_flag}", "--dtype", "{dtype}"],
                       {"max_num_seqs": 8, "dtype": "bfloat16"}, cell=0)
@@ -398,7 +398,7 @@ def test_the_bench_plan_renders_an_operator_serve_template_with_the_declared_fie
 
 def test_the_operator_bench_gets_every_load_field_and_the_plans_prompts(tmp_path):
     """`_operator_bench` renders the template per window; a real process records what it got."""
-    from services.bench.planning.plan import build_plan
+    from services.bench.planning.builder import build_plan
     from services.bench.run import BenchRun
     from services.runtime.bundle.bundle import BundleStore
 
@@ -429,7 +429,7 @@ def test_the_operator_bench_gets_every_load_field_and_the_plans_prompts(tmp_path
 def test_the_placeholders_submit_allows_are_exactly_what_the_steps_fill():
     """A placeholder submit lets through must have a value when the step renders it."""
     from contracts.templates import BENCH_PLACEHOLDERS, SERVE_PLACEHOLDERS
-    from services.bench.planning.plan import _operator_values
+    from services.bench.planning.builder import _operator_values
 
     data = example()
     data["matrix"]["cells"][0]["serving"]["max_num_seqs"] = 8

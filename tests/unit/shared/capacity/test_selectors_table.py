@@ -67,7 +67,7 @@ def capacity(scheduler: str, selectors: dict[str, str]) -> Any:
 
 def trainer(scheduler: str, selectors: dict[str, str]) -> Any:
     """The trainer's launch: the sbatch argv, or the Job manifest."""
-    from services.trainer_proxy.planning.plan import build_plan
+    from services.trainer_proxy.planning.builder import build_plan
     from tests.unit.trainer_proxy.helpers import campaign
     from tests.unit.trainer_proxy.planning.test_training_plan import INPUTS, PATHS
 
@@ -91,7 +91,7 @@ def bench_campaign(scheduler: str, selectors: dict[str, str]) -> Campaign:
 
 def bench(scheduler: str, selectors: dict[str, str]) -> Any:
     """Every launch's scheduler block: the sbatch argv and job script, or the Pod and kubectl argv."""
-    from services.bench.planning.plan import build_plan
+    from services.bench.planning.builder import build_plan
 
     camp = bench_campaign(scheduler, selectors)
     assert isinstance(camp.matrix, Matrix)

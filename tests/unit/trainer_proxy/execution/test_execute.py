@@ -20,7 +20,7 @@ from services.shared.capacity.recheck import Recheck
 from services.trainer_proxy.execution.capture import write_argv
 from services.trainer_proxy.errors import TrainingStopped
 from services.trainer_proxy.execution.execute import Approved, execute
-from services.trainer_proxy.planning.planning import plan_training
+from services.trainer_proxy.planning.staging import plan_training
 from tests.unit.trainer_proxy.helpers import COPY_TRAINER, PY, build_tiny_models, campaign, seed_run, write_script
 
 RUN = "toy-20261130-020202-abcdef"

@@ -12,7 +12,7 @@ from contracts.envelope import ArtifactRef
 from contracts.artifacts.training import FileDigest, TreeDigest
 from services.runtime.bundle.bundle_records import canonical_json
 from services.trainer_proxy.planning.input_key import input_key, tree_sha256
-from services.trainer_proxy.planning.plan import PlanInputs
+from services.trainer_proxy.planning.model import PlanInputs
 from services.trainer_proxy.planning.reuse import compute_key, named_files, tree_digest
 from tests.unit.trainer_proxy.helpers import campaign
 

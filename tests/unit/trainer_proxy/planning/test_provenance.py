@@ -13,7 +13,7 @@ from contracts.artifacts.corpus import CorpusManifest
 from contracts.events import CapacitySelected, TrainingRequested
 from contracts.artifacts.profile import Profile
 from services.runtime.bundle.bundle import BundleStore
-from services.trainer_proxy.planning.planning import CorpusMismatch, check_provenance, plan_training
+from services.trainer_proxy.planning.staging import CorpusMismatch, check_provenance, plan_training
 from tests.unit.trainer_proxy.helpers import PY, campaign, corpus_bytes, profiled, seed_run
 
 RUN, OTHER = "toy-20261130-030303-abcdef", "toy-20261130-040404-abcdef"

@@ -18,8 +18,8 @@ from contracts.envelope import ArtifactRef
 from services.runtime.bundle.bundle_records import canonical_json
 from services.trainer_proxy.planning import kubernetes
 from services.trainer_proxy.errors import PlanError
-from services.trainer_proxy.planning.launch import KubernetesLaunch, LocalLaunch, SlurmLaunch
-from services.trainer_proxy.planning.plan import PlanInputs, PlanPaths, TrainingPlan, build_plan
+from services.trainer_proxy.planning.builder import PlanPaths, build_plan
+from services.trainer_proxy.planning.model import KubernetesLaunch, LocalLaunch, PlanInputs, SlurmLaunch, TrainingPlan
 from services.trainer_proxy.planning.slurm_job import job_script
 from tests.unit.trainer_proxy.helpers import EXAMPLE, campaign
 

@@ -1,8 +1,9 @@
-"""Building the bench plan (services/bench/planning/bench_plan.py): every command that
-would run, where, in what order, and the cleanup.
+"""The bench plan's builder: `build_plan`, from the campaign, the matrix and what
+earlier steps produced, to a `BenchPlan` (model.py): every command that would run,
+where, in what order, and the cleanup.
 
-Pure: builds a plan from the campaign, the matrix and what earlier steps
-produced; refuses a matrix that cannot give a controlled comparison.
+Pure: staging.py reads the inputs and stores the plan; the builder only builds it,
+and refuses a matrix that cannot give a controlled comparison.
 """
 
 from __future__ import annotations
@@ -15,9 +16,8 @@ from contracts.campaign.matrix import nodes_differ
 from contracts.campaign.canonical import CanonicalRecord
 from contracts.templates import serve_values
 from services.bench.executors import kubernetes_pod, slurm_job
-from services.bench.planning.bench_plan import BenchPlan
 from services.bench.planning.interleave import block_order, launch_order
-from services.bench.planning.plan_types import CellPlan, Launch, LevelNoise, Rounds
+from services.bench.planning.model import BenchPlan, CellPlan, Launch, LevelNoise, Rounds
 from services.bench.loadgen.prompts import source_label
 from services.bench.executors.serving import serve_argv, speculative_config
 from services.runtime.errors import ConfigurationError

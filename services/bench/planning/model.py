@@ -1,19 +1,24 @@
-"""The parts of a bench plan its executors read: the cells and the server launches.
+"""The bench plan's model: `BenchPlan` and its parts (the cells, the server launches,
+the blocks and the rounds), stored in the bundle, hashed, executed only once approved.
 
-`services.bench.planning.plan` builds them (with the scheduler blocks rendered by
-`slurm_job` and `kubernetes_pod`); the executors (`executor`, `slurm`,
-`kubernetes`) start what they show. They live apart from both so that the
-plan never imports an executor and no executor imports the plan.
+Types and their checks only: builder.py builds a plan, staging.py stores it, the
+executors read it, and the model imports none of them (the builder imports the
+executors' renderers, so an executor importing the model makes no cycle).
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, SerializerFunctionWrapHandler, model_serializer
+from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
-from contracts.envelope import Key, Strict
+from contracts.campaign import LoadSpec
+from contracts.envelope import Key, RunId, Strict
 from services.runtime import workload_env
+
+PLAN_VERSION = 1
+# The regime whose cells run in the plan's blocks (services/bench/planning/interleave.py).
+INTERLEAVED = "warm-interleaved"
 
 
 class SlurmServe(Strict):
@@ -149,3 +154,55 @@ class Rounds(Strict):
     alpha_per_side: float = Field(description="Each candidate's one-sided alpha (95 % family-wise, Bonferroni over the candidates).")
     rule: str = Field(description="The stopping rule, in words.")
     noise: list[LevelNoise] = Field(description="Per level: the noise of earlier runs and the trials per arm it implies.")
+
+
+class BenchPlan(Strict):
+    """Everything the bench step would do; its sha256 is what an approval names."""
+
+    version: Literal[1] = Field(default=PLAN_VERSION, description="Plan format version.")
+    run_id: RunId = Field(description="The run; also the experiment label of every process started.")
+    executor: Literal["local", "slurm", "kubernetes"] = Field(description="Where servers run.")
+    cells: list[CellPlan] = Field(min_length=1, description="Every cell, standing first.")
+    launches: list[Launch] = Field(
+        description="Server starts in order (cold regimes interleave cells across trials; warm-interleaved servers "
+        "are all started, in this order, before the first block).")
+    blocks: list[Block] | None = Field(
+        default=None,
+        description="warm-interleaved plans only: the order the trials run in, block b measuring trial b of each "
+        "cell in `order` on the servers kept up; absent from other plans.")
+    load: LoadSpec = Field(description="The measured load, the same for every cell.")
+    prompts: dict[str, Any] = Field(description="Where prompts come from: corpus heldout split (uri, sha256) or shapes.")
+    warmup: str = Field(description="What runs before each measured window, in words.")
+    deployment_changes: list[str] = Field(description="Every change to the cluster the plan makes.")
+    cleanup: list[str] = Field(description="What cleanup does, selected by the experiment label only.")
+    draft: bool = Field(description="True for an exploratory matrix (matrix.exploratory): every result is DRAFT.")
+    readiness_timeout_s: float = Field(description="How long a server may take to answer /health.")
+    rounds: Rounds | None = Field(
+        default=None,
+        description="Sequential rounds (gate.max_trials): every cell runs `trials` (the minimum), then one more "
+        "trial per arm and level each block until the stopping rule says every level is decided, or "
+        "`rounds.max_trials`; the blocks and launches cover the cap. Absent from a fixed-trial plan.")
+
+    @model_validator(mode="after")
+    def _check_blocks(self) -> BenchPlan:
+        # Read back before execution: a warm-interleaved plan without its order would start every
+        # server and measure nothing.
+        if any(cell.regime == INTERLEAVED for cell in self.cells) != (self.blocks is not None):
+            raise ValueError("a bench plan records `blocks` exactly when its cells are warm-interleaved; "
+                             "re-plan the bench step (specdec request bench RUN_ID)")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _without_absent_blocks(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A plan without warm-interleaved cells serialises (and hashes, and is approved) byte for
+        # byte as before `blocks` existed.
+        data = handler(self)
+        for name in ("blocks", "rounds"):  # a fixed-trial plan hashes as before `rounds` existed too
+            if data.get(name) is None:
+                data.pop(name, None)
+        return data
+
+    @property
+    def cap(self) -> int | None:
+        """The most trials per arm and level the plan may run (sequential rounds); None for fixed trials."""
+        return self.rounds.max_trials if self.rounds is not None else None

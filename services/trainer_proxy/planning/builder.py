@@ -1,42 +1,36 @@
-"""The training plan: exactly what would run, where, with which inputs, how it
-stops and how it is cleaned up. Stored as `training/plan.json`; its sha256 is
-what an approval names.
+"""The training plan's builder: `build_plan`, from the campaign, the capacity step's node,
+the corpus splits already in the bundle, the training input key and the reuse lookup
+(the last two computed by the caller: services.trainer_proxy.planning.reuse), to a
+`TrainingPlan` (model.py): exactly what would run, where, how it stops and how it is
+cleaned up.
 
-Pure: built from the campaign, the capacity step's node, the corpus splits
-already in the bundle, the training input key and the reuse lookup (both
-computed by the caller: services.trainer_proxy.planning.reuse). The same inputs give
-the same bytes (no clock, no random names), so a redelivered trigger finds its
-plan unchanged. A plan that reuses an earlier run's draft has no launch:
-executing it copies that draft, and the approval covers that choice.
+Pure: staging.py reads the inputs and stores the plan. The same inputs give the same
+bytes (no clock, no random names), so a redelivered trigger finds its plan unchanged. A
+plan that reuses an earlier run's draft has no launch: executing it copies that draft,
+and the approval covers that choice.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import PurePosixPath
-from typing import Any, Literal
-
-from pydantic import Field, model_validator
+from typing import Any
 
 from contracts import layout
 from contracts.argv import ArgvError, ArgvTemplate
-from contracts.campaign import Campaign, Scheduler, TrainProgress
+from contracts.campaign import Campaign, Scheduler
 from contracts.catalogue import TRAINER as SERVICE
-from contracts.envelope import ArtifactRef, RunId, Strict
 from contracts.selectors import GRES, PARTITION, problems
 from contracts.artifacts.training import InputKey, ReusedDraft
 from services.runtime.procs import EXPERIMENT_ENV, SERVICE_ENV
 from services.shared.scheduler import slurm
 from services.trainer_proxy.errors import PlanError
 from services.trainer_proxy.planning import kubernetes
-from services.trainer_proxy.planning.launch import DETACHED_SERVICE, KubernetesLaunch, Launch, LocalLaunch, SlurmLaunch
+from services.trainer_proxy.planning.model import (
+    DETACHED_SERVICE, KubernetesLaunch, LocalLaunch, PlanInputs, ProbePlan, SlurmLaunch, TrainingPlan,
+)
 from services.trainer_proxy.planning.slurm_job import job_script
 
-PLAN_VERSION = 1
-# The bundle paths of the plan and of what the trainer reads and writes. The
-# trainer-proxy's other modules (app, capture, reuse) still import these names.
-PLAN_PATH = layout.PLAN_PATHS["training"]
 # After SIGTERM (or scancel), how long the trainer's group may take to exit before SIGKILL.
 KILL_GRACE_S = 10.0
 # The built-in probes load a draft and run one forward pass; past this they fail.
@@ -54,80 +48,6 @@ BUILTIN_PROBES: dict[str, str] = {
     "target's vocabulary size; a speculators head's forward needs the target's hidden states, so head_fits_target "
     "replaces it (hidden size and auxiliary layers fit the target)",
 }
-
-
-class PlanInputs(Strict):
-    """The data the trainer sees, pinned by hash."""
-
-    corpus: ArtifactRef = Field(description="CORPUS.jsonl the splits were taken from.")
-    corpus_train: ArtifactRef = Field(description="The train split, one corpus record a line ({corpus_train}).")
-    corpus_heldout: ArtifactRef = Field(description="The heldout split ({corpus_heldout}); the probes' prompts.")
-    train_records: int = Field(ge=1, description="Records in the train split.")
-    heldout_records: int = Field(ge=0, description="Records in the heldout split.")
-    rejected_lines: int = Field(ge=0, description="Corpus lines without a valid split, left out of both files.")
-
-
-class ProbePlan(Strict):
-    """The capture-correctness probes run on the output after a clean exit."""
-
-    operator_argv: list[str] | None = Field(description="The operator's probe argv (no shell); None when not given.")
-    builtin: dict[str, str] = Field(description="Built-in probes by name, in words.")
-    prompts: int = Field(ge=1, description="Heldout prompts the forward-pass probe tokenizes.")
-    timeout_s: float = Field(gt=0, description="Time limit of each probe.")
-
-
-class TrainingPlan(Strict):
-    """Everything the training step would do; its sha256 is what an approval names."""
-
-    version: Literal[1] = Field(default=PLAN_VERSION, description="Plan format version.")
-    run_id: RunId = Field(description="The run; also the experiment label of everything started.")
-    executor: Scheduler = Field(description="Where the trainer runs: local, slurm or kubernetes.")
-    node: str = Field(description="The node the capacity step selected; the trainer is pinned to it.")
-    launch: Launch | None = Field(
-        description="How the trainer is started, exactly; None when an earlier run's draft is reused (nothing starts)."
-    )
-    inputs: PlanInputs = Field(description="The data the trainer sees, with hashes.")
-    target: str = Field(description="The target checkpoint ({target}).")
-    tokenizer: str = Field(description="The target's tokenizer ({tokenizer}).")
-    output_dir: str = Field(
-        description="Absolute path the trainer writes to ({output_dir}); every file under it is kept."
-    )
-    checkpoint_dir: str = Field(
-        description="The draft checkpoint: output_dir, or output_dir/<commands.train.checkpoint_subdir>. The probes and "
-        "the draft cost read it; it is {training.output} and training.completed's checkpoint_dir."
-    )
-    expected_outputs: list[str] = Field(description="What the trainer must leave behind, in words.")
-    timeout_s: float = Field(gt=0, description="commands.train.timeout_s: past it the trainer's group is killed.")
-    kill_grace_s: float = Field(gt=0, description="Seconds between SIGTERM and SIGKILL when stopping the trainer.")
-    probes: ProbePlan | None = Field(description="Probes run on the output; None when reused (they passed on the source).")
-    stop_conditions: list[str] = Field(description="Every condition that stops the campaign with training.failed.")
-    preflight: str = Field(description="What is checked right before launch.")
-    deployment_changes: list[str] = Field(description="Every change to the cluster the plan makes.")
-    cleanup: list[str] = Field(description="What cleanup does and when; selection by the experiment label only.")
-    input_key: InputKey | None = Field(description="The training input key and what it covers; None when it cannot be computed.")
-    reuse_enabled: bool = Field(description="commands.train.reuse: whether an earlier identical draft may be reused.")
-    reuse: ReusedDraft | None = Field(description="The earlier run's draft this plan copies instead of training; None: it trains.")
-    reuse_note: str = Field(description="Why the draft is or is not reused, in words.")
-    progress: TrainProgress | None = Field(
-        default=None,
-        description="commands.train.progress: how the trainer's output lines are read as progress (relayed as "
-        "step.progress, never evidence); None: the trainer's progress is not relayed. Older plans have none.")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _checkpoint_dir_of_older_plans(cls, data: Any) -> Any:
-        # Plans stored before commands.train.checkpoint_subdir existed have no checkpoint_dir; their checkpoint was
-        # output_dir itself, so a run planned before an upgrade still resumes with the meaning it was approved with.
-        if isinstance(data, dict) and "checkpoint_dir" not in data and "output_dir" in data:
-            return {**data, "checkpoint_dir": data["output_dir"]}
-        return data
-
-    @property
-    def checkpoint_subdir(self) -> str | None:
-        """The checkpoint's folder relative to output_dir; None when it is output_dir itself."""
-        if self.checkpoint_dir == self.output_dir:
-            return None
-        return PurePosixPath(self.checkpoint_dir).relative_to(self.output_dir).as_posix()
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,8 @@
-"""Planning a bench: the matrix, the prompts, the placement, the stored plan.
-
-`plan_bench` reads what the upstream steps produced — from the trigger event
-where it carries it (`training.completed`: the draft, the node, the corpus), a
-request's named inputs, or else the run's bundle and journal
-(services/runtime/delivery/upstream.py) — and stores the prompts and the plan,
-write-once and hashed. Nothing here starts a process.
+"""The bench plan's staging: `plan_bench`, the bench step's planning handler, reads the matrix,
+the prompts and the placement, and stores the prompts and the plan that builder.py builds,
+write-once and hashed. Its inputs come from the trigger event where it carries them
+(`training.completed`: the draft, the node, the corpus), a request's named inputs, or else the
+run's bundle and journal (services/runtime/delivery/upstream.py). Nothing here starts a process.
 """
 
 from __future__ import annotations
@@ -22,8 +20,8 @@ from contracts.campaign.canonical import CanonicalRecord
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import CapacitySelected, TrainingCompleted
 from contracts.inputs import CORPUS, TRAINING_OUTPUT
-from services.bench.planning.bench_plan import BenchPlan
-from services.bench.planning.plan import build_plan
+from services.bench.planning.builder import build_plan
+from services.bench.planning.model import BenchPlan
 from services.bench.planning.rounds import earlier_noise
 from services.bench.loadgen.prompts import (
     Prompt,

@@ -1,19 +1,12 @@
-"""Planning a training: placement, the corpus splits, reuse, the stored plan.
-
-`plan_training` reads what the upstream steps produced — from the trigger
-event where it carries it (`capacity.selected`: the node and the corpus), a
-request's named inputs, or else the run's bundle and journal
-(services/runtime/delivery/upstream.py) — and stores the splits and the plan,
-write-once and hashed. `skipped` records a campaign that needs no draft.
+"""The training plan's staging: `plan_training`, the training step's planning handler, places
+the training, stores the corpus splits, looks up a reusable draft and stores the plan that
+builder.py builds, write-once and hashed; `skipped` records a campaign that needs no draft.
 Nothing here starts a process.
 
-A corpus is a valid training input only for the traffic this run profiled
-(docs/design.md#training-inputs-come-from-this-run: a profile from a different traffic regime is not a valid training
-input). `check_provenance` reads the manifest beside the corpus
-(`layout.CORPUS_MANIFEST` of the corpus's run) through its contract and refuses
-a corpus whose manifest names another profile or other traffic than this run's
-`layout.PROFILE`, with both hashes: `--input corpus=bundle://OTHER/...` from
-another run is accepted only when it was built from this very profile.
+Its inputs come from the trigger event where it carries them (`capacity.selected`: the node and
+the corpus), a request's named inputs, or else the run's bundle and journal
+(services/runtime/delivery/upstream.py); `check_provenance` refuses a corpus not built from this
+run's profile (docs/design.md#training-inputs-come-from-this-run).
 """
 
 from __future__ import annotations
@@ -37,8 +30,8 @@ from services.runtime.delivery.upstream import latest
 from services.trainer_proxy.errors import PlanError
 from services.trainer_proxy.planning import reuse
 from services.trainer_proxy.planning.inputs import load_cells, skip_reason, split_corpus
-from services.trainer_proxy.planning.launch import KubernetesLaunch
-from services.trainer_proxy.planning.plan import PlanInputs, PlanPaths, TrainingPlan, build_plan
+from services.trainer_proxy.planning.builder import PlanPaths, build_plan
+from services.trainer_proxy.planning.model import KubernetesLaunch, PlanInputs, TrainingPlan
 
 
 def skipped(bundle: BundleStore, campaign: Campaign, event: Event, producer: str) -> list[Event] | None:
@@ -105,9 +98,11 @@ class CorpusMismatch(PlanError):
 def check_provenance(bundle: BundleStore, run_id: str, corpus: ArtifactRef) -> None:
     """Refuse a corpus that was not built from this run's profile of this run's traffic.
 
-    Reads the corpus's manifest (CorpusManifest, beside it in its own run) and this
-    run's PROFILE.json (Profile); compares the manifest's profile_sha256 with the
-    profile's bytes and its traffic_sha256 with the traffic the profile read."""
+    Reads the corpus's manifest (CorpusManifest, `layout.CORPUS_MANIFEST` beside it in its own
+    run) and this run's PROFILE.json (Profile); compares the manifest's profile_sha256 with the
+    profile's bytes and its traffic_sha256 with the traffic the profile read, and names both
+    hashes when they differ: `--input corpus=bundle://OTHER/...` from another run is accepted
+    only when it was built from this very profile."""
     corpus_run, relpath = parse_uri(corpus.uri)
     if relpath != layout.CORPUS:
         raise CorpusMismatch(
