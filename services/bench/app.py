@@ -10,7 +10,6 @@ the plan is services/bench/executors/execution.py.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
 
 from contracts import layout
 from contracts.campaign import Campaign
@@ -20,8 +19,8 @@ from contracts.events import BenchCompleted, BenchPlanned, BenchRequested, Train
 from services.bench.executors.execution import execute
 from services.bench.planning.model import BenchPlan
 from services.bench.planning.staging import plan_bench
-from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery.consumer import Route, StepContext
+from services.runtime.resources import Resources
 from services.runtime.review import Reviewed, once_per_run, per_event
 
 NAME = BENCH
@@ -33,11 +32,11 @@ def announce(event: Event, plan: BenchPlan, ref: ArtifactRef, producer: str) -> 
                         trials=plan.cap or max(cell.trials for cell in plan.cells))  # rounds: the cap
 
 
-def routes(resources: dict[str, Any]) -> list[Route]:
-    bundle: BundleStore = resources["bundle"]
+def routes(resources: Resources) -> list[Route]:
+    bundle = resources.bundle
 
     async def run(campaign: Campaign, plan: BenchPlan, ref: ArtifactRef, event: Event, ctx: StepContext) -> list[Event]:
-        return await execute(bundle, campaign, plan, event, ctx, node_check=resources.get("bench_recheck"))
+        return await execute(bundle, campaign, plan, event, ctx, node_check=resources.bench_recheck)
 
     review = Reviewed(
         bundle=bundle, step=STEP, service=NAME, plan_path=layout.BENCH_PLAN, plan_model=BenchPlan,

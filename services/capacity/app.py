@@ -8,7 +8,6 @@ it runs here only for a run with the typed acknowledgement (docs/capacity.md).""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from contracts.campaign import Campaign
 from contracts.catalogue import CAPACITY
@@ -17,6 +16,7 @@ from contracts.events import CapacitySelected, CapacityUnavailable, CorpusComple
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.campaign import load_campaign
 from services.runtime.delivery.consumer import Route, StepContext
+from services.runtime.resources import Resources
 from services.shared.capacity.check import check_node
 from services.shared.capacity.snapshot import write_snapshot
 from services.shared.scheduler.runner import CommandRunner, SubprocessRunner
@@ -56,10 +56,10 @@ def run_step(bundle: BundleStore, runner: CommandRunner, event: Event, producer:
     )
 
 
-def routes(resources: dict[str, Any]) -> list[Route]:
-    bundle: BundleStore = resources["bundle"]
+def routes(resources: Resources) -> list[Route]:
+    bundle = resources.bundle
     # Tests may attach a runner (e.g. one that sets SLURM_CONF); production runs the real commands.
-    runner: CommandRunner = resources.get("capacity_runner") or SubprocessRunner()
+    runner: CommandRunner = resources.capacity_runner or SubprocessRunner()
 
     async def handle(event: Event, ctx: StepContext) -> list[Event]:
         producer = f"{ctx.service}/{ctx.settings.instance}"

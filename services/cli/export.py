@@ -17,6 +17,7 @@ from services.runtime import apps
 from services.runtime.delivery.broker import make_broker
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery.service import bootstrap
+from services.runtime.resources import Resources
 from services.runtime.settings import RuntimeSettings
 
 
@@ -52,7 +53,7 @@ def asyncapi_document() -> str:
     broker = make_broker(settings)
     for name in apps.available():
         module = apps.load(name)
-        resources = {"bundle": BundleStore(Path("bundles"))}
+        resources = Resources(bundle=BundleStore(Path("bundles")))
         bootstrap(name, module.routes(resources), settings=settings, broker=broker, resources=resources, in_memory=True)
     for spec in CATALOGUE:
         stream = spec.stream(settings.stream_prefix)

@@ -22,6 +22,7 @@ from services.corpus.errors import CorpusSkipped
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.campaign import load_campaign
 from services.runtime.delivery.consumer import Route, StepContext
+from services.runtime.resources import Resources
 from services.runtime.target import tokenizer_folder
 
 NAME = CORPUS
@@ -72,8 +73,8 @@ def run_corpus(bundle: BundleStore, event: Event, producer: str) -> CorpusComple
     )
 
 
-def routes(resources: dict) -> list[Route]:
-    bundle: BundleStore = resources["bundle"]
+def routes(resources: Resources) -> list[Route]:
+    bundle = resources.bundle
 
     async def handle(event: Event, ctx: StepContext) -> list[Event]:
         return [await asyncio.to_thread(run_corpus, bundle, event, f"{NAME}/{ctx.settings.instance}")]

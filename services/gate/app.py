@@ -20,6 +20,7 @@ from services.gate.results import load_rejected
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.campaign import load_campaign
 from services.runtime.delivery.consumer import Route, StepContext
+from services.runtime.resources import Resources
 from services.runtime.errors import StepFailed
 from services.runtime.delivery.upstream import latest
 from services.shared.results import rejected_files, result_files
@@ -89,8 +90,8 @@ def _no_candidates(event: Event) -> str:
     return "the bench produced no candidate trial results: add a candidate cell to the matrix"
 
 
-def routes(resources: dict) -> list[Route]:
-    bundle: BundleStore = resources["bundle"]
+def routes(resources: Resources) -> list[Route]:
+    bundle = resources.bundle
 
     async def handle(event: Event, ctx: StepContext) -> list[Event]:
         return [gate_run(bundle, event, producer=f"{NAME}/{ctx.settings.instance}")]

@@ -13,6 +13,7 @@ from contracts.catalogue import CATALOGUE, JOURNAL
 from contracts.envelope import Event
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery.consumer import Route, StepContext
+from services.runtime.resources import Resources
 from services.runtime.bundle.gaps import note_gaps
 from services.runtime.bundle.repair import REPAIR_EVERY_HEARTBEATS, keep_repairing, repair
 from services.runtime.delivery.reconcile import settle_period_s
@@ -30,9 +31,9 @@ def record(bundle: BundleStore, event: Event) -> bool:
     return appended
 
 
-def routes(resources: dict) -> list[Route]:
-    bundle: BundleStore = resources["bundle"]
-    trimmer = resources.setdefault("trimmer", Trimmer())
+def routes(resources: Resources) -> list[Route]:
+    bundle = resources.bundle
+    trimmer: Trimmer = resources.state.setdefault("trimmer", Trimmer())
 
     async def handle(event: Event, ctx: StepContext) -> list[Event]:
         record(bundle, event)
@@ -42,17 +43,17 @@ def routes(resources: dict) -> list[Route]:
     return [Route(spec.schema, handle, step_key=lambda event: event.event_id) for spec in CATALOGUE]
 
 
-async def after_reconcile(service: Service, resources: dict, log: Any) -> None:
+async def after_reconcile(service: Service, resources: Resources, log: Any) -> None:
     """Called by services/runtime/main.py after each reconcile pass: publish again what the bundle recorded
     and the journal lacks, record the events Redis lost, keep repairing the runs not finished, then trim
     every stream, and from the first pass on every SWEEP_S (a stream gone quiet has no event to trim it)."""
-    bundle, settle_s = resources["bundle"], settle_period_s(service.settings.heartbeat_s)
+    bundle, settle_s = resources.bundle, settle_period_s(service.settings.heartbeat_s)
     await repair(bundle, service.bus, log, settle_s, all_runs=True)
     await note_gaps(bundle, service.consumer.ledger, log, settle_s)
-    if "repairing" not in resources:  # one periodic pass per process, started by its first reconcile pass
+    if "repairing" not in resources.state:  # one periodic pass per process, started by its first reconcile pass
         every_s = REPAIR_EVERY_HEARTBEATS * service.settings.heartbeat_s
-        resources["repairing"] = asyncio.get_running_loop().create_task(
+        resources.state["repairing"] = asyncio.get_running_loop().create_task(
             keep_repairing(bundle, service.bus, log, settle_s, every_s))
-    trimmer: Trimmer = resources["trimmer"]
+    trimmer: Trimmer = resources.state["trimmer"]
     await trimmer.sweep(service.settings, log)
     trimmer.keep_sweeping(service.settings, log)

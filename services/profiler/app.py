@@ -19,6 +19,7 @@ from services.profiler.suffix_prediction import predict, suffix_cells
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.campaign import load_campaign
 from services.runtime.delivery.consumer import Route, StepContext
+from services.runtime.resources import Resources
 from services.runtime.target import tokenizer_folder
 
 NAME = PROFILER
@@ -70,8 +71,8 @@ def run_suffix_prediction(bundle: BundleStore, event: CorpusCompleted) -> None:
         bundle.write_json(event.run_id, layout.PROFILE_SUFFIX, prediction)
 
 
-def routes(resources: dict) -> list[Route]:
-    bundle: BundleStore = resources["bundle"]
+def routes(resources: Resources) -> list[Route]:
+    bundle = resources.bundle
 
     async def suffix(event: Event, ctx: StepContext) -> list[Event]:
         import asyncio

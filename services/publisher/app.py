@@ -19,6 +19,7 @@ from services.publisher.publish.publish import Acknowledger, publish_run
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.campaign import load_campaign
 from services.runtime.delivery.consumer import Route, StepContext
+from services.runtime.resources import Resources
 from services.runtime.errors import StepFailed
 from services.runtime.settings import RuntimeSettings
 
@@ -86,8 +87,8 @@ async def publish_for(
     )
 
 
-def routes(resources: dict) -> list[Route]:
-    bundle: BundleStore = resources["bundle"]
+def routes(resources: Resources) -> list[Route]:
+    bundle = resources.bundle
 
     async def render(event: Event, ctx: StepContext) -> list[Event]:
         # Plots take a second or two of CPU: off the event loop, so the lease heartbeat keeps running.

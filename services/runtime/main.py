@@ -20,12 +20,20 @@ from services.runtime.delivery.reconcile import Reconciler, settle_period_s
 from services.runtime.delivery.service import Service, bootstrap, serve
 from services.runtime.environment import startup_problem
 from services.runtime.errors import invalid_input
+from services.runtime.resources import CapacityRunner, NodeCheck, Resources, TrainingRecheck
 from services.runtime.settings import RuntimeSettings
 
 
-def resources_for(settings: RuntimeSettings) -> dict[str, object]:
-    """What a service's routes may use besides the broker: the bundle store."""
-    return {"bundle": BundleStore(settings.bundle_root)}
+def resources_for(
+    settings: RuntimeSettings, *, bundle: BundleStore | None = None, bench_recheck: NodeCheck | None = None,
+    training_recheck: TrainingRecheck | None = None, capacity_runner: CapacityRunner | None = None,
+) -> Resources:
+    """A service's resources, built once per service: the bundle store at settings.bundle_root unless
+    `bundle` is given; a test's doubles for the steps' checks against the cluster (None: the step's own)."""
+    return Resources(
+        bundle=bundle if bundle is not None else BundleStore(settings.bundle_root), bench_recheck=bench_recheck,
+        training_recheck=training_recheck, capacity_runner=capacity_runner,
+    )
 
 
 # Backoff while Redis does not answer at start: 0.1 s doubling to at most 5 s.
@@ -65,7 +73,7 @@ async def run(name: str, settings: RuntimeSettings) -> None:
         await wait_for_redis(service.consumer.ledger.client.ping, log)
     deployment = procs.deployment_id(settings.redis_url, settings.stream_prefix)
     procs.label_deployment(deployment)  # before any child starts: every child carries it
-    catchup = CatchUp(service, resources["bundle"], log)  # type: ignore[arg-type]
+    catchup = CatchUp(service, resources.bundle, log)
     # A service's own work after each pass (the journal names the events Redis lost, services/runtime/bundle/gaps.py).
     hook = getattr(module, "after_reconcile", None)
     hooks: set[asyncio.Task[Any]] = set()
@@ -77,7 +85,7 @@ async def run(name: str, settings: RuntimeSettings) -> None:
             hooks.add(task)
             task.add_done_callback(hooks.discard)
 
-    bundle: BundleStore = resources["bundle"]  # type: ignore[assignment]
+    bundle = resources.bundle
     ledger = service.consumer.ledger
 
     reconciler = reconciler_for(service, deployment, log, after_pass=after_pass,

@@ -8,15 +8,14 @@ is `training.failed`. Only translation lives here: the review point is services/
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
 
 from contracts import layout
 from contracts.campaign import Campaign
 from contracts.catalogue import TRAINER
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import CapacitySelected, TrainingCompleted, TrainingPlanned, TrainingRequested
-from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery.consumer import Route, StepContext
+from services.runtime.resources import Resources
 from services.runtime.review import Reviewed, per_event
 from services.shared.capacity.recheck import RecheckFn
 from services.shared.capacity.recheck import recheck as capacity_recheck
@@ -32,10 +31,10 @@ def announce(event: Event, plan: TrainingPlan, ref: ArtifactRef, producer: str) 
     return event.caused(TrainingPlanned, producer=producer, plan=ref, executor=plan.executor, node=plan.node)
 
 
-def routes(resources: dict[str, Any]) -> list[Route]:
-    bundle: BundleStore = resources["bundle"]
+def routes(resources: Resources) -> list[Route]:
+    bundle = resources.bundle
     # Tests may attach their own pre-launch check; production repeats the capacity check.
-    recheck: RecheckFn = resources.get("training_recheck") or partial(capacity_recheck, folder=layout.TRAINING_RECHECK_DIR)
+    recheck: RecheckFn = resources.training_recheck or partial(capacity_recheck, folder=layout.TRAINING_RECHECK_DIR)
 
     async def run(campaign: Campaign, plan: TrainingPlan, ref: ArtifactRef, event: Event, ctx: StepContext) -> list[Event]:
         return [await execute(bundle, Approved(plan=plan, ref=ref, campaign=campaign), event, ctx, recheck)]

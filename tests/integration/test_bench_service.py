@@ -17,6 +17,7 @@ from contracts.campaign import Campaign
 from contracts.events import BenchRequested, RunApproved
 from services.bench import app
 from services.runtime.bundle.bundle import BundleStore
+from services.runtime.main import resources_for
 from services.runtime.procs import labelled_processes
 from services.runtime.delivery.service import bootstrap
 from tests.support.services import publish_approval, wait_events
@@ -57,7 +58,7 @@ async def bench_runner(settings) -> AsyncIterator:
     async def idle(node: str) -> None:
         return None
 
-    resources = {"bundle": BundleStore(settings.bundle_root), "bench_recheck": idle}
+    resources = resources_for(settings, bench_recheck=idle)
     service = bootstrap("bench-runner", app.routes(resources), settings=settings, resources=resources)
     await service.start()
     try:

@@ -23,6 +23,7 @@ from services.bench.run import BenchRun
 from services.bench.executors.slurm import SlurmExecutor
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery.service import bootstrap
+from services.runtime.main import resources_for
 from tests.support.services import wait_events
 from tests.support.cli_runs import ensure_slurm
 
@@ -82,7 +83,7 @@ async def test_a_campaign_on_slurm_is_measured_through_labelled_jobs(settings, n
     async def idle(_: str) -> None:
         return None
 
-    resources = {"bundle": bundle, "bench_recheck": idle}
+    resources = resources_for(settings, bundle=bundle, bench_recheck=idle)
     service = bootstrap("bench-runner", app.routes(resources), settings=settings, resources=resources)
     await service.start()
     try:
@@ -130,7 +131,7 @@ async def test_planning_alone_submits_nothing(settings, node):
     # Acknowledged, but no pre-approval policy: the plan waits for an approval of its hash.
     data = data.model_copy(update={"review": data.review.model_copy(update={"pre_approve": []})})
     bundle.write_json(run_id, "campaign.json", data)
-    resources = {"bundle": bundle}
+    resources = resources_for(settings, bundle=bundle)
     service = bootstrap("bench-runner", app.routes(resources), settings=settings, resources=resources)
     await service.start()
     try:

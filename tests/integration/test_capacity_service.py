@@ -24,6 +24,7 @@ from services.capacity import app
 from services.runtime.delivery.broker import decode_entry
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery.service import Service, bootstrap
+from services.runtime.main import resources_for
 from services.runtime.settings import RuntimeSettings
 from services.shared.capacity.model import CapacitySnapshot
 from services.shared.scheduler.runner import SubprocessRunner
@@ -44,7 +45,7 @@ def campaign(idle_exit: int) -> Campaign:
 @pytest.fixture
 async def service(settings: RuntimeSettings) -> AsyncIterator[tuple[Service, BundleStore]]:
     bundle = BundleStore(settings.bundle_root)
-    resources: dict[str, Any] = {"bundle": bundle}
+    resources = resources_for(settings, bundle=bundle)
     svc = bootstrap(app.NAME, app.routes(resources), settings=settings, resources=resources)
     await svc.start()
     try:
@@ -127,7 +128,7 @@ def slurm_env() -> dict[str, str]:
 async def slurm_service(settings: RuntimeSettings, slurm_env) -> AsyncIterator[tuple[Service, BundleStore]]:
     """The capacity service reading the real single-node Slurm of infra/bin/ensure-slurm."""
     bundle = BundleStore(settings.bundle_root)
-    resources: dict[str, Any] = {"bundle": bundle, "capacity_runner": SubprocessRunner(slurm_env)}
+    resources = resources_for(settings, bundle=bundle, capacity_runner=SubprocessRunner(slurm_env))
     svc = bootstrap(app.NAME, app.routes(resources), settings=settings, resources=resources)
     await svc.start()
     try:

@@ -23,6 +23,7 @@ from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery.catchup import CatchUp
 from services.runtime.delivery.consumer import Route, StepContext
 from services.runtime.delivery.service import Service, bootstrap
+from services.runtime.main import resources_for
 from services.runtime.settings import RuntimeSettings
 
 SERVICE = "svc-poison"
@@ -49,7 +50,7 @@ class Poison:
 def instance(settings: RuntimeSettings, bundle: BundleStore, step: Poison, name: str) -> Service:
     settings = settings.model_copy(update={"instance": name})
     route = Route("profile.requested", step, outputs=("profile.completed",))
-    return bootstrap(SERVICE, [route], settings=settings, resources={"bundle": bundle})
+    return bootstrap(SERVICE, [route], settings=settings, resources=resources_for(settings, bundle=bundle))
 
 
 async def catch_up_after_restart(settings: RuntimeSettings, bundle: BundleStore, step: Poison, name: str) -> list:

@@ -16,6 +16,7 @@ from contracts.progress import PROGRESS_SCHEMA, StepProgress
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery.broker import decode_entry
 from services.runtime.delivery.service import bootstrap
+from services.runtime.main import resources_for
 from services.shared.capacity.recheck import Recheck
 from services.trainer_proxy import app
 from tests.support.services import wait_events
@@ -55,7 +56,7 @@ async def test_the_trainer_proxy_relays_the_trainers_steps_as_progress_events(se
     camp = campaign(train_argv=[PY, str(trainer)], target=str(target), pre_approved=True)
     camp.commands.train.progress = TrainProgress(format="json")
     seed_run(bundle, run_id, camp)
-    resources = {"bundle": bundle, "training_recheck": idle}
+    resources = resources_for(settings, bundle=bundle, training_recheck=idle)
     service = bootstrap(app.NAME, app.routes(resources), settings=settings, resources=resources)
     await service.start()
     started = time.monotonic()

@@ -26,6 +26,7 @@ from redis.exceptions import NoPermissionError
 from contracts.events import CapacitySelected, RunApproved
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery.service import Service, bootstrap
+from services.runtime.main import resources_for
 from services.runtime.settings import RuntimeSettings
 from services.shared.capacity.recheck import Recheck
 from services.trainer_proxy import app
@@ -40,7 +41,7 @@ def _idle(bundle, camp, node, run_id) -> Recheck:
 
 @asynccontextmanager
 async def _proxy(settings: RuntimeSettings) -> AsyncIterator[Service]:
-    resources = {"bundle": BundleStore(settings.bundle_root), "training_recheck": _idle}
+    resources = resources_for(settings, training_recheck=_idle)
     service = bootstrap(app.NAME, app.routes(resources), settings=settings, resources=resources)
     await service.start()
     try:

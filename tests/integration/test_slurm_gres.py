@@ -34,6 +34,7 @@ from services.capacity import app as capacity_app
 from services.runtime.delivery.broker import decode_entry
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery.service import bootstrap
+from services.runtime.main import resources_for
 from services.runtime.settings import RuntimeSettings
 from services.trainer_proxy import app as trainer_app
 
@@ -102,7 +103,7 @@ def slurm_campaign(selectors: dict[str, str], node: str | None = None) -> Campai
 async def capacity_outcome(settings: RuntimeSettings, camp: Campaign, run: str) -> tuple[str, dict[str, Any]]:
     bundle = BundleStore(settings.bundle_root)
     bundle.write_json(run, "campaign.json", camp)
-    resources: dict[str, Any] = {"bundle": bundle}
+    resources = resources_for(settings, bundle=bundle)
     service = bootstrap(capacity_app.NAME, capacity_app.routes(resources), settings=settings, resources=resources)
     await service.start()
     try:
@@ -161,7 +162,7 @@ async def test_the_bench_serving_job_is_scheduled_with_its_generic_resource(sett
     bundle = BundleStore(settings.bundle_root)
     bundle.write_json(run, "campaign.json", slurm_campaign({"partition": "debug", "gres": GRES}, node=node))
     # No bench_recheck override: the real pre-launch re-check runs, gres included.
-    resources: dict[str, Any] = {"bundle": bundle}
+    resources = resources_for(settings, bundle=bundle)
     service = bootstrap("bench-runner", bench_app.routes(resources), settings=settings, resources=resources)
     await service.start()
     try:
@@ -210,7 +211,7 @@ async def test_the_trainers_batch_job_carries_the_generic_resource(settings, nod
     seed_run(bundle, run, camp)
     snapshot = bundle.write_json(run, "capacity/snapshot.json", {"node": node})
     # No training_recheck override: the real re-check judges the node, gres included.
-    resources: dict[str, Any] = {"bundle": bundle}
+    resources = resources_for(settings, bundle=bundle)
     service = bootstrap(trainer_app.NAME, trainer_app.routes(resources), settings=settings, resources=resources)
     await service.start()
     try:

@@ -24,6 +24,7 @@ from contracts.events import CapacitySelected, RunApproved, TrainingRequested
 from services.runtime.delivery.broker import decode_entry
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery.service import Service, bootstrap
+from services.runtime.main import resources_for
 from services.runtime.settings import RuntimeSettings
 from services.shared.capacity.recheck import Recheck
 from services.trainer_proxy import app
@@ -62,7 +63,7 @@ def run_id() -> str:
 @asynccontextmanager
 async def proxy(settings: RuntimeSettings, recheck=idle) -> AsyncIterator[Service]:
     bundle = BundleStore(settings.bundle_root)
-    resources = {"bundle": bundle, "training_recheck": recheck}
+    resources = resources_for(settings, bundle=bundle, training_recheck=recheck)
     service = bootstrap(app.NAME, app.routes(resources), settings=settings, resources=resources)
     await service.start()
     try:

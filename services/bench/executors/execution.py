@@ -8,7 +8,6 @@ launch and trial (services/bench/run.py) and turns the outcome into events.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from contracts import layout
@@ -29,10 +28,8 @@ from services.runtime.bundle.outbox import record_emitted
 from services.runtime.delivery.consumer import StepContext
 from services.runtime.delivery.progress import publish_progress
 from services.runtime.errors import StepFailed
+from services.runtime.resources import NodeCheck
 from services.shared.capacity.recheck import recheck
-
-# A test's own pre-launch check, given a node: None when idle, else why not.
-NodeCheck = Callable[[str], Awaitable[str | None]]
 
 
 def make_executor(plan: BenchPlan, bundle: BundleStore, *, take_back: bool = False) -> ServingExecutor:

@@ -29,6 +29,7 @@ from services.runtime.delivery.deadletter import dead_letter
 from services.runtime.delivery.groups import GroupKeeper  # noqa: F401 (re-exported: service.py imports it from here)
 from services.runtime.delivery.ledger import BUSY, DONE, RETAKEN, AckRef, Finish, Ledger, StepKey
 from services.runtime.delivery.tally import record_attempt
+from services.runtime.resources import Resources
 from services.runtime.delivery.route import (  # noqa: F401 (StepKeyFn re-exported: the services import it from here)
     Delivery,
     Lease,
@@ -63,7 +64,7 @@ class Consumer:
         bus: Bus,
         touch: Touch | None = None,
         give_back: GiveBack | None = None,
-        resources: dict[str, Any] | None = None,
+        resources: Resources | None = None,
         metrics: Any = None,
     ) -> None:
         self.service = service
@@ -77,7 +78,9 @@ class Consumer:
         # give_back(stream, group, consumer, message_id, count) sets a pending message's
         # delivery count (XCLAIM RETRYCOUNT); None where the transport has no PEL.
         self.give_back = give_back
-        self.resources = resources or {}
+        self.resources = resources
+        # The run record a step is recorded in, counted in and adopted from; None without one.
+        self.bundle = resources.bundle if resources is not None else None
         self.metrics = metrics
         self.log = structlog.get_logger().bind(service=service)
         self.in_flight: set[asyncio.Task[Any]] = set()
@@ -203,7 +206,7 @@ class Consumer:
             return "deferred"
         # What catch-up delivers from the bundle has no stream entry to count it: it is counted in the
         # run's bundle (tally.py), once the lease is held, before the handler can take the process down.
-        marks = self.resources.get("bundle") if route.outputs or route.failure_step else None
+        marks = self.bundle if route.outputs or route.failure_step else None
         if getattr(delivery, "from_bundle", False) and marks is not None:
             try:
                 counted = await asyncio.to_thread(record_attempt, marks, event.run_id, self.service, event.SCHEMA,
@@ -244,7 +247,7 @@ class Consumer:
         finished = False
         try:
             log.debug("step started", step_key=key.step, delivery=deliveries)
-            bundle = self.resources.get("bundle") if route.outputs else None
+            bundle = self.bundle if route.outputs else None
             adopted = None
             if bundle is not None:
                 # The bundle, not Redis's ledger, is the record: a step recorded there (its ledger

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -19,6 +19,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from contracts.envelope import Event
 from services.runtime.delivery.broker import Bus
 from services.runtime.delivery.ledger import Ledger
+from services.runtime.resources import Resources
 from services.runtime.settings import RuntimeSettings
 
 # Waits between attempts of a progress event over a dropped connection: ~62 s in all.
@@ -71,8 +72,8 @@ class StepContext:
     settings: RuntimeSettings
     bus: Bus
     log: Any
-    # Set by the runtime: extra resources a service's bootstrap attached (bundle store, ...).
-    resources: dict[str, Any] = field(default_factory=dict)
+    # Set by the runtime: the service's resources (services/runtime/resources.py); None outside a consumer.
+    resources: Resources | None = None
     # The lease this step holds (None where a handler runs outside a consumer, as in unit tests).
     lease: Lease | None = None
 

@@ -27,6 +27,7 @@ from services.runtime.delivery.consumer import Consumer, Delivery, GroupKeeper, 
 from services.runtime.health.health import serve_health
 from services.runtime.delivery.ledger import Ledger, MemoryLedger, RedisLedger
 from services.runtime.health.metrics import Metrics
+from services.runtime.resources import Resources
 from services.runtime.settings import RuntimeSettings
 
 RECLAIM_SUFFIX = "~reclaim"
@@ -274,7 +275,7 @@ def bootstrap(
     client: aioredis.Redis | None = None,
     ledger: Ledger | None = None,
     registry: Registry | None = None,
-    resources: dict[str, Any] | None = None,
+    resources: Resources | None = None,
     in_memory: bool = False,
 ) -> Service:
     """Wire one service. `in_memory=True` uses an in-process ledger and no Redis

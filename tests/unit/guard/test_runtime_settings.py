@@ -196,7 +196,7 @@ PROBES: dict[str, tuple[Any, Callable[[RuntimeSettings], Any]]] = {
     "redis_url_file": (str(_URL_FILE), _client_target_from_env),
     "operator_redis_url": ("redis://specdec-operator:secret@10.0.0.9:6380/2", _approver_target),
     "stream_prefix": ("other", _subscribers),
-    "bundle_root": ("/tmp/elsewhere", lambda s: resources_for(s)["bundle"].root),
+    "bundle_root": ("/tmp/elsewhere", lambda s: resources_for(s).bundle.root),
     "instance": ("other-instance", _subscribers),
     "max_deliveries": (10, _dead_letters_at_delivery_6),
     "reclaim_idle_ms": (9000, lambda s: (_subscribers(s), _lease(s))),

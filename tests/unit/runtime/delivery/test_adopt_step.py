@@ -18,6 +18,7 @@ from services.runtime.delivery.adopt import step_record_path, step_records, with
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery.consumer import Consumer, Route
 from services.runtime.delivery.ledger import MemoryLedger
+from services.runtime.resources import Resources
 from services.runtime.settings import RuntimeSettings
 
 RUN = "toy-run-1"
@@ -59,7 +60,7 @@ def deliver(bundle: BundleStore, event, runs: list[str], bus: Bus) -> None:
 
     # A fresh ledger each time: Redis lost its done marks.
     consumer = Consumer(service="profiler", settings=RuntimeSettings(), registry=contracts.default_registry(),
-                        ledger=MemoryLedger(), bus=bus, resources={"bundle": bundle})  # type: ignore[arg-type]
+                        ledger=MemoryLedger(), bus=bus, resources=Resources(bundle=bundle))
     route = Route("profile.requested", handler, step_key=lambda e: e.event_id, outputs=(ProfileCompleted.SCHEMA,))
     asyncio.run(consumer.handle(route, OneDelivery(event)))  # type: ignore[arg-type]
 

@@ -22,6 +22,7 @@ from services.runtime.delivery.consumer import Route
 from services.runtime.delivery.ledger import RedisLedger, StepKey
 from services.runtime.delivery.reconcile import Reconciler
 from services.runtime.delivery.service import bootstrap
+from services.runtime.main import resources_for
 from services.runtime.settings import RuntimeSettings
 
 SERVICE = "svc-quiet"
@@ -95,7 +96,7 @@ async def test_catch_up_says_nothing_of_a_step_running_in_its_own_instance(setti
         return []
 
     route = Route("profile.requested", step, outputs=("profile.completed",))
-    service = bootstrap(SERVICE, [route], settings=settings, resources={"bundle": bundle})
+    service = bootstrap(SERVICE, [route], settings=settings, resources=resources_for(settings, bundle=bundle))
     trigger = ProfileRequested(run_id=RUN, producer="test", requested_by="test")
     bundle.append_event(RUN, trigger.event_id, trigger.to_json())
     await service.broker.connect()
