@@ -199,8 +199,9 @@ def _decide_candidate(
     accuracy = float(np.mean(accuracies)) if accuracies else None
     levels = sorted(set(base_levels) | set(cand_levels) | set(base_rejected) | set(cand_rejected), key=_level_order)
     decisions = [
-        decide_level(level, base_levels.get(level, []), cand_levels.get(level, []), keys, guards, spec, design,
-                     accuracy, base_rejected.get(level, []), cand_rejected.get(level, []), failed)
+        decide_level(level, base_levels.get(level, []), cand_levels.get(level, []), keys=keys, guards=guards,
+                     spec=spec, design=design, accuracy=accuracy, base_rejected=base_rejected.get(level, []),
+                     cand_rejected=cand_rejected.get(level, []), failed=failed)
         for level in levels
     ]
     return _candidate(name, decisions, accuracy)

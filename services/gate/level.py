@@ -49,6 +49,7 @@ def decide_level(
     level: Level,
     base: list[Trial],
     cand: list[Trial],
+    *,
     keys: list[MetricKey],
     guards: list[tuple[str, MetricKey]],
     spec: GateSpec,
