@@ -1,9 +1,7 @@
-"""The bench plan's builder: `build_plan`, from the campaign, the matrix and what
-earlier steps produced, to a `BenchPlan` (model.py): every command that would run,
-where, in what order, and the cleanup.
-
-Pure: staging.py reads the inputs and stores the plan; the builder only builds it,
-and refuses a matrix that cannot give a controlled comparison.
+"""The bench plan's builder: `build_plan` turns the campaign, the matrix and what earlier steps
+produced into a `BenchPlan` (model.py): every command that would run, where, in what order, and the
+cleanup. Pure: staging.py reads the inputs and stores the plan; the builder refuses a matrix that
+cannot give a controlled comparison.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""The bench plan's staging: `plan_bench`, the bench step's planning handler, reads the matrix,
-the prompts and the placement, and stores the prompts and the plan that builder.py builds,
-write-once and hashed. Its inputs come from the trigger event where it carries them
-(`training.completed`: the draft, the node, the corpus), a request's named inputs, or else the
-run's bundle and journal (services/runtime/delivery/upstream.py). Nothing here starts a process.
+"""The bench plan's staging: `plan_bench`, the trigger's handler, reads the matrix, the prompts and
+the placement and stores the prompts and the plan builder.py builds, write-once and hashed. Its inputs
+come from the trigger event (`training.completed`: the draft, the node, the corpus), a request's named
+inputs, or the run's bundle and journal (services/runtime/delivery/upstream.py). Nothing here starts a
+process.
 """
 
 from __future__ import annotations

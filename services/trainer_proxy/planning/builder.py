@@ -1,13 +1,7 @@
-"""The training plan's builder: `build_plan`, from the campaign, the capacity step's node,
-the corpus splits already in the bundle, the training input key and the reuse lookup
-(the last two computed by the caller: services.trainer_proxy.planning.reuse), to a
-`TrainingPlan` (model.py): exactly what would run, where, how it stops and how it is
-cleaned up.
-
-Pure: staging.py reads the inputs and stores the plan. The same inputs give the same
-bytes (no clock, no random names), so a redelivered trigger finds its plan unchanged. A
-plan that reuses an earlier run's draft has no launch: executing it copies that draft,
-and the approval covers that choice.
+"""The training plan's builder: `build_plan` turns the campaign, the node, the corpus splits, the
+training input key and the reuse lookup (both computed by the caller, reuse.py) into a `TrainingPlan`
+(model.py). Pure: staging.py reads the inputs and stores the plan; the same inputs give the same bytes
+(no clock, no random names), so a redelivered trigger finds its plan unchanged.
 """
 
 from __future__ import annotations

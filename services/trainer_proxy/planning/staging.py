@@ -1,12 +1,8 @@
-"""The training plan's staging: `plan_training`, the training step's planning handler, places
-the training, stores the corpus splits, looks up a reusable draft and stores the plan that
-builder.py builds, write-once and hashed; `skipped` records a campaign that needs no draft.
-Nothing here starts a process.
-
-Its inputs come from the trigger event where it carries them (`capacity.selected`: the node and
-the corpus), a request's named inputs, or else the run's bundle and journal
-(services/runtime/delivery/upstream.py); `check_provenance` refuses a corpus not built from this
-run's profile (docs/design.md#training-inputs-come-from-this-run).
+"""The training plan's staging: `plan_training`, the trigger's handler, places the training, checks
+where the corpus came from (`check_provenance`, docs/design.md#training-inputs-come-from-this-run),
+stores its splits, looks up a reusable draft and stores the plan builder.py builds, write-once and
+hashed; `skipped` records a campaign that needs no draft. Its inputs come from the trigger event, a
+request's named inputs, or the run's bundle and journal. Nothing here starts a process.
 """
 
 from __future__ import annotations
