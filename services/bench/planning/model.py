@@ -8,7 +8,7 @@ executors' renderers, so an executor importing the model makes no cycle).
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
@@ -16,7 +16,7 @@ from contracts.campaign import LoadSpec
 from contracts.envelope import Key, RunId, Strict
 from services.runtime import workload_env
 
-PLAN_VERSION = 1
+PLAN_VERSION: Final = 1
 # The regime whose cells run in the plan's blocks (services/bench/planning/interleave.py).
 INTERLEAVED = "warm-interleaved"
 

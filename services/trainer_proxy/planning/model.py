@@ -8,7 +8,7 @@ executors (`local`, `slurm`) and the capture read it; the model imports none of 
 from __future__ import annotations
 
 from pathlib import PurePosixPath
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field, model_validator
 
@@ -16,7 +16,7 @@ from contracts.artifacts.training import InputKey, ReusedDraft
 from contracts.campaign import Scheduler, TrainProgress
 from contracts.envelope import ArtifactRef, RunId, Strict
 
-PLAN_VERSION = 1
+PLAN_VERSION: Final = 1
 
 # The service label (SPECDEC_SERVICE) of a local trainer and its keeper: not the trainer-proxy's
 # own, so that a restarted trainer-proxy's reconcile (which ends its own labelled work that no

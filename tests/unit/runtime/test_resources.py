@@ -18,7 +18,7 @@ async def _idle(node: str) -> str | None:
     return None
 
 
-def test_the_bundle_store_is_the_settings_root_unless_one_is_given_and_the_checks_are_the_steps_own(tmp_path: Path) -> None:
+def test_the_bundle_store_is_the_settings_root_unless_given_and_the_checks_the_steps_own(tmp_path: Path) -> None:
     settings = RuntimeSettings(bundle_root=tmp_path / "bundles")
     built = resources_for(settings)
     assert built.bundle.root == tmp_path / "bundles"

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from contracts.campaign import Campaign
-from services.trainer_proxy.planning.model import SlurmLaunch
 from services.trainer_proxy.planning.builder import build_plan
+from services.trainer_proxy.planning.model import SlurmLaunch
 from tests.unit.trainer_proxy.helpers import ROOT
 from tests.unit.trainer_proxy.planning.test_training_plan import INPUTS, PATHS, RUN
 
