@@ -85,9 +85,7 @@ def read_heldout(corpus: Path) -> list[list[dict[str, str]]]:
     return prompts
 
 
-# Exempt from PLR0917 for now: tests/unit/test_examples.py still passes all seven arguments by position. The
-# scripts here pass the last four by name; they become keyword-only (`*` after prompts) with that test's next edit.
-def target_answers(model, tokenizer, prompts, max_new_tokens: int, batch_size: int, max_positions: int,  # noqa: PLR0917
+def target_answers(model, tokenizer, prompts, *, max_new_tokens: int, batch_size: int, max_positions: int,
                    log):
     """(prompt ids, answer ids) per prompt that fits, answered greedily by the target.
 

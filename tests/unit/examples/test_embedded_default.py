@@ -245,7 +245,9 @@ def test_a_draft_identical_to_the_target_accepts_every_position(tiny_target):
     target = LlamaForCausalLM.from_pretrained(str(tiny_target), dtype=torch.float32).eval()
     tokenizer = AutoTokenizer.from_pretrained(str(tiny_target))
     prompts = [[{"role": "user", "content": text}] for text in ("hello there", "what is 2 + 3?", "write a note")]
-    pairs, _ = trainer.target_answers(target, tokenizer, prompts, 6, 2, 512, lambda _: None)
+    pairs, _ = trainer.target_answers(
+        target, tokenizer, prompts, max_new_tokens=6, batch_size=2, max_positions=512, log=lambda _: None
+    )
     accepted, drafts = trainer.draft_model_counts(target, pairs, 3, 2)
     # The target's own greedy tokens: every draft from every position is right, up to the answer's end.
     assert drafts == sum(len(answer) - 1 for _, answer in pairs) > 0
