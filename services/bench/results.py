@@ -12,8 +12,8 @@ from typing import Any
 
 import orjson
 
-from contracts.events import SpecDecodeDelta
 from contracts.artifacts.results import Evaluation, TrialIdentity, TrialResultBlocks, attach_blocks
+from contracts.events import SpecDecodeDelta
 from services.bench.errors import ResultError
 from services.bench.loadgen.loadgen import WindowRecord
 from services.bench.loadgen.timing import DEFAULT_PERCENTILES, LatencyStats, derive

@@ -8,20 +8,20 @@ services/bench/planning/interleave.py. A failed standing cell fails the step (do
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from contracts import layout
 from contracts.envelope import ArtifactRef
 from contracts.events import BenchTrialCompleted
-from services.bench.executors import engine_config, preflight
-from services.bench.planning import interleave, resume, rounds
 from services.bench.errors import ServingError, SpeculationNotActive
+from services.bench.executors import engine_config, preflight
 from services.bench.executors.executor import LocalExecutor, Served, ServingExecutor
-from services.bench.planning.model import BenchPlan, Block, CellPlan, Launch
 from services.bench.loadgen.prompts import Prompt
+from services.bench.planning import interleave, resume, rounds
+from services.bench.planning.model import BenchPlan, Block, CellPlan, Launch
 from services.bench.progress import BenchProgress, Snapshot
 from services.bench.trial import Emit, Measured, TrialSteps, trial_fields
 from services.runtime.bundle.bundle import BundleStore

@@ -10,34 +10,41 @@ import asyncio
 import hashlib
 import json
 import subprocess
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Protocol
 
 from contracts import layout
+from contracts.artifacts.results import (
+    LOADGEN_CPU_KEY,
+    Evaluation,
+    Parallelism,
+    TrialIdentity,
+    TrialResultBlocks,
+    attach_blocks,
+)
+from contracts.artifacts.speculation import speculation_problems, window_of
 from contracts.campaign import ServingConfig, SpeculativeConfig
 from contracts.envelope import ArtifactRef
-from contracts.events import BenchTrialCompleted
-from contracts.artifacts.results import LOADGEN_CPU_KEY, Evaluation, Parallelism, TrialIdentity, TrialResultBlocks, attach_blocks
-from contracts.artifacts.speculation import SpecDecodeDelta, speculation_problems, window_of
+from contracts.events import BenchTrialCompleted, SpecDecodeDelta
 from contracts.templates import bench_values
 from services.bench.errors import SpeculationNotActive, WindowStalled
 from services.bench.evaluate import agreement, run_eval_command, window_outputs
+from services.bench.executors.stall import client_stall
 from services.bench.loadgen.loadgen import WindowRecord, WindowSpec
+from services.bench.loadgen.prompts import Prompt
+from services.bench.loadgen.window import MeasuredWindow, run_window_process
 from services.bench.metrics import spec_decode_delta
 from services.bench.planning import resume
 from services.bench.planning.model import BenchPlan, CellPlan
-from services.bench.loadgen.prompts import Prompt
 from services.bench.results import build_result, dumps_result
-from services.bench.executors.stall import client_stall
-from services.bench.loadgen.window import MeasuredWindow, run_window_process
+from services.runtime import failpoints
 from services.runtime.bundle.bundle import ArtifactConflict, BundleStore
 from services.runtime.bundle.bundle_paths import parse_uri
 from services.runtime.errors import SpecdecError
-from services.runtime import workload_env
-from services.runtime import failpoints
 from services.runtime.procs import spawn
-from services.shared.secret_args import mask_text
 from services.shared import vllm_cli
+from services.shared.secret_args import mask_text
 
 Emit = Callable[[Any], Awaitable[None]]
 

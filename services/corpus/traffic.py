@@ -19,8 +19,8 @@ import orjson
 from services.corpus.dedup import exact_key
 from services.corpus.errors import TrafficUnusable
 from services.shared.text.content import CLASS_CODE, classify
-from services.shared.text.lines import read_lines
 from services.shared.text.forms import NOT_JSON, LineError, TrafficRecord, parse_object
+from services.shared.text.lines import read_lines
 from services.shared.text.redact import merge_counts, redact
 from services.shared.text.tokens import TokenizerCounter, estimate_tokens
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from contracts import layout
+from contracts.artifacts.decision import Decision
 from contracts.campaign import Campaign, Matrix
 from contracts.catalogue import GATE
-from contracts.artifacts.decision import Decision
 from contracts.envelope import Event
 from contracts.events import BenchCompleted, GateDecided
 from services.gate import decide, load_trials, split_by_role
@@ -20,9 +20,9 @@ from services.gate.results import load_rejected
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.campaign import load_campaign
 from services.runtime.delivery.consumer import Route, StepContext
-from services.runtime.resources import Resources
-from services.runtime.errors import StepFailed
 from services.runtime.delivery.upstream import latest
+from services.runtime.errors import StepFailed
+from services.runtime.resources import Resources
 from services.shared.results import rejected_files, result_files
 
 NAME = GATE

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-from contracts.campaign import GateSpec
 from contracts.artifacts.decision import CandidateDecision, Decision, LevelDecision, Thresholds
-from contracts.envelope import KEY_RE
 from contracts.artifacts.results import MAX_FAILED_SHARE
 from contracts.artifacts.trials import MetricKey, Trial
+from contracts.campaign import GateSpec
+from contracts.envelope import KEY_RE
 from services.gate import checks, ranking
 from services.gate.errors import GateInputError, GateSpecError
 from services.gate.level import Design, Level, decide_level

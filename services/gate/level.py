@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from contracts.campaign import GateSpec
 from contracts.artifacts.decision import GuardCheck, Interval, LevelDecision, MetricComparison
 from contracts.artifacts.trials import MetricKey, Trial, trial_value
+from contracts.campaign import GateSpec
 from services.gate import checks
 from services.gate.stats import MIN_TRIALS_FOR_NOISE, VERDICT_NAMES, compare
 from services.shared import sequential

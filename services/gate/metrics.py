@@ -10,8 +10,8 @@ worse beyond the noise on one is rejected.
 
 from __future__ import annotations
 
-from contracts.campaign import OBJECTIVE_RE
 from contracts.artifacts.trials import DEFAULT_STATISTIC, DIRECTIONS, LATENCY_METRICS, MetricKey
+from contracts.campaign import OBJECTIVE_RE
 from services.gate.errors import GateSpecError
 
 

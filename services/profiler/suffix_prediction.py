@@ -13,11 +13,10 @@ from typing import Any
 
 import orjson
 
-from contracts.campaign import Campaign, Matrix, SpeculativeConfig
 from contracts.artifacts.corpus import CorpusRecord
 from contracts.artifacts.suffix import SUFFIX_VLLM_DEFAULTS, SuffixCellPrediction, SuffixPrediction
+from contracts.campaign import Campaign, Matrix, SpeculativeConfig
 from services.shared.text.chat_template import load_chat_template
-
 
 
 def suffix_cells(campaign: Campaign) -> list[tuple[str, SpeculativeConfig]]:

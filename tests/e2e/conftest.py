@@ -221,7 +221,7 @@ def submit_campaign(env: dict[str, str], campaign: Path) -> str:
 @pytest.fixture(scope="session")
 def toy_target() -> Path:
     sys.path.insert(0, str(ROOT / "infra/examples"))
-    import toy_target as builder  # noqa: PLC0415 - the example builder is a script, not a package
+    import toy_target as builder  # imported here: the example builder is a script, not a package
 
     return Path(builder.build_target(ROOT / "infra/examples/sample-traffic.jsonl", MODELS / "toy-target", seed=0))
 

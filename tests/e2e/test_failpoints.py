@@ -37,8 +37,8 @@ from tests.support.campaigns import (
     counter_lines,
     counter_of,
     dead_letters,
-    running_topology,
     leftovers,
+    running_topology,
     write_campaign,
     write_trainer,
 )
@@ -92,7 +92,7 @@ def topology(redis_url: str, tmp_path: Path) -> Iterator[Topology]:
 def _submit_killed(topology: Topology, campaign: Path, setting: str) -> str:
     """`specdec submit` killed at its failpoint: the run it stored (its ID was never printed)."""
     before = set(topology.bundle_root.iterdir()) if topology.bundle_root.is_dir() else set()
-    proc = subprocess.run(  # noqa: S603 - fixed argv
+    proc = subprocess.run(
         [sys.executable, "-m", "services.cli.main", "submit", str(campaign)],
         env={**topology.env, failpoints.ENV: setting}, cwd=ROOT, capture_output=True, text=True, timeout=120,
     )

@@ -42,10 +42,10 @@ from tests.support.campaigns import (
     counts,
     dead_letters,
     drop_keys,
-    running_topology,
     journal,
     leftovers,
     manifest_paths,
+    running_topology,
     write_campaign,
     write_trainer,
 )

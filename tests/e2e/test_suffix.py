@@ -20,15 +20,15 @@ import httpx
 import pytest
 import yaml
 
-from contracts.campaign import Campaign
 from contracts.artifacts.speculation import speculation_problems
+from contracts.campaign import Campaign
+from services.bench.executors import preflight
 from services.bench.executors.engine_compare import Declared, compare
 from services.bench.executors.engine_config import fetch_models
 from services.bench.executors.engine_log import effective_config, read_log
 from services.bench.executors.executor import launch, wait_ready
-from services.bench.metrics import spec_decode_delta
 from services.bench.executors.serving import serve_argv
-from services.bench.executors import preflight
+from services.bench.metrics import spec_decode_delta
 from tests.support.campaigns import without_trainer
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]

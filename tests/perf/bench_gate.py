@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from contracts.campaign import GateSpec
 from contracts.artifacts.trials import parse_trial
+from contracts.campaign import GateSpec
 from services.gate import decide
 from services.gate.simulate import NoiseModel, promotion_rate, request_tpots_ms, trial_result
 from services.gate.stats import BETTER, CONFIDENCE, compare

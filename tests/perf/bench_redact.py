@@ -30,8 +30,12 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
+
+if TYPE_CHECKING:  # the runner imports the benches; a bench needs only its context's type
+    from tests.perf.runner import PerfContext
 
 N_FULL = 100_000
 N_QUICK = 5_000
@@ -320,7 +324,7 @@ def _row(name: str, value: float, unit: str, goal: str, passed: bool | None, ref
             "ratio": value / reference_value if reference_value else None, "goal": goal, "passed": passed}
 
 
-def bench(ctx) -> list[dict]:  # noqa: ANN001 - tests.perf.runner.PerfContext
+def bench(ctx: PerfContext) -> list[dict]:
     from services.profiler.profile import profile_traffic
 
     n = N_QUICK if ctx.quick else N_FULL

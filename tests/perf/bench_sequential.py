@@ -32,8 +32,8 @@ from typing import Any
 
 import numpy as np
 
-from contracts.campaign import GateSpec, SpeculativeConfig
 from contracts.artifacts.trials import Trial, parse_trial
+from contracts.campaign import GateSpec, SpeculativeConfig
 from services.gate import decide
 from services.gate.simulate import identity, spec_counters, trial_result
 from services.gate.stats import BETTER, CONFIDENCE, compare

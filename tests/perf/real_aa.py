@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -194,12 +194,12 @@ def main(argv: list[str] | None = None) -> int:
         for index in range(args.campaigns):
             before = set(args.bundles.glob(f"{FAMILY}-*")) if args.bundles.is_dir() else set()
             started = time.monotonic()
-            done = subprocess.run([sys.executable, "-m", "services.cli.demo", "--campaign", str(path)],  # noqa: S603
+            done = subprocess.run([sys.executable, "-m", "services.cli.demo", "--campaign", str(path)],
                                   cwd=ROOT, check=False)
             wall = time.monotonic() - started
             new = sorted(set(args.bundles.glob(f"{FAMILY}-*")) - before)
             record = campaign_record(new[-1] if new else None, done.returncode, wall)
-            record["finished"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            record["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
             records.append(record)
             print(f"A/A campaign {index + 1}/{args.campaigns}: exit {done.returncode}, {wall:.0f} s, "
                   f"bundle {new[-1] if new else 'none'}, decision {record['decision']}", flush=True)

@@ -25,7 +25,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -248,7 +248,7 @@ def main(argv: Sequence[str] | None = None, *, package: str = "tests.perf") -> i
         print(f"no bench_*.py modules in {package}", file=sys.stderr)
         return 2
     redis_url = os.environ.get("SPECDEC_REDIS_URL") or DEFAULT_REDIS_URL
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     load_start = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="specdec-perf-") as scratch:

@@ -13,7 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from contracts.artifacts.engine import CHECKED_FIELDS, RECEIVED_SPECULATIVE_KEYS, EffectiveConfig, EngineCheck, FieldCheck
+from contracts.artifacts.engine import (
+    CHECKED_FIELDS,
+    RECEIVED_SPECULATIVE_KEYS,
+    EffectiveConfig,
+    EngineCheck,
+    FieldCheck,
+)
 from services.bench.executors.engine_log import as_int
 from services.bench.planning.model import CellPlan
 from services.shared.quant_labels import checkpoint_quantization, label_matches, quant_label

@@ -16,13 +16,13 @@ from contracts.catalogue import BENCH
 from contracts.envelope import Event
 from contracts.events import BenchCompleted, BenchTrialCompleted
 from contracts.progress import PROGRESS_UNITS, StepProgress
+from services.bench import node_lock
 from services.bench.executors.executor import LocalExecutor, ServingExecutor
 from services.bench.executors.kubernetes import KubernetesExecutor, require_kubectl
+from services.bench.executors.slurm import SlurmExecutor
 from services.bench.planning.model import BenchPlan
 from services.bench.progress import Snapshot
 from services.bench.run import BenchRun, read_prompts
-from services.bench.executors.slurm import SlurmExecutor
-from services.bench import node_lock
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.bundle.outbox import record_emitted
 from services.runtime.delivery.consumer import StepContext

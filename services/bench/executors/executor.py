@@ -20,8 +20,8 @@ from contracts import layout
 from contracts.catalogue import BENCH as SERVICE
 from services.bench.errors import ServerDied, ServerNotReady
 from services.bench.planning.model import CellPlan, Launch
-from services.runtime.bundle.bundle import BundleStore
 from services.runtime import workload_env
+from services.runtime.bundle.bundle import BundleStore
 from services.runtime.procs import DEPLOYMENT_ENV, end_labelled, kill_group, spawn
 from services.shared.scheduler.health import wait_healthy
 from services.shared.scheduler.local import kill_labelled

@@ -48,7 +48,7 @@ def probe(python: str) -> Probe:
 
 def _probe(python: str) -> Probe:
     try:  # a workload's environment (the platform's), as a local server gets it: never the service's credentials
-        out = subprocess.run(  # noqa: S603 - an approved plan's interpreter, a fixed script
+        out = subprocess.run(  # an approved plan's interpreter, a fixed script
             [python, "-c", _PROBE], capture_output=True, text=True, timeout=PROBE_TIMEOUT_S, check=False,
             env=workload_env.environment(),
         )

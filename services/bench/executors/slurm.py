@@ -21,13 +21,19 @@ from services.bench.errors import ServerDied, ServerNotReady, ServingError
 from services.bench.executors.executor import log_tail, read_log_text
 from services.bench.planning.model import CellPlan, Launch, SlurmServe
 from services.runtime.bundle.bundle import BundleStore
-from services.runtime import workload_env
 from services.runtime.procs import DEPLOYMENT_ENV, EXPERIMENT_ENV, SERVICE_ENV
 from services.shared.scheduler.errors import SchedulerError
-from services.shared.secret_args import mask_argv
 from services.shared.scheduler.health import wait_healthy
 from services.shared.scheduler.runner import RunResult, run_short
-from services.shared.scheduler.slurm import ACTIVE_STATES, cancel_labelled, job_state, parse_exit, parse_job_id, parse_record
+from services.shared.scheduler.slurm import (
+    ACTIVE_STATES,
+    cancel_labelled,
+    job_state,
+    parse_exit,
+    parse_job_id,
+    parse_record,
+)
+from services.shared.secret_args import mask_argv
 
 POLL_S = 0.5
 # How long a cancelled job may take to leave the queue before stop() gives up waiting.

@@ -13,9 +13,9 @@ import numpy as np
 import orjson
 from pydantic import Field, ValidationError, model_validator
 
+from contracts.artifacts.corpus import ChatMessage, CorpusRecord
 from contracts.campaign import effective_ignore_eos
 from contracts.campaign.traffic import source_label  # noqa: F401 - the bench's name for it (prompts.source_label)
-from contracts.artifacts.corpus import ChatMessage, CorpusRecord
 from contracts.envelope import Strict
 from services.bench.errors import PromptError
 from services.shared.text.chat_template import load_chat_template

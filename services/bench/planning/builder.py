@@ -10,14 +10,14 @@ from typing import Any, Literal
 
 from contracts import layout
 from contracts.campaign import Campaign, Cell, Matrix
-from contracts.campaign.matrix import nodes_differ
 from contracts.campaign.canonical import CanonicalRecord
+from contracts.campaign.matrix import nodes_differ
 from contracts.templates import serve_values
 from services.bench.executors import kubernetes_pod, slurm_job
+from services.bench.executors.serving import serve_argv, speculative_config
+from services.bench.loadgen.prompts import source_label
 from services.bench.planning.interleave import block_order, launch_order
 from services.bench.planning.model import BenchPlan, CellPlan, Launch, LevelNoise, Rounds
-from services.bench.loadgen.prompts import source_label
-from services.bench.executors.serving import serve_argv, speculative_config
 from services.runtime.errors import ConfigurationError
 from services.shared import campaign_checks, sequential, vllm_cli
 from services.shared.quant_labels import quant_label

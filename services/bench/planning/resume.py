@@ -13,8 +13,8 @@ from typing import Any
 
 from contracts import layout
 from contracts.envelope import ArtifactRef
-from services.runtime.delivery.adopt import recorded
 from services.runtime.bundle.bundle import BundleError, BundleStore
+from services.runtime.delivery.adopt import recorded
 
 
 @dataclass(frozen=True)

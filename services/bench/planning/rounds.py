@@ -15,10 +15,10 @@ import numpy as np
 import orjson
 
 from contracts import layout
+from contracts.artifacts.trials import DEFAULT_STATISTIC, LATENCY_METRICS, MetricKey, Trial, parse_trial, trial_value
 from contracts.campaign import Campaign, Matrix
 from contracts.envelope import ArtifactRef
 from contracts.errors import SpecdecError
-from contracts.artifacts.trials import DEFAULT_STATISTIC, LATENCY_METRICS, MetricKey, Trial, parse_trial, trial_value
 from services.bench.planning.model import BenchPlan
 from services.runtime.bundle.bundle import BundleStore
 from services.shared import sequential

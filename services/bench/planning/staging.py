@@ -20,9 +20,6 @@ from contracts.campaign.canonical import CanonicalRecord
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import CapacitySelected, TrainingCompleted
 from contracts.inputs import CORPUS, TRAINING_OUTPUT
-from services.bench.planning.builder import build_plan
-from services.bench.planning.model import BenchPlan
-from services.bench.planning.rounds import earlier_noise
 from services.bench.loadgen.prompts import (
     Prompt,
     ShapeSpec,
@@ -32,10 +29,13 @@ from services.bench.loadgen.prompts import (
     shape_shares,
     source_label,
 )
+from services.bench.planning.builder import build_plan
+from services.bench.planning.model import BenchPlan
+from services.bench.planning.rounds import earlier_noise
 from services.runtime.bundle.bundle import ArtifactMissing, BundleStore, InvalidPath
+from services.runtime.delivery.upstream import latest
 from services.runtime.errors import StepFailed, invalid_input, parse_error_at
 from services.runtime.target import tokenizer_folder
-from services.runtime.delivery.upstream import latest
 from services.shared.text.shapes import resolve
 
 

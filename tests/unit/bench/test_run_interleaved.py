@@ -13,17 +13,17 @@ from typing import Any
 import pytest
 
 from contracts import layout
-from contracts.campaign import Campaign, Matrix
 from contracts.artifacts.results import LOADGEN_CPU_KEY, LoadgenCpu
+from contracts.campaign import Campaign, Matrix
 from services.bench import run as run_module
 from services.bench import trial as trial_module
 from services.bench.loadgen.loadgen import WindowSpec
-from services.bench.planning.builder import build_plan
-from services.bench.planning.model import BenchPlan, Block
 from services.bench.loadgen.prompts import ChatTurn, Prompt
-from services.bench.run import BenchRun
 from services.bench.loadgen.timing import RequestRecord
 from services.bench.loadgen.window import MeasuredWindow
+from services.bench.planning.builder import build_plan
+from services.bench.planning.model import BenchPlan, Block
+from services.bench.run import BenchRun
 from services.runtime.bundle.bundle import BundleStore
 from tests.unit.bench.planning.test_plan import example
 

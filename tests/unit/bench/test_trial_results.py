@@ -5,14 +5,14 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from contracts.campaign import ServingConfig, SpeculativeConfig
-from contracts.events import SpecDecodeDelta
 from contracts.artifacts.results import Evaluation, Parallelism, TrialIdentity, read_blocks
 from contracts.artifacts.trials import parse_trial
+from contracts.campaign import ServingConfig, SpeculativeConfig
+from contracts.events import SpecDecodeDelta
 from services.bench.errors import ResultError
 from services.bench.loadgen.loadgen import WindowRecord, WindowSpec
-from services.bench.results import build_result, dumps_result
 from services.bench.loadgen.timing import RequestRecord
+from services.bench.results import build_result, dumps_result
 
 # The keys `vllm bench serve --save-result --save-detailed` writes for a generation
 # benchmark with max_concurrency set, as read from vLLM 0.32.0's benchmarks/serve.py

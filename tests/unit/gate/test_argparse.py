@@ -9,8 +9,8 @@ import numpy as np
 import orjson
 import pytest
 
-from contracts.campaign import SpeculativeConfig
 from contracts.artifacts.decision import Decision
+from contracts.campaign import SpeculativeConfig
 from services.cli import gate_cmd
 from services.gate.simulate import NoiseModel, identity, spec_counters, trial_result
 

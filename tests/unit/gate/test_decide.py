@@ -10,11 +10,11 @@ import numpy as np
 import orjson
 import pytest
 
-from contracts.campaign import GateSpec, SpeculativeConfig
 from contracts.artifacts.decision import Decision
 from contracts.artifacts.results import MAX_FAILED_SHARE, Evaluation
 from contracts.artifacts.speculation import Window
 from contracts.artifacts.trials import Trial, parse_trial
+from contracts.campaign import GateSpec, SpeculativeConfig
 from services.gate import (
     GateInputError,
     GateSpecError,

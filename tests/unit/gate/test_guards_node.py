@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from contracts.campaign import GateSpec
 from contracts.artifacts.decision import Decision
 from contracts.artifacts.trials import Trial
+from contracts.campaign import GateSpec
 from services.gate import decide
 from tests.unit.gate.test_decide import SPEC, arm, level
 

@@ -11,8 +11,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from contracts.campaign import GateSpec, SpeculativeConfig
 from contracts.artifacts.trials import parse_trial
+from contracts.campaign import GateSpec, SpeculativeConfig
 from services.gate import decide
 from services.gate.simulate import (
     NoiseModel,

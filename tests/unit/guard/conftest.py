@@ -6,7 +6,6 @@ import pytest
 
 from tests.unit.guard.context import Ctx, build_context
 
-
 # Variables the env checks declare (campaign_checks.py): set for every guard test, so that a declared
 # name is found at launch and the workload's environment shows it.
 DECLARED_ENV = ("GUARD_ENV_A", "GUARD_ENV_B", "GUARD_ENV_C")

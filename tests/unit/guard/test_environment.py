@@ -70,8 +70,8 @@ def _entry_points(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
     from services.cli import demo
     from services.cli import main as cli
     from services.mcp import command
-    from services.runtime.health import healthcheck
     from services.runtime import main as runtime_main
+    from services.runtime.health import healthcheck
 
     started: list[str] = []
 

@@ -21,11 +21,11 @@ import pytest
 
 from contracts.events import ProfileRequested
 from services.journal.trim import trim_arguments
-from services.runtime.health import logs
 from services.runtime.delivery.consumer import Consumer, Route
 from services.runtime.delivery.ledger import MemoryLedger
-from services.runtime.main import resources_for
 from services.runtime.delivery.service import bootstrap
+from services.runtime.health import logs
+from services.runtime.main import resources_for
 from services.runtime.settings import RuntimeSettings
 
 BASE = RuntimeSettings(instance="base", redis_url="redis://127.0.0.1:6379/0")
@@ -114,8 +114,8 @@ def _debug_logged(settings: RuntimeSettings) -> bool:
 
 
 def _health_endpoint(settings: RuntimeSettings) -> int | None:
-    from services.runtime.health.health import bound_port
     from services.runtime.delivery.service import start_health
+    from services.runtime.health.health import bound_port
 
     service = bootstrap("svc", [], settings=settings, in_memory=True)
 

@@ -12,9 +12,9 @@ import yaml
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from contracts import layout
-from contracts.campaign import Campaign
 from contracts.artifacts.corpus import CorpusRecord
 from contracts.artifacts.suffix import SuffixPrediction
+from contracts.campaign import Campaign
 from services.profiler.app import run_suffix_prediction
 from services.profiler.suffix_prediction import predict
 from services.runtime.bundle.bundle import BundleStore

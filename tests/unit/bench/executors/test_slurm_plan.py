@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from contracts.campaign import Campaign, Matrix
-from services.bench.executors import slurm, slurm_job
 from services.bench.errors import ServingError
+from services.bench.executors import slurm, slurm_job
 from services.bench.planning.builder import build_plan
 from services.runtime.bundle.bundle_records import canonical_json
 from services.runtime.errors import ConfigurationError

@@ -13,7 +13,6 @@ from contracts.campaign import Campaign, TrafficFile, TrafficShapes
 from contracts.events import BenchRequested
 from contracts.templates import bench_values
 from services.bench.errors import PromptError
-from services.bench.planning.staging import build_prompts, load_matrix
 from services.bench.loadgen.prompts import (
     ShapeSpec,
     cycle,
@@ -23,6 +22,7 @@ from services.bench.loadgen.prompts import (
     shaped_prompts,
     source_label,
 )
+from services.bench.planning.staging import build_prompts, load_matrix
 from services.runtime.bundle.bundle import BundleStore
 
 EXAMPLE = Path(__file__).resolve().parents[4] / "infra/examples/campaign.yaml"

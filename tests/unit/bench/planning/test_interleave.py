@@ -12,15 +12,15 @@ import pytest
 from pydantic import ValidationError
 
 from contracts import layout
-from contracts.campaign import Campaign, Cell, Matrix
 from contracts.artifacts.results import TrialIdentity
-from services.bench.planning import interleave
+from contracts.campaign import Campaign, Cell, Matrix
 from services.bench.errors import ServerNotReady, SpeculationNotActive
-from services.bench.planning.interleave import block_order, launch_order, run_interleaved
+from services.bench.planning import interleave
 from services.bench.planning.builder import build_plan
+from services.bench.planning.interleave import block_order, launch_order, run_interleaved
 from services.bench.planning.model import BenchPlan, Block, CellPlan, Launch
-from services.shared.plan_view import plan_lines
 from services.runtime.bundle.bundle_records import canonical_json
+from services.shared.plan_view import plan_lines
 from tests.unit.bench.planning.test_plan import example
 
 RUN = "toy-20261130-030303-abcdef"

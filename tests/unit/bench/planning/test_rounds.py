@@ -6,7 +6,6 @@ cap (windows faked, as in test_bench_run_interleaved.py)."""
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -15,14 +14,14 @@ import pytest
 
 from contracts import layout
 from contracts.campaign import Campaign, Matrix
-from services.bench.planning import rounds
 from services.bench import trial as trial_module
 from services.bench.loadgen.loadgen import WindowSpec
-from services.bench.planning.builder import build_plan, source_problems
-from services.bench.planning.model import BenchPlan
 from services.bench.loadgen.prompts import Prompt
 from services.bench.loadgen.timing import RequestRecord
 from services.bench.loadgen.window import MeasuredWindow
+from services.bench.planning import rounds
+from services.bench.planning.builder import build_plan, source_problems
+from services.bench.planning.model import BenchPlan
 from services.gate import stats
 from services.gate.metrics import parse_metric
 from services.runtime.bundle.bundle_records import canonical_json
