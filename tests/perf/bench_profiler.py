@@ -214,7 +214,7 @@ def bench(ctx: PerfContext) -> list[dict]:
             "reference": None,
             "reference_value": None,
             "ratio": None,
-            "goal": "informational (file written in %.1f s)" % gen_s,
+            "goal": f"informational (file written in {gen_s:.1f} s)",
             "passed": None,
         },
     ]

@@ -82,7 +82,7 @@ def write_traffic(path: Path, n: int, seed: int = 16) -> int:
     looks = [lk.text for lk in planted.lookalikes(seed=seed, per_kind=20)]
     size = 0
     with path.open("wb") as f:
-        for i in range(n):
+        for _ in range(n):
             r = rng.random()
             fields = dict(f=_ident(rng), a=_ident(rng), b=_ident(rng), doc=_words(rng, 12), n=rng.randint(1, 4096),
                           m=rng.randint(100, 999), p=rng.randint(1024, 65535), d=rng.randint(1, 9),

@@ -28,10 +28,11 @@ RUN = "toy-20261130-050505-abcdef"
 SPEC = SpeculativeConfig(method="ngram", num_speculative_tokens=3)
 NOISY = NoiseModel(trial_cv=0.10, request_cv=0.05)
 QUIET = NoiseModel(trial_cv=0.01, request_cv=0.05)
+DEFAULT_NOISE = NoiseModel()
 
 
 def seeded(tmp_path: Path, *, max_trials: int | None, factor: float, trials: int = 3,
-           noise: NoiseModel = NoiseModel()) -> tuple[BundleStore, list]:
+           noise: NoiseModel = DEFAULT_NOISE) -> tuple[BundleStore, list]:
     bundle = BundleStore(tmp_path / "bundles")
     data = yaml.safe_load((ROOT / "infra/examples/campaign.yaml").read_text())
     if max_trials is not None:

@@ -207,7 +207,9 @@ class Recorded:
     """Answers the scheduler's read commands from recorded outputs; every other command exits 0."""
 
     def __init__(self, selectors: dict[str, str]) -> None:
-        read = lambda name: (SCHEDULER_OUTPUTS / name).read_text()
+        def read(name: str) -> str:
+            return (SCHEDULER_OUTPUTS / name).read_text()
+
         self.outputs = {
             tuple(slurm.sinfo_argv(selectors)): read("sinfo.txt"),
             tuple(slurm.squeue_argv(selectors)): read("squeue.txt"),
