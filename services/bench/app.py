@@ -35,8 +35,10 @@ def announce(event: Event, plan: BenchPlan, ref: ArtifactRef, producer: str) -> 
 def routes(resources: Resources) -> list[Route]:
     bundle = resources.bundle
 
-    async def run(campaign: Campaign, plan: BenchPlan, ref: ArtifactRef, event: Event, ctx: StepContext) -> list[Event]:
-        return await execute(bundle, campaign, plan, event, ctx, node_check=resources.bench_recheck)
+    # Five positional parameters: Reviewed calls its execute positionally (services/runtime/review.py).
+    async def run(campaign: Campaign, plan: BenchPlan, ref: ArtifactRef, event: Event,  # noqa: PLR0917
+                  ctx: StepContext) -> list[Event]:
+        return await execute(bundle, campaign, plan, event, ctx=ctx, node_check=resources.bench_recheck)
 
     review = Reviewed(
         bundle=bundle, step=STEP, service=NAME, plan_path=layout.BENCH_PLAN, plan_model=BenchPlan,

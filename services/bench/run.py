@@ -134,11 +134,11 @@ class BenchRun(TrialSteps):
             cell = self.cells[launch_plan.cell_id]
             for trial in launch_plan.trials:
                 for concurrency in cell.concurrency:
-                    adopted = resume.adopt(self.bundle, self.run_id, cell.cell_id, trial, concurrency)
+                    adopted = resume.adopt(self.bundle, self.run_id, cell.cell_id, trial, concurrency=concurrency)
                     if adopted is not None:
                         self.progress.adopted((cell.cell_id, trial, concurrency))
                         await self.emit(self.event_factory(**trial_fields(
-                            self.run_id, cell, trial, concurrency, adopted.ref, adopted.result)))
+                            self.run_id, cell, trial, concurrency, ref=adopted.ref, result=adopted.result)))
 
     def _stop_rounds(self) -> Callable[[Block], bool] | None:
         """Sequential rounds: after each block, whether the stopping rule ends the rotation (rounds.py)."""
@@ -171,7 +171,7 @@ class BenchRun(TrialSteps):
         pending = []
         for trial in trials:
             for concurrency in cell.concurrency:
-                adopted = resume.adopt(self.bundle, self.run_id, cell.cell_id, trial, concurrency)
+                adopted = resume.adopt(self.bundle, self.run_id, cell.cell_id, trial, concurrency=concurrency)
                 if adopted is None:
                     pending.append((trial, concurrency))
                 else:
@@ -190,7 +190,7 @@ class BenchRun(TrialSteps):
             self.bundle.write_json(self.run_id, f"{folder}/argv.json", mask_document(server.record()))
             ready_s = await server.wait_ready(self.plan.readiness_timeout_s)
             self.bundle.write_json(self.run_id, f"{folder}/ready.json", {"ready_after_s": round(ready_s, 3)})
-            await self._read_back(index, cell, server, folder, ready_s)
+            await self._read_back(index, cell, server, folder, ready_s=ready_s)
         except BaseException:
             await self.close_server(server)
             raise
@@ -231,7 +231,7 @@ class BenchRun(TrialSteps):
             if (self.bundle.run_dir(self.run_id) / relpath).exists():
                 self.bundle.register_file(self.run_id, relpath)
 
-    async def _read_back(self, index: int, cell: CellPlan, server: Served, folder: str, ready_s: float) -> None:
+    async def _read_back(self, index: int, cell: CellPlan, server: Served, folder: str, *, ready_s: float) -> None:
         """Before any trial: what the engine says it runs, stored per launch; a field that differs
         from the declared one (or no config line within the readiness wait) fails the cell here."""
         readback = await engine_config.read_back(

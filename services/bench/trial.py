@@ -97,7 +97,7 @@ def _identity(cell: CellPlan, *, concurrency: int, trial: int, baseline: str, in
     )
 
 
-def _window_spec(plan: BenchPlan, cell: CellPlan, base_url: str, concurrency: int, trial: int) -> WindowSpec:
+def _window_spec(plan: BenchPlan, cell: CellPlan, base_url: str, concurrency: int, *, trial: int) -> WindowSpec:
     load = plan.load
     return WindowSpec(
         base_url=base_url,
@@ -132,7 +132,7 @@ def trial_event_id(run_id: str, relpath: str) -> str:
     return hashlib.sha256("\0".join((run_id, "bench.trial.completed", relpath)).encode()).hexdigest()[:32]
 
 
-def trial_fields(run_id: str, cell: CellPlan, trial: int, concurrency: int, ref: ArtifactRef,
+def trial_fields(run_id: str, cell: CellPlan, trial: int, concurrency: int, *, ref: ArtifactRef,
                  result: dict[str, Any]) -> dict[str, Any]:
     """The fields of a trial's bench.trial.completed, read from its recorded result: the same for a
     trial measured now and one an earlier attempt recorded (resume.py adopts it and emits it again)."""
@@ -170,7 +170,7 @@ class TrialSteps:
         """Drive one window against the served cell; `record` evaluates and writes it."""
         measured = Measured(cell=cell, trial=trial, concurrency=concurrency, base_url=base_url)
         if cell.bench == "builtin":
-            spec = _window_spec(self.plan, cell, base_url, concurrency, trial)
+            spec = _window_spec(self.plan, cell, base_url, concurrency, trial=trial)
             measured.window = await self._unstalled_window(cell, spec, trial, concurrency)
             measured.before, measured.after = measured.window.metrics_before, measured.window.metrics_after
         else:
@@ -208,13 +208,13 @@ class TrialSteps:
         window, before, after = measured.window, measured.before, measured.after
         delta = spec_decode_delta(before, after)
         if window is not None:
-            evaluation = await self._evaluate(cell, window, base_url, trial, concurrency)
+            evaluation = await self._evaluate(cell, window, base_url, trial, concurrency=concurrency)
             result = build_result(window, identity=identity, spec_decode=delta if declared else None, evaluation=evaluation)
             if isinstance(window, MeasuredWindow) and window.loadgen_cpu is not None:
                 result[LOADGEN_CPU_KEY] = window.loadgen_cpu.model_dump(mode="json")
         else:
             result = measured.operator_result or {}
-            evaluation = await self._evaluate(cell, None, base_url, trial, concurrency)
+            evaluation = await self._evaluate(cell, None, base_url, trial, concurrency=concurrency)
             result = attach_blocks(result, TrialResultBlocks(
                 identity=identity, spec_decode=delta if declared else None, evaluation=evaluation))
         for name, text in (("before", before), ("after", after)):
@@ -237,7 +237,7 @@ class TrialSteps:
             ref, result, problems = self._keep_aside(measured, relpath, raw, result)
         failpoints.hit("bench.result-before-event")
         # Emitted for a rejected trial too (it was measured): its `result` is the rejected file.
-        await self.emit(self.event_factory(**trial_fields(self.run_id, cell, trial, concurrency, ref, result)))
+        await self.emit(self.event_factory(**trial_fields(self.run_id, cell, trial, concurrency, ref=ref, result=result)))
         if problems:
             head = ("speculation declared but not active as declared" if declared
                     else "the engine speculated although none is declared")
@@ -256,14 +256,14 @@ class TrialSteps:
         as evidence (`remeasured-<name>` in this attempt's raw folder), and the cell goes on."""
         cell, trial, concurrency = measured.cell, measured.trial, measured.concurrency
         self.bundle.write_bytes(self.run_id, f"{raw}/remeasured-{relpath.rsplit('/', 1)[1]}", dumps_result(result))
-        adopted = resume.adopt(self.bundle, self.run_id, cell.cell_id, trial, concurrency)
+        adopted = resume.adopt(self.bundle, self.run_id, cell.cell_id, trial, concurrency=concurrency)
         if adopted is None:  # the conflicting file vanished: a bundle no one may edit was edited
             raise SpecdecError(f"{relpath} conflicted with this measurement and is gone now; the bundle was changed")
         if cell.role == "standing" and adopted.outputs:
             self.standing_outputs[(trial, concurrency)] = adopted.outputs
         return adopted.ref, adopted.result, adopted.problems
 
-    async def _operator_bench(
+    async def _operator_bench(  # noqa: PLR0917  # called positionally from tests/unit/contracts/templates/test_declared_fields.py
         self, cell: CellPlan, base_url: str, folder: str, trial: int, concurrency: int
     ) -> tuple[dict[str, Any], str | None, str | None]:
         """Run the operator's bench argv (no shell) against the served cell; its
@@ -300,7 +300,7 @@ class TrialSteps:
         return result, before, after
 
     async def _evaluate(
-        self, cell: CellPlan, window: WindowRecord | None, base_url: str, trial: int, concurrency: int
+        self, cell: CellPlan, window: WindowRecord | None, base_url: str, trial: int, *, concurrency: int
     ) -> Evaluation | None:
         if cell.eval != "builtin":
             from contracts.argv import ArgvTemplate

@@ -75,7 +75,7 @@ def _check_options(size: int | None, heldout_share: float, max_model_len: int | 
 
 
 def _select(
-    traffic: Path, quota: np.ndarray, sid: np.ndarray, prio: np.ndarray, line: np.ndarray, n_strata: int
+    traffic: Path, quota: np.ndarray, sid: np.ndarray, prio: np.ndarray, *, line: np.ndarray, n_strata: int
 ) -> tuple[dict[int, list[tuple[int, Fetched, int]]], int, int]:
     """Per stratum, the chosen (unique index, fetched record, redacted key), in
     priority order, with the exact (after redaction) and near duplicates dropped."""
@@ -195,8 +195,8 @@ def build_corpus(
     n = size if size is not None else default_size(st.target, st.joint)
     quota = allocate(st.target, n, st.joint.astype(np.int64)).ravel()
     prio = priorities(st.key, seed, 0)
-    chosen, exact_after, near = _select(traffic, quota, st.sid, prio, st.line, st.joint.size)
-    corpus, selected, heldout_n = _records(st, chosen, prio, heldout_share, seed)
+    chosen, exact_after, near = _select(traffic, quota, st.sid, prio, line=st.line, n_strata=st.joint.size)
+    corpus, selected, heldout_n = _records(st, chosen, prio, heldout_share, seed=seed)
 
     render = _render(template, tokenizer_dir, corpus, max_model_len)
     data = b"".join(orjson.dumps(r.model_dump()) + b"\n" for r in corpus)
@@ -205,7 +205,7 @@ def build_corpus(
         for _, rec, _ in items:
             merge_counts(corpus_counts, rec.redactions)
     manifest = _manifest(
-        profile, profile_sha, sc, st, out, data, corpus, seed, size, heldout_share, render,
+        profile, profile_sha, sc, st, out=out, data=data, corpus=corpus, seed=seed, size=size, heldout_share=heldout_share, render=render,
         tokenizer_dir=tokenizer_dir, max_model_len=max_model_len, exact=st.exact_duplicates + exact_after,
         near=near, corpus_counts=corpus_counts,
         redacted_records=sum(bool(rec.redactions) for items in chosen.values() for _, rec, _ in items),
@@ -259,7 +259,7 @@ def _strata(profile: Profile, sc: Scan) -> _Strata:
 
 
 def _records(
-    st: _Strata, chosen: dict[int, list[tuple[int, Fetched, int]]], prio: np.ndarray, heldout_share: float, seed: int
+    st: _Strata, chosen: dict[int, list[tuple[int, Fetched, int]]], prio: np.ndarray, heldout_share: float, *, seed: int
 ) -> tuple[list[m.CorpusRecord], np.ndarray, np.ndarray]:
     """Corpus records in sampling-priority order; per stratum, the first in a
     second seeded order go to heldout. Returns records, selected and heldout per stratum."""
@@ -285,8 +285,8 @@ def _records(
 
 
 def _manifest(
-    profile: Profile, profile_sha: str, sc: Scan, st: _Strata, out: Path, data: bytes, corpus: list[m.CorpusRecord],
-    seed: int, size: int | None, heldout_share: float, render: m.RenderCheck, *,
+    profile: Profile, profile_sha: str, sc: Scan, st: _Strata, *, out: Path, data: bytes, corpus: list[m.CorpusRecord],
+    seed: int, size: int | None, heldout_share: float, render: m.RenderCheck,
     tokenizer_dir: str | Path | None, max_model_len: int | None, exact: int, near: int,
     corpus_counts: dict[str, int], redacted_records: int, quota: np.ndarray, selected: np.ndarray,
     heldout_n: np.ndarray,

@@ -126,8 +126,8 @@ def decide(
     keys = reported_metrics(objective)
     failed = _failed(failed_cells or {}, candidate_trials)
     decided = [
-        _decide_candidate(name, base_levels, _by_level(trials), keys, guards, spec, design,
-                          base_rejected_levels, _rejected_by_level(set_aside[name]), failed.get(name))
+        _decide_candidate(name, base_levels, _by_level(trials), keys, guards=guards, spec=spec, design=design,
+                          base_rejected=base_rejected_levels, cand_rejected=_rejected_by_level(set_aside[name]), failed=failed.get(name))
         for name, trials in counted.items()
     ]
     settled = ranking.settled(decided)
@@ -188,7 +188,7 @@ def _decide_candidate(
     base_levels: dict[Level, list[Trial]],
     cand_levels: dict[Level, list[Trial]],
     keys: list[MetricKey],
-    guards: list[tuple[str, MetricKey]],
+    *, guards: list[tuple[str, MetricKey]],
     spec: GateSpec,
     design: Design,
     base_rejected: dict[Level, list[checks.Rejected]],

@@ -84,7 +84,7 @@ def decide_level(
     problems += floor_problems
     metrics = [_compare_metric(key, base, cand, design) for key in keys] if base and cand else []
     objective = metrics[0] if metrics else None
-    guarded = _guard_checks(guards, metrics, base, cand, design) if base and cand else []
+    guarded = _guard_checks(guards, metrics, base, cand, design=design) if base and cand else []
     worse_guards = [g for g in guarded if g.passed is False]
     unread_guards = [g for g in guarded if g.passed is None]
     used = min(len(base), len(cand))
@@ -227,7 +227,7 @@ def _compare_metric(key: MetricKey, base: list[Trial], cand: list[Trial], design
 
 def _guard_checks(
     guards: list[tuple[str, MetricKey]], metrics: list[MetricComparison], base: list[Trial], cand: list[Trial],
-    design: Design,
+    *, design: Design,
 ) -> list[GuardCheck]:
     """Each guard compared like the objective: the reported metric's comparison where it is one
     (same key, same alpha), else a comparison of its own (e.g. ttft:p99)."""

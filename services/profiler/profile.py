@@ -222,8 +222,8 @@ class _Scan:
             m = measure(record.prompt_text, record.completion_text)
             # The token count is kept only for an output measured whole: it is the tokens of those words.
             whole = m.output_words and n_out is not None and len(record.completion_text or "") <= TEXT_CAP_CHARS
-            self.sampler.add(i, label, m.prompt, m.context, m.span_words, m.output_words or math.nan,
-                             n_out if whole else math.nan)
+            self.sampler.add(i, label, m.prompt, m.context, span_words=m.span_words, output_words=m.output_words or math.nan,
+                             output_tokens=n_out if whole else math.nan)
 
     def _reject(self, line_no: int, kind: str, reason: str, raw: bytes) -> None:
         self.rejected_by_kind[kind] = self.rejected_by_kind.get(kind, 0) + 1

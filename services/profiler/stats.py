@@ -146,7 +146,7 @@ class StrideSampler:
 
     def add(
         self, i: int, label: int, reuse: float, context_reuse: float,
-        span_words: float = math.nan, output_words: float = math.nan, output_tokens: float = math.nan,
+        *, span_words: float = math.nan, output_words: float = math.nan, output_tokens: float = math.nan,
     ) -> None:
         self.index.append(i)
         self.label.append(label)

@@ -130,7 +130,7 @@ def campaign_file(path: Path, *, pre_approved: bool, target: Path) -> Path:
     return path
 
 
-def wait_run(client: redis.Redis, prefix: str, run_id: str, done: set[str], timeout_s: float, *,
+def wait_run(client: redis.Redis, prefix: str, run_id: str, done: set[str], *, timeout_s: float,
              poll_s: float = 2.0) -> list[dict[str, Any]]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -261,7 +261,7 @@ def campaign_run(session_services: SessionServices, toy_target: Path,
     # count every trial once, and leave no engine behind (tests/e2e/test_campaign.py).
     kills = [kill_bench_runner_mid_bench(session_services, client, run_id, after_trials=1)]
     kills.append(kill_bench_runner_mid_bench(session_services, client, run_id, after_trials=3))
-    events = wait_run(client, prefix, run_id, {"report.published"}, RUN_TIMEOUT_S)
+    events = wait_run(client, prefix, run_id, {"report.published"}, timeout_s=RUN_TIMEOUT_S)
     # The journal may trail the last event by a moment.
     time.sleep(3)
     events = run_events(client, prefix, run_id)
@@ -279,7 +279,7 @@ def dry_run(services_env: dict[str, str], toy_target: Path, campaign_run: Campai
     run_id = submit_campaign(services_env, campaign)
     client = redis.Redis.from_url(services_env["SPECDEC_REDIS_URL"])
     prefix = services_env["SPECDEC_STREAM_PREFIX"]
-    events = wait_run(client, prefix, run_id, {"training.planned"}, 300)
+    events = wait_run(client, prefix, run_id, {"training.planned"}, timeout_s=300)
     time.sleep(5)  # anything that would (wrongly) start next has time to show
     events = run_events(client, prefix, run_id)
     client.close()

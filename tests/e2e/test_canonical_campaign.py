@@ -77,7 +77,7 @@ def canonical_run(services_env: dict[str, str], toy_target: Path, tmp_path_facto
     client = redis.Redis.from_url(services_env["SPECDEC_REDIS_URL"])
     prefix = services_env["SPECDEC_STREAM_PREFIX"]
     # Every assertion reads the streams and the bundle, both complete at report.published (no journal read).
-    wait_run(client, prefix, run_id, {"report.published"}, 800, poll_s=0.5)
+    wait_run(client, prefix, run_id, {"report.published"}, timeout_s=800, poll_s=0.5)
     events = run_events(client, prefix, run_id)
     client.close()
     elapsed = time.monotonic() - started

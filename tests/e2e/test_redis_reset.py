@@ -76,7 +76,7 @@ def knowable(run_dir: Path, event_id: str) -> bool:
             or any(record["trigger_event_id"] == event_id for record in records))
 
 
-def journal_until(topology: Topology, run_id: str, done: Any, what: str, timeout_s: float = RUN_TIMEOUT_S) -> list[dict]:
+def journal_until(topology: Topology, run_id: str, done: Any, what: str, *, timeout_s: float = RUN_TIMEOUT_S) -> list[dict]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         events = journal(topology.bundle_root / run_id) if (topology.bundle_root / run_id).is_dir() else []

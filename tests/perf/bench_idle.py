@@ -93,7 +93,7 @@ class Instance:
         self._log.close()
 
 
-def measure(names: list[str], redis_url: str, prefix: str, workdir: Path, idle_s: float) -> dict[str, Any]:
+def measure(names: list[str], redis_url: str, prefix: str, workdir: Path, *, idle_s: float) -> dict[str, Any]:
     """Idle CPU percent of each service and of Redis over one shared window."""
     import redis
 
@@ -135,7 +135,7 @@ def bench(ctx: Any) -> list[dict[str, Any]]:
 
     names = apps.available()
     prefix = f"perfidle{uuid.uuid4().hex[:8]}"
-    measured = measure(names, ctx.redis_url, prefix, ctx.workdir, IDLE_S[ctx.quick])
+    measured = measure(names, ctx.redis_url, prefix, ctx.workdir, idle_s=IDLE_S[ctx.quick])
     settings = RuntimeSettings(redis_url=ctx.redis_url, bundle_root=ctx.workdir / "bundles")
     resources = resources_for(settings)
     setup = {

@@ -294,7 +294,7 @@ CLIENTS = {"specdec-client": ("specdec-client", 1), "specdec-client-2p": ("specd
            "vllm-client": ("vllm-client", 1)}
 
 
-def _run_client(kind: str, base_url: str, core: int, num_prompts: int, output_len: int, tokenizer: Path, out: Path) -> dict[str, Any]:
+def _run_client(kind: str, base_url: str, core: int, num_prompts: int, *, output_len: int, tokenizer: Path, out: Path) -> dict[str, Any]:
     cmd, processes = CLIENTS[kind]
     argv = [sys.executable, "-m", "tests.perf.bench_loadgen", cmd, "--base-url", base_url, "--core", str(core),
             "--num-prompts", str(num_prompts), "--output-len", str(output_len), "--tokenizer", str(tokenizer),
@@ -330,7 +330,7 @@ def bench(ctx) -> list[dict]:
         for run in range(runs):
             for kind in figures:  # interleaved: specdec x1, specdec x2, vllm, specdec x1, ...
                 out = ctx.workdir / f"{kind}-{run}.json"
-                figures[kind].append(_run_client(kind, base_url, client_core, num_prompts, output_len, tokenizer, out))
+                figures[kind].append(_run_client(kind, base_url, client_core, num_prompts, output_len=output_len, tokenizer=tokenizer, out=out))
     finally:
         server.terminate()
         try:

@@ -182,7 +182,7 @@ def _legacy_sub(
     text: str,
     kind: str,
     counts: dict[str, int],
-    keep: Callable[[re.Match[str]], str | None] | None = None,
+    *, keep: Callable[[re.Match[str]], str | None] | None = None,
 ) -> str:
     """Replace matches by the kind's placeholder; `keep` may veto (return the
     text to keep) or return a custom replacement."""
@@ -318,7 +318,7 @@ def _child(mode: str, profile: Path, traffic: Path, out: Path) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _row(name: str, value: float, unit: str, goal: str, passed: bool | None, reference: str | None = None,
+def _row(name: str, value: float, unit: str, goal: str, *, passed: bool | None, reference: str | None = None,
          reference_value: float | None = None) -> dict:  # fmt: skip
     return {"name": name, "value": value, "unit": unit, "reference": reference, "reference_value": reference_value,
             "ratio": value / reference_value if reference_value else None, "goal": goal, "passed": passed}
@@ -349,16 +349,16 @@ def bench(ctx: PerfContext) -> list[dict]:
     return [
         _row(f"corpus step wall time, new redaction ({label})", new["wall_s"], "s",
              f"<= {TIME_RATIO_GOAL:g}x reference" + (" (judged at 100,000 records)" if ctx.quick else ""),
-             None if ctx.quick else ratio <= TIME_RATIO_GOAL,
+             passed=None if ctx.quick else ratio <= TIME_RATIO_GOAL,
              reference="the same step with today's redaction (legacy_redact)", reference_value=ref["wall_s"]),
-        _row(f"corpus step CPU time, new redaction ({label})", new["cpu_s"], "s", "informational (same goal)", None,
+        _row(f"corpus step CPU time, new redaction ({label})", new["cpu_s"], "s", "informational (same goal)", passed=None,
              reference="CPU time with today's redaction", reference_value=ref["cpu_s"]),
         _row(f"redaction alone per text ({new['texts']:,} texts, {new['chars'] / new['texts']:.0f} chars avg)",
-             per_text_new, "us", "informational", None, reference="today's redaction per text",
+             per_text_new, "us", "informational", passed=None, reference="today's redaction per text",
              reference_value=per_text_ref),
         _row(f"replacements in the corpus ({new['records']:,} records)", float(new["redactions"]), "count",
-             "informational: more kinds are found", None, reference="today's redaction",
+             "informational: more kinds are found", passed=None, reference="today's redaction",
              reference_value=float(ref["redactions"])),
-        _row(f"corpus step peak memory, new redaction ({label})", new["peak_kb"] / 1024, "MB", "informational", None,
+        _row(f"corpus step peak memory, new redaction ({label})", new["peak_kb"] / 1024, "MB", "informational", passed=None,
              reference="peak memory with today's redaction", reference_value=ref["peak_kb"] / 1024),
     ]

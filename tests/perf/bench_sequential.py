@@ -97,7 +97,7 @@ def _templates(cells: list[str], levels: tuple[int, ...]) -> dict[tuple[str, int
 
 
 def _arm(templates: dict[tuple[str, int, int], list[Trial]], cell: str, figures: np.ndarray,
-         levels: tuple[int, ...], n: int) -> list[Trial]:
+         levels: tuple[int, ...], *, n: int) -> list[Trial]:
     """figures: (levels, CAP) for one campaign's arm."""
     return [replace(t, summary={"median_tpot_ms": float(figures[j, i])})
             for j, level in enumerate(levels) for i, t in enumerate(templates[(cell, level, n)])]
@@ -111,8 +111,8 @@ def rounds_decide(templates: dict[tuple[str, int, int], list[Trial]], base: np.n
     stopped_at = np.zeros(base.shape[0], dtype=int)
     for k in range(base.shape[0]):
         for n in range(FIRST, CAP + 1):
-            decision = decide(_arm(templates, "standing", base[k], levels, n),
-                              {name: _arm(templates, name, fig[k], levels, n) for name, fig in cands.items()},
+            decision = decide(_arm(templates, "standing", base[k], levels, n=n),
+                              {name: _arm(templates, name, fig[k], levels, n=n) for name, fig in cands.items()},
                               SPEC, max_trials=CAP)
             if decision.decision != "continue":
                 break
@@ -124,8 +124,8 @@ def rounds_decide(templates: dict[tuple[str, int, int], list[Trial]], base: np.n
 # --- rows -----------------------------------------------------------------------------------------
 
 
-def _scenario_rows(label: str, factor: float, promoted: np.ndarray, trials: np.ndarray, where: str,
-                   *, goals: bool = True) -> list[dict[str, Any]]:
+def _scenario_rows(label: str, factor: float, promoted: np.ndarray, trials: np.ndarray, *, where: str,
+                   goals: bool = True) -> list[dict[str, Any]]:
     rate, mean_trials = float(promoted.mean()), float(trials.mean())
     rows = []
     if not goals:  # the issue's targets are for one candidate and one level; the rest is reported
@@ -160,7 +160,7 @@ def bench(ctx: Any) -> list[dict[str, Any]]:
     for label, factor in SCENARIOS:
         base, cand = _figures(rng, campaigns, 1.0), _figures(rng, campaigns, factor)
         promoted, trials = rounds_vectorised(base, cand, alpha)
-        rows += _scenario_rows(label, factor, promoted, trials, one)
+        rows += _scenario_rows(label, factor, promoted, trials, where=one)
 
     # The gate's own decide path on the same design, campaign by campaign against the shared rule.
     templates = _templates(["standing", "ngram"], (1,))
@@ -172,7 +172,7 @@ def bench(ctx: Any) -> list[dict[str, Any]]:
         promoted = np.array([w == "ngram" for w in winners])
         expect_promoted, expect_trials = rounds_vectorised(base[:, 0], cand[:, 0], alpha)
         mismatches += int(np.sum(promoted != expect_promoted) + np.sum(trials != expect_trials))
-        rows += _scenario_rows(label, factor, promoted, trials, where)
+        rows += _scenario_rows(label, factor, promoted, trials, where=where)
     rows.append(make_row("gate decide path vs shared rule: campaigns that differ (outcome or stop round)",
                          float(mismatches), "campaigns", goal="0", passed=mismatches == 0))
 
@@ -188,5 +188,5 @@ def bench(ctx: Any) -> list[dict[str, Any]]:
         else:
             promoted = np.array([w == "fast" for w in winners])
         rows += _scenario_rows(label + ("; the other candidate no change" if factor != 1.0 else ", both candidates"),
-                               factor, promoted, trials, where, goals=False)
+                               factor, promoted, trials, where=where, goals=False)
     return rows

@@ -129,7 +129,7 @@ def redis_figures(client: Any, prefix: str) -> dict[str, float]:
             "ledger_mb": ledger_bytes / 1e6, "used_memory_mb": int(client.info("memory")["used_memory"]) / 1e6}
 
 
-async def status_latency_ms(redis_url: str, prefix: str, bundle_root: Path, run_id: str, repeats: int) -> float:
+async def status_latency_ms(redis_url: str, prefix: str, bundle_root: Path, run_id: str, *, repeats: int) -> float:
     from services.app.context import connect
     from services.app.runs import ops
     from services.runtime.settings import RuntimeSettings
@@ -197,7 +197,7 @@ def soak(redis_url: str, workdir: Path, checkpoints: tuple[int, ...], repeats: i
             readers.drain()
             took = time.monotonic() - started
             time.sleep(SWEEP_S + 1.0)  # the journal's next sweep trims what the readers acked after its last trim
-            latency = asyncio.run(status_latency_ms(redis_url, prefix, workdir / "bundles", "soak-00000", repeats))
+            latency = asyncio.run(status_latency_ms(redis_url, prefix, workdir / "bundles", "soak-00000", repeats=repeats))
             figures.append({"runs": runs, "events": published, "publish_and_journal_s": took,
                             **redis_figures(client, prefix), "status_ms": latency})
     finally:

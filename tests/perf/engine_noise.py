@@ -146,7 +146,7 @@ def drive(port: int, concurrency: int, prompts: list[Prompt]) -> MeasuredWindow:
     return MeasuredWindow.model_validate_json(done.stdout)
 
 
-def measure(variant: str, windows: int, levels: list[int], prompts: list[Prompt], logdir: Path) -> list[WindowRow]:
+def measure(variant: str, windows: int, levels: list[int], prompts: list[Prompt], *, logdir: Path) -> list[WindowRow]:
     server = serve(variant, logdir)
     rows: list[WindowRow] = []
     try:
@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = [WindowRow(**row) for row in json.loads(args.out.read_text())["windows"]]
     for variant in args.variant or ["default"]:
         rows = [r for r in rows if r.variant != variant]
-        rows += measure(variant, args.windows, args.concurrency or [1], prompts, logdir)
+        rows += measure(variant, args.windows, args.concurrency or [1], prompts, logdir=logdir)
     summary = summarize(rows)
     args.out.write_text(json.dumps({
         "setup": f"{MODEL.relative_to(ROOT)} float32 eager, one server alone, {len(prompts)} sample chat prompts x 32 tokens, "

@@ -135,7 +135,7 @@ def _speculative(text: str | None) -> dict[str, Any] | None:
 
 
 def _scheduler_limit(log: EngineLog, name: str, own: tuple[tuple[int | None, str], ...], received: str,
-                     debug_hint: str = "") -> tuple[int | None, str]:
+                     *, debug_hint: str = "") -> tuple[int | None, str]:
     """A scheduler limit and where it was read: the engine's own lines first (`own`, in order of trust), else
     what the API server received ('non-default args'), else why the log does not state it."""
     for value, line in own:
@@ -153,7 +153,7 @@ def _max_num_seqs(log: EngineLog) -> tuple[int | None, str]:
     return _scheduler_limit(
         log, "max_num_seqs", ((log.defaulted_max_num_seqs, "the engine's 'Defaulting max_num_seqs to N' line (DEBUG)"),),
         "a value passed to vLLM 0.32.0 is kept as is",
-        " (VLLM_LOGGING_LEVEL=DEBUG: 'Defaulting max_num_seqs to N')")
+        debug_hint=" (VLLM_LOGGING_LEVEL=DEBUG: 'Defaulting max_num_seqs to N')")
 
 
 def _max_num_batched_tokens(log: EngineLog) -> tuple[int | None, str]:

@@ -58,8 +58,8 @@ async def sole_owner(ctx: StepContext) -> str | None:
 
 
 async def execute(
-    bundle: BundleStore, campaign: Campaign, plan: BenchPlan, event: Event, ctx: StepContext,
-    *, node_check: NodeCheck | None = None,
+    bundle: BundleStore, campaign: Campaign, plan: BenchPlan, event: Event, *, ctx: StepContext,
+    node_check: NodeCheck | None = None,
 ) -> list[Event]:
     """Run the plan; `bench.completed`, or StepFailed when the standing cell failed."""
     producer = f"{BENCH}/{ctx.settings.instance}"

@@ -238,9 +238,9 @@ class LoadGenerator:
 
         async def one(index: int, prompt: Prompt, request: Any, issued: float) -> RequestRecord:
             if gate is None:
-                return await self._counted(pool, index, prompt, request, issued)
+                return await self._counted(pool, index, prompt, request, issued=issued)
             async with gate:
-                return await self._counted(pool, index, prompt, request, issued)
+                return await self._counted(pool, index, prompt, request, issued=issued)
 
         tasks = []
         if origin is None:
@@ -252,11 +252,11 @@ class LoadGenerator:
             tasks.append(asyncio.create_task(one(index, prompt, request, self._clock())))
         return list(await asyncio.gather(*tasks))
 
-    async def _counted(self, pool: Pool, index: int, prompt: Prompt, request: Any, issued: float) -> RequestRecord:
+    async def _counted(self, pool: Pool, index: int, prompt: Prompt, request: Any, *, issued: float) -> RequestRecord:
         self._in_flight += 1
         self._max_in_flight = max(self._max_in_flight, self._in_flight)
         try:
-            return await self._request(pool, index, prompt, request, issued)
+            return await self._request(pool, index, prompt, request, issued=issued)
         finally:
             self._in_flight -= 1
 
@@ -277,7 +277,7 @@ class LoadGenerator:
         body.update(spec.extra_body)
         return orjson.dumps(body)
 
-    async def _request(self, pool: Pool, index: int, prompt: Prompt, request: Any, issued: float) -> RequestRecord:
+    async def _request(self, pool: Pool, index: int, prompt: Prompt, request: Any, *, issued: float) -> RequestRecord:
         clock = self._clock
         stream = StreamState(chat=self._chat)
 

@@ -206,7 +206,7 @@ def _rounds(campaign: Campaign, cells: list[CellPlan], noise: dict[int, tuple[li
                   alpha_per_side=alpha, rule=ROUND_RULE, noise=rows)
 
 
-def _operator_values(
+def _operator_values(  # noqa: PLR0917  # called positionally from tests/unit/contracts/templates/test_declared_fields.py
     campaign: Campaign, cell: Cell, run_id: str, spec: dict[str, Any] | None, training_output: str | None, host: str
 ) -> dict[str, str]:
     """What fills an operator serve template: every declared serving field

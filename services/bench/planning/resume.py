@@ -36,7 +36,7 @@ def begin_attempt(bundle: BundleStore, run_id: str) -> int:
     return attempt
 
 
-def adopt(bundle: BundleStore, run_id: str, cell_id: str, trial: int, concurrency: int) -> Adopted | None:
+def adopt(bundle: BundleStore, run_id: str, cell_id: str, trial: int, *, concurrency: int) -> Adopted | None:
     """The recorded result of a trial, or None when it still has to be measured.
 
     A recorded rejected trial comes back with its problems (never empty), so the

@@ -44,7 +44,7 @@ def judge(ctx: Ctx, field: str, check: Check, variant: Variant) -> str | None:
     where = f"{field} under {variant.id}"
     data = variant.data()
     if not check.applies(variant):
-        return _elsewhere(ctx, field, check, variant, data)
+        return _elsewhere(ctx, field, check, variant, data=data)
     if check.base is not None:
         check.base(data, ctx)
     before = observe_data(ctx, data, check.sees)
@@ -72,7 +72,7 @@ def judge(ctx: Ctx, field: str, check: Check, variant: Variant) -> str | None:
     return None
 
 
-def _elsewhere(ctx: Ctx, field: str, check: Check, variant: Variant, data: dict) -> str | None:
+def _elsewhere(ctx: Ctx, field: str, check: Check, variant: Variant, *, data: dict) -> str | None:
     where = f"{field} under {variant.id}"
     changed = copy.deepcopy(data)
     try:

@@ -40,7 +40,7 @@ def _judged(ctx: Ctx, field: str, check: Check, variants: Any) -> list[str]:
     return [v for v in (judge(ctx, field, check, variant) for variant in variants) if v]
 
 
-def _refused_or_consumed(ctx: Ctx, field: str, edit: Any, sees: tuple[str, ...], base: Any = None) -> list[str]:
+def _refused_or_consumed(ctx: Ctx, field: str, edit: Any, sees: tuple[str, ...], *, base: Any = None) -> list[str]:
     """Under every variant: the change is refused naming the field, or it changes what runs."""
     problems = []
     for variant in VARIANTS:

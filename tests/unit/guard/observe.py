@@ -522,7 +522,7 @@ def eval(ctx: Ctx, c: Campaign) -> Any:
     operator = [cell for cell in plan.cells if cell.eval != "builtin"]
     with _process_boundary():
         started = dict(zip([cell.cell_id for cell in operator], _started(
-            [run._evaluate(cell, None, BASE_URL, 0, cell.concurrency[0]) for cell in operator])))
+            [run._evaluate(cell, None, BASE_URL, 0, concurrency=cell.concurrency[0]) for cell in operator])))
     return [(cell.cell_id, started.get(cell.cell_id, "builtin")) for cell in plan.cells]
 
 

@@ -7,7 +7,7 @@ import pytest
 from tests.perf.engine_noise import WindowRow, chat_prompts, summarize
 
 
-def row(window: int, tpot: float, steal: float, wait: float, variant: str = "default") -> WindowRow:
+def row(window: int, tpot: float, steal: float, wait: float, *, variant: str = "default") -> WindowRow:
     return WindowRow(variant=variant, window=window, concurrency=1, median_tpot_ms=tpot, duration_s=30.0,
                      server_cpu_s=60.0, server_wait_s=wait, steal_s=steal)
 
@@ -23,7 +23,7 @@ def test_the_windows_send_twenty_plain_chat_prompts_of_the_sample_traffic_in_a_f
 
 def test_the_summary_gives_each_variant_its_cv_and_how_tpot_moves_with_steal_and_wait():
     rows = [row(0, 40.0, 0.1, 8.0), row(1, 50.0, 1.1, 10.0), row(2, 45.0, 0.6, 9.0),
-            row(0, 60.0, 0.5, 5.0, "omp1"), row(1, 60.0, 0.5, 5.0, "omp1")]
+            row(0, 60.0, 0.5, 5.0, variant="omp1"), row(1, 60.0, 0.5, 5.0, variant="omp1")]
     by_variant = {s["variant"]: s for s in summarize(rows)}
     default = by_variant["default"]
     assert default["windows"] == 3

@@ -20,7 +20,7 @@ from services.profiler.repetition import measure
 
 
 def ev(reuse: float | None = 0.1, span: float | None = 8.0, ratio: float | None = 1.0, p50: float | None = 200.0,
-       conc: float | None = 1.0) -> AdviceEvidence:
+       *, conc: float | None = 1.0) -> AdviceEvidence:
     return AdviceEvidence(reuse, None if reuse is not None else "no text", span, ratio, p50, conc)
 
 
@@ -108,7 +108,7 @@ def test_sampler_thinning_keeps_the_span_columns_aligned():
     sampler = stats.StrideSampler(cap=50)
     for i in range(5000):
         if sampler.wants(i):
-            sampler.add(i, 0, 0.0, 0.0, float(i), float(i), float(2 * i))
+            sampler.add(i, 0, 0.0, 0.0, span_words=float(i), output_words=float(i), output_tokens=float(2 * i))
     index = np.frombuffer(sampler.index, dtype=np.int64).astype(float)
     assert list(np.frombuffer(sampler.span_words)) == list(index)
     assert list(np.frombuffer(sampler.output_tokens)) == list(2 * index)

@@ -30,7 +30,7 @@ def test_a_recorded_result_is_adopted_with_its_outputs_and_problems(bundle: Bund
     result = {"generated_texts": ["a", "b", "c"], "prompt_ids": ["p1", "p2", "p3"], "errors": ["", "timeout", ""],
               "speculation_problems": ["no drafts"]}
     ref = bundle.write_bytes(RUN, layout.trial_result("standing", 1, 4), json.dumps(result).encode())
-    adopted = resume.adopt(bundle, RUN, "standing", 1, 4)
+    adopted = resume.adopt(bundle, RUN, "standing", 1, concurrency=4)
     assert adopted is not None and adopted.ref == ref
     assert adopted.outputs == {"p1": "a", "p3": "c"}
     assert adopted.problems == ["no drafts"]
@@ -38,12 +38,12 @@ def test_a_recorded_result_is_adopted_with_its_outputs_and_problems(bundle: Bund
 
 def test_a_trial_without_a_result_is_measured_again_and_one_left_without_its_record_is_adopted(
         bundle: BundleStore) -> None:
-    assert resume.adopt(bundle, RUN, "standing", 0, 1) is None
+    assert resume.adopt(bundle, RUN, "standing", 0, concurrency=1) is None
     # Published whole but never recorded (the writer died between the two): the durable one counts.
     path = bundle.run_dir(RUN) / layout.trial_result("standing", 0, 1)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("{}")
-    adopted = resume.adopt(bundle, RUN, "standing", 0, 1)
+    adopted = resume.adopt(bundle, RUN, "standing", 0, concurrency=1)
     assert adopted is not None and adopted.ref == bundle.ref(RUN, layout.trial_result("standing", 0, 1))
 
 
@@ -51,7 +51,7 @@ def test_a_recorded_result_changed_on_disk_is_an_error_not_a_fresh_trial(bundle:
     bundle.write_bytes(RUN, layout.trial_result("ngram", 0, 1), b'{"generated_texts": []}')
     (bundle.run_dir(RUN) / layout.trial_result("ngram", 0, 1)).write_text('{"generated_texts": ["forged"]}')
     with pytest.raises(BundleError, match="cannot be read back"):
-        resume.adopt(bundle, RUN, "ngram", 0, 1)
+        resume.adopt(bundle, RUN, "ngram", 0, concurrency=1)
 
 
 def test_an_operator_result_has_no_outputs_to_compare() -> None:
@@ -62,7 +62,7 @@ def test_an_operator_result_has_no_outputs_to_compare() -> None:
 def test_a_recorded_rejected_trial_is_adopted_as_the_same_failure(bundle: BundleStore) -> None:
     result = {"completed": 4, "spec_decode": {"num_drafts": 0}, "speculation_problems": ["no drafts during the measured window"]}
     ref = bundle.write_bytes(RUN, layout.rejected_result("ngram", 2, 1), json.dumps(result).encode())
-    adopted = resume.adopt(bundle, RUN, "ngram", 2, 1)
+    adopted = resume.adopt(bundle, RUN, "ngram", 2, concurrency=1)
     assert adopted is not None and adopted.ref == ref
     assert adopted.problems == ["no drafts during the measured window"]
     # Not under the results' name: nothing of it counts as a result.
@@ -71,7 +71,7 @@ def test_a_recorded_rejected_trial_is_adopted_as_the_same_failure(bundle: Bundle
 
 def test_a_rejected_file_without_reasons_still_fails(bundle: BundleStore) -> None:
     bundle.write_bytes(RUN, layout.rejected_result("ngram", 0, 2), b'{"completed": 4}')
-    adopted = resume.adopt(bundle, RUN, "ngram", 0, 2)
+    adopted = resume.adopt(bundle, RUN, "ngram", 0, concurrency=2)
     assert adopted is not None and adopted.problems and "rejected by an earlier attempt" in adopted.problems[0]
 
 
