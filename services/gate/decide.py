@@ -51,7 +51,7 @@ def decide_files(baseline: list[Path], candidates: Mapping[str, list[Path]], spe
     # One load for all files so that every unreadable file is named at once.
     all_paths = [*baseline, *(p for name in names for p in candidates[name])]
     trials = load_trials(all_paths)
-    by_source = dict(zip([str(p) for p in all_paths], trials))
+    by_source = dict(zip([str(p) for p in all_paths], trials, strict=True))
     return decide(
         [by_source[str(p)] for p in baseline],
         {name: [by_source[str(p)] for p in candidates[name]] for name in names},
@@ -98,7 +98,7 @@ def decide(
     name or cell) the bench measured no more, with why: their levels stop (`bench_failed`), never
     `continue`, since no round will add to them."""
     objective = parse_objective(spec.objective)
-    guards = list(zip(spec.guards, parse_guards(spec.guards)))
+    guards = list(zip(spec.guards, parse_guards(spec.guards), strict=True))
     if not baseline_trials:
         raise GateInputError("no baseline trials")
     bad_names = [name for name in candidate_trials if not KEY_RE.match(name)]

@@ -194,7 +194,7 @@ def _compare_metric(key: MetricKey, base: list[Trial], cand: list[Trial], design
         candidate_trials=len(c_have),
         min_effect_pct=100 * design.min_effect,
     )
-    missing = [t.source for t, v in [*zip(base, b_vals), *zip(cand, c_vals)] if v is None]
+    missing = [t.source for t, v in [*zip(base, b_vals, strict=True), *zip(cand, c_vals, strict=True)] if v is None]
     note = None
     if missing:
         note = f"{key.name} missing in {len(missing)} trial file(s), e.g. {missing[0]}"

@@ -47,11 +47,11 @@ def settled(candidates: list[CandidateDecision]) -> bool:
     # A certain winner's levels have all stopped, so its ranking figure (worst_gain_pct) is final. A candidate
     # that could still win changes the winner only if it could outrank that: its best case is the better
     # end of its objective's interval, at its worst level.
-    certain = [c.worst_gain_pct for c, s in zip(candidates, sets) if s == {"win"}]
+    certain = [c.worst_gain_pct for c, s in zip(candidates, sets, strict=True) if s == {"win"}]
     if not certain:
         return False
     best = max(g if g is not None else -np.inf for g in certain)
-    return all(_best_case_gain(c) < best for c, s in zip(candidates, sets) if "win" in s and s != {"win"})
+    return all(_best_case_gain(c) < best for c, s in zip(candidates, sets, strict=True) if "win" in s and s != {"win"})
 
 
 def _best_case_gain(c: CandidateDecision) -> float:

@@ -134,7 +134,7 @@ def trial_result(
     ttft_s = BASE_TTFT_MS * _lognormal(rng, 0.1, n_ok) / 1e3
     out_lens = rng.integers(32, 129, n_ok)
     latency_s = ttft_s + tpot_s * (out_lens - 1)
-    itls = [[float(t)] * int(n - 1) for t, n in zip(tpot_s, out_lens)]
+    itls = [[float(t)] * int(n - 1) for t, n in zip(tpot_s, out_lens, strict=False)]
     duration_s = float(latency_s.sum()) / concurrency
     flat_itl = np.concatenate([np.asarray(g) for g in itls])
     result: dict[str, Any] = {

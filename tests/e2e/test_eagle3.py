@@ -91,7 +91,7 @@ def test_trainer_writes_a_speculators_checkpoint(head):
     offline = json.loads((out / "offline-acceptance.json").read_text())
     rates = offline["per_position_acceptance"]
     assert len(rates) == K and offline["drafts"] > 100
-    assert all(a >= b for a, b in zip(rates, rates[1:]))  # accepting j+1 needs 0..j accepted
+    assert all(a >= b for a, b in zip(rates, rates[1:], strict=False))  # accepting j+1 needs 0..j accepted
     assert rates[0] > 0.3  # trained, not chance (1/1024 over the toy vocabulary)
 
 
@@ -114,7 +114,7 @@ def test_head_served_by_vllm_with_method_eagle3(target: Path, head, corpus):
                     "per_position_acceptance": [round(x, 4) for x in per_pos],
                     "acceptance_length": round(1 + sum(per_pos), 4)},
             offline={k: offline[k] for k in ("per_position_acceptance", "acceptance_length", "drafts")},
-            error_per_position=[round(o - s, 4) for o, s in zip(offline["per_position_acceptance"], per_pos)],
+            error_per_position=[round(o - s, 4) for o, s in zip(offline["per_position_acceptance"], per_pos, strict=False)],
             mean_acceptance_length=delta.mean_acceptance_length, serve_argv=served.argv[1:],
             engine_effective=effective.model_dump(mode="json"))
     assert len(per_pos) == K  # one series per speculative token: the engine ran k=3

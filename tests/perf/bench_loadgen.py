@@ -254,7 +254,7 @@ def _vllm_client(args: argparse.Namespace) -> dict[str, Any]:
     result = serve.main(vargs)
     ok = [not err for err in result["errors"]]
     return {
-        "chunks": sum(len(itl) + 1 for itl, good in zip(result["itls"], ok) if good),
+        "chunks": sum(len(itl) + 1 for itl, good in zip(result["itls"], ok, strict=False) if good),
         "duration_s": result["duration"],
         "cpu_s": cpu["s"],
         "completed": result["completed"],

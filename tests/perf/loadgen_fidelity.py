@@ -217,7 +217,7 @@ def _clients(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     rows = json.loads(Path(args.prompts).read_text())
     texts = [r["conversations"][0]["value"] for r in rows]
     prompts = [Prompt(prompt_id=r["id"], messages=[ChatTurn(role="user", content=t)], text=t, input_tokens=None,
-                      max_output_tokens=FIDELITY_OUTPUT_TOKENS, ignore_eos=True) for r, t in zip(rows, texts)]
+                      max_output_tokens=FIDELITY_OUTPUT_TOKENS, ignore_eos=True) for r, t in zip(rows, texts, strict=True)]
     # Both tools send the same body, so the server does the same work for each: vLLM's client
     # adds repetition_penalty 1.0 (a no-op value), specdec asks for per-chunk usage; each
     # sends the other's key too (vLLM's client reads only the final usage).
@@ -254,8 +254,8 @@ def _clients(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
         ok = [not err for err in result["errors"]]
         runs["vllm"].append({"median_ttft_ms": result["median_ttft_ms"], "median_tpot_ms": result["median_tpot_ms"],
                              "median_e2el_ms": result["median_e2el_ms"],
-                             "chunks": sum(len(itl) + 1 for itl, good in zip(result["itls"], ok) if good),
-                             "ttfts_ms": [t * 1e3 if good else None for t, good in zip(result["ttfts"], ok)],
+                             "chunks": sum(len(itl) + 1 for itl, good in zip(result["itls"], ok, strict=False) if good),
+                             "ttfts_ms": [t * 1e3 if good else None for t, good in zip(result["ttfts"], ok, strict=False)],
                              "completed": result["completed"], "failed": result["failed"], "load_1m": os.getloadavg()[0]})
     return runs
 

@@ -106,12 +106,12 @@ def _compare(base_url: str, starts: list[float], ttfts: list[float], tpots: list
     notes = sorted(httpx.get(f"{base_url}/stats", timeout=30).json())[-len(starts):]  # the window's streams
     true_ttft = statistics.median(first - read for read, first, _, _ in notes)
     true_tpot = statistics.median((last - first) / (n - 1) for _, first, last, n in notes)
-    pairs = sorted(zip(starts, ttfts))
+    pairs = sorted(zip(starts, ttfts, strict=False))
     return {
         "ttft_excess_ms": (statistics.median(ttfts) - true_ttft) * 1e3,
         "tpot_ratio": statistics.median(tpots) / true_tpot,
-        "send_ms": statistics.median((note[0] - start) * 1e3 for note, (start, _) in zip(notes, pairs)),
-        "receive_ms": statistics.median((start + ttft - note[1]) * 1e3 for note, (start, ttft) in zip(notes, pairs)),
+        "send_ms": statistics.median((note[0] - start) * 1e3 for note, (start, _) in zip(notes, pairs, strict=False)),
+        "receive_ms": statistics.median((start + ttft - note[1]) * 1e3 for note, (start, ttft) in zip(notes, pairs, strict=False)),
         "load_1m": os.getloadavg()[0],
     }
 
@@ -148,9 +148,9 @@ def _clients(args: argparse.Namespace) -> dict[str, list[dict[str, float]]]:
         ]))
         ok = [not e for e in result["errors"]]
         tpots = [(lat - ttft) / (n - 1) for lat, ttft, n, good in
-                 zip(result["latencies"], result["ttfts"], result["output_lens"], ok) if good and n > 1]
-        runs["vllm"].append(_compare(args.base_url, [s for s, good in zip(result["start_times"], ok) if good],
-                                     [t for t, good in zip(result["ttfts"], ok) if good], tpots))
+                 zip(result["latencies"], result["ttfts"], result["output_lens"], ok, strict=False) if good and n > 1]
+        runs["vllm"].append(_compare(args.base_url, [s for s, good in zip(result["start_times"], ok, strict=False) if good],
+                                     [t for t, good in zip(result["ttfts"], ok, strict=False) if good], tpots))
     return runs
 
 

@@ -245,7 +245,7 @@ class LoadGenerator:
         tasks = []
         if origin is None:
             origin = self._clock()
-        for index, prompt, request, offset in zip(indices, prompts, requests, offsets):
+        for index, prompt, request, offset in zip(indices, prompts, requests, offsets, strict=False):
             delay = origin + offset - self._clock()
             if delay > 0:
                 await self._sleep(delay)

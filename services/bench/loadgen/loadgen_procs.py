@@ -53,7 +53,7 @@ def child_specs(spec: WindowSpec) -> list[WindowSpec]:
     caps = shares(spec.max_concurrency, n) if spec.max_concurrency else [None] * n
     warm = shares(spec.warmup_requests, n)
     return [WindowSpec.model_validate({**spec.model_dump(), "max_concurrency": cap, "warmup_requests": w,
-                                       "client_processes": 1}) for cap, w in zip(caps, warm)]
+                                       "client_processes": 1}) for cap, w in zip(caps, warm, strict=True)]
 
 
 async def drive_window(spec: WindowSpec, prompts: Sequence[Prompt]) -> WindowRecord:
@@ -90,7 +90,7 @@ async def run_window_procs(spec: WindowSpec, prompts: Sequence[Prompt], *, pytho
     errs = [asyncio.create_task(proc.stderr.read()) for proc in children]  # type: ignore[union-attr]
     pool = http1_pool(spec, time.monotonic)
     try:
-        for proc, err in zip(children, errs):
+        for proc, err in zip(children, errs, strict=True):
             line = await proc.stdout.readline()  # type: ignore[union-attr]
             if line != READY:
                 await proc.wait()
@@ -102,7 +102,7 @@ async def run_window_procs(spec: WindowSpec, prompts: Sequence[Prompt], *, pytho
             await proc.stdin.drain()  # type: ignore[union-attr]
             proc.stdin.close()  # type: ignore[union-attr]
         parts: list[WindowRecord] = []
-        for proc, err in zip(children, errs):
+        for proc, err in zip(children, errs, strict=True):
             out = await proc.stdout.read()  # type: ignore[union-attr]
             code = await proc.wait()
             if code != 0:

@@ -165,7 +165,7 @@ def mixed_shape_prompts(shapes: list[ShapeSpec], count: int, *, tokenizer_dir: s
                           f"every listed shape is benched; raise matrix.load.num_prompts to {len(shapes)} or more")
     per_shape = [
         shaped_prompts(shape, share, tokenizer_dir=tokenizer_dir, seed=index, ignore_eos=ignore_eos)
-        for index, (shape, share) in enumerate(zip(shapes, shape_shares(count, len(shapes))))
+        for index, (shape, share) in enumerate(zip(shapes, shape_shares(count, len(shapes)), strict=True))
     ]
     return [per_shape[i % len(shapes)][i // len(shapes)] for i in range(count)]
 

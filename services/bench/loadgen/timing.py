@@ -85,7 +85,7 @@ def derive(record: RequestRecord) -> RequestTiming:
     e2el = arrivals[-1] - record.start_s
     out = record.output_tokens or 0
     tpot = (e2el - ttft) / (out - 1) if out > 1 else None
-    itl = [b - a for a, b in zip(arrivals, arrivals[1:])]
+    itl = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
     return RequestTiming(
         ttft_s=ttft,
         e2el_s=e2el,
@@ -124,7 +124,7 @@ def latency_stats(values_s: Sequence[float], percentiles: Sequence[float] = DEFA
         mean_ms=float(np.mean(ms)),
         median_ms=float(np.median(ms)),
         std_ms=float(np.std(ms)),
-        percentiles_ms={name: float(np.percentile(ms, p)) for name, p in zip(names, percentiles)},
+        percentiles_ms={name: float(np.percentile(ms, p)) for name, p in zip(names, percentiles, strict=True)},
     )
 
 
@@ -205,7 +205,7 @@ def _peaks(ok: Sequence[RequestRecord]) -> tuple[float, int]:
     tokens = np.zeros(buckets)
     active = np.zeros(buckets, dtype=np.int64)
     for r in ok:
-        for t, n in zip(r.chunk_arrival_s, chunk_token_counts(r)):
+        for t, n in zip(r.chunk_arrival_s, chunk_token_counts(r), strict=False):
             tokens[int(t - origin)] += n
         active[int(r.start_s - origin) : int(r.chunk_arrival_s[-1] - origin) + 1] += 1
     return float(tokens.max()), int(active.max())

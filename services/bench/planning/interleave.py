@@ -138,7 +138,7 @@ async def _start_all(
     started = await asyncio.gather(*(runner.open_server(index, cell, launch) for index, launch, cell, _ in starting),
                                    return_exceptions=True)
     unexpected: BaseException | None = None
-    for (_, _, cell, pending), outcome in zip(starting, started):
+    for (_, _, cell, pending), outcome in zip(starting, started, strict=True):
         if isinstance(outcome, SpecdecError):
             runner.failed[cell.cell_id] = str(outcome)
         elif isinstance(outcome, BaseException):

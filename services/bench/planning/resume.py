@@ -67,4 +67,4 @@ def outputs_of(result: dict) -> dict[str, str]:
     if not isinstance(ids, list) or not isinstance(texts, list) or len(ids) != len(texts):
         return {}
     errors = errors if isinstance(errors, list) and len(errors) == len(ids) else [""] * len(ids)
-    return {str(pid): str(text) for pid, text, error in zip(ids, texts, errors) if not error}
+    return {str(pid): str(text) for pid, text, error in zip(ids, texts, errors, strict=True) if not error}

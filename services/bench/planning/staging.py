@@ -122,7 +122,7 @@ def _prompts(bundle: BundleStore, campaign: Campaign, matrix: Matrix, event: Eve
         "shapes": [{"name": spec.name, "prompts": share, "input_tokens": spec.input_tokens,
                     "output_tokens": spec.output_tokens, "declared_input_tokens": declared[spec.name].input_tokens,
                     "declared_output_tokens": declared[spec.name].output_tokens}
-                   for spec, share in zip(specs, shares)],
+                   for spec, share in zip(specs, shares, strict=True)],
         "order": "the shapes in turn, in the order listed: prompt i from shape i mod n",
     }
     return mixed_shape_prompts(specs, load.num_prompts, tokenizer_dir=tokenizer, ignore_eos=load.ignore_eos), source

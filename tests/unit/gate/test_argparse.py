@@ -107,7 +107,7 @@ def test_bad_arguments_exit_non_zero(tmp_path: Path, capsys: pytest.CaptureFixtu
     write_cell(tmp_path, "ngram", seed=2)
     base = {"--baseline": str(tmp_path / "standing/*.json"), "--candidate": str(tmp_path / "ngram/*.json"),
             "--objective": "tpot", "--acceptance-floor": "0.5"}  # fmt: skip
-    base.update(dict(zip(extra[::2], extra[1::2])))
+    base.update(dict(zip(extra[::2], extra[1::2], strict=False)))
     assert run(*(x for kv in base.items() for x in kv)) == 2
     assert message in capsys.readouterr().err
 

@@ -65,8 +65,8 @@ def test_aa_false_promotion_through_the_full_decision() -> None:
     ]
     promoted = np.zeros(campaigns, dtype=bool)
     for k in range(campaigns):
-        base = [replace(t, summary={"median_tpot_ms": float(v)}) for t, v in zip(base_templates, base_medians[k])]
-        cand = [replace(t, summary={"median_tpot_ms": float(v)}) for t, v in zip(cand_templates, cand_medians[k])]
+        base = [replace(t, summary={"median_tpot_ms": float(v)}) for t, v in zip(base_templates, base_medians[k], strict=False)]
+        cand = [replace(t, summary={"median_tpot_ms": float(v)}) for t, v in zip(cand_templates, cand_medians[k], strict=False)]
         promoted[k] = decide(base, {"ngram": cand}, SPEC).decision == "promote"
     assert promoted.mean() <= 0.05
     # The full decision promotes exactly where the vectorised verdict says better.

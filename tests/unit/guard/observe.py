@@ -506,7 +506,7 @@ def requests(ctx: Ctx, c: Campaign) -> Any:
     keys = [(cell, trial, level) for cell in plan.cells for trial in range(cell.trials) for level in cell.concurrency]
     with _process_boundary():
         started = _started([run._trial(cell, BASE_URL, trial, level) for cell, trial, level in keys])
-    windows = [(cell.cell_id, trial, level, what) for (cell, trial, level), what in zip(keys, started)]
+    windows = [(cell.cell_id, trial, level, what) for (cell, trial, level), what in zip(keys, started, strict=False)]
     operator = any(cell.bench != "builtin" for cell in plan.cells)
     prompts_file = _digest(b"".join(p.model_dump_json().encode() + b"\n" for p in sent)) if operator else None
     return {"windows": windows, "prompts_file": prompts_file}
@@ -522,7 +522,7 @@ def eval(ctx: Ctx, c: Campaign) -> Any:
     operator = [cell for cell in plan.cells if cell.eval != "builtin"]
     with _process_boundary():
         started = dict(zip([cell.cell_id for cell in operator], _started(
-            [run._evaluate(cell, None, BASE_URL, 0, concurrency=cell.concurrency[0]) for cell in operator])))
+            [run._evaluate(cell, None, BASE_URL, 0, concurrency=cell.concurrency[0]) for cell in operator]), strict=False))
     return [(cell.cell_id, started.get(cell.cell_id, "builtin")) for cell in plan.cells]
 
 

@@ -71,7 +71,7 @@ def test_plans_without_interleaved_cells_have_no_blocks() -> None:
 def matrix_data(*regimes: str) -> dict[str, Any]:
     roles = ["standing", *["candidate"] * (len(regimes) - 1)]
     return {"cells": [{"cell_id": f"c{i}", "role": role, "regime": regime}
-                      for i, (role, regime) in enumerate(zip(roles, regimes))]}
+                      for i, (role, regime) in enumerate(zip(roles, regimes, strict=False))]}
 
 
 def test_a_matrix_that_interleaves_some_cells_only_is_refused_naming_them() -> None:
