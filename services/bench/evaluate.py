@@ -68,7 +68,9 @@ def run_eval_command(
         proc = spawn(argv, run_id=run_id, service=service, env=workload_env.environment() if env is None else env,
                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except OSError as err:
-        raise EvalError(f"cannot start the eval command {argv[0]!r}: {err.strerror or err}; check commands.eval") from err
+        raise EvalError(
+            f"cannot start the eval command {argv[0]!r}: {err.strerror or err}; check commands.eval"
+        ) from err
     try:
         out, err_bytes = proc.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -99,7 +101,9 @@ def parse_eval_output(stdout: bytes) -> Evaluation:
             continue
         if isinstance(data, dict):
             return _evaluation(data)
-    raise EvalError(f'the eval command printed no JSON object {{"accuracy": <0..1>}} on stdout; it printed: {_tail(stdout)}')
+    raise EvalError(
+        f'the eval command printed no JSON object {{"accuracy": <0..1>}} on stdout; it printed: {_tail(stdout)}'
+    )
 
 
 def _evaluation(data: Mapping[str, object]) -> Evaluation:

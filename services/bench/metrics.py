@@ -77,7 +77,9 @@ def spec_decode_counters(text: str) -> SpecDecodeCounters | None:
             try:
                 position = int(raw)  # type: ignore[arg-type]
             except (TypeError, ValueError):
-                raise MetricsError(f"{sample.name} has no integer `position` label (labels: {dict(sample.labels)})") from None
+                raise MetricsError(
+                    f"{sample.name} has no integer `position` label (labels: {dict(sample.labels)})"
+                ) from None
             per_position[position] = per_position.get(position, 0.0) + sample.value
         else:
             totals[counter] += sample.value
@@ -107,7 +109,9 @@ def counters_delta(before: SpecDecodeCounters | None, after: SpecDecodeCounters 
     accepted = _grew("num_accepted_tokens", before.num_accepted_tokens, after.num_accepted_tokens)
     positions = set(before.accepted_per_position) | set(after.accepted_per_position)
     per_position = [
-        _grew(f"accepted at position {p}", before.accepted_per_position.get(p, 0), after.accepted_per_position.get(p, 0))
+        _grew(
+            f"accepted at position {p}", before.accepted_per_position.get(p, 0), after.accepted_per_position.get(p, 0)
+        )
         for p in range(max(positions) + 1 if positions else 0)
     ]
     return SpecDecodeDelta(

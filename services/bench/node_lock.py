@@ -60,8 +60,10 @@ class NodeHold:
                                                                                  self.ttl_ms) == LOST:
             self.lost = node
         if self.lost is not None:
-            raise NodeLockLost(f"the bench lock on node {self.lost} is no longer this run's (another run took it, or it "
-                               "expired while Redis was away): nothing more is launched; the step is retried")
+            raise NodeLockLost(
+                f"the bench lock on node {self.lost} is no longer this run's (another run took it, or it "
+                "expired while Redis was away): nothing more is launched; the step is retried"
+            )
 
     async def renew_all(self) -> None:
         for node in self.nodes:

@@ -101,7 +101,9 @@ def vllm_spec_decode_keys(delta: SpecDecodeDelta) -> dict[str, Any]:
         "spec_decode_num_drafts": drafts,
         "spec_decode_draft_tokens": delta.num_draft_tokens,
         "spec_decode_accepted_tokens": delta.num_accepted_tokens,
-        "spec_decode_per_position_acceptance_rates": [n / drafts for n in delta.accepted_per_position] if drafts else [],
+        "spec_decode_per_position_acceptance_rates": [n / drafts for n in delta.accepted_per_position]
+        if drafts
+        else [],
     }
 
 

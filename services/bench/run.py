@@ -108,7 +108,9 @@ class BenchRun(TrialSteps):
                     continue
                 busy = await self.recheck(cell.node)
                 if busy is not None:
-                    self.outcome.failed_cells[cell.cell_id] = f"node {cell.node} is not idle right before launch: {busy}"
+                    self.outcome.failed_cells[cell.cell_id] = (
+                        f"node {cell.node} is not idle right before launch: {busy}"
+                    )
                     continue
                 try:
                     await self._serve(index, cell, launch_plan)
@@ -183,7 +185,9 @@ class BenchRun(TrialSteps):
         folder = layout.attempt_folder(layout.launch_folder(cell.cell_id, index), self.attempt)
         if self.lock_token is not None:
             # Checked in Redis by the pre-launch re-check just before; recorded as the launch's evidence.
-            self.bundle.write_json(self.run_id, f"{folder}/node-lock.json", {"node": cell.node, "token": self.lock_token})
+            self.bundle.write_json(
+                self.run_id, f"{folder}/node-lock.json", {"node": cell.node, "token": self.lock_token}
+            )
         self.progress.launch_started(index)
         server = await self.executor.start(index, launch_plan, cell, folder)
         try:

@@ -48,7 +48,8 @@ from services.shared.secret_args import mask_text
 
 Emit = Callable[[Any], Awaitable[None]]
 
-# Windows measured per trial before a cell whose client keeps reading in bursts fails (services/bench/executors/stall.py).
+# Windows measured per trial before a cell whose client keeps reading in bursts fails
+# (services/bench/executors/stall.py).
 STALL_ATTEMPTS = 3
 
 
@@ -209,7 +210,9 @@ class TrialSteps:
         delta = spec_decode_delta(before, after)
         if window is not None:
             evaluation = await self._evaluate(cell, window, base_url, trial, concurrency=concurrency)
-            result = build_result(window, identity=identity, spec_decode=delta if declared else None, evaluation=evaluation)
+            result = build_result(
+                window, identity=identity, spec_decode=delta if declared else None, evaluation=evaluation
+            )
             if isinstance(window, MeasuredWindow) and window.loadgen_cpu is not None:
                 result[LOADGEN_CPU_KEY] = window.loadgen_cpu.model_dump(mode="json")
         else:
@@ -221,7 +224,9 @@ class TrialSteps:
             if text is not None:
                 self.bundle.write_bytes(self.run_id, f"{raw}/metrics-{name}-c{concurrency}.txt", text.encode())
         # The one rule the gate and the publisher apply again to what they read (contracts/artifacts/speculation.py).
-        problems = speculation_problems(cell.speculative_config, delta, window_of(result, max_model_len=self.max_model_len))
+        problems = speculation_problems(
+            cell.speculative_config, delta, window_of(result, max_model_len=self.max_model_len)
+        )
         if problems:
             # A rejected trial: kept whole, with its problems (and the counters that moved, even
             # without declared speculation), under a name no gate or report glob matches.
@@ -237,7 +242,9 @@ class TrialSteps:
             ref, result, problems = self._keep_aside(measured, relpath, raw, result)
         failpoints.hit("bench.result-before-event")
         # Emitted for a rejected trial too (it was measured): its `result` is the rejected file.
-        await self.emit(self.event_factory(**trial_fields(self.run_id, cell, trial, concurrency, ref=ref, result=result)))
+        await self.emit(
+            self.event_factory(**trial_fields(self.run_id, cell, trial, concurrency, ref=ref, result=result))
+        )
         if problems:
             head = ("speculation declared but not active as declared" if declared
                     else "the engine speculated although none is declared")
@@ -295,7 +302,9 @@ class TrialSteps:
         try:
             result = json.loads(result_path.read_bytes())
         except (OSError, ValueError) as exc:
-            raise SpecdecError(f"the operator's bench command wrote no readable result at {result_path}: {exc}") from None
+            raise SpecdecError(
+                f"the operator's bench command wrote no readable result at {result_path}: {exc}"
+            ) from None
         self.bundle.register_file(self.run_id, result_rel)
         return result, before, after
 

@@ -54,20 +54,24 @@ def load_profile(path: Path) -> tuple[Profile, str]:
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise ProfileUnusable(f"cannot read profile {path}: {exc.strerror}; pass --profile the PROFILE.json of `specdec profile`") from exc
+        raise ProfileUnusable(
+            f"cannot read profile {path}: {exc.strerror}; pass --profile the PROFILE.json of `specdec profile`"
+        ) from exc
     try:
         profile = Profile.model_validate_json(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_input=False)[:5]
-        )
-        raise ProfileUnusable(f"{path} is not a valid PROFILE.json ({problems}); regenerate it with `specdec profile`") from None
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_input=False)[:5])
+        raise ProfileUnusable(
+            f"{path} is not a valid PROFILE.json ({problems}); regenerate it with `specdec profile`"
+        ) from None
     return profile, hashlib.sha256(data).hexdigest()
 
 
 def _check_options(size: int | None, heldout_share: float, max_model_len: int | None) -> None:
     if size is not None and size < 1:
-        raise InvalidCorpusOptions(f"--size must be at least 1 (got {size}); leave it out for the largest matched corpus")
+        raise InvalidCorpusOptions(
+            f"--size must be at least 1 (got {size}); leave it out for the largest matched corpus"
+        )
     if not (0.0 <= heldout_share <= 1.0) or math.isnan(heldout_share):
         raise InvalidCorpusOptions(f"--heldout-share must be between 0 and 1 (got {heldout_share}); the default is 0.1")
     if max_model_len is not None and max_model_len < 1:
@@ -119,7 +123,10 @@ def _select(
 
 
 def _render(
-    template: ChatTemplate | None, tokenizer_dir: str | Path | None, records: list[m.CorpusRecord], max_model_len: int | None
+    template: ChatTemplate | None,
+    tokenizer_dir: str | Path | None,
+    records: list[m.CorpusRecord],
+    max_model_len: int | None,
 ) -> m.RenderCheck:
     if template is None:
         reason = "no --tokenizer folder given" if tokenizer_dir is None else f"{tokenizer_dir} has no chat template"
@@ -205,11 +212,26 @@ def build_corpus(
         for _, rec, _ in items:
             merge_counts(corpus_counts, rec.redactions)
     manifest = _manifest(
-        profile, profile_sha, sc, st, out=out, data=data, corpus=corpus, seed=seed, size=size, heldout_share=heldout_share, render=render,
-        tokenizer_dir=tokenizer_dir, max_model_len=max_model_len, exact=st.exact_duplicates + exact_after,
-        near=near, corpus_counts=corpus_counts,
+        profile,
+        profile_sha,
+        sc,
+        st,
+        out=out,
+        data=data,
+        corpus=corpus,
+        seed=seed,
+        size=size,
+        heldout_share=heldout_share,
+        render=render,
+        tokenizer_dir=tokenizer_dir,
+        max_model_len=max_model_len,
+        exact=st.exact_duplicates + exact_after,
+        near=near,
+        corpus_counts=corpus_counts,
         redacted_records=sum(bool(rec.redactions) for items in chosen.values() for _, rec, _ in items),
-        quota=quota, selected=selected, heldout_n=heldout_n,
+        quota=quota,
+        selected=selected,
+        heldout_n=heldout_n,
     )
     _write_atomic(out, data)
     _write_atomic(out.with_name(out.name + ".manifest.json"), manifest.model_dump_json(indent=2).encode() + b"\n")
@@ -249,7 +271,9 @@ def _strata(profile: Profile, sc: Scan) -> _Strata:
     rows = np.asarray([b.count for b in hist], dtype=float)
     mix = profile.content_mix
     # A profile without a content mix (no text was classified) leaves the traffic's own class shares.
-    cols = np.asarray([getattr(mix, c) for c in CONTENT_CLASSES], dtype=float) if mix.reason is None else joint.sum(axis=0)
+    cols = (
+        np.asarray([getattr(mix, c) for c in CONTENT_CLASSES], dtype=float) if mix.reason is None else joint.sum(axis=0)
+    )
     target, unreachable = rake(joint, rows if rows.sum() > 0 else joint.sum(axis=1), cols)
     return _Strata(
         key=keys[first], line=sc.column("line")[first], cls=cls, input_tokens=n_in,

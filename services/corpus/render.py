@@ -47,7 +47,9 @@ def render_check(
                 too_long.append(f"{rec['id']}: {n} prompt + {rec['output_tokens']} output tokens > {max_model_len}")
     problems = []
     if errors:
-        problems.append(f"the template raised on {len(errors)} record(s): " + "; ".join(errors[:MAX_RENDER_FAILURES_LISTED]))
+        problems.append(
+            f"the template raised on {len(errors)} record(s): " + "; ".join(errors[:MAX_RENDER_FAILURES_LISTED])
+        )
     if dropped:
         problems.append(
             f"the template dropped content of {len(dropped)} record(s): "

@@ -66,7 +66,9 @@ def _lines(path: Path, hasher: Any | None = None):
     try:
         handle = path.open("rb")
     except OSError as exc:
-        raise TrafficUnusable(f"cannot read traffic file {path}: {exc.strerror}; pass --traffic an existing JSONL file") from exc
+        raise TrafficUnusable(
+            f"cannot read traffic file {path}: {exc.strerror}; pass --traffic an existing JSONL file"
+        ) from exc
     with handle:
         # Bounded: a line over the limit refuses the file before it is held (services/shared/text/lines.py).
         for number, raw in enumerate(read_lines(handle, path), start=1):

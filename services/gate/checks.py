@@ -92,18 +92,25 @@ def identity_problems(base: list[Trial], cand: list[Trial]) -> tuple[list[str], 
     base_models = {t.model_id for t in base if t.model_id}
     cand_models = {t.model_id for t in cand if t.model_id}
     if base_models and cand_models and base_models != cand_models:
-        problems.append(f"the arms served different models: baseline {sorted(base_models)}, candidate {sorted(cand_models)}")
+        problems.append(
+            f"the arms served different models: baseline {sorted(base_models)}, candidate {sorted(cand_models)}"
+        )
     if not (base_ids and cand_ids):
         # Without identity only the concurrency (grouping by max_concurrency) and
         # vLLM's model_id can be compared.
-        unchecked = [f for f in COMPARED_IDENTITY_FIELDS if f != "concurrency" and not (f == "model" and base_models and cand_models)]
+        unchecked = [
+            f
+            for f in COMPARED_IDENTITY_FIELDS
+            if f != "concurrency" and not (f == "model" and base_models and cand_models)
+        ]
         return problems, [*unchecked, NODE]
     b, c = base_ids[0], cand_ids[0]
     b_fields, c_fields = b.compared(), c.compared()
     for name in COMPARED_IDENTITY_FIELDS:
         if b_fields[name] != c_fields[name]:
             problems.append(
-                f"identity differs between the arms in {name}: baseline {b_fields[name]!r}, candidate {c_fields[name]!r}; "
+                f"identity differs between the arms in {name}: baseline {b_fields[name]!r}, candidate "
+                f"{c_fields[name]!r}; "
                 "only the serving config may differ"
             )
     if b.role != "standing":
@@ -166,7 +173,8 @@ class Rejected:
 
 
 def recheck(trials: list[Trial], max_model_len: int | None) -> tuple[list[Trial], list[Rejected]]:
-    """The trials that pass the spec-decode rule, and those that do not (docs/design.md#principle-1-no-inert-configuration).
+    """The trials that pass the spec-decode rule, and those that do not
+    (docs/design.md#principle-1-no-inert-configuration).
 
     The bench applied the same rule (contracts/artifacts/speculation.py) before writing each
     result; applying it again here means a hand-edited or older file, whose counters

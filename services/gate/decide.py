@@ -43,7 +43,9 @@ def decide_files(baseline: list[Path], candidates: Mapping[str, list[Path]], spe
         raise GateInputError("no baseline trial files: give the standing cell's result files")
     empty = [name for name, paths in candidates.items() if not paths]
     if empty or not candidates:
-        raise GateInputError(f"no trial files for candidate(s) {empty or '(none given)'}: give each candidate's result files")
+        raise GateInputError(
+            f"no trial files for candidate(s) {empty or '(none given)'}: give each candidate's result files"
+        )
     shared = {str(p) for p in baseline} & {str(p) for paths in candidates.values() for p in paths}
     if shared:
         raise GateInputError(f"file(s) in both the baseline and a candidate: {sorted(shared)}")
@@ -104,7 +106,8 @@ def decide(
     bad_names = [name for name in candidate_trials if not KEY_RE.match(name)]
     if bad_names or not candidate_trials:
         raise GateInputError(
-            f"candidate names {bad_names or '(none)'} are not usable: give at least one, each letters, digits, '_', '.', '-'"
+            f"candidate names {bad_names or '(none)'} are not usable: give at least one, each letters, digits, '_', "
+            f"'.', '-'"
         )
     alpha = (1 - CONFIDENCE) / len(candidate_trials)
     min_trials = max(spec.min_trials, MIN_TRIALS_FOR_NOISE)
@@ -126,8 +129,18 @@ def decide(
     keys = reported_metrics(objective)
     failed = _failed(failed_cells or {}, candidate_trials)
     decided = [
-        _decide_candidate(name, base_levels, _by_level(trials), keys, guards=guards, spec=spec, design=design,
-                          base_rejected=base_rejected_levels, cand_rejected=_rejected_by_level(set_aside[name]), failed=failed.get(name))
+        _decide_candidate(
+            name,
+            base_levels,
+            _by_level(trials),
+            keys,
+            guards=guards,
+            spec=spec,
+            design=design,
+            base_rejected=base_rejected_levels,
+            cand_rejected=_rejected_by_level(set_aside[name]),
+            failed=failed.get(name),
+        )
         for name, trials in counted.items()
     ]
     settled = ranking.settled(decided)
@@ -138,8 +151,11 @@ def decide(
     winners = [c for c in decided if c.outcome == "win"]
     reasons = [f"{c.candidate}: {c.outcome} - {c.reasons[0]}" for c in decided]
     if all_rejected:
-        reasons.insert(0, f"{len(all_rejected)} trial(s) rejected and not counted (their spec-decode counters contradict "
-                          f"the declared speculation): " + "; ".join(r.describe() for r in all_rejected))
+        reasons.insert(
+            0,
+            f"{len(all_rejected)} trial(s) rejected and not counted (their spec-decode counters contradict "
+            f"the declared speculation): " + "; ".join(r.describe() for r in all_rejected),
+        )
     if not settled:
         outcome, winner = "continue", None
         open_levels = [f"{c.candidate} at {_level_name(lvl.concurrency)} ({_expected_words(lvl)})"

@@ -40,7 +40,9 @@ class Design:
 
     def method(self) -> str:
         if self.cap is None:
-            return INTERVAL_METHOD + (f", widened by a measured server bias of {100 * self.bias:g} %" if self.bias else "")
+            return INTERVAL_METHOD + (
+                f", widened by a measured server bias of {100 * self.bias:g} %" if self.bias else ""
+            )
         text = SEQUENTIAL_METHOD.format(first=self.first, cap=self.cap, gamma=sequential.SPENDING_GAMMA)
         return text + (f", widened by a measured server bias of {100 * self.bias:g} %" if self.bias else "")
 

@@ -84,8 +84,13 @@ def advise(ev: AdviceEvidence) -> NgramAdvice:
     reasons.append(f"NE: an estimated {reuse:.0%} of output positions can be drafted from the prompt (the share of "
                    "output n-grams found in it); an estimate from words, not a promise: the bench measures it")
     return NgramAdvice(
-        num_speculative_tokens=k, prompt_lookup_min=low, prompt_lookup_max=high, reused_span_words=ev.span_words,
-        tokens_per_word=ev.tokens_per_word, reused_span_tokens=span_tokens, estimated_acceptance=min(max(reuse, 0.0), 1.0),
+        num_speculative_tokens=k,
+        prompt_lookup_min=low,
+        prompt_lookup_max=high,
+        reused_span_words=ev.span_words,
+        tokens_per_word=ev.tokens_per_word,
+        reused_span_tokens=span_tokens,
+        estimated_acceptance=min(max(reuse, 0.0), 1.0),
         reasons=reasons,
     )
 
@@ -120,5 +125,7 @@ def _span_tokens(ev: AdviceEvidence, reasons: list[str]) -> float:
                        "as one token")
         return words
     tokens = words * ev.tokens_per_word
-    reasons.append(f"NS: {source}, {tokens:.1f} tokens at the traffic's {ev.tokens_per_word:.2f} output tokens per word")
+    reasons.append(
+        f"NS: {source}, {tokens:.1f} tokens at the traffic's {ev.tokens_per_word:.2f} output tokens per word"
+    )
     return tokens

@@ -74,7 +74,9 @@ def profile_traffic(
     `TokenizerError` when `tokenizer_dir` holds no loadable tokenizer.json.
     """
     if not 0.0 <= reject_threshold <= 1.0:
-        raise ProfilerError(f"reject threshold {reject_threshold} is not a share: give a number from 0 to 1 (0.05 is 5 %)")
+        raise ProfilerError(
+            f"reject threshold {reject_threshold} is not a share: give a number from 0 to 1 (0.05 is 5 %)"
+        )
     if sample_cap < 2:
         raise ProfilerError(f"sample cap {sample_cap} is too small: give at least 2")
     tokenizer = TokenizerCounter(tokenizer_dir) if tokenizer_dir is not None else None
@@ -222,8 +224,15 @@ class _Scan:
             m = measure(record.prompt_text, record.completion_text)
             # The token count is kept only for an output measured whole: it is the tokens of those words.
             whole = m.output_words and n_out is not None and len(record.completion_text or "") <= TEXT_CAP_CHARS
-            self.sampler.add(i, label, m.prompt, m.context, span_words=m.span_words, output_words=m.output_words or math.nan,
-                             output_tokens=n_out if whole else math.nan)
+            self.sampler.add(
+                i,
+                label,
+                m.prompt,
+                m.context,
+                span_words=m.span_words,
+                output_words=m.output_words or math.nan,
+                output_tokens=n_out if whole else math.nan,
+            )
 
     def _reject(self, line_no: int, kind: str, reason: str, raw: bytes) -> None:
         self.rejected_by_kind[kind] = self.rejected_by_kind.get(kind, 0) + 1
@@ -285,7 +294,9 @@ def _assemble(scan: _Scan, records: Records, path: str | os.PathLike[str],
         ),
         shapes=[],
         recommended_method=recommend(evidence),
-        ngram_advice=advise(AdviceEvidence(rep.mean, rep.reason, span_words, tokens_per_word, out_stats.p50, conc.mean)),
+        ngram_advice=advise(
+            AdviceEvidence(rep.mean, rep.reason, span_words, tokens_per_word, out_stats.p50, conc.mean)
+        ),
     )
 
 

@@ -35,10 +35,13 @@ class Evidence:
 def recommend(ev: Evidence) -> Recommendation:
     reasons: list[str] = []
     if ev.output_p50 is None:
-        return _none("R1: no output lengths are known (no completions or output counts): nothing to judge speculation on")
+        return _none(
+            "R1: no output lengths are known (no completions or output counts): nothing to judge speculation on"
+        )
     if ev.output_p50 < SHORT_OUTPUT_TOKENS:
         return _none(
-            f"R2: median output is {ev.output_p50:g} tokens (< {SHORT_OUTPUT_TOKENS}): drafting cannot pay on outputs this short"
+            f"R2: median output is {ev.output_p50:g} tokens (< {SHORT_OUTPUT_TOKENS}): drafting cannot pay on outputs "
+            f"this short"
         )
     if ev.concurrency_mean is not None and ev.concurrency_mean >= VERY_HIGH_CONCURRENCY:
         return _none(
@@ -52,11 +55,15 @@ def recommend(ev: Evidence) -> Recommendation:
         k = 5 if ev.prompt_reuse_mean >= VERY_HIGH_REUSE else 4
         if tool_share >= TOOL_SHARE:
             method = "suffix"
-            why = f"and agentic + structured requests are {tool_share:.0%} (>= {TOOL_SHARE:.0%}): suffix decoding also reuses spans across requests"
+            why = (f"and agentic + structured requests are {tool_share:.0%} (>= {TOOL_SHARE:.0%}): suffix decoding "
+                   "also reuses spans across requests")
         else:
             method = "ngram"
             why = "so prompt lookup finds what the output copies"
-        reasons.append(f"R4: outputs reuse {ev.prompt_reuse_mean:.0%} of their word 3-grams from the prompt (>= {HIGH_REUSE:.0%}), {why}")
+        reasons.append(
+            f"R4: outputs reuse {ev.prompt_reuse_mean:.0%} of their word 3-grams from the prompt (>= "
+            f"{HIGH_REUSE:.0%}), {why}"
+        )
     elif content is None:
         method, k = "ngram", 3
         reasons.append(

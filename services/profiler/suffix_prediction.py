@@ -46,7 +46,9 @@ def _pairs(corpus: bytes, tokenizer_dir: str) -> tuple[list[tuple[Any, Any]], st
         if record.split != "heldout" or not record.reference_completion:
             continue
         turns = [{"role": m.role, "content": m.content} for m in record.messages]
-        text = template.render(turns, add_generation_prompt=True) if template else "\n\n".join(t["content"] for t in turns)
+        text = (
+            template.render(turns, add_generation_prompt=True) if template else "\n\n".join(t["content"] for t in turns)
+        )
         prompt = tokenizer.encode(text, add_special_tokens=template is None).ids
         output = tokenizer.encode(record.reference_completion, add_special_tokens=False).ids
         pairs.append((np.asarray(prompt, dtype=np.int32), np.asarray(output, dtype=np.int32)))

@@ -204,7 +204,9 @@ def test_the_bundle_holds_every_trial_result_and_the_report(compose_run: Compose
     for path in bundle.glob("bench/*/trial-*/result-c*.json"):
         result = orjson.loads(path.read_bytes())
         assert result.get("completed", 0) > 0, f"{path}: no completed request"
-        found.add((path.parts[-3], int(path.parent.name.removeprefix("trial-")), int(path.stem.removeprefix("result-c"))))
+        found.add(
+            (path.parts[-3], int(path.parent.name.removeprefix("trial-")), int(path.stem.removeprefix("result-c")))
+        )
     assert found == expected_trials(compose_run.campaign)
     assert (bundle / "gate/DECISION.json").is_file()
     assert (bundle / "report/report.html").is_file() and (bundle / "report/report.md").is_file()
@@ -216,8 +218,11 @@ def test_no_service_died_or_restarted(compose_run: ComposeRun) -> None:
     # A one-shot step (compose's `restart: "no"`, the Redis users' generation) is done when it exited 0.
     one_shot = {name for name, svc in yaml.safe_load((ROOT / "compose.yaml").read_text())["services"].items()
                 if svc.get("restart") == "no"}
-    died = {svc: (s["Status"], s.get("RestartCount", 0), s.get("ExitCode")) for svc, s in states.items()
-            if s["Status"] != "running" and not (svc in one_shot and s["Status"] == "exited" and s.get("ExitCode") == 0)}
+    died = {
+        svc: (s["Status"], s.get("RestartCount", 0), s.get("ExitCode"))
+        for svc, s in states.items()
+        if s["Status"] != "running" and not (svc in one_shot and s["Status"] == "exited" and s.get("ExitCode") == 0)
+    }
     assert died == {}, f"containers not running after the campaign: {died}; logs in {topo.work / 'logs'}"
     restarts = {svc: int(topo.docker_cmd("inspect", "--format", "{{.RestartCount}}", cid))
                 for svc, cid in topo.containers().items()}

@@ -163,7 +163,15 @@ class Topology:
             }
             if name != "cli":
                 services[name]["healthcheck"] = {
-                    "test": ["CMD", "python", "-m", "services.runtime.health.healthcheck", "check", "--port", str(port)],
+                    "test": [
+                        "CMD",
+                        "python",
+                        "-m",
+                        "services.runtime.health.healthcheck",
+                        "check",
+                        "--port",
+                        str(port),
+                    ],
                     "interval": "5s",
                 }
         data = {

@@ -136,7 +136,11 @@ def wait_run(client: redis.Redis, prefix: str, run_id: str, done: set[str], *, t
     while time.monotonic() < deadline:
         events = run_events(client, prefix, run_id)
         schemas = {e["schema"] for e in events}
-        if done & schemas or any(s.endswith(".failed") and s != "bench.failed" for s in schemas) or "bench.failed" in schemas:
+        if (
+            done & schemas
+            or any(s.endswith(".failed") and s != "bench.failed" for s in schemas)
+            or "bench.failed" in schemas
+        ):
             return events
         time.sleep(poll_s)
     raise AssertionError(f"run {run_id} did not reach {done} within {timeout_s}s; saw {sorted(schemas)}")
@@ -235,7 +239,9 @@ def kill_bench_runner_mid_bench(services: SessionServices, client: redis.Redis, 
     while time.monotonic() < deadline:
         schemas = [e["schema"] for e in run_events(client, prefix, run_id)]
         if "bench.completed" in schemas or any(s.endswith(".failed") for s in schemas):
-            raise AssertionError(f"the bench ended before the kill after {after_trials} trial(s): {sorted(set(schemas))}")
+            raise AssertionError(
+                f"the bench ended before the kill after {after_trials} trial(s): {sorted(set(schemas))}"
+            )
         if schemas.count("bench.trial.completed") >= after_trials:
             break
         time.sleep(0.5)
@@ -253,7 +259,9 @@ def campaign_run(session_services: SessionServices, toy_target: Path,
                  tmp_path_factory: pytest.TempPathFactory) -> CampaignRun:
     services_env = session_services.env
     started = time.monotonic()
-    campaign = campaign_file(tmp_path_factory.mktemp("campaign") / "campaign.yaml", pre_approved=True, target=toy_target)
+    campaign = campaign_file(
+        tmp_path_factory.mktemp("campaign") / "campaign.yaml", pre_approved=True, target=toy_target
+    )
     run_id = submit_campaign(services_env, campaign)
     client = redis.Redis.from_url(services_env["SPECDEC_REDIS_URL"])
     prefix = services_env["SPECDEC_STREAM_PREFIX"]

@@ -91,8 +91,13 @@ def launches(run, cell: str) -> list[Path]:
 
 def engine_checks(run, cell: str) -> list[dict]:
     """Each launch's engine read-back, with `path`: where it is in the bundle."""
-    return [{**orjson.loads((folder / "engine-config.json").read_bytes()),
-             "path": str((folder / "engine-config.json").relative_to(run.bundle_dir))} for folder in launches(run, cell)]
+    return [
+        {
+            **orjson.loads((folder / "engine-config.json").read_bytes()),
+            "path": str((folder / "engine-config.json").relative_to(run.bundle_dir)),
+        }
+        for folder in launches(run, cell)
+    ]
 
 
 def test_a_serve_command_that_drops_the_speculative_config_fails_loudly(campaign_run):
@@ -101,7 +106,9 @@ def test_a_serve_command_that_drops_the_speculative_config_fails_loudly(campaign
     # The read-back of the engine's own config catches it before any trial (the counters would next).
     assert "speculative_method: declared 'ngram', effective 'none'" in reason, reason
     assert "num_speculative_tokens: declared 3, effective none" in reason, reason
-    assert not [r for r in completed["results"] if "/dropped-spec/" in r["uri"]], "a failed cell's results reach the gate"
+    assert not [r for r in completed["results"] if "/dropped-spec/" in r["uri"]], (
+        "a failed cell's results reach the gate"
+    )
     assert not list(campaign_run.bundle_dir.glob("bench/dropped-spec/trial-*"))
 
 
@@ -197,14 +204,22 @@ def test_a_bench_runner_killed_twice_mid_bench_takes_its_run_back(campaign_run):
     bench went on from its pending trials."""
     assert len(campaign_run.kills) == 2
     for kill in campaign_run.kills:
-        assert kill["left"], f"the kill after {kill['after_trials']} trial(s) left no labelled process: nothing to take back"
+        assert kill["left"], (
+            f"the kill after {kill['after_trials']} trial(s) left no labelled process: nothing to take back"
+        )
     attempts = campaign_run.bundle_dir / "bench/attempts"
-    assert sorted(p.name for p in attempts.glob("attempt-*.json")) == ["attempt-1.json", "attempt-2.json", "attempt-3.json"]
+    assert sorted(p.name for p in attempts.glob("attempt-*.json")) == [
+        "attempt-1.json",
+        "attempt-2.json",
+        "attempt-3.json",
+    ]
     for start, kill in zip((2, 3), campaign_run.kills, strict=True):
         takeback = attempts / f"takeback-{start}.json"
         taken = " ".join(orjson.loads(takeback.read_bytes())["ended"]) if takeback.exists() else ""
         log = (campaign_run.logs / f"bench-runner.{start}.log").read_text().splitlines()
-        reconciled = {orjson.loads(line)["pid"] for line in log if '"reconciled: killed unowned labelled process"' in line}
+        reconciled = {
+            orjson.loads(line)["pid"] for line in log if '"reconciled: killed unowned labelled process"' in line
+        }
         for group in {proc["pgid"] for proc in kill["left"]}:
             in_group = {proc["pid"] for proc in kill["left"] if proc["pgid"] == group}
             assert f"process group {group} " in taken or in_group & reconciled, (
@@ -213,7 +228,9 @@ def test_a_bench_runner_killed_twice_mid_bench_takes_its_run_back(campaign_run):
     # Every trial counts once: one event per measured result, none measured twice. A restarted bench
     # emits the trials it adopted again under the same event ID (consumers take an ID once), so the
     # events are counted by ID.
-    announced = {e["event_id"]: (e["cell_id"], e["trial"], e["concurrency"]) for e in campaign_run.of("bench.trial.completed")}
+    announced = {
+        e["event_id"]: (e["cell_id"], e["trial"], e["concurrency"]) for e in campaign_run.of("bench.trial.completed")
+    }
     trials = list(announced.values())
     assert len(trials) == len(set(trials)), f"a trial was announced twice under two event IDs: {sorted(trials)}"
     assert set(trials) == set(results(campaign_run)), "the trial events and the result files disagree"
@@ -253,13 +270,17 @@ def test_the_operators_exact_commands_ran_and_the_engine_said_what_they_declared
         # Every declared token that no recorded change names is launched as written, in order (the operator's own
         # {training.output} placeholder filled with the draft the plan resolved).
         draft = str((cell["speculative_config"] or {}).get("model") or "")
-        kept = [token.replace("{training.output}", draft) for index, token in enumerate(declared) if index not in changed]
+        kept = [
+            token.replace("{training.output}", draft) for index, token in enumerate(declared) if index not in changed
+        ]
         it = iter(launched)
         assert all(token in it for token in kept), (kept, launched)
         # The read-back's effective values come from this engine's start-up line in its own log.
         log = (launch / "server.log").read_text()
         [check] = engine_checks(campaign_run, cell["cell_id"])
-        assert any("Initializing a V1 LLM engine" in s and "server.log line" in s for s in check["effective"]["sources"])
+        assert any(
+            "Initializing a V1 LLM engine" in s and "server.log line" in s for s in check["effective"]["sources"]
+        )
         config_line = next(line for line in log.splitlines() if "Initializing a V1 LLM engine" in line)
         assert f"max_seq_len={check['effective']['max_model_len']}" in config_line
         assert all(c["ok"] for c in check["checks"]), check
@@ -289,7 +310,9 @@ def warning_lines(logs: Path) -> list[str]:
             except orjson.JSONDecodeError:
                 entry = None
             if isinstance(entry, dict):
-                bad = str(entry.get("level", "")).lower() in WARNING_LEVELS and entry.get("cell_id") not in FAULTED_CELLS
+                bad = (
+                    str(entry.get("level", "")).lower() in WARNING_LEVELS and entry.get("cell_id") not in FAULTED_CELLS
+                )
             else:
                 bad = re.search(r"\b(WARNING|ERROR|CRITICAL)\b|Traceback", line) is not None
             if bad:

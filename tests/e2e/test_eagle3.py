@@ -3,7 +3,8 @@
 
 Marked `models` (with test_toy_models.py): `make test-models` runs it after `make speculators-env`;
 it is not in `make test` (the environment takes about 3 min to build, the training about 6 min on 2
-cores); `make test` covers the same path with a tiny head trained for seconds (test_eagle3_tiny.py). Without the environment it skips and says how to build it. The head is cached under
+cores); `make test` covers the same path with a tiny head trained for seconds (test_eagle3_tiny.py). Without the
+environment it skips and says how to build it. The head is cached under
 .run/examples/toy-eagle3 by the hash of its inputs; the measured figures, served beside offline,
 go to .run/examples/eagle3.json.
 """
@@ -109,13 +110,21 @@ def test_head_served_by_vllm_with_method_eagle3(target: Path, head, corpus):
     assert delta is not None and delta.num_drafts > 0, "no drafts: the engine did not speculate"
     per_pos = [n / delta.num_drafts for n in delta.accepted_per_position]
     offline = json.loads((head_dir / "offline-acceptance.json").read_text())
-    _record(served={"heldout_prompts": len(heldout), "output_tokens": output_tokens, "drafts": delta.num_drafts,
-                    "draft_tokens": delta.num_draft_tokens, "accepted_tokens": delta.num_accepted_tokens,
-                    "per_position_acceptance": [round(x, 4) for x in per_pos],
-                    "acceptance_length": round(1 + sum(per_pos), 4)},
-            offline={k: offline[k] for k in ("per_position_acceptance", "acceptance_length", "drafts")},
-            error_per_position=[round(o - s, 4) for o, s in zip(offline["per_position_acceptance"], per_pos, strict=False)],
-            mean_acceptance_length=delta.mean_acceptance_length, serve_argv=served.argv[1:],
-            engine_effective=effective.model_dump(mode="json"))
+    _record(
+        served={
+            "heldout_prompts": len(heldout),
+            "output_tokens": output_tokens,
+            "drafts": delta.num_drafts,
+            "draft_tokens": delta.num_draft_tokens,
+            "accepted_tokens": delta.num_accepted_tokens,
+            "per_position_acceptance": [round(x, 4) for x in per_pos],
+            "acceptance_length": round(1 + sum(per_pos), 4),
+        },
+        offline={k: offline[k] for k in ("per_position_acceptance", "acceptance_length", "drafts")},
+        error_per_position=[round(o - s, 4) for o, s in zip(offline["per_position_acceptance"], per_pos, strict=False)],
+        mean_acceptance_length=delta.mean_acceptance_length,
+        serve_argv=served.argv[1:],
+        engine_effective=effective.model_dump(mode="json"),
+    )
     assert len(per_pos) == K  # one series per speculative token: the engine ran k=3
     assert all(x > 0 for x in per_pos), per_pos  # a trained head: accepted tokens at every position

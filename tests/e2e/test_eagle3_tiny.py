@@ -10,7 +10,8 @@ offline acceptance beside served) stays in test_eagle3.py under `make test-model
 
 Sizes: 24 train prompts answered with up to 24 tokens, 20 steps on 512-token rows; 8 held-out prompts
 served at 4 concurrent requests, 32 tokens each. Measured cost and figures (41-47 s alone in 3 runs; 158
-drafts, 75 accepted): infra/examples/README.md, "EAGLE-3 in `make test`: a tiny head". Not cached: the training is seconds, and each run proves the trainer still works here.
+drafts, 75 accepted): infra/examples/README.md, "EAGLE-3 in `make test`: a tiny head". Not cached: the training is
+seconds, and each run proves the trainer still works here.
 """
 
 from __future__ import annotations

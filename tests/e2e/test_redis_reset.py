@@ -76,7 +76,9 @@ def knowable(run_dir: Path, event_id: str) -> bool:
             or any(record["trigger_event_id"] == event_id for record in records))
 
 
-def journal_until(topology: Topology, run_id: str, done: Any, what: str, *, timeout_s: float = RUN_TIMEOUT_S) -> list[dict]:
+def journal_until(
+    topology: Topology, run_id: str, done: Any, what: str, *, timeout_s: float = RUN_TIMEOUT_S
+) -> list[dict]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         events = journal(topology.bundle_root / run_id) if (topology.bundle_root / run_id).is_dir() else []
@@ -120,7 +122,9 @@ def test_redis_restarted_empty_three_times_the_run_completes_once(redis_server: 
 
         seen = Counter(e["schema"] for e in events)
         assert {s: seen[s] for s in ONCE if seen[s] != 1} == {}, f"each step's event once: {dict(seen)}"
-        trials = [(e["cell_id"], e["trial"], e["concurrency"]) for e in events if e["schema"] == "bench.trial.completed"]
+        trials = [
+            (e["cell_id"], e["trial"], e["concurrency"]) for e in events if e["schema"] == "bench.trial.completed"
+        ]
         assert len(trials) == len(set(trials)), f"a trial was measured twice: {sorted(trials)}"
         assert counter_lines(counter_of(trainer)) == ["start", "done"], "the trainer started once"
         run_dir = topology.bundle_root / run_id

@@ -122,7 +122,9 @@ def test_trainer_proxy_killed_mid_step_then_bench_runner_killed_mid_bench_comple
     trainer still runs, which re-attaches, is crashed by tests/e2e/test_failpoints.py.)"""
     topology.start_all()
     trainer = write_trainer(tmp_path / "trainer")
-    run_id = topology.submit(write_campaign(tmp_path / "campaign.yaml", target=toy_target, traffic=TRAFFIC, trainer=trainer))
+    run_id = topology.submit(
+        write_campaign(tmp_path / "campaign.yaml", target=toy_target, traffic=TRAFFIC, trainer=trainer)
+    )
     capture = topology.bundle_root / run_id / "training/capture.json"
     topology.wait(run_id, {"training.started"}, timeout_s=RUN_TIMEOUT_S)
     wait_for(capture.exists, 60, "the trainer's capture")
@@ -279,8 +281,10 @@ def bad_runs(redis_url: str, toy_target: Path, tmp_path_factory: pytest.TempPath
     no_outputs.write_text("".join(
         json.dumps({"prompt": f"Question {i}: what is {i} plus {3 * i}? Explain briefly."}) + "\n" for i in range(60)
     ))
-    dying = [sys.executable, "-c", "import sys; print('engine: cannot allocate the KV cache', file=sys.stderr); sys.exit(3)",
-             "--max-model-len", "{max_model_len}", "{enforce_eager_flag}"]  # what `specdec submit` requires
+    dying = [
+        sys.executable, "-c", "import sys; print('engine: cannot allocate the KV cache', file=sys.stderr); sys.exit(3)",
+        "--max-model-len", "{max_model_len}", "{enforce_eager_flag}",  # what `specdec submit` requires
+    ]
     waves: list[dict[str, dict[str, Any]]] = [
         {
             "traffic-deleted": {"traffic": deleted},
@@ -332,7 +336,9 @@ def halted_at(run: dict[str, Any], step: str) -> dict[str, Any]:
 
 
 def no_bench(run: dict[str, Any]) -> None:
-    assert not [e["schema"] for e in run["events"] if e["schema"].startswith("bench.")], "a server was planned or started"
+    assert not [e["schema"] for e in run["events"] if e["schema"].startswith("bench.")], (
+        "a server was planned or started"
+    )
 
 
 def test_traffic_deleted_after_submit_fails_the_profile(bad_runs: dict[str, Any]) -> None:
@@ -364,7 +370,10 @@ def test_trainer_exiting_non_zero_fails_training_and_keeps_its_logs(bad_runs: di
     kept = manifest_paths(run["bundle"])
     assert {"training/plan.json", "training/argv.json", "training/stdout.log", "training/stderr.log",
             "training/capture.json", "training/outputs.json"} <= kept, sorted(kept)
-    assert {ref["uri"].split("/", 3)[3] for ref in failed["artifacts"]} >= {"training/stderr.log", "training/capture.json"}
+    assert {ref["uri"].split("/", 3)[3] for ref in failed["artifacts"]} >= {
+        "training/stderr.log",
+        "training/capture.json",
+    }
     assert b"giving up" in (run["bundle"] / "training/stderr.log").read_bytes()
     assert counter_lines(counter_of(run["trainer"])) == ["start"]
 

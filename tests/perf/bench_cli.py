@@ -147,7 +147,9 @@ def bench(ctx: Any) -> list[dict[str, Any]]:
     cpu = {name: statistics.median(c for _, c in samples) for name, samples in times.items()}
     reference = statistics.median(wall["python_startup"])
     rows = [
-        make_row("cli.python_startup", reference, "s", goal="none: the interpreter's own start (reference)", passed=None)
+        make_row(
+            "cli.python_startup", reference, "s", goal="none: the interpreter's own start (reference)", passed=None
+        )
         | {"samples": runs, "min_s": min(wall["python_startup"]), "cpu_s": cpu["python_startup"]}
     ]
     for name, (args, _, _) in COMMANDS.items():

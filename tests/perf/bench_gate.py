@@ -109,14 +109,28 @@ def demo_design_rows(rng: np.random.Generator, *, campaigns: int) -> list[dict[s
                          figures["trial_cv"], "fraction", "reported (Welch 3 vs 3 needs about 0.02)", passed=None))
         better = _verdicts(rng, campaigns, noise, 1 - DEMO_CHANGE, alpha=alpha) == BETTER
         promoted_all &= better
-        rows.append(_row(f"demo gate power at c={level}, true TPOT -10 %, 3 trials/arm, 2 candidates",
-                         float(better.mean()), "fraction", f">= {DEMO_POWER_GOAL}", passed=bool(better.mean() >= DEMO_POWER_GOAL)))
+        rows.append(
+            _row(
+                f"demo gate power at c={level}, true TPOT -10 %, 3 trials/arm, 2 candidates",
+                float(better.mean()),
+                "fraction",
+                f">= {DEMO_POWER_GOAL}",
+                passed=bool(better.mean() >= DEMO_POWER_GOAL),
+            )
+        )
         for k in range(DEMO_CANDIDATES):
             aa_all[k] &= _verdicts(rng, campaigns, noise, 1.0, alpha=alpha) == BETTER
         needed = trials_for_power(rng, noise, alpha, campaigns=min(campaigns, 4000))
-        rows.append(_row(f"demo trials/arm needed for {DEMO_POWER_GOAL:.0%} power at c={level}, true TPOT -10 %",
-                         float(needed or 0), "trials", f"reported (searched {TRIALS_SEARCHED[0]}-{TRIALS_SEARCHED[-1]}; "
-                         "0: none reaches it, the noise bound exceeds the change)", passed=None))
+        rows.append(
+            _row(
+                f"demo trials/arm needed for {DEMO_POWER_GOAL:.0%} power at c={level}, true TPOT -10 %",
+                float(needed or 0),
+                "trials",
+                f"reported (searched {TRIALS_SEARCHED[0]}-{TRIALS_SEARCHED[-1]}; "
+                "0: none reaches it, the noise bound exceeds the change)",
+                passed=None,
+            )
+        )
         corr = within_block_correlation(record["bundles"], int(level))
         if corr is not None:
             rows.append(_row(f"demo within-block correlation between arms, c={level} (a block-paired statistic "
@@ -166,8 +180,11 @@ def within_block_correlation(bundles: list[dict[str, Any]], level: int) -> float
     (3 blocks: df 2 instead of Welch's ~4)."""
     products, scales = 0.0, 0.0
     for bundle in bundles:
-        arms = [np.log(np.asarray(c["trial_medians_ms"], dtype=float)) for c in bundle["cells"]
-                if c["concurrency"] == level and c.get("regime") == "warm-interleaved" and len(c["trial_medians_ms"]) >= 3]
+        arms = [
+            np.log(np.asarray(c["trial_medians_ms"], dtype=float))
+            for c in bundle["cells"]
+            if c["concurrency"] == level and c.get("regime") == "warm-interleaved" and len(c["trial_medians_ms"]) >= 3
+        ]
         centred = [a - a.mean() for a in arms if len(a) == len(arms[0])]
         for i in range(len(centred)):
             for j in range(i + 1, len(centred)):

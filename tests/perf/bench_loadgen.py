@@ -128,7 +128,9 @@ class _Conn(asyncio.Protocol):
                 transport.write(event)
                 await asyncio.sleep(0)  # one chunk per stream per loop turn: streams interleave
         elif path == "/v1/models":
-            self._plain(transport, 200, json.dumps({"object": "list", "data": [{"id": VLLM_MODEL, "object": "model"}]}).encode())
+            self._plain(
+                transport, 200, json.dumps({"object": "list", "data": [{"id": VLLM_MODEL, "object": "model"}]}).encode()
+            )
         elif path == "/metrics":
             self._plain(transport, 200, b"# no spec-decode counters here\n")
         else:  # /tokenize and the rest: vLLM's client then skips prompt alignment
@@ -161,8 +163,14 @@ class _Conn(asyncio.Protocol):
                 out.append(_frame(b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n"))
             tail = b""
             if usage:
-                final = {"id": "cmpl-bench", "object": "text_completion", "created": 0, "model": VLLM_MODEL, "choices": [],
-                         "usage": {"prompt_tokens": 32, "total_tokens": 32 + sent, "completion_tokens": sent}}
+                final = {
+                    "id": "cmpl-bench",
+                    "object": "text_completion",
+                    "created": 0,
+                    "model": VLLM_MODEL,
+                    "choices": [],
+                    "usage": {"prompt_tokens": 32, "total_tokens": 32 + sent, "completion_tokens": sent},
+                }
                 tail = b"data: " + json.dumps(final, separators=(",", ":")).encode() + b"\n\n"
             out.append(_frame(tail + b"data: [DONE]\n\n") + b"0\r\n\r\n")
             cls.cache[key] = out
@@ -207,8 +215,13 @@ def _specdec_client(args: argparse.Namespace) -> dict[str, Any]:
                input_tokens=32, max_output_tokens=args.output_len, ignore_eos=True)
         for i in range(args.num_prompts)
     ]
-    spec = WindowSpec(base_url=args.base_url, model=VLLM_MODEL, max_concurrency=CONCURRENCY, request_timeout_s=CLIENT_TIMEOUT_S,
-                      client_processes=args.processes)
+    spec = WindowSpec(
+        base_url=args.base_url,
+        model=VLLM_MODEL,
+        max_concurrency=CONCURRENCY,
+        request_timeout_s=CLIENT_TIMEOUT_S,
+        client_processes=args.processes,
+    )
     cpu_before = _cpu_s()
     window = asyncio.run(drive_window(spec, prompts))
     cpu_s = _cpu_s() - cpu_before
@@ -279,7 +292,9 @@ def _tokenizer_dir(workdir: Path) -> Path:
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=1000, special_tokens=["<unk>", "<s>", "</s>"],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8") + (REPO_ROOT / "docs/architecture.md").read_text(encoding="utf-8")
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8") + (REPO_ROOT / "docs/architecture.md").read_text(
+        encoding="utf-8"
+    )
     tok.train_from_iterator([text] * 4, trainer=trainer)
     tok.save(str(folder / "tokenizer.json"))
     (folder / "tokenizer_config.json").write_text(json.dumps({
@@ -294,14 +309,18 @@ CLIENTS = {"specdec-client": ("specdec-client", 1), "specdec-client-2p": ("specd
            "vllm-client": ("vllm-client", 1)}
 
 
-def _run_client(kind: str, base_url: str, core: int, num_prompts: int, *, output_len: int, tokenizer: Path, out: Path) -> dict[str, Any]:
+def _run_client(
+    kind: str, base_url: str, core: int, num_prompts: int, *, output_len: int, tokenizer: Path, out: Path
+) -> dict[str, Any]:
     cmd, processes = CLIENTS[kind]
     argv = [sys.executable, "-m", "tests.perf.bench_loadgen", cmd, "--base-url", base_url, "--core", str(core),
             "--num-prompts", str(num_prompts), "--output-len", str(output_len), "--tokenizer", str(tokenizer),
             "--out", str(out), "--processes", str(processes)]
     log = out.with_suffix(".log")
     with log.open("wb") as sink:
-        proc = subprocess.run(argv, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT, timeout=CLIENT_TIMEOUT_S + 300)
+        proc = subprocess.run(
+            argv, cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT, timeout=CLIENT_TIMEOUT_S + 300
+        )
     if proc.returncode != 0 or not out.is_file():
         tail = log.read_text(errors="replace")[-3000:]
         raise RuntimeError(f"{kind} exited with {proc.returncode}; log tail:\n{tail}")
@@ -330,7 +349,11 @@ def bench(ctx) -> list[dict]:
         for run in range(runs):
             for kind in figures:  # interleaved: specdec x1, specdec x2, vllm, specdec x1, ...
                 out = ctx.workdir / f"{kind}-{run}.json"
-                figures[kind].append(_run_client(kind, base_url, client_core, num_prompts, output_len=output_len, tokenizer=tokenizer, out=out))
+                figures[kind].append(
+                    _run_client(
+                        kind, base_url, client_core, num_prompts, output_len=output_len, tokenizer=tokenizer, out=out
+                    )
+                )
     finally:
         server.terminate()
         try:
@@ -371,7 +394,11 @@ def bench(ctx) -> list[dict]:
         )
         row["load_1m"] = load
         rows.append(row)
-    rows.append(make_row("loadgen result keys missing vs vllm bench serve", float(len(missing)), "keys", goal="0", passed=not missing))
+    rows.append(
+        make_row(
+            "loadgen result keys missing vs vllm bench serve", float(len(missing)), "keys", goal="0", passed=not missing
+        )
+    )
     from tests.perf import loadgen_truth
 
     try:

@@ -147,7 +147,9 @@ def bench(ctx: PerfContext) -> list[dict]:
     reference = _child(_CHILD_REFERENCE, path)
     profiled = _child(_CHILD_PROFILE, path)
     if reference["lines"] != n or profiled["lines"] != n:
-        raise RuntimeError(f"expected {n} lines, reference read {reference['lines']}, profiler accepted {profiled['lines']}")
+        raise RuntimeError(
+            f"expected {n} lines, reference read {reference['lines']}, profiler accepted {profiled['lines']}"
+        )
 
     array_path = Path(ctx.workdir) / f"profiler-traffic-{n}.json"
     # Four times the line limit at least, so a quick run's array is over it too.
@@ -172,7 +174,8 @@ def bench(ctx: PerfContext) -> list[dict]:
             # The sample behind content mix and repetition has a fixed cost (up to its cap of
             # records measured), paid back only on a large file: the time goal is judged at
             # N_FULL; a quick run reports the ratio without judging it.
-            "goal": f"<= {TIME_RATIO_GOAL:g}x reference" + ("" if not ctx.quick else f" (judged at {N_FULL:,} requests)"),
+            "goal": f"<= {TIME_RATIO_GOAL:g}x reference"
+            + ("" if not ctx.quick else f" (judged at {N_FULL:,} requests)"),
             "passed": None if ctx.quick else ratio <= TIME_RATIO_GOAL,
         },
         {

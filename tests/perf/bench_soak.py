@@ -13,7 +13,8 @@ service does when it starts, and a stand-in reader per group reads and acks its 
 the publishing goes on (what the services would do; they do no work here).
 
 At each checkpoint (10, 100, 1,000 runs; quick: 3, 10), once the journal and the readers have
-taken everything and the journal has swept once more (SWEEP_S): the entries the streams hold and their memory (MEMORY USAGE), the ledger's
+taken everything and the journal has swept once more (SWEEP_S): the entries the streams hold and their memory (MEMORY
+USAGE), the ledger's
 keys (the journal's done marks, one per event, kept DONE_TTL_S), Redis's used_memory (the whole
 server's: other users of a shared Redis count too), and the in-process `status` use case's median
 latency for the first run (its events long trimmed from the streams, read from its events.jsonl).
@@ -197,7 +198,9 @@ def soak(redis_url: str, workdir: Path, checkpoints: tuple[int, ...], repeats: i
             readers.drain()
             took = time.monotonic() - started
             time.sleep(SWEEP_S + 1.0)  # the journal's next sweep trims what the readers acked after its last trim
-            latency = asyncio.run(status_latency_ms(redis_url, prefix, workdir / "bundles", "soak-00000", repeats=repeats))
+            latency = asyncio.run(
+                status_latency_ms(redis_url, prefix, workdir / "bundles", "soak-00000", repeats=repeats)
+            )
             figures.append({"runs": runs, "events": published, "publish_and_journal_s": took,
                             **redis_figures(client, prefix), "status_ms": latency})
     finally:
@@ -214,9 +217,20 @@ def table(figures: list[dict[str, Any]]) -> str:
     head = ("runs", "events", "stream entries", "streams MB", "ledger keys", "ledger MB", "used_memory MB", "status ms")
     lines = [" | ".join(head), " | ".join("---" for _ in head)]
     for f in figures:
-        lines.append(" | ".join((f"{f['runs']:,}", f"{f['events']:,}", f"{f['stream_entries']:,}", f"{f['stream_mb']:.2f}",
-                                 f"{f['ledger_keys']:,}", f"{f['ledger_mb']:.2f}", f"{f['used_memory_mb']:.1f}",
-                                 f"{f['status_ms']:.1f}")))
+        lines.append(
+            " | ".join(
+                (
+                    f"{f['runs']:,}",
+                    f"{f['events']:,}",
+                    f"{f['stream_entries']:,}",
+                    f"{f['stream_mb']:.2f}",
+                    f"{f['ledger_keys']:,}",
+                    f"{f['ledger_mb']:.2f}",
+                    f"{f['used_memory_mb']:.1f}",
+                    f"{f['status_ms']:.1f}",
+                )
+            )
+        )
     return "\n".join(lines)
 
 
@@ -227,9 +241,17 @@ def bench(ctx: Any) -> list[dict[str, Any]]:
     rows = []
     for f in figures:
         share = f["stream_entries"] / f["events"]
-        rows.append(make_row(f"soak.stream_entries.runs_{f['runs']}", f["stream_entries"], "entries",
-                             goal=f"<= {ENTRIES_GOAL:.0%} of published", passed=share <= ENTRIES_GOAL if f is last else None,
-                             reference="events published", reference_value=f["events"]))
+        rows.append(
+            make_row(
+                f"soak.stream_entries.runs_{f['runs']}",
+                f["stream_entries"],
+                "entries",
+                goal=f"<= {ENTRIES_GOAL:.0%} of published",
+                passed=share <= ENTRIES_GOAL if f is last else None,
+                reference="events published",
+                reference_value=f["events"],
+            )
+        )
         rows.append(make_row(f"soak.status.runs_{f['runs']}", f["status_ms"], "ms", goal=f"<= {STATUS_GOAL:g}x",
                              passed=f["status_ms"] <= STATUS_GOAL * first["status_ms"] if f is last else None,
                              reference=f"status at {first['runs']} runs", reference_value=first["status_ms"]))

@@ -82,9 +82,16 @@ def chat_prompts(count: int, max_output_tokens: int = 32) -> list[Prompt]:
                 messages = [{"role": "user", "content": record["prompt"]}]
             if not messages or any(not isinstance(m.get("content"), str) for m in messages):
                 continue
-            prompts.append(Prompt(
-                prompt_id=f"sample-{len(prompts)}", messages=[ChatTurn(role=m["role"], content=m["content"]) for m in messages],
-                text=messages[-1]["content"], input_tokens=None, max_output_tokens=max_output_tokens, ignore_eos=False))
+            prompts.append(
+                Prompt(
+                    prompt_id=f"sample-{len(prompts)}",
+                    messages=[ChatTurn(role=m["role"], content=m["content"]) for m in messages],
+                    text=messages[-1]["content"],
+                    input_tokens=None,
+                    max_output_tokens=max_output_tokens,
+                    ignore_eos=False,
+                )
+            )
             if len(prompts) == count:
                 return prompts
     raise SystemExit(f"{TRAFFIC} holds fewer than {count} chat requests")
@@ -171,9 +178,14 @@ def summarize(rows: list[WindowRow]) -> list[dict[str, object]]:
     for key in sorted({(r.variant, r.concurrency) for r in rows}):
         group = [r for r in rows if (r.variant, r.concurrency) == key]
         tpot = np.array([r.median_tpot_ms for r in group])
-        summary: dict[str, object] = {"variant": key[0], "concurrency": key[1], "windows": len(group),
-                                      "mean_tpot_ms": round(float(tpot.mean()), 2),
-                                      "min_tpot_ms": round(float(tpot.min()), 2), "max_tpot_ms": round(float(tpot.max()), 2)}
+        summary: dict[str, object] = {
+            "variant": key[0],
+            "concurrency": key[1],
+            "windows": len(group),
+            "mean_tpot_ms": round(float(tpot.mean()), 2),
+            "min_tpot_ms": round(float(tpot.min()), 2),
+            "max_tpot_ms": round(float(tpot.max()), 2),
+        }
         if len(group) > 1:
             summary["trial_cv"] = round(float(tpot.std(ddof=1) / tpot.mean()), 4)
         if len(group) > 2:
@@ -209,11 +221,20 @@ def main(argv: list[str] | None = None) -> int:
         rows = [r for r in rows if r.variant != variant]
         rows += measure(variant, args.windows, args.concurrency or [1], prompts, logdir=logdir)
     summary = summarize(rows)
-    args.out.write_text(json.dumps({
-        "setup": f"{MODEL.relative_to(ROOT)} float32 eager, one server alone, {len(prompts)} sample chat prompts x 32 tokens, "
-                 "4 warm-ups, the bench-runner's measurement process and engine environment; "
-                 f"{os.cpu_count()} CPUs",
-        "summary": summary, "windows": [asdict(r) for r in rows]}, indent=1) + "\n")
+    args.out.write_text(
+        json.dumps(
+            {
+                "setup": f"{MODEL.relative_to(ROOT)} float32 eager, one server alone, {len(prompts)} sample chat "
+                         f"prompts x 32 tokens, "
+                "4 warm-ups, the bench-runner's measurement process and engine environment; "
+                f"{os.cpu_count()} CPUs",
+                "summary": summary,
+                "windows": [asdict(r) for r in rows],
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     for line in summary:
         print(json.dumps(line))
     return 0

@@ -147,8 +147,13 @@ def _write_prompts(target: Path, path: Path) -> None:
     shape = ShapeSpec(name="fidelity", input_tokens=FIDELITY_INPUT_TOKENS, output_tokens=FIDELITY_OUTPUT_TOKENS)
     # ShareGPT form: the first turn is the prompt; the second only sizes the output when
     # --sharegpt-output-len is unset (it is set), so it is a placeholder.
-    data = [{"id": p.prompt_id, "conversations": [{"from": "human", "value": p.text}, {"from": "gpt", "value": "ok ok ok ok"}]}
-            for p in shaped_prompts(shape, FIDELITY_PROMPTS, tokenizer_dir=target, seed=0)]
+    data = [
+        {
+            "id": p.prompt_id,
+            "conversations": [{"from": "human", "value": p.text}, {"from": "gpt", "value": "ok ok ok ok"}],
+        }
+        for p in shaped_prompts(shape, FIDELITY_PROMPTS, tokenizer_dir=target, seed=0)
+    ]
     path.write_text(json.dumps(data))
 
 
@@ -187,15 +192,22 @@ def run(workdir: Path) -> list[dict[str, Any]]:
         row = make_row(
             f"loadgen fidelity: median {metric.upper()} (spread specdec {max(ours) - min(ours):.3f} ms, "
             f"vLLM {max(theirs) - min(theirs):.3f} ms; {failed} failed; load {min(loads):.1f}-{max(loads):.1f})",
-            value, "ms",
+            value,
+            "ms",
             goal="|diff| <= larger run-to-run spread and <= 5 %",
             passed=failed == 0 and same_prompts and diff <= spread and diff <= TOLERANCE * reference,
-            reference=f"vllm bench serve (library), same server and prompts, median of {FIDELITY_RUNS} interleaved runs",
+            reference=f"vllm bench serve (library), same server and prompts, median of {FIDELITY_RUNS} "
+            "interleaved runs",
             reference_value=reference,
         )
         # Per run, for the reader: each tool's medians, the chunks it counted, the load.
-        row["runs"] = {tool: [{k: r[k] for k in ("median_ttft_ms", "median_tpot_ms", "median_e2el_ms", "chunks", "load_1m")}
-                              for r in tool_runs] for tool, tool_runs in runs.items()}
+        row["runs"] = {
+            tool: [
+                {k: r[k] for k in ("median_ttft_ms", "median_tpot_ms", "median_e2el_ms", "chunks", "load_1m")}
+                for r in tool_runs
+            ]
+            for tool, tool_runs in runs.items()
+        }
         rows.append(row)
     return rows
 
@@ -216,8 +228,17 @@ def _clients(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
         os.sched_setaffinity(0, cpus)
     rows = json.loads(Path(args.prompts).read_text())
     texts = [r["conversations"][0]["value"] for r in rows]
-    prompts = [Prompt(prompt_id=r["id"], messages=[ChatTurn(role="user", content=t)], text=t, input_tokens=None,
-                      max_output_tokens=FIDELITY_OUTPUT_TOKENS, ignore_eos=True) for r, t in zip(rows, texts, strict=True)]
+    prompts = [
+        Prompt(
+            prompt_id=r["id"],
+            messages=[ChatTurn(role="user", content=t)],
+            text=t,
+            input_tokens=None,
+            max_output_tokens=FIDELITY_OUTPUT_TOKENS,
+            ignore_eos=True,
+        )
+        for r, t in zip(rows, texts, strict=True)
+    ]
     # Both tools send the same body, so the server does the same work for each: vLLM's client
     # adds repetition_penalty 1.0 (a no-op value), specdec asks for per-chunk usage; each
     # sends the other's key too (vLLM's client reads only the final usage).
@@ -246,17 +267,32 @@ def _clients(args: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
         # `vllm bench serve` does, in a process that has imported vLLM.
         window = asyncio.run(run_window_process(spec, prompts, run_id=FIDELITY_RUN_ID))
         summary = window.summary()
-        runs["specdec"].append({"median_ttft_ms": summary.ttft.median_ms, "median_tpot_ms": summary.tpot.median_ms,
-                                "median_e2el_ms": summary.e2el.median_ms, "chunks": summary.total_chunks,
-                                "ttfts_ms": [(r.chunk_arrival_s[0] - r.start_s) * 1e3 if r.ok else None for r in window.requests],
-                                "completed": summary.completed, "failed": summary.failed, "load_1m": os.getloadavg()[0]})
+        runs["specdec"].append(
+            {
+                "median_ttft_ms": summary.ttft.median_ms,
+                "median_tpot_ms": summary.tpot.median_ms,
+                "median_e2el_ms": summary.e2el.median_ms,
+                "chunks": summary.total_chunks,
+                "ttfts_ms": [(r.chunk_arrival_s[0] - r.start_s) * 1e3 if r.ok else None for r in window.requests],
+                "completed": summary.completed,
+                "failed": summary.failed,
+                "load_1m": os.getloadavg()[0],
+            }
+        )
         result = serve.main(vllm_args())
         ok = [not err for err in result["errors"]]
-        runs["vllm"].append({"median_ttft_ms": result["median_ttft_ms"], "median_tpot_ms": result["median_tpot_ms"],
-                             "median_e2el_ms": result["median_e2el_ms"],
-                             "chunks": sum(len(itl) + 1 for itl, good in zip(result["itls"], ok, strict=False) if good),
-                             "ttfts_ms": [t * 1e3 if good else None for t, good in zip(result["ttfts"], ok, strict=False)],
-                             "completed": result["completed"], "failed": result["failed"], "load_1m": os.getloadavg()[0]})
+        runs["vllm"].append(
+            {
+                "median_ttft_ms": result["median_ttft_ms"],
+                "median_tpot_ms": result["median_tpot_ms"],
+                "median_e2el_ms": result["median_e2el_ms"],
+                "chunks": sum(len(itl) + 1 for itl, good in zip(result["itls"], ok, strict=False) if good),
+                "ttfts_ms": [t * 1e3 if good else None for t, good in zip(result["ttfts"], ok, strict=False)],
+                "completed": result["completed"],
+                "failed": result["failed"],
+                "load_1m": os.getloadavg()[0],
+            }
+        )
     return runs
 
 

@@ -94,7 +94,11 @@ async def _stream(writer: asyncio.StreamWriter, tokens: int, read_at: float, not
         writer.write(b"%x\r\n%s\r\n" % (len(event), event))
         last = time.monotonic()
         first = first or last
-    final = {"id": "t", "choices": [], "usage": {"prompt_tokens": 8, "completion_tokens": sent, "total_tokens": 8 + sent}}
+    final = {
+        "id": "t",
+        "choices": [],
+        "usage": {"prompt_tokens": 8, "completion_tokens": sent, "total_tokens": 8 + sent},
+    }
     tail = b"data: " + json.dumps(final).encode() + b"\n\ndata: [DONE]\n\n"
     writer.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(tail), tail))
     notes.append((read_at, first, last, tokens))
@@ -111,7 +115,9 @@ def _compare(base_url: str, starts: list[float], ttfts: list[float], tpots: list
         "ttft_excess_ms": (statistics.median(ttfts) - true_ttft) * 1e3,
         "tpot_ratio": statistics.median(tpots) / true_tpot,
         "send_ms": statistics.median((note[0] - start) * 1e3 for note, (start, _) in zip(notes, pairs, strict=False)),
-        "receive_ms": statistics.median((start + ttft - note[1]) * 1e3 for note, (start, ttft) in zip(notes, pairs, strict=False)),
+        "receive_ms": statistics.median(
+            (start + ttft - note[1]) * 1e3 for note, (start, ttft) in zip(notes, pairs, strict=False)
+        ),
         "load_1m": os.getloadavg()[0],
     }
 
@@ -125,8 +131,17 @@ def _clients(args: argparse.Namespace) -> dict[str, list[dict[str, float]]]:
     from services.bench.loadgen.prompts import ChatTurn, Prompt
     from services.bench.loadgen.timing import derive
 
-    prompts = [Prompt(prompt_id=f"t{i}", messages=[ChatTurn(role="user", content="hello")], text="hello", input_tokens=8,
-                      max_output_tokens=OUTPUT_TOKENS, ignore_eos=True) for i in range(TRUTH_PROMPTS)]
+    prompts = [
+        Prompt(
+            prompt_id=f"t{i}",
+            messages=[ChatTurn(role="user", content="hello")],
+            text="hello",
+            input_tokens=8,
+            max_output_tokens=OUTPUT_TOKENS,
+            ignore_eos=True,
+        )
+        for i in range(TRUTH_PROMPTS)
+    ]
     # One warm-up request each: vLLM's client sends its "initial single prompt test run" first.
     spec = WindowSpec(base_url=args.base_url, model=MODEL, max_concurrency=TRUTH_CONCURRENCY, warmup_requests=1)
     runs: dict[str, list[dict[str, float]]] = {"specdec": [], "vllm": []}
@@ -134,8 +149,14 @@ def _clients(args: argparse.Namespace) -> dict[str, list[dict[str, float]]]:
         httpx.get(f"{args.base_url}/stats", timeout=30)  # forget earlier streams
         window = asyncio.run(LoadGenerator(spec).run_window(prompts))
         timings = [derive(r) for r in window.requests]
-        runs["specdec"].append(_compare(args.base_url, [r.start_s for r in window.requests], [t.ttft_s for t in timings],
-                                        [t.tpot_s for t in timings if t.tpot_s is not None]))
+        runs["specdec"].append(
+            _compare(
+                args.base_url,
+                [r.start_s for r in window.requests],
+                [t.ttft_s for t in timings],
+                [t.tpot_s for t in timings if t.tpot_s is not None],
+            )
+        )
         httpx.get(f"{args.base_url}/stats", timeout=30)
         parser = FlexibleArgumentParser()
         serve.add_cli_args(parser)
@@ -149,8 +170,14 @@ def _clients(args: argparse.Namespace) -> dict[str, list[dict[str, float]]]:
         ok = [not e for e in result["errors"]]
         tpots = [(lat - ttft) / (n - 1) for lat, ttft, n, good in
                  zip(result["latencies"], result["ttfts"], result["output_lens"], ok, strict=False) if good and n > 1]
-        runs["vllm"].append(_compare(args.base_url, [s for s, good in zip(result["start_times"], ok, strict=False) if good],
-                                     [t for t, good in zip(result["ttfts"], ok, strict=False) if good], tpots))
+        runs["vllm"].append(
+            _compare(
+                args.base_url,
+                [s for s, good in zip(result["start_times"], ok, strict=False) if good],
+                [t for t, good in zip(result["ttfts"], ok, strict=False) if good],
+                tpots,
+            )
+        )
     return runs
 
 
@@ -169,7 +196,9 @@ def run(workdir: Path, tokenizer: Path, server_cores: set[int], runs: int) -> li
                                    "--tokenizer", str(tokenizer), "--runs", str(runs), "--out", str(out)],
                                   cwd=REPO_ROOT, stdout=sink, stderr=subprocess.STDOUT, timeout=900)
         if proc.returncode != 0 or not out.is_file():
-            raise RuntimeError(f"truth clients exited with {proc.returncode}; log tail:\n{log.read_text(errors='replace')[-3000:]}")
+            raise RuntimeError(
+                f"truth clients exited with {proc.returncode}; log tail:\n{log.read_text(errors='replace')[-3000:]}"
+            )
     finally:
         server.terminate()
         server.wait(timeout=10)
@@ -179,13 +208,17 @@ def run(workdir: Path, tokenizer: Path, server_cores: set[int], runs: int) -> li
         return statistics.median(r[key] for r in data[tool])
 
     loads = [r["load_1m"] for tool in data.values() for r in tool]
-    setup = (f"paced stand-in ({FIRST_S * 1e3:g} ms to the first chunk, then {TOKENS_PER_CHUNK} tokens every "
-             f"{GAP_S * 1e3:g} ms), {TRUTH_CONCURRENCY} streams, median of {runs}; load {min(loads):.1f}-{max(loads):.1f}")
+    setup = (
+        f"paced stand-in ({FIRST_S * 1e3:g} ms to the first chunk, then {TOKENS_PER_CHUNK} tokens every "
+        f"{GAP_S * 1e3:g} ms), {TRUTH_CONCURRENCY} streams, median of {runs}; load {min(loads):.1f}-{max(loads):.1f}"
+    )
     ours, theirs = med("specdec", "ttft_excess_ms"), med("vllm", "ttft_excess_ms")
     ttft = make_row(f"loadgen TTFT minus the server's own ({setup})", ours, "ms",
                     goal="<= vllm bench serve client's", passed=ours <= theirs,
                     reference="vllm.benchmarks.serve client, same stand-in", reference_value=theirs)
-    ttft["send_receive_ms"] = {tool: [round(med(tool, "send_ms"), 3), round(med(tool, "receive_ms"), 3)] for tool in data}
+    ttft["send_receive_ms"] = {
+        tool: [round(med(tool, "send_ms"), 3), round(med(tool, "receive_ms"), 3)] for tool in data
+    }
     ours, theirs = med("specdec", "tpot_ratio"), med("vllm", "tpot_ratio")
     tpot = make_row(f"loadgen TPOT / the server's own ({setup})", ours, "x",
                     goal=f"within {TPOT_TOLERANCE:.0%} of 1", passed=abs(ours - 1) <= TPOT_TOLERANCE,

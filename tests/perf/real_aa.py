@@ -130,9 +130,11 @@ def table(records: list[dict[str, Any]]) -> str:
             shown = "n/a" if not interval or None in interval else f"{interval[0]:+.1f}..{interval[1]:+.1f} %"
             lines.append(
                 f"| {rec['run_id']} | {rec['exit']} | {rec['wall_s']:.0f} s | {rec['decision']} "
-                f"(cap {rec['max_trials']}) | c={level.get('concurrency', 'n/a')} | {level.get('trials_standing', '-')} / "
+                f"(cap {rec['max_trials']}) | c={level.get('concurrency', 'n/a')} | "
+                f"{level.get('trials_standing', '-')} / "
                 f"{level.get('trials_again', '-')} | {level.get('trials_used', '-')} | {level.get('stopped') or '-'} "
-                f"| {level.get('verdict') or '-'}, {shown} |")
+                f"| {level.get('verdict') or '-'}, {shown} |"
+            )
     decided = [rec for rec in records if rec["decision"] is not None]
     promoted = sum(rec["decision"] == "promote" for rec in decided)
     better = sum(bool(rec["levels"]) and all(lvl["verdict"] == "better" for lvl in rec["levels"]) for rec in decided)

@@ -235,8 +235,12 @@ def write_results(out: Path, document: dict[str, Any], stamp: str) -> Path:
 def main(argv: Sequence[str] | None = None, *, package: str = "tests.perf") -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.perf.runner", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke mode: each bench takes seconds")
-    parser.add_argument("--only", nargs="+", default=[], metavar="NAME", help="run only these benches (hop or bench_hop)")
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "perf-results", help="results folder (default: perf-results/)")
+    parser.add_argument(
+        "--only", nargs="+", default=[], metavar="NAME", help="run only these benches (hop or bench_hop)"
+    )
+    parser.add_argument(
+        "--out", type=Path, default=REPO_ROOT / "perf-results", help="results folder (default: perf-results/)"
+    )
     args = parser.parse_args(argv)
 
     try:

@@ -58,12 +58,16 @@ def declared_of(cell: CellPlan, *, max_model_len: int | None) -> Declared:
     serving = ident["serving_config"]
     args = cell.declared_engine_args or {}
     return Declared(
-        model=ident["model"], dtype=serving.get("dtype") or "auto",
+        model=ident["model"],
+        dtype=serving.get("dtype") or "auto",
         quantization=quant_label(ident.get("quantization")),
         tensor_parallel_size=int(str(ident["parallelism"]).removeprefix("tp=")),
-        graph_mode=ident["graph_mode"], max_num_seqs=serving.get("max_num_seqs"), max_model_len=max_model_len,
+        graph_mode=ident["graph_mode"],
+        max_num_seqs=serving.get("max_num_seqs"),
+        max_model_len=max_model_len,
         speculative=cell.speculative_config,
-        enable_prefix_caching=args.get("enable_prefix_caching"), max_num_batched_tokens=args.get("max_num_batched_tokens"),
+        enable_prefix_caching=args.get("enable_prefix_caching"),
+        max_num_batched_tokens=args.get("max_num_batched_tokens"),
         kv_cache_dtype=args.get("kv_cache_dtype"),
         quantization_unset=cell.declared_engine_args is not None and quant_label(args.get("quantization")) is None,
         quant_label=cell.quant_label,

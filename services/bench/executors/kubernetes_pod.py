@@ -99,7 +99,9 @@ def apply_pod_template(template: dict[str, Any], rendered: dict[str, Any]) -> di
     # The template's own ARCTIC_INFERENCE_ENABLED goes too: every arm runs stock vLLM (executor.ARCTIC_PLUGIN_ENV).
     keep = {item["name"] for item in server["env"]} | {"ARCTIC_INFERENCE_ENABLED"}
     container["env"] = [e for e in container.get("env", []) if e.get("name") not in keep] + server["env"]
-    container["ports"] = [p for p in container.get("ports", []) if p.get("containerPort") != SERVE_PORT] + server["ports"]
+    container["ports"] = (
+        [p for p in container.get("ports", []) if p.get("containerPort") != SERVE_PORT] + server["ports"]
+    )
     container["readinessProbe"] = server["readinessProbe"]
     if "resources" not in container and "resources" in server:
         container["resources"] = server["resources"]

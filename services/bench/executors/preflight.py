@@ -56,7 +56,9 @@ def _probe(python: str) -> Probe:
         return Probe(python=python, version=None, why=f"{python} could not be run ({exc})")
     if out.returncode != 0:
         last = (out.stderr.strip().splitlines() or ["no output"])[-1]
-        return Probe(python=python, version=None, why=f"{python} cannot import arctic_inference.suffix_decoding ({last})")
+        return Probe(
+            python=python, version=None, why=f"{python} cannot import arctic_inference.suffix_decoding ({last})"
+        )
     lines = out.stdout.strip().splitlines()
     return Probe(python=python, version=lines[-1] if lines else "unknown")
 

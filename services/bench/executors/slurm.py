@@ -76,7 +76,11 @@ class SlurmServed:
         self.files = [launch.log_path, launch.endpoint_path]
 
     def record(self) -> dict[str, Any]:
-        return {"job_id": self.job_id, "sbatch_argv": self.launch.sbatch_argv, "job_script": self.launch.job_script_path}
+        return {
+            "job_id": self.job_id,
+            "sbatch_argv": self.launch.sbatch_argv,
+            "job_script": self.launch.job_script_path,
+        }
 
     async def log_text(self) -> str:
         # Slurm writes the job's output to the bundle (shared storage) as it runs.
@@ -152,7 +156,11 @@ class SlurmExecutor:
     def _label(self) -> dict[str, str]:
         """Added to sbatch's environment, which Slurm passes on to the job."""
         deployment = os.environ.get(DEPLOYMENT_ENV)
-        return {EXPERIMENT_ENV: self.run_id, SERVICE_ENV: SERVICE, **({DEPLOYMENT_ENV: deployment} if deployment else {})}
+        return {
+            EXPERIMENT_ENV: self.run_id,
+            SERVICE_ENV: SERVICE,
+            **({DEPLOYMENT_ENV: deployment} if deployment else {}),
+        }
 
     async def prepare(self) -> list[str]:
         return await self.cleanup()

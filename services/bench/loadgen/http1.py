@@ -337,7 +337,9 @@ class Http1Pool:
                     lambda: _Connection(self._clock), self._host, self._port, ssl=self._ssl,
                     server_hostname=self._host if self._tls else None)
         except TimeoutError:
-            raise ConnectTimeout(f"no connection to {self._host}:{self._port} within {self._connect_timeout_s} s") from None
+            raise ConnectTimeout(
+                f"no connection to {self._host}:{self._port} within {self._connect_timeout_s} s"
+            ) from None
         except OSError as err:  # refused, unreachable, TLS handshake failure (ssl.SSLError is an OSError)
             raise ConnectError(f"{type(err).__name__}: {err}") from None
         self._all.add(conn)

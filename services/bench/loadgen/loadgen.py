@@ -28,7 +28,9 @@ Endpoint = Literal["/v1/completions", "/v1/chat/completions"]
 Arrival = Literal["inf", "constant", "poisson"]
 WINDOW_VERSION = 1
 # Request keys the load generator owns; extra_body may not replace them.
-_OWNED_KEYS = frozenset({"model", "prompt", "messages", "max_tokens", "max_completion_tokens", "stream", "stream_options"})
+_OWNED_KEYS = frozenset(
+    {"model", "prompt", "messages", "max_tokens", "max_completion_tokens", "stream", "stream_options"}
+)
 _HEADERS = {"content-type": "application/json", "accept": "text/event-stream"}
 SCRAPE_TIMEOUT_S = 30.0
 
@@ -40,29 +42,47 @@ class WindowSpec(Strict):
     endpoint: Endpoint = Field(default="/v1/completions", description="Streaming endpoint the requests go to.")
     model: str = Field(min_length=1, description="`model` of every request: the served model name.")
     arrival: Arrival = Field(
-        default="inf", description="inf: every request at once; constant: every 1/rate s; poisson: gamma gaps (burstiness)."
+        default="inf",
+        description="inf: every request at once; constant: every 1/rate s; poisson: gamma gaps (burstiness).",
     )
-    request_rate_per_s: float | None = Field(default=None, gt=0, description="Offered requests per second; None with arrival inf.")
-    burstiness: float = Field(default=1.0, gt=0, description="Gamma shape of poisson gaps: 1 Poisson, < 1 burstier, > 1 more even.")
+    request_rate_per_s: float | None = Field(
+        default=None, gt=0, description="Offered requests per second; None with arrival inf."
+    )
+    burstiness: float = Field(
+        default=1.0, gt=0, description="Gamma shape of poisson gaps: 1 Poisson, < 1 burstier, > 1 more even."
+    )
     max_concurrency: int | None = Field(default=None, ge=1, description="Requests in flight at most; None for no cap.")
-    warmup_requests: int = Field(default=0, ge=0, description="Requests sent before the window and excluded from every figure.")
-    temperature: float = Field(default=0.0, ge=0, description="Sampling temperature (0: greedy, needed by the agreement eval).")
+    warmup_requests: int = Field(
+        default=0, ge=0, description="Requests sent before the window and excluded from every figure."
+    )
+    temperature: float = Field(
+        default=0.0, ge=0, description="Sampling temperature (0: greedy, needed by the agreement eval)."
+    )
     request_timeout_s: float = Field(default=600.0, gt=0, description="Deadline of one request, send to last byte, s.")
     connect_timeout_s: float = Field(default=10.0, gt=0, description="Deadline of one connection attempt, s.")
     seed: int = Field(default=0, description="Seed of the arrival schedule.")
-    return_token_ids: bool = Field(default=False, description="Ask vLLM for each chunk's token ids (a second token count source).")
-    extra_body: dict[str, Any] = Field(default_factory=dict, description="Additional request body keys (top_p, seed, ...).")
+    return_token_ids: bool = Field(
+        default=False, description="Ask vLLM for each chunk's token ids (a second token count source)."
+    )
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict, description="Additional request body keys (top_p, seed, ...)."
+    )
     client_processes: int = Field(
-        default=1, ge=1, le=64,
-        description="Client processes driving the window together (services.bench.loadgen.loadgen_procs): the prompts, the "
-        "concurrency cap and the warm-up are split over them, their records merged into one window on one clock.")
+        default=1,
+        ge=1,
+        le=64,
+        description="Client processes driving the window together (services.bench.loadgen.loadgen_procs): the prompts, "
+        "the concurrency cap and the warm-up are split over them, their records merged into one window on one clock.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> WindowSpec:
         # No inert knob: a rate without a schedule, or a burstiness outside
         # poisson, would be accepted and change nothing.
         if self.arrival == "inf" and self.request_rate_per_s is not None:
-            raise ValueError("request_rate_per_s applies to arrival constant or poisson; arrival inf sends everything at once")
+            raise ValueError(
+                "request_rate_per_s applies to arrival constant or poisson; arrival inf sends everything at once"
+            )
         if self.arrival != "inf" and self.request_rate_per_s is None:
             raise ValueError(f"arrival {self.arrival} needs request_rate_per_s")
         if self.arrival != "poisson" and self.burstiness != 1.0:
@@ -108,7 +128,9 @@ Sleep = Callable[[float], Awaitable[None]]
 class Pool(Protocol):
     """What the generator needs of its HTTP layer (services.bench.loadgen.http1.Http1Pool; a fake in unit tests)."""
 
-    def request_bytes(self, method: str, path: str, body: bytes | None, headers: dict[str, str] | None = None) -> Any: ...
+    def request_bytes(
+        self, method: str, path: str, body: bytes | None, headers: dict[str, str] | None = None
+    ) -> Any: ...
 
     async def send(self, request: Any, sink: Sink | None = None, *, max_body: int = ...) -> Response: ...
 
@@ -170,9 +192,15 @@ class LoadGenerator:
             )
         return await self.run_window_at(prompts)
 
-    async def run_window_at(self, prompts: Sequence[Prompt], *, ready: Callable[[], Awaitable[float | None]] | None = None,
-                            indices: Sequence[int] | None = None, offsets: Sequence[float] | None = None,
-                            scrape: bool = True) -> WindowRecord:
+    async def run_window_at(
+        self,
+        prompts: Sequence[Prompt],
+        *,
+        ready: Callable[[], Awaitable[float | None]] | None = None,
+        indices: Sequence[int] | None = None,
+        offsets: Sequence[float] | None = None,
+        scrape: bool = True,
+    ) -> WindowRecord:
         """run_window with the seams of a client process of several (services.bench.loadgen.loadgen_procs).
 
         `ready` is awaited after the warm-up and returns the clock time the window starts
@@ -351,7 +379,8 @@ async def run_levels(
     """One window per concurrency level, in the order given (each with its own warm-up)."""
     windows = []
     for level in levels:
-        level_spec = WindowSpec.model_validate({**spec.model_dump(), "max_concurrency": level})  # validated, unlike model_copy
+        # validated, unlike model_copy
+        level_spec = WindowSpec.model_validate({**spec.model_dump(), "max_concurrency": level})
         generator = LoadGenerator(level_spec, **options)
         windows.append(await generator.run_window(prompts))
     return windows

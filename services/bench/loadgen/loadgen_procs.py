@@ -63,7 +63,9 @@ async def drive_window(spec: WindowSpec, prompts: Sequence[Prompt]) -> WindowRec
     return await LoadGenerator(spec).run_window(prompts)
 
 
-async def run_window_procs(spec: WindowSpec, prompts: Sequence[Prompt], *, python: str = sys.executable) -> WindowRecord:
+async def run_window_procs(
+    spec: WindowSpec, prompts: Sequence[Prompt], *, python: str = sys.executable
+) -> WindowRecord:
     """Drive one window from spec.client_processes child processes; the merged record."""
     n = spec.client_processes
     if not prompts:

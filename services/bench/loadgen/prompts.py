@@ -34,7 +34,9 @@ class Prompt(Strict):
     prompt_id: str = Field(min_length=1, description="Corpus record ID, or shape name and index.")
     messages: list[ChatTurn] = Field(min_length=1, description="The prompt in chat form (chat endpoint).")
     text: str = Field(description="The prompt as one string (completions endpoint).")
-    input_tokens: int | None = Field(ge=0, description="Prompt length in tokens as known before sending; None if unknown.")
+    input_tokens: int | None = Field(
+        ge=0, description="Prompt length in tokens as known before sending; None if unknown."
+    )
     max_output_tokens: int = Field(ge=1, description="max_tokens of the request.")
     ignore_eos: bool = Field(
         description="True when the output must run to max_output_tokens (matrix.load.ignore_eos; by default true for "
@@ -77,7 +79,9 @@ def heldout_prompts(
     try:
         lines = path.read_bytes().splitlines()
     except OSError as err:
-        raise PromptError(f"cannot read corpus {path}: {err.strerror or err}; pass the CORPUS.jsonl the corpus step wrote") from err
+        raise PromptError(
+            f"cannot read corpus {path}: {err.strerror or err}; pass the CORPUS.jsonl the corpus step wrote"
+        ) from err
     render = _completion_renderer(tokenizer_dir)
     ignore_eos = effective_ignore_eos(ignore_eos, shapes=False)
     prompts: list[Prompt] = []
@@ -214,7 +218,10 @@ def _exact_text(tokenizer, n_tokens: int, rng: np.random.Generator) -> tuple[str
     vocab = sorted(
         tid
         for tok, tid in tokenizer.get_vocab().items()
-        if tok not in special and (piece := tokenizer.decode([tid])).strip() and piece.isprintable() and "\ufffd" not in piece
+        if tok not in special
+        and (piece := tokenizer.decode([tid])).strip()
+        and piece.isprintable()
+        and "\ufffd" not in piece
     )
     if not vocab:
         raise PromptError("the tokenizer has no printable ordinary tokens to build a prompt from")

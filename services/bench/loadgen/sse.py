@@ -68,7 +68,9 @@ class StreamState:
             self._fail("stream", "a chunk is not a JSON object")
             return
         if obj.get("error") is not None:
-            self._fail("server_error", f"the server reported an error mid-stream: {str(obj['error'])[:ERROR_BODY_CHARS]}")
+            self._fail(
+                "server_error", f"the server reported an error mid-stream: {str(obj['error'])[:ERROR_BODY_CHARS]}"
+            )
             return
         usage = obj.get("usage")
         cumulative = None

@@ -30,7 +30,9 @@ class RequestRecord(Strict):
     prompt_id: str = Field(description="ID of the prompt sent (a corpus record ID or a shaped prompt ID).")
     scheduled_s: float = Field(description="time.monotonic() when the request was due by the arrival schedule, s.")
     start_s: float = Field(description="time.monotonic() right before the request was sent, s.")
-    end_s: float | None = Field(description="time.monotonic() when the response ended or failed, s; None if never sent.")
+    end_s: float | None = Field(
+        description="time.monotonic() when the response ended or failed, s; None if never sent."
+    )
     chunk_arrival_s: list[float] = Field(
         description="time.monotonic() when the read carrying each token-bearing chunk arrived, s.")
     chunk_tokens: list[int] | None = Field(
@@ -38,9 +40,13 @@ class RequestRecord(Strict):
         "None when the server reported only the total."
     )
     output_tokens: int | None = Field(ge=0, description="Output tokens of the request, from the server's usage.")
-    prompt_tokens: int | None = Field(ge=0, description="Prompt tokens: the server's usage, else the prompt's own count.")
+    prompt_tokens: int | None = Field(
+        ge=0, description="Prompt tokens: the server's usage, else the prompt's own count."
+    )
     status_code: int | None = Field(description="HTTP status of the response; None when no response arrived.")
-    error_kind: str | None = Field(description="Failure class (http_500, timeout, connect, stream, ...); None on success.")
+    error_kind: str | None = Field(
+        description="Failure class (http_500, timeout, connect, stream, ...); None on success."
+    )
     error: str | None = Field(description="Failure in words; None on success.")
     finish_reason: str | None = Field(description="finish_reason of the last choice chunk (length, stop, ...).")
     text: str = Field(description="Generated text, concatenated from the chunks.")
@@ -141,7 +147,9 @@ class WindowSummary(Strict):
     request_throughput_per_s: float = Field(ge=0, description="completed / duration_s.")
     output_throughput_tok_per_s: float = Field(ge=0, description="total_output_tokens / duration_s.")
     total_token_throughput_tok_per_s: float = Field(ge=0, description="(input + output tokens) / duration_s.")
-    max_output_tokens_per_s: float = Field(ge=0, description="Most output tokens that arrived within one second bucket.")
+    max_output_tokens_per_s: float = Field(
+        ge=0, description="Most output tokens that arrived within one second bucket."
+    )
     max_concurrent_requests: int = Field(ge=0, description="Most requests active within one second bucket (vLLM's).")
     ttft: LatencyStats = Field(description="Time to first token.")
     tpot: LatencyStats = Field(description="Time per output token after the first (requests with > 1 token).")

@@ -66,8 +66,15 @@ async def run_window_process(spec: WindowSpec, prompts: Sequence[Prompt], *, run
     """Drive one window from a child process; its record, or WindowProcessFailed with its stderr."""
     # specdec's own code, but a workload all the same: it talks to the served cell only, so it gets the
     # platform's variables and none of the service's credentials (services/runtime/workload_env.py).
-    process = spawn([sys.executable, "-m", "services.bench.loadgen.window"], run_id=run_id, service=SERVICE,
-                    env=workload_env.environment(), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = spawn(
+        [sys.executable, "-m", "services.bench.loadgen.window"],
+        run_id=run_id,
+        service=SERVICE,
+        env=workload_env.environment(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     stdout, stderr = await asyncio.to_thread(process.communicate, request_bytes(spec, prompts))
     if process.returncode != 0:
         raise WindowProcessFailed(

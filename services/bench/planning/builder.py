@@ -307,7 +307,8 @@ def _cleanup(executor: str, launches: list[Launch], run_id: str, *, interleaved:
             "(selected by that label only)",
         ]
     return [
-        f"after each cell: stop its server's process group (label experiment={run_id}) once results and hashes are captured",
+        f"after each cell: stop its server's process group (label experiment={run_id}) once results and hashes are "
+        f"captured",
         f"after the last launch, whatever happened, and on interruption or restart: kill every process labelled "
         f"experiment={run_id} of the bench-runner, by label only",
     ]

@@ -47,7 +47,9 @@ class KubernetesServe(Strict):
     log_path: str = Field(description="Bundle path the server's log (kubectl logs) is captured to before deletion.")
     apply_argv: list[str] = Field(description="kubectl argv that creates the Pod.")
     wait_argv: list[str] = Field(description="kubectl argv that waits for the Pod to be Ready (readiness deadline).")
-    port_forward_argv: list[str] = Field(description="kubectl argv that reaches the server; {local_port} is picked at launch.")
+    port_forward_argv: list[str] = Field(
+        description="kubectl argv that reaches the server; {local_port} is picked at launch."
+    )
     logs_argv: list[str] = Field(description="kubectl argv whose output becomes the server log.")
     delete_argv: list[str] = Field(description="kubectl argv that deletes this Pod after its results are captured.")
     cleanup_argv: list[str] = Field(description="kubectl argv that deletes every bench Pod of the run, by label only.")
@@ -67,9 +69,13 @@ class CellPlan(Strict):
     identity: dict[str, Any] = Field(description="Identity fields every number of this cell carries.")
     speculative_config: dict[str, Any] | None = Field(description="The --speculative-config the cell declares.")
     serve_argv: list[str] = Field(description="The argv that serves the cell; '{port}' is filled at launch.")
-    serve_source: Literal["builtin", "operator"] = Field(description="Whether specdec built serve_argv or the operator did.")
+    serve_source: Literal["builtin", "operator"] = Field(
+        description="Whether specdec built serve_argv or the operator did."
+    )
     bench: Literal["builtin"] | list[str] = Field(description="'builtin' load generator, or the operator's bench argv.")
-    eval: Literal["builtin"] | list[str] = Field(description="'builtin' agreement with the standing cell, or the operator's eval argv.")
+    eval: Literal["builtin"] | list[str] = Field(
+        description="'builtin' agreement with the standing cell, or the operator's eval argv."
+    )
     declared_serve_argv: list[str] | None = Field(
         default=None, description="The operator's serve command exactly as declared (a canonical matrix file), "
         "beside the argv launched; absent otherwise.")
@@ -101,7 +107,14 @@ class CellPlan(Strict):
     def _without_absent(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         # A cell without a declared command serialises (and hashes, and is approved) as before these fields.
         data = handler(self)
-        for name in ("declared_serve_argv", "launch_changes", "declared_engine_args", "unchecked_labels", "quant_label", "env"):
+        for name in (
+            "declared_serve_argv",
+            "launch_changes",
+            "declared_engine_args",
+            "unchecked_labels",
+            "quant_label",
+            "env",
+        ):
             if data.get(name) is None:
                 data.pop(name, None)
         return data
@@ -111,7 +124,9 @@ class Launch(Strict):
     """One server start, in order."""
 
     cell_id: Key = Field(description="The cell served.")
-    trials: list[int] = Field(description="Trials measured on this server (all of them when warm or warm-interleaved, one when cold).")
+    trials: list[int] = Field(
+        description="Trials measured on this server (all of them when warm or warm-interleaved, one when cold)."
+    )
     slurm: SlurmServe | None = Field(
         default=None, description="Executor slurm: the batch job (sbatch argv, job script) this launch submits.")
     kubernetes: KubernetesServe | None = Field(
@@ -135,7 +150,9 @@ class LevelNoise(Strict):
     concurrency: int = Field(description="The concurrency level.")
     trials: int = Field(ge=0, description="Earlier trials the spread comes from (0: none recorded).")
     runs: list[str] = Field(description="The earlier runs they come from.")
-    cv_pct: float | None = Field(description="Per-trial spread of the objective (sd of its logs, as %); null when none.")
+    cv_pct: float | None = Field(
+        description="Per-trial spread of the objective (sd of its logs, as %); null when none."
+    )
     expected_trials_per_arm: int | None = Field(
         description="Trials per arm expected to resolve the minimum effect at that spread (an interval narrow enough "
         "to show a change beyond it, or none that matters); null when unknown (no earlier trials: round 1, the "
@@ -146,14 +163,22 @@ class Rounds(Strict):
     """Sequential rounds (campaign gate.max_trials): the trial range per arm and the stopping rule."""
 
     min_trials: int = Field(ge=2, description="Trials per arm and level every cell runs before the first look.")
-    max_trials: int = Field(ge=2, description="The cap: the most trials per arm and level, a hard ceiling on server time.")
+    max_trials: int = Field(
+        ge=2, description="The cap: the most trials per arm and level, a hard ceiling on server time."
+    )
     objective: str = Field(description="The gate's objective, looked at after every round.")
-    guards: list[str] = Field(description="Guards looked at after every round (one worse beyond the minimum effect settles a level).")
+    guards: list[str] = Field(
+        description="Guards looked at after every round (one worse beyond the minimum effect settles a level)."
+    )
     min_effect_pct: float = Field(description="The gate's minimum effect, %.")
     server_bias_pct: float = Field(description="The gate's measured server bias, %.")
-    alpha_per_side: float = Field(description="Each candidate's one-sided alpha (95 % family-wise, Bonferroni over the candidates).")
+    alpha_per_side: float = Field(
+        description="Each candidate's one-sided alpha (95 % family-wise, Bonferroni over the candidates)."
+    )
     rule: str = Field(description="The stopping rule, in words.")
-    noise: list[LevelNoise] = Field(description="Per level: the noise of earlier runs and the trials per arm it implies.")
+    noise: list[LevelNoise] = Field(
+        description="Per level: the noise of earlier runs and the trials per arm it implies."
+    )
 
 
 class BenchPlan(Strict):
@@ -171,7 +196,9 @@ class BenchPlan(Strict):
         description="warm-interleaved plans only: the order the trials run in, block b measuring trial b of each "
         "cell in `order` on the servers kept up; absent from other plans.")
     load: LoadSpec = Field(description="The measured load, the same for every cell.")
-    prompts: dict[str, Any] = Field(description="Where prompts come from: corpus heldout split (uri, sha256) or shapes.")
+    prompts: dict[str, Any] = Field(
+        description="Where prompts come from: corpus heldout split (uri, sha256) or shapes."
+    )
     warmup: str = Field(description="What runs before each measured window, in words.")
     deployment_changes: list[str] = Field(description="Every change to the cluster the plan makes.")
     cleanup: list[str] = Field(description="What cleanup does, selected by the experiment label only.")

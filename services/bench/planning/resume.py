@@ -51,7 +51,9 @@ def adopt(bundle: BundleStore, run_id: str, cell_id: str, trial: int, *, concurr
                 continue
             ref, result = found[0], json.loads(found[1])
         except (BundleError, ValueError) as exc:
-            raise BundleError(f"the recorded result {relpath} of an earlier attempt cannot be read back: {exc}") from None
+            raise BundleError(
+                f"the recorded result {relpath} of an earlier attempt cannot be read back: {exc}"
+            ) from None
         problems = [str(p) for p in (result.get("speculation_problems") or []) if p] if isinstance(result, dict) else []
         if rejected and not problems:
             problems = [f"recorded as rejected by an earlier attempt ({relpath}) without its reasons"]

@@ -51,7 +51,9 @@ def load_matrix(campaign: Campaign) -> Matrix:
     except OSError as exc:
         raise StepFailed(f"cannot read matrix.path {path}: {exc.strerror}", error_type="MatrixUnusable") from None
     except yaml.YAMLError as exc:
-        raise StepFailed(f"matrix.path is not valid YAML: {parse_error_at(path, exc)}", error_type="MatrixUnusable") from None
+        raise StepFailed(
+            f"matrix.path is not valid YAML: {parse_error_at(path, exc)}", error_type="MatrixUnusable"
+        ) from None
     except ValidationError as exc:
         raise StepFailed(f"cannot use matrix.path {path}: {invalid_input(exc)}", error_type="MatrixUnusable") from None
     return matrix.for_traffic(shapes=campaign.shapes_only)
@@ -101,7 +103,9 @@ def build_prompts(bundle: BundleStore, campaign: Campaign, matrix: Matrix, event
     return _prompts(bundle, campaign, matrix, event)[0]
 
 
-def _prompts(bundle: BundleStore, campaign: Campaign, matrix: Matrix, event: Event) -> tuple[list[Prompt], dict[str, Any]]:
+def _prompts(
+    bundle: BundleStore, campaign: Campaign, matrix: Matrix, event: Event
+) -> tuple[list[Prompt], dict[str, Any]]:
     """The window's prompts and where they came from, in the plan's words."""
     load = matrix.load
     tokenizer = tokenizer_folder(campaign)
@@ -110,9 +114,13 @@ def _prompts(bundle: BundleStore, campaign: Campaign, matrix: Matrix, event: Eve
         corpus = _corpus_ref(bundle, event)
         prompts = heldout_prompts(bundle.resolve(corpus.uri), limit=load.num_prompts, tokenizer_dir=tokenizer,
                                   max_output_tokens=load.max_output_tokens, ignore_eos=load.ignore_eos)
-        source = {"origin": "corpus-heldout", "workload_shape": label, "corpus": {"uri": corpus.uri, "sha256": corpus.sha256},
-                  "distinct_prompts": len(prompts),
-                  "order": "heldout records in file order, reused from the first when fewer than num_prompts"}
+        source = {
+            "origin": "corpus-heldout",
+            "workload_shape": label,
+            "corpus": {"uri": corpus.uri, "sha256": corpus.sha256},
+            "distinct_prompts": len(prompts),
+            "order": "heldout records in file order, reused from the first when fewer than num_prompts",
+        }
         return cycle(prompts, load.num_prompts), source
     specs = shape_specs(campaign, matrix)
     declared = {shape.name: shape for shape in resolve(campaign.traffic.shapes)}  # before the cap

@@ -19,11 +19,24 @@ def window(texts: dict[str, str | None], *, temperature: float = 0.0) -> WindowR
     records = []
     for i, (pid, text) in enumerate(texts.items()):
         ok = text is not None
-        records.append(RequestRecord(
-            index=i, prompt_id=pid, scheduled_s=0, start_s=0, end_s=1, chunk_arrival_s=[0.5] if ok else [],
-            chunk_tokens=[1] if ok else None, output_tokens=1 if ok else None, prompt_tokens=1, status_code=200 if ok else 500,
-            error_kind=None if ok else "http_500", error=None if ok else "x", finish_reason=None, text=text or "",
-        ))
+        records.append(
+            RequestRecord(
+                index=i,
+                prompt_id=pid,
+                scheduled_s=0,
+                start_s=0,
+                end_s=1,
+                chunk_arrival_s=[0.5] if ok else [],
+                chunk_tokens=[1] if ok else None,
+                output_tokens=1 if ok else None,
+                prompt_tokens=1,
+                status_code=200 if ok else 500,
+                error_kind=None if ok else "http_500",
+                error=None if ok else "x",
+                finish_reason=None,
+                text=text or "",
+            )
+        )
     return WindowRecord(spec=WindowSpec(base_url="http://x:1", model="m", temperature=temperature), duration_s=1,
                         requests=records, warmup_completed=0, warmup_failed=0, max_in_flight=1,
                         metrics_before="", metrics_after="", metrics_error=None)

@@ -63,7 +63,9 @@ def test_an_estimate_needs_a_measured_launch_while_launches_are_left():
     progress = BenchProgress(plan(), clock=clock)
     progress.adopted(("standing", 0, 1))
     assert progress.snapshot([]).eta_s is None
-    for window in [("standing", t, c) for t in (0, 1) for c in (1, 4)] + [("ngram", t, c) for t in (0, 1) for c in (1, 4)]:
+    for window in [("standing", t, c) for t in (0, 1) for c in (1, 4)] + [
+        ("ngram", t, c) for t in (0, 1) for c in (1, 4)
+    ]:
         progress.adopted(window)
     assert progress.snapshot([]) == Snapshot(done=8, total=8, eta_s=0.0, elapsed_s=0.0)
 

@@ -38,8 +38,10 @@ def counters(drafts: int) -> str:
              f'vllm:spec_decode_num_draft_tokens_total{{engine="0"}} {float(drafts * K)}',
              f'vllm:spec_decode_num_accepted_tokens_total{{engine="0"}} {float(drafts)}']
     # Every draft accepts its first token only.
-    lines += [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="{p}"}} {float(drafts * (p == 0))}'
-              for p in range(K)]
+    lines += [
+        f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="0",position="{p}"}} {float(drafts * (p == 0))}'
+        for p in range(K)
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -158,7 +160,9 @@ async def test_the_plans_blocks_run_on_servers_kept_up_and_every_result_is_writt
     assert kinds[-4:] == ["stop", "stop", "stop", "cleanup"] and "stop" not in kinds[:-4]
     # The plan's block order, trial b in block b, each cell's levels in order.
     windows = [entry[1:] for entry in executor.log if entry[0] == "window"]
-    assert windows == [(c, b, level) for b in range(3) for c in ("draft-k3", "ngram-k3", "standing") for level in (1, 4)]
+    assert windows == [
+        (c, b, level) for b in range(3) for c in ("draft-k3", "ngram-k3", "standing") for level in (1, 4)
+    ]
     # Every trial's result is written and its event emitted; recorded standing first in each block.
     assert len(outcome.results) == 18 and len(events) == 18
     assert [(e["cell_id"], e["trial"]) for e in events[:6:2]] == [("standing", 0), ("draft-k3", 0), ("ngram-k3", 0)]
@@ -239,7 +243,10 @@ async def test_a_window_read_in_bursts_is_kept_and_measured_again(wired, monkeyp
     assert windows.count(("ngram-k3", 1, 4)) == 2 and windows.count(("ngram-k3", 0, 4)) == 1
     raw = layout.attempt_folder(layout.trial_folder("ngram-k3", 1), 1)
     kept = bundle.run_dir(RUN) / raw / "stalled-window-c4-1.json"
-    assert kept.is_file() and MeasuredWindow.model_validate_json(kept.read_bytes()).requests[0].chunk_arrival_s == [0.9] * 5
+    assert (
+        kept.is_file()
+        and MeasuredWindow.model_validate_json(kept.read_bytes()).requests[0].chunk_arrival_s == [0.9] * 5
+    )
     assert bundle.run_dir(RUN).joinpath(layout.trial_result("ngram-k3", 1, 4)).exists()
 
 

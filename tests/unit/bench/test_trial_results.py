@@ -19,13 +19,42 @@ from services.bench.results import build_result, dumps_result
 # (main_async's result_json, benchmark()'s result and process_one_metric with the
 # default percentile metrics ttft,tpot,itl plus e2el and client_queue_time).
 VLLM_KEYS = {
-    "date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts",
-    "request_rate", "burstiness", "max_concurrency", "duration", "completed", "failed",
-    "total_input_tokens", "total_output_tokens", "request_throughput", "request_goodput",
-    "output_throughput", "total_token_throughput", "input_lens", "output_lens", "ttfts", "itls",
-    "latencies", "start_times", "queue_times", "generated_texts", "errors", "max_output_tokens_per_s",
-    "max_concurrent_requests", "rtfx",
-    *(f"{stat}_{m}_ms" for m in ("ttft", "tpot", "itl", "e2el", "client_queue_time") for stat in ("mean", "median", "std", "p99")),
+    "date",
+    "endpoint_type",
+    "backend",
+    "label",
+    "model_id",
+    "tokenizer_id",
+    "num_prompts",
+    "request_rate",
+    "burstiness",
+    "max_concurrency",
+    "duration",
+    "completed",
+    "failed",
+    "total_input_tokens",
+    "total_output_tokens",
+    "request_throughput",
+    "request_goodput",
+    "output_throughput",
+    "total_token_throughput",
+    "input_lens",
+    "output_lens",
+    "ttfts",
+    "itls",
+    "latencies",
+    "start_times",
+    "queue_times",
+    "generated_texts",
+    "errors",
+    "max_output_tokens_per_s",
+    "max_concurrent_requests",
+    "rtfx",
+    *(
+        f"{stat}_{m}_ms"
+        for m in ("ttft", "tpot", "itl", "e2el", "client_queue_time")
+        for stat in ("mean", "median", "std", "p99")
+    ),
 }
 VLLM_SPEC_KEYS = {
     "spec_decode_acceptance_rate", "spec_decode_acceptance_length", "spec_decode_num_drafts",

@@ -68,7 +68,9 @@ def test_manifest_hashes_counts_and_records(tmp_path, make_profile) -> None:
 def test_stratification_matches_a_skewed_profile(tmp_path, make_profile) -> None:
     rng = random.Random(2)
     # The profile: mostly long prompts. The traffic to sample from: mostly short ones.
-    profiled = flat_rows(rng, [rng.randint(600, 1500) if rng.random() < 0.8 else rng.randint(10, 60) for _ in range(300)])
+    profiled = flat_rows(
+        rng, [rng.randint(600, 1500) if rng.random() < 0.8 else rng.randint(10, 60) for _ in range(300)]
+    )
     pool = flat_rows(rng, [rng.randint(10, 60) if rng.random() < 0.85 else rng.randint(600, 1500) for _ in range(1500)])
     profile = make_profile(write_jsonl(tmp_path / "profiled.jsonl", profiled))
     traffic = write_jsonl(tmp_path / "pool.jsonl", pool)
@@ -83,7 +85,9 @@ def test_stratification_matches_a_skewed_profile(tmp_path, make_profile) -> None
 
 def test_default_size_is_the_largest_matched_corpus(tmp_path, make_profile) -> None:
     rng = random.Random(3)
-    traffic = write_jsonl(tmp_path / "t.jsonl", flat_rows(rng, [rng.randint(5, 3000) for _ in range(200)], code_every=3))
+    traffic = write_jsonl(
+        tmp_path / "t.jsonl", flat_rows(rng, [rng.randint(5, 3000) for _ in range(200)], code_every=3)
+    )
     manifest = build_corpus(make_profile(traffic), traffic, tmp_path / "c.jsonl")
     # Profiled file, no duplicates: every record fits the profile's strata.
     assert manifest.records.total == 200

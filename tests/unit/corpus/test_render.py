@@ -70,7 +70,9 @@ def test_a_template_that_raises_fails_the_step(traffic, make_profile, make_token
 
 def test_a_template_that_drops_content_fails_the_step(traffic, make_profile, make_tokenizer, tmp_path) -> None:
     with pytest.raises(RenderCheckFailed, match=r"dropped content of 40 record\(s\).*#0 \(system\)"):
-        build_corpus(make_profile(traffic), traffic, tmp_path / "c.jsonl", tokenizer_dir=make_tokenizer(DROPPING_TEMPLATE))
+        build_corpus(
+            make_profile(traffic), traffic, tmp_path / "c.jsonl", tokenizer_dir=make_tokenizer(DROPPING_TEMPLATE)
+        )
 
 
 def test_a_record_longer_than_max_model_len_fails_the_step(traffic, make_profile, make_tokenizer, tmp_path) -> None:
@@ -79,8 +81,13 @@ def test_a_record_longer_than_max_model_len_fails_the_step(traffic, make_profile
     rows[4]["request"]["messages"][1]["content"] = random_words(random.Random(5), 300)
     rows[4]["response"]["usage"]["prompt_tokens"] = 30
     write_jsonl(traffic, rows)
-    with pytest.raises(RenderCheckFailed, match=r"1 record\(s\) exceed max_model_len: [0-9a-f]{16}: \d+ prompt \+ 6 output tokens > 128"):
-        build_corpus(make_profile(traffic), traffic, tmp_path / "c.jsonl", tokenizer_dir=make_tokenizer(), max_model_len=128)
+    with pytest.raises(
+        RenderCheckFailed,
+        match=r"1 record\(s\) exceed max_model_len: [0-9a-f]{16}: \d+ prompt \+ 6 output tokens > 128",
+    ):
+        build_corpus(
+            make_profile(traffic), traffic, tmp_path / "c.jsonl", tokenizer_dir=make_tokenizer(), max_model_len=128
+        )
 
 
 def test_max_model_len_defaults_to_the_tokenizer_config(traffic, make_profile, make_tokenizer, tmp_path) -> None:
@@ -89,7 +96,9 @@ def test_max_model_len_defaults_to_the_tokenizer_config(traffic, make_profile, m
     rows[4]["response"]["usage"]["prompt_tokens"] = 30
     write_jsonl(traffic, rows)
     with pytest.raises(RenderCheckFailed, match="> 128"):
-        build_corpus(make_profile(traffic), traffic, tmp_path / "c.jsonl", tokenizer_dir=make_tokenizer(model_max_length=128))
+        build_corpus(
+            make_profile(traffic), traffic, tmp_path / "c.jsonl", tokenizer_dir=make_tokenizer(model_max_length=128)
+        )
 
 
 def test_folder_without_template_is_reported_not_run(traffic, make_profile, make_tokenizer, tmp_path) -> None:

@@ -59,7 +59,14 @@ def test_promotes_prints_and_writes_the_decision(tmp_path: Path, capsys: pytest.
 def test_reject_and_inconclusive_also_exit_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write_cell(tmp_path, "standing", seed=1)
     write_cell(tmp_path, "slow", factor=1.4, seed=2)
-    args = ["--baseline", str(tmp_path / "standing/*.json"), "--candidate", str(tmp_path / "slow/*.json"), "--objective", "tpot"]
+    args = [
+        "--baseline",
+        str(tmp_path / "standing/*.json"),
+        "--candidate",
+        str(tmp_path / "slow/*.json"),
+        "--objective",
+        "tpot",
+    ]
     assert run(*args, "--acceptance-floor", "0.5") == 0
     assert "decision: reject" in capsys.readouterr().out
     assert run(*args, "--acceptance-floor", "0.5", "--min-trials", "4") == 0
@@ -83,7 +90,9 @@ def test_one_glob_with_several_cells_and_named_plain_files(tmp_path: Path, capsy
     assert "hardware" in decision.unchecked_identity_fields
 
 
-def test_unreadable_input_exits_non_zero_with_the_file_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_unreadable_input_exits_non_zero_with_the_file_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     write_cell(tmp_path, "ngram", seed=2)
     (tmp_path / "broken.json").write_text("{")
     rc = run("--baseline", str(tmp_path / "broken.json"), "--candidate", str(tmp_path / "ngram/*.json"),
@@ -102,7 +111,9 @@ def test_unreadable_input_exits_non_zero_with_the_file_named(tmp_path: Path, cap
         (["--guard", "acceptance_rate:p99"], "one figure per trial"),
     ],
 )
-def test_bad_arguments_exit_non_zero(tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str) -> None:
+def test_bad_arguments_exit_non_zero(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
     write_cell(tmp_path, "standing", seed=1)
     write_cell(tmp_path, "ngram", seed=2)
     base = {"--baseline": str(tmp_path / "standing/*.json"), "--candidate": str(tmp_path / "ngram/*.json"),

@@ -175,7 +175,11 @@ def test_plain_vllm_files_are_accepted_and_unchecked_identity_listed() -> None:
 
 
 def test_plain_files_without_counters_leave_the_floor_unread() -> None:
-    d = decide(arm(1, "standing", with_identity=False), {"c": arm(2, "c", factor=0.7, with_identity=False, acceptance=None)}, SPEC)
+    d = decide(
+        arm(1, "standing", with_identity=False),
+        {"c": arm(2, "c", factor=0.7, with_identity=False, acceptance=None)},
+        SPEC,
+    )
     lvl = level(d, "c")
     assert d.decision == "inconclusive" and lvl.floors[0].passed is None
     assert any("no spec-decode counters" in r for r in lvl.reasons)

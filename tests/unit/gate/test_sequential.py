@@ -106,19 +106,29 @@ def test_a_level_the_outcome_no_longer_depends_on_stops_as_moot() -> None:
     spec = GateSpec(objective="tpot", acceptance_floor=0.5, min_effect_pct=15.0)
     d = decide(
         arm(1, "standing", levels=(1, 2)),
-        {"fast": arm(2, "fast", factor=0.7, levels=(1, 2)), "same": arm(3, "same", factor={1: 1.0, 2: 0.95}, levels=(1, 2))},
-        spec, max_trials=15,
+        {
+            "fast": arm(2, "fast", factor=0.7, levels=(1, 2)),
+            "same": arm(3, "same", factor={1: 1.0, 2: 0.95}, levels=(1, 2)),
+        },
+        spec,
+        max_trials=15,
     )
     same = next(c for c in d.candidates if c.candidate == "same")
     assert d.decision == "promote" and d.winner == "fast"
-    assert [(lvl.outcome, lvl.stopped) for lvl in same.levels] == [("inconclusive", "decided"), ("inconclusive", "moot")]
+    assert [(lvl.outcome, lvl.stopped) for lvl in same.levels] == [
+        ("inconclusive", "decided"),
+        ("inconclusive", "moot"),
+    ]
     assert same.outcome == "inconclusive"
 
 
 def test_the_minimum_effect_decides_what_counts() -> None:
     base, cand = arm(1, "standing"), {"ngram": arm(2, "ngram", factor=0.75)}
     assert decide(base, cand, SPEC).decision == "promote"
-    assert decide(base, cand, GateSpec(objective="tpot", acceptance_floor=0.5, min_effect_pct=40)).decision == "inconclusive"
+    assert (
+        decide(base, cand, GateSpec(objective="tpot", acceptance_floor=0.5, min_effect_pct=40)).decision
+        == "inconclusive"
+    )
 
 
 def test_the_gate_step_never_reports_continue() -> None:

@@ -117,7 +117,9 @@ def test_a_failed_cells_levels_never_continue(tmp_path: Path) -> None:
 
 def test_a_failed_cell_with_all_its_trials_is_decided_on_them(tmp_path: Path) -> None:
     bundle, refs = seeded(tmp_path, max_trials=15, factor=1.0, noise=NOISY)
-    event = BenchCompleted(run_id=RUN, producer="test", draft=False, results=refs, failed_cells={"ngram-k3": "lost its node"})
+    event = BenchCompleted(
+        run_id=RUN, producer="test", draft=False, results=refs, failed_cells={"ngram-k3": "lost its node"}
+    )
     gate_run(bundle, event, "gate/test")
     assert stored(bundle)["candidates"][0]["levels"][0]["stopped"] == "bench_failed"
 

@@ -34,7 +34,9 @@ def test_aa_false_promotion_at_most_5_percent_vectorised() -> None:
     assert rate <= 0.05
 
 
-@pytest.mark.parametrize("noise", [NoiseModel(trial_cv=0.01, request_cv=0.05), NoiseModel(trial_cv=0.10, request_cv=0.30)])
+@pytest.mark.parametrize(
+    "noise", [NoiseModel(trial_cv=0.01, request_cv=0.05), NoiseModel(trial_cv=0.10, request_cv=0.30)]
+)
 def test_aa_false_promotion_holds_across_noise_levels(noise: NoiseModel) -> None:
     rng = np.random.default_rng(5)
     assert promotion_rate(rng, campaigns=2000, trials=3, improvement=0.0, noise=noise) <= 0.05
@@ -48,7 +50,9 @@ def test_aa_false_promotion_through_the_full_decision() -> None:
     base_medians = np.median(request_tpots_ms(rng, campaigns, 3), axis=-1)
     cand_medians = np.median(request_tpots_ms(rng, campaigns, 3), axis=-1)
     base_templates = [
-        parse_trial(trial_result(rng, detailed=False, ident=identity("standing", concurrency=1, trial=i)), source=f"b{i}")
+        parse_trial(
+            trial_result(rng, detailed=False, ident=identity("standing", concurrency=1, trial=i)), source=f"b{i}"
+        )
         for i in range(3)
     ]
     cand_templates = [
@@ -65,8 +69,14 @@ def test_aa_false_promotion_through_the_full_decision() -> None:
     ]
     promoted = np.zeros(campaigns, dtype=bool)
     for k in range(campaigns):
-        base = [replace(t, summary={"median_tpot_ms": float(v)}) for t, v in zip(base_templates, base_medians[k], strict=False)]
-        cand = [replace(t, summary={"median_tpot_ms": float(v)}) for t, v in zip(cand_templates, cand_medians[k], strict=False)]
+        base = [
+            replace(t, summary={"median_tpot_ms": float(v)})
+            for t, v in zip(base_templates, base_medians[k], strict=False)
+        ]
+        cand = [
+            replace(t, summary={"median_tpot_ms": float(v)})
+            for t, v in zip(cand_templates, cand_medians[k], strict=False)
+        ]
         promoted[k] = decide(base, {"ngram": cand}, SPEC).decision == "promote"
     assert promoted.mean() <= 0.05
     # The full decision promotes exactly where the vectorised verdict says better.

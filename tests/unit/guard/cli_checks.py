@@ -87,7 +87,9 @@ def _spies(calls: list[tuple[str, Any, Any]]) -> dict[str, Callable[..., Any]]:
     return {
         "services.app.context.connect": connect,
         "services.app.campaign.submit.submit": record("submit", "toy-run", is_async=True),
-        "services.app.runs.ops.approve": record("approve", mock.Mock(event_id="e", plan_sha256s=[], plans=[]), is_async=True),
+        "services.app.runs.ops.approve": record(
+            "approve", mock.Mock(event_id="e", plan_sha256s=[], plans=[]), is_async=True
+        ),
         "services.app.runs.ops.status": record("status", status, is_async=True),
         "services.app.runs.leftovers.unowned": record("leftovers", [], is_async=True),
         "services.app.runs.leftovers.cleanup": record("cleanup", status, is_async=True),
@@ -103,8 +105,9 @@ def _spies(calls: list[tuple[str, Any, Any]]) -> dict[str, Callable[..., Any]]:
         "services.app.runs.report.render_run": record("render_run", outcome),
         "services.app.runs.report.render_copy": record("render_copy", (outcome.report, outcome.summary, [])),
         "services.app.runs.report.publish_report": record("publish_report", None, is_async=True),
-        "services.app.campaign.next_run.write_next": record("write_next", mock.Mock(path=Path("next.yaml"), cells=(),
-                                                                          schedule=[], prediction=(), draft="")),
+        "services.app.campaign.next_run.write_next": record(
+            "write_next", mock.Mock(path=Path("next.yaml"), cells=(), schedule=[], prediction=(), draft="")
+        ),
         "services.cli.mcp_cmd.exec_server": record("exec_mcp_server"),
         "services.mcp.server.serve": record("mcp_serve", 0),
         "services.cli.report_cmd.render": record("render_publication", "published"),
@@ -117,8 +120,12 @@ def _spies(calls: list[tuple[str, Any, Any]]) -> dict[str, Callable[..., Any]]:
         "services.app.workflow.verb_calls.campaign_init": verb("campaign_init"),
         "services.app.workflow.verb_calls.campaign_run": verb("campaign_run"),
         "services.app.workflow.verb_calls.publish": verb("publish_to_lake"),
-        "services.app.campaign.validate.validate": record("validate", mock.Mock(accepted=True, cells=[], warnings=[],
-                                                                        campaign="a.yaml", **{"model_dump_json.return_value": "{}"})),
+        "services.app.campaign.validate.validate": record(
+            "validate",
+            mock.Mock(
+                accepted=True, cells=[], warnings=[], campaign="a.yaml", **{"model_dump_json.return_value": "{}"}
+            ),
+        ),
     }
 
 
@@ -254,18 +261,27 @@ def cli_checks(ctx: Ctx) -> dict[str, tuple[list[str], list[str]]]:
             checks[f"specdec request --input {{{step}}}{name}"] = (
                 ["specdec", "request", step, RUN], ["specdec", "request", step, RUN, "--input", f"{name}={_uri(name)}"])
     campaign = str(ctx.tmp / "demo-campaign.yaml")
-    checks.update({
-        "specdec mcp --http": (["mcp"], ["mcp", "--http"]),
-        "specdec mcp --host": (["mcp", "--http"], ["mcp", "--http", "--host", "0.0.0.0"]),
-        "specdec mcp --port": (["mcp", "--http"], ["mcp", "--http", "--port", "9001"]),
-        "specdec demo --campaign": (["demo"], ["demo", "--campaign", campaign]),
-        "specdec demo --timeout": (["demo"], ["demo", "--timeout", "60"]),
-        "healthcheck check --port": (["healthcheck", "check", "--port", "8080"], ["healthcheck", "check", "--port", "8081"]),
-        "healthcheck check --host": (["healthcheck", "check", "--port", "8080"],
-                                     ["healthcheck", "check", "--port", "8080", "--host", "10.0.0.7"]),
-        "healthcheck check --timeout-s": (["healthcheck", "check", "--port", "8080"],
-                                          ["healthcheck", "check", "--port", "8080", "--timeout-s", "1.5"]),
-    })
+    checks.update(
+        {
+            "specdec mcp --http": (["mcp"], ["mcp", "--http"]),
+            "specdec mcp --host": (["mcp", "--http"], ["mcp", "--http", "--host", "0.0.0.0"]),
+            "specdec mcp --port": (["mcp", "--http"], ["mcp", "--http", "--port", "9001"]),
+            "specdec demo --campaign": (["demo"], ["demo", "--campaign", campaign]),
+            "specdec demo --timeout": (["demo"], ["demo", "--timeout", "60"]),
+            "healthcheck check --port": (
+                ["healthcheck", "check", "--port", "8080"],
+                ["healthcheck", "check", "--port", "8081"],
+            ),
+            "healthcheck check --host": (
+                ["healthcheck", "check", "--port", "8080"],
+                ["healthcheck", "check", "--port", "8080", "--host", "10.0.0.7"],
+            ),
+            "healthcheck check --timeout-s": (
+                ["healthcheck", "check", "--port", "8080"],
+                ["healthcheck", "check", "--port", "8080", "--timeout-s", "1.5"],
+            ),
+        }
+    )
     return checks
 
 
@@ -390,7 +406,10 @@ def _verb_checks(swap: Callable[[list[str], str, str], list[str]]) -> dict[str, 
         "publish-to-lake --target": (pl, [*pl, "--target", "file:///tmp/lake"]),
         "publish-to-lake --dry-run": (pl, [*pl, "--dry-run"]),
         "publish-to-lake --publish-draft": (pl, [*pl, "--publish-draft", "reviewed by hand"]),
-        "publish-to-lake --i-understand-this-publishes-externally": (pl, [*pl, "--i-understand-this-publishes-externally"]),
+        "publish-to-lake --i-understand-this-publishes-externally": (
+            pl,
+            [*pl, "--i-understand-this-publishes-externally"],
+        ),
     }
 
 

@@ -108,8 +108,10 @@ def unknown_input_names_refused(ctx: Ctx) -> list[str]:
     for step, name in (("bench", "trainng.output"), ("gate", "corpus"), ("training", "training.output")):
         published, refusal = request_outcome(ctx, step, name)
         if published or refusal is None or name not in refusal:
-            problems.append(f"specdec request {step} --input {name}=...: published {published}, refusal {refusal!r}; "
-                            "an input name the step does not read must be refused, naming it, before anything is published")
+            problems.append(
+                f"specdec request {step} --input {name}=...: published {published}, refusal {refusal!r}; "
+                "an input name the step does not read must be refused, naming it, before anything is published"
+            )
     return problems
 
 

@@ -87,12 +87,21 @@ CHANGES: dict[str, Any] = {
 
 # The use cases the tools call, by the name the tools reach them through.
 _USE_CASES = [
-    "services.app.workflow.workflow.evidence_init", "services.app.workflow.workflow.campaign_init", "services.app.workflow.workflow.campaign_run",
-    "services.mcp.tools.validate", "services.app.runs.ops.status", "services.app.runs.ops.approve",
-    "services.app.runs.ops.approve_plans", "services.app.runs.plans.show_plan", "services.app.runs.gate.decide_run",
-    "services.app.runs.report.render", "services.app.runs.report.publish",
-    "services.app.workflow.verb_calls.evidence_init", "services.app.workflow.verb_calls.campaign_init",
-    "services.app.workflow.verb_calls.campaign_run", "services.app.workflow.verb_calls.publish",
+    "services.app.workflow.workflow.evidence_init",
+    "services.app.workflow.workflow.campaign_init",
+    "services.app.workflow.workflow.campaign_run",
+    "services.mcp.tools.validate",
+    "services.app.runs.ops.status",
+    "services.app.runs.ops.approve",
+    "services.app.runs.ops.approve_plans",
+    "services.app.runs.plans.show_plan",
+    "services.app.runs.gate.decide_run",
+    "services.app.runs.report.render",
+    "services.app.runs.report.publish",
+    "services.app.workflow.verb_calls.evidence_init",
+    "services.app.workflow.verb_calls.campaign_init",
+    "services.app.workflow.verb_calls.campaign_run",
+    "services.app.workflow.verb_calls.publish",
 ]
 
 
@@ -217,8 +226,16 @@ def settings_probes(tmp: Path) -> dict[str, tuple[Callable[[], Any], Callable[[]
     """`env SPECDEC_<NAME>` of each McpSettings field -> (the base's behaviour, the changed one's): the bearer
     token `specdec mcp --http` then requires, or whether it reads a campaign file."""
     return {
-        "env SPECDEC_MCP_ROOTS": (lambda: _campaign_read(tmp, str(tmp / "b")),
-                                  lambda: _campaign_read(tmp, str(tmp / "a"))),
-        "env SPECDEC_MCP_TOKEN_ENV": (lambda: _token_from_env("GUARD_TOKEN_A"), lambda: _token_from_env("GUARD_TOKEN_B")),
-        "env SPECDEC_MCP_TOKEN_FILE": (lambda: _token_from_file(tmp, "c" * 20), lambda: _token_from_file(tmp, "d" * 20)),
+        "env SPECDEC_MCP_ROOTS": (
+            lambda: _campaign_read(tmp, str(tmp / "b")),
+            lambda: _campaign_read(tmp, str(tmp / "a")),
+        ),
+        "env SPECDEC_MCP_TOKEN_ENV": (
+            lambda: _token_from_env("GUARD_TOKEN_A"),
+            lambda: _token_from_env("GUARD_TOKEN_B"),
+        ),
+        "env SPECDEC_MCP_TOKEN_FILE": (
+            lambda: _token_from_file(tmp, "c" * 20),
+            lambda: _token_from_file(tmp, "d" * 20),
+        ),
     }

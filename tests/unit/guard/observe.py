@@ -288,7 +288,8 @@ TRAINER_OUTPUT = b'{"step": 1, "total": 4, "loss": 2.0}\nstep 2/4 loss=1.5\nit 3
 
 @observable
 def progress(ctx: Ctx, c: Campaign) -> Any:
-    """What the trainer-proxy's progress relay reads of a fixed trainer output (services/trainer_proxy/execution/progress.py)."""
+    """What the trainer-proxy's progress relay reads of a fixed trainer output
+    (services/trainer_proxy/execution/progress.py)."""
     from services.trainer_proxy.execution.progress import ProgressScanner
 
     train = c.commands.train
@@ -514,15 +515,23 @@ def requests(ctx: Ctx, c: Campaign) -> Any:
 
 @observable
 def eval(ctx: Ctx, c: Campaign) -> Any:
-    """The operator eval argv per cell as rendered (builtin: agreement with the standing cell, which needs no command)."""
+    """The operator eval argv per cell as rendered (builtin: agreement with the standing cell, which needs no
+    command)."""
     plan = bench_plan(ctx, c)
     if isinstance(plan, Refused):
         return plan
     run = _bench_run(ctx, c, plan, [])
     operator = [cell for cell in plan.cells if cell.eval != "builtin"]
     with _process_boundary():
-        started = dict(zip([cell.cell_id for cell in operator], _started(
-            [run._evaluate(cell, None, BASE_URL, 0, concurrency=cell.concurrency[0]) for cell in operator]), strict=False))
+        started = dict(
+            zip(
+                [cell.cell_id for cell in operator],
+                _started(
+                    [run._evaluate(cell, None, BASE_URL, 0, concurrency=cell.concurrency[0]) for cell in operator]
+                ),
+                strict=False,
+            )
+        )
     return [(cell.cell_id, started.get(cell.cell_id, "builtin")) for cell in plan.cells]
 
 

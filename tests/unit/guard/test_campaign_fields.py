@@ -71,7 +71,9 @@ def test_every_campaign_field_has_a_checker_or_stands_in_the_inert_table():
 def test_a_conditionally_inert_field_is_consumed_wherever_its_condition_does_not_hold(ctx):
     """An INERT_WHERE entry excuses a field only where it cannot apply: elsewhere its checker shows a consumer."""
     for field, entry in INERT_WHERE.items():
-        assert field in CHECKS and field not in INERT, f"{field}: a conditional inert entry needs a checker for where it is consumed"
+        assert field in CHECKS and field not in INERT, (
+            f"{field}: a conditional inert entry needs a checker for where it is consumed"
+        )
         for variant in VARIANTS:
             campaign = submitted(ctx, variant.data())
             assert not isinstance(campaign, Refused), f"{variant.id}: {campaign}"

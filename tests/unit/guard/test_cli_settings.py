@@ -33,7 +33,9 @@ def test_every_cli_argument_has_a_checker(checks):
         f"argument(s) {unchecked} have no consumer shown: add each to tests/unit/guard/cli_checks.py "
         "with a command line that changes only it"
     )
-    assert not set(checks) - set(ARGUMENTS), f"checkers name arguments no CLI has: {sorted(set(checks) - set(ARGUMENTS))}"
+    assert not set(checks) - set(ARGUMENTS), (
+        f"checkers name arguments no CLI has: {sorted(set(checks) - set(ARGUMENTS))}"
+    )
 
 
 def test_the_walk_sees_demo_and_the_health_check():

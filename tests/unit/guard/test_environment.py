@@ -1,4 +1,5 @@
-"""No SPECDEC_* variable dropped silently (docs/design.md#principle-1-no-inert-configuration): one registry names every variable
+"""No SPECDEC_* variable dropped silently (docs/design.md#principle-1-no-inert-configuration): one registry names every
+variable
 specdec reads, sets on its children or reads in its scripts (services/runtime/environment.py), and every
 entry point refuses a name outside it at start, naming the variable and the nearest known name, on one
 line, exit status 2, no traceback.
@@ -22,7 +23,8 @@ TYPO = "SPECDEC_STREAM_PREFX"
 NOT_VARIABLES = {
     "SPECDEC_KEYS": "a Python constant (contracts/artifacts/results.py), not an environment variable",
     "SPECDEC_NOT_A_SETTING": "tests/unit/runtime/test_deployment.py: a name that must be refused",
-    "SPECDEC_GUARD_PUBLISH_TOKEN": "tests/unit/guard/test_runtime_settings.py: the variable a *_TOKEN_ENV setting names "
+    "SPECDEC_GUARD_PUBLISH_TOKEN": "tests/unit/guard/test_runtime_settings.py: the variable a *_TOKEN_ENV setting "
+                                   "names "
     "in a probe (accepted when a *_TOKEN_ENV setting names it)",
     "SPECDEC_LAKE_TOKEN": "this test's token variable, known because SPECDEC_PUBLISH_TOKEN_ENV names it",
     TYPO: "this test's misspelt name",

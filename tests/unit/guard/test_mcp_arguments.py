@@ -1,4 +1,5 @@
-"""No inert configuration on the MCP surfaces (docs/design.md#principle-1-no-inert-configuration): every argument of every MCP
+"""No inert configuration on the MCP surfaces (docs/design.md#principle-1-no-inert-configuration): every argument of
+every MCP
 tool, as the real server lists it over tools/list, and every McpSettings field is walked by the guard
 (fields.py) and shown to change what the server does (mcp_checks.py), or stands in an inert table with
 its reason (surfaces.py counts them). A tool argument added without a consumer, and a setting added
@@ -85,6 +86,8 @@ def test_a_setting_added_to_mcp_settings_is_reported_by_name(tmp_path, monkeypat
     extended = type("McpSettings", (McpSettings,), {"__annotations__": {"mcp_knob": str},
                                                     "mcp_knob": Field(default="", description="Read by nothing.")})
     monkeypatch.setattr("services.mcp.auth.McpSettings", extended)
-    knob = f"env SPECDEC_{'mcp_knob'.upper()}"  # spelt so: no such variable exists (tests/unit/guard/test_environment.py)
+    knob = (
+        f"env SPECDEC_{'mcp_knob'.upper()}"  # spelt so: no such variable exists (tests/unit/guard/test_environment.py)
+    )
     assert knob in mcp_settings_fields()
     assert set(mcp_settings_fields()) - set(mcp_checks.settings_probes(tmp_path)) == {knob}

@@ -1,4 +1,5 @@
-"""Every surface in the guard (docs/design.md#principle-1-no-inert-configuration): the guard's per-surface count, each compared
+"""Every surface in the guard (docs/design.md#principle-1-no-inert-configuration): the guard's per-surface count, each
+compared
 with a total found without the guard's walk, and no surface empty or with a field neither probed nor
 inert. The report is printed (`pytest -s`) as the guard's summary."""
 
@@ -46,7 +47,9 @@ def test_each_count_equals_an_independent_total(surfaces):
     # MCP: the properties the server lists over tools/list, through the SDK's client.
     assert len(surfaces["MCP tool arguments"].fields) == _listed_over_tools_list()
     # Settings: the rows of the variables' tables in the docs.
-    assert len(surfaces["settings (RuntimeSettings)"].fields) == _documented("configuration.md", r"^\| `SPECDEC_\w+` \|")
+    assert len(surfaces["settings (RuntimeSettings)"].fields) == _documented(
+        "configuration.md", r"^\| `SPECDEC_\w+` \|"
+    )
     assert len(surfaces["settings (McpSettings)"].fields) == _documented("mcp.md", r"^\| `SPECDEC_(MCP_\w+)` \|")
 
 

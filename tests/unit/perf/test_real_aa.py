@@ -60,7 +60,10 @@ def test_a_campaign_record_gives_each_arms_trials_per_level_and_the_decision(tmp
                                  "outcome": "inconclusive", "verdict": "undecided", "interval_pct": [-6.0, 4.5]}]
     failed = campaign_record(None, 1, 12.0)
     text = table([record, failed])
-    assert "| smollm2-aa-1 | 0 | 431 s | inconclusive (cap 4) | c=1 | 4 / 4 | 4 | data_problem | undecided, -6.0..+4.5 % |" in text
+    assert (
+        "| smollm2-aa-1 | 0 | 431 s | inconclusive (cap 4) | c=1 | 4 / 4 | 4 | data_problem | undecided, -6.0..+4.5 % |"
+        in text
+    )
     assert "0 of 1 A/A campaigns with a decision promoted; 0 had the objective better at every level" in text
     assert "1 without a decision" in text
     out = tmp_path / "real-aa.json"

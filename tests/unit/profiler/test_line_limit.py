@@ -63,7 +63,9 @@ def test_a_one_line_array_is_refused_in_bounded_memory(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     growth_mb = out["growth_kb"] / 1024
-    assert growth_mb < GROWTH_BOUND_MB, f"profiling a {size / 2**20:.0f} MiB one-line array grew memory by {growth_mb:.0f} MB"
+    assert growth_mb < GROWTH_BOUND_MB, (
+        f"profiling a {size / 2**20:.0f} MiB one-line array grew memory by {growth_mb:.0f} MB"
+    )
     assert out["error"] is not None, "a file whose only line is over the limit must be refused"
     name, message = out["error"]
     assert name == "TrafficLineTooLong"

@@ -55,7 +55,9 @@ def test_cli_threshold_failure_exits_2_and_writes_nothing(tmp_path, capsys):
     assert not out.exists()
     err = capsys.readouterr().err
     assert "5 of 25 lines" in err and "--reject-threshold" in err
-    assert main(["profile", "--in", str(tmp_path / "traffic.jsonl"), "--out", str(out), "--reject-threshold", "0.5"]) == 0
+    assert (
+        main(["profile", "--in", str(tmp_path / "traffic.jsonl"), "--out", str(out), "--reject-threshold", "0.5"]) == 0
+    )
     assert Profile.model_validate_json(out.read_text()).records.reject_threshold == 0.5
 
 
@@ -63,7 +65,9 @@ def test_cli_sample_cap_and_tokenizer_reach_the_profile(tmp_path):
     out = tmp_path / "PROFILE.json"
     assert main(["profile", "--in", str(_traffic(tmp_path)), "--out", str(out), "--sample-cap", "4"]) == 0
     assert Profile.model_validate_json(out.read_text()).sampling.cap == 4
-    assert main(["profile", "--in", str(tmp_path / "traffic.jsonl"), "--out", str(out), "--tokenizer", str(tmp_path)]) == 2
+    assert (
+        main(["profile", "--in", str(tmp_path / "traffic.jsonl"), "--out", str(out), "--tokenizer", str(tmp_path)]) == 2
+    )
 
 
 def test_cli_shapes(tmp_path, capsys):

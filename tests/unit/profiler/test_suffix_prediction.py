@@ -36,10 +36,15 @@ def tokenizer_dir(tmp_path: Path) -> str:
 def _corpus(n: int = 8, *, completion: str | None = ANSWER) -> bytes:
     lines = []
     for i in range(n):
-        record = CorpusRecord(id=hashlib.sha256(str(i).encode()).hexdigest()[:16],
-                              messages=[{"role": "user", "content": f"q{i} what is six times seven say it again please"}],
-                              reference_completion=completion, input_tokens=9, output_tokens=17, content_class="chat",
-                              split="heldout" if i % 2 else "train")
+        record = CorpusRecord(
+            id=hashlib.sha256(str(i).encode()).hexdigest()[:16],
+            messages=[{"role": "user", "content": f"q{i} what is six times seven say it again please"}],
+            reference_completion=completion,
+            input_tokens=9,
+            output_tokens=17,
+            content_class="chat",
+            split="heldout" if i % 2 else "train",
+        )
         lines.append(record.model_dump_json())
     return "\n".join(lines).encode()
 
@@ -57,7 +62,12 @@ def test_repeated_completions_are_predicted_to_be_drafted_from_the_cache(tokeniz
     found = predict(_campaign(suffix_decoding_max_spec_factor=2.0), _corpus(), tokenizer_dir)
     assert found is not None and found.unavailable_reason is None and found.package == "arctic-inference==0.3.0"
     (cell,) = found.cells
-    assert (cell.cell_id, cell.num_speculative_tokens, cell.max_spec_factor, cell.max_tree_depth) == ("suffix-k3", 3, 2.0, 24)
+    assert (cell.cell_id, cell.num_speculative_tokens, cell.max_spec_factor, cell.max_tree_depth) == (
+        "suffix-k3",
+        3,
+        2.0,
+        24,
+    )
     assert cell.requests == 4 and cell.output_tokens == 4 * len(ANSWER.split())
     assert 0 < cell.accepted_tokens <= cell.draft_tokens <= 3 * cell.drafts
     # The first request drafts from its own prompt only; the later ones find its completion cached.
@@ -71,7 +81,10 @@ def test_no_cache_across_requests_predicts_less(tokenizer_dir):
 
 
 def test_without_completions_or_a_tokenizer_the_reason_is_written(tokenizer_dir):
-    assert "no record with a reference completion" in predict(_campaign(), _corpus(completion=None), tokenizer_dir).unavailable_reason
+    assert (
+        "no record with a reference completion"
+        in predict(_campaign(), _corpus(completion=None), tokenizer_dir).unavailable_reason
+    )
     assert "tokenizer.json" in predict(_campaign(), _corpus(), None).unavailable_reason
     assert "shapes" in predict(_campaign(), None, tokenizer_dir).unavailable_reason
 

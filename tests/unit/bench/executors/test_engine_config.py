@@ -155,7 +155,10 @@ def test_speculation_must_run_exactly_as_declared():
         "speculative_method": ("ngram", "none"), "num_speculative_tokens": (3, None),
         "prompt_lookup_min": (2, None), "prompt_lookup_max": (4, None)}
     # Running but not declared.
-    assert bad(check(cell(), "ngram-k3")) == {"speculative_method": ("none", "ngram"), "num_speculative_tokens": (None, 3)}
+    assert bad(check(cell(), "ngram-k3")) == {
+        "speculative_method": ("none", "ngram"),
+        "num_speculative_tokens": (None, 3),
+    }
     # Another method, another k, another draft.
     assert bad(check(cell(spec=NGRAM), "draft-model-k3")) == {
         "speculative_method": ("ngram", "draft_model"), "prompt_lookup_min": (2, None), "prompt_lookup_max": (4, None)}

@@ -26,7 +26,11 @@ def _declared(spec: dict) -> Declared:
 
 def test_the_engine_states_eagle3_its_head_and_k():
     effective = effective_config(read_log(LOG.read_text()), None, log_name=LOG.name)
-    assert (effective.speculative_method, effective.num_speculative_tokens, effective.draft_model) == ("eagle3", 3, HEAD)
+    assert (effective.speculative_method, effective.num_speculative_tokens, effective.draft_model) == (
+        "eagle3",
+        3,
+        HEAD,
+    )
     assert effective.received_speculative == SPEC  # the API server's echo of what it was passed
     assert effective.max_model_len == 512 and effective.dtype == "float32"
 

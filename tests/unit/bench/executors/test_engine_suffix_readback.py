@@ -16,7 +16,8 @@ from services.bench.planning.model import CellPlan
 
 FIXTURES = Path(__file__).parent / "fixtures" / "vllm-0.32.0"
 TARGET = "/work/main/.run/examples/toy-target"
-ECHO = "'speculative_config': {'method': 'ngram', 'num_speculative_tokens': 3, 'prompt_lookup_max': 4, 'prompt_lookup_min': 2}"
+ECHO = ("'speculative_config': {'method': 'ngram', 'num_speculative_tokens': 3, 'prompt_lookup_max': 4, "
+        "'prompt_lookup_min': 2}")
 SUFFIX = {"method": "suffix", "num_speculative_tokens": 3, "suffix_decoding_max_tree_depth": 16,
           "suffix_decoding_max_cached_requests": 100, "suffix_decoding_max_spec_factor": 2.0,
           "suffix_decoding_min_token_prob": 0.25}
@@ -53,7 +54,9 @@ def test_every_suffix_key_the_server_received_is_checked() -> None:
 
 
 def test_a_rewritten_or_dropped_suffix_key_fails_naming_it() -> None:
-    rows = _rows(SUFFIX, _log({**SUFFIX, "suffix_decoding_max_spec_factor": 1.0, "suffix_decoding_min_token_prob": 0.1}))
+    rows = _rows(
+        SUFFIX, _log({**SUFFIX, "suffix_decoding_max_spec_factor": 1.0, "suffix_decoding_min_token_prob": 0.1})
+    )
     assert not rows["suffix_decoding_max_spec_factor"].ok and rows["suffix_decoding_max_spec_factor"].effective == 1.0
     assert not rows["suffix_decoding_min_token_prob"].ok
     assert rows["suffix_decoding_max_tree_depth"].ok
@@ -81,5 +84,8 @@ def test_the_captured_suffix_launch_reads_back_clean() -> None:
     rows = _rows(served, (FIXTURES / "suffix-k3.log").read_text())
     assert not [row for row in rows.values() if not row.ok]
     assert rows["speculative_method"].effective == "suffix" and rows["num_speculative_tokens"].effective == 3
-    assert rows["suffix_decoding_max_spec_factor"].effective == 2.0 and not rows["suffix_decoding_max_spec_factor"].unverifiable
+    assert (
+        rows["suffix_decoding_max_spec_factor"].effective == 2.0
+        and not rows["suffix_decoding_max_spec_factor"].unverifiable
+    )
     assert rows["suffix_decoding_min_token_prob"].effective is None and rows["suffix_decoding_min_token_prob"].ok

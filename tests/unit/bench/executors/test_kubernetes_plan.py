@@ -156,7 +156,9 @@ def test_the_operators_pod_template_keeps_its_own_and_gets_the_label_argv_and_no
     assert spec["nodeSelector"] == {"pool": "h100", "kubernetes.io/hostname": "gpu-7"}
     (container,) = spec["containers"]
     assert container["image"] == "registry.example/vllm:ops" and "args" not in container
-    assert container["command"] == [t.replace("{port}", str(kubernetes_pod.SERVE_PORT)) for t in plan.cells[1].serve_argv]
+    assert container["command"] == [
+        t.replace("{port}", str(kubernetes_pod.SERVE_PORT)) for t in plan.cells[1].serve_argv
+    ]
     assert container["resources"] == {"limits": {"nvidia.com/gpu": "4"}}
     assert {"name": "HF_HOME", "value": "/cache"} in container["env"]
     assert [e["value"] for e in container["env"] if e["name"] == "SPECDEC_EXPERIMENT"] == [RUN]
@@ -193,7 +195,9 @@ def test_a_template_gets_the_tolerations_it_lacks_and_keeps_its_own(tmp_path: Pa
 
 
 def test_an_unknown_or_malformed_selector_is_refused_before_approval() -> None:
-    with pytest.raises(ConfigurationError, match=r"\['gpus'\] mean nothing to scheduler kubernetes; allowed: .*gpu_resource"):
+    with pytest.raises(
+        ConfigurationError, match=r"\['gpus'\] mean nothing to scheduler kubernetes; allowed: .*gpu_resource"
+    ):
         plan_of(selectors={**SELECTORS, "gpus": "2"})
     with pytest.raises(ConfigurationError, match="capacity.selectors.cpu = 'eight' is not a Kubernetes quantity"):
         plan_of(selectors={**SELECTORS, "cpu": "eight"})

@@ -1,4 +1,5 @@
-"""Serving config -> vLLM argv (the counters' verdict is contracts.artifacts.speculation: tests/unit/contracts/artifacts/test_speculation.py)."""
+"""Serving config -> vLLM argv (the counters' verdict is contracts.artifacts.speculation:
+tests/unit/contracts/artifacts/test_speculation.py)."""
 
 from __future__ import annotations
 

@@ -151,7 +151,9 @@ def test_the_endpoint_file_is_read_whole_or_not_at_all(tmp_path: Path) -> None:
 
 
 def test_an_unknown_or_malformed_slurm_selector_is_refused_before_approval() -> None:
-    with pytest.raises(ConfigurationError, match=r"\['gpus'\] mean nothing to scheduler slurm; allowed: partition, nodelist, gres"):
+    with pytest.raises(
+        ConfigurationError, match=r"\['gpus'\] mean nothing to scheduler slurm; allowed: partition, nodelist, gres"
+    ):
         plan_of("slurm", {"gpus": "1"})
     with pytest.raises(ConfigurationError, match="capacity.selectors.gres = 'gpu:' is not name"):
         plan_of("slurm", {"gres": "gpu:"})

@@ -7,9 +7,22 @@ from services.bench.loadgen.timing import RequestRecord
 
 
 def request(times: list[float], index: int = 0) -> RequestRecord:
-    return RequestRecord(index=index, prompt_id=f"p{index}", scheduled_s=0.0, start_s=0.0, end_s=(times or [0.0])[-1],
-                         chunk_arrival_s=times, chunk_tokens=[1] * len(times), output_tokens=len(times),
-                         prompt_tokens=3, status_code=200, error_kind=None, error=None, finish_reason="length", text="a")
+    return RequestRecord(
+        index=index,
+        prompt_id=f"p{index}",
+        scheduled_s=0.0,
+        start_s=0.0,
+        end_s=(times or [0.0])[-1],
+        chunk_arrival_s=times,
+        chunk_tokens=[1] * len(times),
+        output_tokens=len(times),
+        prompt_tokens=3,
+        status_code=200,
+        error_kind=None,
+        error=None,
+        finish_reason="length",
+        text="a",
+    )
 
 
 def streamed(index: int = 0) -> RequestRecord:

@@ -54,8 +54,17 @@ async def test_chunked_body_reaches_the_sink_with_each_reads_arrival_time():
     done = conn.begin(b"POST / HTTP/1.1\r\n\r\n", lambda data, now: got.append((data, now)) and False, 1000)
     assert transport.written == b"POST / HTTP/1.1\r\n\r\n"
     # A chunk split inside its size line, its data and its CRLF; two chunks in one read; trailers.
-    feed(conn, times, [(1.0, CHUNKED_HEAD + b"5"), (2.0, b"\r\nhel"), (3.0, b"lo\r"), (4.0, b"\n3;ext=1\r\nabc\r\n2\r\nde\r\n"),
-                       (5.0, b"0\r\nx-trailer: 1\r\n\r\n")])
+    feed(
+        conn,
+        times,
+        [
+            (1.0, CHUNKED_HEAD + b"5"),
+            (2.0, b"\r\nhel"),
+            (3.0, b"lo\r"),
+            (4.0, b"\n3;ext=1\r\nabc\r\n2\r\nde\r\n"),
+            (5.0, b"0\r\nx-trailer: 1\r\n\r\n"),
+        ],
+    )
     response = await done
     assert response.status == 200 and response.body == b""
     assert got == [(b"hel", 2.0), (b"lo", 3.0), (b"abcde", 4.0)]
@@ -66,8 +75,14 @@ async def test_chunked_body_reaches_the_sink_with_each_reads_arrival_time():
 async def test_content_length_body_is_collected_and_non_200_never_reaches_the_sink():
     conn, _, times = connection()
     done = conn.begin(b"GET /metrics HTTP/1.1\r\n\r\n", lambda data, now: pytest.fail("sink called"), 1000)
-    feed(conn, times, [(1.0, b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 503 Service Unavailable\r\ncontent-length: 7\r\n\r\nbus"),
-                       (2.0, b"y!!")])
+    feed(
+        conn,
+        times,
+        [
+            (1.0, b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 503 Service Unavailable\r\ncontent-length: 7\r\n\r\nbus"),
+            (2.0, b"y!!"),
+        ],
+    )
     assert not done.done()
     feed(conn, times, [(3.0, b"!")])
     assert (await done).status == 503 and (await done).body == b"busy!!!"
@@ -131,8 +146,10 @@ async def test_an_abandoned_exchange_closes_its_connection():
 def test_request_bytes_carry_host_prefix_and_length():
     pool = Http1Pool("http://example.test:8000/base/", connect_timeout_s=1.0)
     raw = pool.request_bytes("POST", "/v1/completions", b'{"a":1}', {"content-type": "application/json"})
-    assert raw == (b"POST /base/v1/completions HTTP/1.1\r\nhost: example.test:8000\r\ncontent-type: application/json\r\n"
-                   b"content-length: 7\r\n\r\n{\"a\":1}")
+    assert raw == (
+        b"POST /base/v1/completions HTTP/1.1\r\nhost: example.test:8000\r\ncontent-type: application/json\r\n"
+        b'content-length: 7\r\n\r\n{"a":1}'
+    )
     assert Http1Pool("https://example.test", connect_timeout_s=1.0).request_bytes("GET", "/metrics", None) == (
         b"GET /metrics HTTP/1.1\r\nhost: example.test\r\n\r\n")
     with pytest.raises(ValueError):

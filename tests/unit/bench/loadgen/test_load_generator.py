@@ -141,7 +141,12 @@ async def test_multi_token_chunks_are_counted_from_usage():
 async def test_events_split_across_reads_and_crlf():
     clock = Clock(0.0)
     whole = sse(comp("x", 2)).replace(b"\n", b"\r\n")
-    parts = [(0.1, whole[:9]), (0.2, whole[9:-1]), (0.3, whole[-1:] + sse(comp("y", 3))), (0.4, sse(usage(3)) + b"data: [DONE]\n\n")]
+    parts = [
+        (0.1, whole[:9]),
+        (0.2, whole[9:-1]),
+        (0.3, whole[-1:] + sse(comp("y", 3))),
+        (0.4, sse(usage(3)) + b"data: [DONE]\n\n"),
+    ]
     (r,) = (await one_window(parts, clock=clock)).requests
     assert r.ok, r.error
     # The first event completes only with the last byte of its blank line, at 0.3, together with the second.

@@ -193,11 +193,15 @@ def test_every_listed_shape_is_sent_in_turn_with_an_equal_share(tokenizer_dir):
         assert len(tok.encode(p.text, add_special_tokens=False).ids) == want_in == p.input_tokens
         assert p.max_output_tokens == want_out and p.ignore_eos
     # Each shape draws from its own seed: no prompt starts like another shape's (no shared prefix to cache).
-    firsts = {tuple(tok.encode(p.text, add_special_tokens=False).ids[:6]) for p in prompts if p.prompt_id.endswith("-0")}
+    firsts = {
+        tuple(tok.encode(p.text, add_special_tokens=False).ids[:6]) for p in prompts if p.prompt_id.endswith("-0")
+    }
     assert len(firsts) == 3
     # Deterministic, and the first shape's prompts are what a one-shape window sends.
     assert mixed_shape_prompts([SHORT, MEDIUM, LONG], 8, tokenizer_dir=tokenizer_dir) == prompts
-    assert mixed_shape_prompts([SHORT], 2, tokenizer_dir=tokenizer_dir) == shaped_prompts(SHORT, 2, tokenizer_dir=tokenizer_dir)
+    assert mixed_shape_prompts([SHORT], 2, tokenizer_dir=tokenizer_dir) == shaped_prompts(
+        SHORT, 2, tokenizer_dir=tokenizer_dir
+    )
 
 
 def test_shares_split_the_count_and_fewer_prompts_than_shapes_is_refused():

@@ -8,7 +8,11 @@ from services.bench.loadgen.sse import StreamState
 
 
 def chunk(text: str, cumulative: int) -> bytes:
-    return b"data: " + orjson.dumps({"choices": [{"index": 0, "text": text}], "usage": {"completion_tokens": cumulative}}) + b"\n\n"
+    return (
+        b"data: "
+        + orjson.dumps({"choices": [{"index": 0, "text": text}], "usage": {"completion_tokens": cumulative}})
+        + b"\n\n"
+    )
 
 
 def test_comments_fields_and_multiline_data():

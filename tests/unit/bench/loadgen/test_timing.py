@@ -9,8 +9,18 @@ from pydantic import ValidationError
 from services.bench.loadgen.timing import RequestRecord, arrival_offsets_s, derive, latency_stats, summarize
 
 
-def record(index: int = 0, *, start: float = 10.0, arrivals=(10.2, 10.3, 10.6), tokens=(3, 2, 3), output=None,
-           error: str | None = None, kind: str | None = None, scheduled: float | None = None, prompt_tokens=7) -> RequestRecord:
+def record(
+    index: int = 0,
+    *,
+    start: float = 10.0,
+    arrivals=(10.2, 10.3, 10.6),
+    tokens=(3, 2, 3),
+    output=None,
+    error: str | None = None,
+    kind: str | None = None,
+    scheduled: float | None = None,
+    prompt_tokens=7,
+) -> RequestRecord:
     ok = error is None
     return RequestRecord(
         index=index,
@@ -120,7 +130,9 @@ def test_arrival_constant_is_evenly_spaced():
 @pytest.mark.parametrize("burstiness", [0.25, 1.0, 4.0])
 def test_arrival_gamma_matches_rate_and_burstiness(burstiness):
     n, rate = 20_000, 50.0
-    offsets = np.array(arrival_offsets_s(n, request_rate_per_s=rate, burstiness=burstiness, rng=np.random.default_rng(1)))
+    offsets = np.array(
+        arrival_offsets_s(n, request_rate_per_s=rate, burstiness=burstiness, rng=np.random.default_rng(1))
+    )
     gaps = np.diff(np.concatenate([[0.0], offsets]))
     assert offsets[-1] == pytest.approx(n / rate)  # rescaled like vLLM: the offered load is exact
     assert np.all(gaps >= 0)

@@ -60,7 +60,11 @@ def test_an_operator_result_has_no_outputs_to_compare() -> None:
 
 
 def test_a_recorded_rejected_trial_is_adopted_as_the_same_failure(bundle: BundleStore) -> None:
-    result = {"completed": 4, "spec_decode": {"num_drafts": 0}, "speculation_problems": ["no drafts during the measured window"]}
+    result = {
+        "completed": 4,
+        "spec_decode": {"num_drafts": 0},
+        "speculation_problems": ["no drafts during the measured window"],
+    }
     ref = bundle.write_bytes(RUN, layout.rejected_result("ngram", 2, 1), json.dumps(result).encode())
     adopted = resume.adopt(bundle, RUN, "ngram", 2, concurrency=1)
     assert adopted is not None and adopted.ref == ref

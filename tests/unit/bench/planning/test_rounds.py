@@ -76,7 +76,10 @@ def test_the_cap_is_in_the_plan_and_its_hash_and_the_blocks_cover_it():
     # The first three blocks are the fixed plan's: the rounds add blocks, they do not reshuffle the minimum.
     assert (plan.blocks or [])[:3] == plan_of(campaign(None)).blocks
     # No earlier noise: unknown until round 1, the pilot.
-    assert [(n.concurrency, n.trials, n.expected_trials_per_arm) for n in plan.rounds.noise] == [(1, 0, None), (4, 0, None)]
+    assert [(n.concurrency, n.trials, n.expected_trials_per_arm) for n in plan.rounds.noise] == [
+        (1, 0, None),
+        (4, 0, None),
+    ]
 
 
 def test_earlier_noise_gives_the_expected_trials_per_arm():
