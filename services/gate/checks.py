@@ -221,7 +221,7 @@ def floor_checks(
         for name, minimum in (("acceptance_rate", acceptance_floor), ("acceptance_length", acceptance_length_floor)):
             if minimum is not None:
                 checks.append(FloorCheck(
-                    floor=name, minimum=minimum, measured=None, passed=None,  # type: ignore[arg-type]
+                    floor=name, minimum=minimum, measured=None, passed=None,
                     source="not applicable: the candidate's identity declares no speculative config"))
         acceptance_floor = acceptance_length_floor = None
     counted = [t.spec_decode for t in cand if t.spec_decode is not None and t.spec_decode.num_draft_tokens > 0]
@@ -251,7 +251,7 @@ def floor_checks(
 
 def _floor(name: str, minimum: float, measured: float | None, source: str) -> FloorCheck:
     return FloorCheck(
-        floor=name,  # type: ignore[arg-type]
+        floor=name,
         minimum=minimum,
         measured=measured,
         passed=None if measured is None else measured >= minimum,

@@ -249,7 +249,7 @@ def _candidate(name: str, decisions: list[LevelDecision], accuracy: float | None
         reasons.append(f"speculation stops paying at concurrency {stops}: the objective is no longer better there")
     return CandidateDecision(
         candidate=name,
-        outcome=outcome,  # type: ignore[arg-type]
+        outcome=outcome,
         levels=decisions,
         worst_gain_pct=worst,
         stops_paying_at=stops,

@@ -140,7 +140,7 @@ def decide_level(
         reasons.append(f"stopped ({stopped}) at {used} trial(s) per arm")
     return LevelDecision(
         concurrency=level,
-        outcome=outcome,  # type: ignore[arg-type]
+        outcome=outcome,
         objective=objective,
         metrics=metrics,
         floors=floors,
@@ -150,7 +150,7 @@ def decide_level(
         unchecked_identity_fields=unchecked,
         reasons=reasons or ["no reason recorded"],
         trials_used=used,
-        stopped=stopped,  # type: ignore[arg-type]
+        stopped=stopped,
         trials_expected_more=expected,
     )
 
@@ -223,7 +223,7 @@ def _compare_metric(key: MetricKey, base: list[Trial], cand: list[Trial], design
             method=design.method(),
         ),
         noise_bound_pct=100 * float(cmp.noise_bound),
-        verdict=VERDICT_NAMES[int(cmp.verdict)],  # type: ignore[arg-type]
+        verdict=VERDICT_NAMES[int(cmp.verdict)],
     )
 
 

@@ -18,7 +18,7 @@ from services.profiler.profile import profile_shapes, profile_traffic
 from services.profiler.suffix_prediction import predict, suffix_cells
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.campaign import load_campaign
-from services.runtime.delivery.consumer import Route, StepContext
+from services.runtime.delivery.route import Route, StepContext
 from services.runtime.resources import Resources
 from services.runtime.target import tokenizer_folder
 

@@ -79,7 +79,7 @@ def profile_traffic(
         )
     if sample_cap < 2:
         raise ProfilerError(f"sample cap {sample_cap} is too small: give at least 2")
-    tokenizer = TokenizerCounter(tokenizer_dir) if tokenizer_dir is not None else None
+    tokenizer = TokenizerCounter(Path(tokenizer_dir)) if tokenizer_dir is not None else None
     scan = _Scan(TokenCounter(tokenizer), sample_cap)
     try:
         handle = open(path, "rb")  # closed by the with below
@@ -231,7 +231,7 @@ class _Scan:
                 m.context,
                 span_words=m.span_words,
                 output_words=m.output_words or math.nan,
-                output_tokens=n_out if whole else math.nan,
+                output_tokens=n_out if whole and n_out is not None else math.nan,
             )
 
     def _reject(self, line_no: int, kind: str, reason: str, raw: bytes) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +26,7 @@ class Column:
     __slots__ = ("values",)
 
     def __init__(self, typecode: str) -> None:
-        self.values = array(typecode)
+        self.values: array[Any] = array(typecode)  # int (q) or float (d) by typecode
 
     def __len__(self) -> int:
         return len(self.values)

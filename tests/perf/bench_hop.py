@@ -88,7 +88,7 @@ def percentile(values: Sequence[float], q: float) -> float:
 async def _serve() -> None:
     import signal
 
-    from services.runtime.delivery.consumer import Route
+    from services.runtime.delivery.route import Route
     from services.runtime.delivery.service import bootstrap
     from services.runtime.health import logs
     from services.runtime.settings import RuntimeSettings

@@ -74,7 +74,7 @@ class _Conn(asyncio.Protocol):
         self.writable = asyncio.Event()
         self.writable.set()
 
-    def connection_made(self, transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport) -> None:
         self.transport = transport
 
     def pause_writing(self) -> None:

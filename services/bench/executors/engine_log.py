@@ -53,7 +53,7 @@ def _split_top(text: str) -> list[str]:
 
 def parse_assignments(text: str) -> dict[str, str]:
     """The `key=value` items of vLLM's config text, values as written (unparsed)."""
-    fields = {}
+    fields: dict[str, str] = {}
     for item in _split_top(text):
         key, sep, value = item.partition("=")
         if sep and key.isidentifier():
@@ -248,7 +248,8 @@ def _quantization(value: str | None) -> str | None:
 
 def _models_max_len(models: dict[str, Any] | None) -> tuple[int | None, str]:
     data = (models or {}).get("data") or []
-    lengths = {as_int(entry.get("max_model_len")) for entry in data if isinstance(entry, dict)} - {None}
+    found = (as_int(entry.get("max_model_len")) for entry in data if isinstance(entry, dict))
+    lengths = {n for n in found if n is not None}
     if len(lengths) == 1:
         return lengths.pop(), "max_model_len: GET /v1/models"
     if models is None:

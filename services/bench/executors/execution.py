@@ -25,7 +25,7 @@ from services.bench.progress import Snapshot
 from services.bench.run import BenchRun, read_prompts
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.bundle.outbox import record_emitted
-from services.runtime.delivery.consumer import StepContext
+from services.runtime.delivery.route import StepContext
 from services.runtime.delivery.progress import publish_progress
 from services.runtime.errors import StepFailed
 from services.runtime.resources import NodeCheck

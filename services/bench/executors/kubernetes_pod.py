@@ -140,7 +140,7 @@ def render_manifest(
     limits = resources(selectors, hardware=hardware, tensor_parallel_size=tensor_parallel_size)
     if limits:
         container["resources"] = limits
-    pod = {
+    pod: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {

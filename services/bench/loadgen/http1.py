@@ -52,6 +52,11 @@ class Response:
 class _Connection(asyncio.Protocol):
     """One keep-alive connection; one exchange at a time."""
 
+    # Set per exchange by begin(); declared here for the callbacks that read them.
+    _buf: bytes
+    _head_done: bool
+    _framing: str
+
     def __init__(self, clock: Clock) -> None:
         self._clock = clock
         self.transport: asyncio.Transport | None = None
@@ -61,7 +66,7 @@ class _Connection(asyncio.Protocol):
 
     # ---- asyncio callbacks
 
-    def connection_made(self, transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport) -> None:
         self.transport = transport
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -11,7 +11,7 @@ import asyncio
 import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 import numpy as np
 import orjson
@@ -26,7 +26,7 @@ from services.bench.loadgen.timing import RequestRecord, WindowSummary, arrival_
 
 Endpoint = Literal["/v1/completions", "/v1/chat/completions"]
 Arrival = Literal["inf", "constant", "poisson"]
-WINDOW_VERSION = 1
+WINDOW_VERSION: Final = 1
 # Request keys the load generator owns; extra_body may not replace them.
 _OWNED_KEYS = frozenset(
     {"model", "prompt", "messages", "max_tokens", "max_completion_tokens", "stream", "stream_options"}

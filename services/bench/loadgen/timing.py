@@ -175,7 +175,7 @@ def summarize(
     return WindowSummary(
         completed=len(ok),
         failed=len(records) - len(ok),
-        failures_by_kind=dict(sorted(failures.items())),  # type: ignore[arg-type]
+        failures_by_kind=dict(sorted(failures.items())),
         duration_s=duration_s,
         total_input_tokens=total_in,
         total_output_tokens=total_out,

@@ -11,7 +11,7 @@ import asyncio
 import hashlib
 import random
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from contracts.errors import SpecdecError
 from services.bench.planning.model import INTERLEAVED as REGIME
@@ -55,11 +55,19 @@ class Served(Protocol):
     base_url: str
 
 
-class Runner(Protocol):
+# The server type a run's open_server gives and its close_server takes back.
+ServedT = TypeVar("ServedT", bound=Served)
+
+
+class Runner(Protocol, Generic[ServedT]):
     """What the rotation needs of a bench run (services/bench/run.py's BenchRun)."""
 
     cells: dict[str, CellPlan]
-    recheck: Callable[[str], Awaitable[str | None]]  # the pre-launch re-check: None when idle, else why not
+
+    @property
+    def recheck(self) -> Callable[[str], Awaitable[str | None]]:
+        """The pre-launch re-check: None when idle, else why not."""
+        ...
 
     @property
     def failed(self) -> dict[str, str]:
@@ -70,11 +78,11 @@ class Runner(Protocol):
         """(trial, concurrency) still to measure; the rest is adopted from an earlier attempt."""
         ...
 
-    async def open_server(self, index: int, cell: CellPlan, launch: Launch) -> Served:
+    async def open_server(self, index: int, cell: CellPlan, launch: Launch) -> ServedT:
         """Start launch `index`, wait for it and read its engine back (stopped again on failure)."""
         ...
 
-    async def close_server(self, server: Served) -> None:
+    async def close_server(self, server: ServedT) -> None:
         """Stop a server and register the files it left."""
         ...
 
@@ -88,13 +96,13 @@ class Runner(Protocol):
 
 
 async def run_interleaved(
-    runner: Runner, launches: Sequence[tuple[int, Launch]], blocks: Sequence[Block],
+    runner: Runner[ServedT], launches: Sequence[tuple[int, Launch]], blocks: Sequence[Block],
     *, stop: Callable[[Block], bool] | None = None,
 ) -> None:
     """Start every launch's server, run the blocks in order, stop every server.
 
     `stop` (sequential rounds): asked after each block; True ends the rotation there."""
-    servers: dict[str, Served] = {}
+    servers: dict[str, ServedT] = {}
     todo: dict[str, set[tuple[int, int]]] = {}
     try:
         await _start_all(runner, launches, servers, todo)
@@ -112,7 +120,7 @@ async def run_interleaved(
 
 
 async def _start_all(
-    runner: Runner, launches: Sequence[tuple[int, Launch]], servers: dict[str, Served],
+    runner: Runner[ServedT], launches: Sequence[tuple[int, Launch]], servers: dict[str, ServedT],
     todo: dict[str, set[tuple[int, int]]],
 ) -> None:
     """Start every server at once: the rotation needs them all up before its first block, and
@@ -151,7 +159,7 @@ async def _start_all(
 
 
 async def _run_block(
-    runner: Runner, block: Block, servers: dict[str, Served], todo: dict[str, set[tuple[int, int]]]
+    runner: Runner[ServedT], block: Block, servers: dict[str, ServedT], todo: dict[str, set[tuple[int, int]]]
 ) -> None:
     measured: list[tuple[CellPlan, Any]] = []
     for cell_id in block.order:
@@ -178,7 +186,7 @@ async def _run_block(
             runner.failed[cell.cell_id] = str(exc)
 
 
-async def _close(runner: Runner, cell_id: str, server: Served) -> None:
+async def _close(runner: Runner[ServedT], cell_id: str, server: ServedT) -> None:
     try:
         await runner.close_server(server)
     except SpecdecError as exc:

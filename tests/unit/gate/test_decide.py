@@ -100,13 +100,13 @@ def test_clear_win_is_promoted() -> None:
 def test_clear_loss_is_rejected() -> None:
     d = decide(arm(1, "standing"), {"ngram": arm(2, "ngram", factor=1.3)}, SPEC)
     assert d.decision == "reject" and d.winner is None
-    assert level(d, "ngram").objective.verdict == "worse"  # type: ignore[union-attr]
+    assert level(d, "ngram").objective.verdict == "worse"
 
 
 def test_tpot_win_below_the_acceptance_floor_is_rejected() -> None:
     d = decide(arm(1, "standing"), {"ngram": arm(2, "ngram", factor=0.7, acceptance=0.3)}, SPEC)
     lvl = level(d, "ngram")
-    assert lvl.objective.verdict == "better"  # type: ignore[union-attr]
+    assert lvl.objective.verdict == "better"
     assert d.decision == "reject" and lvl.floors[0].passed is False
     assert any("below the floor" in r for r in lvl.reasons)
 
@@ -309,7 +309,7 @@ def test_a_higher_is_better_metric_is_compared_in_its_direction() -> None:
     d = decide(arm(1, "standing"), {"c": arm(2, "c", factor=0.7)}, SPEC)
     throughput = next(m for m in level(d, "c").metrics if m.metric == "output_throughput")
     assert throughput.direction == "higher_is_better" and throughput.verdict == "better"
-    assert throughput.delta_pct > 0  # type: ignore[operator]
+    assert throughput.delta_pct > 0
 
 
 def test_p99_objective_reads_the_p99_figure() -> None:
@@ -379,7 +379,7 @@ def test_a_candidate_without_speculation_has_no_acceptance_to_floor() -> None:
     assert [(f.floor, f.passed, f.measured) for f in lvl.floors] == [("acceptance_rate", None, None)]
     assert lvl.floors[0].source.startswith("not applicable")
     assert not any("no spec-decode counters" in r for r in lvl.reasons)
-    assert d.decision == "promote" and lvl.objective.verdict == "better"  # type: ignore[union-attr]
+    assert d.decision == "promote" and lvl.objective.verdict == "better"
     # Trials without identity cannot say what they serve: the floor stays unread, a data problem (above).
 
 

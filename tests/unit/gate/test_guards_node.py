@@ -33,7 +33,7 @@ def test_a_candidate_worse_on_a_guard_is_rejected_although_its_objective_wins() 
     assert lvl.objective is not None and lvl.objective.verdict == "better"
     [guard] = lvl.guards
     assert guard.guard == "output_throughput" and guard.passed is False
-    assert guard.comparison.verdict == "worse" and guard.comparison.delta_pct < 0  # type: ignore[operator]
+    assert guard.comparison.verdict == "worse" and guard.comparison.delta_pct < 0
     assert any(r.startswith("guard output_throughput is worse beyond the noise, so the candidate is rejected")
                for r in lvl.reasons)
     # The same comparison as the reported metric: one statistics path.

@@ -21,8 +21,9 @@ import pytest
 
 from contracts.events import ProfileRequested
 from services.journal.trim import trim_arguments
-from services.runtime.delivery.consumer import Consumer, Route
+from services.runtime.delivery.consumer import Consumer
 from services.runtime.delivery.ledger import MemoryLedger
+from services.runtime.delivery.route import Route
 from services.runtime.delivery.service import bootstrap
 from services.runtime.health import logs
 from services.runtime.main import resources_for

@@ -152,7 +152,7 @@ class FakeServer:
 class FakeRun:
     """Records every step in order; `fail` names what fails, `adopted` what an earlier attempt recorded."""
 
-    def __init__(self, cells: list[CellPlan], *, fail: dict[tuple[Any, ...], Exception] | None = None,
+    def __init__(self, cells: list[CellPlan], *, fail: dict[tuple[Any, ...], BaseException] | None = None,
                  adopted: set[tuple[str, int, int]] | None = None, busy: str | None = None) -> None:
         self.cells = {c.cell_id: c for c in cells}
         self.outcome: dict[str, str] = {}

@@ -111,7 +111,7 @@ def test_the_controller_reads_metrics_and_alpha_as_the_gate_does():
     assert sequential.CONFIDENCE == stats.CONFIDENCE
     for text in ("tpot", "tpot:p99", "ttft:p99.0", "itl:mean", "output_throughput", "acceptance_rate"):
         assert rounds.metric_key(text) == parse_metric(text, what="objective")
-    assert plan_of(campaign(6, candidates=2)).rounds.alpha_per_side == pytest.approx(0.05 / 2 / 2)  # type: ignore[union-attr]
+    assert plan_of(campaign(6, candidates=2)).rounds.alpha_per_side == pytest.approx(0.05 / 2 / 2)
 
 
 # --- the rotation under the round controller ---------------------------------------------------
