@@ -25,8 +25,8 @@ from services.bench.progress import Snapshot
 from services.bench.run import BenchRun, read_prompts
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.bundle.outbox import record_emitted
-from services.runtime.delivery.route import StepContext
 from services.runtime.delivery.progress import publish_progress
+from services.runtime.delivery.route import StepContext
 from services.runtime.errors import StepFailed
 from services.runtime.resources import NodeCheck
 from services.shared.capacity.recheck import recheck
