@@ -147,7 +147,7 @@ def test_the_read_back_came_from_each_engines_own_log_and_the_windows_are_vllms_
         check = orjson.loads((launch / "engine-config.json").read_bytes())
         assert all(row["ok"] for row in check["checks"]), check["checks"]
         [source] = [s for s in check["effective"]["sources"] if "'Initializing a V1 LLM engine" in s]
-        number = int(re.search(r"server\.log line (\d+)", source)[1])
+        number = int(re.search(r"server\.log line (\d+)", source)[1])  # type: ignore[index]  # every source names its line
         line = (launch / "server.log").read_text().splitlines()[number - 1]
         assert "Initializing a V1 LLM engine" in line and "dtype=torch.float32" in line
         for trial in range(TRIALS):

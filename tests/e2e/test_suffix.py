@@ -60,7 +60,7 @@ async def test_suffix_serves_variable_length_drafts_and_reads_back(toy_target: P
     found = preflight.probe(sys.executable)
     assert found.version, f"make setup installs arctic-inference: {found.why}"
     campaign = _campaign(toy_target)
-    cell = campaign.matrix.cells[1]
+    cell = campaign.matrix.cells[1]  # type: ignore[union-attr]  # an inline matrix
     argv = serve_argv(cell, campaign, host="127.0.0.1", port=0)
     argv[argv.index("--port") + 1] = "{port}"
     log = tmp_path / "server.log"

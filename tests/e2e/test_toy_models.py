@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -68,7 +69,8 @@ def corpus(target: Path) -> tuple[Path, list[list[dict]]]:
 
     tok = AutoTokenizer.from_pretrained(str(target))
     seen: set[str] = set()
-    records, heldout = [], []
+    records: list[dict[str, Any]] = []
+    heldout: list[Any] = []
     for messages, completion in toy.read_examples(SAMPLE):
         key = json.dumps(messages, sort_keys=True)
         if key in seen:

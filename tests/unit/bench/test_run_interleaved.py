@@ -135,7 +135,7 @@ def wired(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
         return None
 
     def make(plan: BenchPlan) -> BenchRun:
-        return BenchRun(plan, bundle, PROMPTS, emit=emit, recheck=idle, event_factory=lambda **fields: fields,
+        return BenchRun(plan, bundle, PROMPTS, emit=emit, recheck=idle, event_factory=lambda **fields: fields,  # type: ignore[arg-type]  # the fields, read back
                         executor=executor, max_model_len=512)
 
     make.interrupt = interrupt  # type: ignore[attr-defined]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import random
 import string
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,7 @@ def random_words(rng: random.Random, n: int) -> str:
     return " ".join("".join(rng.choices(string.ascii_lowercase, k=6)) for _ in range(n))
 
 
-def write_jsonl(path: Path, rows: list[dict | str]) -> Path:
+def write_jsonl(path: Path, rows: Sequence[dict[str, Any] | str]) -> Path:
     with path.open("w", encoding="utf-8") as f:
         for row in rows:
             f.write((row if isinstance(row, str) else json.dumps(row)) + "\n")

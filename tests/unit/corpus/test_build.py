@@ -6,6 +6,7 @@ import hashlib
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -146,8 +147,8 @@ def test_secrets_never_reach_the_corpus_or_manifest(tmp_path, make_profile) -> N
     for row, value in zip(rows, secrets.values(), strict=False):
         row["prompt"] += f" see {value} ok"
     rows[-1]["completion"] = "reach me at carol@corp.example.com"
-    rows.append('{"prompt": "leak dave@corp.example.com" ')  # a bad line with a secret
-    traffic = write_jsonl(tmp_path / "t.jsonl", rows)
+    bad = '{"prompt": "leak dave@corp.example.com" '  # a bad line with a secret
+    traffic = write_jsonl(tmp_path / "t.jsonl", [*rows, bad])
     manifest = build_corpus(make_profile(traffic), traffic, tmp_path / "c.jsonl", size=1000)
     assert manifest.records.total == len(secrets) + 10
     expected = dict.fromkeys(KINDS, 0) | dict.fromkeys(secrets, 1) | {"email": 2}
@@ -188,7 +189,7 @@ def test_records_longer_than_max_model_len_are_left_out(tmp_path, make_profile) 
 
 def test_sharegpt_record_without_reply_and_openai_without_response(tmp_path, make_profile) -> None:
     rng = random.Random(9)
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"conversations": [{"from": "system", "value": "be kind"}, {"from": "human", "value": random_words(rng, 9)},
                            {"from": "gpt", "value": random_words(rng, 5)}]},
         {"request": {"messages": [{"role": "user", "content": random_words(rng, 7)}]},

@@ -371,8 +371,8 @@ def test_a_candidate_without_speculation_has_no_acceptance_to_floor() -> None:
     # The standing config served again (an A/A check) or a serving change alone: its identity declares no
     # speculative config, so the acceptance floor is not applicable; the objective alone decides.
     again = arm(2, "standing", factor=0.7)
-    again = [replace(t, identity=t.identity.model_copy(update={"cell_id": "again", "role": "candidate",
-                                                               "baseline_cell_id": "standing"}))
+    again = [replace(t, identity=t.identity.model_copy(update={  # type: ignore[union-attr]  # arm() gives each an identity
+                 "cell_id": "again", "role": "candidate", "baseline_cell_id": "standing"}))
              for t in again]
     d = decide(arm(1, "standing"), {"again": again}, SPEC)
     lvl = level(d, "again")

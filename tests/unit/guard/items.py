@@ -86,7 +86,7 @@ def workload_shape_tied_to_the_prompt_source(ctx: Ctx) -> list[str]:
                 if variant.traffic != "shapes":
                     continue
                 data["traffic"]["shapes"] = shapes
-            plan = bench_plan(ctx, submitted(ctx, data))
+            plan = bench_plan(ctx, submitted(ctx, data))  # type: ignore[arg-type]  # every variant submits
             if isinstance(plan, Refused):
                 problems.append(f"{variant.id}: the bench plan is refused: {plan}")
                 continue
@@ -199,7 +199,7 @@ def training_input_hash_checks(ctx: Ctx) -> list[str]:
     built = runs(ctx)
     problems = []
     hashes = {run: built.ref(run, layout.PROFILE).sha256 for run in (RUN, OTHER_RUN)}
-    outcomes = {}
+    outcomes: dict[str, Any] = {}
     for source in (RUN, OTHER_RUN, THIRD_RUN):
         bundle = built.copy_of(ctx)
         event = TrainingRequested(run_id=RUN, producer="guard", requested_by="guard",
@@ -260,7 +260,7 @@ def node_in_the_trial_identity(ctx: Ctx) -> list[str]:
         here = variant.data()
         there = variant.data()
         put("matrix.cells.*.node", "node-b")(there, ctx)
-        plans = [bench_plan(ctx, submitted(ctx, d)) for d in (here, there)]
+        plans = [bench_plan(ctx, submitted(ctx, d)) for d in (here, there)]  # type: ignore[arg-type]  # both submit
         if any(isinstance(p, Refused) for p in plans):
             problems.append(f"{variant.id}: a bench plan is refused: {plans}")
             continue
@@ -268,8 +268,9 @@ def node_in_the_trial_identity(ctx: Ctx) -> list[str]:
         standing = baseline_of(plans[0])
         base = arms_here.pop(standing)
         arms_there.pop(standing)
-        same = _decision(decide(base, arms_here, submitted(ctx, here).gate))
-        mixed = _decision(decide(base, arms_there, submitted(ctx, here).gate))
+        gate = submitted(ctx, here).gate  # type: ignore[union-attr]  # it submitted: its bench plan exists
+        same = _decision(decide(base, arms_here, gate))
+        mixed = _decision(decide(base, arms_there, gate))
         if same == mixed:
             problems.append(f"{variant.id}: arms measured on node-a and node-b are decided as if on one node: {mixed}")
         if "promote" == mixed["decision"]:

@@ -132,7 +132,8 @@ class _Client:
     """The session's Redis client: reads and writes recorded, kept in a dict."""
 
     def __init__(self, calls: list[Any]) -> None:
-        self.calls, self.data = calls, {}
+        self.calls: list[Any] = calls
+        self.data: dict[str, Any] = {}
 
     async def get(self, key: str) -> Any:
         self.calls.append(("redis.get", key))
@@ -186,7 +187,8 @@ def observe(tool: str, calls_of: list[dict[str, Any]], tmp: Path, server_of: Cal
                 for arguments in calls_of:
                     calls.clear()
                     result = await client.call_tool(tool, arguments)
-                    text = result.content[0].text if result.is_error and result.content else ""
+                    # An error result's first item is its text.
+                    text = result.content[0].text if result.is_error and result.content else ""  # type: ignore[union-attr]
                     own = re.sub(r"0x[0-9a-f]+", "<id>", text) if result.is_error and not calls else ""
                     seen.append((list(calls), bool(result.is_error), own))
 

@@ -429,7 +429,7 @@ def _bench_run(ctx: Ctx, c: Campaign, plan: Any, sent: list[Any]) -> Any:
         return None
 
     scratch = ctx.cache("scratch").setdefault("bundle", ctx.fresh_bundle())
-    return BenchRun(plan, scratch, sent, emit=nothing, recheck=nothing, event_factory=lambda **_: None,
+    return BenchRun(plan, scratch, sent, emit=nothing, recheck=nothing, event_factory=lambda **_: None,  # type: ignore[arg-type]  # nothing is emitted
                     eval_values={"model": plan.cells[0].identity["model"], "tokenizer": c.target.tokenizer_dir},
                     max_model_len=c.target.max_model_len)
 
@@ -476,7 +476,7 @@ def _started(coros: list[Any]) -> list[Any]:
     """What each coroutine was about to start (None: nothing), in one event loop."""
 
     async def each() -> list[Any]:
-        found = []
+        found: list[Any] = []
         try:
             for coro in coros:
                 try:

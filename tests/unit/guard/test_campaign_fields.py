@@ -16,6 +16,8 @@ checker must not apply, and submit must record it as inert (guard.py).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pytest
 from pydantic import ValidationError
 
@@ -35,13 +37,13 @@ from tests.unit.guard.observe import OBSERVABLES, Refused, observe, submitted
 from tests.unit.guard.variants import VARIANTS, uncovered_pairs
 
 
-def unchecked(fields: list[str], checks: dict[str, object] = CHECKS) -> list[str]:
+def unchecked(fields: list[str], checks: Mapping[str, object] = CHECKS) -> list[str]:
     """Fields with neither a checker nor an inert entry."""
     return sorted(set(fields) - set(checks) - set(INERT))
 
 
 def _cases() -> list[object]:
-    cases = []
+    cases: list[object] = []
     for variant in VARIANTS:
         table = {**CHECKS, **SELECTOR_CHECKS, **item_checks(variant)}
         for field in sorted(table):

@@ -81,9 +81,9 @@ def _entry_points(monkeypatch: pytest.MonkeyPatch) -> dict[str, object]:
         started.append("service")
 
     monkeypatch.setattr(runtime_main, "run", run)
-    monkeypatch.setattr(demo, "_run", lambda *a, **k: started.append("demo") or 0)
-    monkeypatch.setattr("services.mcp.server.serve", lambda *a, **k: started.append("mcp") or 0)
-    monkeypatch.setattr(healthcheck, "check", lambda *a, **k: (started.append("health") or True, ""))
+    monkeypatch.setattr(demo, "_run", lambda *a, **k: started.append("demo") or 0)  # type: ignore[func-returns-value]  # note it, then return
+    monkeypatch.setattr("services.mcp.server.serve", lambda *a, **k: started.append("mcp") or 0)  # type: ignore[func-returns-value]  # note it, then return
+    monkeypatch.setattr(healthcheck, "check", lambda *a, **k: (started.append("health") or True, ""))  # type: ignore[func-returns-value]  # note it, then return
     return {
         "specdec": lambda: cli.main(["--help"]),
         "specdec demo": lambda: demo.main([]),

@@ -63,7 +63,7 @@ def _with_knob(deps):
     async def evidence_init(family: str, knob: Annotated[int, Field(description="Read by nothing.")] = 0) -> None:
         from services.app.workflow import workflow
 
-        await workflow.evidence_init(None, family, None)
+        await workflow.evidence_init(None, family, None)  # type: ignore[arg-type]  # refused before any session use
 
     server.remove_tool("evidence_init")
     server._tool_manager._tools["evidence_init"] = strict(Tool.from_function(evidence_init))

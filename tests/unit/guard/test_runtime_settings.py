@@ -40,14 +40,14 @@ def _subscribers(settings: RuntimeSettings) -> list[tuple[Any, ...]]:
     service = bootstrap("svc", [Route("profile.requested", _noop)], settings=settings, in_memory=True)
     subs = []
     for sub in service.broker.subscribers:
-        cfg = sub.stream_sub
+        cfg = sub.stream_sub  # type: ignore[attr-defined]  # a Redis stream subscriber: every route reads a stream
         subs.append((cfg.name, cfg.group, cfg.consumer, cfg.polling_interval, cfg.min_idle_time))
     return sorted(subs, key=str)
 
 
 def _client_target(settings: RuntimeSettings) -> tuple[Any, ...]:
     service = bootstrap("svc", [], settings=settings)
-    kwargs = service.client.connection_pool.connection_kwargs
+    kwargs = service.client.connection_pool.connection_kwargs  # type: ignore[union-attr]  # not in memory: a client
     return (kwargs.get("host"), kwargs.get("port"), kwargs.get("db"), kwargs.get("password"))
 
 
@@ -124,7 +124,7 @@ def _health_endpoint(settings: RuntimeSettings) -> int | None:
         server = await start_health(service)
         if server is None:
             return None
-        port = bound_port(server)
+        port = bound_port(server)  # type: ignore[arg-type]  # start_health's server is an asyncio.Server
         server.close()
         await server.wait_closed()
         return port

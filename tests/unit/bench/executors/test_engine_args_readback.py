@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from contracts.artifacts.engine import EngineCheck, FieldCheck
 from services.bench.executors.engine_compare import declared_of, engine_check, mismatch_reason
 from services.bench.executors.engine_log import effective_config, read_log
 from services.bench.planning.model import CellPlan
@@ -31,7 +32,7 @@ def cell(args: dict[str, Any] | None) -> CellPlan:
         declared_engine_args=args)
 
 
-def rows(args: dict[str, Any] | None, text: str, models: dict | None) -> dict[str, Any]:
+def rows(args: dict[str, Any] | None, text: str, models: dict | None) -> tuple[dict[str, FieldCheck], EngineCheck]:
     check = engine_check("c", 0, declared_of(cell(args), max_model_len=512), effective_config(read_log(text), models))
     return {row.field: row for row in check.checks}, check
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -120,7 +121,7 @@ def test_no_kubectl_on_path_fails_before_any_launch(monkeypatch: pytest.MonkeyPa
     kubernetes.require_kubectl()
 
 
-TEMPLATE = {
+TEMPLATE: dict[str, Any] = {
     "apiVersion": "v1",
     "kind": "Pod",
     "metadata": {"name": "operator-name", "namespace": "serving", "labels": {"team": "inference"}},

@@ -144,7 +144,7 @@ def test_the_endpoint_file_is_read_whole_or_not_at_all(tmp_path: Path) -> None:
     path = tmp_path / "endpoint.json"
     assert slurm.read_endpoint(path) is None
     path.write_text(json.dumps({"host": "gpu-7", "port": 41234, "argv": [], "job_id": "12"}))
-    assert slurm.read_endpoint(path)["port"] == 41234
+    assert slurm.read_endpoint(path)["port"] == 41234  # type: ignore[index]  # just written
     path.write_text(json.dumps({"host": "gpu-7"}))
     with pytest.raises(ServingError, match="lacks host and port"):
         slurm.read_endpoint(path)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import orjson
 import pytest
@@ -75,7 +76,7 @@ def comp(text: str, cumulative: int | None, *, finish=None, prompt=5, ids=None) 
     choice = {"index": 0, "text": text, "finish_reason": finish}
     if ids is not None:
         choice["token_ids"] = ids
-    chunk = {"id": "c", "object": "text_completion", "choices": [choice]}
+    chunk: dict[str, Any] = {"id": "c", "object": "text_completion", "choices": [choice]}
     if cumulative is not None:
         chunk["usage"] = {"prompt_tokens": prompt, "completion_tokens": cumulative, "total_tokens": prompt + cumulative}
     return chunk
