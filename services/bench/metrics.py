@@ -75,7 +75,7 @@ def spec_decode_counters(text: str) -> SpecDecodeCounters | None:
         if counter == ACCEPTED_PER_POS:
             raw = sample.labels.get("position")
             try:
-                position = int(raw)  # type: ignore[arg-type]
+                position = int(raw)  # type: ignore[arg-type]  # a missing label is the TypeError below
             except (TypeError, ValueError):
                 raise MetricsError(
                     f"{sample.name} has no integer `position` label (labels: {dict(sample.labels)})"

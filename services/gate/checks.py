@@ -66,15 +66,15 @@ def arm_problems(arm: str, trials: list[Trial], rejected: Collection[int] = ()) 
     if len(with_identity) != len(trials):
         return [f"the {arm} mixes files with and without specdec's identity block: check the file pattern"]
     problems = []
-    described = {(t.identity.cell_id, str(t.identity.compared())) for t in with_identity}  # type: ignore[union-attr]
+    described = {(t.identity.cell_id, str(t.identity.compared())) for t in with_identity}  # type: ignore[union-attr]  # with_identity: no None
     if len(described) > 1:
         cells = sorted({cell for cell, _ in described})
         problems.append(f"the {arm}'s trials at this level describe different measurements (cells {', '.join(cells)})")
-    indices = Counter(t.identity.trial for t in with_identity)  # type: ignore[union-attr]
+    indices = Counter(t.identity.trial for t in with_identity)  # type: ignore[union-attr]  # with_identity: no None
     duplicates = sorted(i for i, n in indices.items() if n > 1)
     if duplicates:
         problems.append(f"the {arm} has several files for trial(s) {duplicates}: one file per trial")
-    declared = max(t.identity.trial_count for t in with_identity)  # type: ignore[union-attr]
+    declared = max(t.identity.trial_count for t in with_identity)  # type: ignore[union-attr]  # with_identity: no None
     missing = sorted(set(range(declared)) - set(indices) - set(rejected))
     if missing:
         problems.append(

@@ -225,7 +225,7 @@ def _decide_candidate(
 
 def _candidate(name: str, decisions: list[LevelDecision], accuracy: float | None) -> CandidateDecision:
     gains = [ranking.gain(d) for d in decisions]
-    worst = None if any(g is None for g in gains) else min(gains)  # type: ignore[type-var]
+    worst = None if any(g is None for g in gains) else min(gains)  # type: ignore[type-var]  # no None left
     stops = ranking.stops_paying_at(decisions)
     outcomes = [d.outcome for d in decisions]
     possible = ranking.possible([{o} if o != "continue" else set(ranking.ANY_LEVEL) for o in outcomes])
@@ -337,4 +337,4 @@ def _level_name(level: Level) -> str:
 
 def _arm_name(trials: list[Trial], default: str) -> str:
     cells = {t.cell_id for t in trials}
-    return cells.pop() if len(cells) == 1 and None not in cells else default  # type: ignore[return-value]
+    return cells.pop() if len(cells) == 1 and None not in cells else default  # type: ignore[return-value]  # None is ruled out

@@ -342,7 +342,7 @@ def bench(ctx) -> list[dict]:
         cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )
     try:
-        port = int(server.stdout.readline())  # type: ignore[union-attr]
+        port = int(server.stdout.readline())  # type: ignore[union-attr]  # piped
         base_url = f"http://127.0.0.1:{port}"
         figures: dict[str, list[dict[str, Any]]] = {kind: [] for kind in CLIENTS}
         load_before = os.getloadavg()[0]

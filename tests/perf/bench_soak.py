@@ -84,8 +84,7 @@ class Readers:
         taken = 0
         for stream, group in self.pairs:
             while reply := self.client.xreadgroup(group, f"{group}-soak", {stream: ">"}, count=500):
-                # redis-py types the reply loosely: it is [(stream, [(id, fields), ...])].
-                ids = [entry_id for _, entries in reply for entry_id, _ in entries]  # type: ignore[str-unpack,union-attr]
+                ids = [entry_id for _, entries in reply for entry_id, _ in entries]  # type: ignore[str-unpack,union-attr]  # [(stream, entries)]
                 self.client.xack(stream, group, *ids)
                 taken += len(ids)
         return taken

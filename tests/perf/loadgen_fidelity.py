@@ -78,8 +78,8 @@ METRICS = ("ttft", "tpot")
 def _toy_target(workdir: Path) -> Path:
     """A private copy of the toy target: the shared cache may be rebuilt by another run meanwhile."""
     spec = importlib.util.spec_from_file_location("examples_toy_target", EXAMPLES / "toy_target.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]  # the file exists
+    spec.loader.exec_module(module)  # type: ignore[union-attr]  # a source file has a loader
     traffic = EXAMPLES / "sample-traffic.jsonl"
     private = workdir / "toy-target"
     try:

@@ -190,7 +190,7 @@ def run(workdir: Path, tokenizer: Path, server_cores: set[int], runs: int) -> li
                               cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     out, log = workdir / "truth.json", workdir / "truth-clients.log"
     try:
-        base_url = f"http://127.0.0.1:{int(server.stdout.readline())}"  # type: ignore[union-attr]
+        base_url = f"http://127.0.0.1:{int(server.stdout.readline())}"  # type: ignore[union-attr]  # piped
         with log.open("wb") as sink:
             proc = subprocess.run([sys.executable, "-m", "tests.perf.loadgen_truth", "clients", "--base-url", base_url,
                                    "--tokenizer", str(tokenizer), "--runs", str(runs), "--out", str(out)],

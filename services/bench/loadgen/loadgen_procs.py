@@ -86,26 +86,26 @@ async def run_window_procs(
         proc = await asyncio.create_subprocess_exec(
             python, "-m", "services.bench.loadgen.loadgen_procs", stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.PIPE)
-        proc.stdin.write(orjson.dumps(request) + b"\n")  # type: ignore[union-attr]
-        await proc.stdin.drain()  # type: ignore[union-attr]
+        proc.stdin.write(orjson.dumps(request) + b"\n")  # type: ignore[union-attr]  # piped above
+        await proc.stdin.drain()  # type: ignore[union-attr]  # piped above
         children.append(proc)
-    errs = [asyncio.create_task(proc.stderr.read()) for proc in children]  # type: ignore[union-attr]
+    errs = [asyncio.create_task(proc.stderr.read()) for proc in children]  # type: ignore[union-attr]  # piped above
     pool = http1_pool(spec, time.monotonic)
     try:
         for proc, err in zip(children, errs, strict=True):
-            line = await proc.stdout.readline()  # type: ignore[union-attr]
+            line = await proc.stdout.readline()  # type: ignore[union-attr]  # piped above
             if line != READY:
                 await proc.wait()
                 raise WindowProcessFailed(_failure(proc, await err))
         before, err_before = await scrape(pool)
         origin = time.monotonic() + START_LEAD_S
         for proc in children:
-            proc.stdin.write(b"%r\n" % origin)  # type: ignore[union-attr]
-            await proc.stdin.drain()  # type: ignore[union-attr]
-            proc.stdin.close()  # type: ignore[union-attr]
+            proc.stdin.write(b"%r\n" % origin)  # type: ignore[union-attr]  # piped above
+            await proc.stdin.drain()  # type: ignore[union-attr]  # piped above
+            proc.stdin.close()  # type: ignore[union-attr]  # piped above
         parts: list[WindowRecord] = []
         for proc, err in zip(children, errs, strict=True):
-            out = await proc.stdout.read()  # type: ignore[union-attr]
+            out = await proc.stdout.read()  # type: ignore[union-attr]  # piped above
             code = await proc.wait()
             if code != 0:
                 raise WindowProcessFailed(_failure(proc, await err))

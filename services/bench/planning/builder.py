@@ -101,7 +101,7 @@ def build_plan(
         spec = speculative_config(cell.serving.speculative, training_output=training_output)
         operator_serve = cell.vllm_sweep.serve_cmd
         if operator_serve is None and campaign.commands.serve not in ("builtin", None):
-            operator_serve = campaign.commands.serve.argv  # type: ignore[union-attr]
+            operator_serve = campaign.commands.serve.argv  # type: ignore[union-attr]  # neither builtin nor None: a template
         changes: list[dict[str, Any]] = []
         if operator_serve is not None:
             argv = operator_serve.render(_operator_values(campaign, cell, run_id, spec, training_output, host))

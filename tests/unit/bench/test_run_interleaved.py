@@ -138,7 +138,7 @@ def wired(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
         return BenchRun(plan, bundle, PROMPTS, emit=emit, recheck=idle, event_factory=lambda **fields: fields,  # type: ignore[arg-type]  # the fields, read back
                         executor=executor, max_model_len=512)
 
-    make.interrupt = interrupt  # type: ignore[attr-defined]
+    make.interrupt = interrupt  # type: ignore[attr-defined]  # the fixture's hook, on the function
     return make, executor, events, bundle
 
 

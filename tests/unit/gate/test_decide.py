@@ -150,7 +150,7 @@ def test_several_candidates_at_several_levels() -> None:
     assert d.decision == "promote" and d.winner == "strong"
     by_name = {c.candidate: c for c in d.candidates}
     assert by_name["strong"].outcome == by_name["steady"].outcome == "win"
-    assert by_name["strong"].worst_gain_pct > by_name["steady"].worst_gain_pct  # type: ignore[operator]
+    assert by_name["strong"].worst_gain_pct > by_name["steady"].worst_gain_pct  # type: ignore[operator]  # both win: both have a gain
     assert by_name["fading"].outcome == "inconclusive" and by_name["fading"].stops_paying_at == 16
     assert by_name["costly"].outcome == "reject" and by_name["costly"].stops_paying_at == 4
     assert [c.candidate for c in d.candidates] == ["strong", "steady", "fading", "costly"]
@@ -208,7 +208,7 @@ def with_counters(trials: list[Trial], which: int, **changes: Any) -> list[Trial
     out = []
     for t in trials:
         if t.identity is not None and t.identity.trial == which:
-            t = replace(t, spec_decode=t.spec_decode.model_copy(update=changes))  # type: ignore[union-attr]
+            t = replace(t, spec_decode=t.spec_decode.model_copy(update=changes))  # type: ignore[union-attr]  # arm() counts drafts
         out.append(t)
     return out
 
@@ -221,11 +221,11 @@ def test_a_hand_edited_file_cannot_slip_through_the_gate() -> None:
     assert d.decision == "inconclusive" and lvl.candidate.trials == 2
     assert any("trial 1 was rejected" in r and "0 per-position series" in r for r in lvl.reasons)
     # More draft tokens per draft than k.
-    drafts = cand[0].spec_decode.num_drafts  # type: ignore[union-attr]
+    drafts = cand[0].spec_decode.num_drafts  # type: ignore[union-attr]  # arm() counts drafts
     d = decide(base, {"c": with_counters(cand, 0, num_draft_tokens=4 * drafts)}, SPEC)
     assert any("more than k=3" in r for r in level(d, "c").reasons)
     # The standing cell's counters moved although it declares no speculation.
-    moved = [replace(t, spec_decode=cand[0].spec_decode) if t.identity.trial == 2 else t for t in base]  # type: ignore[union-attr]
+    moved = [replace(t, spec_decode=cand[0].spec_decode) if t.identity.trial == 2 else t for t in base]  # type: ignore[union-attr]  # arm() gives each an identity
     d = decide(moved, {"c": cand}, SPEC)
     assert d.decision == "inconclusive"
     assert any("the baseline's trial 2 was rejected" in r and "counters moved" in r for r in level(d, "c").reasons)
@@ -235,7 +235,7 @@ def test_exact_k_for_a_draft_model_reads_the_window_and_max_model_len() -> None:
     draft = SpeculativeConfig(method="draft_model", model="/d", num_speculative_tokens=3)
     cand = arm(2, "c", factor=0.7, serving_config=identity("c", concurrency=1, trial=0).serving_config.model_copy(
         update={"speculative": draft}))
-    drafts = cand[0].spec_decode.num_drafts  # type: ignore[union-attr]
+    drafts = cand[0].spec_decode.num_drafts  # type: ignore[union-attr]  # arm() counts drafts
     trimmed = [replace(t, window=Window(longest_sequence=250, longest_output=128)) for t in with_counters(
         cand, 0, num_draft_tokens=int(2.5 * drafts))]
     # Served with max_model_len 256: a request came within reach of it, vLLM may trim: counted.

@@ -100,7 +100,7 @@ def test_arms_on_different_nodes_are_inconclusive_naming_the_nodes() -> None:
 
 def test_one_trial_on_another_node_is_inconclusive() -> None:
     cand = arm(2, "c", factor=0.7)
-    moved = [replace(t, identity=t.identity.model_copy(update={"node": "gpu-x"})) if t.identity.trial == 1 else t  # type: ignore[union-attr]
+    moved = [replace(t, identity=t.identity.model_copy(update={"node": "gpu-x"})) if t.identity.trial == 1 else t  # type: ignore[union-attr]  # arm() gives each an identity
              for t in cand]
     d = decide(arm(1, "standing"), {"c": moved}, SPEC)
     assert d.decision == "inconclusive"

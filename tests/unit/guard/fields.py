@@ -167,13 +167,13 @@ def parser_of(main: Callable[[list[str]], Any]) -> argparse.ArgumentParser:
     def caught(self: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> Any:
         raise _Parsed(self)
 
-    argparse.ArgumentParser.parse_args = caught  # type: ignore[method-assign]
+    argparse.ArgumentParser.parse_args = caught  # type: ignore[method-assign]  # caught for the walk
     try:
         main([])
     except _Parsed as found:
         return found.parser
     finally:
-        argparse.ArgumentParser.parse_args = original  # type: ignore[method-assign]
+        argparse.ArgumentParser.parse_args = original  # type: ignore[method-assign]  # restored
     raise AssertionError(f"{main.__module__}.main built no parser")
 
 

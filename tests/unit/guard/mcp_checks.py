@@ -187,8 +187,7 @@ def observe(tool: str, calls_of: list[dict[str, Any]], tmp: Path, server_of: Cal
                 for arguments in calls_of:
                     calls.clear()
                     result = await client.call_tool(tool, arguments)
-                    # An error result's first item is its text.
-                    text = result.content[0].text if result.is_error and result.content else ""  # type: ignore[union-attr]
+                    text = result.content[0].text if result.is_error and result.content else ""  # type: ignore[union-attr]  # an error's is text
                     own = re.sub(r"0x[0-9a-f]+", "<id>", text) if result.is_error and not calls else ""
                     seen.append((list(calls), bool(result.is_error), own))
 

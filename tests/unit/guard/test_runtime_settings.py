@@ -82,8 +82,8 @@ class _Delivery:
 def _dead_letters_at_delivery_6(settings: RuntimeSettings) -> bool:
     bus = _Bus()
     consumer = Consumer(service="svc", settings=settings, registry=__import__("contracts").default_registry(),
-                        ledger=MemoryLedger(), bus=bus)  # type: ignore[arg-type]
-    asyncio.run(consumer.handle(Route("profile.requested", _noop), _Delivery(6)))  # type: ignore[arg-type]
+                        ledger=MemoryLedger(), bus=bus)  # type: ignore[arg-type]  # a fake bus
+    asyncio.run(consumer.handle(Route("profile.requested", _noop), _Delivery(6)))  # type: ignore[arg-type]  # a fake delivery
     return bus.raw == ["dlq"]
 
 

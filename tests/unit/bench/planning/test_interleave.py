@@ -125,7 +125,7 @@ def test_an_interleaved_plan_starts_every_server_once_and_records_its_blocks() -
 def test_the_plan_summary_shows_the_block_order() -> None:
     plan = plan_for(INTERLEAVED)
     lines = plan_lines("bench", orjson.loads(canonical_json(plan)))
-    first = plan.blocks[0].order  # type: ignore[index]
+    first = plan.blocks[0].order  # type: ignore[index]  # an interleaved plan has blocks
     assert "blocks (block b measures trial b of each cell, in this order):" in lines
     assert f"  0: {', '.join(first)}" in lines
 
