@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from contracts import layout
-from contracts.envelope import ArtifactRef
 from contracts.artifacts.report import ReportSummary
-from services.publisher.report.aggregate import read_campaign
+from contracts.envelope import ArtifactRef
 from services.publisher.errors import ReportConflict
 from services.publisher.prediction.offline_section import offline_figures
 from services.publisher.prediction.predict import report_figures
-from services.publisher.report.render import RenderedReport, render_report
 from services.publisher.prediction.schedule_plan import schedule_figures
+from services.publisher.report.aggregate import read_campaign
+from services.publisher.report.render import RenderedReport, render_report
 from services.runtime.bundle.bundle import ArtifactMissing, BundleStore
 from services.runtime.bundle.bundle_records import canonical_json
 

@@ -14,9 +14,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from contracts import layout
-from contracts.campaign import Matrix, SpeculativeConfig
 from contracts.artifacts.profile import NgramAdvice
 from contracts.artifacts.report import NgramSettingsFigure, SpeedupFigure, StopsPayingFigure
+from contracts.campaign import Matrix, SpeculativeConfig
 from services.publisher.report.figures import acceptance, baseline_of, spread
 from services.publisher.report.model import ArmLevel, CampaignData
 from services.shared.formatting import concurrency

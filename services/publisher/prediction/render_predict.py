@@ -9,6 +9,13 @@ Tables of measured numbers start with the identity pointer (`Ref`) like every ot
 from __future__ import annotations
 
 from contracts import layout
+from services.publisher.prediction.predict import (
+    Prediction,
+    cell_speculation,
+    ngram_comparisons,
+    predictions,
+    stops_paying_all,
+)
 from services.publisher.report import figures as fig
 from services.publisher.report.document import (
     Block,
@@ -23,13 +30,6 @@ from services.publisher.report.document import (
 )
 from services.publisher.report.model import CampaignData
 from services.publisher.report.pointers import id_cols
-from services.publisher.prediction.predict import (
-    Prediction,
-    cell_speculation,
-    ngram_comparisons,
-    predictions,
-    stops_paying_all,
-)
 from services.shared.formatting import MISSING, concurrency, joined, number, share
 
 SPEEDUP_FORMULA = (

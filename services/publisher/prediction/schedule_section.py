@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import yaml
 
+from services.publisher.prediction.schedule_plan import CandidatePlan, best, candidate_plans, proposed_cells
 from services.publisher.report.document import Block, Bullets, Formula, Paragraph, Ref, Section, Table
 from services.publisher.report.levers import gate_text
 from services.publisher.report.model import CampaignData
-from services.publisher.prediction.schedule_plan import CandidatePlan, best, candidate_plans, proposed_cells
 from services.shared.formatting import concurrency, ms, percent
 
 TITLE = "A k per concurrency: the schedule, predicted"

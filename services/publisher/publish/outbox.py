@@ -14,8 +14,8 @@ from typing import Literal
 from pydantic import Field, field_validator
 
 from contracts import layout
-from contracts.envelope import ArtifactRef, RunId, Strict
 from contracts.artifacts.report import ReportSummary
+from contracts.envelope import ArtifactRef, RunId, Strict
 from services.publisher.errors import ReportInputError
 from services.publisher.pipeline import report_name
 from services.runtime.bundle.bundle import ArtifactMissing, BundleError, BundleStore

@@ -11,7 +11,7 @@ import asyncio
 import os
 import tempfile
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
@@ -20,8 +20,8 @@ from pydantic import Field
 
 from contracts import layout
 from contracts.envelope import ArtifactRef, RunId, Strict
-from services.publisher.publish import credentials
 from services.publisher.errors import PublishConflict, PublishFailed, PublishRefused, PublishTargetError
+from services.publisher.publish import credentials
 from services.publisher.publish.outbox import DraftOverride, Outbox, SentFile, outbox
 from services.publisher.publish.publish_review import (
     ACK_FIELD,
@@ -144,7 +144,7 @@ async def publish_report(
         # The campaign's acknowledgement and policy are the service's (publish_run): a call here types its own.
         raise PublishRefused(f"acknowledged_by={acknowledged_by!r}: a call acknowledges as 'cli' or 'mcp', or not at all")
     live = acknowledged_by is not None and not dry_run
-    key = f"{acknowledged_by or 'dry'}-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    key = f"{acknowledged_by or 'dry'}-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     return await publish_run(bundle, run_id, target=target, key=key, acknowledged_by=acknowledged_by,
                              force_dry_run=dry_run, record=live, draft_override=draft_override, settings=settings,
                              policy=policy)

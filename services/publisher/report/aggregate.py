@@ -15,12 +15,12 @@ from typing import Any
 from pydantic import ValidationError
 
 from contracts import layout
-from contracts.campaign import Campaign
 from contracts.artifacts.corpus import CorpusManifest
 from contracts.artifacts.decision import Decision
 from contracts.artifacts.engine import EngineCheck
-from contracts.envelope import KEY_RE, RUN_ID_PATTERN
 from contracts.artifacts.training import KeyRecord
+from contracts.campaign import Campaign
+from contracts.envelope import KEY_RE, RUN_ID_PATTERN
 from services.publisher.errors import ReportInputError
 from services.publisher.prediction.prediction_inputs import (
     read_draft_cost,
@@ -30,13 +30,13 @@ from services.publisher.prediction.prediction_inputs import (
 )
 from services.publisher.publish.review_record import plan_reviews, with_views
 from services.publisher.report.canonical_section import read_canonical, read_intent
-from services.publisher.report.target_model import read_target_build
 from services.publisher.report.model import (
     EVIDENCE_STEPS,
     CampaignData,
     LaunchEngine,
     StepStatus,
 )
+from services.publisher.report.target_model import read_target_build
 from services.publisher.report.trials import (
     LoadedTrial,
     build_arms,

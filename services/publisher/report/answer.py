@@ -12,9 +12,9 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from contracts.artifacts.decision import Decision, LevelDecision
+from services.publisher.report import plots as plotting
 from services.publisher.report.document import Image, Paragraph, Ref, Section, Table
 from services.publisher.report.model import CampaignData, arm_key
-from services.publisher.report import plots as plotting
 from services.publisher.report.plots import DPI, Plot, _png
 from services.publisher.report.pointers import arm_ref
 from services.shared import sequential

@@ -6,8 +6,8 @@ never an error. Pure: a function of `CampaignData`."""
 from __future__ import annotations
 
 from contracts import layout
-from contracts.campaign import Matrix
 from contracts.artifacts.suffix import SUFFIX_VLLM_DEFAULTS
+from contracts.campaign import Matrix
 from services.publisher.report.model import CampaignData
 
 

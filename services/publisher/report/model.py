@@ -12,18 +12,18 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from contracts.campaign import Campaign
-from contracts.campaign.canonical import CanonicalRecord
 from contracts.artifacts.corpus import Redaction
 from contracts.artifacts.decision import Decision
 from contracts.artifacts.engine import EngineCheck
-from contracts.envelope import Key, RunId, Sha256, Strict
-from contracts.events import SpecDecodeDelta
 from contracts.artifacts.offline_acceptance import OfflineAcceptance
 from contracts.artifacts.profile import NgramAdvice
-from contracts.artifacts.suffix import SuffixPrediction
 from contracts.artifacts.results import TrialIdentity
+from contracts.artifacts.suffix import SuffixPrediction
 from contracts.artifacts.training import DraftCost
+from contracts.campaign import Campaign
+from contracts.campaign.canonical import CanonicalRecord
+from contracts.envelope import Key, RunId, Sha256, Strict
+from contracts.events import SpecDecodeDelta
 
 AGGREGATE_VERSION = 1
 

@@ -11,11 +11,11 @@ every plot's caption points to the identities it draws (`_image`).
 from __future__ import annotations
 
 from contracts import layout
-from contracts.campaign import ServingConfig
 from contracts.artifacts.decision import FloorCheck
 from contracts.artifacts.engine import CHECKED_FIELDS
-from services.publisher.report import figures as fig
+from contracts.campaign import ServingConfig
 from services.publisher.prediction import render_predict
+from services.publisher.report import figures as fig
 from services.publisher.report.document import (
     Anchor,
     Bullets,
@@ -31,7 +31,6 @@ from services.publisher.report.model import CampaignData
 from services.publisher.report.plots import Plot
 from services.publisher.report.pointers import arm_ref, id_cols
 from services.shared.formatting import MISSING, concurrency, interval, joined, percent
-
 
 # --- sections ----------------------------------------------------------------------
 

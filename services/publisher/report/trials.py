@@ -13,10 +13,10 @@ from typing import Any
 
 import orjson
 
-from contracts.campaign import Campaign, Matrix
-from contracts.envelope import KEY_RE
 from contracts.artifacts.results import TrialIdentity
 from contracts.artifacts.trials import MetricKey, Trial, parse_trial, trial_value
+from contracts.campaign import Campaign, Matrix
+from contracts.envelope import KEY_RE
 from services.publisher.report.model import ArmLevel, RejectedTrial, TrialFigures, arm_key
 from services.runtime.bundle.bundle import BundleError, BundleStore
 from services.shared.results import recheck, rejected_files, result_files

@@ -14,8 +14,8 @@ from typing import Literal
 from pydantic import Field
 
 from contracts import layout
-from contracts.envelope import ArtifactRef, RunId, Sha256, Strict
 from contracts.artifacts.training import OutputFile, OutputManifest
+from contracts.envelope import ArtifactRef, RunId, Sha256, Strict
 from services.runtime.bundle.bundle import BundleStore, InvalidPath, hash_file
 from services.shared.secret_args import mask_argv
 from services.trainer_proxy.errors import ExecutionUnsupported

@@ -21,10 +21,10 @@ from contracts.catalogue import TRAINER as SERVICE
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import TrainingCompleted, TrainingStarted
 from contracts.progress import PROGRESS_UNITS, StepProgress
+from services.runtime import failpoints
 from services.runtime.bundle.bundle import ArtifactMissing, BundleStore
 from services.runtime.delivery.consumer import StepContext
 from services.runtime.delivery.progress import publish_progress
-from services.runtime import failpoints
 from services.runtime.errors import StepFailed
 from services.shared.capacity.recheck import RecheckFailed, RecheckFn
 from services.shared.scheduler.errors import SchedulerError
@@ -32,10 +32,10 @@ from services.shared.scheduler.slurm import cancel_labelled
 from services.trainer_proxy.checks import draft_cost, probes
 from services.trainer_proxy.errors import ExecutorError, TrainingStopped
 from services.trainer_proxy.execution.capture import TrainingCapture, capture_run, read_capture, write_argv
+from services.trainer_proxy.execution.detached import reattach
 from services.trainer_proxy.execution.local import cleanup_local, run_local
 from services.trainer_proxy.execution.monitor import RunOutcome
 from services.trainer_proxy.execution.progress import ProgressRelay, Reporter, Update
-from services.trainer_proxy.execution.detached import reattach
 from services.trainer_proxy.execution.slurm import reattach_slurm, run_slurm
 from services.trainer_proxy.planning import reuse
 from services.trainer_proxy.planning.inputs import prompt_messages

@@ -85,7 +85,7 @@ def main(spec: dict[str, object]) -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.setdefault("at", time.monotonic()))
     try:
         with open(str(spec["stdout"]), "wb") as out, open(str(spec["stderr"]), "wb") as err:
-            trainer = subprocess.Popen(  # noqa: S603 - argv list, never a shell
+            trainer = subprocess.Popen(  # an argv list, never a shell
                 argv, cwd=str(spec["cwd"]), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                 process_group=0, preexec_fn=_die_with_keeper,
             )

@@ -18,7 +18,14 @@ from contracts import layout
 from services.runtime import workload_env
 from services.runtime.procs import DEPLOYMENT_ENV, EXPERIMENT_ENV, SERVICE_ENV
 from services.shared.scheduler.runner import run_short
-from services.shared.scheduler.slurm import ACTIVE_STATES, cancel_argv, job_state, parse_exit, parse_job_id, parse_record
+from services.shared.scheduler.slurm import (
+    ACTIVE_STATES,
+    cancel_argv,
+    job_state,
+    parse_exit,
+    parse_job_id,
+    parse_record,
+)
 from services.trainer_proxy.errors import ExecutorError
 from services.trainer_proxy.execution.keeper import write_whole
 from services.trainer_proxy.execution.monitor import OutputWatch, RunOutcome

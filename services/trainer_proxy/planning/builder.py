@@ -12,16 +12,22 @@ from typing import Any
 
 from contracts import layout
 from contracts.argv import ArgvError, ArgvTemplate
+from contracts.artifacts.training import InputKey, ReusedDraft
 from contracts.campaign import Campaign, Scheduler
 from contracts.catalogue import TRAINER as SERVICE
 from contracts.selectors import GRES, PARTITION, problems
-from contracts.artifacts.training import InputKey, ReusedDraft
 from services.runtime.procs import EXPERIMENT_ENV, SERVICE_ENV
 from services.shared.scheduler import slurm
 from services.trainer_proxy.errors import PlanError
 from services.trainer_proxy.planning import kubernetes
 from services.trainer_proxy.planning.model import (
-    DETACHED_SERVICE, KubernetesLaunch, LocalLaunch, PlanInputs, ProbePlan, SlurmLaunch, TrainingPlan,
+    DETACHED_SERVICE,
+    KubernetesLaunch,
+    LocalLaunch,
+    PlanInputs,
+    ProbePlan,
+    SlurmLaunch,
+    TrainingPlan,
 )
 from services.trainer_proxy.planning.slurm_job import job_script
 

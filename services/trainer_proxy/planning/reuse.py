@@ -19,9 +19,9 @@ from typing import Literal
 from pydantic import Field, ValidationError
 
 from contracts import layout
+from contracts.artifacts.training import FileDigest, InputKey, KeyRecord, OutputManifest, ReusedDraft, TreeDigest
 from contracts.campaign import Campaign
 from contracts.envelope import ArtifactRef, RunId, Sha256, Strict
-from contracts.artifacts.training import FileDigest, InputKey, KeyRecord, OutputManifest, ReusedDraft, TreeDigest
 from services.runtime.bundle.bundle import ArtifactMissing, BundleError, BundleStore, hash_file
 from services.trainer_proxy.errors import TrainingStopped
 from services.trainer_proxy.execution.capture import hash_outputs

@@ -13,20 +13,20 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from contracts import layout
-from contracts.campaign import Campaign
 from contracts.artifacts.corpus import CorpusManifest
+from contracts.artifacts.profile import Profile
+from contracts.campaign import Campaign
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import CapacitySelected, TrainingCompleted, TrainingRequested
 from contracts.inputs import CORPUS
-from contracts.artifacts.profile import Profile
 from services.runtime.bundle.bundle import ArtifactConflict, ArtifactMissing, BundleError, BundleStore
 from services.runtime.bundle.bundle_paths import InvalidPath, parse_uri
-from services.runtime.errors import StepFailed
 from services.runtime.delivery.upstream import latest
+from services.runtime.errors import StepFailed
 from services.trainer_proxy.errors import PlanError
 from services.trainer_proxy.planning import reuse
-from services.trainer_proxy.planning.inputs import load_cells, skip_reason, split_corpus
 from services.trainer_proxy.planning.builder import PlanPaths, build_plan
+from services.trainer_proxy.planning.inputs import load_cells, skip_reason, split_corpus
 from services.trainer_proxy.planning.model import KubernetesLaunch, PlanInputs, TrainingPlan
 
 

@@ -15,10 +15,10 @@ import orjson
 import yaml
 
 from contracts import layout
-from contracts.campaign import Campaign, SpeculativeConfig
+from contracts.artifacts.engine import CHECKED_FIELDS, EffectiveConfig, EngineCheck, FieldCheck
 from contracts.artifacts.profile import NgramAdvice
 from contracts.artifacts.training import DraftCost
-from contracts.artifacts.engine import CHECKED_FIELDS, EffectiveConfig, EngineCheck, FieldCheck
+from contracts.campaign import Campaign, SpeculativeConfig
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import (
     BenchCompleted,

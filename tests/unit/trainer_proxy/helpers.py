@@ -15,8 +15,8 @@ from typing import Any
 import yaml
 
 from contracts import layout
-from contracts.campaign import Campaign
 from contracts.artifacts.corpus import CorpusManifest, Splits
+from contracts.campaign import Campaign
 from services.runtime.bundle.bundle import BundleStore
 from services.trainer_proxy.planning.inputs import split_corpus
 

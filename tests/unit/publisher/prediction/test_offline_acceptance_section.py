@@ -10,16 +10,16 @@ import orjson
 import pytest
 
 from contracts import layout
+from contracts.artifacts.offline_acceptance import OFFLINE_ACCEPTANCE_FILE, OfflineAcceptance
+from contracts.artifacts.report import ReportSummary
+from contracts.artifacts.training import OutputFile, OutputManifest
 from contracts.campaign import TRAINED_DRAFT, SpeculativeConfig
 from contracts.events import SpecDecodeDelta
-from contracts.artifacts.offline_acceptance import OFFLINE_ACCEPTANCE_FILE, OfflineAcceptance
-from contracts.artifacts.training import OutputFile, OutputManifest
-from contracts.artifacts.report import ReportSummary
 from services.publisher.prediction.offline_section import offline_acceptance_section, offline_figures
 from services.publisher.report.aggregate import read_campaign
 from services.runtime.bundle.bundle import BundleStore
-from tests.unit.publisher.synthetic import RUN, Spec, build, section_text
 from tests.unit.publisher.prediction.test_predict import arm, data
+from tests.unit.publisher.synthetic import RUN, Spec, build, section_text
 
 ROOT = Path(__file__).resolve().parents[4]
 EAGLE = SpeculativeConfig(method="eagle3", num_speculative_tokens=3, model=TRAINED_DRAFT)

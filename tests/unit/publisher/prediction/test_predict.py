@@ -9,11 +9,10 @@ import orjson
 import pytest
 
 from contracts import layout
+from contracts.artifacts.report import ReportSummary
 from contracts.campaign import SpeculativeConfig
 from contracts.events import SpecDecodeDelta
-from contracts.artifacts.report import ReportSummary
 from services.gate.simulate import identity
-from services.publisher.report.model import ArmLevel, CampaignData, TrialFigures
 from services.publisher.pipeline import render_run
 from services.publisher.prediction.predict import (
     compare_ngram,
@@ -22,6 +21,7 @@ from services.publisher.prediction.predict import (
     report_figures,
     stops_paying,
 )
+from services.publisher.report.model import ArmLevel, CampaignData, TrialFigures
 from tests.unit.publisher.synthetic import CANDIDATE, RUN, Spec, advice, build, draft_cost
 
 SHA = "0" * 64

@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from contracts import layout
+from contracts.artifacts.suffix import SuffixCellPrediction, SuffixPrediction
 from contracts.campaign import SpeculativeConfig
 from contracts.events import SpecDecodeDelta
-from contracts.artifacts.suffix import SuffixCellPrediction, SuffixPrediction
-from services.publisher.report.aggregate import read_campaign
 from services.publisher.prediction.render_predict import suffix_prediction_section
-from tests.unit.publisher.synthetic import RUN, Spec, build, section_text
+from services.publisher.report.aggregate import read_campaign
 from tests.unit.publisher.prediction.test_predict import arm, data
+from tests.unit.publisher.synthetic import RUN, Spec, build, section_text
 
 ROOT = Path(__file__).resolve().parents[4]
 SUFFIX = SpeculativeConfig(method="suffix", num_speculative_tokens=3)

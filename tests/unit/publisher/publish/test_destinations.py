@@ -17,8 +17,8 @@ from services.publisher.publish.publish import publish_report
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.settings import RuntimeSettings
 from services.runtime.url_prefix import parse_prefixes
-from tests.unit.publisher.synthetic import RUN, Spec, build, campaign
 from tests.unit.publisher.publish.test_review_point import FAST, Receiver
+from tests.unit.publisher.synthetic import RUN, Spec, build, campaign
 
 LAKE = "https://lake.example.com/reports"
 

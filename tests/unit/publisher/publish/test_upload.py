@@ -35,7 +35,7 @@ class Endpoint:
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:  # http.server's name
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 endpoint.requests.append(({k.lower(): v for k, v in self.headers.items()}, body))
                 status = endpoint.statuses.pop(0) if endpoint.statuses else 200

@@ -8,7 +8,6 @@ import orjson
 import pytest
 
 from contracts.campaign import SpeculativeConfig
-
 from services.publisher.report.aggregate import read_campaign
 from services.publisher.report.draft import draft_reasons
 from tests.unit.publisher.synthetic import RUN, Spec, build

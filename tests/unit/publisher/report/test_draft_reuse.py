@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import hashlib
 
+from contracts.artifacts.training import InputKey, KeyRecord, TreeDigest
 from contracts.envelope import ArtifactRef
 from contracts.events import TrainingCompleted
-from contracts.artifacts.training import InputKey, KeyRecord, TreeDigest
 from services.publisher.report.aggregate import read_campaign
 from services.publisher.report.render import render_report
 from services.runtime.bundle.bundle import BundleStore

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 
 from contracts import layout
-from services.publisher.report.aggregate import read_campaign
 from services.publisher.pipeline import render_run
+from services.publisher.report.aggregate import read_campaign
 from services.runtime.bundle.bundle import BundleStore
 from tests.unit.publisher.synthetic import CANDIDATE, LEVELS, RUN, STANDING, Spec, build
 

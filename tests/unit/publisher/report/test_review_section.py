@@ -6,10 +6,10 @@ from __future__ import annotations
 from contracts.campaign import Campaign
 from contracts.envelope import ArtifactRef
 from contracts.events import BenchPlanned, RunApproved, TrainingPlanned
-from services.publisher.report.aggregate import read_campaign
-from services.publisher.report.document import Document, to_markdown
 from services.publisher.pipeline import render_run
 from services.publisher.publish.review_record import plan_reviews, review_section
+from services.publisher.report.aggregate import read_campaign
+from services.publisher.report.document import Document, to_markdown
 from tests.unit.publisher.synthetic import RUN, Spec, build
 
 

@@ -17,8 +17,8 @@ from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery.consumer import StepContext
 from services.runtime.settings import RuntimeSettings
 from services.shared.capacity.recheck import Recheck
-from services.trainer_proxy.execution.capture import write_argv
 from services.trainer_proxy.errors import TrainingStopped
+from services.trainer_proxy.execution.capture import write_argv
 from services.trainer_proxy.execution.execute import Approved, execute
 from services.trainer_proxy.planning.staging import plan_training
 from tests.unit.trainer_proxy.helpers import COPY_TRAINER, PY, build_tiny_models, campaign, seed_run, write_script

@@ -7,9 +7,9 @@ import hashlib
 
 import pytest
 
+from contracts.artifacts.training import FileDigest, TreeDigest
 from contracts.campaign import Campaign
 from contracts.envelope import ArtifactRef
-from contracts.artifacts.training import FileDigest, TreeDigest
 from services.runtime.bundle.bundle_records import canonical_json
 from services.trainer_proxy.planning.input_key import input_key, tree_sha256
 from services.trainer_proxy.planning.model import PlanInputs

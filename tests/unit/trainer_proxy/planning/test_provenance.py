@@ -10,8 +10,8 @@ import pytest
 
 from contracts import layout
 from contracts.artifacts.corpus import CorpusManifest
-from contracts.events import CapacitySelected, TrainingRequested
 from contracts.artifacts.profile import Profile
+from contracts.events import CapacitySelected, TrainingRequested
 from services.runtime.bundle.bundle import BundleStore
 from services.trainer_proxy.planning.staging import CorpusMismatch, check_provenance, plan_training
 from tests.unit.trainer_proxy.helpers import PY, campaign, corpus_bytes, profiled, seed_run

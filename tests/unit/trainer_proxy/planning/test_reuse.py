@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from contracts import layout
-from contracts.envelope import ArtifactRef
 from contracts.artifacts.training import FileDigest, InputKey, KeyRecord, TreeDigest
+from contracts.envelope import ArtifactRef
 from services.runtime.bundle.bundle import BundleStore
-from services.trainer_proxy.execution.capture import hash_outputs
 from services.trainer_proxy.errors import TrainingStopped
-from services.trainer_proxy.planning.input_key import input_key
+from services.trainer_proxy.execution.capture import hash_outputs
 from services.trainer_proxy.planning.builder import PlanPaths, build_plan
+from services.trainer_proxy.planning.input_key import input_key
 from services.trainer_proxy.planning.model import PlanInputs
 from services.trainer_proxy.planning.reuse import copy_draft, find_reusable, read_reuse
 from tests.unit.trainer_proxy.helpers import campaign

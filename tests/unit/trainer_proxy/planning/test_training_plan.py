@@ -16,8 +16,8 @@ from contracts import layout
 from contracts.campaign import Campaign, TrainCommand
 from contracts.envelope import ArtifactRef
 from services.runtime.bundle.bundle_records import canonical_json
-from services.trainer_proxy.planning import kubernetes
 from services.trainer_proxy.errors import PlanError
+from services.trainer_proxy.planning import kubernetes
 from services.trainer_proxy.planning.builder import PlanPaths, build_plan
 from services.trainer_proxy.planning.model import KubernetesLaunch, LocalLaunch, PlanInputs, SlurmLaunch, TrainingPlan
 from services.trainer_proxy.planning.slurm_job import job_script
