@@ -7,6 +7,7 @@ other bytes stops the publish, one holding the same bytes is left alone (docs/la
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -84,8 +85,9 @@ def publish_objects(
     for done, (key, data, content_type) in enumerate(todo):
         digest = hashlib.sha256(data)
         try:
-            _call(lambda: client.put_object(
-                Bucket=target.bucket, Key=key, Body=data, ContentType=content_type,
+            # partial binds this iteration's values now, not the loop variables' later ones
+            _call(functools.partial(
+                client.put_object, Bucket=target.bucket, Key=key, Body=data, ContentType=content_type,
                 Metadata={**metadata, "sha256": digest.hexdigest()},
                 ChecksumSHA256=base64.b64encode(digest.digest()).decode(),
             ), where, f"PutObject {key}")
