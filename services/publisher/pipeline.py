@@ -44,7 +44,7 @@ def render_run(bundle: BundleStore, run_id: str, *, extra_events: Sequence[Mappi
     files = report_files(report, summary)
     _refuse_conflicts(bundle, run_id, files)
     refs = [bundle.write_bytes(run_id, relpath, data) for relpath, data in files.items()]
-    by_path = dict(zip(files, refs))
+    by_path = dict(zip(files, refs, strict=True))
     return RenderOutcome(
         report=report, summary=summary, markdown=by_path[layout.REPORT_MARKDOWN], html=by_path[layout.REPORT_HTML], refs=refs
     )

@@ -75,7 +75,7 @@ def _latency(data: CampaignData, arm: ArmLevel) -> Plot:
     groups = ([(base, BASE_COLOR)] if base is not None else []) + [(arm, CAND_COLOR)]
     fig = Figure(figsize=(10, 3.6), dpi=DPI)
     axes = fig.subplots(1, len(METRICS))
-    for ax, (attr, label, unit) in zip(axes, METRICS):
+    for ax, (attr, label, unit) in zip(axes, METRICS, strict=True):
         for x, (member, color) in enumerate(groups):
             values = spread(member.trials, attr)
             if values is None:

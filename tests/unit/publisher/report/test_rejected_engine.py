@@ -20,7 +20,7 @@ def _markdown(store: BundleStore, spec: Spec) -> tuple[str, object]:
 def sections(markdown: str) -> dict[str, str]:
     """The report's sections by their anchor id."""
     parts = re.split(r'<a id="([a-z-]+)"></a>\n\n## ', markdown)
-    return dict(zip(parts[1::2], parts[2::2]))
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
 
 
 def test_a_rejected_trial_is_listed_with_its_reason_and_in_no_figure(store: BundleStore) -> None:
