@@ -60,11 +60,11 @@ async def publish_event(
 ) -> ReportPublished:
     _no_inputs(event)
     # The publish target and the acknowledgement come from the campaign: without one, nothing is sent.
-    return await publish_for(bundle, event, load_campaign(bundle, event.run_id), producer, settings)
+    return await publish_for(bundle, event, load_campaign(bundle, event.run_id), producer, settings=settings)
 
 
 async def publish_for(
-    bundle: BundleStore, event: Event, campaign: Campaign, producer: str, settings: RuntimeSettings | None = None
+    bundle: BundleStore, event: Event, campaign: Campaign, producer: str, *, settings: RuntimeSettings | None = None
 ) -> ReportPublished:
     """Publish to the campaign's target; live only when the campaign carries the acknowledgement (and,
     for an external target, its review.pre_approve lists publish: from the dry run made first, for a

@@ -102,8 +102,8 @@ def outbox(bundle: BundleStore, run_id: str, draft_override: DraftOverride | Non
         ) from None
     data: dict[str, bytes] = {}
     report_paths = [*(layout.report_plot(p) for p in summary.plots), layout.REPORT_HTML, layout.REPORT_MARKDOWN]
-    files = [_read(bundle, run_id, relpath, report_name(relpath), data) for relpath in report_paths]
-    evidence = [_read(bundle, run_id, relpath, f"{EVIDENCE_DIR}/{relpath}", data) for relpath in _evidence(bundle, run_id)]
+    files = [_read(bundle, run_id, relpath, report_name(relpath), data=data) for relpath in report_paths]
+    evidence = [_read(bundle, run_id, relpath, f"{EVIDENCE_DIR}/{relpath}", data=data) for relpath in _evidence(bundle, run_id)]
     manifest = OutboxManifest(
         run_id=run_id, draft=summary.draft, draft_reasons=summary.draft_reasons, draft_override=draft_override,
         files=[_entry(f) for f in files], evidence=[_entry(f) for f in evidence],
@@ -123,7 +123,7 @@ def _evidence(bundle: BundleStore, run_id: str) -> list[str]:
     return sorted({*trials, *gate, layout.REPORT_SUMMARY})
 
 
-def _read(bundle: BundleStore, run_id: str, relpath: str, name: str, data: dict[str, bytes]) -> SentFile:
+def _read(bundle: BundleStore, run_id: str, relpath: str, name: str, *, data: dict[str, bytes]) -> SentFile:
     try:
         data[name] = bundle.read_bytes(run_id, relpath)
     except ArtifactMissing:

@@ -43,6 +43,8 @@ __all__ = ["ACK_FIELD", "Acknowledger", "DraftOverride", "Publication", "SentFil
            "publish_report", "publish_run"]
 
 PUBLICATION_VERSION = 1
+# One frozen policy shared by every call that passes none (the default a signature would build once).
+_DEFAULT_POLICY = RetryPolicy()
 
 
 @dataclass(frozen=True)
@@ -132,7 +134,7 @@ async def publish_report(
     draft_override: DraftOverride | None = None,
     settings: RuntimeSettings,
     dry_run: bool = False,
-    policy: RetryPolicy = RetryPolicy(),
+    policy: RetryPolicy = _DEFAULT_POLICY,
 ) -> Publication:
     """Publish the run's rendered report to `target` on a person's or a tool's request.
 
@@ -161,7 +163,7 @@ async def publish_run(
     record: bool = True,
     draft_override: DraftOverride | None = None,
     settings: RuntimeSettings | None = None,
-    policy: RetryPolicy = RetryPolicy(),
+    policy: RetryPolicy = _DEFAULT_POLICY,
     sleep: Sleep = asyncio.sleep,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> Publication:
@@ -213,7 +215,7 @@ async def publish_run(
             written = await asyncio.to_thread(publish_objects, parsed, run_id, box.objects(), metadata=metadata,
                                               attempts=policy.attempts, timeout_s=policy.timeout_s)
         else:
-            response = await _send_http(bundle, run_id, parsed, box, key, settings=settings, policy=policy, sleep=sleep,
+            response = await _send_http(bundle, run_id, parsed, box, key=key, settings=settings, policy=policy, sleep=sleep,
                                         transport=transport, record=record)
     publication = Publication(
         run_id=run_id, key=key, target=target, destination=destination, dry_run=dry_run, mode_reason=why,
@@ -289,7 +291,7 @@ def _write_once(path: Path, data: bytes) -> Path:
 
 
 async def _send_http(
-    bundle: BundleStore, run_id: str, target: HttpTarget, box: Outbox, key: str, *, settings: RuntimeSettings,
+    bundle: BundleStore, run_id: str, target: HttpTarget, box: Outbox, *, key: str, settings: RuntimeSettings,
     policy: RetryPolicy, sleep: Sleep, transport: httpx.AsyncBaseTransport | None, record: bool,
 ) -> ArtifactRef | None:
     response_path = layout.publication_response(key)

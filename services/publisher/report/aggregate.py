@@ -66,8 +66,8 @@ def read_campaign(bundle: BundleStore, run_id: str, *, extra_events: Sequence[Ma
     if not bundle.exists(run_id):
         raise ReportInputError(f"no bundle for run {run_id} under {bundle.root}: check the run ID and SPECDEC_BUNDLE_ROOT")
     problems: list[str] = []
-    campaign = _read_model(bundle, run_id, layout.CAMPAIGN, Campaign, problems)
-    decision = _read_model(bundle, run_id, layout.DECISION, Decision, problems)
+    campaign = _read_model(bundle, run_id, layout.CAMPAIGN, Campaign, problems=problems)
+    decision = _read_model(bundle, run_id, layout.DECISION, Decision, problems=problems)
     decision_sha = bundle.ref(run_id, layout.DECISION).sha256 if decision is not None else None
     plan = _read_json(bundle, run_id, layout.BENCH_PLAN, problems)
     loaded = read_trials(bundle, run_id, problems)
@@ -104,7 +104,7 @@ def read_campaign(bundle: BundleStore, run_id: str, *, extra_events: Sequence[Ma
         draft_reused_from=reused_from,
         draft_input_key=input_key,
         rejected=rejected,
-        engine=_read_engine(bundle, run_id, plan if isinstance(plan, dict) else None, loaded, problems),
+        engine=_read_engine(bundle, run_id, plan if isinstance(plan, dict) else None, loaded, problems=problems),
         redaction=_read_redaction(bundle, run_id, problems),
         ngram_advice=advice, ngram_advice_note=advice_note, draft_cost=cost, draft_cost_note=cost_note,
         suffix_prediction=suffix, suffix_prediction_note=suffix_note,
@@ -134,7 +134,7 @@ def _read_redaction(bundle: BundleStore, run_id: str, problems: list[str]) -> An
         bundle.ref(run_id, layout.CORPUS_MANIFEST)
     except ArtifactMissing:
         return None
-    manifest = _read_model(bundle, run_id, layout.CORPUS_MANIFEST, CorpusManifest, problems)
+    manifest = _read_model(bundle, run_id, layout.CORPUS_MANIFEST, CorpusManifest, problems=problems)
     return manifest.redaction if manifest is not None else None
 
 
@@ -145,7 +145,7 @@ def _draft_origin(
     training = [e for e in events if e.get("schema") == "training.completed"]
     reused = training[-1].get("reused_from") if training else None
     # The trainer-proxy's own record model: an invalid record is a problem, and its key is not shown.
-    record = _read_model(bundle, run_id, layout.TRAINING_INPUT_KEY, KeyRecord, problems)
+    record = _read_model(bundle, run_id, layout.TRAINING_INPUT_KEY, KeyRecord, problems=problems)
     if reused is not None and not (isinstance(reused, str) and re.fullmatch(RUN_ID_PATTERN, reused)):
         problems.append(f"training.completed names an invalid reused_from {reused!r}")
         reused = None
@@ -196,7 +196,7 @@ def _read_json(bundle: BundleStore, run_id: str, relpath: str, problems: list[st
         return None
 
 
-def _read_model(bundle: BundleStore, run_id: str, relpath: str, model: type, problems: list[str]) -> Any:
+def _read_model(bundle: BundleStore, run_id: str, relpath: str, model: type, *, problems: list[str]) -> Any:
     raw = _read_json(bundle, run_id, relpath, problems)
     if raw is None:
         return None
@@ -209,7 +209,8 @@ def _read_model(bundle: BundleStore, run_id: str, relpath: str, model: type, pro
 
 
 def _read_engine(
-    bundle: BundleStore, run_id: str, plan: Mapping[str, Any] | None, loaded: Sequence[LoadedTrial], problems: list[str]
+    bundle: BundleStore, run_id: str, plan: Mapping[str, Any] | None, loaded: Sequence[LoadedTrial], *,
+    problems: list[str],
 ) -> list[LaunchEngine]:
     """Every launch's engine read-back: the plan's launches in order (a launch without one: not read back),
     then files no plan names, then cells with results but no launch at all."""
@@ -228,12 +229,12 @@ def _read_engine(
         mine = sorted((p for p in found if p == first or fnmatch.fnmatch(p, later)),
                       key=lambda p: (p != first, len(p), p))
         used |= set(mine)
-        rows += [_engine_row(bundle, run_id, p, cell, index, problems) for p in mine] or [
+        rows += [_engine_row(bundle, run_id, p, cell=cell, index=index, problems=problems) for p in mine] or [
             LaunchEngine(cell_id=cell, launch=index, path=None, check=None)]
     for relpath in found:
         cell = relpath.split("/")[1]  # contracts.layout.launch_folder: bench/<cell_id>/launch-<i>
         if relpath not in used and KEY_RE.match(cell):
-            rows.append(_engine_row(bundle, run_id, relpath, cell, None, problems))
+            rows.append(_engine_row(bundle, run_id, relpath, cell=cell, index=None, problems=problems))
     served = {row.cell_id for row in rows}
     for cell in sorted({cell_of(item) for item in loaded} - served):
         rows.append(LaunchEngine(cell_id=cell, launch=None, path=None, check=None))
@@ -241,9 +242,9 @@ def _read_engine(
 
 
 def _engine_row(
-    bundle: BundleStore, run_id: str, relpath: str, cell: str, index: int | None, problems: list[str]
+    bundle: BundleStore, run_id: str, relpath: str, *, cell: str, index: int | None, problems: list[str]
 ) -> LaunchEngine:
-    check = _read_model(bundle, run_id, relpath, EngineCheck, problems)
+    check = _read_model(bundle, run_id, relpath, EngineCheck, problems=problems)
     if check is not None:
         cell, index = check.cell_id, check.launch if index is None else index
     return LaunchEngine(cell_id=cell, launch=index, path=relpath, check=check)

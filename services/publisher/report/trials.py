@@ -84,7 +84,8 @@ def build_arms(
     for r in rejected:
         set_aside[(r.cell_id, r.concurrency)] = set_aside.get((r.cell_id, r.concurrency), 0) + 1
     arms = [
-        _arm(cell, level, items, declared.get(cell), standing, measured_cells, set_aside.get((cell, level), 0))
+        _arm(cell, level, items, declared=declared.get(cell), standing=standing, measured_cells=measured_cells,
+             rejected=set_aside.get((cell, level), 0))
         for (cell, level), items in groups.items()
     ]
     return sorted(arms, key=lambda a: (a.role != "standing", a.cell_id, a.concurrency is None, a.concurrency or 0))
@@ -94,6 +95,7 @@ def _arm(
     cell: str,
     level: int | None,
     items: list[LoadedTrial],
+    *,
     declared: tuple[str, str | None, int, list[int]] | None,
     standing: set[str],
     measured_cells: set[str],

@@ -117,7 +117,7 @@ def builtin_checks(
         return checks + [_fail("vocabulary_matches", f"the target's tokenizer at {tokenizer} does not load: {_error(exc)}"),
                          _fail("forward_pass", "not run: no target tokenizer to tokenize prompts with")]
     target_vocab, source = _target_vocab(target, target_tok)
-    checks.append(_vocabulary(model, config, checkpoint_dir, target_tok, target_vocab, source))
+    checks.append(_vocabulary(model, config, checkpoint_dir, target_tok=target_tok, target_vocab=target_vocab, source=source))
     checks.append(_forward(model, target_tok, target_vocab, prompts))
     return checks
 
@@ -133,7 +133,9 @@ def _target_vocab(target: Path, tokenizer: Any) -> tuple[int, str]:
         return len(tokenizer), f"the target's tokenizer ({len(tokenizer)} tokens)"
 
 
-def _vocabulary(model: Any, config: Any, checkpoint_dir: Path, target_tok: Any, target_vocab: int, source: str) -> ProbeCheck:
+def _vocabulary(
+    model: Any, config: Any, checkpoint_dir: Path, *, target_tok: Any, target_vocab: int, source: str
+) -> ProbeCheck:
     from transformers import AutoTokenizer
 
     problems = []

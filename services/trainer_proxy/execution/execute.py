@@ -115,7 +115,9 @@ def _reporter(plan: TrainingPlan, trigger: Event, ctx: StepContext) -> Reporter 
     return Reporter(ProgressRelay(plan.progress), publish, warn)
 
 
-async def _launch(bundle: BundleStore, approved: Approved, trigger: Event, ctx: StepContext, recheck: RecheckFn) -> RunOutcome:
+async def _launch(
+    bundle: BundleStore, approved: Approved, trigger: Event, ctx: StepContext, *, recheck: RecheckFn
+) -> RunOutcome:
     plan = approved.plan
     launch = plan.launch
     run_id = plan.run_id
@@ -219,7 +221,7 @@ def handed_on(plan: TrainingPlan) -> dict[str, Any]:
 
 
 async def execute(
-    bundle: BundleStore, approved: Approved, trigger: Event, ctx: StepContext, recheck: RecheckFn
+    bundle: BundleStore, approved: Approved, trigger: Event, ctx: StepContext, *, recheck: RecheckFn
 ) -> TrainingCompleted:
     """Run the approved plan to a trustworthy draft, or raise TrainingStopped / StepFailed."""
     plan = approved.plan
@@ -233,7 +235,7 @@ async def execute(
             ctx.log.info("re-attached to an earlier delivery's trainer" if not outcome.interrupted
                          else "an earlier delivery's trainer left no outcome: interrupted", handle=outcome.handle)
         else:
-            outcome = await _launch(bundle, approved, trigger, ctx, recheck)
+            outcome = await _launch(bundle, approved, trigger, ctx, recheck=recheck)
         capture, capture_ref, _ = await asyncio.to_thread(capture_run, bundle, plan, approved.ref.sha256, outcome)
         await _cleanup(bundle, plan)
     else:

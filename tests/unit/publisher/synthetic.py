@@ -121,7 +121,7 @@ def build(bundle: BundleStore, spec: Spec | None = None, run_id: str = RUN) -> d
                 ident=identity(STANDING, concurrency=level, trial=trial, trial_count=spec.trials,
                                source_revision=spec.source_revision),
             )
-            refs.append(_write(bundle, run_id, STANDING, trial, level, base))
+            refs.append(_write(bundle, run_id, STANDING, trial=trial, level=level, result=base))
             if level == LEVELS[-1] and trial >= spec.trials - spec.missing_trials:
                 continue
             odd = {"hardware": "h100"} if spec.odd_hardware and (level, trial) == (LEVELS[0], 1) else {}
@@ -137,7 +137,7 @@ def build(bundle: BundleStore, spec: Spec | None = None, run_id: str = RUN) -> d
                 continue
             if level == LEVELS[0] and trial == spec.edited_trial:
                 cand["spec_decode"]["accepted_per_position"] = []  # recorded so, as a hand-edited file would be
-            refs.append(_write(bundle, run_id, CANDIDATE, trial, level, cand))
+            refs.append(_write(bundle, run_id, CANDIDATE, trial=trial, level=level, result=cand))
     _engine_checks(bundle, run_id, spec, ngram)
     if spec.draft_cost is not None:
         bundle.write_json(run_id, layout.TRAINING_DRAFT_COST, draft_cost(run_id, spec.draft_cost))
@@ -180,7 +180,7 @@ def _engine_checks(bundle: BundleStore, run_id: str, spec: Spec, ngram: Speculat
         bundle.write_json(run_id, layout.engine_check(layout.launch_folder(cell, index)), check)
 
 
-def _write(bundle: BundleStore, run_id: str, cell: str, trial: int, level: int, result: dict) -> ArtifactRef:
+def _write(bundle: BundleStore, run_id: str, cell: str, *, trial: int, level: int, result: dict) -> ArtifactRef:
     return bundle.write_bytes(run_id, f"bench/{cell}/trial-{trial}/result-c{level}.json", orjson.dumps(result))
 
 

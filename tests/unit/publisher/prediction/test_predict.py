@@ -33,7 +33,7 @@ def counters(drafts: int, accepted: int, k: int) -> SpecDecodeDelta:
                            mean_acceptance_length=1 + accepted / drafts)
 
 
-def arm(cell: str, level: int, tpots: list[float], spec: SpeculativeConfig | None = None,
+def arm(cell: str, level: int, tpots: list[float], spec: SpeculativeConfig | None = None, *,
         spec_decode: list[SpecDecodeDelta] | None = None) -> ArmLevel:
     role = "candidate" if spec is not None else "standing"
     trials = []
@@ -67,7 +67,7 @@ def test_predicted_speedup_is_l_over_one_plus_k_c():
 def test_draft_model_prediction_uses_the_measured_draft_cost_and_realized_the_tpot_ratio():
     # Two trials of 100 drafts: 150 and 250 accepted -> L = 1 + 400 / 200 = 3.
     acc = [counters(100, 150, 4), counters(100, 250, 4)]
-    arms = [arm("standing", 1, [20.0, 20.0]), arm("draft", 1, [10.0, 40.0], DRAFT, acc)]
+    arms = [arm("standing", 1, [20.0, 20.0]), arm("draft", 1, [10.0, 40.0], DRAFT, spec_decode=acc)]
     [p] = predictions(data(arms, draft_cost=draft_cost(RUN, 0.125)))
     assert (p.method, p.k, p.mean_length, p.cost) == ("draft_model", 4, pytest.approx(3.0), 0.125)
     assert p.predicted == pytest.approx(3.0 / (1 + 4 * 0.125))
@@ -76,10 +76,10 @@ def test_draft_model_prediction_uses_the_measured_draft_cost_and_realized_the_tp
 
 def test_without_draft_cost_a_draft_model_gets_no_prediction_and_ngram_costs_nothing():
     acc = [counters(100, 200, 4)]
-    arms = [arm("standing", 1, [20.0]), arm("draft", 1, [10.0], DRAFT, acc),
-            arm("ngram", 1, [12.0], NGRAM, [counters(100, 120, 3)]),
+    arms = [arm("standing", 1, [20.0]), arm("draft", 1, [10.0], DRAFT, spec_decode=acc),
+            arm("ngram", 1, [12.0], NGRAM, spec_decode=[counters(100, 120, 3)]),
             arm("eagle", 1, [12.0], SpeculativeConfig(method="eagle3", num_speculative_tokens=2, model="/e"),
-                [counters(100, 50, 2)])]
+                spec_decode=[counters(100, 50, 2)])]
     by_cell = {p.arm.cell_id: p for p in predictions(data(arms, draft_cost_note="no training/draft-cost.json"))}
     assert by_cell["draft"].predicted is None and by_cell["draft"].cost_source.startswith("draft cost not measured")
     assert by_cell["ngram"].cost == 0.0 and by_cell["ngram"].predicted == pytest.approx(2.2)

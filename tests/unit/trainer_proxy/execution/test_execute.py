@@ -63,7 +63,7 @@ async def test_an_interrupted_launch_is_captured_as_partial_and_never_run_again(
     bus = Bus()
     for _ in range(2):
         with pytest.raises(TrainingStopped) as stopped:
-            await execute(bundle, approved, trigger, _ctx(bus), _idle)
+            await execute(bundle, approved, trigger, _ctx(bus), recheck=_idle)
         assert stopped.value.error_type == "TrainingInterrupted"
     assert not marker.exists() and bus.events == []
     manifest = bundle.read_json(RUN, "training/outputs.json")
@@ -79,14 +79,14 @@ async def test_a_capture_left_without_its_index_record_is_read_not_recaptured(tm
     bundle, approved, trigger = _approved(tmp_path, [PY, str(trainer), "{output_dir}"])
     first = Bus()
     with pytest.raises(TrainingStopped):  # the probes refuse a one-byte draft; the capture is what counts here
-        await execute(bundle, approved, trigger, _ctx(first), _idle)
+        await execute(bundle, approved, trigger, _ctx(first), recheck=_idle)
     capture = bundle.run_dir(RUN) / "training/capture.json"
     record = next(p for p in (bundle.run_dir(RUN) / ".index").iterdir()
                   if orjson.loads(p.read_bytes())["path"] == "training/capture.json")
     record.unlink()
     second = Bus()
     with pytest.raises(TrainingStopped) as stopped:
-        await execute(bundle, approved, trigger, _ctx(second), _idle)
+        await execute(bundle, approved, trigger, _ctx(second), recheck=_idle)
     assert stopped.value.error_type == "ProbeFailed", stopped.value
     assert second.events == [], "the trainer ran again"
     assert bundle.read_json(RUN, "training/capture.json")["exit_code"] == 0 and capture.exists()
@@ -102,7 +102,7 @@ async def test_a_cancelled_step_kills_its_trainer(tmp_path):
     """)
     bundle, approved, trigger = _approved(tmp_path, [PY, str(trainer)])
     bus = Bus()
-    task = asyncio.create_task(execute(bundle, approved, trigger, _ctx(bus), _idle))
+    task = asyncio.create_task(execute(bundle, approved, trigger, _ctx(bus), recheck=_idle))
     deadline = time.monotonic() + 20
     while not pid_file.exists() or not pid_file.read_text():
         assert time.monotonic() < deadline, "the trainer never started"
@@ -123,7 +123,7 @@ async def test_a_draft_cost_that_cannot_be_measured_changes_nothing_else(tmp_pat
     trainer = write_script(tmp_path / "trainer.py", COPY_TRAINER)
     argv = [PY, str(trainer), "--from", str(models["draft"]), "--out", "{output_dir}", "--corpus", "{corpus_train}"]
     bundle, approved, trigger = _approved(tmp_path, argv, target=str(target))
-    completed = await execute(bundle, approved, trigger, _ctx(Bus()), _idle)
+    completed = await execute(bundle, approved, trigger, _ctx(Bus()), recheck=_idle)
     assert completed.output is not None and completed.reused_from is None
     assert bundle.read_json(RUN, "training/probes.json")["passed"]
     assert not (bundle.run_dir(RUN) / "training/draft-cost.json").exists()
@@ -149,11 +149,11 @@ async def test_a_trainer_saving_below_the_output_dir_is_probed_and_served_from_i
     output = Path(approved.plan.output_dir)
     if subdir is None:  # {output_dir} itself holds only the epoch folders: nothing to load there
         with pytest.raises(TrainingStopped) as stopped:
-            await execute(bundle, approved, trigger, _ctx(Bus()), _idle)
+            await execute(bundle, approved, trigger, _ctx(Bus()), recheck=_idle)
         assert stopped.value.error_type == "ProbeFailed"
         assert f"no config.json in {output}" in stopped.value.reason and "checkpoint_subdir" in stopped.value.reason
         return
-    completed = await execute(bundle, approved, trigger, _ctx(Bus()), _idle)
+    completed = await execute(bundle, approved, trigger, _ctx(Bus()), recheck=_idle)
     assert completed.checkpoint_dir == approved.plan.checkpoint_dir == f"{output}/2"  # what {training.output} serves
     report = bundle.read_json(RUN, "training/probes.json")
     assert report["passed"] and report["checkpoint_dir"] == f"{output}/2"
