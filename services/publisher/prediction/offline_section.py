@@ -36,7 +36,7 @@ def _trained(spec: SpeculativeConfig, data: CampaignData) -> bool:
         return True
     # The bench plan and the trials' identity carry the resolved path, not the placeholder.
     folder = data.training_output_dir
-    return bool(spec.model and folder) and posixpath.normpath(spec.model) == posixpath.normpath(folder)
+    return bool(spec.model and folder and posixpath.normpath(spec.model) == posixpath.normpath(folder))
 
 
 @dataclass(frozen=True)

@@ -175,7 +175,7 @@ def cell_speculation(data: CampaignData) -> dict[str, SpeculativeConfig | None]:
     return out
 
 
-def _declared_roles(data: CampaignData) -> dict[str, str]:
+def _declared_roles(data: CampaignData) -> dict[str, str | None]:
     if data.campaign is not None and isinstance(data.campaign.matrix, Matrix):
         return {c.cell_id: c.role for c in data.campaign.matrix.cells}
     return {c["cell_id"]: c.get("role") for c in (data.plan or {}).get("cells") or []
@@ -206,7 +206,7 @@ def report_figures(data: CampaignData) -> dict[str, Any]:
         mean_acceptance_length=p.mean_length, relative_draft_cost=p.cost, predicted=p.predicted, realized=p.realized,
         note=p.cost_source if p.mean_length is not None else "no drafts in the trials: no acceptance length",
     ) for p in found]
-    stops = [StopsPayingFigure(cell_id=s.cell_id, stops_at=s.level, verdict=s.verdict, finding=s.text)  # type: ignore[arg-type]
+    stops = [StopsPayingFigure(cell_id=s.cell_id, stops_at=s.level, verdict=s.verdict, finding=s.text)
              for s in stops_paying_all(found)]
     ngram = [NgramSettingsFigure(
         cell_id=c.cell_id, num_speculative_tokens=c.campaign[0], prompt_lookup_min=c.campaign[1],

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from contracts import layout
 from contracts.artifacts.offline_acceptance import OFFLINE_ACCEPTANCE_FILE, OfflineAcceptance
@@ -66,7 +66,7 @@ def read_offline_acceptance(bundle: BundleStore, run_id: str,
     return found, note, manifest.output_dir
 
 
-def _read(bundle: BundleStore, run_id: str, relpath: str, model: type, *, problems: list[str]) -> tuple[Any, str | None]:
+def _read(bundle: BundleStore, run_id: str, relpath: str, model: type[BaseModel], *, problems: list[str]) -> tuple[Any, str | None]:
     try:
         raw = bundle.read_json(run_id, relpath)
     except ArtifactMissing:

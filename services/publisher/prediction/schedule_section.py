@@ -44,7 +44,7 @@ def schedule_blocks(data: CampaignData) -> list[Block]:
         return blocks
     blocks.append(_table(plans))
     blocks.append(Bullets(tuple((_summary(p),) for p in plans)))
-    blocks += _proof(data, best(plans))  # type: ignore[arg-type]
+    blocks += _proof(data, best(plans))  # type: ignore[arg-type]  # plans is not empty: best() finds one
     return blocks
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field, field_validator
 
@@ -22,7 +22,7 @@ from services.runtime.bundle.bundle import ArtifactMissing, BundleError, BundleS
 from services.runtime.bundle.bundle_records import canonical_json
 from services.shared.results import rejected_files, result_files
 
-MANIFEST_VERSION = 2
+MANIFEST_VERSION: Final = 2
 EVIDENCE_DIR = "evidence"
 CONTENT_TYPES = {
     ".md": "text/markdown; charset=utf-8",

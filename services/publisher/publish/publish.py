@@ -13,7 +13,7 @@ import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 import httpx
 from pydantic import Field
@@ -42,7 +42,7 @@ from services.runtime.settings import RuntimeSettings
 __all__ = ["ACK_FIELD", "Acknowledger", "DraftOverride", "Publication", "SentFile", "mode", "parse_target",
            "publish_report", "publish_run"]
 
-PUBLICATION_VERSION = 1
+PUBLICATION_VERSION: Final = 1
 # One frozen policy shared by every call that passes none (the default a signature would build once).
 _DEFAULT_POLICY = RetryPolicy()
 
@@ -202,8 +202,9 @@ async def publish_run(
         if dry_run:
             why = dry_run_reason(why, draft, draft_override, external=True)
         else:
-            live, why = live_external(run_id, destination, acknowledged_by=acknowledged_by,  # type: ignore[arg-type]
-                                      draft=draft, override=draft_override, reviewed=reviewed)
+            live, why = live_external(
+                run_id, destination, acknowledged_by=acknowledged_by,  # type: ignore[arg-type]  # live: mode() found one
+                draft=draft, override=draft_override, reviewed=reviewed)
             dry_run = not live
     written: list[str] = []
     response: ArtifactRef | None = None
@@ -255,7 +256,7 @@ def _destination(bundle: BundleStore, run_id: str, parsed: Target) -> str:
         return parsed.destination(run_id)
     if parsed.relpath is not None:
         return str(bundle.run_dir(run_id) / parsed.relpath)
-    return str(parsed.directory / run_id)  # type: ignore[operator]
+    return str(parsed.directory / run_id)  # type: ignore[operator]  # parse_target: no relpath, so a directory
 
 
 def _write_files(bundle: BundleStore, run_id: str, target: FileTarget, box: Outbox) -> list[str]:
@@ -265,7 +266,7 @@ def _write_files(bundle: BundleStore, run_id: str, target: FileTarget, box: Outb
             return [bundle.write_bytes(run_id, f"{target.relpath}/{name}", data).uri for name, data in files]
         except ArtifactConflict as exc:
             raise PublishConflict(f"{exc}; publish to another folder") from None
-    folder = target.directory / run_id  # type: ignore[operator]
+    folder = target.directory / run_id  # type: ignore[operator]  # parse_target: no relpath, so a directory
     return [str(_write_once(folder / name, data)) for name, data in files]
 
 

@@ -8,7 +8,7 @@ policy, never for a DRAFT (docs/lake.md, "The review point")."""
 from __future__ import annotations
 
 import hashlib
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
@@ -17,7 +17,7 @@ from contracts.envelope import RunId, Sha256, Strict
 from services.publisher.errors import PublishRefused
 from services.publisher.publish.outbox import DraftOverride, Outbox, SentFile
 
-DRY_RUN_VERSION = 1
+DRY_RUN_VERSION: Final = 1
 DRY_RUN_DIR = f"{layout.PUBLISH_DIR}/dry-run"
 ACK_FIELD = "i_understand_this_publishes_externally"
 # Who gave the acknowledgement: the campaign alone (the service: live to a folder only), the campaign's policy

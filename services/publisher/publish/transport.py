@@ -12,7 +12,7 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 import httpx
 from pydantic import Field
@@ -21,7 +21,7 @@ from contracts import layout
 from contracts.envelope import Strict
 from services.publisher.publish.credentials import BearerToken
 
-RECORD_VERSION = 1
+RECORD_VERSION: Final = 1
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 MAX_BODY_CHARS = 65536  # of a response body kept in the record
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from contracts import layout
 from contracts.artifacts.corpus import CorpusManifest
@@ -196,7 +196,7 @@ def _read_json(bundle: BundleStore, run_id: str, relpath: str, problems: list[st
         return None
 
 
-def _read_model(bundle: BundleStore, run_id: str, relpath: str, model: type, *, problems: list[str]) -> Any:
+def _read_model(bundle: BundleStore, run_id: str, relpath: str, model: type[BaseModel], *, problems: list[str]) -> Any:
     raw = _read_json(bundle, run_id, relpath, problems)
     if raw is None:
         return None
@@ -224,7 +224,7 @@ def _read_engine(
         if not (isinstance(cell, str) and KEY_RE.match(cell)):
             continue
         folder = layout.launch_folder(cell, index)
-        first, later = layout.engine_check(folder), layout.engine_check(layout.attempt_folder(folder, "*"))  # type: ignore[arg-type]
+        first, later = layout.engine_check(folder), layout.engine_check(layout.attempt_folder(folder, "*"))
         # The first attempt's, then later attempts' in order (attempt_folder).
         mine = sorted((p for p in found if p == first or fnmatch.fnmatch(p, later)),
                       key=lambda p: (p != first, len(p), p))

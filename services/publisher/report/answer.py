@@ -98,7 +98,7 @@ def answer_plot(data: CampaignData) -> Plot | None:
         ax.axhspan(-effect, effect, color="#dddddd", label=f"within +-{effect:g} % (minimum effect)")
     ax.axhline(0.0, color="black", linewidth=0.8)
     for x, r in enumerate(drawn):
-        gain, low, high = r.gain  # type: ignore[misc]
+        gain, low, high = r.gain  # type: ignore[misc]  # drawn keeps only the rows with a gain
         color = OUTCOME_COLORS.get(r.level.outcome, "#1f77b4")
         ax.errorbar([x], [gain], yerr=[[gain - low], [high - gain]], fmt="o", color=color, capsize=4)
         label = r.level.outcome + (f", {r.level.trials_used} trials" if r.level.trials_used is not None else "")

@@ -92,7 +92,7 @@ def _missing_trials(data: CampaignData) -> list[Lever]:
     short = [a for a in data.arms if a.trials_declared is not None and len(a.trials) < a.trials_declared]
     if not short:
         return []
-    missing = sum(a.trials_declared - len(a.trials) for a in short)  # type: ignore[operator]
+    missing = sum(a.trials_declared - len(a.trials) for a in short if a.trials_declared is not None)
     return [Lever(
         rule="missing-trials",
         finding=f"{missing} declared trial(s) have no results: "

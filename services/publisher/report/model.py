@@ -8,7 +8,7 @@ listed in `problems` and turned into DRAFT reasons, never exceptions.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field
 
@@ -25,7 +25,7 @@ from contracts.campaign.canonical import CanonicalRecord
 from contracts.envelope import Key, RunId, Sha256, Strict
 from contracts.events import SpecDecodeDelta
 
-AGGREGATE_VERSION = 1
+AGGREGATE_VERSION: Final = 1
 
 # The campaign steps whose evidence a report rests on, in flow order. report and
 # publish come after the report and are not part of its evidence.

@@ -118,7 +118,7 @@ def _acceptance(data: CampaignData, cell: str) -> Plot | None:
         right.plot(positions, acc.conditional, marker="o", color=color, label=label)
     for ax, title in ((left, "a_i: accepted at position i / drafts"), (right, "p_i: accepted at i given i-1")):
         ax.set_xlabel("draft position i", fontsize=8)
-        ax.set_xticks(range(1, max(acceptance(a).k for a in arms) + 1))  # type: ignore[union-attr]
+        ax.set_xticks(range(1, max(acceptance(a).k for a in arms) + 1))  # type: ignore[union-attr]  # arms holds only arms with an acceptance
         ax.set_ylim(0, 1.05)
         ax.set_title(title, fontsize=9)
         ax.grid(alpha=0.3)

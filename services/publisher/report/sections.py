@@ -18,6 +18,7 @@ from services.publisher.prediction import render_predict
 from services.publisher.report import figures as fig
 from services.publisher.report.document import (
     Anchor,
+    Block,
     Bullets,
     Image,
     Paragraph,
@@ -31,6 +32,9 @@ from services.publisher.report.model import CampaignData
 from services.publisher.report.plots import Plot
 from services.publisher.report.pointers import arm_ref, id_cols
 from services.shared.formatting import MISSING, concurrency, interval, joined, percent
+
+# A guard's result; None (not compared) is neither.
+_GUARD_RESULTS: dict[bool | None, str] = {True: "passed", False: "failed"}
 
 # --- sections ----------------------------------------------------------------------
 
@@ -202,12 +206,12 @@ def gate_section(data: CampaignData) -> Section:
                         f"{lvl.candidate.trials}/{lvl.baseline.trials}",
                         d.baseline, g.guard, _n(g.comparison.baseline_value), _n(g.comparison.candidate_value),
                         percent(g.comparison.delta_pct), percent(g.comparison.noise_bound_pct, signed=False),
-                        g.comparison.verdict, {True: "passed", False: "failed"}.get(g.passed, "not compared"))
+                        g.comparison.verdict, _GUARD_RESULTS.get(g.passed, "not compared"))
                        for g in lvl.guards]
     outcomes = tuple((_refs(data, c.candidate), c.candidate, c.outcome, percent(c.worst_gain_pct),
                       concurrency(c.stops_paying_at) if c.stops_paying_at else MISSING, c.reasons[0])
                      for c in d.candidates)
-    blocks = [
+    blocks: list[Block] = [
         Paragraph((f"Decision {d.decision}" + (f", winner {d.winner}" if d.winner else "") + f". Rule: {d.campaign_rule}",)),
         Table(("ID", "candidate", "outcome", "smallest gain", "stops paying at", "why"), outcomes),
         Table(("ID", "candidate", "concurrency", "trials (cand/base)", "named baseline", "objective", "baseline",
@@ -231,7 +235,7 @@ def latency_section(data: CampaignData, plots: dict[str, Plot]) -> Section:
         rows.append((*id_cols(arm), *(_spread(fig.spread(arm.trials, a)) for a in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")),
                      f"{sum(t.failed for t in arm.trials)}/{requests}"))
     cols = ("ID", "cell", "concurrency", "trials", "named baseline", "TTFT ms", "TPOT ms", "ITL ms", "E2EL ms", "failed/requests")
-    blocks = [
+    blocks: list[Block] = [
         Paragraph(("Each figure: geometric mean of the trials' medians [min - max over trials].",)),
         Table(cols, tuple(rows)),
     ]
@@ -241,7 +245,7 @@ def latency_section(data: CampaignData, plots: dict[str, Plot]) -> Section:
 
 def throughput_section(data: CampaignData, plots: dict[str, Plot]) -> Section:
     rows = tuple((*id_cols(arm), _spread(fig.spread(arm.trials, "output_throughput_tok_per_s"))) for arm in data.arms)
-    blocks = [Table(("ID", "cell", "concurrency", "trials", "named baseline", "output tok/s"), rows)]
+    blocks: list[Block] = [Table(("ID", "cell", "concurrency", "trials", "named baseline", "output tok/s"), rows)]
     blocks += [_image(plots[n]) for n in ("throughput.png",) if n in plots]
     return Section("throughput", "Throughput against concurrency", tuple(blocks))
 
@@ -258,7 +262,7 @@ def acceptance_section(data: CampaignData, plots: dict[str, Plot]) -> Section:
         return Section("acceptance", "Acceptance per position", (Paragraph(("No trial carries spec-decode counters.",)),))
     cols = ("ID", "cell", "concurrency", "trials", "named baseline", "k", "acceptance rate", "tau (mean acceptance length)",
             "a_1 / ... / a_k", "p_1 / ... / p_k")
-    blocks = [Table(cols, tuple(rows)), *(_image(p) for p in plots.values() if p.name.startswith("acceptance-"))]
+    blocks: list[Block] = [Table(cols, tuple(rows)), *(_image(p) for p in plots.values() if p.name.startswith("acceptance-"))]
     return Section("acceptance", "Acceptance per position", tuple(blocks))
 
 

@@ -131,7 +131,7 @@ def _arm(
     return ArmLevel(
         key=arm_key(cell, level),
         cell_id=cell,
-        role=role,  # type: ignore[arg-type]
+        role=role,
         concurrency=level,
         baseline_cell_id=baseline,
         identity=ident,

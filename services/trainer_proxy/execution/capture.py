@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
@@ -25,7 +25,7 @@ from services.trainer_proxy.execution.monitor import RunOutcome
 from services.trainer_proxy.execution.slurm import JOB_RECORD
 from services.trainer_proxy.planning.model import LocalLaunch, SlurmLaunch, TrainingPlan
 
-CAPTURE_VERSION = 1
+CAPTURE_VERSION: Final = 1
 # What the executors record of the run as it goes (the keeper's pids and exit, the Slurm job ID):
 # registered with the capture, as evidence of how the run's end was known.
 RUN_RECORDS = (KEEPER_RECORD, EXIT_RECORD, JOB_RECORD)
@@ -64,9 +64,9 @@ def write_argv(bundle: BundleStore, plan: TrainingPlan) -> ArtifactRef:
     record = {
         "executor": plan.executor,
         "node": plan.node,
-        "argv": mask_argv(launch.argv),
+        "argv": mask_argv(launch.argv),  # type: ignore[union-attr]  # only a plan that launches gets here (_launch)
         "launched_argv": mask_argv(getattr(launch, "sbatch_argv", None) or getattr(launch, "apply_argv", None)
-                                   or launch.argv),
+                                   or launch.argv),  # type: ignore[union-attr]  # as above
         "env": list(getattr(launch, "env", None) or []),
         "cwd": getattr(launch, "cwd", None),
         "label": {"experiment": plan.run_id},
@@ -154,7 +154,7 @@ def capture_run(
         executor=plan.executor,
         node=plan.node,
         handle=outcome.handle,
-        argv=mask_argv(plan.launch.argv),
+        argv=mask_argv(launch.argv),
         launched_argv=mask_argv(outcome.launched_argv),
         cwd=launch.cwd,
         exit_code=outcome.exit_code,

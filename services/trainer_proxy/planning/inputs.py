@@ -92,7 +92,7 @@ def split_corpus(data: bytes) -> CorpusSplit:
 
 def prompt_messages(data: bytes, limit: int) -> list[list[dict[str, str]]]:
     """The chat messages of the first `limit` records of a split file."""
-    prompts = []
+    prompts: list[list[dict[str, str]]] = []
     for raw in data.split(b"\n"):
         if len(prompts) >= limit:
             break

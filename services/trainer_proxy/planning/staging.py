@@ -16,6 +16,7 @@ from contracts import layout
 from contracts.artifacts.corpus import CorpusManifest
 from contracts.artifacts.profile import Profile
 from contracts.campaign import Campaign
+from contracts.campaign.commands import Scheduler
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import CapacitySelected, TrainingCompleted, TrainingRequested
 from contracts.inputs import CORPUS
@@ -45,7 +46,7 @@ def skipped(bundle: BundleStore, campaign: Campaign, event: Event, producer: str
     )]
 
 
-def placement(bundle: BundleStore, event: Event) -> tuple[str, str]:
+def placement(bundle: BundleStore, event: Event) -> tuple[Scheduler, str]:
     """(scheduler, node): from capacity.selected, or for a request from the run's latest one."""
     selected = event if isinstance(event, CapacitySelected) else latest(bundle, event.run_id, CapacitySelected)
     if selected is None:
@@ -192,7 +193,7 @@ def plan_training(bundle: BundleStore, campaign: Campaign, event: Event) -> tupl
     except OSError as exc:
         raise StepFailed(f"the training inputs cannot be hashed: {exc}; check that the target and the files the "
                          "trainer's argv names are readable", error_type="InputsUnreadable") from None
-    plan = build_plan(campaign, run_id=run_id, node=node, scheduler=scheduler, paths=paths, inputs=inputs,  # type: ignore[arg-type]
+    plan = build_plan(campaign, run_id=run_id, node=node, scheduler=scheduler, paths=paths, inputs=inputs,
                       input_key=key, reuse=found, reuse_note=note)
     try:
         if isinstance(plan.launch, KubernetesLaunch):

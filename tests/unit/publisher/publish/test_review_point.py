@@ -194,7 +194,7 @@ def test_the_same_report_gives_the_same_manifest_with_its_evidence(clean):
 async def test_a_call_cannot_borrow_the_campaign_acknowledgement(clean, receiver):
     bundle, _ = clean
     with pytest.raises(PublishRefused, match="'cli' or 'mcp'"):
-        await publish_report(bundle, RUN, receiver.url, acknowledged_by="campaign", settings=SETTINGS)  # type: ignore[arg-type]
+        await publish_report(bundle, RUN, receiver.url, acknowledged_by="campaign", settings=SETTINGS)
     assert receiver.bodies == []
 
 

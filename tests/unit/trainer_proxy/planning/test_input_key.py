@@ -4,6 +4,7 @@ changing any input that determines the draft changes it."""
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import pytest
 
@@ -25,7 +26,7 @@ def _sha(text: str) -> str:
 
 
 TARGET = TreeDigest(path="models/t", files=2, total_bytes=30, sha256=_sha("target"))
-BASE = {
+BASE: dict[str, Any] = {  # PlanInputs' fields
     "train_sha256": _sha("train"),
     "heldout_sha256": _sha("heldout"),
     "corpus_sha256": _sha("corpus"),

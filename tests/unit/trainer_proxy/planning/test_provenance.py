@@ -11,6 +11,7 @@ import pytest
 from contracts import layout
 from contracts.artifacts.corpus import CorpusManifest
 from contracts.artifacts.profile import Profile
+from contracts.envelope import Event
 from contracts.events import CapacitySelected, TrainingRequested
 from services.runtime.bundle.bundle import BundleStore
 from services.trainer_proxy.planning.staging import CorpusMismatch, check_provenance, plan_training
@@ -35,7 +36,7 @@ def capacity(bundle: BundleStore, run_id: str = RUN) -> CapacitySelected:
     return selected
 
 
-def request(bundle: BundleStore, corpus_run: str) -> TrainingRequested:
+def request(bundle: BundleStore, corpus_run: str) -> Event:  # a TrainingRequested, built at import
     return TrainingRequested(run_id=RUN, producer="test", requested_by="test",
                              inputs={"corpus": bundle.ref(corpus_run, layout.CORPUS)})
 

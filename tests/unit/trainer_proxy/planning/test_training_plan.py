@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from contracts import layout
 from contracts.campaign import Campaign, TrainCommand
+from contracts.campaign.commands import Scheduler
 from contracts.envelope import ArtifactRef
 from services.runtime.bundle.bundle_records import canonical_json
 from services.trainer_proxy.errors import PlanError
@@ -46,7 +47,7 @@ ARGV = ["python", "train.py", "--corpus", "{corpus_train}", "--target", "{target
         "--tag", "{run_id}@{node}", "--literal", "a;b $(rm -rf x) {{braces}}"]
 
 
-def _plan(camp: Campaign, scheduler: str = "local", node: str = "node-1"):
+def _plan(camp: Campaign, scheduler: Scheduler = "local", node: str = "node-1"):
     return build_plan(camp, run_id=RUN, node=node, scheduler=scheduler, paths=PATHS, inputs=INPUTS)
 
 
