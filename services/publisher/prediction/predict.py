@@ -137,7 +137,9 @@ class NgramComparison:
     sentence: str
 
 
-def compare_ngram(cell_id: str, spec: SpeculativeConfig, advice: NgramAdvice | None, note: str | None) -> NgramComparison:
+def compare_ngram(
+    cell_id: str, spec: SpeculativeConfig, advice: NgramAdvice | None, note: str | None
+) -> NgramComparison:
     mine = (spec.num_speculative_tokens, spec.prompt_lookup_min, spec.prompt_lookup_max)
     if advice is None:
         return NgramComparison(cell_id, mine, None, None, (), f"no advice to compare with: {note or 'no profile'}")

@@ -66,7 +66,9 @@ def read_offline_acceptance(bundle: BundleStore, run_id: str,
     return found, note, manifest.output_dir
 
 
-def _read(bundle: BundleStore, run_id: str, relpath: str, model: type[BaseModel], *, problems: list[str]) -> tuple[Any, str | None]:
+def _read(
+    bundle: BundleStore, run_id: str, relpath: str, model: type[BaseModel], *, problems: list[str]
+) -> tuple[Any, str | None]:
     try:
         raw = bundle.read_json(run_id, relpath)
     except ArtifactMissing:

@@ -52,7 +52,9 @@ class DraftOverride(Strict):
 class SentFile(Strict):
     """One file of the report or its evidence, as sent (bytes unchanged from the bundle artifact)."""
 
-    name: str = Field(description="Name at the target: report.html, plots/speedup.png, evidence/gate/DECISION.json, ...")
+    name: str = Field(
+        description="Name at the target: report.html, plots/speedup.png, evidence/gate/DECISION.json, ..."
+    )
     content_type: str = Field(description="MIME type it is sent with.")
     ref: ArtifactRef = Field(description="The bundle artifact whose bytes were (or would be) sent.")
 

@@ -101,13 +101,19 @@ class Publication(Strict):
     destination: str = Field(description="Where the files go: a folder path, s3://BUCKET/PREFIX/RUN_ID/ or the URL.")
     dry_run: bool = Field(description="True when nothing was sent.")
     mode_reason: str = Field(description="Why it was a dry run, or who acknowledged the live publish.")
-    acknowledged_by: Acknowledger | None = Field(description="Source of the acknowledgement of a live publish; None without.")
+    acknowledged_by: Acknowledger | None = Field(
+        description="Source of the acknowledgement of a live publish; None without."
+    )
     draft: bool = Field(description="True when the published report is a DRAFT.")
     files: list[SentFile] = Field(description="The report's files sent (or that would be), with their hashes.")
     written: list[str] = Field(description="file:// and s3:// targets: what was written (paths, bundle or s3:// URIs).")
     response: ArtifactRef | None = Field(description="HTTP targets: the recorded attempts (response.json).")
-    evidence: list[SentFile] = Field(default=[], description="The evidence files sent (or that would be) under evidence/.")
-    manifest_sha256: str | None = Field(default=None, description="sha256 of the manifest.json sent (or that would be).")
+    evidence: list[SentFile] = Field(
+        default=[], description="The evidence files sent (or that would be) under evidence/."
+    )
+    manifest_sha256: str | None = Field(
+        default=None, description="sha256 of the manifest.json sent (or that would be)."
+    )
     external: bool = Field(default=False, description="True for s3://, https:// and http:// targets.")
     dry_run_record: str | None = Field(
         default=None, description="External targets: the bundle path of the dry-run record this publish made or matched."

@@ -35,7 +35,9 @@ class DryRunRecord(Strict):
     version: Literal[1] = Field(default=DRY_RUN_VERSION, description="Version of this record.")
     run_id: RunId = Field(description="The run.")
     destination: str = Field(description="Where it would go: s3://BUCKET/PREFIX/RUN_ID/ or the URL.")
-    manifest_sha256: Sha256 = Field(description="sha256 of the manifest.json it would send; a live publish must match it.")
+    manifest_sha256: Sha256 = Field(
+        description="sha256 of the manifest.json it would send; a live publish must match it."
+    )
     manifest_size_bytes: int = Field(ge=0, description="Size of that manifest.json.")
     draft: bool = Field(description="True when the report is a DRAFT.")
     draft_override: DraftOverride | None = Field(description="The override it was made with; None without one.")

@@ -43,7 +43,9 @@ class Attempt(Strict):
     waited_s: float = Field(ge=0, description="Backoff slept before this attempt, seconds.")
     status: int | None = Field(description="HTTP status; None when no response came (error set).")
     headers: dict[str, str] = Field(description="Response headers (lower-case names; repeated ones joined by ', ').")
-    body: str = Field(description="Response body as text (UTF-8, undecodable bytes replaced), at most 65536 characters.")
+    body: str = Field(
+        description="Response body as text (UTF-8, undecodable bytes replaced), at most 65536 characters."
+    )
     body_truncated: bool = Field(description="True when the body was longer than what is kept.")
     error: str | None = Field(description="Transport error (connect, timeout, ...) when no response came.")
     elapsed_s: float = Field(ge=0, description="Time from sending to the response or the error, seconds.")

@@ -16,7 +16,9 @@ from services.runtime.bundle.bundle import ArtifactMissing, BundleError, BundleS
 TITLE = "Target model: source and hashes"
 
 
-def read_target_build(bundle: BundleStore, run_id: str, problems: list[str]) -> tuple[dict[str, Any] | None, str | None]:
+def read_target_build(
+    bundle: BundleStore, run_id: str, problems: list[str]
+) -> tuple[dict[str, Any] | None, str | None]:
     """(the target's build record, why there is none)."""
     try:
         raw = bundle.read_json(run_id, layout.TARGET_BUILD)

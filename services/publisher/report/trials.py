@@ -161,7 +161,9 @@ def _figures(item: LoadedTrial) -> TrialFigures:
     )
 
 
-def _declared(plan: Mapping[str, Any] | None, campaign: Campaign | None) -> dict[str, tuple[str, str | None, int, list[int]]]:
+def _declared(
+    plan: Mapping[str, Any] | None, campaign: Campaign | None
+) -> dict[str, tuple[str, str | None, int, list[int]]]:
     """cell -> (cell, role, trials, concurrency levels) from the bench plan, else the campaign's inline matrix."""
     out: dict[str, tuple[str, str | None, int, list[int]]] = {}
     cells: list[Any] = []

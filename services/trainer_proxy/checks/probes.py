@@ -235,7 +235,9 @@ async def run_operator(
     return _ok("operator", f"the operator's probe {argv!r} exited 0 in {outcome.duration_s:g} s"), run
 
 
-def report(run_id: str, checkpoint_dir: Path, checks: list[ProbeCheck], operator: OperatorProbeRun | None) -> ProbeReport:
+def report(
+    run_id: str, checkpoint_dir: Path, checks: list[ProbeCheck], operator: OperatorProbeRun | None
+) -> ProbeReport:
     return ProbeReport(
         run_id=run_id, checkpoint_dir=str(checkpoint_dir), checks=checks, operator=operator,
         passed=all(check.passed for check in checks),

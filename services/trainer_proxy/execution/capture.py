@@ -49,7 +49,9 @@ class TrainingCapture(Strict):
     timed_out: bool = Field(description="True when it ran past timeout_s and was killed with its children.")
     stopped_for_loss: bool = Field(description="True when a non-finite loss made specdec stop it early.")
     interrupted: bool = Field(description="True when the service stopped or died before this run was captured.")
-    launch_error: str | None = Field(description="Why the executor failed to run the trainer (not started, job lost); None otherwise.")
+    launch_error: str | None = Field(
+        description="Why the executor failed to run the trainer (not started, job lost); None otherwise."
+    )
     losses: list[LossSummary] = Field(description="The loss scan of stdout and stderr.")
     stdout: ArtifactRef = Field(description="The trainer's stdout.")
     stderr: ArtifactRef = Field(description="The trainer's stderr.")

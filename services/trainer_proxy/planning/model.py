@@ -122,14 +122,20 @@ class TrainingPlan(Strict):
     expected_outputs: list[str] = Field(description="What the trainer must leave behind, in words.")
     timeout_s: float = Field(gt=0, description="commands.train.timeout_s: past it the trainer's group is killed.")
     kill_grace_s: float = Field(gt=0, description="Seconds between SIGTERM and SIGKILL when stopping the trainer.")
-    probes: ProbePlan | None = Field(description="Probes run on the output; None when reused (they passed on the source).")
+    probes: ProbePlan | None = Field(
+        description="Probes run on the output; None when reused (they passed on the source)."
+    )
     stop_conditions: list[str] = Field(description="Every condition that stops the campaign with training.failed.")
     preflight: str = Field(description="What is checked right before launch.")
     deployment_changes: list[str] = Field(description="Every change to the cluster the plan makes.")
     cleanup: list[str] = Field(description="What cleanup does and when; selection by the experiment label only.")
-    input_key: InputKey | None = Field(description="The training input key and what it covers; None when it cannot be computed.")
+    input_key: InputKey | None = Field(
+        description="The training input key and what it covers; None when it cannot be computed."
+    )
     reuse_enabled: bool = Field(description="commands.train.reuse: whether an earlier identical draft may be reused.")
-    reuse: ReusedDraft | None = Field(description="The earlier run's draft this plan copies instead of training; None: it trains.")
+    reuse: ReusedDraft | None = Field(
+        description="The earlier run's draft this plan copies instead of training; None: it trains."
+    )
     reuse_note: str = Field(description="Why the draft is or is not reused, in words.")
     progress: TrainProgress | None = Field(
         default=None,

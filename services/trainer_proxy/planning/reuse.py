@@ -266,7 +266,9 @@ def read_reuse(bundle: BundleStore, run_id: str) -> ReuseRecord | None:
         return None
 
 
-def record_key(bundle: BundleStore, plan: TrainingPlan, output: ArtifactRef, reused_from: str | None) -> ArtifactRef | None:
+def record_key(
+    bundle: BundleStore, plan: TrainingPlan, output: ArtifactRef, reused_from: str | None
+) -> ArtifactRef | None:
     """Write `training/input-key.json` for a completed training (same bytes on redelivery)."""
     if plan.input_key is None:
         return None
