@@ -1,4 +1,5 @@
-"""Publisher entrypoint: render on `gate.decided` / `report.requested`, publish on `report.rendered` / `publish.requested`.
+"""Publisher entrypoint: render on `gate.decided` / `report.requested`, publish on `report.rendered` /
+`publish.requested`.
 
 Each event is its own step (step key = event ID): a new request renders or publishes again, a redelivered
 one does not. To an external target the service always makes and records the dry run first, and goes live
@@ -80,7 +81,8 @@ async def publish_for(
             acknowledged_by=by, settings=settings,
         )
     except PublishFailed as exc:
-        raise StepFailed(exc.reason, error_type="PublishFailed", artifacts=[exc.recorded] if exc.recorded else []) from None
+        raise StepFailed(exc.reason, error_type="PublishFailed",
+                         artifacts=[exc.recorded] if exc.recorded else []) from None
     return event.caused(
         ReportPublished, producer=producer, target=publication.target, dry_run=publication.dry_run,
         sent=[f.ref for f in publication.files], response=publication.response,

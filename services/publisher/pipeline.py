@@ -46,7 +46,8 @@ def render_run(bundle: BundleStore, run_id: str, *, extra_events: Sequence[Mappi
     refs = [bundle.write_bytes(run_id, relpath, data) for relpath, data in files.items()]
     by_path = dict(zip(files, refs, strict=True))
     return RenderOutcome(
-        report=report, summary=summary, markdown=by_path[layout.REPORT_MARKDOWN], html=by_path[layout.REPORT_HTML], refs=refs
+        report=report, summary=summary, markdown=by_path[layout.REPORT_MARKDOWN], html=by_path[layout.REPORT_HTML],
+        refs=refs,
     )
 
 

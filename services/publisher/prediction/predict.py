@@ -106,15 +106,16 @@ def stops_paying(cell_id: str, levels: Sequence[tuple[int | None, float | None]]
             paid = True
         elif paid:
             return StopsPaying(cell_id, lvl, True, "stops",
-                               f"stops paying at concurrency {concurrency(lvl)} (realized {s:.3f}x after a level above 1x)" + note)
+                               f"stops paying at concurrency {concurrency(lvl)} (realized {s:.3f}x after a level "
+                               "above 1x)" + note)
     paying = [lvl for lvl, s in measured if s > 1]
     if len(paying) == len(measured):
         return StopsPaying(cell_id, None, False, "pays_everywhere", "pays at every measured level" + note)
     if not paying:
         return StopsPaying(cell_id, None, False, "pays_nowhere", "pays at no measured level" + note)
     return StopsPaying(cell_id, None, False, "pays_from",
-                       f"pays from concurrency {concurrency(paying[0])} up, not below; it does not stop paying within the "
-                       "measured levels" + note)
+                       f"pays from concurrency {concurrency(paying[0])} up, not below; it does not stop paying "
+                       "within the measured levels" + note)
 
 
 def stops_paying_all(found: Sequence[Prediction]) -> list[StopsPaying]:
@@ -160,7 +161,8 @@ def ngram_comparisons(data: CampaignData) -> list[NgramComparison]:
     declared = cell_speculation(data)
     roles = {arm.cell_id: arm.role for arm in data.arms} | _declared_roles(data)
     return [compare_ngram(cell, spec, data.ngram_advice, data.ngram_advice_note)
-            for cell, spec in declared.items() if spec is not None and spec.method == "ngram" and roles.get(cell) == "candidate"]
+            for cell, spec in declared.items()
+            if spec is not None and spec.method == "ngram" and roles.get(cell) == "candidate"]
 
 
 def cell_speculation(data: CampaignData) -> dict[str, SpeculativeConfig | None]:

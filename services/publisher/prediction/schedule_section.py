@@ -31,11 +31,12 @@ def schedule_blocks(data: CampaignData) -> list[Block]:
     plans = candidate_plans(data)
     blocks: list[Block] = [
         Paragraph((f"{TITLE}. For each speculative candidate, the k that maximises the predicted speedup at each "
-                   "measured concurrency, from its measured acceptance per position and its measured cost per level, written "
-                   "as vLLM's num_speculative_tokens_per_batch_size ([[start_bs, end_bs, k], ...], inclusive ranges "
-                   "from batch size 1; level l's k covers batch sizes above the previous level up to l). A draft cut "
-                   "to j tokens keeps a_1..a_j; the step's cost is taken as linear in k; no k above the measured "
-                   "one is predicted. A prediction, not a measurement: the cells at the end prove or reject it.",)),
+                   "measured concurrency, from its measured acceptance per position and its measured cost per level, "
+                   "written as vLLM's num_speculative_tokens_per_batch_size ([[start_bs, end_bs, k], ...], inclusive "
+                   "ranges from batch size 1; level l's k covers batch sizes above the previous level up to l). "
+                   "A draft cut to j tokens keeps a_1..a_j; the step's cost is taken as linear in k; no k above the "
+                   "measured one is predicted. A prediction, not a measurement: the cells at the end prove or "
+                   "reject it.",)),
         Formula(MODEL),
     ]
     if not plans:

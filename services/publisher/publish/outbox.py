@@ -99,13 +99,14 @@ def outbox(bundle: BundleStore, run_id: str, draft_override: DraftOverride | Non
         summary = ReportSummary.model_validate(bundle.read_json(run_id, layout.REPORT_SUMMARY))
     except ArtifactMissing:
         raise ReportInputError(
-            f"run {run_id} has no rendered report ({layout.REPORT_SUMMARY}): render it first with `specdec report {run_id}` "
-            f"or `specdec request report {run_id}`"
+            f"run {run_id} has no rendered report ({layout.REPORT_SUMMARY}): render it first with "
+            f"`specdec report {run_id}` or `specdec request report {run_id}`"
         ) from None
     data: dict[str, bytes] = {}
     report_paths = [*(layout.report_plot(p) for p in summary.plots), layout.REPORT_HTML, layout.REPORT_MARKDOWN]
     files = [_read(bundle, run_id, relpath, report_name(relpath), data=data) for relpath in report_paths]
-    evidence = [_read(bundle, run_id, relpath, f"{EVIDENCE_DIR}/{relpath}", data=data) for relpath in _evidence(bundle, run_id)]
+    evidence = [_read(bundle, run_id, relpath, f"{EVIDENCE_DIR}/{relpath}", data=data)
+                for relpath in _evidence(bundle, run_id)]
     manifest = OutboxManifest(
         run_id=run_id, draft=summary.draft, draft_reasons=summary.draft_reasons, draft_override=draft_override,
         files=[_entry(f) for f in files], evidence=[_entry(f) for f in evidence],
@@ -116,7 +117,8 @@ def outbox(bundle: BundleStore, run_id: str, draft_override: DraftOverride | Non
 
 def _evidence(bundle: BundleStore, run_id: str) -> list[str]:
     run_dir = bundle.run_dir(run_id)
-    trials = [p.relative_to(run_dir).as_posix() for p in (*result_files(bundle, run_id), *rejected_files(bundle, run_id))]
+    trials = [p.relative_to(run_dir).as_posix()
+              for p in (*result_files(bundle, run_id), *rejected_files(bundle, run_id))]
     try:
         bundle.ref(run_id, layout.DECISION)
         gate = [layout.DECISION]

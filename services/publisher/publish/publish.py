@@ -116,7 +116,8 @@ class Publication(Strict):
     )
     external: bool = Field(default=False, description="True for s3://, https:// and http:// targets.")
     dry_run_record: str | None = Field(
-        default=None, description="External targets: the bundle path of the dry-run record this publish made or matched."
+        default=None,
+        description="External targets: the bundle path of the dry-run record this publish made or matched.",
     )
     draft_override: DraftOverride | None = Field(default=None, description="The DRAFT override given; None without.")
 
@@ -150,7 +151,8 @@ async def publish_report(
     Raises a PublishError (review refusals, credentials, conflicts, failures) or ReportInputError."""
     if acknowledged_by not in (None, "cli", "mcp"):
         # The campaign's acknowledgement and policy are the service's (publish_run): a call here types its own.
-        raise PublishRefused(f"acknowledged_by={acknowledged_by!r}: a call acknowledges as 'cli' or 'mcp', or not at all")
+        raise PublishRefused(
+            f"acknowledged_by={acknowledged_by!r}: a call acknowledges as 'cli' or 'mcp', or not at all")
     live = acknowledged_by is not None and not dry_run
     key = f"{acknowledged_by or 'dry'}-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     return await publish_run(bundle, run_id, target=target, key=key, acknowledged_by=acknowledged_by,
@@ -222,8 +224,8 @@ async def publish_run(
             written = await asyncio.to_thread(publish_objects, parsed, run_id, box.objects(), metadata=metadata,
                                               attempts=policy.attempts, timeout_s=policy.timeout_s)
         else:
-            response = await _send_http(bundle, run_id, parsed, box, key=key, settings=settings, policy=policy, sleep=sleep,
-                                        transport=transport, record=record)
+            response = await _send_http(bundle, run_id, parsed, box, key=key, settings=settings, policy=policy,
+                                        sleep=sleep, transport=transport, record=record)
     publication = Publication(
         run_id=run_id, key=key, target=target, destination=destination, dry_run=dry_run, mode_reason=why,
         acknowledged_by=None if dry_run else acknowledged_by, draft=draft, files=box.files, written=written,

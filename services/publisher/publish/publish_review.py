@@ -120,6 +120,7 @@ def live_external(
             f"({OVERRIDE_HOW}), given to the dry run and to the live publish alike"
         )
     if problems:
-        raise PublishRefused(f"live publish of {run_id} to {destination} refused, nothing was sent: " + "; ".join(problems))
+        raise PublishRefused(
+            f"live publish of {run_id} to {destination} refused, nothing was sent: " + "; ".join(problems))
     why = f"live: {ACK_FIELD} given by the {acknowledged_by}, after the dry run recorded in {reviewed}"
     return True, why + (f"; DRAFT published on override: {override.reason}" if override is not None else "")

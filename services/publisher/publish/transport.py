@@ -116,7 +116,8 @@ async def post_report(
                     return HttpRecord(url=url, idempotency_key=idempotency_key, attempts=attempts, outcome="refused")
                 retry_after = _retry_after(response)
             if n < policy.attempts:
-                waited = min(policy.max_backoff_s, retry_after if retry_after is not None else policy.backoff_s * 2 ** (n - 1))
+                waited = min(policy.max_backoff_s,
+                             retry_after if retry_after is not None else policy.backoff_s * 2 ** (n - 1))
                 await sleep(waited)
     outcome: Literal["refused", "unreachable"] = "unreachable" if attempts[-1].status is None else "refused"
     return HttpRecord(url=url, idempotency_key=idempotency_key, attempts=attempts, outcome=outcome)

@@ -57,14 +57,16 @@ DONE_EVENTS: dict[str, str] = {
     "bench.completed": "bench",
     "gate.decided": "gate",
 }
-FAILED_EVENTS: dict[str, str] = {f"{step}.failed": step for step in EVIDENCE_STEPS} | {"capacity.unavailable": "capacity"}
+FAILED_EVENTS: dict[str, str] = ({f"{step}.failed": step for step in EVIDENCE_STEPS}
+                                 | {"capacity.unavailable": "capacity"})
 
 
 def read_campaign(bundle: BundleStore, run_id: str, *, extra_events: Sequence[Mapping[str, Any]] = ()) -> CampaignData:
     """The run's campaign. `extra_events` are events in hand that the journal may not have appended yet
     (the gate.decided a service is reacting to)."""
     if not bundle.exists(run_id):
-        raise ReportInputError(f"no bundle for run {run_id} under {bundle.root}: check the run ID and SPECDEC_BUNDLE_ROOT")
+        raise ReportInputError(
+            f"no bundle for run {run_id} under {bundle.root}: check the run ID and SPECDEC_BUNDLE_ROOT")
     problems: list[str] = []
     campaign = _read_model(bundle, run_id, layout.CAMPAIGN, Campaign, problems=problems)
     decision = _read_model(bundle, run_id, layout.DECISION, Decision, problems=problems)
@@ -75,8 +77,8 @@ def read_campaign(bundle: BundleStore, run_id: str, *, extra_events: Sequence[Ma
     rejected = [*read_rejected(bundle, run_id, problems), *rejected]
     if not loaded and plan is None:
         raise ReportInputError(
-            f"run {run_id} has no trial results ({layout.trial_result('<cell>', '<n>', '<k>')}) and no bench plan in its "
-            "bundle: run the bench step first (specdec request bench RUN_ID)"
+            f"run {run_id} has no trial results ({layout.trial_result('<cell>', '<n>', '<k>')}) and no bench plan "
+            "in its bundle: run the bench step first (specdec request bench RUN_ID)"
         )
     scan = bundle.scan_events(run_id)
     problems += journal_problems(scan)

@@ -151,7 +151,8 @@ class CampaignData(Strict):
         "(training.completed reused_from); None when the draft was trained here, or none was needed.",
     )
     draft_input_key: Sha256 | None = Field(
-        default=None, description="The draft's training input key (training/input-key.json); None when the bundle has none."
+        default=None,
+        description="The draft's training input key (training/input-key.json); None when the bundle has none.",
     )
     rejected: list[RejectedTrial] = Field(
         default_factory=list, description="Trials kept out of every figure and plot, with why, in path order."
@@ -162,7 +163,8 @@ class CampaignData(Strict):
     )
     redaction: Redaction | None = Field(
         default=None,
-        description="What the corpus step redacted, per kind (corpus/CORPUS.jsonl.manifest.json); None without a corpus.",
+        description="What the corpus step redacted, per kind (corpus/CORPUS.jsonl.manifest.json); "
+        "None without a corpus.",
     )
     ngram_advice: NgramAdvice | None = Field(
         default=None, description="The profile's ngram advice (profile/PROFILE.json); None when the bundle has none."
@@ -171,7 +173,8 @@ class CampaignData(Strict):
         default=None, description="Why there is no ngram advice (no profile, an older or invalid one); None with it."
     )
     suffix_prediction: SuffixPrediction | None = Field(
-        default=None, description="Suffix acceptance predicted offline by the profiler (profile/SUFFIX_PREDICTION.json); "
+        default=None,
+        description="Suffix acceptance predicted offline by the profiler (profile/SUFFIX_PREDICTION.json); "
         "None when the bundle has none.")
     suffix_prediction_note: str | None = Field(
         default=None, description="Why there is no suffix prediction file; None with one.")
@@ -204,7 +207,8 @@ class CampaignData(Strict):
         "description, provenance, each cell's notes, labels, exact command and launch changes); None otherwise.")
     reviews: list[PlanReview] = Field(
         default_factory=list,
-        description="Every plan announced at the review point (training, bench), in journal order, with what approved it.",
+        description="Every plan announced at the review point (training, bench), in journal order, "
+        "with what approved it.",
     )
 
     @property

@@ -82,7 +82,8 @@ def summary_section(data: CampaignData) -> Section:
 def steps_section(data: CampaignData) -> Section:
     rows = tuple((s.step, s.state, s.detail or MISSING) for s in data.steps)
     note = () if data.journal_present else (Paragraph((f"The bundle has no {layout.EVENTS} (journal).",)),)
-    return Section("steps", "Campaign steps", (Table(("step", "state", "evidence"), rows, identity_column=False), *note))
+    return Section("steps", "Campaign steps",
+                   (Table(("step", "state", "evidence"), rows, identity_column=False), *note))
 
 
 def identity_section(data: CampaignData) -> Section:
@@ -121,8 +122,8 @@ def engine_section(data: CampaignData) -> Section:
                 rows.append((row.cell_id, launch, name, MISSING, "not read back", MISSING, row.path or MISSING))
             else:
                 verdict = "UNVERIFIABLE" if c.unverifiable else "ok" if c.ok else "MISMATCH"
-                rows.append((row.cell_id, launch, name, _val(c.declared, "not declared"), _val(c.effective, "not reported"),
-                             verdict, row.path or MISSING))
+                rows.append((row.cell_id, launch, name, _val(c.declared, "not declared"),
+                             _val(c.effective, "not reported"), verdict, row.path or MISSING))
     if not rows:
         return Section("engine", "Engine read-back: declared and effective serving config",
                        (Paragraph(("No launch in this bundle.",)),))
@@ -152,7 +153,8 @@ def redaction_section(data: CampaignData) -> Section:
         return Section("redaction", title, (Paragraph((intro + " Nothing of any kind was found.",)),))
     return Section("redaction", title, (
         Paragraph((intro,)),
-        Table(("kind", "placeholder", "in the corpus", "in rejected examples and messages"), rows, identity_column=False),
+        Table(("kind", "placeholder", "in the corpus", "in rejected examples and messages"), rows,
+              identity_column=False),
     ))
 
 
@@ -165,8 +167,8 @@ def rejected_section(data: CampaignData) -> Section:
                   by[r.by], "; ".join(r.reasons), r.path) for r in data.rejected)
     return Section("rejected", "Rejected trials", (
         Paragraph(("These trials' spec-decode counters contradict the speculation they declare "
-                   "(contracts/artifacts/speculation.py): they are kept in the bundle as evidence and are in no figure, "
-                   "no plot and no gate count.",)),
+                   "(contracts/artifacts/speculation.py): they are kept in the bundle as evidence and are in no "
+                   "figure, no plot and no gate count.",)),
         Table(("cell", "concurrency", "trial", "rejected by", "why", "file"), rows, identity_column=False),
     ))
 
@@ -212,14 +214,15 @@ def gate_section(data: CampaignData) -> Section:
                       concurrency(c.stops_paying_at) if c.stops_paying_at else MISSING, c.reasons[0])
                      for c in d.candidates)
     blocks: list[Block] = [
-        Paragraph((f"Decision {d.decision}" + (f", winner {d.winner}" if d.winner else "") + f". Rule: {d.campaign_rule}",)),
+        Paragraph((f"Decision {d.decision}" + (f", winner {d.winner}" if d.winner else "")
+                   + f". Rule: {d.campaign_rule}",)),
         Table(("ID", "candidate", "outcome", "smallest gain", "stops paying at", "why"), outcomes),
         Table(("ID", "candidate", "concurrency", "trials (cand/base)", "named baseline", "objective", "baseline",
                "candidate", "change", "interval (%)", "noise bound", "verdict", "level outcome"), tuple(rows)),
     ]
     if floors:
-        blocks.append(Table(("ID", "candidate", "concurrency", "trials", "named baseline", "floor", "minimum", "measured",
-                             "result"), tuple(floors)))
+        blocks.append(Table(("ID", "candidate", "concurrency", "trials", "named baseline", "floor", "minimum",
+                             "measured", "result"), tuple(floors)))
     if guards:
         blocks.append(Paragraph(("Guards: a candidate worse beyond the noise on any of these metrics is rejected; "
                                  "one that cannot be compared leaves its level inconclusive.",)))
@@ -232,9 +235,11 @@ def latency_section(data: CampaignData, plots: dict[str, Plot]) -> Section:
     rows = []
     for arm in data.arms:
         requests = sum(t.completed + t.failed for t in arm.trials)
-        rows.append((*id_cols(arm), *(_spread(fig.spread(arm.trials, a)) for a in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")),
+        rows.append((*id_cols(arm),
+                     *(_spread(fig.spread(arm.trials, a)) for a in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")),
                      f"{sum(t.failed for t in arm.trials)}/{requests}"))
-    cols = ("ID", "cell", "concurrency", "trials", "named baseline", "TTFT ms", "TPOT ms", "ITL ms", "E2EL ms", "failed/requests")
+    cols = ("ID", "cell", "concurrency", "trials", "named baseline", "TTFT ms", "TPOT ms", "ITL ms", "E2EL ms",
+            "failed/requests")
     blocks: list[Block] = [
         Paragraph(("Each figure: geometric mean of the trials' medians [min - max over trials].",)),
         Table(cols, tuple(rows)),
@@ -259,10 +264,12 @@ def acceptance_section(data: CampaignData, plots: dict[str, Plot]) -> Section:
         rows.append((*id_cols(arm), str(acc.k), f"{acc.rate:.3f}", f"{acc.mean_length:.3f}",
                      " / ".join(f"{a:.3f}" for a in acc.per_position), " / ".join(f"{p:.3f}" for p in acc.conditional)))
     if not rows:
-        return Section("acceptance", "Acceptance per position", (Paragraph(("No trial carries spec-decode counters.",)),))
-    cols = ("ID", "cell", "concurrency", "trials", "named baseline", "k", "acceptance rate", "tau (mean acceptance length)",
-            "a_1 / ... / a_k", "p_1 / ... / p_k")
-    blocks: list[Block] = [Table(cols, tuple(rows)), *(_image(p) for p in plots.values() if p.name.startswith("acceptance-"))]
+        return Section("acceptance", "Acceptance per position",
+                       (Paragraph(("No trial carries spec-decode counters.",)),))
+    cols = ("ID", "cell", "concurrency", "trials", "named baseline", "k", "acceptance rate",
+            "tau (mean acceptance length)", "a_1 / ... / a_k", "p_1 / ... / p_k")
+    blocks: list[Block] = [Table(cols, tuple(rows)),
+                           *(_image(p) for p in plots.values() if p.name.startswith("acceptance-"))]
     return Section("acceptance", "Acceptance per position", tuple(blocks))
 
 

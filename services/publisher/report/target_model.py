@@ -37,8 +37,10 @@ def read_target_build(
 def target_section(data: CampaignData) -> Section:
     record, note = data.target_build, data.target_build_note
     campaign = data.campaign
-    lines: list[Text] = [(f"checkpoint served: {campaign.target.checkpoint if campaign else 'unknown (no campaign.json)'}",),
-                         (f"source_revisions.target: {(campaign.source_revisions.target if campaign else None) or 'not set'}",)]
+    lines: list[Text] = [
+        (f"checkpoint served: {campaign.target.checkpoint if campaign else 'unknown (no campaign.json)'}",),
+        (f"source_revisions.target: {(campaign.source_revisions.target if campaign else None) or 'not set'}",),
+    ]
     if record is None:
         return Section("target", TITLE, (Bullets(tuple(lines)), Paragraph((f"No build record: {note}.",))))
     if "unreadable" in record:

@@ -30,7 +30,8 @@ _REJECTED_RE = re.compile(r"^rejected-c([0-9]+)\.json$")
 # Identity fields that describe the measurement; `trial` names which one it is.
 # trial and trial_count name a trial within its arm, they do not describe what was measured; in sequential
 # rounds trial_count grows with the rounds (3, 3, 3, 4), and the count check below reads its largest value.
-_DESCRIBING_FIELDS = tuple(name for name in TrialIdentity.model_fields if name not in ("trial", "trial_count", "version"))
+_DESCRIBING_FIELDS = tuple(name for name in TrialIdentity.model_fields
+                           if name not in ("trial", "trial_count", "version"))
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,8 @@ def _arm(
         problems.append("role unknown: neither an identity block nor the plan names this cell standing or candidate")
     if ident is not None and ident.source_revision is None:
         problems.append("source revision unknown (identity.source_revision is null)")
-    varying = sorted({f for other in identities[1:] for f in _DESCRIBING_FIELDS if getattr(other, f) != getattr(ident, f)})
+    varying = sorted({f for other in identities[1:] for f in _DESCRIBING_FIELDS
+                      if getattr(other, f) != getattr(ident, f)})
     if varying:
         problems.append(f"identity differs between trials in: {', '.join(varying)}")
     if role == "candidate" and baseline is None:
