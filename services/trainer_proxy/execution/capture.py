@@ -1,4 +1,5 @@
-"""Everything about a trainer run, into the bundle, write-once and hashed (docs/trainer-proxy.md#what-lands-in-the-bundle).
+"""Everything about a trainer run, into the bundle, write-once and hashed
+(docs/trainer-proxy.md#what-lands-in-the-bundle).
 
 The argv is recorded before anything starts; the outputs are hashed, partial or not, and never deleted.
 An earlier delivery's output manifest (it died before the capture) is kept as it is: re-capturing never
@@ -108,7 +109,8 @@ def hash_outputs(
         total_bytes=sum(entry.size_bytes or 0 for entry in entries),
         reused_from=reused_from,
     )
-    return bundle.write_bytes(run_id, layout.TRAINING_OUTPUTS, manifest.model_dump_json(indent=2).encode() + b"\n"), manifest
+    return (bundle.write_bytes(run_id, layout.TRAINING_OUTPUTS, manifest.model_dump_json(indent=2).encode() + b"\n"),
+            manifest)
 
 
 def _entry(bundle: BundleStore, run_id: str, path: Path, rel: str) -> OutputFile:
@@ -141,7 +143,8 @@ def capture_run(
     for record in RUN_RECORDS:
         if (bundle.run_dir(run_id) / record).is_file():
             bundle.register_file(run_id, record)
-    clean = outcome.exit_code == 0 and not (outcome.timed_out or outcome.stopped_for_loss or outcome.interrupted or outcome.launch_error)
+    clean = outcome.exit_code == 0 and not (outcome.timed_out or outcome.stopped_for_loss or outcome.interrupted
+                                            or outcome.launch_error)
     earlier = _earlier_manifest(bundle, run_id)
     if earlier is not None:
         # A delivery that died after writing the manifest and before the capture: its manifest

@@ -174,7 +174,8 @@ async def _cleanup(bundle: BundleStore, plan: TrainingPlan) -> None:
     record: dict[str, object] = {"executor": plan.executor, "selector": f"experiment={plan.run_id}"}
     try:
         if isinstance(plan.launch, LocalLaunch):
-            record["killed_process_groups"] = await asyncio.to_thread(cleanup_local, plan.run_id, grace_s=plan.kill_grace_s)
+            record["killed_process_groups"] = await asyncio.to_thread(cleanup_local, plan.run_id,
+                                                                      grace_s=plan.kill_grace_s)
         else:
             record["cancelled_jobs"] = await cancel_labelled(plan.run_id)
     except (ExecutorError, SchedulerError) as exc:
@@ -186,7 +187,8 @@ async def _cleanup(bundle: BundleStore, plan: TrainingPlan) -> None:
 def _interrupted(plan: TrainingPlan) -> RunOutcome:
     assert plan.launch is not None, "a reuse plan launches nothing"
     launched = getattr(plan.launch, "sbatch_argv", None) or plan.launch.argv
-    return RunOutcome(handle="unknown", launched_argv=list(launched), exit_code=None, signal=None, duration_s=0.0, interrupted=True)
+    return RunOutcome(handle="unknown", launched_argv=list(launched), exit_code=None, signal=None, duration_s=0.0,
+                      interrupted=True)
 
 
 async def _reattach(bundle: BundleStore, plan: TrainingPlan, progress: Reporter | None) -> RunOutcome | None:
@@ -202,8 +204,9 @@ async def _reattach(bundle: BundleStore, plan: TrainingPlan, progress: Reporter 
             return await reattach_slurm(launch, run_dir=run_dir, timeout_s=plan.timeout_s,
                                         kill_grace_s=plan.kill_grace_s, progress=progress)
     except SchedulerError as exc:
-        return RunOutcome(handle="unknown", launched_argv=list(getattr(launch, "sbatch_argv", [])), exit_code=None, signal=None,
-                          duration_s=0.0, launch_error=f"re-attaching to the earlier delivery's job: {exc}")
+        return RunOutcome(handle="unknown", launched_argv=list(getattr(launch, "sbatch_argv", [])), exit_code=None,
+                          signal=None, duration_s=0.0,
+                          launch_error=f"re-attaching to the earlier delivery's job: {exc}")
     return None
 
 

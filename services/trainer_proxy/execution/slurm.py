@@ -65,7 +65,8 @@ async def run_slurm(
     job_env = workload_env.environment(launch.env, where="commands.train.env", extra=_label(run_id, service))
     submitted = await asyncio.to_thread(run_short, launch.sbatch_argv, env=job_env, inherit=False)
     if submitted.exit_code != 0:
-        raise ExecutorError(f"sbatch exited {submitted.exit_code}: {submitted.stderr.strip() or submitted.stdout.strip()}")
+        raise ExecutorError(
+            f"sbatch exited {submitted.exit_code}: {submitted.stderr.strip() or submitted.stdout.strip()}")
     job_id = parse_job_id(submitted.stdout)
     write_whole(str(run_dir / JOB_RECORD), {"job_id": job_id, "started_at": started_at})
     try:

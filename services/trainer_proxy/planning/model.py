@@ -55,7 +55,8 @@ class SlurmLaunch(Strict):
         default_factory=list,
         description="commands.train.env: names of the variables the job and the local probe get from the service's "
         "environment at launch; the values are read then, never written here. Nothing else of the service's "
-        "environment passes but the platform's (services/runtime/workload_env.py): sbatch runs with that environment and passes it to the job.")
+        "environment passes but the platform's (services/runtime/workload_env.py): sbatch runs with that environment "
+        "and passes it to the job.")
     status_argv: list[str] = Field(description="How the job is watched; {job_id} is filled at submission.")
     cancel_argv: list[str] = Field(description="How the job is stopped at the timeout; {job_id} as above.")
     stdout_path: str = Field(description="Bundle path of the job's stdout (--output).")
@@ -116,8 +117,8 @@ class TrainingPlan(Strict):
         description="Absolute path the trainer writes to ({output_dir}); every file under it is kept."
     )
     checkpoint_dir: str = Field(
-        description="The draft checkpoint: output_dir, or output_dir/<commands.train.checkpoint_subdir>. The probes and "
-        "the draft cost read it; it is {training.output} and training.completed's checkpoint_dir."
+        description="The draft checkpoint: output_dir, or output_dir/<commands.train.checkpoint_subdir>. The probes "
+        "and the draft cost read it; it is {training.output} and training.completed's checkpoint_dir."
     )
     expected_outputs: list[str] = Field(description="What the trainer must leave behind, in words.")
     timeout_s: float = Field(gt=0, description="commands.train.timeout_s: past it the trainer's group is killed.")

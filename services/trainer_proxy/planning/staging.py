@@ -81,7 +81,8 @@ def _read_corpus(bundle: BundleStore, ref: ArtifactRef) -> bytes:
     except (BundleError, InvalidPath) as exc:
         raise StepFailed(f"the corpus {ref.uri} cannot be read: {exc}", error_type="CorpusUnreadable") from None
     if bundle.ref(run_id, relpath).sha256 != ref.sha256:
-        raise StepFailed(f"the corpus {ref.uri} does not have the sha256 the event names ({ref.sha256})", error_type="CorpusChanged")
+        raise StepFailed(f"the corpus {ref.uri} does not have the sha256 the event names ({ref.sha256})",
+                         error_type="CorpusChanged")
     return data
 
 
@@ -121,7 +122,8 @@ def check_provenance(bundle: BundleStore, run_id: str, corpus: ArtifactRef) -> N
             f"unknown: run the profile step first (specdec request profile {run_id})",
             error_type="NoProfile") from None
     profile = _read_model(bundle, run_id, layout.PROFILE, Profile, what="profile",
-                          fix=f"profile the traffic again (specdec request profile {run_id})", error_type="ProfileInvalid")
+                          fix=f"profile the traffic again (specdec request profile {run_id})",
+                          error_type="ProfileInvalid")
     problems = []
     if manifest.profile_sha256 != profile_ref.sha256:
         problems.append(f"it was built from profile sha256 {manifest.profile_sha256}, but this run's profile "
