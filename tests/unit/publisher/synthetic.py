@@ -145,7 +145,8 @@ def build(bundle: BundleStore, spec: Spec | None = None, run_id: str = RUN) -> d
         _journal(bundle, run_id, refs, spec)
     decided = None
     if spec.gate:
-        decided = gate_run(bundle, GateRequested(run_id=run_id, producer="test", requested_by="test"), producer="gate/test")
+        decided = gate_run(bundle, GateRequested(run_id=run_id, producer="test", requested_by="test"),
+                           producer="gate/test")
         if spec.journal and "gate.decided" not in spec.skip_events:
             _append(bundle, decided)
     return {"campaign": camp, "results": refs, "decided": decided, "run_id": run_id}
@@ -158,8 +159,9 @@ def _engine_checks(bundle: BundleStore, run_id: str, spec: Spec, ngram: Speculat
             continue
         effective = EffectiveConfig(
             vllm_version="0.32.0", model="/models/tiny-llama", dtype="bfloat16", quantization=None,
-            tensor_parallel_size=1, graph_mode="eager", max_num_seqs=256 if cell == CANDIDATE and spec.engine == "mismatch"
-            else 8, max_model_len=2048, speculative_method=speculative.method if speculative else None,
+            tensor_parallel_size=1, graph_mode="eager",
+            max_num_seqs=256 if cell == CANDIDATE and spec.engine == "mismatch" else 8, max_model_len=2048,
+            speculative_method=speculative.method if speculative else None,
             num_speculative_tokens=speculative.num_speculative_tokens if speculative else None, draft_model=None,
             sources=["Initializing a V1 LLM engine (v0.32.0) with config: ...", "/v1/models"],
         )
@@ -193,7 +195,8 @@ def _journal(bundle: BundleStore, run_id: str, refs: list[ArtifactRef], spec: Sp
     events: list[Event] = [
         ProfileCompleted(run_id=run_id, producer="profiler/t", profile=stub, source="traffic", records_accepted=10,
                          records_rejected=0, recommended_method="ngram"),
-        CorpusCompleted(run_id=run_id, producer="corpus/t", corpus=stub, manifest=stub, train_records=9, heldout_records=1),
+        CorpusCompleted(run_id=run_id, producer="corpus/t", corpus=stub, manifest=stub, train_records=9,
+                        heldout_records=1),
         CapacitySelected(run_id=run_id, producer="capacity/t", scheduler="local", node="localhost", snapshot=stub),
         TrainingCompleted(run_id=run_id, producer="trainer-proxy/t", output=None, checkpoint_dir=None, duration_s=0.0,
                           skipped_reason="no candidate needs training"),

@@ -52,7 +52,8 @@ def arm(cell: str, level: int, tpots: list[float], spec: SpeculativeConfig | Non
 
 def data(arms: list[ArmLevel], **fields) -> CampaignData:
     return CampaignData(run_id=RUN, campaign=None, decision=None, decision_sha256=None, plan=None, steps=[],
-                        journal_present=True, arms=arms, bench_exploratory=False, failed_cells={}, problems=[], **fields)
+                        journal_present=True, arms=arms, bench_exploratory=False, failed_cells={}, problems=[],
+                        **fields)
 
 
 DRAFT = SpeculativeConfig(method="draft_model", num_speculative_tokens=4, model="/drafts/d")
@@ -140,7 +141,8 @@ def test_report_shows_settings_prediction_stops_and_draft_cost(store):
     assert summary.speedups[1].realized < 1 < summary.speedups[0].realized
     assert [(s.verdict, s.stops_at) for s in summary.stops_paying] == [("stops", 4)]
     [ngram] = summary.ngram_settings
-    assert (ngram.agree, ngram.differing, ngram.advised_num_speculative_tokens) == (False, ["num_speculative_tokens"], 5)
+    assert (ngram.agree, ngram.differing, ngram.advised_num_speculative_tokens) == (
+        False, ["num_speculative_tokens"], 5)
 
 
 def test_without_cost_or_advice_the_report_says_so_and_stays_final(store):

@@ -31,7 +31,8 @@ def test_a_rejected_trial_is_listed_with_its_reason_and_in_no_figure(store: Bund
     section = next(s for s in data.sections if s.id == "rejected")
     table = section.blocks[1]
     assert isinstance(table, Table)
-    assert table.rows == ((CANDIDATE, str(LEVELS[-1]), "1", "the bench", "no drafts during the measured window", rejected),)
+    assert table.rows == (
+        (CANDIDATE, str(LEVELS[-1]), "1", "the bench", "no drafts during the measured window", rejected),)
     # Only its own section (and the DRAFT reasons) name it: no table of figures, no plot caption, no plot.
     assert {name for name, text in sections(markdown).items() if rejected in text} == {"draft", "rejected"}
     assert {"latency", "throughput", "acceptance", "speedup", "gate"} <= set(sections(markdown))

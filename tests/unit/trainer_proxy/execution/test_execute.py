@@ -58,7 +58,8 @@ def _approved(tmp_path: Path, argv: list[str], **kw) -> tuple[BundleStore, Appro
 
 async def test_an_interrupted_launch_is_captured_as_partial_and_never_run_again(tmp_path):
     marker = tmp_path / "ran"
-    bundle, approved, trigger = _approved(tmp_path, [PY, "-c", "import sys; open(sys.argv[1], 'w').close()", str(marker)])
+    bundle, approved, trigger = _approved(tmp_path,
+                                          [PY, "-c", "import sys; open(sys.argv[1], 'w').close()", str(marker)])
     # An earlier delivery recorded its launch and left a partial output, then the service died.
     write_argv(bundle, approved.plan)
     output = Path(approved.plan.output_dir)
@@ -79,7 +80,8 @@ async def test_a_capture_left_without_its_index_record_is_read_not_recaptured(tm
     # The delivery was killed after capture.json's file and before its record: the retry reads the
     # trainer's end as captured. Re-capturing it as interrupted wrote outputs.json again with
     # "partial": true and failed the run on the write-once conflict.
-    trainer = write_script(tmp_path / "ok.py", "import sys, pathlib; pathlib.Path(sys.argv[1], 'w.bin').write_bytes(b'w')")
+    trainer = write_script(tmp_path / "ok.py",
+                           "import sys, pathlib; pathlib.Path(sys.argv[1], 'w.bin').write_bytes(b'w')")
     bundle, approved, trigger = _approved(tmp_path, [PY, str(trainer), "{output_dir}"])
     first = Bus()
     with pytest.raises(TrainingStopped):  # the probes refuse a one-byte draft; the capture is what counts here
@@ -116,7 +118,8 @@ async def test_a_cancelled_step_kills_its_trainer(tmp_path):
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    assert (not Path(f"/proc/{pid}").exists()
+            or Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z")
 
 
 async def test_a_draft_cost_that_cannot_be_measured_changes_nothing_else(tmp_path):

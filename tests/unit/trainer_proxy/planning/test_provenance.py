@@ -1,6 +1,6 @@
-"""A training input must come from this run's profile of this run's traffic (docs/design.md#training-inputs-come-from-this-run: a profile
-from a different traffic regime is not a valid training input). Real bundles on disk, real
-profiles and manifests (the profiler and corpus builder), no Redis."""
+"""A training input must come from this run's profile of this run's traffic
+(docs/design.md#training-inputs-come-from-this-run: a profile from a different traffic regime is not a valid
+training input). Real bundles on disk, real profiles and manifests (the profiler and corpus builder), no Redis."""
 
 from __future__ import annotations
 
@@ -70,7 +70,8 @@ def test_a_corpus_of_other_traffic_is_refused_with_both_hashes(bundle) -> None:
     (my_profile, my_traffic), (their_profile, their_traffic) = hashes(mine), hashes(theirs)
     assert my_traffic != their_traffic and err.value.error_type == "CorpusMismatch"
     reason = err.value.reason
-    assert f"built from profile sha256 {their_profile}, but this run's profile ({layout.PROFILE}) has sha256 {my_profile}" in reason
+    assert (f"built from profile sha256 {their_profile}, but this run's profile ({layout.PROFILE}) "
+            f"has sha256 {my_profile}") in reason
     assert f"sampled from traffic sha256 {their_traffic}, but this run profiled traffic sha256 {my_traffic}" in reason
     assert f"specdec request corpus {RUN}" in reason
     # Nothing was stored: no splits, no plan.
