@@ -19,7 +19,7 @@ from services.publisher.pipeline import render_run
 from services.publisher.publish.publish import Acknowledger, publish_run
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.campaign import load_campaign
-from services.runtime.delivery.consumer import Route, StepContext
+from services.runtime.delivery.route import Route, StepContext
 from services.runtime.errors import StepFailed
 from services.runtime.resources import Resources
 from services.runtime.settings import RuntimeSettings

@@ -14,7 +14,7 @@ from contracts.campaign import Campaign
 from contracts.catalogue import TRAINER
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import CapacitySelected, TrainingCompleted, TrainingPlanned, TrainingRequested
-from services.runtime.delivery.consumer import Route, StepContext
+from services.runtime.delivery.route import Route, StepContext
 from services.runtime.resources import Resources
 from services.runtime.review import Reviewed, per_event
 from services.shared.capacity.recheck import RecheckFn

@@ -23,8 +23,8 @@ from contracts.events import TrainingCompleted, TrainingStarted
 from contracts.progress import PROGRESS_UNITS, StepProgress
 from services.runtime import failpoints
 from services.runtime.bundle.bundle import ArtifactMissing, BundleStore
-from services.runtime.delivery.consumer import StepContext
 from services.runtime.delivery.progress import publish_progress
+from services.runtime.delivery.route import StepContext
 from services.runtime.errors import StepFailed
 from services.shared.capacity.recheck import RecheckFailed, RecheckFn
 from services.shared.scheduler.errors import SchedulerError

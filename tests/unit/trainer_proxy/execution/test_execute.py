@@ -14,7 +14,7 @@ import structlog
 
 from contracts.events import CapacitySelected
 from services.runtime.bundle.bundle import BundleStore
-from services.runtime.delivery.consumer import StepContext
+from services.runtime.delivery.route import StepContext
 from services.runtime.settings import RuntimeSettings
 from services.shared.capacity.recheck import Recheck
 from services.trainer_proxy.errors import TrainingStopped
