@@ -4,7 +4,6 @@ Pipeline: `aggregate.read_campaign` (bundle -> CampaignData) -> `render.render_r
 (write-once into report/) -> `publish.publish_run` (the service) or `publish.publish_report` (a person or a
 tool). The service (app.py), `specdec report` / `specdec publish` and the MCP tool share them (docs/publisher.md)."""
 
-from services.publisher.report.aggregate import read_campaign
 from services.publisher.errors import (
     PublishConflict,
     PublishCredentialsError,
@@ -16,9 +15,10 @@ from services.publisher.errors import (
     ReportConflict,
     ReportInputError,
 )
-from services.publisher.publish.outbox import DraftOverride
 from services.publisher.pipeline import render_run
+from services.publisher.publish.outbox import DraftOverride
 from services.publisher.publish.publish import Publication, publish_report, publish_run
+from services.publisher.report.aggregate import read_campaign
 from services.publisher.report.render import render_report
 
 __all__ = [

@@ -1,4 +1,5 @@
-"""Publisher entrypoint: render on `gate.decided` / `report.requested`, publish on `report.rendered` / `publish.requested`.
+"""Publisher entrypoint: render on `gate.decided` / `report.requested`, publish on `report.rendered` /
+`publish.requested`.
 
 Each event is its own step (step key = event ID): a new request renders or publishes again, a redelivered
 one does not. To an external target the service always makes and records the dry run first, and goes live
@@ -18,7 +19,7 @@ from services.publisher.pipeline import render_run
 from services.publisher.publish.publish import Acknowledger, publish_run
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.campaign import load_campaign
-from services.runtime.delivery.consumer import Route, StepContext
+from services.runtime.delivery.route import Route, StepContext
 from services.runtime.errors import StepFailed
 from services.runtime.resources import Resources
 from services.runtime.settings import RuntimeSettings
@@ -60,11 +61,11 @@ async def publish_event(
 ) -> ReportPublished:
     _no_inputs(event)
     # The publish target and the acknowledgement come from the campaign: without one, nothing is sent.
-    return await publish_for(bundle, event, load_campaign(bundle, event.run_id), producer, settings)
+    return await publish_for(bundle, event, load_campaign(bundle, event.run_id), producer, settings=settings)
 
 
 async def publish_for(
-    bundle: BundleStore, event: Event, campaign: Campaign, producer: str, settings: RuntimeSettings | None = None
+    bundle: BundleStore, event: Event, campaign: Campaign, producer: str, *, settings: RuntimeSettings | None = None
 ) -> ReportPublished:
     """Publish to the campaign's target; live only when the campaign carries the acknowledgement (and,
     for an external target, its review.pre_approve lists publish: from the dry run made first, for a
@@ -80,7 +81,8 @@ async def publish_for(
             acknowledged_by=by, settings=settings,
         )
     except PublishFailed as exc:
-        raise StepFailed(exc.reason, error_type="PublishFailed", artifacts=[exc.recorded] if exc.recorded else []) from None
+        raise StepFailed(exc.reason, error_type="PublishFailed",
+                         artifacts=[exc.recorded] if exc.recorded else []) from None
     return event.caused(
         ReportPublished, producer=producer, target=publication.target, dry_run=publication.dry_run,
         sent=[f.ref for f in publication.files], response=publication.response,

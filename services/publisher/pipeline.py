@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from contracts import layout
-from contracts.envelope import ArtifactRef
 from contracts.artifacts.report import ReportSummary
-from services.publisher.report.aggregate import read_campaign
+from contracts.envelope import ArtifactRef
 from services.publisher.errors import ReportConflict
 from services.publisher.prediction.offline_section import offline_figures
 from services.publisher.prediction.predict import report_figures
-from services.publisher.report.render import RenderedReport, render_report
 from services.publisher.prediction.schedule_plan import schedule_figures
+from services.publisher.report.aggregate import read_campaign
+from services.publisher.report.render import RenderedReport, render_report
 from services.runtime.bundle.bundle import ArtifactMissing, BundleStore
 from services.runtime.bundle.bundle_records import canonical_json
 
@@ -44,9 +44,10 @@ def render_run(bundle: BundleStore, run_id: str, *, extra_events: Sequence[Mappi
     files = report_files(report, summary)
     _refuse_conflicts(bundle, run_id, files)
     refs = [bundle.write_bytes(run_id, relpath, data) for relpath, data in files.items()]
-    by_path = dict(zip(files, refs))
+    by_path = dict(zip(files, refs, strict=True))
     return RenderOutcome(
-        report=report, summary=summary, markdown=by_path[layout.REPORT_MARKDOWN], html=by_path[layout.REPORT_HTML], refs=refs
+        report=report, summary=summary, markdown=by_path[layout.REPORT_MARKDOWN], html=by_path[layout.REPORT_HTML],
+        refs=refs,
     )
 
 

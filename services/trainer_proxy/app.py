@@ -14,7 +14,7 @@ from contracts.campaign import Campaign
 from contracts.catalogue import TRAINER
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import CapacitySelected, TrainingCompleted, TrainingPlanned, TrainingRequested
-from services.runtime.delivery.consumer import Route, StepContext
+from services.runtime.delivery.route import Route, StepContext
 from services.runtime.resources import Resources
 from services.runtime.review import Reviewed, per_event
 from services.shared.capacity.recheck import RecheckFn
@@ -36,8 +36,10 @@ def routes(resources: Resources) -> list[Route]:
     # Tests may attach their own pre-launch check; production repeats the capacity check.
     recheck: RecheckFn = resources.training_recheck or partial(capacity_recheck, folder=layout.TRAINING_RECHECK_DIR)
 
-    async def run(campaign: Campaign, plan: TrainingPlan, ref: ArtifactRef, event: Event, ctx: StepContext) -> list[Event]:
-        return [await execute(bundle, Approved(plan=plan, ref=ref, campaign=campaign), event, ctx, recheck)]
+    async def run(  # noqa: PLR0917  # called positionally from services/runtime/review.py
+        campaign: Campaign, plan: TrainingPlan, ref: ArtifactRef, event: Event, ctx: StepContext
+    ) -> list[Event]:
+        return [await execute(bundle, Approved(plan=plan, ref=ref, campaign=campaign), event, ctx, recheck=recheck)]
 
     review = Reviewed(
         bundle=bundle, step=STEP, service=NAME, plan_path=layout.TRAINING_PLAN, plan_model=TrainingPlan,

@@ -11,9 +11,9 @@ import posixpath
 from dataclasses import dataclass
 
 from contracts import layout
-from contracts.campaign import SpeculativeConfig
 from contracts.artifacts.offline_acceptance import OFFLINE_ACCEPTANCE_FILE
 from contracts.artifacts.report import OfflineAcceptanceFigure
+from contracts.campaign import SpeculativeConfig
 from services.publisher.prediction.predict import cell_speculation
 from services.publisher.report import figures as fig
 from services.publisher.report.document import Block, Paragraph, Section, Table
@@ -36,7 +36,7 @@ def _trained(spec: SpeculativeConfig, data: CampaignData) -> bool:
         return True
     # The bench plan and the trials' identity carry the resolved path, not the placeholder.
     folder = data.training_output_dir
-    return bool(spec.model and folder) and posixpath.normpath(spec.model) == posixpath.normpath(folder)
+    return bool(spec.model and folder and posixpath.normpath(spec.model) == posixpath.normpath(folder))
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from contracts import layout
-from contracts.campaign import Matrix, SpeculativeConfig
 from contracts.artifacts.profile import NgramAdvice
 from contracts.artifacts.report import NgramSettingsFigure, SpeedupFigure, StopsPayingFigure
+from contracts.campaign import Matrix, SpeculativeConfig
 from services.publisher.report.figures import acceptance, baseline_of, spread
 from services.publisher.report.model import ArmLevel, CampaignData
 from services.shared.formatting import concurrency
@@ -106,15 +106,16 @@ def stops_paying(cell_id: str, levels: Sequence[tuple[int | None, float | None]]
             paid = True
         elif paid:
             return StopsPaying(cell_id, lvl, True, "stops",
-                               f"stops paying at concurrency {concurrency(lvl)} (realized {s:.3f}x after a level above 1x)" + note)
+                               f"stops paying at concurrency {concurrency(lvl)} (realized {s:.3f}x after a level "
+                               "above 1x)" + note)
     paying = [lvl for lvl, s in measured if s > 1]
     if len(paying) == len(measured):
         return StopsPaying(cell_id, None, False, "pays_everywhere", "pays at every measured level" + note)
     if not paying:
         return StopsPaying(cell_id, None, False, "pays_nowhere", "pays at no measured level" + note)
     return StopsPaying(cell_id, None, False, "pays_from",
-                       f"pays from concurrency {concurrency(paying[0])} up, not below; it does not stop paying within the "
-                       "measured levels" + note)
+                       f"pays from concurrency {concurrency(paying[0])} up, not below; it does not stop paying "
+                       "within the measured levels" + note)
 
 
 def stops_paying_all(found: Sequence[Prediction]) -> list[StopsPaying]:
@@ -137,7 +138,9 @@ class NgramComparison:
     sentence: str
 
 
-def compare_ngram(cell_id: str, spec: SpeculativeConfig, advice: NgramAdvice | None, note: str | None) -> NgramComparison:
+def compare_ngram(
+    cell_id: str, spec: SpeculativeConfig, advice: NgramAdvice | None, note: str | None
+) -> NgramComparison:
     mine = (spec.num_speculative_tokens, spec.prompt_lookup_min, spec.prompt_lookup_max)
     if advice is None:
         return NgramComparison(cell_id, mine, None, None, (), f"no advice to compare with: {note or 'no profile'}")
@@ -158,7 +161,8 @@ def ngram_comparisons(data: CampaignData) -> list[NgramComparison]:
     declared = cell_speculation(data)
     roles = {arm.cell_id: arm.role for arm in data.arms} | _declared_roles(data)
     return [compare_ngram(cell, spec, data.ngram_advice, data.ngram_advice_note)
-            for cell, spec in declared.items() if spec is not None and spec.method == "ngram" and roles.get(cell) == "candidate"]
+            for cell, spec in declared.items()
+            if spec is not None and spec.method == "ngram" and roles.get(cell) == "candidate"]
 
 
 def cell_speculation(data: CampaignData) -> dict[str, SpeculativeConfig | None]:
@@ -175,7 +179,7 @@ def cell_speculation(data: CampaignData) -> dict[str, SpeculativeConfig | None]:
     return out
 
 
-def _declared_roles(data: CampaignData) -> dict[str, str]:
+def _declared_roles(data: CampaignData) -> dict[str, str | None]:
     if data.campaign is not None and isinstance(data.campaign.matrix, Matrix):
         return {c.cell_id: c.role for c in data.campaign.matrix.cells}
     return {c["cell_id"]: c.get("role") for c in (data.plan or {}).get("cells") or []
@@ -206,7 +210,7 @@ def report_figures(data: CampaignData) -> dict[str, Any]:
         mean_acceptance_length=p.mean_length, relative_draft_cost=p.cost, predicted=p.predicted, realized=p.realized,
         note=p.cost_source if p.mean_length is not None else "no drafts in the trials: no acceptance length",
     ) for p in found]
-    stops = [StopsPayingFigure(cell_id=s.cell_id, stops_at=s.level, verdict=s.verdict, finding=s.text)  # type: ignore[arg-type]
+    stops = [StopsPayingFigure(cell_id=s.cell_id, stops_at=s.level, verdict=s.verdict, finding=s.text)
              for s in stops_paying_all(found)]
     ngram = [NgramSettingsFigure(
         cell_id=c.cell_id, num_speculative_tokens=c.campaign[0], prompt_lookup_min=c.campaign[1],

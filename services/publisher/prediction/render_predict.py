@@ -9,6 +9,13 @@ Tables of measured numbers start with the identity pointer (`Ref`) like every ot
 from __future__ import annotations
 
 from contracts import layout
+from services.publisher.prediction.predict import (
+    Prediction,
+    cell_speculation,
+    ngram_comparisons,
+    predictions,
+    stops_paying_all,
+)
 from services.publisher.report import figures as fig
 from services.publisher.report.document import (
     Block,
@@ -23,24 +30,19 @@ from services.publisher.report.document import (
 )
 from services.publisher.report.model import CampaignData
 from services.publisher.report.pointers import id_cols
-from services.publisher.prediction.predict import (
-    Prediction,
-    cell_speculation,
-    ngram_comparisons,
-    predictions,
-    stops_paying_all,
-)
 from services.shared.formatting import MISSING, concurrency, joined, number, share
 
 SPEEDUP_FORMULA = (
     "a_i = accepted tokens at draft position i / drafts        (pooled over the level's trials)",
     "p_i = a_i / a_(i-1), a_0 = 1                               (acceptance at i given i-1)",
-    "predicted = tau = 1 + sum_i a_i                            (tokens per target step; free drafting, one-step verify)",
+    "predicted = tau = 1 + sum_i a_i                            "
+    "(tokens per target step; free drafting, one-step verify)",
     "realized  = TPOT(baseline) / TPOT(candidate)               (geometric means of per-trial median TPOT, same level)",
     "efficiency = realized / predicted; overhead = predicted / realized - 1 (extra cost of a speculative step)",
 )
 COST_FORMULA = (
-    "predicted = L / (1 + k * c)            L = 1 + accepted / drafts (pooled over the level's trials), k = tokens per draft",
+    "predicted = L / (1 + k * c)            "
+    "L = 1 + accepted / drafts (pooled over the level's trials), k = tokens per draft",
     "c = draft ms per token / target ms per token   (draft_model: training/draft-cost.json; ngram, suffix: 0)",
     "realized  = TPOT(baseline) / TPOT(candidate)    (geometric means of per-trial median TPOT, same level)",
 )
@@ -178,7 +180,8 @@ def training_section(data: CampaignData) -> Section:
     blocks: list[Block] = [Bullets(tuple(lines))]
     cost = data.draft_cost
     if cost is None:
-        blocks.append(Paragraph((f"Draft cost not measured: {data.draft_cost_note or 'no ' + layout.TRAINING_DRAFT_COST}. "
+        blocks.append(Paragraph((f"Draft cost not measured: "
+                                 f"{data.draft_cost_note or 'no ' + layout.TRAINING_DRAFT_COST}. "
                                  "No draft_model candidate gets a cost-adjusted prediction.",)))
         return Section("training", title, tuple(blocks))
     blocks.append(Paragraph((f"The draft's per-token forward cost relative to the target's: {cost.relative_cost:.3f} "

@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from contracts.campaign import Cell, Matrix, SpeculativeConfig
 from contracts.artifacts.report import ScheduleFigure, ScheduleLevelFigure
+from contracts.campaign import Cell, Matrix, SpeculativeConfig
+from services.publisher.prediction.predict import cell_speculation, draft_cost_of, realized
 from services.publisher.report.figures import acceptance, baseline_of, spread
 from services.publisher.report.model import ArmLevel, CampaignData
-from services.publisher.prediction.predict import cell_speculation, draft_cost_of, realized
 from services.shared.schedule import Level, Plan, cost_from_realized, plan
 
 REALIZED_SOURCE = "(L(k) / realized - 1) / k at this level"

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import yaml
 
+from services.publisher.prediction.schedule_plan import CandidatePlan, best, candidate_plans, proposed_cells
 from services.publisher.report.document import Block, Bullets, Formula, Paragraph, Ref, Section, Table
 from services.publisher.report.levers import gate_text
 from services.publisher.report.model import CampaignData
-from services.publisher.prediction.schedule_plan import CandidatePlan, best, candidate_plans, proposed_cells
 from services.shared.formatting import concurrency, ms, percent
 
 TITLE = "A k per concurrency: the schedule, predicted"
@@ -31,11 +31,12 @@ def schedule_blocks(data: CampaignData) -> list[Block]:
     plans = candidate_plans(data)
     blocks: list[Block] = [
         Paragraph((f"{TITLE}. For each speculative candidate, the k that maximises the predicted speedup at each "
-                   "measured concurrency, from its measured acceptance per position and its measured cost per level, written "
-                   "as vLLM's num_speculative_tokens_per_batch_size ([[start_bs, end_bs, k], ...], inclusive ranges "
-                   "from batch size 1; level l's k covers batch sizes above the previous level up to l). A draft cut "
-                   "to j tokens keeps a_1..a_j; the step's cost is taken as linear in k; no k above the measured "
-                   "one is predicted. A prediction, not a measurement: the cells at the end prove or reject it.",)),
+                   "measured concurrency, from its measured acceptance per position and its measured cost per level, "
+                   "written as vLLM's num_speculative_tokens_per_batch_size ([[start_bs, end_bs, k], ...], inclusive "
+                   "ranges from batch size 1; level l's k covers batch sizes above the previous level up to l). "
+                   "A draft cut to j tokens keeps a_1..a_j; the step's cost is taken as linear in k; no k above the "
+                   "measured one is predicted. A prediction, not a measurement: the cells at the end prove or "
+                   "reject it.",)),
         Formula(MODEL),
     ]
     if not plans:
@@ -44,7 +45,7 @@ def schedule_blocks(data: CampaignData) -> list[Block]:
         return blocks
     blocks.append(_table(plans))
     blocks.append(Bullets(tuple((_summary(p),) for p in plans)))
-    blocks += _proof(data, best(plans))  # type: ignore[arg-type]
+    blocks += _proof(data, best(plans))  # type: ignore[arg-type]  # plans is not empty: best() finds one
     return blocks
 
 

@@ -9,20 +9,20 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field, field_validator
 
 from contracts import layout
-from contracts.envelope import ArtifactRef, RunId, Strict
 from contracts.artifacts.report import ReportSummary
+from contracts.envelope import ArtifactRef, RunId, Strict
 from services.publisher.errors import ReportInputError
 from services.publisher.pipeline import report_name
 from services.runtime.bundle.bundle import ArtifactMissing, BundleError, BundleStore
 from services.runtime.bundle.bundle_records import canonical_json
 from services.shared.results import rejected_files, result_files
 
-MANIFEST_VERSION = 2
+MANIFEST_VERSION: Final = 2
 EVIDENCE_DIR = "evidence"
 CONTENT_TYPES = {
     ".md": "text/markdown; charset=utf-8",
@@ -52,7 +52,9 @@ class DraftOverride(Strict):
 class SentFile(Strict):
     """One file of the report or its evidence, as sent (bytes unchanged from the bundle artifact)."""
 
-    name: str = Field(description="Name at the target: report.html, plots/speedup.png, evidence/gate/DECISION.json, ...")
+    name: str = Field(
+        description="Name at the target: report.html, plots/speedup.png, evidence/gate/DECISION.json, ..."
+    )
     content_type: str = Field(description="MIME type it is sent with.")
     ref: ArtifactRef = Field(description="The bundle artifact whose bytes were (or would be) sent.")
 
@@ -97,13 +99,14 @@ def outbox(bundle: BundleStore, run_id: str, draft_override: DraftOverride | Non
         summary = ReportSummary.model_validate(bundle.read_json(run_id, layout.REPORT_SUMMARY))
     except ArtifactMissing:
         raise ReportInputError(
-            f"run {run_id} has no rendered report ({layout.REPORT_SUMMARY}): render it first with `specdec report {run_id}` "
-            f"or `specdec request report {run_id}`"
+            f"run {run_id} has no rendered report ({layout.REPORT_SUMMARY}): render it first with "
+            f"`specdec report {run_id}` or `specdec request report {run_id}`"
         ) from None
     data: dict[str, bytes] = {}
     report_paths = [*(layout.report_plot(p) for p in summary.plots), layout.REPORT_HTML, layout.REPORT_MARKDOWN]
-    files = [_read(bundle, run_id, relpath, report_name(relpath), data) for relpath in report_paths]
-    evidence = [_read(bundle, run_id, relpath, f"{EVIDENCE_DIR}/{relpath}", data) for relpath in _evidence(bundle, run_id)]
+    files = [_read(bundle, run_id, relpath, report_name(relpath), data=data) for relpath in report_paths]
+    evidence = [_read(bundle, run_id, relpath, f"{EVIDENCE_DIR}/{relpath}", data=data)
+                for relpath in _evidence(bundle, run_id)]
     manifest = OutboxManifest(
         run_id=run_id, draft=summary.draft, draft_reasons=summary.draft_reasons, draft_override=draft_override,
         files=[_entry(f) for f in files], evidence=[_entry(f) for f in evidence],
@@ -114,7 +117,8 @@ def outbox(bundle: BundleStore, run_id: str, draft_override: DraftOverride | Non
 
 def _evidence(bundle: BundleStore, run_id: str) -> list[str]:
     run_dir = bundle.run_dir(run_id)
-    trials = [p.relative_to(run_dir).as_posix() for p in (*result_files(bundle, run_id), *rejected_files(bundle, run_id))]
+    trials = [p.relative_to(run_dir).as_posix()
+              for p in (*result_files(bundle, run_id), *rejected_files(bundle, run_id))]
     try:
         bundle.ref(run_id, layout.DECISION)
         gate = [layout.DECISION]
@@ -123,7 +127,7 @@ def _evidence(bundle: BundleStore, run_id: str) -> list[str]:
     return sorted({*trials, *gate, layout.REPORT_SUMMARY})
 
 
-def _read(bundle: BundleStore, run_id: str, relpath: str, name: str, data: dict[str, bytes]) -> SentFile:
+def _read(bundle: BundleStore, run_id: str, relpath: str, name: str, *, data: dict[str, bytes]) -> SentFile:
     try:
         data[name] = bundle.read_bytes(run_id, relpath)
     except ArtifactMissing:

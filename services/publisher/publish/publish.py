@@ -11,17 +11,17 @@ import asyncio
 import os
 import tempfile
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 import httpx
 from pydantic import Field
 
 from contracts import layout
 from contracts.envelope import ArtifactRef, RunId, Strict
-from services.publisher.publish import credentials
 from services.publisher.errors import PublishConflict, PublishFailed, PublishRefused, PublishTargetError
+from services.publisher.publish import credentials
 from services.publisher.publish.outbox import DraftOverride, Outbox, SentFile, outbox
 from services.publisher.publish.publish_review import (
     ACK_FIELD,
@@ -42,7 +42,9 @@ from services.runtime.settings import RuntimeSettings
 __all__ = ["ACK_FIELD", "Acknowledger", "DraftOverride", "Publication", "SentFile", "mode", "parse_target",
            "publish_report", "publish_run"]
 
-PUBLICATION_VERSION = 1
+PUBLICATION_VERSION: Final = 1
+# One frozen policy shared by every call that passes none (the default a signature would build once).
+_DEFAULT_POLICY = RetryPolicy()
 
 
 @dataclass(frozen=True)
@@ -99,16 +101,23 @@ class Publication(Strict):
     destination: str = Field(description="Where the files go: a folder path, s3://BUCKET/PREFIX/RUN_ID/ or the URL.")
     dry_run: bool = Field(description="True when nothing was sent.")
     mode_reason: str = Field(description="Why it was a dry run, or who acknowledged the live publish.")
-    acknowledged_by: Acknowledger | None = Field(description="Source of the acknowledgement of a live publish; None without.")
+    acknowledged_by: Acknowledger | None = Field(
+        description="Source of the acknowledgement of a live publish; None without."
+    )
     draft: bool = Field(description="True when the published report is a DRAFT.")
     files: list[SentFile] = Field(description="The report's files sent (or that would be), with their hashes.")
     written: list[str] = Field(description="file:// and s3:// targets: what was written (paths, bundle or s3:// URIs).")
     response: ArtifactRef | None = Field(description="HTTP targets: the recorded attempts (response.json).")
-    evidence: list[SentFile] = Field(default=[], description="The evidence files sent (or that would be) under evidence/.")
-    manifest_sha256: str | None = Field(default=None, description="sha256 of the manifest.json sent (or that would be).")
+    evidence: list[SentFile] = Field(
+        default=[], description="The evidence files sent (or that would be) under evidence/."
+    )
+    manifest_sha256: str | None = Field(
+        default=None, description="sha256 of the manifest.json sent (or that would be)."
+    )
     external: bool = Field(default=False, description="True for s3://, https:// and http:// targets.")
     dry_run_record: str | None = Field(
-        default=None, description="External targets: the bundle path of the dry-run record this publish made or matched."
+        default=None,
+        description="External targets: the bundle path of the dry-run record this publish made or matched.",
     )
     draft_override: DraftOverride | None = Field(default=None, description="The DRAFT override given; None without.")
 
@@ -132,7 +141,7 @@ async def publish_report(
     draft_override: DraftOverride | None = None,
     settings: RuntimeSettings,
     dry_run: bool = False,
-    policy: RetryPolicy = RetryPolicy(),
+    policy: RetryPolicy = _DEFAULT_POLICY,
 ) -> Publication:
     """Publish the run's rendered report to `target` on a person's or a tool's request.
 
@@ -142,9 +151,10 @@ async def publish_report(
     Raises a PublishError (review refusals, credentials, conflicts, failures) or ReportInputError."""
     if acknowledged_by not in (None, "cli", "mcp"):
         # The campaign's acknowledgement and policy are the service's (publish_run): a call here types its own.
-        raise PublishRefused(f"acknowledged_by={acknowledged_by!r}: a call acknowledges as 'cli' or 'mcp', or not at all")
+        raise PublishRefused(
+            f"acknowledged_by={acknowledged_by!r}: a call acknowledges as 'cli' or 'mcp', or not at all")
     live = acknowledged_by is not None and not dry_run
-    key = f"{acknowledged_by or 'dry'}-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    key = f"{acknowledged_by or 'dry'}-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
     return await publish_run(bundle, run_id, target=target, key=key, acknowledged_by=acknowledged_by,
                              force_dry_run=dry_run, record=live, draft_override=draft_override, settings=settings,
                              policy=policy)
@@ -161,7 +171,7 @@ async def publish_run(
     record: bool = True,
     draft_override: DraftOverride | None = None,
     settings: RuntimeSettings | None = None,
-    policy: RetryPolicy = RetryPolicy(),
+    policy: RetryPolicy = _DEFAULT_POLICY,
     sleep: Sleep = asyncio.sleep,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> Publication:
@@ -200,8 +210,9 @@ async def publish_run(
         if dry_run:
             why = dry_run_reason(why, draft, draft_override, external=True)
         else:
-            live, why = live_external(run_id, destination, acknowledged_by=acknowledged_by,  # type: ignore[arg-type]
-                                      draft=draft, override=draft_override, reviewed=reviewed)
+            live, why = live_external(
+                run_id, destination, acknowledged_by=acknowledged_by,  # type: ignore[arg-type]  # live: mode() found one
+                draft=draft, override=draft_override, reviewed=reviewed)
             dry_run = not live
     written: list[str] = []
     response: ArtifactRef | None = None
@@ -213,8 +224,8 @@ async def publish_run(
             written = await asyncio.to_thread(publish_objects, parsed, run_id, box.objects(), metadata=metadata,
                                               attempts=policy.attempts, timeout_s=policy.timeout_s)
         else:
-            response = await _send_http(bundle, run_id, parsed, box, key, settings=settings, policy=policy, sleep=sleep,
-                                        transport=transport, record=record)
+            response = await _send_http(bundle, run_id, parsed, box, key=key, settings=settings, policy=policy,
+                                        sleep=sleep, transport=transport, record=record)
     publication = Publication(
         run_id=run_id, key=key, target=target, destination=destination, dry_run=dry_run, mode_reason=why,
         acknowledged_by=None if dry_run else acknowledged_by, draft=draft, files=box.files, written=written,
@@ -253,7 +264,7 @@ def _destination(bundle: BundleStore, run_id: str, parsed: Target) -> str:
         return parsed.destination(run_id)
     if parsed.relpath is not None:
         return str(bundle.run_dir(run_id) / parsed.relpath)
-    return str(parsed.directory / run_id)  # type: ignore[operator]
+    return str(parsed.directory / run_id)  # type: ignore[operator]  # parse_target: no relpath, so a directory
 
 
 def _write_files(bundle: BundleStore, run_id: str, target: FileTarget, box: Outbox) -> list[str]:
@@ -263,7 +274,7 @@ def _write_files(bundle: BundleStore, run_id: str, target: FileTarget, box: Outb
             return [bundle.write_bytes(run_id, f"{target.relpath}/{name}", data).uri for name, data in files]
         except ArtifactConflict as exc:
             raise PublishConflict(f"{exc}; publish to another folder") from None
-    folder = target.directory / run_id  # type: ignore[operator]
+    folder = target.directory / run_id  # type: ignore[operator]  # parse_target: no relpath, so a directory
     return [str(_write_once(folder / name, data)) for name, data in files]
 
 
@@ -289,7 +300,7 @@ def _write_once(path: Path, data: bytes) -> Path:
 
 
 async def _send_http(
-    bundle: BundleStore, run_id: str, target: HttpTarget, box: Outbox, key: str, *, settings: RuntimeSettings,
+    bundle: BundleStore, run_id: str, target: HttpTarget, box: Outbox, *, key: str, settings: RuntimeSettings,
     policy: RetryPolicy, sleep: Sleep, transport: httpx.AsyncBaseTransport | None, record: bool,
 ) -> ArtifactRef | None:
     response_path = layout.publication_response(key)

@@ -8,7 +8,7 @@ policy, never for a DRAFT (docs/lake.md, "The review point")."""
 from __future__ import annotations
 
 import hashlib
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
@@ -17,7 +17,7 @@ from contracts.envelope import RunId, Sha256, Strict
 from services.publisher.errors import PublishRefused
 from services.publisher.publish.outbox import DraftOverride, Outbox, SentFile
 
-DRY_RUN_VERSION = 1
+DRY_RUN_VERSION: Final = 1
 DRY_RUN_DIR = f"{layout.PUBLISH_DIR}/dry-run"
 ACK_FIELD = "i_understand_this_publishes_externally"
 # Who gave the acknowledgement: the campaign alone (the service: live to a folder only), the campaign's policy
@@ -35,7 +35,9 @@ class DryRunRecord(Strict):
     version: Literal[1] = Field(default=DRY_RUN_VERSION, description="Version of this record.")
     run_id: RunId = Field(description="The run.")
     destination: str = Field(description="Where it would go: s3://BUCKET/PREFIX/RUN_ID/ or the URL.")
-    manifest_sha256: Sha256 = Field(description="sha256 of the manifest.json it would send; a live publish must match it.")
+    manifest_sha256: Sha256 = Field(
+        description="sha256 of the manifest.json it would send; a live publish must match it."
+    )
     manifest_size_bytes: int = Field(ge=0, description="Size of that manifest.json.")
     draft: bool = Field(description="True when the report is a DRAFT.")
     draft_override: DraftOverride | None = Field(description="The override it was made with; None without one.")
@@ -118,6 +120,7 @@ def live_external(
             f"({OVERRIDE_HOW}), given to the dry run and to the live publish alike"
         )
     if problems:
-        raise PublishRefused(f"live publish of {run_id} to {destination} refused, nothing was sent: " + "; ".join(problems))
+        raise PublishRefused(
+            f"live publish of {run_id} to {destination} refused, nothing was sent: " + "; ".join(problems))
     why = f"live: {ACK_FIELD} given by the {acknowledged_by}, after the dry run recorded in {reviewed}"
     return True, why + (f"; DRAFT published on override: {override.reason}" if override is not None else "")

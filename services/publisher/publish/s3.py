@@ -7,6 +7,7 @@ other bytes stops the publish, one holding the same bytes is left alone (docs/la
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import re
 from dataclasses import dataclass
@@ -29,8 +30,8 @@ _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _DENIED = {"403", "AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken",
            "TokenRefreshRequired", "AllAccessDisabled", "AccountProblem"}
 _MISSING = {"404", "NoSuchBucket", "NotFound", "NoSuchKey"}
-_CHAIN = ("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE with a profile in AWS_SHARED_CREDENTIALS_FILE "
-          "/ AWS_CONFIG_FILE, or run where a role provides them")
+_CHAIN = ("set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE with a profile in "
+          "AWS_SHARED_CREDENTIALS_FILE / AWS_CONFIG_FILE, or run where a role provides them")
 
 
 @dataclass(frozen=True)
@@ -84,8 +85,9 @@ def publish_objects(
     for done, (key, data, content_type) in enumerate(todo):
         digest = hashlib.sha256(data)
         try:
-            _call(lambda: client.put_object(
-                Bucket=target.bucket, Key=key, Body=data, ContentType=content_type,
+            # partial binds this iteration's values now, not the loop variables' later ones
+            _call(functools.partial(
+                client.put_object, Bucket=target.bucket, Key=key, Body=data, ContentType=content_type,
                 Metadata={**metadata, "sha256": digest.hexdigest()},
                 ChecksumSHA256=base64.b64encode(digest.digest()).decode(),
             ), where, f"PutObject {key}")
@@ -129,8 +131,8 @@ def _mapped(exc: ClientError | BotoCoreError, where: str, what: str) -> Exceptio
         return PublishCredentialsError(f"AWS credentials unusable: {exc}; {_CHAIN}")
     if isinstance(exc, EndpointConnectionError):
         return PublishFailed(
-            f"the S3 endpoint of {where} did not answer ({exc}); nothing was uploaded by {what}: check AWS_ENDPOINT_URL "
-            "(or AWS_ENDPOINT_URL_S3) and the network"
+            f"the S3 endpoint of {where} did not answer ({exc}); nothing was uploaded by {what}: check "
+            "AWS_ENDPOINT_URL (or AWS_ENDPOINT_URL_S3) and the network"
         )
     if not isinstance(exc, ClientError):
         return PublishFailed(f"{where}: {what} failed: {exc}")
@@ -150,7 +152,8 @@ def _mapped(exc: ClientError | BotoCoreError, where: str, what: str) -> Exceptio
 
 
 def _code(exc: ClientError) -> tuple[str, int | None]:
-    return str(exc.response.get("Error", {}).get("Code", "?")), exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return (str(exc.response.get("Error", {}).get("Code", "?")),
+            exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode"))
 
 
 def _held_sha256(client: Any, bucket: str, key: str) -> str | None:

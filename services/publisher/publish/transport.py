@@ -12,7 +12,7 @@ import ssl
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Final, Literal
 
 import httpx
 from pydantic import Field
@@ -21,7 +21,7 @@ from contracts import layout
 from contracts.envelope import Strict
 from services.publisher.publish.credentials import BearerToken
 
-RECORD_VERSION = 1
+RECORD_VERSION: Final = 1
 RETRY_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
 MAX_BODY_CHARS = 65536  # of a response body kept in the record
 
@@ -43,7 +43,9 @@ class Attempt(Strict):
     waited_s: float = Field(ge=0, description="Backoff slept before this attempt, seconds.")
     status: int | None = Field(description="HTTP status; None when no response came (error set).")
     headers: dict[str, str] = Field(description="Response headers (lower-case names; repeated ones joined by ', ').")
-    body: str = Field(description="Response body as text (UTF-8, undecodable bytes replaced), at most 65536 characters.")
+    body: str = Field(
+        description="Response body as text (UTF-8, undecodable bytes replaced), at most 65536 characters."
+    )
     body_truncated: bool = Field(description="True when the body was longer than what is kept.")
     error: str | None = Field(description="Transport error (connect, timeout, ...) when no response came.")
     elapsed_s: float = Field(ge=0, description="Time from sending to the response or the error, seconds.")
@@ -114,7 +116,8 @@ async def post_report(
                     return HttpRecord(url=url, idempotency_key=idempotency_key, attempts=attempts, outcome="refused")
                 retry_after = _retry_after(response)
             if n < policy.attempts:
-                waited = min(policy.max_backoff_s, retry_after if retry_after is not None else policy.backoff_s * 2 ** (n - 1))
+                waited = min(policy.max_backoff_s,
+                             retry_after if retry_after is not None else policy.backoff_s * 2 ** (n - 1))
                 await sleep(waited)
     outcome: Literal["refused", "unreachable"] = "unreachable" if attempts[-1].status is None else "refused"
     return HttpRecord(url=url, idempotency_key=idempotency_key, attempts=attempts, outcome=outcome)

@@ -12,15 +12,15 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from contracts import layout
-from contracts.campaign import Campaign
 from contracts.artifacts.corpus import CorpusManifest
 from contracts.artifacts.decision import Decision
 from contracts.artifacts.engine import EngineCheck
-from contracts.envelope import KEY_RE, RUN_ID_PATTERN
 from contracts.artifacts.training import KeyRecord
+from contracts.campaign import Campaign
+from contracts.envelope import KEY_RE, RUN_ID_PATTERN
 from services.publisher.errors import ReportInputError
 from services.publisher.prediction.prediction_inputs import (
     read_draft_cost,
@@ -30,13 +30,13 @@ from services.publisher.prediction.prediction_inputs import (
 )
 from services.publisher.publish.review_record import plan_reviews, with_views
 from services.publisher.report.canonical_section import read_canonical, read_intent
-from services.publisher.report.target_model import read_target_build
 from services.publisher.report.model import (
     EVIDENCE_STEPS,
     CampaignData,
     LaunchEngine,
     StepStatus,
 )
+from services.publisher.report.target_model import read_target_build
 from services.publisher.report.trials import (
     LoadedTrial,
     build_arms,
@@ -57,17 +57,19 @@ DONE_EVENTS: dict[str, str] = {
     "bench.completed": "bench",
     "gate.decided": "gate",
 }
-FAILED_EVENTS: dict[str, str] = {f"{step}.failed": step for step in EVIDENCE_STEPS} | {"capacity.unavailable": "capacity"}
+FAILED_EVENTS: dict[str, str] = ({f"{step}.failed": step for step in EVIDENCE_STEPS}
+                                 | {"capacity.unavailable": "capacity"})
 
 
 def read_campaign(bundle: BundleStore, run_id: str, *, extra_events: Sequence[Mapping[str, Any]] = ()) -> CampaignData:
     """The run's campaign. `extra_events` are events in hand that the journal may not have appended yet
     (the gate.decided a service is reacting to)."""
     if not bundle.exists(run_id):
-        raise ReportInputError(f"no bundle for run {run_id} under {bundle.root}: check the run ID and SPECDEC_BUNDLE_ROOT")
+        raise ReportInputError(
+            f"no bundle for run {run_id} under {bundle.root}: check the run ID and SPECDEC_BUNDLE_ROOT")
     problems: list[str] = []
-    campaign = _read_model(bundle, run_id, layout.CAMPAIGN, Campaign, problems)
-    decision = _read_model(bundle, run_id, layout.DECISION, Decision, problems)
+    campaign = _read_model(bundle, run_id, layout.CAMPAIGN, Campaign, problems=problems)
+    decision = _read_model(bundle, run_id, layout.DECISION, Decision, problems=problems)
     decision_sha = bundle.ref(run_id, layout.DECISION).sha256 if decision is not None else None
     plan = _read_json(bundle, run_id, layout.BENCH_PLAN, problems)
     loaded = read_trials(bundle, run_id, problems)
@@ -75,8 +77,8 @@ def read_campaign(bundle: BundleStore, run_id: str, *, extra_events: Sequence[Ma
     rejected = [*read_rejected(bundle, run_id, problems), *rejected]
     if not loaded and plan is None:
         raise ReportInputError(
-            f"run {run_id} has no trial results ({layout.trial_result('<cell>', '<n>', '<k>')}) and no bench plan in its "
-            "bundle: run the bench step first (specdec request bench RUN_ID)"
+            f"run {run_id} has no trial results ({layout.trial_result('<cell>', '<n>', '<k>')}) and no bench plan "
+            "in its bundle: run the bench step first (specdec request bench RUN_ID)"
         )
     scan = bundle.scan_events(run_id)
     problems += journal_problems(scan)
@@ -104,7 +106,7 @@ def read_campaign(bundle: BundleStore, run_id: str, *, extra_events: Sequence[Ma
         draft_reused_from=reused_from,
         draft_input_key=input_key,
         rejected=rejected,
-        engine=_read_engine(bundle, run_id, plan if isinstance(plan, dict) else None, loaded, problems),
+        engine=_read_engine(bundle, run_id, plan if isinstance(plan, dict) else None, loaded, problems=problems),
         redaction=_read_redaction(bundle, run_id, problems),
         ngram_advice=advice, ngram_advice_note=advice_note, draft_cost=cost, draft_cost_note=cost_note,
         suffix_prediction=suffix, suffix_prediction_note=suffix_note,
@@ -134,7 +136,7 @@ def _read_redaction(bundle: BundleStore, run_id: str, problems: list[str]) -> An
         bundle.ref(run_id, layout.CORPUS_MANIFEST)
     except ArtifactMissing:
         return None
-    manifest = _read_model(bundle, run_id, layout.CORPUS_MANIFEST, CorpusManifest, problems)
+    manifest = _read_model(bundle, run_id, layout.CORPUS_MANIFEST, CorpusManifest, problems=problems)
     return manifest.redaction if manifest is not None else None
 
 
@@ -145,7 +147,7 @@ def _draft_origin(
     training = [e for e in events if e.get("schema") == "training.completed"]
     reused = training[-1].get("reused_from") if training else None
     # The trainer-proxy's own record model: an invalid record is a problem, and its key is not shown.
-    record = _read_model(bundle, run_id, layout.TRAINING_INPUT_KEY, KeyRecord, problems)
+    record = _read_model(bundle, run_id, layout.TRAINING_INPUT_KEY, KeyRecord, problems=problems)
     if reused is not None and not (isinstance(reused, str) and re.fullmatch(RUN_ID_PATTERN, reused)):
         problems.append(f"training.completed names an invalid reused_from {reused!r}")
         reused = None
@@ -196,7 +198,7 @@ def _read_json(bundle: BundleStore, run_id: str, relpath: str, problems: list[st
         return None
 
 
-def _read_model(bundle: BundleStore, run_id: str, relpath: str, model: type, problems: list[str]) -> Any:
+def _read_model(bundle: BundleStore, run_id: str, relpath: str, model: type[BaseModel], *, problems: list[str]) -> Any:
     raw = _read_json(bundle, run_id, relpath, problems)
     if raw is None:
         return None
@@ -209,7 +211,8 @@ def _read_model(bundle: BundleStore, run_id: str, relpath: str, model: type, pro
 
 
 def _read_engine(
-    bundle: BundleStore, run_id: str, plan: Mapping[str, Any] | None, loaded: Sequence[LoadedTrial], problems: list[str]
+    bundle: BundleStore, run_id: str, plan: Mapping[str, Any] | None, loaded: Sequence[LoadedTrial], *,
+    problems: list[str],
 ) -> list[LaunchEngine]:
     """Every launch's engine read-back: the plan's launches in order (a launch without one: not read back),
     then files no plan names, then cells with results but no launch at all."""
@@ -223,17 +226,17 @@ def _read_engine(
         if not (isinstance(cell, str) and KEY_RE.match(cell)):
             continue
         folder = layout.launch_folder(cell, index)
-        first, later = layout.engine_check(folder), layout.engine_check(layout.attempt_folder(folder, "*"))  # type: ignore[arg-type]
+        first, later = layout.engine_check(folder), layout.engine_check(layout.attempt_folder(folder, "*"))
         # The first attempt's, then later attempts' in order (attempt_folder).
         mine = sorted((p for p in found if p == first or fnmatch.fnmatch(p, later)),
                       key=lambda p: (p != first, len(p), p))
         used |= set(mine)
-        rows += [_engine_row(bundle, run_id, p, cell, index, problems) for p in mine] or [
+        rows += [_engine_row(bundle, run_id, p, cell=cell, index=index, problems=problems) for p in mine] or [
             LaunchEngine(cell_id=cell, launch=index, path=None, check=None)]
     for relpath in found:
         cell = relpath.split("/")[1]  # contracts.layout.launch_folder: bench/<cell_id>/launch-<i>
         if relpath not in used and KEY_RE.match(cell):
-            rows.append(_engine_row(bundle, run_id, relpath, cell, None, problems))
+            rows.append(_engine_row(bundle, run_id, relpath, cell=cell, index=None, problems=problems))
     served = {row.cell_id for row in rows}
     for cell in sorted({cell_of(item) for item in loaded} - served):
         rows.append(LaunchEngine(cell_id=cell, launch=None, path=None, check=None))
@@ -241,9 +244,9 @@ def _read_engine(
 
 
 def _engine_row(
-    bundle: BundleStore, run_id: str, relpath: str, cell: str, index: int | None, problems: list[str]
+    bundle: BundleStore, run_id: str, relpath: str, *, cell: str, index: int | None, problems: list[str]
 ) -> LaunchEngine:
-    check = _read_model(bundle, run_id, relpath, EngineCheck, problems)
+    check = _read_model(bundle, run_id, relpath, EngineCheck, problems=problems)
     if check is not None:
         cell, index = check.cell_id, check.launch if index is None else index
     return LaunchEngine(cell_id=cell, launch=index, path=relpath, check=check)

@@ -12,9 +12,9 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from contracts.artifacts.decision import Decision, LevelDecision
+from services.publisher.report import plots as plotting
 from services.publisher.report.document import Image, Paragraph, Ref, Section, Table
 from services.publisher.report.model import CampaignData, arm_key
-from services.publisher.report import plots as plotting
 from services.publisher.report.plots import DPI, Plot, _png
 from services.publisher.report.pointers import arm_ref
 from services.shared import sequential
@@ -98,7 +98,7 @@ def answer_plot(data: CampaignData) -> Plot | None:
         ax.axhspan(-effect, effect, color="#dddddd", label=f"within +-{effect:g} % (minimum effect)")
     ax.axhline(0.0, color="black", linewidth=0.8)
     for x, r in enumerate(drawn):
-        gain, low, high = r.gain  # type: ignore[misc]
+        gain, low, high = r.gain  # type: ignore[misc]  # drawn keeps only the rows with a gain
         color = OUTCOME_COLORS.get(r.level.outcome, "#1f77b4")
         ax.errorbar([x], [gain], yerr=[[gain - low], [high - gain]], fmt="o", color=color, capsize=4)
         label = r.level.outcome + (f", {r.level.trials_used} trials" if r.level.trials_used is not None else "")

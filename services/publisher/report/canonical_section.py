@@ -50,7 +50,8 @@ def read_intent(bundle: BundleStore, run_id: str, problems: list[str]) -> str | 
 def intent_section(intent: str | None) -> list[Section]:
     if not intent:
         return []
-    return [Section("intent", "Intent", (Paragraph((f"What this campaign is for, as stated at evidence_init: {intent}",)),))]
+    return [Section("intent", "Intent",
+                    (Paragraph((f"What this campaign is for, as stated at evidence_init: {intent}",)),))]
 
 
 def canonical_section(record: CanonicalRecord | None) -> list[Section]:
@@ -69,8 +70,8 @@ def canonical_section(record: CanonicalRecord | None) -> list[Section]:
         changes = "; ".join(mask_text(f"{c.declared or '(appended)'} -> {c.launched}") for c in cell.rewrites) or "none"
         read = (", ".join(f"{k}={json.dumps(v)}" for k, v in mask_document(cell.engine_args).items())
                 if cell.parsed_by_vllm else "not a `vllm serve` command: declared in specdec's keys")
-        rows.append(((cell.cell_id,), (cell.role,), (cell.notes or "",), (labels,), (shlex.join(mask_argv(cell.serve_cmd)),),
-                     (read,), (changes,)))
+        rows.append(((cell.cell_id,), (cell.role,), (cell.notes or "",), (labels,),
+                     (shlex.join(mask_argv(cell.serve_cmd)),), (read,), (changes,)))
     table = Table(("cell", "role", "notes", "identity labels", "serve command as declared",
                    "what vLLM's parser read", "launched otherwise (declared -> launched)"), tuple(rows),
                   identity_column=False)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import base64
 import html
 from dataclasses import dataclass, field
-from typing import Union
 
 
 @dataclass(frozen=True)
@@ -26,9 +25,9 @@ class Anchor:
     key: str
 
 
-Inline = Union[str, Ref, Anchor]
+Inline = str | Ref | Anchor
 Text = tuple[Inline, ...]
-Cell = Union[Inline, Text]  # a table cell: one part, or several (e.g. a list of Refs)
+Cell = Inline | Text  # a table cell: one part, or several (e.g. a list of Refs)
 
 
 @dataclass(frozen=True)
@@ -62,7 +61,7 @@ class Image:
     png: bytes
 
 
-Block = Union[Paragraph, Bullets, Formula, Table, Image]
+Block = Paragraph | Bullets | Formula | Table | Image
 
 
 @dataclass(frozen=True)

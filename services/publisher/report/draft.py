@@ -6,8 +6,8 @@ never an error. Pure: a function of `CampaignData`."""
 from __future__ import annotations
 
 from contracts import layout
-from contracts.campaign import Matrix
 from contracts.artifacts.suffix import SUFFIX_VLLM_DEFAULTS
+from contracts.campaign import Matrix
 from services.publisher.report.model import CampaignData
 
 
@@ -24,7 +24,8 @@ def _step_reasons(data: CampaignData) -> list[str]:
     for status in data.steps:
         if status.state == "failed":
             reasons.append(f"step {status.step} failed ({status.detail})")
-        elif status.state == "missing" and data.journal_present and not (status.step == "gate" and data.decision is None):
+        elif (status.state == "missing" and data.journal_present
+              and not (status.step == "gate" and data.decision is None)):
             # (a missing gate without a decision is said once, by the gate reasons below)
             reasons.append(f"step {status.step} is missing: no event in the journal settles it")
     for cell, why in sorted(data.failed_cells.items()):
@@ -41,7 +42,8 @@ def _gate_reasons(data: CampaignData) -> list[str]:
 
 
 def _identity_reasons(data: CampaignData) -> list[str]:
-    reasons = [f"identity of {arm.key} is incomplete: {problem}" for arm in data.arms for problem in arm.identity_problems]
+    reasons = [f"identity of {arm.key} is incomplete: {problem}"
+               for arm in data.arms for problem in arm.identity_problems]
     if data.decision is not None and data.decision.unchecked_identity_fields:
         fields = ", ".join(data.decision.unchecked_identity_fields)
         reasons.append(f"the gate could not compare identity fields between the arms: {fields}")
@@ -100,10 +102,12 @@ def _suffix_cache_reasons(data: CampaignData) -> list[str]:
         if spec is None or spec.method != "suffix" or spec.suffix_decoding_max_cached_requests == 0:
             continue
         size = spec.suffix_decoding_max_cached_requests
-        cache = f"{size:,} requests" if size is not None else f"vLLM's default, {SUFFIX_VLLM_DEFAULTS['suffix_decoding_max_cached_requests']:,} requests"
+        cache = (f"{size:,} requests" if size is not None
+                 else f"vLLM's default, {SUFFIX_VLLM_DEFAULTS['suffix_decoding_max_cached_requests']:,} requests")
         reasons.append(
-            f"suffix cell {cell.cell_id} caches earlier requests' outputs (suffix_decoding_max_cached_requests: {cache}) "
-            "while every trial and warm-up replays the same prompts: its acceptance and speed include drafts from its "
+            f"suffix cell {cell.cell_id} caches earlier requests' outputs "
+            f"(suffix_decoding_max_cached_requests: {cache}) while every trial and warm-up replays the same prompts: "
+            "its acceptance and speed include drafts from its "
             "own answers to those prompts in earlier windows; declare suffix_decoding_max_cached_requests: 0 to "
             "measure what the traffic gives")
     return reasons

@@ -81,8 +81,9 @@ def _failed_requests(data: CampaignData) -> list[Lever]:
         rule="failed-requests",
         finding=f"{len(bad)} arm(s) failed more than {share(MAX_FAILED_SHARE)} of requests; worst {worst.key}: "
         f"{share(worst_share, decimals=1)}",
-        action=f"find why {worst.cell_id} fails requests at concurrency {concurrency(worst.concurrency)} (server log in "
-        f"{layout.BENCH_DIR}/{worst.cell_id}/), fix it, and re-bench: latencies of the survivors hide the slow requests",
+        action=f"find why {worst.cell_id} fails requests at concurrency {concurrency(worst.concurrency)} "
+        f"(server log in {layout.BENCH_DIR}/{worst.cell_id}/), fix it, and re-bench: latencies of the survivors hide "
+        "the slow requests",
         gate=gate_text(data, levels=sorted({a.concurrency for a, _ in bad}, key=_order)),
         evidence=tuple(arm.key for arm, _ in bad),
     )]
@@ -92,7 +93,7 @@ def _missing_trials(data: CampaignData) -> list[Lever]:
     short = [a for a in data.arms if a.trials_declared is not None and len(a.trials) < a.trials_declared]
     if not short:
         return []
-    missing = sum(a.trials_declared - len(a.trials) for a in short)  # type: ignore[operator]
+    missing = sum(a.trials_declared - len(a.trials) for a in short if a.trials_declared is not None)
     return [Lever(
         rule="missing-trials",
         finding=f"{missing} declared trial(s) have no results: "
@@ -113,7 +114,8 @@ def _too_few_trials(data: CampaignData) -> list[Lever]:
         rule="too-few-trials",
         finding=f"{len(few)} arm(s) declare fewer trials than the gate's {need} per arm: "
         + ", ".join(f"{a.key} {a.trials_declared or len(a.trials)}" for a in few),
-        action=f"re-bench with {need} trials per arm: below that the gate cannot tell a change from trial-to-trial noise",
+        action=f"re-bench with {need} trials per arm: below that the gate cannot tell a change from trial-to-trial "
+        "noise",
         gate=gate_text(data, min_trials=need),
         evidence=tuple(a.key for a in few),
     )]
@@ -132,8 +134,9 @@ def _acceptance_collapse(data: CampaignData) -> list[Lever]:
         out.append(Lever(
             rule="acceptance-collapse",
             finding=f"{cell}: acceptance collapses after position {j - 1}: p_{j} = {p[j - 1]:.2f} "
-            f"(a_{j - 1} = {acc.per_position[j - 2]:.2f}, a_{j} = {acc.per_position[j - 1]:.2f}); positions {j}..{acc.k} "
-            f"add {sum(acc.per_position[j - 1:]):.2f} tokens per step for {acc.k - j + 1} extra draft token(s) each step",
+            f"(a_{j - 1} = {acc.per_position[j - 2]:.2f}, a_{j} = {acc.per_position[j - 1]:.2f}); "
+            f"positions {j}..{acc.k} add {sum(acc.per_position[j - 1:]):.2f} tokens per step for {acc.k - j + 1} "
+            "extra draft token(s) each step",
             action=f"try num_speculative_tokens = {j - 1} (now {acc.k}) for {cell}: predicted tokens per step "
             f"{kept:.2f} instead of {acc.mean_length:.2f}, at a lower drafting and verification cost",
             gate=gate_text(data),
@@ -174,7 +177,8 @@ def _win_vanishes(data: CampaignData) -> list[Lever]:
         at_stop = next((lvl.objective for lvl in cand.levels if lvl.concurrency == stop), None)
         if stop is None or at_stop is None or at_stop.delta_pct is None:
             continue  # no measured objective there: missing-trials / too-few-trials say what to run
-        wins = [lvl.concurrency for lvl in cand.levels if lvl.outcome == "win" and _order(lvl.concurrency) < _order(stop)]
+        wins = [lvl.concurrency for lvl in cand.levels
+                if lvl.outcome == "win" and _order(lvl.concurrency) < _order(stop)]
         gains = {lvl.concurrency: lvl.objective.delta_pct for lvl in cand.levels if lvl.objective}
         out.append(Lever(
             rule="win-vanishes",
@@ -196,8 +200,8 @@ def _overhead(data: CampaignData) -> list[Lever]:
     return [Lever(
         rule="speculation-overhead",
         finding=f"{worst.candidate.key}: predicted speedup {worst.predicted:.2f}x from acceptance, realized "
-        f"{worst.realized:.2f}x ({share(worst.efficiency)} of it); one speculative step costs {worst.overhead:.2f} plain "
-        "steps more than it should",
+        f"{worst.realized:.2f}x ({share(worst.efficiency)} of it); one speculative step costs "
+        f"{worst.overhead:.2f} plain steps more than it should",
         action=f"cut the cost of speculating in {worst.candidate.cell_id}: a cheaper proposer (ngram, a smaller draft) "
         "or fewer speculative tokens",
         gate=gate_text(data),
@@ -235,8 +239,8 @@ def _beat_noise(data: CampaignData) -> list[Lever]:
             out.append(Lever(
                 rule="beat-noise",
                 finding=f"{key}: objective {obj.metric} {percent(obj.delta_pct)}, interval "
-                f"{interval(obj.interval.low_pct, obj.interval.high_pct)} %, noise bound {percent(noise, signed=False)}, "
-                f"{n} trials per arm: within noise",
+                f"{interval(obj.interval.low_pct, obj.interval.high_pct)} %, "
+                f"noise bound {percent(noise, signed=False)}, {n} trials per arm: within noise",
                 action=action,
                 gate=gate_text(data, levels=[lvl.concurrency], min_trials=trials),
                 evidence=(key,),
@@ -257,7 +261,8 @@ def _extend_k(data: CampaignData) -> list[Lever]:
             rule="extend-k",
             finding=f"{cell} wins and its last position still accepts: p_{acc.k} = {acc.conditional[-1]:.2f}",
             action=f"try num_speculative_tokens = {acc.k + 1} for {cell}: if p stays at {acc.conditional[-1]:.2f} the "
-            f"extra position adds about {gain:.2f} tokens per step ({acc.mean_length:.2f} -> {acc.mean_length + gain:.2f})",
+            f"extra position adds about {gain:.2f} tokens per step "
+            f"({acc.mean_length:.2f} -> {acc.mean_length + gain:.2f})",
             gate=gate_text(data) + f" Compare against {cell} as well: the new cell must beat it beyond noise.",
             evidence=tuple(a.key for a in arms),
         ))
@@ -301,7 +306,8 @@ def _pooled_by_cell(data: CampaignData) -> list[tuple[str, list[ArmLevel], Accep
     on this traffic; concurrency changes its cost, not what it proposes)."""
     out = []
     for cell in data.cells():
-        measured = [(a, acc) for a in data.arms if a.cell_id == cell and a.role == "candidate" and (acc := acceptance(a))]
+        measured = [(a, acc) for a in data.arms
+                    if a.cell_id == cell and a.role == "candidate" and (acc := acceptance(a))]
         if not measured:
             continue
         drafts = sum(acc.drafts for _, acc in measured)

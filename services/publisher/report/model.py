@@ -8,24 +8,24 @@ listed in `problems` and turned into DRAFT reasons, never exceptions.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import Field
 
-from contracts.campaign import Campaign
-from contracts.campaign.canonical import CanonicalRecord
 from contracts.artifacts.corpus import Redaction
 from contracts.artifacts.decision import Decision
 from contracts.artifacts.engine import EngineCheck
-from contracts.envelope import Key, RunId, Sha256, Strict
-from contracts.events import SpecDecodeDelta
 from contracts.artifacts.offline_acceptance import OfflineAcceptance
 from contracts.artifacts.profile import NgramAdvice
-from contracts.artifacts.suffix import SuffixPrediction
 from contracts.artifacts.results import TrialIdentity
+from contracts.artifacts.suffix import SuffixPrediction
 from contracts.artifacts.training import DraftCost
+from contracts.campaign import Campaign
+from contracts.campaign.canonical import CanonicalRecord
+from contracts.envelope import Key, RunId, Sha256, Strict
+from contracts.events import SpecDecodeDelta
 
-AGGREGATE_VERSION = 1
+AGGREGATE_VERSION: Final = 1
 
 # The campaign steps whose evidence a report rests on, in flow order. report and
 # publish come after the report and are not part of its evidence.
@@ -44,7 +44,9 @@ class StepStatus(Strict):
 class TrialFigures(Strict):
     """The figures of one trial result file (one cell, one concurrency level, one trial)."""
 
-    trial: int | None = Field(description="Trial index from the identity block or the `trial-<n>` folder; None if neither.")
+    trial: int | None = Field(
+        description="Trial index from the identity block or the `trial-<n>` folder; None if neither."
+    )
     path: str = Field(description="The result file's path relative to the run's bundle.")
     sha256: Sha256 = Field(description="sha256 of the result file as recorded in the bundle.")
     completed: int = Field(ge=0, description="Requests that completed.")
@@ -55,7 +57,9 @@ class TrialFigures(Strict):
     e2el_ms: float | None = Field(description="Median end-to-end latency, ms.")
     output_throughput_tok_per_s: float | None = Field(description="Output tokens per second of the trial.")
     spec_decode: SpecDecodeDelta | None = Field(description="Spec-decode counter deltas of the trial's window.")
-    accuracy: float | None = Field(description="Accuracy (or agreement) of the trial's outputs; None when not evaluated.")
+    accuracy: float | None = Field(
+        description="Accuracy (or agreement) of the trial's outputs; None when not evaluated."
+    )
     identity: TrialIdentity | None = Field(description="The trial's identity block; None in a plain vLLM file.")
 
 
@@ -92,7 +96,9 @@ class LaunchEngine(Strict):
 
     cell_id: Key = Field(description="The cell served.")
     launch: int | None = Field(description="Index of the launch in the bench plan; None when no plan names it.")
-    path: str | None = Field(description="The EngineCheck file (contracts.layout.engine_check); None when none was written.")
+    path: str | None = Field(
+        description="The EngineCheck file (contracts.layout.engine_check); None when none was written."
+    )
     check: EngineCheck | None = Field(description="The read-back; None when the launch has none (not read back).")
 
 
@@ -107,8 +113,12 @@ class PlanReview(Strict):
         "policy: the campaign's pre-approval policy (review.pre_approve names the step, with the acknowledgement), "
         "so it ran once stored and announced; none: nothing approved it, so it did not run."
     )
-    approval_event_id: str | None = Field(default=None, description="The run.approved event that approved it; None otherwise.")
-    approved_by: str | None = Field(default=None, description="Who approved it (run.approved approved_by); None otherwise.")
+    approval_event_id: str | None = Field(
+        default=None, description="The run.approved event that approved it; None otherwise."
+    )
+    approved_by: str | None = Field(
+        default=None, description="Who approved it (run.approved approved_by); None otherwise."
+    )
     approved_sha256s: list[Sha256] = Field(
         default_factory=list, description="Every plan sha256 that approval named; empty without an approval."
     )
@@ -132,14 +142,17 @@ class CampaignData(Strict):
     arms: list[ArmLevel] = Field(description="Every cell x concurrency level with trials or declared by the plan.")
     bench_exploratory: bool = Field(description="True when bench.completed or the plan marked the matrix exploratory.")
     failed_cells: dict[str, str] = Field(description="Cells bench.completed lists as failed, with why.")
-    problems: list[str] = Field(description="Unreadable or invalid inputs (files, DECISION.json, campaign.json), in words.")
+    problems: list[str] = Field(
+        description="Unreadable or invalid inputs (files, DECISION.json, campaign.json), in words."
+    )
     draft_reused_from: RunId | None = Field(
         default=None,
         description="The run whose draft model this run reused, its training inputs being identical "
         "(training.completed reused_from); None when the draft was trained here, or none was needed.",
     )
     draft_input_key: Sha256 | None = Field(
-        default=None, description="The draft's training input key (training/input-key.json); None when the bundle has none."
+        default=None,
+        description="The draft's training input key (training/input-key.json); None when the bundle has none.",
     )
     rejected: list[RejectedTrial] = Field(
         default_factory=list, description="Trials kept out of every figure and plot, with why, in path order."
@@ -150,7 +163,8 @@ class CampaignData(Strict):
     )
     redaction: Redaction | None = Field(
         default=None,
-        description="What the corpus step redacted, per kind (corpus/CORPUS.jsonl.manifest.json); None without a corpus.",
+        description="What the corpus step redacted, per kind (corpus/CORPUS.jsonl.manifest.json); "
+        "None without a corpus.",
     )
     ngram_advice: NgramAdvice | None = Field(
         default=None, description="The profile's ngram advice (profile/PROFILE.json); None when the bundle has none."
@@ -159,7 +173,8 @@ class CampaignData(Strict):
         default=None, description="Why there is no ngram advice (no profile, an older or invalid one); None with it."
     )
     suffix_prediction: SuffixPrediction | None = Field(
-        default=None, description="Suffix acceptance predicted offline by the profiler (profile/SUFFIX_PREDICTION.json); "
+        default=None,
+        description="Suffix acceptance predicted offline by the profiler (profile/SUFFIX_PREDICTION.json); "
         "None when the bundle has none.")
     suffix_prediction_note: str | None = Field(
         default=None, description="Why there is no suffix prediction file; None with one.")
@@ -192,7 +207,8 @@ class CampaignData(Strict):
         "description, provenance, each cell's notes, labels, exact command and launch changes); None otherwise.")
     reviews: list[PlanReview] = Field(
         default_factory=list,
-        description="Every plan announced at the review point (training, bench), in journal order, with what approved it.",
+        description="Every plan announced at the review point (training, bench), in journal order, "
+        "with what approved it.",
     )
 
     @property

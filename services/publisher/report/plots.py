@@ -75,14 +75,16 @@ def _latency(data: CampaignData, arm: ArmLevel) -> Plot:
     groups = ([(base, BASE_COLOR)] if base is not None else []) + [(arm, CAND_COLOR)]
     fig = Figure(figsize=(10, 3.6), dpi=DPI)
     axes = fig.subplots(1, len(METRICS))
-    for ax, (attr, label, unit) in zip(axes, METRICS):
+    for ax, (attr, label, unit) in zip(axes, METRICS, strict=True):
         for x, (member, color) in enumerate(groups):
             values = spread(member.trials, attr)
             if values is None:
                 continue
             offsets = [x + (i - (values.n - 1) / 2) * 0.08 for i in range(values.n)]
-            ax.scatter(offsets, values.values, color=color, s=28, zorder=3, label="trials" if x == len(groups) - 1 else None)
-            ax.errorbar([x + 0.3], [values.mean], yerr=[[max(0.0, values.mean - values.low)], [max(0.0, values.high - values.mean)]],
+            ax.scatter(offsets, values.values, color=color, s=28, zorder=3,
+                       label="trials" if x == len(groups) - 1 else None)
+            ax.errorbar([x + 0.3], [values.mean],
+                        yerr=[[max(0.0, values.mean - values.low)], [max(0.0, values.high - values.mean)]],
                         fmt="s", color=color, capsize=4, zorder=2)
         ax.set_xticks(range(len(groups)), [member.cell_id for member, _ in groups], fontsize=8)
         ax.set_xlim(-0.6, len(groups) - 0.2)
@@ -118,7 +120,7 @@ def _acceptance(data: CampaignData, cell: str) -> Plot | None:
         right.plot(positions, acc.conditional, marker="o", color=color, label=label)
     for ax, title in ((left, "a_i: accepted at position i / drafts"), (right, "p_i: accepted at i given i-1")):
         ax.set_xlabel("draft position i", fontsize=8)
-        ax.set_xticks(range(1, max(acceptance(a).k for a in arms) + 1))  # type: ignore[union-attr]
+        ax.set_xticks(range(1, max(acceptance(a).k for a in arms) + 1))  # type: ignore[union-attr]  # arms holds only arms with an acceptance
         ax.set_ylim(0, 1.05)
         ax.set_title(title, fontsize=9)
         ax.grid(alpha=0.3)
@@ -182,7 +184,8 @@ def _speedup(data: CampaignData) -> Plot | None:
     ax = fig.subplots()
     xs = range(len(found))
     ax.bar([x - 0.2 for x in xs], [s.predicted for s in found], width=0.4, color="#aec7e8", label="predicted (tau)")
-    ax.bar([x + 0.2 for x in xs], [s.realized for s in found], width=0.4, color=CAND_COLOR, label="realized (TPOT ratio)")
+    ax.bar([x + 0.2 for x in xs], [s.realized for s in found], width=0.4, color=CAND_COLOR,
+           label="realized (TPOT ratio)")
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xticks(list(xs), [s.candidate.key for s in found], fontsize=8)
     ax.set_ylabel("speedup over the named baseline (x)", fontsize=8)

@@ -10,8 +10,10 @@ import posixpath
 from dataclasses import dataclass
 
 from contracts import layout
-from services.publisher.report import answer, canonical_section, target_model
 from services.publisher.prediction import offline_section, render_predict
+from services.publisher.prediction.schedule_section import with_schedule
+from services.publisher.publish.review_record import review_section
+from services.publisher.report import answer, canonical_section, target_model
 from services.publisher.report.document import Document, to_html, to_markdown
 from services.publisher.report.draft import draft_reasons
 from services.publisher.report.levers import Lever, levers
@@ -32,8 +34,6 @@ from services.publisher.report.sections import (
     summary_section,
     throughput_section,
 )
-from services.publisher.publish.review_record import review_section
-from services.publisher.prediction.schedule_section import with_schedule
 
 # report.md links its plots relative to itself: report/plots/ seen from report/.
 PLOTS_LINK = posixpath.relpath(layout.REPORT_PLOTS_DIR, posixpath.dirname(layout.REPORT_MARKDOWN))

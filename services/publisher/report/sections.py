@@ -11,13 +11,14 @@ every plot's caption points to the identities it draws (`_image`).
 from __future__ import annotations
 
 from contracts import layout
-from contracts.campaign import ServingConfig
 from contracts.artifacts.decision import FloorCheck
 from contracts.artifacts.engine import CHECKED_FIELDS
-from services.publisher.report import figures as fig
+from contracts.campaign import ServingConfig
 from services.publisher.prediction import render_predict
+from services.publisher.report import figures as fig
 from services.publisher.report.document import (
     Anchor,
+    Block,
     Bullets,
     Image,
     Paragraph,
@@ -32,6 +33,8 @@ from services.publisher.report.plots import Plot
 from services.publisher.report.pointers import arm_ref, id_cols
 from services.shared.formatting import MISSING, concurrency, interval, joined, percent
 
+# A guard's result; None (not compared) is neither.
+_GUARD_RESULTS: dict[bool | None, str] = {True: "passed", False: "failed"}
 
 # --- sections ----------------------------------------------------------------------
 
@@ -79,7 +82,8 @@ def summary_section(data: CampaignData) -> Section:
 def steps_section(data: CampaignData) -> Section:
     rows = tuple((s.step, s.state, s.detail or MISSING) for s in data.steps)
     note = () if data.journal_present else (Paragraph((f"The bundle has no {layout.EVENTS} (journal).",)),)
-    return Section("steps", "Campaign steps", (Table(("step", "state", "evidence"), rows, identity_column=False), *note))
+    return Section("steps", "Campaign steps",
+                   (Table(("step", "state", "evidence"), rows, identity_column=False), *note))
 
 
 def identity_section(data: CampaignData) -> Section:
@@ -118,8 +122,8 @@ def engine_section(data: CampaignData) -> Section:
                 rows.append((row.cell_id, launch, name, MISSING, "not read back", MISSING, row.path or MISSING))
             else:
                 verdict = "UNVERIFIABLE" if c.unverifiable else "ok" if c.ok else "MISMATCH"
-                rows.append((row.cell_id, launch, name, _val(c.declared, "not declared"), _val(c.effective, "not reported"),
-                             verdict, row.path or MISSING))
+                rows.append((row.cell_id, launch, name, _val(c.declared, "not declared"),
+                             _val(c.effective, "not reported"), verdict, row.path or MISSING))
     if not rows:
         return Section("engine", "Engine read-back: declared and effective serving config",
                        (Paragraph(("No launch in this bundle.",)),))
@@ -149,7 +153,8 @@ def redaction_section(data: CampaignData) -> Section:
         return Section("redaction", title, (Paragraph((intro + " Nothing of any kind was found.",)),))
     return Section("redaction", title, (
         Paragraph((intro,)),
-        Table(("kind", "placeholder", "in the corpus", "in rejected examples and messages"), rows, identity_column=False),
+        Table(("kind", "placeholder", "in the corpus", "in rejected examples and messages"), rows,
+              identity_column=False),
     ))
 
 
@@ -162,8 +167,8 @@ def rejected_section(data: CampaignData) -> Section:
                   by[r.by], "; ".join(r.reasons), r.path) for r in data.rejected)
     return Section("rejected", "Rejected trials", (
         Paragraph(("These trials' spec-decode counters contradict the speculation they declare "
-                   "(contracts/artifacts/speculation.py): they are kept in the bundle as evidence and are in no figure, "
-                   "no plot and no gate count.",)),
+                   "(contracts/artifacts/speculation.py): they are kept in the bundle as evidence and are in no "
+                   "figure, no plot and no gate count.",)),
         Table(("cell", "concurrency", "trial", "rejected by", "why", "file"), rows, identity_column=False),
     ))
 
@@ -203,20 +208,21 @@ def gate_section(data: CampaignData) -> Section:
                         f"{lvl.candidate.trials}/{lvl.baseline.trials}",
                         d.baseline, g.guard, _n(g.comparison.baseline_value), _n(g.comparison.candidate_value),
                         percent(g.comparison.delta_pct), percent(g.comparison.noise_bound_pct, signed=False),
-                        g.comparison.verdict, {True: "passed", False: "failed"}.get(g.passed, "not compared"))
+                        g.comparison.verdict, _GUARD_RESULTS.get(g.passed, "not compared"))
                        for g in lvl.guards]
     outcomes = tuple((_refs(data, c.candidate), c.candidate, c.outcome, percent(c.worst_gain_pct),
                       concurrency(c.stops_paying_at) if c.stops_paying_at else MISSING, c.reasons[0])
                      for c in d.candidates)
-    blocks = [
-        Paragraph((f"Decision {d.decision}" + (f", winner {d.winner}" if d.winner else "") + f". Rule: {d.campaign_rule}",)),
+    blocks: list[Block] = [
+        Paragraph((f"Decision {d.decision}" + (f", winner {d.winner}" if d.winner else "")
+                   + f". Rule: {d.campaign_rule}",)),
         Table(("ID", "candidate", "outcome", "smallest gain", "stops paying at", "why"), outcomes),
         Table(("ID", "candidate", "concurrency", "trials (cand/base)", "named baseline", "objective", "baseline",
                "candidate", "change", "interval (%)", "noise bound", "verdict", "level outcome"), tuple(rows)),
     ]
     if floors:
-        blocks.append(Table(("ID", "candidate", "concurrency", "trials", "named baseline", "floor", "minimum", "measured",
-                             "result"), tuple(floors)))
+        blocks.append(Table(("ID", "candidate", "concurrency", "trials", "named baseline", "floor", "minimum",
+                             "measured", "result"), tuple(floors)))
     if guards:
         blocks.append(Paragraph(("Guards: a candidate worse beyond the noise on any of these metrics is rejected; "
                                  "one that cannot be compared leaves its level inconclusive.",)))
@@ -229,10 +235,12 @@ def latency_section(data: CampaignData, plots: dict[str, Plot]) -> Section:
     rows = []
     for arm in data.arms:
         requests = sum(t.completed + t.failed for t in arm.trials)
-        rows.append((*id_cols(arm), *(_spread(fig.spread(arm.trials, a)) for a in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")),
+        rows.append((*id_cols(arm),
+                     *(_spread(fig.spread(arm.trials, a)) for a in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")),
                      f"{sum(t.failed for t in arm.trials)}/{requests}"))
-    cols = ("ID", "cell", "concurrency", "trials", "named baseline", "TTFT ms", "TPOT ms", "ITL ms", "E2EL ms", "failed/requests")
-    blocks = [
+    cols = ("ID", "cell", "concurrency", "trials", "named baseline", "TTFT ms", "TPOT ms", "ITL ms", "E2EL ms",
+            "failed/requests")
+    blocks: list[Block] = [
         Paragraph(("Each figure: geometric mean of the trials' medians [min - max over trials].",)),
         Table(cols, tuple(rows)),
     ]
@@ -242,7 +250,7 @@ def latency_section(data: CampaignData, plots: dict[str, Plot]) -> Section:
 
 def throughput_section(data: CampaignData, plots: dict[str, Plot]) -> Section:
     rows = tuple((*id_cols(arm), _spread(fig.spread(arm.trials, "output_throughput_tok_per_s"))) for arm in data.arms)
-    blocks = [Table(("ID", "cell", "concurrency", "trials", "named baseline", "output tok/s"), rows)]
+    blocks: list[Block] = [Table(("ID", "cell", "concurrency", "trials", "named baseline", "output tok/s"), rows)]
     blocks += [_image(plots[n]) for n in ("throughput.png",) if n in plots]
     return Section("throughput", "Throughput against concurrency", tuple(blocks))
 
@@ -256,10 +264,12 @@ def acceptance_section(data: CampaignData, plots: dict[str, Plot]) -> Section:
         rows.append((*id_cols(arm), str(acc.k), f"{acc.rate:.3f}", f"{acc.mean_length:.3f}",
                      " / ".join(f"{a:.3f}" for a in acc.per_position), " / ".join(f"{p:.3f}" for p in acc.conditional)))
     if not rows:
-        return Section("acceptance", "Acceptance per position", (Paragraph(("No trial carries spec-decode counters.",)),))
-    cols = ("ID", "cell", "concurrency", "trials", "named baseline", "k", "acceptance rate", "tau (mean acceptance length)",
-            "a_1 / ... / a_k", "p_1 / ... / p_k")
-    blocks = [Table(cols, tuple(rows)), *(_image(p) for p in plots.values() if p.name.startswith("acceptance-"))]
+        return Section("acceptance", "Acceptance per position",
+                       (Paragraph(("No trial carries spec-decode counters.",)),))
+    cols = ("ID", "cell", "concurrency", "trials", "named baseline", "k", "acceptance rate",
+            "tau (mean acceptance length)", "a_1 / ... / a_k", "p_1 / ... / p_k")
+    blocks: list[Block] = [Table(cols, tuple(rows)),
+                           *(_image(p) for p in plots.values() if p.name.startswith("acceptance-"))]
     return Section("acceptance", "Acceptance per position", tuple(blocks))
 
 

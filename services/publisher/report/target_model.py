@@ -16,7 +16,9 @@ from services.runtime.bundle.bundle import ArtifactMissing, BundleError, BundleS
 TITLE = "Target model: source and hashes"
 
 
-def read_target_build(bundle: BundleStore, run_id: str, problems: list[str]) -> tuple[dict[str, Any] | None, str | None]:
+def read_target_build(
+    bundle: BundleStore, run_id: str, problems: list[str]
+) -> tuple[dict[str, Any] | None, str | None]:
     """(the target's build record, why there is none)."""
     try:
         raw = bundle.read_json(run_id, layout.TARGET_BUILD)
@@ -35,8 +37,10 @@ def read_target_build(bundle: BundleStore, run_id: str, problems: list[str]) -> 
 def target_section(data: CampaignData) -> Section:
     record, note = data.target_build, data.target_build_note
     campaign = data.campaign
-    lines: list[Text] = [(f"checkpoint served: {campaign.target.checkpoint if campaign else 'unknown (no campaign.json)'}",),
-                         (f"source_revisions.target: {(campaign.source_revisions.target if campaign else None) or 'not set'}",)]
+    lines: list[Text] = [
+        (f"checkpoint served: {campaign.target.checkpoint if campaign else 'unknown (no campaign.json)'}",),
+        (f"source_revisions.target: {(campaign.source_revisions.target if campaign else None) or 'not set'}",),
+    ]
     if record is None:
         return Section("target", TITLE, (Bullets(tuple(lines)), Paragraph((f"No build record: {note}.",))))
     if "unreadable" in record:

@@ -13,10 +13,10 @@ from typing import Any
 
 import orjson
 
-from contracts.campaign import Campaign, Matrix
-from contracts.envelope import KEY_RE
 from contracts.artifacts.results import TrialIdentity
 from contracts.artifacts.trials import MetricKey, Trial, parse_trial, trial_value
+from contracts.campaign import Campaign, Matrix
+from contracts.envelope import KEY_RE
 from services.publisher.report.model import ArmLevel, RejectedTrial, TrialFigures, arm_key
 from services.runtime.bundle.bundle import BundleError, BundleStore
 from services.shared.results import recheck, rejected_files, result_files
@@ -30,7 +30,8 @@ _REJECTED_RE = re.compile(r"^rejected-c([0-9]+)\.json$")
 # Identity fields that describe the measurement; `trial` names which one it is.
 # trial and trial_count name a trial within its arm, they do not describe what was measured; in sequential
 # rounds trial_count grows with the rounds (3, 3, 3, 4), and the count check below reads its largest value.
-_DESCRIBING_FIELDS = tuple(name for name in TrialIdentity.model_fields if name not in ("trial", "trial_count", "version"))
+_DESCRIBING_FIELDS = tuple(name for name in TrialIdentity.model_fields
+                           if name not in ("trial", "trial_count", "version"))
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,8 @@ def build_arms(
     for r in rejected:
         set_aside[(r.cell_id, r.concurrency)] = set_aside.get((r.cell_id, r.concurrency), 0) + 1
     arms = [
-        _arm(cell, level, items, declared.get(cell), standing, measured_cells, set_aside.get((cell, level), 0))
+        _arm(cell, level, items, declared=declared.get(cell), standing=standing, measured_cells=measured_cells,
+             rejected=set_aside.get((cell, level), 0))
         for (cell, level), items in groups.items()
     ]
     return sorted(arms, key=lambda a: (a.role != "standing", a.cell_id, a.concurrency is None, a.concurrency or 0))
@@ -94,6 +96,7 @@ def _arm(
     cell: str,
     level: int | None,
     items: list[LoadedTrial],
+    *,
     declared: tuple[str, str | None, int, list[int]] | None,
     standing: set[str],
     measured_cells: set[str],
@@ -114,7 +117,8 @@ def _arm(
         problems.append("role unknown: neither an identity block nor the plan names this cell standing or candidate")
     if ident is not None and ident.source_revision is None:
         problems.append("source revision unknown (identity.source_revision is null)")
-    varying = sorted({f for other in identities[1:] for f in _DESCRIBING_FIELDS if getattr(other, f) != getattr(ident, f)})
+    varying = sorted({f for other in identities[1:] for f in _DESCRIBING_FIELDS
+                      if getattr(other, f) != getattr(ident, f)})
     if varying:
         problems.append(f"identity differs between trials in: {', '.join(varying)}")
     if role == "candidate" and baseline is None:
@@ -129,7 +133,7 @@ def _arm(
     return ArmLevel(
         key=arm_key(cell, level),
         cell_id=cell,
-        role=role,  # type: ignore[arg-type]
+        role=role,
         concurrency=level,
         baseline_cell_id=baseline,
         identity=ident,
@@ -159,7 +163,9 @@ def _figures(item: LoadedTrial) -> TrialFigures:
     )
 
 
-def _declared(plan: Mapping[str, Any] | None, campaign: Campaign | None) -> dict[str, tuple[str, str | None, int, list[int]]]:
+def _declared(
+    plan: Mapping[str, Any] | None, campaign: Campaign | None
+) -> dict[str, tuple[str, str | None, int, list[int]]]:
     """cell -> (cell, role, trials, concurrency levels) from the bench plan, else the campaign's inline matrix."""
     out: dict[str, tuple[str, str | None, int, list[int]]] = {}
     cells: list[Any] = []

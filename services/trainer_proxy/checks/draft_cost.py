@@ -107,7 +107,8 @@ def measure(
     for name, path in (("draft", draft_dir), ("target", target)):
         size = _weight_bytes(path)
         if size > MAX_WEIGHT_BYTES:
-            raise CostNotMeasured(f"the {name}'s weights are {size} bytes, over the {MAX_WEIGHT_BYTES} bytes timed on CPU")
+            raise CostNotMeasured(
+                f"the {name}'s weights are {size} bytes, over the {MAX_WEIGHT_BYTES} bytes timed on CPU")
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -132,7 +133,8 @@ async def record(
     bundle: BundleStore, run_id: str, draft_dir: Path, *, target: Path, tokenizer: Path, log: Any,
     timeout_s: float = TIMEOUT_S,
 ) -> DraftCost | None:
-    """Measure and write `training/draft-cost.json` once (a redelivery keeps the first); None, logged, when not measured."""
+    """Measure and write `training/draft-cost.json` once (a redelivery keeps the first); None, logged, when
+    not measured."""
     try:
         try:
             return DraftCost.model_validate(bundle.read_json(run_id, layout.TRAINING_DRAFT_COST))

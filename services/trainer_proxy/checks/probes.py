@@ -29,8 +29,8 @@ FALLBACK_PROMPT = "specdec probe: the quick brown fox jumps over the lazy dog."
 class ProbeCheck(Strict):
     """One probe's verdict."""
 
-    name: str = Field(description="Probe name: checkpoint_loads, vocabulary_matches, forward_pass (head_fits_target for a "
-                      "speculators-format head) or operator.")
+    name: str = Field(description="Probe name: checkpoint_loads, vocabulary_matches, forward_pass "
+                      "(head_fits_target for a speculators-format head) or operator.")
     passed: bool = Field(description="True when the probe passed.")
     detail: str = Field(description="What was checked and found, in words.")
 
@@ -114,10 +114,13 @@ def builtin_checks(
     try:
         target_tok = AutoTokenizer.from_pretrained(tokenizer)
     except Exception as exc:  # noqa: BLE001
-        return checks + [_fail("vocabulary_matches", f"the target's tokenizer at {tokenizer} does not load: {_error(exc)}"),
-                         _fail("forward_pass", "not run: no target tokenizer to tokenize prompts with")]
+        return checks + [
+            _fail("vocabulary_matches", f"the target's tokenizer at {tokenizer} does not load: {_error(exc)}"),
+            _fail("forward_pass", "not run: no target tokenizer to tokenize prompts with"),
+        ]
     target_vocab, source = _target_vocab(target, target_tok)
-    checks.append(_vocabulary(model, config, checkpoint_dir, target_tok, target_vocab, source))
+    checks.append(_vocabulary(model, config, checkpoint_dir, target_tok=target_tok, target_vocab=target_vocab,
+                              source=source))
     checks.append(_forward(model, target_tok, target_vocab, prompts))
     return checks
 
@@ -133,7 +136,9 @@ def _target_vocab(target: Path, tokenizer: Any) -> tuple[int, str]:
         return len(tokenizer), f"the target's tokenizer ({len(tokenizer)} tokens)"
 
 
-def _vocabulary(model: Any, config: Any, checkpoint_dir: Path, target_tok: Any, target_vocab: int, source: str) -> ProbeCheck:
+def _vocabulary(
+    model: Any, config: Any, checkpoint_dir: Path, *, target_tok: Any, target_vocab: int, source: str
+) -> ProbeCheck:
     from transformers import AutoTokenizer
 
     problems = []
@@ -145,7 +150,8 @@ def _vocabulary(model: Any, config: Any, checkpoint_dir: Path, target_tok: Any, 
     if rows != draft_vocab:
         problems.append(f"the draft's output layer has {rows} rows but its config says vocab_size {draft_vocab}")
     if len(target_tok) > min(rows, draft_vocab or rows):
-        problems.append(f"the target's tokenizer has {len(target_tok)} tokens, more than the draft's {min(rows, draft_vocab)}")
+        problems.append(
+            f"the target's tokenizer has {len(target_tok)} tokens, more than the draft's {min(rows, draft_vocab)}")
     sampled = 0
     if any((checkpoint_dir / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
         try:
@@ -183,7 +189,8 @@ def _forward(model: Any, tokenizer: Any, target_vocab: int, prompts: list[list[d
             with torch.no_grad():
                 logits = model(input_ids=ids).logits
             if logits.shape[-1] != target_vocab:
-                return _fail("forward_pass", f"logits have last dimension {logits.shape[-1]}, the target's vocabulary is {target_vocab}")
+                return _fail("forward_pass", f"logits have last dimension {logits.shape[-1]}, "
+                             f"the target's vocabulary is {target_vocab}")
             if not bool(torch.isfinite(logits).all()):
                 return _fail("forward_pass", "the forward pass produced non-finite logits (NaN or inf)")
     except Exception as exc:  # noqa: BLE001 - a forward pass that raises is the finding
@@ -227,13 +234,17 @@ async def run_operator(
     if outcome.timed_out:
         return _fail("operator", f"the operator's probe {argv!r} ran past {timeout_s:g} s and was killed"), run
     if outcome.exit_code != 0:
-        ended = f"exited {outcome.exit_code}" if outcome.exit_code is not None else f"was killed by signal {outcome.signal}"
+        ended = (f"exited {outcome.exit_code}" if outcome.exit_code is not None
+                 else f"was killed by signal {outcome.signal}")
         tail = (run_dir / err_path).read_bytes()[-500:].decode("utf-8", "replace").strip()
-        return _fail("operator", f"the operator's probe {argv!r} {ended}" + (f"; stderr tail: {tail}" if tail else "")), run
+        return _fail("operator",
+                     f"the operator's probe {argv!r} {ended}" + (f"; stderr tail: {tail}" if tail else "")), run
     return _ok("operator", f"the operator's probe {argv!r} exited 0 in {outcome.duration_s:g} s"), run
 
 
-def report(run_id: str, checkpoint_dir: Path, checks: list[ProbeCheck], operator: OperatorProbeRun | None) -> ProbeReport:
+def report(
+    run_id: str, checkpoint_dir: Path, checks: list[ProbeCheck], operator: OperatorProbeRun | None
+) -> ProbeReport:
     return ProbeReport(
         run_id=run_id, checkpoint_dir=str(checkpoint_dir), checks=checks, operator=operator,
         passed=all(check.passed for check in checks),

@@ -59,7 +59,8 @@ def checks(checkpoint_dir: Path, target: Path) -> list[Finding]:
     try:
         target_config = json.loads((target / "config.json").read_text())
     except (OSError, ValueError) as exc:
-        return found + [(name, False, f"the target's config.json at {target} does not read: {exc}") for name in NAMES[1:]]
+        return found + [(name, False, f"the target's config.json at {target} does not read: {exc}")
+                        for name in NAMES[1:]]
     text = target_config.get("text_config") or target_config
     found.append(_vocabulary(config, tensors, int(text.get("vocab_size") or 0)))
     found.append(_fits(config, tensors, int(text.get("hidden_size") or 0), int(text.get("num_hidden_layers") or 0)))
@@ -85,7 +86,8 @@ def _vocabulary(config: dict[str, Any], tensors: dict[str, Any], target_vocab: i
     if problems:
         return (NAMES[1], False, "; ".join(problems))
     mapped = "" if draft_vocab == target_vocab else ", mapped to the target's by d2t"
-    return (NAMES[1], True, f"verifier vocab_size {verifier_vocab} equals the target's; draft vocabulary {draft_vocab}{mapped}")
+    return (NAMES[1], True,
+            f"verifier vocab_size {verifier_vocab} equals the target's; draft vocabulary {draft_vocab}{mapped}")
 
 
 def _fits(config: dict[str, Any], tensors: dict[str, Any], target_hidden: int, target_layers: int) -> Finding:
@@ -104,5 +106,5 @@ def _fits(config: dict[str, Any], tensors: dict[str, Any], target_hidden: int, t
                         f"{hidden} need {width}")
     if problems:
         return (NAMES[2], False, "; ".join(problems))
-    return (NAMES[2], True, f"hidden size {hidden} is the target's, auxiliary layers {aux or 'vLLM default'} within its "
-            f"{target_layers} (no forward pass: a head's needs the target's hidden states)")
+    return (NAMES[2], True, f"hidden size {hidden} is the target's, auxiliary layers {aux or 'vLLM default'} "
+            f"within its {target_layers} (no forward pass: a head's needs the target's hidden states)")

@@ -1,4 +1,5 @@
-"""Everything about a trainer run, into the bundle, write-once and hashed (docs/trainer-proxy.md#what-lands-in-the-bundle).
+"""Everything about a trainer run, into the bundle, write-once and hashed
+(docs/trainer-proxy.md#what-lands-in-the-bundle).
 
 The argv is recorded before anything starts; the outputs are hashed, partial or not, and never deleted.
 An earlier delivery's output manifest (it died before the capture) is kept as it is: re-capturing never
@@ -9,13 +10,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
 from contracts import layout
-from contracts.envelope import ArtifactRef, RunId, Sha256, Strict
 from contracts.artifacts.training import OutputFile, OutputManifest
+from contracts.envelope import ArtifactRef, RunId, Sha256, Strict
 from services.runtime.bundle.bundle import BundleStore, InvalidPath, hash_file
 from services.shared.secret_args import mask_argv
 from services.trainer_proxy.errors import ExecutionUnsupported
@@ -25,7 +26,7 @@ from services.trainer_proxy.execution.monitor import RunOutcome
 from services.trainer_proxy.execution.slurm import JOB_RECORD
 from services.trainer_proxy.planning.model import LocalLaunch, SlurmLaunch, TrainingPlan
 
-CAPTURE_VERSION = 1
+CAPTURE_VERSION: Final = 1
 # What the executors record of the run as it goes (the keeper's pids and exit, the Slurm job ID):
 # registered with the capture, as evidence of how the run's end was known.
 RUN_RECORDS = (KEEPER_RECORD, EXIT_RECORD, JOB_RECORD)
@@ -49,7 +50,9 @@ class TrainingCapture(Strict):
     timed_out: bool = Field(description="True when it ran past timeout_s and was killed with its children.")
     stopped_for_loss: bool = Field(description="True when a non-finite loss made specdec stop it early.")
     interrupted: bool = Field(description="True when the service stopped or died before this run was captured.")
-    launch_error: str | None = Field(description="Why the executor failed to run the trainer (not started, job lost); None otherwise.")
+    launch_error: str | None = Field(
+        description="Why the executor failed to run the trainer (not started, job lost); None otherwise."
+    )
     losses: list[LossSummary] = Field(description="The loss scan of stdout and stderr.")
     stdout: ArtifactRef = Field(description="The trainer's stdout.")
     stderr: ArtifactRef = Field(description="The trainer's stderr.")
@@ -64,9 +67,9 @@ def write_argv(bundle: BundleStore, plan: TrainingPlan) -> ArtifactRef:
     record = {
         "executor": plan.executor,
         "node": plan.node,
-        "argv": mask_argv(launch.argv),
+        "argv": mask_argv(launch.argv),  # type: ignore[union-attr]  # only a plan that launches gets here (_launch)
         "launched_argv": mask_argv(getattr(launch, "sbatch_argv", None) or getattr(launch, "apply_argv", None)
-                                   or launch.argv),
+                                   or launch.argv),  # type: ignore[union-attr]  # as above
         "env": list(getattr(launch, "env", None) or []),
         "cwd": getattr(launch, "cwd", None),
         "label": {"experiment": plan.run_id},
@@ -106,7 +109,8 @@ def hash_outputs(
         total_bytes=sum(entry.size_bytes or 0 for entry in entries),
         reused_from=reused_from,
     )
-    return bundle.write_bytes(run_id, layout.TRAINING_OUTPUTS, manifest.model_dump_json(indent=2).encode() + b"\n"), manifest
+    return (bundle.write_bytes(run_id, layout.TRAINING_OUTPUTS, manifest.model_dump_json(indent=2).encode() + b"\n"),
+            manifest)
 
 
 def _entry(bundle: BundleStore, run_id: str, path: Path, rel: str) -> OutputFile:
@@ -139,7 +143,8 @@ def capture_run(
     for record in RUN_RECORDS:
         if (bundle.run_dir(run_id) / record).is_file():
             bundle.register_file(run_id, record)
-    clean = outcome.exit_code == 0 and not (outcome.timed_out or outcome.stopped_for_loss or outcome.interrupted or outcome.launch_error)
+    clean = outcome.exit_code == 0 and not (outcome.timed_out or outcome.stopped_for_loss or outcome.interrupted
+                                            or outcome.launch_error)
     earlier = _earlier_manifest(bundle, run_id)
     if earlier is not None:
         # A delivery that died after writing the manifest and before the capture: its manifest
@@ -154,7 +159,7 @@ def capture_run(
         executor=plan.executor,
         node=plan.node,
         handle=outcome.handle,
-        argv=mask_argv(plan.launch.argv),
+        argv=mask_argv(launch.argv),
         launched_argv=mask_argv(outcome.launched_argv),
         cwd=launch.cwd,
         exit_code=outcome.exit_code,

@@ -18,6 +18,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from contracts import layout
 from services.runtime import workload_env
@@ -48,7 +49,7 @@ class Kept:
     started_at: float
 
 
-def _read(path: Path) -> dict[str, object] | None:
+def _read(path: Path) -> dict[str, Any] | None:  # a keeper record, as json.loads read it
     try:
         data = json.loads(path.read_text())
     except FileNotFoundError:
@@ -62,9 +63,9 @@ def _kept(run_dir: Path) -> Kept | None:
     data = _read(run_dir / KEEPER_RECORD)
     if data is None:
         return None
-    return Kept(keeper_pid=int(data["keeper_pid"]), keeper_start=data.get("keeper_start"),  # type: ignore[arg-type]
-                trainer_pid=int(data["trainer_pid"]), trainer_start=data.get("trainer_start"),  # type: ignore[arg-type]
-                started_at=float(data["started_at"]))  # type: ignore[arg-type]
+    return Kept(keeper_pid=int(data["keeper_pid"]), keeper_start=data.get("keeper_start"),
+                trainer_pid=int(data["trainer_pid"]), trainer_start=data.get("trainer_start"),
+                started_at=float(data["started_at"]))
 
 
 def same_process(pid: int, start: int | None) -> bool:
@@ -192,12 +193,12 @@ async def _watch(
     losses = watch.finish()
     if progress is not None:
         await progress.tick(final=True)
-    duration = max(0.0, float(ended.get("ended_at", kept.started_at)) - kept.started_at)  # type: ignore[arg-type]
+    duration = max(0.0, float(ended.get("ended_at", kept.started_at)) - kept.started_at)
     return RunOutcome(
         handle=str(kept.trainer_pid),
         launched_argv=list(launch.argv),
-        exit_code=ended.get("exit_code"),  # type: ignore[arg-type]
-        signal=ended.get("signal"),  # type: ignore[arg-type]
+        exit_code=ended.get("exit_code"),
+        signal=ended.get("signal"),
         duration_s=round(duration, 3),
         # A restarted service did not see its predecessor end the trainer at the timeout: the
         # recorded run time tells (the loss scan tells of a non-finite loss by itself).

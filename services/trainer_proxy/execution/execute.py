@@ -21,10 +21,10 @@ from contracts.catalogue import TRAINER as SERVICE
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import TrainingCompleted, TrainingStarted
 from contracts.progress import PROGRESS_UNITS, StepProgress
-from services.runtime.bundle.bundle import ArtifactMissing, BundleStore
-from services.runtime.delivery.consumer import StepContext
-from services.runtime.delivery.progress import publish_progress
 from services.runtime import failpoints
+from services.runtime.bundle.bundle import ArtifactMissing, BundleStore
+from services.runtime.delivery.progress import publish_progress
+from services.runtime.delivery.route import StepContext
 from services.runtime.errors import StepFailed
 from services.shared.capacity.recheck import RecheckFailed, RecheckFn
 from services.shared.scheduler.errors import SchedulerError
@@ -32,10 +32,10 @@ from services.shared.scheduler.slurm import cancel_labelled
 from services.trainer_proxy.checks import draft_cost, probes
 from services.trainer_proxy.errors import ExecutorError, TrainingStopped
 from services.trainer_proxy.execution.capture import TrainingCapture, capture_run, read_capture, write_argv
+from services.trainer_proxy.execution.detached import reattach
 from services.trainer_proxy.execution.local import cleanup_local, run_local
 from services.trainer_proxy.execution.monitor import RunOutcome
 from services.trainer_proxy.execution.progress import ProgressRelay, Reporter, Update
-from services.trainer_proxy.execution.detached import reattach
 from services.trainer_proxy.execution.slurm import reattach_slurm, run_slurm
 from services.trainer_proxy.planning import reuse
 from services.trainer_proxy.planning.inputs import prompt_messages
@@ -115,7 +115,9 @@ def _reporter(plan: TrainingPlan, trigger: Event, ctx: StepContext) -> Reporter 
     return Reporter(ProgressRelay(plan.progress), publish, warn)
 
 
-async def _launch(bundle: BundleStore, approved: Approved, trigger: Event, ctx: StepContext, recheck: RecheckFn) -> RunOutcome:
+async def _launch(
+    bundle: BundleStore, approved: Approved, trigger: Event, ctx: StepContext, *, recheck: RecheckFn
+) -> RunOutcome:
     plan = approved.plan
     launch = plan.launch
     run_id = plan.run_id
@@ -172,7 +174,8 @@ async def _cleanup(bundle: BundleStore, plan: TrainingPlan) -> None:
     record: dict[str, object] = {"executor": plan.executor, "selector": f"experiment={plan.run_id}"}
     try:
         if isinstance(plan.launch, LocalLaunch):
-            record["killed_process_groups"] = await asyncio.to_thread(cleanup_local, plan.run_id, grace_s=plan.kill_grace_s)
+            record["killed_process_groups"] = await asyncio.to_thread(cleanup_local, plan.run_id,
+                                                                      grace_s=plan.kill_grace_s)
         else:
             record["cancelled_jobs"] = await cancel_labelled(plan.run_id)
     except (ExecutorError, SchedulerError) as exc:
@@ -184,7 +187,8 @@ async def _cleanup(bundle: BundleStore, plan: TrainingPlan) -> None:
 def _interrupted(plan: TrainingPlan) -> RunOutcome:
     assert plan.launch is not None, "a reuse plan launches nothing"
     launched = getattr(plan.launch, "sbatch_argv", None) or plan.launch.argv
-    return RunOutcome(handle="unknown", launched_argv=list(launched), exit_code=None, signal=None, duration_s=0.0, interrupted=True)
+    return RunOutcome(handle="unknown", launched_argv=list(launched), exit_code=None, signal=None, duration_s=0.0,
+                      interrupted=True)
 
 
 async def _reattach(bundle: BundleStore, plan: TrainingPlan, progress: Reporter | None) -> RunOutcome | None:
@@ -200,8 +204,9 @@ async def _reattach(bundle: BundleStore, plan: TrainingPlan, progress: Reporter 
             return await reattach_slurm(launch, run_dir=run_dir, timeout_s=plan.timeout_s,
                                         kill_grace_s=plan.kill_grace_s, progress=progress)
     except SchedulerError as exc:
-        return RunOutcome(handle="unknown", launched_argv=list(getattr(launch, "sbatch_argv", [])), exit_code=None, signal=None,
-                          duration_s=0.0, launch_error=f"re-attaching to the earlier delivery's job: {exc}")
+        return RunOutcome(handle="unknown", launched_argv=list(getattr(launch, "sbatch_argv", [])), exit_code=None,
+                          signal=None, duration_s=0.0,
+                          launch_error=f"re-attaching to the earlier delivery's job: {exc}")
     return None
 
 
@@ -219,7 +224,7 @@ def handed_on(plan: TrainingPlan) -> dict[str, Any]:
 
 
 async def execute(
-    bundle: BundleStore, approved: Approved, trigger: Event, ctx: StepContext, recheck: RecheckFn
+    bundle: BundleStore, approved: Approved, trigger: Event, ctx: StepContext, *, recheck: RecheckFn
 ) -> TrainingCompleted:
     """Run the approved plan to a trustworthy draft, or raise TrainingStopped / StepFailed."""
     plan = approved.plan
@@ -233,7 +238,7 @@ async def execute(
             ctx.log.info("re-attached to an earlier delivery's trainer" if not outcome.interrupted
                          else "an earlier delivery's trainer left no outcome: interrupted", handle=outcome.handle)
         else:
-            outcome = await _launch(bundle, approved, trigger, ctx, recheck)
+            outcome = await _launch(bundle, approved, trigger, ctx, recheck=recheck)
         capture, capture_ref, _ = await asyncio.to_thread(capture_run, bundle, plan, approved.ref.sha256, outcome)
         await _cleanup(bundle, plan)
     else:

@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any
 
 _PR_SET_PDEATHSIG = 1
 POLL_S = 0.05
@@ -77,15 +78,15 @@ def _end_group(pgid: int, grace_s: float) -> None:
         return
 
 
-def main(spec: dict[str, object]) -> int:
-    argv = [str(a) for a in spec["argv"]]  # type: ignore[union-attr]
-    grace_s = float(spec["grace_s"])  # type: ignore[arg-type]
+def main(spec: dict[str, Any]) -> int:  # the proxy's spec, as json.loads read it
+    argv = [str(a) for a in spec["argv"]]
+    grace_s = float(spec["grace_s"])
     stop: dict[str, float] = {}
     # Until the trainer runs, SIGTERM only notes the stop: the trainer is ended as soon as it exists.
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.setdefault("at", time.monotonic()))
     try:
         with open(str(spec["stdout"]), "wb") as out, open(str(spec["stderr"]), "wb") as err:
-            trainer = subprocess.Popen(  # noqa: S603 - argv list, never a shell
+            trainer = subprocess.Popen(  # an argv list, never a shell
                 argv, cwd=str(spec["cwd"]), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
                 process_group=0, preexec_fn=_die_with_keeper,
             )

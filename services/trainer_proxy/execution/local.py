@@ -15,8 +15,8 @@ from pathlib import Path
 from contracts.catalogue import TRAINER as SERVICE
 from services.runtime import workload_env
 from services.runtime.procs import kill_group, spawn
-from services.shared.secret_args import mask_argv
 from services.shared.scheduler.local import kill_labelled
+from services.shared.secret_args import mask_argv
 from services.trainer_proxy.errors import ExecutorError
 from services.trainer_proxy.execution.detached import run_detached
 from services.trainer_proxy.execution.monitor import OutputWatch, RunOutcome

@@ -19,7 +19,8 @@ from contracts.envelope import Strict
 # Past this, an unterminated line is scanned as it stands and dropped: a
 # trainer printing megabytes without a newline must not grow memory for ever.
 MAX_LINE_BYTES = 1 << 20
-_TEXT_RE = re.compile(r"""(?<![\w])"?((?:[A-Za-z0-9]+_)*loss)"?\s*[=:]\s*"?([^\s,;"'\]}]+(?:\([^)\s]*\))?)""", re.IGNORECASE)
+_TEXT_RE = re.compile(r"""(?<![\w])"?((?:[A-Za-z0-9]+_)*loss)"?\s*[=:]\s*"?"""
+                      r"""([^\s,;"'\]}]+(?:\([^)\s]*\))?)""", re.IGNORECASE)
 _TENSOR_RE = re.compile(r"^tensor\(([^,)]+)", re.IGNORECASE)
 _MSVC_RE = re.compile(r"^[-+]?1\.#(inf|qnan|snan|ind)", re.IGNORECASE)
 _NAN_RE = re.compile(r"^[-+]?nan(\(.*)?$", re.IGNORECASE)

@@ -141,7 +141,8 @@ class ProgressRelay:
         self.started_at = started_at
 
     def due(self, *, final: bool = False) -> Update | None:
-        """The update to publish now: a reading newer than the last one sent, when the rate allows (always at the end)."""
+        """The update to publish now: a reading newer than the last one sent, when the rate allows (always at
+        the end)."""
         latest = self.scanner.latest
         if latest is None or self.scanner.matches == self._sent:
             return None
@@ -174,7 +175,8 @@ class ProgressRelay:
         declared = (f"format regex, pattern {form.pattern!r}" if form.format == "regex"
                     else "format json (objects with a top-level integer 'step')")
         return (f"commands.train.progress declares {declared}, but none of the trainer's {self.scanner.lines} "
-                "output line(s) so far matches it: no progress is relayed; fix the declared form or the trainer's output")
+                "output line(s) so far matches it: no progress is relayed; fix the declared form or the trainer's "
+                "output")
 
 
 class Reporter:

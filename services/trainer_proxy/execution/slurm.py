@@ -18,7 +18,14 @@ from contracts import layout
 from services.runtime import workload_env
 from services.runtime.procs import DEPLOYMENT_ENV, EXPERIMENT_ENV, SERVICE_ENV
 from services.shared.scheduler.runner import run_short
-from services.shared.scheduler.slurm import ACTIVE_STATES, cancel_argv, job_state, parse_exit, parse_job_id, parse_record
+from services.shared.scheduler.slurm import (
+    ACTIVE_STATES,
+    cancel_argv,
+    job_state,
+    parse_exit,
+    parse_job_id,
+    parse_record,
+)
 from services.trainer_proxy.errors import ExecutorError
 from services.trainer_proxy.execution.keeper import write_whole
 from services.trainer_proxy.execution.monitor import OutputWatch, RunOutcome
@@ -58,7 +65,8 @@ async def run_slurm(
     job_env = workload_env.environment(launch.env, where="commands.train.env", extra=_label(run_id, service))
     submitted = await asyncio.to_thread(run_short, launch.sbatch_argv, env=job_env, inherit=False)
     if submitted.exit_code != 0:
-        raise ExecutorError(f"sbatch exited {submitted.exit_code}: {submitted.stderr.strip() or submitted.stdout.strip()}")
+        raise ExecutorError(
+            f"sbatch exited {submitted.exit_code}: {submitted.stderr.strip() or submitted.stdout.strip()}")
     job_id = parse_job_id(submitted.stdout)
     write_whole(str(run_dir / JOB_RECORD), {"job_id": job_id, "started_at": started_at})
     try:

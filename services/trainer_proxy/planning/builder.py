@@ -12,16 +12,22 @@ from typing import Any
 
 from contracts import layout
 from contracts.argv import ArgvError, ArgvTemplate
+from contracts.artifacts.training import InputKey, ReusedDraft
 from contracts.campaign import Campaign, Scheduler
 from contracts.catalogue import TRAINER as SERVICE
 from contracts.selectors import GRES, PARTITION, problems
-from contracts.artifacts.training import InputKey, ReusedDraft
 from services.runtime.procs import EXPERIMENT_ENV, SERVICE_ENV
 from services.shared.scheduler import slurm
 from services.trainer_proxy.errors import PlanError
 from services.trainer_proxy.planning import kubernetes
 from services.trainer_proxy.planning.model import (
-    DETACHED_SERVICE, KubernetesLaunch, LocalLaunch, PlanInputs, ProbePlan, SlurmLaunch, TrainingPlan,
+    DETACHED_SERVICE,
+    KubernetesLaunch,
+    LocalLaunch,
+    PlanInputs,
+    ProbePlan,
+    SlurmLaunch,
+    TrainingPlan,
 )
 from services.trainer_proxy.planning.slurm_job import job_script
 
@@ -110,9 +116,11 @@ def build_plan(
     probe_values = {**values, "training.output": checkpoint}
     probe = _render(train.probe, probe_values, "commands.train.probe") if train.probe is not None else None
     if not train.reuse:
-        reuse, reuse_note = None, "off: commands.train.reuse is false, so no earlier draft is looked for; the trainer runs"
+        reuse, reuse_note = None, ("off: commands.train.reuse is false, so no earlier draft is looked for; "
+                                   "the trainer runs")
     elif reuse is not None and (input_key is None or reuse.key != input_key.key):
-        raise PlanError(f"the draft of run {reuse.from_run} was found under another training input key than this plan's")
+        raise PlanError(
+            f"the draft of run {reuse.from_run} was found under another training input key than this plan's")
     common = {
         "run_id": run_id, "executor": scheduler, "node": node, "inputs": inputs, "target": campaign.target.checkpoint,
         "tokenizer": campaign.target.tokenizer_dir, "output_dir": paths.output_dir, "checkpoint_dir": checkpoint,
@@ -133,7 +141,8 @@ def build_plan(
             f"every file under {paths.output_dir} is hashed (sha256) into {layout.TRAINING_OUTPUTS}, partial or not",
             f"stdout and stderr at {layout.TRAINING_STDOUT} and {layout.TRAINING_STDERR} in the bundle",
         ],
-        probes=ProbePlan(operator_argv=probe, builtin=dict(BUILTIN_PROBES), prompts=PROBE_PROMPTS, timeout_s=PROBE_TIMEOUT_S),
+        probes=ProbePlan(operator_argv=probe, builtin=dict(BUILTIN_PROBES), prompts=PROBE_PROMPTS,
+                         timeout_s=PROBE_TIMEOUT_S),
         stop_conditions=[
             "the trainer exits with a non-zero status",
             "a non-finite loss (NaN or infinite, any spelling) appears anywhere in its stdout or stderr "
@@ -179,7 +188,8 @@ def _reuse_plan(
 
 
 def _launch(
-    campaign: Campaign, scheduler: Scheduler, *, argv: list[str], run_id: str, node: str, paths: PlanPaths, timeout_s: float
+    campaign: Campaign, scheduler: Scheduler, *, argv: list[str], run_id: str, node: str, paths: PlanPaths,
+    timeout_s: float,
 ) -> LocalLaunch | SlurmLaunch | KubernetesLaunch:
     # The keys this launch reads (contracts/selectors.py); refused before approval when
     # unknown or malformed, also when the capacity step did not run for this training.

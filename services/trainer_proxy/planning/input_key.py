@@ -10,8 +10,8 @@ from __future__ import annotations
 import hashlib
 
 from contracts.argv import ArgvTemplate
-from contracts.campaign import Campaign
 from contracts.artifacts.training import KEY_VERSION, FileDigest, InputKey, TreeDigest
+from contracts.campaign import Campaign
 from services.runtime.bundle.bundle_records import canonical_json
 from services.shared.secret_args import mask_argv
 

@@ -33,7 +33,8 @@ def load_cells(campaign: Campaign, cwd: Path) -> list[Cell]:
     try:
         matrix = Matrix.model_validate(yaml.safe_load(path.read_text()))
     except OSError as exc:
-        raise PlanError(f"cannot read matrix.path {path}: {exc}; the trainer-proxy reads it to know whether a draft is needed") from None
+        raise PlanError(f"cannot read matrix.path {path}: {exc}; the trainer-proxy reads it to know whether a draft "
+                        "is needed") from None
     except yaml.YAMLError as exc:
         raise PlanError(f"matrix.path is not valid YAML: {parse_error_at(path, exc)}") from None
     except ValidationError as exc:
@@ -48,7 +49,8 @@ def skip_reason(campaign: Campaign, cells: list[Cell]) -> str | None:
             "shapes-only campaign: named workload shapes give prompts but no traffic to train a draft on; "
             "its candidates need no training (ngram, suffix) or name an existing draft checkpoint"
         )
-    users = [cell.cell_id for cell in cells if cell.serving.speculative is not None and cell.serving.speculative.needs_training]
+    users = [cell.cell_id for cell in cells
+             if cell.serving.speculative is not None and cell.serving.speculative.needs_training]
     if not users:
         return "no cell of the matrix uses '{training.output}': no candidate needs a trained draft"
     return None
@@ -92,7 +94,7 @@ def split_corpus(data: bytes) -> CorpusSplit:
 
 def prompt_messages(data: bytes, limit: int) -> list[list[dict[str, str]]]:
     """The chat messages of the first `limit` records of a split file."""
-    prompts = []
+    prompts: list[list[dict[str, str]]] = []
     for raw in data.split(b"\n"):
         if len(prompts) >= limit:
             break

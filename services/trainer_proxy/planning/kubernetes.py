@@ -57,7 +57,8 @@ def load_template(path: str) -> dict[str, Any]:
         raise KubernetesPlanError(f"cannot read commands.train.kubernetes_job {path}: {exc.strerror}") from None
     except yaml.YAMLError as exc:
         raise KubernetesPlanError(f"commands.train.kubernetes_job is not YAML: {parse_error_at(path, exc)}") from None
-    containers = (((data or {}).get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") if isinstance(data, dict) else None
+    containers = ((((data or {}).get("spec") or {}).get("template") or {}).get("spec", {}).get("containers")
+                  if isinstance(data, dict) else None)
     if not isinstance(data, dict) or data.get("kind") != "Job" or not containers:
         raise KubernetesPlanError(
             f"commands.train.kubernetes_job {path} must be a Kubernetes Job with spec.template.spec.containers"

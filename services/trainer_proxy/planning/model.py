@@ -55,7 +55,8 @@ class SlurmLaunch(Strict):
         default_factory=list,
         description="commands.train.env: names of the variables the job and the local probe get from the service's "
         "environment at launch; the values are read then, never written here. Nothing else of the service's "
-        "environment passes but the platform's (services/runtime/workload_env.py): sbatch runs with that environment and passes it to the job.")
+        "environment passes but the platform's (services/runtime/workload_env.py): sbatch runs with that environment "
+        "and passes it to the job.")
     status_argv: list[str] = Field(description="How the job is watched; {job_id} is filled at submission.")
     cancel_argv: list[str] = Field(description="How the job is stopped at the timeout; {job_id} as above.")
     stdout_path: str = Field(description="Bundle path of the job's stdout (--output).")
@@ -116,20 +117,26 @@ class TrainingPlan(Strict):
         description="Absolute path the trainer writes to ({output_dir}); every file under it is kept."
     )
     checkpoint_dir: str = Field(
-        description="The draft checkpoint: output_dir, or output_dir/<commands.train.checkpoint_subdir>. The probes and "
-        "the draft cost read it; it is {training.output} and training.completed's checkpoint_dir."
+        description="The draft checkpoint: output_dir, or output_dir/<commands.train.checkpoint_subdir>. The probes "
+        "and the draft cost read it; it is {training.output} and training.completed's checkpoint_dir."
     )
     expected_outputs: list[str] = Field(description="What the trainer must leave behind, in words.")
     timeout_s: float = Field(gt=0, description="commands.train.timeout_s: past it the trainer's group is killed.")
     kill_grace_s: float = Field(gt=0, description="Seconds between SIGTERM and SIGKILL when stopping the trainer.")
-    probes: ProbePlan | None = Field(description="Probes run on the output; None when reused (they passed on the source).")
+    probes: ProbePlan | None = Field(
+        description="Probes run on the output; None when reused (they passed on the source)."
+    )
     stop_conditions: list[str] = Field(description="Every condition that stops the campaign with training.failed.")
     preflight: str = Field(description="What is checked right before launch.")
     deployment_changes: list[str] = Field(description="Every change to the cluster the plan makes.")
     cleanup: list[str] = Field(description="What cleanup does and when; selection by the experiment label only.")
-    input_key: InputKey | None = Field(description="The training input key and what it covers; None when it cannot be computed.")
+    input_key: InputKey | None = Field(
+        description="The training input key and what it covers; None when it cannot be computed."
+    )
     reuse_enabled: bool = Field(description="commands.train.reuse: whether an earlier identical draft may be reused.")
-    reuse: ReusedDraft | None = Field(description="The earlier run's draft this plan copies instead of training; None: it trains.")
+    reuse: ReusedDraft | None = Field(
+        description="The earlier run's draft this plan copies instead of training; None: it trains."
+    )
     reuse_note: str = Field(description="Why the draft is or is not reused, in words.")
     progress: TrainProgress | None = Field(
         default=None,

@@ -19,9 +19,9 @@ from typing import Literal
 from pydantic import Field, ValidationError
 
 from contracts import layout
+from contracts.artifacts.training import FileDigest, InputKey, KeyRecord, OutputManifest, ReusedDraft, TreeDigest
 from contracts.campaign import Campaign
 from contracts.envelope import ArtifactRef, RunId, Sha256, Strict
-from contracts.artifacts.training import FileDigest, InputKey, KeyRecord, OutputManifest, ReusedDraft, TreeDigest
 from services.runtime.bundle.bundle import ArtifactMissing, BundleError, BundleStore, hash_file
 from services.trainer_proxy.errors import TrainingStopped
 from services.trainer_proxy.execution.capture import hash_outputs
@@ -82,7 +82,8 @@ def tree_digest(written: str, cwd: str) -> TreeDigest | None:
                     files.append(FileDigest(path=path.relative_to(root).as_posix(), size_bytes=size, sha256=sha))
     else:
         return None
-    return TreeDigest(path=written, files=len(files), total_bytes=sum(f.size_bytes for f in files), sha256=tree_sha256(files))
+    return TreeDigest(path=written, files=len(files), total_bytes=sum(f.size_bytes for f in files),
+                      sha256=tree_sha256(files))
 
 
 def named_files(campaign: Campaign, cwd: str) -> list[FileDigest]:
@@ -189,7 +190,8 @@ def find_reusable(bundle: BundleStore, key: InputKey, run_id: str) -> Lookup:
         rejected.append(f"run {other}: {why}")
     if rejected:
         return Lookup(None, "not reused: " + "; ".join(rejected) + "; the trainer runs")
-    return Lookup(None, "not reused: no other run in the bundle root completed training with this input key; the trainer runs")
+    return Lookup(None, "not reused: no other run in the bundle root completed training with this input key; "
+                  "the trainer runs")
 
 
 # --- executing a reuse plan ------------------------------------------------------------------------
@@ -247,7 +249,8 @@ def copy_draft(bundle: BundleStore, plan: TrainingPlan, plan_sha256: str) -> Reu
             error_type="ReuseFailed", artifacts=[ref],
         )
     return ReuseRecord(
-        run_id=run_id, reused_from=draft.from_run, key=draft.key, plan_sha256=plan_sha256, source_manifest=draft.manifest,
+        run_id=run_id, reused_from=draft.from_run, key=draft.key, plan_sha256=plan_sha256,
+        source_manifest=draft.manifest,
         source_probes=draft.probes, output=ref, checkpoint_dir=plan.checkpoint_dir, files=len(copied.files),
         total_bytes=copied.total_bytes, duration_s=round(time.monotonic() - started, 3),
     )
@@ -266,7 +269,9 @@ def read_reuse(bundle: BundleStore, run_id: str) -> ReuseRecord | None:
         return None
 
 
-def record_key(bundle: BundleStore, plan: TrainingPlan, output: ArtifactRef, reused_from: str | None) -> ArtifactRef | None:
+def record_key(
+    bundle: BundleStore, plan: TrainingPlan, output: ArtifactRef, reused_from: str | None
+) -> ArtifactRef | None:
     """Write `training/input-key.json` for a completed training (same bytes on redelivery)."""
     if plan.input_key is None:
         return None

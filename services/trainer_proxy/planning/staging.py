@@ -13,20 +13,21 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from contracts import layout
-from contracts.campaign import Campaign
 from contracts.artifacts.corpus import CorpusManifest
+from contracts.artifacts.profile import Profile
+from contracts.campaign import Campaign
+from contracts.campaign.commands import Scheduler
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import CapacitySelected, TrainingCompleted, TrainingRequested
 from contracts.inputs import CORPUS
-from contracts.artifacts.profile import Profile
 from services.runtime.bundle.bundle import ArtifactConflict, ArtifactMissing, BundleError, BundleStore
 from services.runtime.bundle.bundle_paths import InvalidPath, parse_uri
-from services.runtime.errors import StepFailed
 from services.runtime.delivery.upstream import latest
+from services.runtime.errors import StepFailed
 from services.trainer_proxy.errors import PlanError
 from services.trainer_proxy.planning import reuse
-from services.trainer_proxy.planning.inputs import load_cells, skip_reason, split_corpus
 from services.trainer_proxy.planning.builder import PlanPaths, build_plan
+from services.trainer_proxy.planning.inputs import load_cells, skip_reason, split_corpus
 from services.trainer_proxy.planning.model import KubernetesLaunch, PlanInputs, TrainingPlan
 
 
@@ -45,7 +46,7 @@ def skipped(bundle: BundleStore, campaign: Campaign, event: Event, producer: str
     )]
 
 
-def placement(bundle: BundleStore, event: Event) -> tuple[str, str]:
+def placement(bundle: BundleStore, event: Event) -> tuple[Scheduler, str]:
     """(scheduler, node): from capacity.selected, or for a request from the run's latest one."""
     selected = event if isinstance(event, CapacitySelected) else latest(bundle, event.run_id, CapacitySelected)
     if selected is None:
@@ -80,7 +81,8 @@ def _read_corpus(bundle: BundleStore, ref: ArtifactRef) -> bytes:
     except (BundleError, InvalidPath) as exc:
         raise StepFailed(f"the corpus {ref.uri} cannot be read: {exc}", error_type="CorpusUnreadable") from None
     if bundle.ref(run_id, relpath).sha256 != ref.sha256:
-        raise StepFailed(f"the corpus {ref.uri} does not have the sha256 the event names ({ref.sha256})", error_type="CorpusChanged")
+        raise StepFailed(f"the corpus {ref.uri} does not have the sha256 the event names ({ref.sha256})",
+                         error_type="CorpusChanged")
     return data
 
 
@@ -120,7 +122,8 @@ def check_provenance(bundle: BundleStore, run_id: str, corpus: ArtifactRef) -> N
             f"unknown: run the profile step first (specdec request profile {run_id})",
             error_type="NoProfile") from None
     profile = _read_model(bundle, run_id, layout.PROFILE, Profile, what="profile",
-                          fix=f"profile the traffic again (specdec request profile {run_id})", error_type="ProfileInvalid")
+                          fix=f"profile the traffic again (specdec request profile {run_id})",
+                          error_type="ProfileInvalid")
     problems = []
     if manifest.profile_sha256 != profile_ref.sha256:
         problems.append(f"it was built from profile sha256 {manifest.profile_sha256}, but this run's profile "
@@ -192,7 +195,7 @@ def plan_training(bundle: BundleStore, campaign: Campaign, event: Event) -> tupl
     except OSError as exc:
         raise StepFailed(f"the training inputs cannot be hashed: {exc}; check that the target and the files the "
                          "trainer's argv names are readable", error_type="InputsUnreadable") from None
-    plan = build_plan(campaign, run_id=run_id, node=node, scheduler=scheduler, paths=paths, inputs=inputs,  # type: ignore[arg-type]
+    plan = build_plan(campaign, run_id=run_id, node=node, scheduler=scheduler, paths=paths, inputs=inputs,
                       input_key=key, reuse=found, reuse_note=note)
     try:
         if isinstance(plan.launch, KubernetesLaunch):

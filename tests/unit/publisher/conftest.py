@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from services.publisher.pipeline import RenderOutcome, render_run
 from services.publisher.report.aggregate import read_campaign
 from services.publisher.report.model import CampaignData
-from services.publisher.pipeline import RenderOutcome, render_run
 from services.runtime.bundle.bundle import BundleStore
 from tests.unit.publisher.synthetic import RUN, Spec, build
 

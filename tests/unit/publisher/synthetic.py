@@ -15,10 +15,10 @@ import orjson
 import yaml
 
 from contracts import layout
-from contracts.campaign import Campaign, SpeculativeConfig
+from contracts.artifacts.engine import CHECKED_FIELDS, EffectiveConfig, EngineCheck, FieldCheck
 from contracts.artifacts.profile import NgramAdvice
 from contracts.artifacts.training import DraftCost
-from contracts.artifacts.engine import CHECKED_FIELDS, EffectiveConfig, EngineCheck, FieldCheck
+from contracts.campaign import Campaign, SpeculativeConfig
 from contracts.envelope import ArtifactRef, Event
 from contracts.events import (
     BenchCompleted,
@@ -121,7 +121,7 @@ def build(bundle: BundleStore, spec: Spec | None = None, run_id: str = RUN) -> d
                 ident=identity(STANDING, concurrency=level, trial=trial, trial_count=spec.trials,
                                source_revision=spec.source_revision),
             )
-            refs.append(_write(bundle, run_id, STANDING, trial, level, base))
+            refs.append(_write(bundle, run_id, STANDING, trial=trial, level=level, result=base))
             if level == LEVELS[-1] and trial >= spec.trials - spec.missing_trials:
                 continue
             odd = {"hardware": "h100"} if spec.odd_hardware and (level, trial) == (LEVELS[0], 1) else {}
@@ -137,7 +137,7 @@ def build(bundle: BundleStore, spec: Spec | None = None, run_id: str = RUN) -> d
                 continue
             if level == LEVELS[0] and trial == spec.edited_trial:
                 cand["spec_decode"]["accepted_per_position"] = []  # recorded so, as a hand-edited file would be
-            refs.append(_write(bundle, run_id, CANDIDATE, trial, level, cand))
+            refs.append(_write(bundle, run_id, CANDIDATE, trial=trial, level=level, result=cand))
     _engine_checks(bundle, run_id, spec, ngram)
     if spec.draft_cost is not None:
         bundle.write_json(run_id, layout.TRAINING_DRAFT_COST, draft_cost(run_id, spec.draft_cost))
@@ -145,7 +145,8 @@ def build(bundle: BundleStore, spec: Spec | None = None, run_id: str = RUN) -> d
         _journal(bundle, run_id, refs, spec)
     decided = None
     if spec.gate:
-        decided = gate_run(bundle, GateRequested(run_id=run_id, producer="test", requested_by="test"), producer="gate/test")
+        decided = gate_run(bundle, GateRequested(run_id=run_id, producer="test", requested_by="test"),
+                           producer="gate/test")
         if spec.journal and "gate.decided" not in spec.skip_events:
             _append(bundle, decided)
     return {"campaign": camp, "results": refs, "decided": decided, "run_id": run_id}
@@ -158,8 +159,9 @@ def _engine_checks(bundle: BundleStore, run_id: str, spec: Spec, ngram: Speculat
             continue
         effective = EffectiveConfig(
             vllm_version="0.32.0", model="/models/tiny-llama", dtype="bfloat16", quantization=None,
-            tensor_parallel_size=1, graph_mode="eager", max_num_seqs=256 if cell == CANDIDATE and spec.engine == "mismatch"
-            else 8, max_model_len=2048, speculative_method=speculative.method if speculative else None,
+            tensor_parallel_size=1, graph_mode="eager",
+            max_num_seqs=256 if cell == CANDIDATE and spec.engine == "mismatch" else 8, max_model_len=2048,
+            speculative_method=speculative.method if speculative else None,
             num_speculative_tokens=speculative.num_speculative_tokens if speculative else None, draft_model=None,
             sources=["Initializing a V1 LLM engine (v0.32.0) with config: ...", "/v1/models"],
         )
@@ -180,7 +182,7 @@ def _engine_checks(bundle: BundleStore, run_id: str, spec: Spec, ngram: Speculat
         bundle.write_json(run_id, layout.engine_check(layout.launch_folder(cell, index)), check)
 
 
-def _write(bundle: BundleStore, run_id: str, cell: str, trial: int, level: int, result: dict) -> ArtifactRef:
+def _write(bundle: BundleStore, run_id: str, cell: str, *, trial: int, level: int, result: dict) -> ArtifactRef:
     return bundle.write_bytes(run_id, f"bench/{cell}/trial-{trial}/result-c{level}.json", orjson.dumps(result))
 
 
@@ -193,7 +195,8 @@ def _journal(bundle: BundleStore, run_id: str, refs: list[ArtifactRef], spec: Sp
     events: list[Event] = [
         ProfileCompleted(run_id=run_id, producer="profiler/t", profile=stub, source="traffic", records_accepted=10,
                          records_rejected=0, recommended_method="ngram"),
-        CorpusCompleted(run_id=run_id, producer="corpus/t", corpus=stub, manifest=stub, train_records=9, heldout_records=1),
+        CorpusCompleted(run_id=run_id, producer="corpus/t", corpus=stub, manifest=stub, train_records=9,
+                        heldout_records=1),
         CapacitySelected(run_id=run_id, producer="capacity/t", scheduler="local", node="localhost", snapshot=stub),
         TrainingCompleted(run_id=run_id, producer="trainer-proxy/t", output=None, checkpoint_dir=None, duration_s=0.0,
                           skipped_reason="no candidate needs training"),

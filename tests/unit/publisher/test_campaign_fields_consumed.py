@@ -1,5 +1,5 @@
-"""No inert configuration (docs/design.md#principle-1-no-inert-configuration): the campaign fields the publisher reads each
-change what it does."""
+"""No inert configuration (docs/design.md#principle-1-no-inert-configuration): the campaign fields the
+publisher reads each change what it does."""
 
 from __future__ import annotations
 

@@ -82,7 +82,7 @@ def test_every_number_row_points_to_a_complete_identity(clean):
     anchors = {}
     for row in identity[1:]:
         key = re.fullmatch(r'<a id="id-([^"]+)"></a>(\S+)', row[0]).group(1)
-        anchors[key] = dict(zip(header, row))
+        anchors[key] = dict(zip(header, row, strict=True))
     assert set(anchors) == {f"{c}@c{level}" for c in (STANDING, CANDIDATE) for level in LEVELS}
     for fields in anchors.values():
         for name in IDENTITY_FIELDS:
@@ -159,11 +159,11 @@ def test_the_report_shows_each_guard_and_the_node(tmp_path):
     md = render_run(bundle, RUN).report.markdown.decode()
     assert "objective tpot:median (lower is better); guards output_throughput, ttft:p99; named baseline" in md
     guards = next(t for t in tables(md) if "guard" in t[0])
-    rows = [dict(zip(guards[0], row)) for row in guards[1:]]
+    rows = [dict(zip(guards[0], row, strict=True)) for row in guards[1:]]
     assert {(r["guard"], r["concurrency"], r["result"]) for r in rows} == {
         (g, str(level), "passed") for g in ("output_throughput", "ttft:p99") for level in LEVELS}
     identity = next(t for t in tables(md) if t[0][:2] == ["ID", "cell"] and "model" in t[0])
-    assert {dict(zip(identity[0], row))["node"] for row in identity[1:]} == {"node-1"}
+    assert {dict(zip(identity[0], row, strict=True))["node"] for row in identity[1:]} == {"node-1"}
 
 
 def test_a_plot_subtitle_spells_an_unlimited_level_as_the_report_does(campaign_data):

@@ -15,8 +15,8 @@ from typing import Any
 import yaml
 
 from contracts import layout
-from contracts.campaign import Campaign
 from contracts.artifacts.corpus import CorpusManifest, Splits
+from contracts.campaign import Campaign
 from services.runtime.bundle.bundle import BundleStore
 from services.trainer_proxy.planning.inputs import split_corpus
 
@@ -36,7 +36,8 @@ def build_tiny_models(root: Path) -> dict[str, Path]:
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=100, special_tokens=["<unk>", "<s>", "</s>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()[:60]
+        vocab_size=100, special_tokens=["<unk>", "<s>", "</s>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()[:60],
     )
     tokenizer.train_from_iterator(["hello world, the quick brown fox jumps over the lazy dog"] * 20, trainer)
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
@@ -86,7 +87,8 @@ def campaign(
     data["capacity"]["selectors"] = selectors or {}
     # Pre-approval is the acknowledgement and the policy naming training; `acknowledged` alone (no
     # policy) runs nothing: the plan waits for an approval of its hash.
-    data["acknowledgements"]["i_understand_this_mutates_cluster"] = pre_approved if acknowledged is None else acknowledged
+    data["acknowledgements"]["i_understand_this_mutates_cluster"] = (
+        pre_approved if acknowledged is None else acknowledged)
     data["review"] = {"pre_approve": ["training"] if pre_approved and not shapes else []}
     if shapes:
         data["traffic"] = {"shapes": ["short"]}

@@ -9,8 +9,8 @@ import yaml
 from contracts.envelope import ArtifactRef
 from services.trainer_proxy.execution.capture import TrainingCapture
 from services.trainer_proxy.execution.execute import stop_reason
-from services.trainer_proxy.planning.inputs import load_cells, prompt_messages, skip_reason, split_corpus
 from services.trainer_proxy.execution.loss import scan_bytes
+from services.trainer_proxy.planning.inputs import load_cells, prompt_messages, skip_reason, split_corpus
 from tests.unit.trainer_proxy.helpers import EXAMPLE, campaign, corpus_bytes
 from tests.unit.trainer_proxy.planning.test_training_plan import INPUTS, PATHS, RUN, _plan
 

@@ -10,16 +10,16 @@ import orjson
 import pytest
 
 from contracts import layout
+from contracts.artifacts.offline_acceptance import OFFLINE_ACCEPTANCE_FILE, OfflineAcceptance
+from contracts.artifacts.report import ReportSummary
+from contracts.artifacts.training import OutputFile, OutputManifest
 from contracts.campaign import TRAINED_DRAFT, SpeculativeConfig
 from contracts.events import SpecDecodeDelta
-from contracts.artifacts.offline_acceptance import OFFLINE_ACCEPTANCE_FILE, OfflineAcceptance
-from contracts.artifacts.training import OutputFile, OutputManifest
-from contracts.artifacts.report import ReportSummary
 from services.publisher.prediction.offline_section import offline_acceptance_section, offline_figures
 from services.publisher.report.aggregate import read_campaign
 from services.runtime.bundle.bundle import BundleStore
-from tests.unit.publisher.synthetic import RUN, Spec, build, section_text
 from tests.unit.publisher.prediction.test_predict import arm, data
+from tests.unit.publisher.synthetic import RUN, Spec, build, section_text
 
 ROOT = Path(__file__).resolve().parents[4]
 EAGLE = SpeculativeConfig(method="eagle3", num_speculative_tokens=3, model=TRAINED_DRAFT)
@@ -56,7 +56,8 @@ def test_a_resolved_draft_path_is_the_trained_draft_only_when_it_is_the_trainers
     text = section_text(offline_acceptance_section(data(arms, offline_acceptance=OFFLINE,
                                                  training_output_dir="/b/run/training/output/")))
     assert len(_rows(text, "eagle3-k3")) == 1 and not _rows(text, "draft-k3")
-    assert "no trained draft candidate" in section_text(offline_acceptance_section(data(arms, offline_acceptance=OFFLINE)))
+    assert "no trained draft candidate" in section_text(
+        offline_acceptance_section(data(arms, offline_acceptance=OFFLINE)))
 
 
 def test_different_k_compares_the_common_positions_and_not_the_lengths():
@@ -91,7 +92,8 @@ def _outputs(store: BundleStore, files: dict[str, bytes]) -> None:
 
 
 @pytest.mark.parametrize(("files", "note"), [
-    ({"config.json": b"{}"}, f"the trainer wrote no {OFFLINE_ACCEPTANCE_FILE} (training/outputs.json lists no such file)"),
+    ({"config.json": b"{}"},
+     f"the trainer wrote no {OFFLINE_ACCEPTANCE_FILE} (training/outputs.json lists no such file)"),
     ({OFFLINE_ACCEPTANCE_FILE: b"{\"format\": 1}"}, "is not a valid OfflineAcceptance"),
     ({OFFLINE_ACCEPTANCE_FILE: b"not json"}, "is not JSON"),
 ])
@@ -108,7 +110,8 @@ def test_the_listed_file_is_read_into_the_report_data(tmp_path):
     store = BundleStore(tmp_path / "bundles", fsync=False)
     build(store, Spec())
     before = read_campaign(store, RUN)
-    assert before.offline_acceptance is None and before.offline_acceptance_note == "no training/outputs.json in the bundle"
+    assert before.offline_acceptance is None
+    assert before.offline_acceptance_note == "no training/outputs.json in the bundle"
     _outputs(store, {OFFLINE_ACCEPTANCE_FILE: orjson.dumps(OFFLINE.model_dump()), "config.json": b"{}"})
     after = read_campaign(store, RUN)
     assert after.offline_acceptance == OFFLINE and after.offline_acceptance_note is None
@@ -124,7 +127,8 @@ def test_the_rendered_report_carries_the_section(clean):
 
 def test_the_gate_never_reads_the_estimate():
     sources = "".join(p.read_text() for p in (ROOT / "services/gate").rglob("*.py"))
-    for name in ("offline_acceptance", "offline-acceptance", "OFFLINE_ACCEPTANCE", "TRAINING_OUTPUTS", "OutputManifest"):
+    for name in ("offline_acceptance", "offline-acceptance", "OFFLINE_ACCEPTANCE", "TRAINING_OUTPUTS",
+                 "OutputManifest"):
         assert name not in sources, name
 
 

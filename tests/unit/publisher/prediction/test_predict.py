@@ -9,11 +9,10 @@ import orjson
 import pytest
 
 from contracts import layout
+from contracts.artifacts.report import ReportSummary
 from contracts.campaign import SpeculativeConfig
 from contracts.events import SpecDecodeDelta
-from contracts.artifacts.report import ReportSummary
 from services.gate.simulate import identity
-from services.publisher.report.model import ArmLevel, CampaignData, TrialFigures
 from services.publisher.pipeline import render_run
 from services.publisher.prediction.predict import (
     compare_ngram,
@@ -22,6 +21,7 @@ from services.publisher.prediction.predict import (
     report_figures,
     stops_paying,
 )
+from services.publisher.report.model import ArmLevel, CampaignData, TrialFigures
 from tests.unit.publisher.synthetic import CANDIDATE, RUN, Spec, advice, build, draft_cost
 
 SHA = "0" * 64
@@ -33,7 +33,7 @@ def counters(drafts: int, accepted: int, k: int) -> SpecDecodeDelta:
                            mean_acceptance_length=1 + accepted / drafts)
 
 
-def arm(cell: str, level: int, tpots: list[float], spec: SpeculativeConfig | None = None,
+def arm(cell: str, level: int, tpots: list[float], spec: SpeculativeConfig | None = None, *,
         spec_decode: list[SpecDecodeDelta] | None = None) -> ArmLevel:
     role = "candidate" if spec is not None else "standing"
     trials = []
@@ -52,7 +52,8 @@ def arm(cell: str, level: int, tpots: list[float], spec: SpeculativeConfig | Non
 
 def data(arms: list[ArmLevel], **fields) -> CampaignData:
     return CampaignData(run_id=RUN, campaign=None, decision=None, decision_sha256=None, plan=None, steps=[],
-                        journal_present=True, arms=arms, bench_exploratory=False, failed_cells={}, problems=[], **fields)
+                        journal_present=True, arms=arms, bench_exploratory=False, failed_cells={}, problems=[],
+                        **fields)
 
 
 DRAFT = SpeculativeConfig(method="draft_model", num_speculative_tokens=4, model="/drafts/d")
@@ -67,7 +68,7 @@ def test_predicted_speedup_is_l_over_one_plus_k_c():
 def test_draft_model_prediction_uses_the_measured_draft_cost_and_realized_the_tpot_ratio():
     # Two trials of 100 drafts: 150 and 250 accepted -> L = 1 + 400 / 200 = 3.
     acc = [counters(100, 150, 4), counters(100, 250, 4)]
-    arms = [arm("standing", 1, [20.0, 20.0]), arm("draft", 1, [10.0, 40.0], DRAFT, acc)]
+    arms = [arm("standing", 1, [20.0, 20.0]), arm("draft", 1, [10.0, 40.0], DRAFT, spec_decode=acc)]
     [p] = predictions(data(arms, draft_cost=draft_cost(RUN, 0.125)))
     assert (p.method, p.k, p.mean_length, p.cost) == ("draft_model", 4, pytest.approx(3.0), 0.125)
     assert p.predicted == pytest.approx(3.0 / (1 + 4 * 0.125))
@@ -76,10 +77,10 @@ def test_draft_model_prediction_uses_the_measured_draft_cost_and_realized_the_tp
 
 def test_without_draft_cost_a_draft_model_gets_no_prediction_and_ngram_costs_nothing():
     acc = [counters(100, 200, 4)]
-    arms = [arm("standing", 1, [20.0]), arm("draft", 1, [10.0], DRAFT, acc),
-            arm("ngram", 1, [12.0], NGRAM, [counters(100, 120, 3)]),
+    arms = [arm("standing", 1, [20.0]), arm("draft", 1, [10.0], DRAFT, spec_decode=acc),
+            arm("ngram", 1, [12.0], NGRAM, spec_decode=[counters(100, 120, 3)]),
             arm("eagle", 1, [12.0], SpeculativeConfig(method="eagle3", num_speculative_tokens=2, model="/e"),
-                [counters(100, 50, 2)])]
+                spec_decode=[counters(100, 50, 2)])]
     by_cell = {p.arm.cell_id: p for p in predictions(data(arms, draft_cost_note="no training/draft-cost.json"))}
     assert by_cell["draft"].predicted is None and by_cell["draft"].cost_source.startswith("draft cost not measured")
     assert by_cell["ngram"].cost == 0.0 and by_cell["ngram"].predicted == pytest.approx(2.2)
@@ -140,7 +141,8 @@ def test_report_shows_settings_prediction_stops_and_draft_cost(store):
     assert summary.speedups[1].realized < 1 < summary.speedups[0].realized
     assert [(s.verdict, s.stops_at) for s in summary.stops_paying] == [("stops", 4)]
     [ngram] = summary.ngram_settings
-    assert (ngram.agree, ngram.differing, ngram.advised_num_speculative_tokens) == (False, ["num_speculative_tokens"], 5)
+    assert (ngram.agree, ngram.differing, ngram.advised_num_speculative_tokens) == (
+        False, ["num_speculative_tokens"], 5)
 
 
 def test_without_cost_or_advice_the_report_says_so_and_stays_final(store):

@@ -8,10 +8,10 @@ import pytest
 import yaml
 
 from contracts.campaign import Cell
-from services.publisher.report.aggregate import read_campaign
 from services.publisher.pipeline import render_run
 from services.publisher.prediction.schedule_plan import candidate_plans, proposed_cells
 from services.publisher.prediction.schedule_section import schedule_blocks
+from services.publisher.report.aggregate import read_campaign
 from tests.unit.publisher.synthetic import CANDIDATE, RUN, Spec, build
 
 

@@ -6,20 +6,21 @@ from __future__ import annotations
 from pathlib import Path
 
 from contracts import layout
+from contracts.artifacts.suffix import SuffixCellPrediction, SuffixPrediction
 from contracts.campaign import SpeculativeConfig
 from contracts.events import SpecDecodeDelta
-from contracts.artifacts.suffix import SuffixCellPrediction, SuffixPrediction
-from services.publisher.report.aggregate import read_campaign
 from services.publisher.prediction.render_predict import suffix_prediction_section
-from tests.unit.publisher.synthetic import RUN, Spec, build, section_text
+from services.publisher.report.aggregate import read_campaign
 from tests.unit.publisher.prediction.test_predict import arm, data
+from tests.unit.publisher.synthetic import RUN, Spec, build, section_text
 
 ROOT = Path(__file__).resolve().parents[4]
 SUFFIX = SpeculativeConfig(method="suffix", num_speculative_tokens=3)
 # Variable-length drafts, as suffix serves them: 22 draft tokens over 10 drafts.
 SERVED = SpecDecodeDelta(num_drafts=10, num_draft_tokens=22, num_accepted_tokens=11, accepted_per_position=[6, 3, 2],
                          acceptance_rate=0.5, mean_acceptance_length=2.1)
-PREDICTED = SuffixPrediction(package="arctic-inference==0.3.0", tokens="tokenizer.json", unavailable_reason=None, cells=[
+PREDICTED = SuffixPrediction(package="arctic-inference==0.3.0", tokens="tokenizer.json", unavailable_reason=None,
+                             cells=[
     SuffixCellPrediction(cell_id="suffix-k3", num_speculative_tokens=3, max_tree_depth=24, max_cached_requests=10000,
                          max_spec_factor=1.0, min_token_prob=0.1, requests=4, output_tokens=100, steps=60, drafts=40,
                          draft_tokens=80, accepted_tokens=40, acceptance_rate=0.5, mean_acceptance_length=2.0)])
@@ -55,4 +56,5 @@ def test_the_bundle_file_is_read_into_the_report_data(tmp_path):
 
 def test_the_gate_never_reads_the_prediction():
     sources = "".join(p.read_text() for p in (ROOT / "services/gate").rglob("*.py"))
-    assert "PROFILE_SUFFIX" not in sources and "SUFFIX_PREDICTION" not in sources and "contracts.artifacts.suffix" not in sources
+    assert "PROFILE_SUFFIX" not in sources and "SUFFIX_PREDICTION" not in sources
+    assert "contracts.artifacts.suffix" not in sources

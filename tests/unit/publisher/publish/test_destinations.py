@@ -17,8 +17,8 @@ from services.publisher.publish.publish import publish_report
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.settings import RuntimeSettings
 from services.runtime.url_prefix import parse_prefixes
-from tests.unit.publisher.synthetic import RUN, Spec, build, campaign
 from tests.unit.publisher.publish.test_review_point import FAST, Receiver
+from tests.unit.publisher.synthetic import RUN, Spec, build, campaign
 
 LAKE = "https://lake.example.com/reports"
 
@@ -103,7 +103,8 @@ async def test_a_listed_setting_refuses_an_unlisted_target_before_the_dry_run_wi
     # Listed: the same endpoint receives it.
     listed = RuntimeSettings(instance="t", publish_allowed_targets=receiver.url)
     await publish_report(bundle, RUN, receiver.url + "/listed", acknowledged_by=None, settings=listed, policy=FAST)
-    pub = await publish_report(bundle, RUN, receiver.url + "/listed", acknowledged_by="cli", settings=listed, policy=FAST)
+    pub = await publish_report(bundle, RUN, receiver.url + "/listed", acknowledged_by="cli", settings=listed,
+                               policy=FAST)
     assert not pub.dry_run and len(receiver.bodies) == 1
 
 
@@ -128,7 +129,8 @@ def test_specdec_publish_says_the_refusal_and_a_bad_setting_in_one_line(clean, r
     elsewhere = receiver.url.replace("http://", "https://")  # the receiver's port: a connection would count
     assert main(["publish", RUN, "--target", elsewhere]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "not the campaign's publish.target" in err and "SPECDEC_PUBLISH_ALLOWED_TARGETS" in err
+    assert err.count("\n") == 1 and "not the campaign's publish.target" in err
+    assert "SPECDEC_PUBLISH_ALLOWED_TARGETS" in err
     assert "t0ken" not in err and receiver.http.connections == 0
     monkeypatch.setenv("SPECDEC_PUBLISH_ALLOWED_TARGETS", "https://user@lake.example.com/")
     assert main(["publish", RUN, "--target", elsewhere]) == 2

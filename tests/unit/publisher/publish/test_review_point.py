@@ -30,7 +30,7 @@ class Receiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:  # http.server's name
                 receiver.bodies.append(self.rfile.read(int(self.headers["Content-Length"])))
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
@@ -194,7 +194,7 @@ def test_the_same_report_gives_the_same_manifest_with_its_evidence(clean):
 async def test_a_call_cannot_borrow_the_campaign_acknowledgement(clean, receiver):
     bundle, _ = clean
     with pytest.raises(PublishRefused, match="'cli' or 'mcp'"):
-        await publish_report(bundle, RUN, receiver.url, acknowledged_by="campaign", settings=SETTINGS)  # type: ignore[arg-type]
+        await publish_report(bundle, RUN, receiver.url, acknowledged_by="campaign", settings=SETTINGS)
     assert receiver.bodies == []
 
 

@@ -64,7 +64,8 @@ def test_the_acknowledgement_is_consumed_with_the_policy_or_a_folder():
 
 
 def test_the_publish_policy_needs_the_acknowledgement_and_an_external_target():
-    with pytest.raises(ValidationError, match="review.pre_approve lists publish.*i_understand_this_publishes_externally"):
+    with pytest.raises(ValidationError,
+                       match="review.pre_approve lists publish.*i_understand_this_publishes_externally"):
         Campaign.model_validate(_campaign(ack=False, pre_approve=["publish"]))
     with pytest.raises(ValidationError, match="not external"):
         Campaign.model_validate(_campaign("file://published", pre_approve=["publish"]))

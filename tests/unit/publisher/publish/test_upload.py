@@ -35,7 +35,7 @@ class Endpoint:
         endpoint = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:  # http.server's name
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 endpoint.requests.append(({k.lower(): v for k, v in self.headers.items()}, body))
                 status = endpoint.statuses.pop(0) if endpoint.statuses else 200
@@ -81,7 +81,7 @@ def parts(headers: dict[str, str], body: bytes) -> dict[str, tuple[str | None, b
     for part in message.iter_parts():
         field = part.get_param("name", header="content-disposition")
         out[part.get_filename() or field] = (field, part.get_payload(decode=True))
-    return out
+    return out  # type: ignore[return-value]  # email types its parts loosely: names and bytes here
 
 
 def sha(data: bytes) -> str:

@@ -11,8 +11,8 @@ import pytest
 from contracts.campaign import GateSpec
 from services.gate import decide
 from services.gate.simulate import NoiseModel
-from services.publisher.report import answer
 from services.publisher.pipeline import render_run
+from services.publisher.report import answer
 from services.runtime.bundle.bundle import BundleStore
 from tests.unit.gate.test_decide import arm
 from tests.unit.publisher.synthetic import CANDIDATE, LEVELS, RUN, Spec, build

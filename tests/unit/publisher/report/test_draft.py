@@ -8,7 +8,6 @@ import orjson
 import pytest
 
 from contracts.campaign import SpeculativeConfig
-
 from services.publisher.report.aggregate import read_campaign
 from services.publisher.report.draft import draft_reasons
 from tests.unit.publisher.synthetic import RUN, Spec, build
@@ -29,8 +28,10 @@ def test_a_clean_campaign_has_no_draft_reason(campaign_data):
         ({"journal": False}, r"no events\.jsonl in the bundle"),
         ({"source_revision": None}, r"identity of ngram-k3@c1 is incomplete: source revision unknown"),
         ({"missing_trials": 1}, r"identity of ngram-k3@c4 is incomplete: 2 of 3 declared trial\(s\) have results"),
-        ({"odd_hardware": True}, r"identity of ngram-k3@c1 is incomplete: identity differs between trials in: hardware"),
-        ({"bare_candidate": True, "gate": False}, r"ngram-k3@c1 is incomplete: 3 trial file\(s\) carry no identity block"),
+        ({"odd_hardware": True},
+         r"identity of ngram-k3@c1 is incomplete: identity differs between trials in: hardware"),
+        ({"bare_candidate": True, "gate": False},
+         r"ngram-k3@c1 is incomplete: 3 trial file\(s\) carry no identity block"),
         ({"exploratory": True, "trials": 2}, r"the matrix is exploratory"),
     ],
 )

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import hashlib
 
+from contracts.artifacts.training import InputKey, KeyRecord, TreeDigest
 from contracts.envelope import ArtifactRef
 from contracts.events import TrainingCompleted
-from contracts.artifacts.training import InputKey, KeyRecord, TreeDigest
 from services.publisher.report.aggregate import read_campaign
 from services.publisher.report.render import render_report
 from services.runtime.bundle.bundle import BundleStore
@@ -21,7 +21,8 @@ def _key_record(output: ArtifactRef, reused_from: str | None) -> KeyRecord:
     sha = hashlib.sha256(b"file").hexdigest()
     inputs = InputKey(
         key=KEY, train_sha256=sha, heldout_sha256=None, corpus_sha256=None, argv_template=["train"], argv=["train"],
-        probe_template=None, probe=None, named_files=[], target=TreeDigest(path="models/t", files=1, total_bytes=1, sha256=sha),
+        probe_template=None, probe=None, named_files=[],
+        target=TreeDigest(path="models/t", files=1, total_bytes=1, sha256=sha),
         tokenizer=None, max_model_len=128, trainer_revision=None, target_revision=None, executor="local",
     )
     return KeyRecord(run_id=RUN, key=KEY, inputs=inputs, output=output, reused_from=reused_from)

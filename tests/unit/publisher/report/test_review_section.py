@@ -6,10 +6,10 @@ from __future__ import annotations
 from contracts.campaign import Campaign
 from contracts.envelope import ArtifactRef
 from contracts.events import BenchPlanned, RunApproved, TrainingPlanned
-from services.publisher.report.aggregate import read_campaign
-from services.publisher.report.document import Document, to_markdown
 from services.publisher.pipeline import render_run
 from services.publisher.publish.review_record import plan_reviews, review_section
+from services.publisher.report.aggregate import read_campaign
+from services.publisher.report.document import Document, to_markdown
 from tests.unit.publisher.synthetic import RUN, Spec, build
 
 
@@ -24,7 +24,8 @@ def _append(bundle, event) -> None:
 def test_the_report_names_the_approval_that_ran_the_plan_and_that_the_campaign_has_no_policy(store):
     build(store, Spec())
     plan = _plan(store, "bench/plan.json")
-    _append(store, BenchPlanned(run_id=RUN, producer="bench-runner/t", plan=plan, cells=["standing", "ngram-k3"], trials=3))
+    _append(store, BenchPlanned(run_id=RUN, producer="bench-runner/t", plan=plan, cells=["standing", "ngram-k3"],
+                                trials=3))
     approval = RunApproved(run_id=RUN, producer="cli/t", i_understand_this_mutates_cluster=True,
                            plan_sha256s=[plan.sha256], approved_by="ops@host")
     _append(store, approval)
@@ -44,13 +45,15 @@ def test_a_pre_approved_plan_is_recorded_as_run_by_the_policy_and_an_unapproved_
     assert data.campaign is not None
     policy = Campaign.model_validate(data.campaign.model_dump(by_alias=True) | {
         "review": {"pre_approve": ["bench"]},
-        "acknowledgements": {"i_understand_this_mutates_cluster": True, "i_understand_this_publishes_externally": False},
+        "acknowledgements": {"i_understand_this_mutates_cluster": True,
+                             "i_understand_this_publishes_externally": False},
     })
     events = list(store.events(RUN))
     data = data.model_copy(update={"campaign": policy, "reviews": plan_reviews(events, policy)})
     section = review_section(data)
     md = to_markdown(Document(title="t", draft_reasons=(), sections=(section,)), plots_dir="plots")
-    assert "Pre-approval policy: review.pre_approve bench, with acknowledgements.i_understand_this_mutates_cluster true" in md
+    assert ("Pre-approval policy: review.pre_approve bench, with acknowledgements.i_understand_this_mutates_cluster "
+            "true") in md
     assert f"| bench | {bench.uri} | {bench.sha256} | the campaign's pre-approval policy |" in md
     assert f"| training | {training.uri} | {training.sha256} | none: the plan did not run |" in md
     assert f"specdec approve {RUN} --i-understand-this-mutates-cluster" in md

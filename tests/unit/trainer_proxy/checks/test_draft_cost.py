@@ -112,7 +112,8 @@ async def test_the_file_is_written_once_and_a_target_that_does_not_load_writes_n
     assert DraftCost.model_validate(bundle.read_json("run-1", layout.TRAINING_DRAFT_COST)) == cost
     assert log.lines[-1][:2] == ("info", "draft cost measured") and math.isfinite(log.lines[-1][2]["relative_cost"])
     # A redelivery keeps the first measurement rather than timing again.
-    again = await record(bundle, "run-1", models["draft"], target=tmp_path / "gone", tokenizer=models["target"], log=log)
+    again = await record(bundle, "run-1", models["draft"], target=tmp_path / "gone", tokenizer=models["target"],
+                         log=log)
     assert again == cost
 
     other = BundleStore(tmp_path / "other")

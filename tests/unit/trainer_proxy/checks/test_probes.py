@@ -22,7 +22,8 @@ def _by_name(checks):
 
 
 def test_a_matching_draft_passes_every_probe(models):
-    checks = _by_name(builtin_checks(models["draft"], target=models["target"], tokenizer=models["target"], prompts=PROMPTS))
+    checks = _by_name(builtin_checks(models["draft"], target=models["target"], tokenizer=models["target"],
+                                     prompts=PROMPTS))
     assert all(check.passed for check in checks.values()), checks
     assert "sampled token IDs map to the same strings" in checks["vocabulary_matches"].detail
     assert "2 prompt(s)" in checks["forward_pass"].detail
@@ -49,7 +50,8 @@ def test_a_tokenizer_that_maps_ids_differently_fails(models, tmp_path):
     (a, ia), (b, ib) = sorted(vocab.items(), key=lambda kv: kv[1])[10], sorted(vocab.items(), key=lambda kv: kv[1])[-1]
     vocab[a], vocab[b] = ib, ia
     (draft / "tokenizer.json").write_text(json.dumps(data))
-    check = _by_name(builtin_checks(draft, target=models["target"], tokenizer=models["target"], prompts=PROMPTS))["vocabulary_matches"]
+    check = _by_name(builtin_checks(draft, target=models["target"], tokenizer=models["target"],
+                                    prompts=PROMPTS))["vocabulary_matches"]
     assert not check.passed and "map to other strings" in check.detail
 
 

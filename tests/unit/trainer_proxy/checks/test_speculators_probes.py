@@ -76,9 +76,11 @@ def test_a_reduced_draft_vocabulary_needs_its_d2t(tmp_path):
     lm_head = torch.randn(512, 256).to(torch.bfloat16)
     missing = _checks(_head(tmp_path / "a", config, **{"lm_head.weight": lm_head}), _target(tmp_path / "t"))
     assert "needs a d2t mapping" in missing["vocabulary_matches"].detail
-    mapped = _checks(_head(tmp_path / "b", config, **{"lm_head.weight": lm_head, "d2t": torch.zeros(512, dtype=torch.long)}),
+    mapped = _checks(_head(tmp_path / "b", config,
+                           **{"lm_head.weight": lm_head, "d2t": torch.zeros(512, dtype=torch.long)}),
                      _target(tmp_path / "t"))
-    assert mapped["vocabulary_matches"].passed and "mapped to the target's by d2t" in mapped["vocabulary_matches"].detail
+    assert mapped["vocabulary_matches"].passed
+    assert "mapped to the target's by d2t" in mapped["vocabulary_matches"].detail
 
 
 def test_a_config_without_model_type_is_refused(tmp_path):

@@ -14,11 +14,11 @@ import structlog
 
 from contracts.events import CapacitySelected
 from services.runtime.bundle.bundle import BundleStore
-from services.runtime.delivery.consumer import StepContext
+from services.runtime.delivery.route import StepContext
 from services.runtime.settings import RuntimeSettings
 from services.shared.capacity.recheck import Recheck
-from services.trainer_proxy.execution.capture import write_argv
 from services.trainer_proxy.errors import TrainingStopped
+from services.trainer_proxy.execution.capture import write_argv
 from services.trainer_proxy.execution.execute import Approved, execute
 from services.trainer_proxy.planning.staging import plan_training
 from tests.unit.trainer_proxy.helpers import COPY_TRAINER, PY, build_tiny_models, campaign, seed_run, write_script
@@ -35,7 +35,11 @@ class Bus:
 
 
 def _ctx(bus: Bus) -> StepContext:
-    return StepContext(service="trainer-proxy", settings=RuntimeSettings(instance="unit"), bus=bus, log=structlog.get_logger())
+    return StepContext(
+        service="trainer-proxy", settings=RuntimeSettings(instance="unit"),
+        bus=bus,  # type: ignore[arg-type]  # a stand-in that records what is published
+        log=structlog.get_logger(),
+    )
 
 
 def _idle(bundle, camp, node, run_id) -> Recheck:
@@ -54,7 +58,8 @@ def _approved(tmp_path: Path, argv: list[str], **kw) -> tuple[BundleStore, Appro
 
 async def test_an_interrupted_launch_is_captured_as_partial_and_never_run_again(tmp_path):
     marker = tmp_path / "ran"
-    bundle, approved, trigger = _approved(tmp_path, [PY, "-c", "import sys; open(sys.argv[1], 'w').close()", str(marker)])
+    bundle, approved, trigger = _approved(tmp_path,
+                                          [PY, "-c", "import sys; open(sys.argv[1], 'w').close()", str(marker)])
     # An earlier delivery recorded its launch and left a partial output, then the service died.
     write_argv(bundle, approved.plan)
     output = Path(approved.plan.output_dir)
@@ -63,7 +68,7 @@ async def test_an_interrupted_launch_is_captured_as_partial_and_never_run_again(
     bus = Bus()
     for _ in range(2):
         with pytest.raises(TrainingStopped) as stopped:
-            await execute(bundle, approved, trigger, _ctx(bus), _idle)
+            await execute(bundle, approved, trigger, _ctx(bus), recheck=_idle)
         assert stopped.value.error_type == "TrainingInterrupted"
     assert not marker.exists() and bus.events == []
     manifest = bundle.read_json(RUN, "training/outputs.json")
@@ -75,18 +80,19 @@ async def test_a_capture_left_without_its_index_record_is_read_not_recaptured(tm
     # The delivery was killed after capture.json's file and before its record: the retry reads the
     # trainer's end as captured. Re-capturing it as interrupted wrote outputs.json again with
     # "partial": true and failed the run on the write-once conflict.
-    trainer = write_script(tmp_path / "ok.py", "import sys, pathlib; pathlib.Path(sys.argv[1], 'w.bin').write_bytes(b'w')")
+    trainer = write_script(tmp_path / "ok.py",
+                           "import sys, pathlib; pathlib.Path(sys.argv[1], 'w.bin').write_bytes(b'w')")
     bundle, approved, trigger = _approved(tmp_path, [PY, str(trainer), "{output_dir}"])
     first = Bus()
     with pytest.raises(TrainingStopped):  # the probes refuse a one-byte draft; the capture is what counts here
-        await execute(bundle, approved, trigger, _ctx(first), _idle)
+        await execute(bundle, approved, trigger, _ctx(first), recheck=_idle)
     capture = bundle.run_dir(RUN) / "training/capture.json"
     record = next(p for p in (bundle.run_dir(RUN) / ".index").iterdir()
                   if orjson.loads(p.read_bytes())["path"] == "training/capture.json")
     record.unlink()
     second = Bus()
     with pytest.raises(TrainingStopped) as stopped:
-        await execute(bundle, approved, trigger, _ctx(second), _idle)
+        await execute(bundle, approved, trigger, _ctx(second), recheck=_idle)
     assert stopped.value.error_type == "ProbeFailed", stopped.value
     assert second.events == [], "the trainer ran again"
     assert bundle.read_json(RUN, "training/capture.json")["exit_code"] == 0 and capture.exists()
@@ -102,7 +108,7 @@ async def test_a_cancelled_step_kills_its_trainer(tmp_path):
     """)
     bundle, approved, trigger = _approved(tmp_path, [PY, str(trainer)])
     bus = Bus()
-    task = asyncio.create_task(execute(bundle, approved, trigger, _ctx(bus), _idle))
+    task = asyncio.create_task(execute(bundle, approved, trigger, _ctx(bus), recheck=_idle))
     deadline = time.monotonic() + 20
     while not pid_file.exists() or not pid_file.read_text():
         assert time.monotonic() < deadline, "the trainer never started"
@@ -112,7 +118,8 @@ async def test_a_cancelled_step_kills_its_trainer(tmp_path):
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    assert (not Path(f"/proc/{pid}").exists()
+            or Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z")
 
 
 async def test_a_draft_cost_that_cannot_be_measured_changes_nothing_else(tmp_path):
@@ -123,7 +130,7 @@ async def test_a_draft_cost_that_cannot_be_measured_changes_nothing_else(tmp_pat
     trainer = write_script(tmp_path / "trainer.py", COPY_TRAINER)
     argv = [PY, str(trainer), "--from", str(models["draft"]), "--out", "{output_dir}", "--corpus", "{corpus_train}"]
     bundle, approved, trigger = _approved(tmp_path, argv, target=str(target))
-    completed = await execute(bundle, approved, trigger, _ctx(Bus()), _idle)
+    completed = await execute(bundle, approved, trigger, _ctx(Bus()), recheck=_idle)
     assert completed.output is not None and completed.reused_from is None
     assert bundle.read_json(RUN, "training/probes.json")["passed"]
     assert not (bundle.run_dir(RUN) / "training/draft-cost.json").exists()
@@ -149,11 +156,11 @@ async def test_a_trainer_saving_below_the_output_dir_is_probed_and_served_from_i
     output = Path(approved.plan.output_dir)
     if subdir is None:  # {output_dir} itself holds only the epoch folders: nothing to load there
         with pytest.raises(TrainingStopped) as stopped:
-            await execute(bundle, approved, trigger, _ctx(Bus()), _idle)
+            await execute(bundle, approved, trigger, _ctx(Bus()), recheck=_idle)
         assert stopped.value.error_type == "ProbeFailed"
         assert f"no config.json in {output}" in stopped.value.reason and "checkpoint_subdir" in stopped.value.reason
         return
-    completed = await execute(bundle, approved, trigger, _ctx(Bus()), _idle)
+    completed = await execute(bundle, approved, trigger, _ctx(Bus()), recheck=_idle)
     assert completed.checkpoint_dir == approved.plan.checkpoint_dir == f"{output}/2"  # what {training.output} serves
     report = bundle.read_json(RUN, "training/probes.json")
     assert report["passed"] and report["checkpoint_dir"] == f"{output}/2"

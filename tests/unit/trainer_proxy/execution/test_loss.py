@@ -34,7 +34,8 @@ def test_lowercase_nan_in_a_json_looking_line_is_still_found():
 
 
 def test_nested_and_suffixed_loss_keys_count():
-    assert [k for k, _, _ in line_losses('{"metrics": {"eval_loss": "inf"}, "train_loss": 1.0}')] == ["eval_loss", "train_loss"]
+    assert [k for k, _, _ in line_losses('{"metrics": {"eval_loss": "inf"}, "train_loss": 1.0}')] == [
+        "eval_loss", "train_loss"]
     assert [k for k, _, _ in line_losses("epoch 1 train_loss=0.4 val_loss: nan")] == ["train_loss", "val_loss"]
 
 

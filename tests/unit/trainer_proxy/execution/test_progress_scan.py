@@ -64,7 +64,8 @@ def test_a_form_that_cannot_be_read_is_refused_naming_the_field(form):
     with pytest.raises(ValidationError) as caught:
         TrainProgress.model_validate(form)
     # The model's own refusals name the campaign field; pydantic's (an unknown key or format) name theirs.
-    named = "commands.train.progress" if form.get("format") == "regex" or "pattern" in form else next(iter(form.keys() - {"format"}), "format")
+    named = ("commands.train.progress" if form.get("format") == "regex" or "pattern" in form
+             else next(iter(form.keys() - {"format"}), "format"))
     assert named in str(caught.value), str(caught.value)
 
 

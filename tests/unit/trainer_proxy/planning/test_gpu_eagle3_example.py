@@ -89,6 +89,7 @@ def test_speculators_train_saves_each_epoch_in_a_subfolder_of_the_save_path(tmp_
 
     checkpointer = SingleGPUCheckpointer(tmp_path)
     assert checkpointer.model_path(9) == tmp_path / "9" / "model.safetensors"
-    camp = _campaign()
-    epochs = int(camp.commands.train.argv.root[camp.commands.train.argv.root.index("--epochs") + 1])
-    assert camp.commands.train.checkpoint_subdir == str(epochs - 1)
+    train = _campaign().commands.train
+    assert train is not None
+    epochs = int(train.argv.root[train.argv.root.index("--epochs") + 1])
+    assert train.checkpoint_subdir == str(epochs - 1)

@@ -4,12 +4,13 @@ changing any input that determines the draft changes it."""
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 import pytest
 
+from contracts.artifacts.training import FileDigest, TreeDigest
 from contracts.campaign import Campaign
 from contracts.envelope import ArtifactRef
-from contracts.artifacts.training import FileDigest, TreeDigest
 from services.runtime.bundle.bundle_records import canonical_json
 from services.trainer_proxy.planning.input_key import input_key, tree_sha256
 from services.trainer_proxy.planning.model import PlanInputs
@@ -25,7 +26,7 @@ def _sha(text: str) -> str:
 
 
 TARGET = TreeDigest(path="models/t", files=2, total_bytes=30, sha256=_sha("target"))
-BASE = {
+BASE: dict[str, Any] = {  # PlanInputs' fields
     "train_sha256": _sha("train"),
     "heldout_sha256": _sha("heldout"),
     "corpus_sha256": _sha("corpus"),
@@ -63,7 +64,8 @@ INPUT_CHANGES = {
     "target files": {"target": TARGET.model_copy(update={"sha256": _sha("retrained target")})},
     "tokenizer": {"tokenizer": TreeDigest(path="tok", files=1, total_bytes=5, sha256=_sha("tok"))},
     "trainer script": {"named_files": [FileDigest(path="train.py", size_bytes=10, sha256=_sha("edited"))]},
-    "another named file": {"named_files": [*BASE["named_files"], FileDigest(path="c.yaml", size_bytes=1, sha256=_sha("c"))]},
+    "another named file": {
+        "named_files": [*BASE["named_files"], FileDigest(path="c.yaml", size_bytes=1, sha256=_sha("c"))]},
 }
 CAMPAIGN_CHANGES = {
     "argv": {"commands.train.argv": [*ARGV, "--epochs", "3"]},
@@ -125,7 +127,8 @@ def _inputs(run_id: str, sha: dict[str, str]) -> PlanInputs:
     def ref(path: str, name: str) -> ArtifactRef:
         return ArtifactRef(uri=f"bundle://{run_id}/{path}", sha256=sha[name], size_bytes=10)
 
-    return PlanInputs(corpus=ref("corpus/CORPUS.jsonl", "corpus"), corpus_train=ref("training/corpus-train.jsonl", "train"),
+    return PlanInputs(corpus=ref("corpus/CORPUS.jsonl", "corpus"),
+                      corpus_train=ref("training/corpus-train.jsonl", "train"),
                       corpus_heldout=ref("training/corpus-heldout.jsonl", "heldout"), train_records=6,
                       heldout_records=2, rejected_lines=0)
 

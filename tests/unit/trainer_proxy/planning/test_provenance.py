@@ -1,6 +1,6 @@
-"""A training input must come from this run's profile of this run's traffic (docs/design.md#training-inputs-come-from-this-run: a profile
-from a different traffic regime is not a valid training input). Real bundles on disk, real
-profiles and manifests (the profiler and corpus builder), no Redis."""
+"""A training input must come from this run's profile of this run's traffic
+(docs/design.md#training-inputs-come-from-this-run: a profile from a different traffic regime is not a valid
+training input). Real bundles on disk, real profiles and manifests (the profiler and corpus builder), no Redis."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ import pytest
 
 from contracts import layout
 from contracts.artifacts.corpus import CorpusManifest
-from contracts.events import CapacitySelected, TrainingRequested
 from contracts.artifacts.profile import Profile
+from contracts.envelope import Event
+from contracts.events import CapacitySelected, TrainingRequested
 from services.runtime.bundle.bundle import BundleStore
 from services.trainer_proxy.planning.staging import CorpusMismatch, check_provenance, plan_training
 from tests.unit.trainer_proxy.helpers import PY, campaign, corpus_bytes, profiled, seed_run
@@ -35,7 +36,7 @@ def capacity(bundle: BundleStore, run_id: str = RUN) -> CapacitySelected:
     return selected
 
 
-def request(bundle: BundleStore, corpus_run: str) -> TrainingRequested:
+def request(bundle: BundleStore, corpus_run: str) -> Event:  # a TrainingRequested, built at import
     return TrainingRequested(run_id=RUN, producer="test", requested_by="test",
                              inputs={"corpus": bundle.ref(corpus_run, layout.CORPUS)})
 
@@ -69,7 +70,8 @@ def test_a_corpus_of_other_traffic_is_refused_with_both_hashes(bundle) -> None:
     (my_profile, my_traffic), (their_profile, their_traffic) = hashes(mine), hashes(theirs)
     assert my_traffic != their_traffic and err.value.error_type == "CorpusMismatch"
     reason = err.value.reason
-    assert f"built from profile sha256 {their_profile}, but this run's profile ({layout.PROFILE}) has sha256 {my_profile}" in reason
+    assert (f"built from profile sha256 {their_profile}, but this run's profile ({layout.PROFILE}) "
+            f"has sha256 {my_profile}") in reason
     assert f"sampled from traffic sha256 {their_traffic}, but this run profiled traffic sha256 {my_traffic}" in reason
     assert f"specdec request corpus {RUN}" in reason
     # Nothing was stored: no splits, no plan.

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from contracts import layout
-from contracts.envelope import ArtifactRef
 from contracts.artifacts.training import FileDigest, InputKey, KeyRecord, TreeDigest
+from contracts.envelope import ArtifactRef
 from services.runtime.bundle.bundle import BundleStore
-from services.trainer_proxy.execution.capture import hash_outputs
 from services.trainer_proxy.errors import TrainingStopped
-from services.trainer_proxy.planning.input_key import input_key
+from services.trainer_proxy.execution.capture import hash_outputs
 from services.trainer_proxy.planning.builder import PlanPaths, build_plan
+from services.trainer_proxy.planning.input_key import input_key
 from services.trainer_proxy.planning.model import PlanInputs
 from services.trainer_proxy.planning.reuse import copy_draft, find_reusable, read_reuse
 from tests.unit.trainer_proxy.helpers import campaign
@@ -33,7 +33,8 @@ def _sha(text: str) -> str:
 def _key(train: str = "train", subdir: str | None = None) -> InputKey:
     camp = campaign(train_argv=ARGV, target="models/t", checkpoint_subdir=subdir)
     return input_key(camp, train_sha256=_sha(train), heldout_sha256=_sha("h"),
-                     corpus_sha256=_sha("c"), target=TreeDigest(path="models/t", files=1, total_bytes=1, sha256=_sha("t")),
+                     corpus_sha256=_sha("c"),
+                     target=TreeDigest(path="models/t", files=1, total_bytes=1, sha256=_sha("t")),
                      tokenizer=None, named_files=[FileDigest(path="train.py", size_bytes=1, sha256=_sha("s"))])
 
 
@@ -49,7 +50,8 @@ def completed(bundle: BundleStore, run_id: str, key: InputKey, *, partial: bool 
     (out / "config.json").write_text('{"vocab_size": 100}')
     (out / "sub/model.safetensors").write_bytes(bytes(range(256)) * 4)
     ref, _ = hash_outputs(bundle, run_id, output_dir=out, partial=partial)
-    bundle.write_json(run_id, layout.TRAINING_INPUT_KEY, KeyRecord(run_id=run_id, key=key.key, inputs=key, output=ref, reused_from=None))
+    bundle.write_json(run_id, layout.TRAINING_INPUT_KEY,
+                      KeyRecord(run_id=run_id, key=key.key, inputs=key, output=ref, reused_from=None))
     return out
 
 
@@ -96,7 +98,8 @@ def _reuse_plan(bundle: BundleStore, run_id: str, subdir: str | None = None):
                       corpus_train=f"{run_dir}/training/corpus-train.jsonl",
                       corpus_heldout=f"{run_dir}/training/corpus-heldout.jsonl")
     ref = ArtifactRef(uri=f"bundle://{run_id}/training/corpus-train.jsonl", sha256=_sha("train"), size_bytes=1)
-    inputs = PlanInputs(corpus=ref, corpus_train=ref, corpus_heldout=ref, train_records=1, heldout_records=0, rejected_lines=0)
+    inputs = PlanInputs(corpus=ref, corpus_train=ref, corpus_heldout=ref, train_records=1, heldout_records=0,
+                        rejected_lines=0)
     return build_plan(campaign(train_argv=ARGV, target="models/t", checkpoint_subdir=subdir), run_id=run_id, node="n",
                       scheduler="local", paths=paths, inputs=inputs, input_key=_key(subdir=subdir), reuse=lookup.found,
                       reuse_note=lookup.note)
@@ -147,5 +150,6 @@ def test_a_draft_in_a_checkpoint_subdir_is_reused_only_under_the_same_subdir_and
     assert plan.reuse is not None and plan.checkpoint_dir == f"{plan.output_dir}/sub"
     assert any(line.startswith(f"{plan.checkpoint_dir}: the draft checkpoint") for line in plan.expected_outputs)
     record = copy_draft(bundle, plan, _sha("plan"))
-    assert record.checkpoint_dir == plan.checkpoint_dir and (Path(record.checkpoint_dir) / "model.safetensors").is_file()
+    assert record.checkpoint_dir == plan.checkpoint_dir
+    assert (Path(record.checkpoint_dir) / "model.safetensors").is_file()
     assert bundle.read_json(NEW, "training/outputs.json")["checkpoint_subdir"] == "sub"

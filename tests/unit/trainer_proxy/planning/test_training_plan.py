@@ -14,10 +14,11 @@ from pydantic import ValidationError
 
 from contracts import layout
 from contracts.campaign import Campaign, TrainCommand
+from contracts.campaign.commands import Scheduler
 from contracts.envelope import ArtifactRef
 from services.runtime.bundle.bundle_records import canonical_json
-from services.trainer_proxy.planning import kubernetes
 from services.trainer_proxy.errors import PlanError
+from services.trainer_proxy.planning import kubernetes
 from services.trainer_proxy.planning.builder import PlanPaths, build_plan
 from services.trainer_proxy.planning.model import KubernetesLaunch, LocalLaunch, PlanInputs, SlurmLaunch, TrainingPlan
 from services.trainer_proxy.planning.slurm_job import job_script
@@ -46,7 +47,7 @@ ARGV = ["python", "train.py", "--corpus", "{corpus_train}", "--target", "{target
         "--tag", "{run_id}@{node}", "--literal", "a;b $(rm -rf x) {{braces}}"]
 
 
-def _plan(camp: Campaign, scheduler: str = "local", node: str = "node-1"):
+def _plan(camp: Campaign, scheduler: Scheduler = "local", node: str = "node-1"):
     return build_plan(camp, run_id=RUN, node=node, scheduler=scheduler, paths=PATHS, inputs=INPUTS)
 
 
@@ -87,7 +88,8 @@ def test_the_plan_is_deterministic_and_every_train_field_changes_its_hash(tmp_pa
         # Read by the relay from the approved plan (execution/execute.py _reporter).
         "progress": _plan(campaign(train_argv=ARGV, progress={"format": "json"})),
     }
-    assert set(variants) == set(TrainCommand.model_fields), "a new commands.train field needs a consumer and a case here"
+    assert set(variants) == set(TrainCommand.model_fields), (
+        "a new commands.train field needs a consumer and a case here")
     others = [_plan(base, node="node-2"), _plan(campaign(train_argv=ARGV, target="models/other")),
               _plan(k8s, scheduler="kubernetes")]
     hashes = {hashlib.sha256(canonical_json(p)).hexdigest() for p in [*variants.values(), *others]}
@@ -105,7 +107,8 @@ def test_a_checkpoint_subdir_names_the_folder_probed_and_served_below_the_output
                           checkpoint_subdir="ckpt/9"))
     assert plan.output_dir == f"{PATHS.run_dir}/training/output"
     assert plan.checkpoint_dir == f"{plan.output_dir}/ckpt/9" and plan.checkpoint_subdir == "ckpt/9"
-    assert plan.launch.argv[plan.launch.argv.index("--out") + 1] == plan.output_dir  # the trainer still gets {output_dir}
+    # the trainer still gets {output_dir}
+    assert plan.launch.argv[plan.launch.argv.index("--out") + 1] == plan.output_dir
     assert plan.probes.operator_argv == ["python", "probe.py", plan.checkpoint_dir, plan.output_dir]
     assert plan.expected_outputs[0].startswith(f"{plan.checkpoint_dir}: a draft checkpoint directory")
     unset = _plan(campaign(train_argv=ARGV))
@@ -162,7 +165,8 @@ def test_slurm_plan_labels_the_job_and_pins_the_node():
 
 
 def test_the_slurm_job_script_execs_the_argv_without_a_shell(tmp_path):
-    probe = [sys.executable, "-c", "import json, sys; print(json.dumps(sys.argv[1:]))", "a;b", "$(touch pwned)", "`x`", "é"]
+    probe = [sys.executable, "-c", "import json, sys; print(json.dumps(sys.argv[1:]))", "a;b", "$(touch pwned)", "`x`",
+             "é"]
     script = tmp_path / "job.py"
     script.write_text(job_script(probe, run_id=RUN, service="trainer-proxy"))
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, check=True)
@@ -171,7 +175,8 @@ def test_the_slurm_job_script_execs_the_argv_without_a_shell(tmp_path):
 
 
 def test_kubernetes_plan_is_a_labelled_job_and_says_it_is_plan_only():
-    camp = campaign(train_argv=ARGV, scheduler="kubernetes", selectors={"image": "registry/trainer:1", "namespace": "ml"})
+    camp = campaign(train_argv=ARGV, scheduler="kubernetes",
+                    selectors={"image": "registry/trainer:1", "namespace": "ml"})
     plan = _plan(camp, scheduler="kubernetes")
     launch = plan.launch
     assert isinstance(launch, KubernetesLaunch) and launch.plan_only is True
@@ -212,9 +217,11 @@ def test_kubernetes_plan_applies_the_operators_job_template(tmp_path):
     pod = manifest["spec"]["template"]
     container = pod["spec"]["containers"][0]
     # The operator's choices stay ...
-    assert container["image"] == "registry/operator-trainer:7" and container["resources"]["limits"]["nvidia.com/gpu"] == 1
+    assert container["image"] == "registry/operator-trainer:7"
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == 1
     assert pod["spec"]["serviceAccountName"] == "trainer" and manifest["metadata"]["labels"]["team"] == "ml"
-    assert manifest["metadata"]["namespace"] == "research" and {"name": "HF_HOME", "value": "/cache"} in container["env"]
+    assert manifest["metadata"]["namespace"] == "research"
+    assert {"name": "HF_HOME", "value": "/cache"} in container["env"]
     # ... and what specdec guarantees is set on top.
     assert manifest["metadata"]["name"] == kubernetes.job_name(RUN) and "generateName" not in manifest["metadata"]
     assert manifest["metadata"]["labels"]["experiment"] == RUN and pod["metadata"]["labels"]["experiment"] == RUN
