@@ -57,8 +57,8 @@ def missing(bundle: BundleStore, run_id: str, journal: list[dict[str, Any]],
     for event_id, (event, source) in known.items():
         produced = _when(event.get("produced_at"))
         if event_id not in journaled and produced is not None and produced < before:
-            found.append((event, LostEvent(event_id=event_id, schema=event.get("schema"), produced_at=produced,
-                                           known_from=source)))  # type: ignore[arg-type]
+            found.append((event, LostEvent(event_id=event_id, schema_=event.get("schema"), produced_at=produced,
+                                           known_from=source)))
     return sorted(found, key=lambda pair: (pair[1].produced_at, pair[1].event_id))
 
 

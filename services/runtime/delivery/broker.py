@@ -9,7 +9,8 @@ from urllib.parse import urlsplit, urlunsplit
 from contracts.catalogue import deadletter_stream, stream_name
 from contracts.envelope import Event
 from services.runtime.settings import RuntimeSettings
-from services.runtime.delivery.wire import decode_entry  # noqa: F401 (re-exported: the services read entries through it)
+# Re-exported (`as`): the services read entries through it.
+from services.runtime.delivery.wire import decode_entry as decode_entry
 
 if TYPE_CHECKING:  # faststream loads when a broker is made: the CLI's read-only commands never make one
     from faststream.redis import RedisBroker

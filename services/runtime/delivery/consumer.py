@@ -26,16 +26,17 @@ from services.runtime import failpoints
 from services.runtime.bundle.bundle import ArtifactConflict
 from services.runtime.errors import SpecdecError, StepFailed, as_step_failure
 from services.runtime.delivery.deadletter import dead_letter
-from services.runtime.delivery.groups import GroupKeeper  # noqa: F401 (re-exported: service.py imports it from here)
+# Re-exported (`X as X`): service.py imports GroupKeeper from here, the services Delivery, Route, StepContext, StepKeyFn.
+from services.runtime.delivery.groups import GroupKeeper as GroupKeeper
 from services.runtime.delivery.ledger import BUSY, DONE, RETAKEN, AckRef, Finish, Ledger, StepKey
 from services.runtime.delivery.tally import record_attempt
 from services.runtime.resources import Resources
-from services.runtime.delivery.route import (  # noqa: F401 (StepKeyFn re-exported: the services import it from here)
-    Delivery,
+from services.runtime.delivery.route import (
+    Delivery as Delivery,
     Lease,
-    Route,
-    StepContext,
-    StepKeyFn,
+    Route as Route,
+    StepContext as StepContext,
+    StepKeyFn as StepKeyFn,
     Touch,
     retry_dropped,
 )
