@@ -30,8 +30,8 @@ from services.app.runs.streams import follow
 from services.cli.progress_view import ProgressView, progress_view
 from services.cli.up import start, stop, stop_grace_s
 from services.runtime import apps
-from services.runtime.procs import deployment_id, end_labelled
 from services.runtime.errors import ConfigurationError, SpecdecError
+from services.runtime.procs import deployment_id, end_labelled
 from services.runtime.settings import RuntimeSettings
 from services.shared.formatting import concurrency, ms, number
 
@@ -60,7 +60,7 @@ def ensure_target(campaign: Path, out: TextIO) -> None:
         out.write(f"target {checkpoint}: not an embedded model, used as it is\n")
         return
     started = time.monotonic()
-    subprocess.run([sys.executable, *argv], check=True, cwd=ROOT)  # noqa: S603 - fixed argv
+    subprocess.run([sys.executable, *argv], check=True, cwd=ROOT)  # fixed argv
     out.write(f"target ready in {time.monotonic() - started:.0f}s ({checkpoint})\n")
 
 
@@ -82,7 +82,7 @@ def ensure_trainer_env(campaign: Path, out: TextIO) -> None:
         return
     started = time.monotonic()
     # Fixed argv; the script prints the interpreter on stdout, its messages go to the terminal.
-    done = subprocess.run([str(ROOT / script)], check=False, cwd=ROOT, stdout=subprocess.PIPE, text=True)  # noqa: S603
+    done = subprocess.run([str(ROOT / script)], check=False, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     if done.returncode != 0:
         raise ConfigurationError(f"{script} could not build the trainer's environment (exit {done.returncode}; "
                                  "its messages are above): the campaign's trainer cannot run")

@@ -10,12 +10,12 @@ from faststream.specification import AsyncAPI
 
 from contracts.campaign import Campaign
 from contracts.catalogue import CATALOGUE, PROGRESS_PRODUCERS, deadletter_stream, stream_name
-from contracts.progress import StepProgress
 from contracts.deadletter import DeadLetter
 from contracts.events import ALL_EVENTS
+from contracts.progress import StepProgress
 from services.runtime import apps
-from services.runtime.delivery.broker import make_broker
 from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery.broker import make_broker
 from services.runtime.delivery.service import bootstrap
 from services.runtime.resources import Resources
 from services.runtime.settings import RuntimeSettings

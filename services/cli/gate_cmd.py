@@ -24,7 +24,7 @@ class _Metric(argparse.Action):
 
     def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
         if self.dest == "guard":
-            setattr(namespace, "guard", [*(getattr(namespace, "guard", None) or []), values])
+            namespace.guard = [*(getattr(namespace, "guard", None) or []), values]
         else:
             setattr(namespace, self.dest, values)
         namespace.metric_order = [*(getattr(namespace, "metric_order", None) or []), values]

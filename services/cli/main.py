@@ -83,9 +83,8 @@ def render_status(result: Any) -> str:
 
 
 async def _status(session: Any, args: argparse.Namespace) -> int:
-    from services.app.runs.ops import status
-
     from services.app.runs.leftovers import describe, unowned
+    from services.app.runs.ops import status
 
     result = await status(session, args.run_id)
     leftovers = await unowned(session, args.run_id)

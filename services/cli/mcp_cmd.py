@@ -37,5 +37,5 @@ def run(args: argparse.Namespace) -> int:
 
 def exec_server(argv: list[str]) -> None:
     """Replace this process with the server (never returns)."""
-    os.execv(argv[0], argv)  # noqa: S606 - fixed interpreter and module; ARGS are the server's to parse
+    os.execv(argv[0], argv)  # fixed interpreter and module; ARGS are the server's to parse
 

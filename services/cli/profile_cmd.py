@@ -15,7 +15,6 @@ from pathlib import Path
 
 from services.runtime.errors import ConfigurationError
 
-
 # Stands for the bundled shape names in a help text until it is printed.
 _SHAPE_NAMES = "%(shape_names)s"
 

@@ -11,14 +11,14 @@ from typing import Any
 
 from contracts.catalogue import CATALOGUE, JOURNAL
 from contracts.envelope import Event
+from services.journal.trim import Trimmer
 from services.runtime.bundle.bundle import BundleStore
-from services.runtime.delivery.consumer import Route, StepContext
-from services.runtime.resources import Resources
 from services.runtime.bundle.gaps import note_gaps
 from services.runtime.bundle.repair import REPAIR_EVERY_HEARTBEATS, keep_repairing, repair
+from services.runtime.delivery.consumer import Route, StepContext
 from services.runtime.delivery.reconcile import settle_period_s
 from services.runtime.delivery.service import Service
-from services.journal.trim import Trimmer
+from services.runtime.resources import Resources
 
 NAME = JOURNAL
 

@@ -21,8 +21,8 @@ from mcp_types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from contracts.argv import check_token
-from contracts.campaign import Campaign, GateSpec
 from contracts.artifacts.decision import Decision
+from contracts.campaign import Campaign, GateSpec
 from services.app.campaign.validate import Validation, validate
 from services.app.results import CampaignRunResult, CampaignStored, RenderedReport, RunCreated
 from services.app.runs import gate as gate_use_case

@@ -11,7 +11,6 @@ from pydantic import ValidationError
 
 from services.runtime import apps, failpoints, procs
 from services.runtime.backoff import delays, dropped
-from services.runtime.health import logs
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery import history
 from services.runtime.delivery.catchup import CatchUp
@@ -20,6 +19,7 @@ from services.runtime.delivery.reconcile import Reconciler, settle_period_s
 from services.runtime.delivery.service import Service, bootstrap, serve
 from services.runtime.environment import startup_problem
 from services.runtime.errors import invalid_input
+from services.runtime.health import logs
 from services.runtime.resources import CapacityRunner, NodeCheck, Resources, TrainingRecheck
 from services.runtime.settings import RuntimeSettings
 

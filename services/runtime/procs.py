@@ -88,7 +88,7 @@ def spawn(
     deployment = os.environ.get(DEPLOYMENT_ENV)
     if deployment is not None:
         child_env[DEPLOYMENT_ENV] = deployment
-    return subprocess.Popen(  # noqa: S603 - argv list, never a shell
+    return subprocess.Popen(  # argv list, never a shell
         list(argv),
         env=child_env,
         cwd=cwd,

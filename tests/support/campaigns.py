@@ -203,7 +203,7 @@ class Topology:
         env = {**self.env, **(extra_env or {}), "SPECDEC_INSTANCE": f"{self.prefix}-{name}"}
         env.pop("SPECDEC_OPERATOR_REDIS_URL", None)  # a service never holds the operator's Redis user
         with (self.logs / f"{name}.{count}.log").open("wb") as log:
-            proc = subprocess.Popen(  # noqa: S603 - fixed argv
+            proc = subprocess.Popen(  # fixed argv
                 [sys.executable, "-m", "services.runtime.main", name], env=env, cwd=ROOT,
                 stdout=log, stderr=subprocess.STDOUT,
             )
@@ -256,7 +256,7 @@ class Topology:
     # --- the CLI --------------------------------------------------------------
 
     def cli(self, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(  # noqa: S603 - fixed argv
+        return subprocess.run(  # fixed argv
             [sys.executable, "-m", "services.cli.main", *args], env=self.env, cwd=ROOT,
             capture_output=True, text=True, timeout=timeout_s,
         )

@@ -14,8 +14,8 @@ import redis.asyncio as aioredis
 from contracts.envelope import Event
 from services.runtime import apps
 from services.runtime.delivery.broker import decode_entry
-from services.runtime.main import resources_for
 from services.runtime.delivery.service import Service, bootstrap
+from services.runtime.main import resources_for
 from services.runtime.settings import RuntimeSettings
 
 

@@ -45,7 +45,7 @@ def translate(raw: dict[str, Any], *, base: Path) -> tuple[dict[str, Any], Canon
     max_model_len = int((own.get("target") or {}).get("max_model_len") or 2048)
     baseline = _baseline(file, problems)
     cells, records, benches = [], [], {}
-    for index, cell in enumerate(file.cells):
+    for cell in file.cells:
         where = f"cells[{cell.cell_id}]"
         role = "standing" if cell.cell_id == baseline else "candidate"
         try:

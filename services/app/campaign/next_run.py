@@ -17,12 +17,12 @@ import yaml
 from pydantic import ValidationError
 
 from contracts import layout
-from contracts.campaign import TRAINED_DRAFT, Campaign, Matrix
 from contracts.artifacts.profile import Profile
 from contracts.artifacts.training import KeyRecord
+from contracts.campaign import TRAINED_DRAFT, Campaign, Matrix
+from services.publisher.prediction.schedule_plan import CandidatePlan, best, candidate_plans, proposed_cells
 from services.publisher.report.aggregate import read_campaign
 from services.publisher.report.model import CampaignData
-from services.publisher.prediction.schedule_plan import CandidatePlan, best, candidate_plans, proposed_cells
 from services.runtime.bundle.bundle import ArtifactMissing, BundleError, BundleStore, hash_file
 from services.runtime.errors import ConfigurationError
 from services.shared.formatting import concurrency, ms, percent

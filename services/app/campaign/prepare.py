@@ -20,10 +20,10 @@ from pydantic import BaseModel, ValidationError
 from contracts import campaign as campaign_models
 from contracts.campaign import Campaign, Matrix, MatrixFile, TrafficFile, missing_inputs
 from contracts.campaign.canonical import CanonicalRecord, is_canonical
-from contracts.inert import inert_fields_set
 from contracts.errors import Problems
-from services.app.campaign.suffix_cells import suffix_revision
+from contracts.inert import inert_fields_set
 from services.app.campaign.roots import FileRoots
+from services.app.campaign.suffix_cells import suffix_revision
 from services.runtime.errors import ConfigurationError, invalid_input, parse_error_at
 from services.shared.campaign_checks import static_problems
 
@@ -233,7 +233,7 @@ def absolutize(campaign: Campaign, base: Path) -> Campaign:
 def specdec_revision() -> str:
     here = Path(__file__).resolve().parent
     try:
-        out = subprocess.run(  # noqa: S603 - fixed argv
+        out = subprocess.run(  # fixed argv
             ["git", "-C", str(here), "describe", "--always", "--dirty", "--abbrev=40"], capture_output=True, text=True, timeout=5, check=True
         )
         return out.stdout.strip()

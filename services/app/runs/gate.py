@@ -8,10 +8,10 @@ from __future__ import annotations
 import glob
 from pathlib import Path
 
-from contracts.campaign import GateSpec
 from contracts.artifacts.decision import Decision
-from contracts.envelope import KEY_RE
 from contracts.artifacts.trials import Trial
+from contracts.campaign import GateSpec
+from contracts.envelope import KEY_RE
 from services.gate import GateInputError, decide, load_trials, split_by_role
 from services.gate.results import load_rejected
 from services.runtime.bundle.bundle import BundleStore

@@ -8,10 +8,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from contracts import layout
-from contracts.campaign import Campaign
 from contracts.artifacts.report import ReportSummary
-from services.publisher.publish.outbox import DraftOverride
+from contracts.campaign import Campaign
 from services.publisher.pipeline import RenderOutcome, render_copy, render_run
+from services.publisher.publish.outbox import DraftOverride
 from services.publisher.publish.publish import Publication, parse_target, publish_report
 from services.publisher.report.render import RenderedReport
 from services.runtime.bundle.bundle import ArtifactMissing, BundleStore

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from contracts.envelope import ArtifactRef
 from services.runtime import failpoints
 from services.runtime.bundle.bundle_events import EventLog, EventScan, fsync_dir, scan_events
+from services.runtime.bundle.bundle_journal import journal_spans
 from services.runtime.bundle.bundle_paths import (
     EVENTS_NAME,
     INDEX_DIR,
@@ -38,7 +39,6 @@ from services.runtime.bundle.bundle_paths import (
     validate_relpath,
     validate_run_id,
 )
-from services.runtime.bundle.bundle_journal import journal_spans
 from services.runtime.bundle.bundle_records import (
     CAMPAIGN_RELPATH,
     IndexRecord,

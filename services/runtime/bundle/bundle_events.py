@@ -183,7 +183,7 @@ def scan_events(path: Path) -> EventScan:
     """Read events.jsonl under a shared lock; a missing file is an empty journal."""
     scan = EventScan()
     try:
-        fh = open(path, "rb")  # noqa: SIM115 - closed below; the lock lives as long as the handle
+        fh = open(path, "rb")  # closed below; the lock lives as long as the handle
     except FileNotFoundError:
         return scan
     with fh:

@@ -12,7 +12,14 @@ from pydantic import BaseModel, ValidationError
 
 from contracts.layout import GAPS_DIR, REPAIRS_DIR
 from services.runtime.bundle.bundle_paths import ArtifactCorrupt, make_uri
-from services.runtime.bundle.bundle_records import EventGap, EventRepair, GapRecord, IndexRecord, RepairRecord, still_lost
+from services.runtime.bundle.bundle_records import (
+    EventGap,
+    EventRepair,
+    GapRecord,
+    IndexRecord,
+    RepairRecord,
+    still_lost,
+)
 
 
 class BundleStore(Protocol):

@@ -17,10 +17,10 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from contracts.envelope import utc_now
 from contracts.layout import GAPS_DIR
-from services.runtime.delivery.adopt import step_record_path, step_records
 from services.runtime.bundle.bundle import BundleError, BundleStore
-from services.runtime.bundle.bundle_records import GapRecord, LostEvent
 from services.runtime.bundle.bundle_paths import parse_uri
+from services.runtime.bundle.bundle_records import GapRecord, LostEvent
+from services.runtime.delivery.adopt import step_record_path, step_records
 from services.runtime.delivery.ledger import Ledger
 
 

@@ -8,9 +8,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 from contracts.catalogue import deadletter_stream, stream_name
 from contracts.envelope import Event
-from services.runtime.settings import RuntimeSettings
+
 # Re-exported (`as`): the services read entries through it.
 from services.runtime.delivery.wire import decode_entry as decode_entry
+from services.runtime.settings import RuntimeSettings
 
 if TYPE_CHECKING:  # faststream loads when a broker is made: the CLI's read-only commands never make one
     from faststream.redis import RedisBroker

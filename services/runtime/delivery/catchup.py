@@ -17,8 +17,8 @@ import orjson
 
 from contracts.catalogue import produced_by, step_of
 from contracts.registry import ContractError
-from services.runtime.delivery.adopt import step_record_path, step_records
 from services.runtime.bundle.bundle import BundleError, BundleStore
+from services.runtime.delivery.adopt import step_record_path, step_records
 from services.runtime.delivery.consumer import Route
 from services.runtime.delivery.ledger import StepKey
 from services.runtime.delivery.service import Service

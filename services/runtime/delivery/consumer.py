@@ -20,26 +20,35 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from contracts.catalogue import step_of
 from contracts.events import FAILED
 from contracts.registry import ContractError, Registry, UnknownEvent
-from services.runtime.delivery.adopt import adopt_step, completes, record_step, with_derived_ids
-from services.runtime.delivery.broker import Bus
 from services.runtime import failpoints
 from services.runtime.bundle.bundle import ArtifactConflict
-from services.runtime.errors import SpecdecError, StepFailed, as_step_failure
+from services.runtime.delivery.adopt import adopt_step, completes, record_step, with_derived_ids
+from services.runtime.delivery.broker import Bus
 from services.runtime.delivery.deadletter import dead_letter
+
 # Re-exported (`X as X`): service.py imports GroupKeeper from here, the services Delivery, Route, StepContext, StepKeyFn.
 from services.runtime.delivery.groups import GroupKeeper as GroupKeeper
 from services.runtime.delivery.ledger import BUSY, DONE, RETAKEN, AckRef, Finish, Ledger, StepKey
-from services.runtime.delivery.tally import record_attempt
-from services.runtime.resources import Resources
 from services.runtime.delivery.route import (
     Delivery as Delivery,
+)
+from services.runtime.delivery.route import (
     Lease,
-    Route as Route,
-    StepContext as StepContext,
-    StepKeyFn as StepKeyFn,
     Touch,
     retry_dropped,
 )
+from services.runtime.delivery.route import (
+    Route as Route,
+)
+from services.runtime.delivery.route import (
+    StepContext as StepContext,
+)
+from services.runtime.delivery.route import (
+    StepKeyFn as StepKeyFn,
+)
+from services.runtime.delivery.tally import record_attempt
+from services.runtime.errors import SpecdecError, StepFailed, as_step_failure
+from services.runtime.resources import Resources
 from services.runtime.settings import RuntimeSettings
 
 GiveBack = Callable[[str, str, str, str, int], Awaitable[None]]

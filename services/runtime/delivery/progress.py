@@ -24,7 +24,7 @@ async def publish_progress(bus: Any, event: StepProgress, log: Any) -> bool:
         return False
     try:
         await asyncio.wait_for(bus.publish(event, maxlen=PROGRESS_MAXLEN), PUBLISH_TIMEOUT_S)
-    except (RedisError, OSError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, RedisError, OSError) as exc:
         log.info("a progress event did not reach Redis; the next one replaces it", step=event.step,
                  done=event.done, error=f"{type(exc).__name__}: {exc}")
         return False

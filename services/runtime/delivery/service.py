@@ -24,8 +24,8 @@ from contracts.registry import Registry, default_registry
 from services.runtime.backoff import delays
 from services.runtime.delivery.broker import Bus, decode_entry, make_broker
 from services.runtime.delivery.consumer import Consumer, Delivery, GroupKeeper, Route
-from services.runtime.health.health import serve_health
 from services.runtime.delivery.ledger import Ledger, MemoryLedger, RedisLedger
+from services.runtime.health.health import serve_health
 from services.runtime.health.metrics import Metrics
 from services.runtime.resources import Resources
 from services.runtime.settings import RuntimeSettings

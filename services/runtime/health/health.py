@@ -260,7 +260,7 @@ async def serve_health(
     service: Probed,
     port: int,
     *,
-    host: str = "0.0.0.0",  # noqa: S104 - containers are probed from outside
+    host: str = "0.0.0.0",  # containers are probed from outside
     timeout_s: float = 2.0,
 ) -> asyncio.Server:
     """Serve /health and /metrics for `service` on host:port until the returned server is closed.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from contracts import selectors
 from contracts.argv import ArgvError
@@ -115,5 +115,5 @@ def check_node(
         verdicts=verdicts,
         idle_check_skipped=skip_idle_check,
         captures=observation.captures,
-        checked_at=datetime.now(timezone.utc),
+        checked_at=datetime.now(UTC),
     )

@@ -8,7 +8,7 @@ path of a million-line file: it touches only the keys it needs and builds one sl
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 Form = Literal["openai", "sharegpt", "flat"]
@@ -333,7 +333,7 @@ def _time(value: Any, key: str) -> float:
     except ValueError:
         raise LineError(BAD_TIME, f"'{key}' is neither ISO-8601 nor epoch seconds") from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     return moment.timestamp()
 
 

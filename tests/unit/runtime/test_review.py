@@ -24,10 +24,10 @@ from contracts.envelope import ArtifactRef, Event, Strict
 from contracts.events import BenchPlanned, BenchRequested, CapacitySelected, RunApproved, TrainingCompleted
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery.consumer import StepContext
+from services.runtime.delivery.upstream import latest
 from services.runtime.errors import StepFailed
 from services.runtime.review import Reviewed, per_event
 from services.runtime.settings import RuntimeSettings
-from services.runtime.delivery.upstream import latest
 
 ROOT = Path(__file__).resolve().parents[3]
 RUN = "toy-20261201-010101-abcdef"

@@ -20,8 +20,8 @@ from contracts.campaign import REVIEWED_STEPS, Campaign, ReviewPolicy
 from contracts.envelope import ArtifactRef
 from contracts.events import BenchPlanned, RunApproved, TrainingPlanned
 from services.app.runs.plans import describe, show_plan
-from services.publisher.report.model import PlanReview
 from services.publisher.publish.review_record import plan_reviews
+from services.publisher.report.model import PlanReview
 from services.runtime.approval import pre_approved
 from services.runtime.bundle.bundle import BundleStore
 

@@ -154,8 +154,8 @@ def test_an_operator_command_shows_what_was_declared_and_each_change_under_it():
 
 @pytest.mark.parametrize("scheduler", ["local", "slurm"])
 def test_a_training_plan_shows_its_launch_on_one_quoted_line(bundle, capsys, scheduler):
-    from tests.unit.trainer_proxy.planning.test_training_plan import ARGV, _plan
     from tests.unit.trainer_proxy.helpers import campaign
+    from tests.unit.trainer_proxy.planning.test_training_plan import ARGV, _plan
 
     selectors = {"partition": "gpu"} if scheduler == "slurm" else {}
     plan = _plan(campaign(train_argv=ARGV, scheduler=scheduler, selectors=selectors), scheduler=scheduler)

@@ -45,7 +45,7 @@ def _entropy_floor(n: int) -> float:
     pts = _ENTROPY_FLOOR
     if n <= pts[0][0]:
         return pts[0][1]
-    for (a, ta), (b, tb) in zip(pts, pts[1:]):
+    for (a, ta), (b, tb) in zip(pts, pts[1:], strict=False):
         if n <= b:
             return ta + (tb - ta) * (n - a) / (b - a)
     return pts[-1][1]
@@ -57,7 +57,7 @@ def wordlike(token: str) -> float:
     pairs = hits = 0
     for seg in _SEGMENT.findall(token):
         s = seg.lower()
-        for a, b in zip(s, s[1:]):
+        for a, b in zip(s, s[1:], strict=False):
             pairs += 1
             hits += (a + b) in _COMMON_BIGRAMS
     return hits / pairs if pairs else 0.0

@@ -9,8 +9,9 @@ campaign and expects the planner and `validate` to name it alike.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import yaml

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import pytest
 
-from contracts.campaign import SpeculativeConfig
-from contracts.events import SpecDecodeDelta
 from contracts.artifacts.speculation import (
     Window,
     declared,
@@ -21,6 +19,8 @@ from contracts.artifacts.speculation import (
     trim_margin,
     window_of,
 )
+from contracts.campaign import SpeculativeConfig
+from contracts.events import SpecDecodeDelta
 
 K = 3
 MAX_MODEL_LEN = 128

@@ -309,8 +309,8 @@ def test_an_acceptance_guard_without_standing_speculation_is_refused(data):
 
 
 def test_the_campaigns_latency_metrics_are_the_gates():
-    from contracts.campaign import LATENCY_OBJECTIVES
     from contracts.artifacts.trials import LATENCY_METRICS
+    from contracts.campaign import LATENCY_OBJECTIVES
 
     assert LATENCY_OBJECTIVES == LATENCY_METRICS
 

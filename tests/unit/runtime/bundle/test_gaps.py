@@ -8,9 +8,9 @@ from pathlib import Path
 
 from contracts.envelope import utc_now
 from contracts.events import ProfileCompleted, ProfileRequested
-from services.runtime.delivery.adopt import record_step, with_derived_ids
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.bundle.gaps import find_lost, record_gaps
+from services.runtime.delivery.adopt import record_step, with_derived_ids
 
 RUN = "gaps-unit-1"
 

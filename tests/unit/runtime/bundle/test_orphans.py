@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.bundle.bundle_records import index_name
 from services.runtime.delivery.adopt import step_record_path, step_records

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import contracts
 from contracts.events import ProfileCompleted, ProfileRequested
-from services.runtime.delivery.adopt import step_record_path, step_records, with_derived_ids
 from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery.adopt import step_record_path, step_records, with_derived_ids
 from services.runtime.delivery.consumer import Consumer, Route
 from services.runtime.delivery.ledger import MemoryLedger
 from services.runtime.resources import Resources

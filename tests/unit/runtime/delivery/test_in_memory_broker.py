@@ -19,8 +19,8 @@ from faststream.redis import TestRedisBroker
 from contracts.events import ProfileCompleted, ProfileRequested
 from services.runtime.delivery.broker import decode_entry
 from services.runtime.delivery.consumer import Route, StepContext
-from services.runtime.errors import StepFailed
 from services.runtime.delivery.service import Service, bootstrap
+from services.runtime.errors import StepFailed
 from services.runtime.settings import RuntimeSettings
 
 RUN = "toy-20260101-000000-abcdef"
