@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import orjson
 from pydantic import BaseModel, Field
@@ -17,8 +17,8 @@ from contracts import layout
 from contracts.envelope import RunId, Sha256, Strict
 from services.runtime.bundle.bundle_paths import InvalidContent
 
-INDEX_RECORD_VERSION = 1
-MANIFEST_VERSION = 1
+INDEX_RECORD_VERSION: Final = 1
+MANIFEST_VERSION: Final = 1
 # The stored campaign (a JSON dump of contracts.campaign.Campaign) the manifest
 # reads the operator's commands and the source revisions from.
 CAMPAIGN_RELPATH = layout.CAMPAIGN

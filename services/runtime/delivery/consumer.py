@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 import structlog
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -30,12 +31,13 @@ from services.runtime.delivery.deadletter import dead_letter
 from services.runtime.delivery.groups import GroupKeeper as GroupKeeper
 from services.runtime.delivery.ledger import BUSY, DONE, RETAKEN, AckRef, Finish, Ledger, StepKey
 from services.runtime.delivery.route import (
-    Delivery as Delivery,
-)
-from services.runtime.delivery.route import (
+    Delivered,
     Lease,
     Touch,
     retry_dropped,
+)
+from services.runtime.delivery.route import (
+    Delivery as Delivery,
 )
 from services.runtime.delivery.route import (
     Route as Route,
@@ -51,6 +53,7 @@ from services.runtime.errors import SpecdecError, StepFailed, as_step_failure
 from services.runtime.resources import Resources
 from services.runtime.settings import RuntimeSettings
 
+T = TypeVar("T")
 GiveBack = Callable[[str, str, str, str, int], Awaitable[None]]
 
 # While Redis cannot be reached, the heartbeat retries this often, so that the
@@ -117,7 +120,7 @@ class Consumer:
     def lease_ttl_ms(self) -> int:
         return self.settings.lease_ttl_ms
 
-    async def handle(self, route: Route, delivery: Delivery, *, defer_finish: bool = False) -> None:
+    async def handle(self, route: Route, delivery: Delivered, *, defer_finish: bool = False) -> None:
         """Handle one delivery. With `defer_finish` (a read batch's entry with another behind
         it) a finished step's done mark and ack are written with the next entry's lease, in
         one round trip; the batch's reader calls `flush` when it ends."""
@@ -159,8 +162,7 @@ class Consumer:
         """Write every deferred finish now (a read batch ended, or stopped early)."""
         while self._deferred:
             done = self._deferred.pop(0)
-            await self._recording(lambda done=done: self.ledger.finish(done.key, done.owner, done.outputs, done.ack),
-                                  self.log)
+            await self._recording(partial(self.ledger.finish, done.key, done.owner, done.outputs, done.ack), self.log)
 
     async def _begin(self, key: StepKey, owner: str, log: Any) -> str:
         """The step key's done-check and lease, carrying a deferred finish when one waits."""
@@ -173,7 +175,7 @@ class Consumer:
             self._deferred.insert(0, done)  # not known to be written: flush() tries again
             raise
 
-    async def _handle(self, route: Route, delivery: Delivery, defer_finish: bool = False) -> str:
+    async def _handle(self, route: Route, delivery: Delivered, defer_finish: bool = False) -> str:
         message_ref = f"{self.service}:{delivery.stream}:{delivery.message_id}"
         log = self.log.bind(stream=delivery.stream, message_id=delivery.message_id)
         deliveries = await delivery.delivery_count()
@@ -297,7 +299,7 @@ class Consumer:
                 if bundle is not None and completes(route.outputs, outputs):
                     outputs = await asyncio.to_thread(record_step, bundle, self.service, event, key.step, outputs)
             for output in outputs:
-                await self._recording(lambda output=output: self.bus.publish(output), log)
+                await self._recording(partial(self.bus.publish, output), log)
             failpoints.hit("delivery.published-before-ack")
             ack = AckRef(delivery.stream, delivery.group, delivery.message_id) if delivery.group else None
             done = Finish(key, owner, [output.event_id for output in outputs], ack)
@@ -345,7 +347,7 @@ class Consumer:
         except (RedisError, OSError):
             pass  # the lease expires on its own (TTL)
 
-    async def _uncount(self, delivery: Delivery, deliveries: int, log: Any) -> None:
+    async def _uncount(self, delivery: Delivered, deliveries: int, log: Any) -> None:
         """Give back a delivery that found its step running (here or elsewhere): the entry's
         delivery count is set back (XCLAIM RETRYCOUNT), so however long the original runs,
         waiting never brings its duplicate nearer to `max_deliveries`."""
@@ -363,7 +365,7 @@ class Consumer:
     def _producer(self) -> str:
         return f"{self.service}/{self.settings.instance}"
 
-    async def _recording(self, op: Callable[[], Awaitable[Any]], log: Any) -> Any:
+    async def _recording(self, op: Callable[[], Awaitable[T]], log: Any) -> T:
         """Run one Redis write that records a finished step, retrying a dropped connection.
 
         The handler's work (side effects included) is done by then: leaving the
@@ -376,7 +378,7 @@ class Consumer:
         """
         return await retry_dropped(op, RECORD_RETRIES_S, log, "recording the finished step cannot reach Redis; retrying")
 
-    async def _heartbeat(self, key: StepKey, owner: str, delivery: Delivery, log: Any) -> None:
+    async def _heartbeat(self, key: StepKey, owner: str, delivery: Delivered, log: Any) -> None:
         """Keep the lease and the message alive while the step runs. A beat that
         cannot reach Redis (restart, failover, network) is retried until it gets
         through: a heartbeat that stopped at the first error would let the lease

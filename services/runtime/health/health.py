@@ -8,7 +8,7 @@ container's probe in healthcheck.py.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from pydantic import Field
@@ -19,7 +19,7 @@ from contracts.streams import deadletter_stream
 from services.runtime.errors import SpecdecError
 from services.runtime.health.metrics import GroupState, Metrics
 
-HEALTH_VERSION = 1
+HEALTH_VERSION: Final = 1
 MAX_REQUEST_BYTES = 16 * 1024
 
 
@@ -81,7 +81,8 @@ class HealthEndpoint:
         return list(dict.fromkeys(self.service.streams))
 
     async def _broker_ok(self) -> bool:
-        return await self.service.broker.ping(timeout=self.timeout_s)
+        ok: bool = await self.service.broker.ping(timeout=self.timeout_s)
+        return ok
 
     async def _groups(self) -> tuple[str | None, list[GroupState]]:
         """(Redis error or None, one state per stream); the dead-letter count goes to the metrics."""

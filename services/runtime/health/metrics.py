@@ -122,7 +122,7 @@ class Metrics:
             registry=self.registry,
         )
         self.groups = _GroupCollector(service)
-        self.registry.register(self.groups)  # type: ignore[arg-type]
+        self.registry.register(self.groups)
 
     def observe(self, schema: str, outcome: str, seconds: float) -> None:
         # An outcome this module does not know is still counted, under a bounded
