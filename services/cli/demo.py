@@ -250,10 +250,10 @@ def summarize(status: RunStatus, bundle_dir: Path, out: TextIO) -> int:
     if blocked is None:
         out.write("the run did not finish in time; `specdec status` shows where it stands\n")
         return 1
-    step, why = blocked
-    index = [s.step for s in status.steps].index(step)
+    stopped, why = blocked
+    index = [s.step for s in status.steps].index(stopped)
     not_run = [s.step for s in status.steps[index:]]
-    out.write(f"stopped at {step}: {why}\n")
+    out.write(f"stopped at {stopped}: {why}\n")
     out.write(f"did not run: {', '.join(not_run)}\n")
     return 1 if why.startswith(("failed", "no idle")) else 0
 

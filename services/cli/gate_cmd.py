@@ -22,7 +22,7 @@ DIRECTION_FLAGS = {"higher-is-better": "higher_is_better", "lower-is-better": "l
 class _Metric(argparse.Action):
     """--objective / --guard: the value, and its place in the command line for a --direction after it."""
 
-    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
+    def __call__(self, parser, namespace, values, option_string=None):
         if self.dest == "guard":
             namespace.guard = [*(getattr(namespace, "guard", None) or []), values]
         else:
@@ -33,14 +33,14 @@ class _Metric(argparse.Action):
 class _Direction(argparse.Action):
     """--direction applies to the --objective or --guard just before it."""
 
-    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
+    def __call__(self, parser, namespace, values, option_string=None):
         order = getattr(namespace, "metric_order", None) or []
         if not order:
             parser.error("--direction must follow the --objective or --guard it applies to")
         namespace.directions = [*(getattr(namespace, "directions", None) or []), (order[-1], values)]
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "gate",
         help="decide promote / reject / inconclusive from trial result JSONs",

@@ -16,7 +16,7 @@ import sys
 MODULE = "services.mcp"
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     # Every token after `mcp` is the server's, options included: with no option prefix of its
     # own, this parser takes `--http` as a word for ARGS rather than an option it lacks.
     p = subparsers.add_parser(

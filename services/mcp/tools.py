@@ -82,10 +82,12 @@ def strict(tool: Tool) -> Tool:
                              f"{', '.join(declared) or 'none'}; remove it (nothing was done)")
         return data
 
-    model = type(base.__name__, (base,), {
+    model: type[BaseModel] = type(base.__name__, (base,), {
         "__module__": base.__module__,
         "model_config": ConfigDict(arbitrary_types_allowed=True, extra="forbid"),
-        "_known_only": model_validator(mode="before")(classmethod(known_only)),
+        # pydantic's stubs take the function itself; a class built by type() hands it the classmethod, as a class body
+        # would under the decorator.
+        "_known_only": model_validator(mode="before")(classmethod(known_only)),  # type: ignore[arg-type]
     })
     metadata = tool.fn_metadata.model_copy(update={"arg_model": model})
     fields = {key: getattr(tool, key) for key in type(tool).model_fields}
@@ -201,6 +203,7 @@ def build(deps: Deps) -> list[Tool]:
             async with deps.connect() as session:
                 created = await verb_calls.evidence_init(session, parsed.namespace)
                 if parsed.namespace.run_id is not None:
+                    assert created.run_id is not None  # evidence_init always names the run it creates
                     await session.client.set(family_key(deps.settings.stream_prefix, created.run_id),
                                              parsed.namespace.family)
                 return created
@@ -209,6 +212,7 @@ def build(deps: Deps) -> list[Tool]:
         async with deps.connect() as session:
             created = await workflow.evidence_init(session, family, experiment_id)
             if experiment_id is not None:  # else the generated run ID starts with the family
+                assert created.run_id is not None  # evidence_init always names the run it creates
                 await session.client.set(family_key(deps.settings.stream_prefix, created.run_id), family)
             return created
 

@@ -44,7 +44,9 @@ def translate(raw: dict[str, Any], *, base: Path) -> tuple[dict[str, Any], Canon
     own = file.specdec
     max_model_len = int((own.get("target") or {}).get("max_model_len") or 2048)
     baseline = _baseline(file, problems)
-    cells, records, benches = [], [], {}
+    cells: list[dict[str, Any]] = []
+    records: list[CanonicalCellRecord] = []
+    benches: dict[str, BenchRead] = {}
     for cell in file.cells:
         where = f"cells[{cell.cell_id}]"
         role = "standing" if cell.cell_id == baseline else "candidate"
@@ -86,10 +88,10 @@ def translate(raw: dict[str, Any], *, base: Path) -> tuple[dict[str, Any], Canon
         standing = next((c for c in cells if c["role"] == "standing"), None)
         data["standing"] = standing["serving"]["speculative"] if standing else None
     data["matrix"] = {"cells": cells, "load": load, "exploratory": exploratory}
-    record = CanonicalRecord(name=file.name, description=file.description, experiment_id=file.experiment_id,
-                             evidence_bundle_path=file.evidence_bundle_path, provenance=file.provenance,
-                             comparator_baseline=baseline or "", cells=records)
-    return data, record
+    canonical = CanonicalRecord(name=file.name, description=file.description, experiment_id=file.experiment_id,
+                                evidence_bundle_path=file.evidence_bundle_path, provenance=file.provenance,
+                                comparator_baseline=baseline or "", cells=records)
+    return data, canonical
 
 
 def _shared_load(file: CanonicalFile, own: dict[str, Any], benches: dict[str, BenchRead]

@@ -6,6 +6,7 @@ The publisher's own functions (services/publisher), as the publisher service cal
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from contracts import layout
 from contracts.artifacts.report import ReportSummary
@@ -30,7 +31,7 @@ def render_elsewhere(bundle: BundleStore, run_id: str, out: Path) -> tuple[Rende
 
 
 async def publish(bundle: BundleStore, settings: RuntimeSettings, run_id: str, *, target: str | None,
-                  acknowledged_by: str | None, draft_override: DraftOverride | None,
+                  acknowledged_by: Literal["cli", "mcp"] | None, draft_override: DraftOverride | None,
                   dry_run: bool = False) -> Publication:
     """Publish the run's rendered report to `target` (the campaign's publish.target when None): a dry run unless
     `acknowledged_by` names who acknowledged (and `dry_run` is not set); an external target (s3://, https://)

@@ -9,14 +9,14 @@ hashed artifact and referenced.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
 from contracts.campaign import Scheduler
 from contracts.envelope import ArtifactRef, Key, RunId, Strict
 
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION: Final = 1
 
 WorkloadKind = Literal["slurm_job", "pod", "process", "gpu_process"]
 

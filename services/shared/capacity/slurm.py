@@ -71,7 +71,9 @@ def expand_hostlist(text: str) -> list[str]:
 
 
 def _split_top(text: str) -> list[str]:
-    items, depth, current = [], 0, []
+    items: list[str] = []
+    depth = 0
+    current: list[str] = []
     for char in text:
         if char == "[":
             depth += 1
@@ -126,7 +128,9 @@ def node_gres(gres: str | None) -> list[Gres]:
     comma-separated (a comma inside the socket list does not split)."""
     if gres is None:
         return []
-    items, depth, current = [], 0, []
+    items: list[str] = []
+    depth = 0
+    current: list[str] = []
     for char in gres + ",":
         depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(char, 0)
         if char == "," and depth <= 0:

@@ -413,7 +413,7 @@ def test_the_operator_bench_gets_every_load_field_and_the_plans_prompts(tmp_path
     plan = build_plan(campaign, campaign.matrix, run_id=run_id, default_node="n", training_output="/drafts/d",
                       prompts={"source": layout.BENCH_PROMPTS})
     bundle = BundleStore(tmp_path / "bundles", fsync=False)
-    run = BenchRun(plan, bundle, [], emit=None, recheck=None, event_factory=None,  # type: ignore[arg-type]
+    run = BenchRun(plan, bundle, [], emit=None, recheck=None, event_factory=None,
                    eval_values={"model": "standing-model", "tokenizer": "tok"})
     cell = plan.cells[1]
     result, _, _ = asyncio.run(run._operator_bench(cell, "http://127.0.0.1:9", "bench/x/trial-0", 0, 4))

@@ -448,7 +448,7 @@ def _append_worker(root: str, ids: list[str], barrier: multiprocessing.synchroni
     return sum(store.append_event(RUN, i, _event(i, pad="x" * 2000)) for i in ids)
 
 
-def _append_entry(root: str, ids: list[str], barrier, results) -> None:  # type: ignore[no-untyped-def]
+def _append_entry(root: str, ids: list[str], barrier, results) -> None:
     results.put(_append_worker(root, ids, barrier))
 
 
@@ -476,7 +476,7 @@ def test_append_event_across_processes(root: Path) -> None:
     assert all(e["pad"] == "x" * 2000 for e in parsed)
 
 
-def _write_entry(root: str, data: bytes, barrier, results) -> None:  # type: ignore[no-untyped-def]
+def _write_entry(root: str, data: bytes, barrier, results) -> None:
     store = BundleStore(Path(root))
     barrier.wait()
     try:

@@ -133,7 +133,7 @@ def test_a_batchs_finish_is_written_with_the_next_lease_or_by_flush():
         return []
 
     consumer = Consumer(service="svc", settings=RuntimeSettings(), registry=contracts.default_registry(),
-                        ledger=ledger, bus=bus)  # type: ignore[arg-type]
+                        ledger=ledger, bus=bus)
     route = Route("profile.requested", handler)
     other = ProfileRequested(run_id="toy-run-2", producer="t", requested_by="t")
     duplicate = GroupDelivery("2-0")
