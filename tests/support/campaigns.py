@@ -37,6 +37,7 @@ from contracts.catalogue import CATALOGUE
 from services.runtime import apps
 from services.runtime.delivery.broker import decode_entry
 from services.runtime.procs import labelled_processes
+from tests.support.stream_entries import entries
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -321,7 +322,7 @@ def run_events(client: redis.Redis, prefix: str, run_id: str) -> list[dict[str, 
     """Every event of the run on `<prefix>.<schema>`, oldest first."""
     found = []
     for spec in CATALOGUE:
-        for _, fields in client.xrange(f"{prefix}.{spec.schema}"):
+        for _, fields in entries(client.xrange(f"{prefix}.{spec.schema}")):
             data = orjson.loads(decode_entry(fields)[0])
             if data.get("run_id") == run_id:
                 found.append(data)
@@ -382,7 +383,8 @@ def dead_letters(topology: Topology, run_id: str) -> list[dict[str, Any]]:
     """The run's records on the topology's dead-letter stream."""
     client = topology.client()
     try:
-        records = [orjson.loads(decode_entry(fields)[0]) for _, fields in client.xrange(f"{topology.prefix}.deadletter")]
+        records = [orjson.loads(decode_entry(fields)[0])
+                   for _, fields in entries(client.xrange(f"{topology.prefix}.deadletter"))]
     finally:
         client.close()
     return [r for r in records if r.get("run_id") == run_id]

@@ -167,8 +167,11 @@ async def main() -> None:
     if args.fake_lifetime_log:
         _lifetime(args.fake_lifetime_log, "start")
         # The exit is written before the process ends: a server still alive after it is ending already.
-        asyncio.get_running_loop().add_signal_handler(
-            signal.SIGTERM, lambda: (_lifetime(args.fake_lifetime_log, "exit"), server.close()))
+        def on_sigterm() -> None:
+            _lifetime(args.fake_lifetime_log, "exit")
+            server.close()
+
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_sigterm)
     async with server:
         try:
             await server.serve_forever()

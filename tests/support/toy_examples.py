@@ -43,7 +43,7 @@ def eagle3_corpus(target: Path, folder: Path, *, max_tokens: int, max_model_len:
 
     tok = AutoTokenizer.from_pretrained(str(target))
     seen: set[str] = set()
-    records = []
+    records: list[dict[str, Any]] = []
     for messages, completion in toy.read_examples(SAMPLE):
         key = json.dumps(messages, sort_keys=True)
         rendered = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)

@@ -103,9 +103,8 @@ def nested_models(root: type[BaseModel]) -> set[type[BaseModel]]:
     return seen
 
 
-ALL_MODELS = sorted(
-    {m for root in (*ALL_EVENTS, Campaign, DeadLetter) for m in nested_models(root)}, key=lambda m: m.__qualname__
-)
+ROOTS: tuple[type[BaseModel], ...] = (*ALL_EVENTS, Campaign, DeadLetter)
+ALL_MODELS = sorted({m for root in ROOTS for m in nested_models(root)}, key=lambda m: m.__qualname__)
 STRUCT_MODELS = [m for m in ALL_MODELS if not issubclass(m, RootModel)]
 
 

@@ -29,6 +29,7 @@ from mcp.server.mcpserver import MCPServer
 from services.mcp.deps import default_deps
 from services.mcp.server import build_server
 from services.runtime.settings import RuntimeSettings
+from tests.support.mcp_content import text_of
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "infra/examples/campaign.yaml"
@@ -148,7 +149,7 @@ def _campaign(path: Path, **edits: Any) -> Path:
 async def _refusal(client: Client, name: str, arguments: dict[str, Any]) -> str:
     result = await client.call_tool(name, arguments)
     assert result.is_error, f"{name} ran: {result.structured_content}"
-    return result.content[0].text
+    return text_of(result.content[0])
 
 
 async def test_a_path_outside_the_roots_gets_one_refusal_whether_or_not_it_exists(
@@ -191,7 +192,7 @@ async def test_a_parse_error_names_file_line_and_column_and_never_the_line(
     broken = _broken(roots / "broken.yaml")
     async with Client(build_server(default_deps(settings, None))) as client:
         result = await client.call_tool("campaign_validate", {"config": str(broken)})
-    text = "\n".join(c.text for c in result.content)
+    text = "\n".join(text_of(c) for c in result.content)
     done = subprocess.run([sys.executable, "-m", "services.cli.main", "validate", str(broken)], cwd=ROOT,
                           env=settings_env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stdout + done.stderr

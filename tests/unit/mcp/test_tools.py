@@ -18,6 +18,7 @@ from mcp.shared.exceptions import MCPError
 from services.mcp.deps import default_deps
 from services.mcp.server import build_server
 from services.runtime.settings import RuntimeSettings
+from tests.support.mcp_content import text_of
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "infra/examples/campaign.yaml"
 
@@ -45,14 +46,14 @@ def _streams(settings: RuntimeSettings) -> list[bytes]:
 
 async def _ok(client: Client, name: str, **arguments: Any) -> dict[str, Any]:
     result = await client.call_tool(name, arguments)
-    assert not result.is_error, result.content[0].text
+    assert not result.is_error, text_of(result.content[0])
     return result.structured_content
 
 
 async def _refused(client: Client, name: str, **arguments: Any) -> str:
     result = await client.call_tool(name, arguments)
     assert result.is_error, f"{name} ran: {result.structured_content}"
-    return result.content[0].text
+    return text_of(result.content[0])
 
 
 def _campaign(tmp_path: Path, **edits: Any) -> Path:
@@ -132,9 +133,9 @@ async def test_bundle_resources_are_recorded_files_of_the_run_only(settings):
         await _ok(client, "campaign_init", config=str(EXAMPLE), experiment_id="res-run", family="toy-llama")
         run_dir = settings.bundle_root / "res-run"
         read = await client.read_resource("bundle://res-run/campaign.yaml")
-        assert read.contents[0].text == (run_dir / "campaign.yaml").read_text()
+        assert text_of(read.contents[0]) == (run_dir / "campaign.yaml").read_text()
         manifest = await client.read_resource("bundle://res-run/manifest.json")
-        assert '"run_id":"res-run"' in manifest.contents[0].text.replace(" ", "")
+        assert '"run_id":"res-run"' in text_of(manifest.contents[0]).replace(" ", "")
         (settings.bundle_root / "secret.txt").write_text("outside the run")
         (run_dir / "stray.txt").write_text("never recorded")
         for uri, why in [("bundle://res-run/../secret.txt", "Unknown resource"),

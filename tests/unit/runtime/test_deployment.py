@@ -62,7 +62,8 @@ def interpolate(value: str) -> str:
 
 def settings_problems(where: str, env: dict[str, str]) -> list[str]:
     """Every SPECDEC_* variable is a RuntimeSettings field with a valid value."""
-    values = {key.removeprefix("SPECDEC_").lower(): val for key, val in env.items() if key.startswith("SPECDEC_")}
+    values: dict[str, Any] = {key.removeprefix("SPECDEC_").lower(): val for key, val in env.items()
+                              if key.startswith("SPECDEC_")}
     values.pop("redis_url_file", None)  # the file exists in the container only (checked by service_env_problems)
     try:
         RuntimeSettings(**values)
@@ -187,7 +188,8 @@ def extras(svc: dict[str, Any]) -> set[str]:
 
 
 def compose_bench_problems(services: dict[str, Any], keys: list[str]) -> list[str]:
-    gpu, cpu = [], []
+    gpu: list[str] = []
+    cpu: list[str] = []
     for key in keys:
         devices = services[key].get("deploy", {}).get("resources", {}).get("reservations", {}).get("devices", [])
         nvidia = [d for d in devices if d.get("driver") == "nvidia" and "gpu" in d.get("capabilities", [])]
@@ -477,7 +479,7 @@ def test_redis_conf_is_accepted_by_redis_server(tmp_path: Path) -> None:
         assert client.config_get("appendonly") == {"appendonly": "yes"}
         assert client.config_get("appendfsync")["appendfsync"] in ("everysec", "always")
         assert client.config_get("maxmemory-policy") == {"maxmemory-policy": "noeviction"}
-        assert int(client.config_get("maxmemory")["maxmemory"]) > 0, "a full Redis refuses writes, never grows on"
+        assert int(client.config_get("maxmemory")["maxmemory"] or 0) > 0, "a full Redis refuses writes, never grows on"
         assert client.config_get("protected-mode") == {"protected-mode": "yes"}
         with pytest.raises(redis.AuthenticationError):
             redis.Redis(port=port).ping()  # the default user is off

@@ -82,7 +82,7 @@ def ctx(bus: Bus) -> StepContext:
                        log=structlog.get_logger())
 
 
-def request() -> BenchRequested:
+def request() -> Event:
     return BenchRequested(run_id=RUN, producer="cli/test", requested_by="test")
 
 

@@ -17,7 +17,7 @@ import yaml
 
 from contracts import layout
 from contracts.argv import ArgvTemplate
-from contracts.campaign import Campaign, LoadSpec, ServingConfig
+from contracts.campaign import Campaign, LoadSpec, Matrix, ServingConfig
 from contracts.templates import bench_values, options, serve_values, template_problems
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -37,6 +37,7 @@ def example() -> dict[str, Any]:
 
 def problems(data: dict[str, Any]) -> list[str]:
     campaign = Campaign.model_validate(data)
+    assert isinstance(campaign.matrix, Matrix), "the example's matrix is inline"
     return template_problems(campaign, campaign.matrix)
 
 

@@ -352,7 +352,7 @@ def test_manifest_contents(store: BundleStore, root: Path) -> None:
                                             "suffix_decoding": None}
     expected = sorted(
         ({"path": r.uri.split("/", 3)[3], "sha256": r.sha256, "size_bytes": r.size_bytes} for r in refs),
-        key=lambda a: a["path"],
+        key=lambda a: str(a["path"]),
     )
     assert manifest["artifacts"] == expected
     assert store.read_manifest(RUN).run_id == RUN

@@ -15,6 +15,7 @@ import structlog
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 import contracts
+from contracts.envelope import Event
 from contracts.events import ProfileCompleted, ProfileRequested
 from services.runtime.delivery import consumer as consumer_module
 from services.runtime.delivery import route as route_module
@@ -117,7 +118,7 @@ async def test_a_progress_event_over_a_dropped_connection_is_retried_until_it_go
 class GroupDelivery(OneDelivery):
     """A delivery of a read batch: it has a group, so its finish can travel with the next entry's lease."""
 
-    def __init__(self, message_id: str, event: ProfileRequested = REQUEST) -> None:
+    def __init__(self, message_id: str, event: Event = REQUEST) -> None:
         super().__init__()
         self.group = "svc"
         self.message_id = message_id

@@ -16,6 +16,7 @@ Everything is seeded: the same seed gives the same set.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import json
@@ -263,9 +264,9 @@ def make_pem(rng: random.Random) -> tuple[str, tuple[str, ...]]:
                                     serialization.NoEncryption()).decode()
         else:
             curve = ec.SECP256R1()
-            key = ec.derive_private_key(rng.randrange(1, 2**255), curve)
+            ec_key = ec.derive_private_key(rng.randrange(1, 2**255), curve)
             fmt = serialization.PrivateFormat.PKCS8 if style == "ec_pkcs8" else serialization.PrivateFormat.TraditionalOpenSSL
-            pem = key.private_bytes(serialization.Encoding.PEM, fmt, serialization.NoEncryption()).decode()
+            pem = ec_key.private_bytes(serialization.Encoding.PEM, fmt, serialization.NoEncryption()).decode()
         lines = [line for line in pem.splitlines() if line and not line.startswith("-----")]
     needles = tuple(line for line in lines if len(line) >= 16)
     return pem, needles
@@ -567,7 +568,7 @@ def secret_generators() -> dict[str, Gen]:
         "csv": lambda r, v: f"payee;iban;amount\n{r.choice(LAST)};{v};300\n{filler(r)}",
     })
     for country in ("uk", "de", "fr", "us", "in"):
-        g[f"phone_{country}"] = _simple(lambda r, c=country: make_phone(r, c), {
+        g[f"phone_{country}"] = _simple(functools.partial(make_phone, country=country), {
             "chat": lambda r, v: f"You can reach me on {v} after 6pm. {filler(r)}",
             "signature": lambda r, v: f"{filler(r)}\n--\n{r.choice(FIRST).title()} {r.choice(LAST).title()}\nTel: {v}",
             "json": lambda r, v: json.dumps({"customer": r.choice(LAST), "phone": v, "note": filler(r)}),

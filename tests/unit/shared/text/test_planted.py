@@ -62,7 +62,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     looks = planted.lookalikes(per_kind=LOOKALIKES_PER_KIND)
     tags: dict[str, tuple[str, object]] = {}
     rows: list[str] = []
-    for item in [*secrets, *looks]:
+    items: list[planted.Planted | planted.Lookalike] = [*secrets, *looks]
+    for item in items:
         tag = _tag(rng)
         tags[tag] = ("secret" if isinstance(item, planted.Planted) else "look", item)
         rows.append(json.dumps(_row(rng, tag, item.text)))
@@ -119,25 +120,28 @@ def _evaluate(run: dict) -> dict:
         text = _record_text(record)
         by_tag[text[text.index("ref ") : text.index("ref ") + 16]] = text
     everywhere = run["written"] + "\n" + run["logs"]
-    planted_n, survived, missing = Counter(), Counter(), Counter()
-    kept, looks_n = Counter(), Counter()
+    planted_n: Counter[str] = Counter()
+    survived: Counter[str] = Counter()
+    missing: Counter[str] = Counter()
+    kept: Counter[str] = Counter()
+    looks_n: Counter[str] = Counter()
     examples: dict[str, list[str]] = {}
     for tag, (what, item) in run["tags"].items():
-        text = by_tag.get(tag)
+        found = by_tag.get(tag)
         if what == "secret":
             planted_n[item.kind] += 1
-            if text is None:
+            if found is None:
                 missing[item.kind] += 1
                 continue
-            leaked = [n for n in item.needles if n in text or n in everywhere or json.dumps(n)[1:-1] in everywhere]
+            leaked = [n for n in item.needles if n in found or n in everywhere or json.dumps(n)[1:-1] in everywhere]
             if leaked:
                 survived[item.kind] += 1
                 examples.setdefault(item.kind, []).append(f"{item.context}: {leaked[0]!r}")
         else:
             looks_n[item.kind] += 1
-            if text is not None and item.value in text:
+            if found is not None and item.value in found:
                 kept[item.kind] += 1
-            elif text is not None:
+            elif found is not None:
                 examples.setdefault(f"look:{item.kind}", []).append(f"{item.context}: {item.value!r}")
     return {"planted": planted_n, "survived": survived, "missing": missing, "looks": looks_n, "kept": kept,
             "examples": examples}
