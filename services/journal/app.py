@@ -53,7 +53,7 @@ async def after_reconcile(service: Service, resources: Resources, log: Any) -> N
     if "repairing" not in resources.state:  # one periodic pass per process, started by its first reconcile pass
         every_s = REPAIR_EVERY_HEARTBEATS * service.settings.heartbeat_s
         resources.state["repairing"] = asyncio.get_running_loop().create_task(
-            keep_repairing(bundle, service.bus, log, settle_s, every_s))
+            keep_repairing(bundle, service.bus, log, settle_s=settle_s, every_s=every_s))
     trimmer: Trimmer = resources.state["trimmer"]
     await trimmer.sweep(service.settings, log)
     trimmer.keep_sweeping(service.settings, log)

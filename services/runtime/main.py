@@ -111,7 +111,7 @@ async def run(name: str, settings: RuntimeSettings) -> None:
 STOP_GRACE_S = 5.0
 
 
-def reconciler_for(service: Service, deployment: str, log: Any, after_pass: Callable[[], None] | None = None,
+def reconciler_for(service: Service, deployment: str, log: Any, *, after_pass: Callable[[], None] | None = None,
                    lost_state: Callable[[], Awaitable[str | None]] | None = None) -> Reconciler:
     """The instance's reconcile, told of every reset the instance sees while it runs; the
     runs it is running itself are never cleaned. `lost_state` tells a fresh Redis from a lost one (history.py)."""

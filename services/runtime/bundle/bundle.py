@@ -198,7 +198,8 @@ class BundleStore:
         records = self._records(run_id)
         has_campaign = any(r.path == CAMPAIGN_RELPATH for r in records)
         campaign = self.read_json(run_id, CAMPAIGN_RELPATH) if has_campaign else None
-        data = canonical_json(build_manifest(run_id, records, campaign, *journal_spans(self, run_id, records)))
+        lost, repaired = journal_spans(self, run_id, records)
+        data = canonical_json(build_manifest(run_id, records, campaign, lost=lost, repaired=repaired))
         target = run_dir / MANIFEST_NAME
         tmp = self._write_temp(run_dir, data)
         try:

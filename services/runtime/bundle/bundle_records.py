@@ -170,7 +170,7 @@ def still_lost(gaps: dict[str, GapRecord], journaled: set[str]) -> list[EventGap
     return spans
 
 
-def build_manifest(run_id: str, records: list[IndexRecord], campaign: Any | None,
+def build_manifest(run_id: str, records: list[IndexRecord], campaign: Any | None, *,
                    lost: list[EventGap] | None = None, repaired: list[EventRepair] | None = None) -> Manifest:
     """The manifest of a run from its index records, its stored campaign (or None) and its lost spans.
 

@@ -126,7 +126,7 @@ async def repair(bundle: BundleStore, bus: Any, log: Any, settle_s: float, *, al
     return published
 
 
-async def keep_repairing(bundle: BundleStore, bus: Any, log: Any, settle_s: float, every_s: float) -> None:
+async def keep_repairing(bundle: BundleStore, bus: Any, log: Any, *, settle_s: float, every_s: float) -> None:
     """The periodic pass over the runs not finished, for as long as the journal runs."""
     while True:
         await asyncio.sleep(every_s)

@@ -11,7 +11,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import structlog
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -54,7 +54,13 @@ from services.runtime.resources import Resources
 from services.runtime.settings import RuntimeSettings
 
 T = TypeVar("T")
-GiveBack = Callable[[str, str, str, str, int], Awaitable[None]]
+
+
+class GiveBack(Protocol):
+    """Sets a pending entry's delivery count (service.py's give_back)."""
+
+    def __call__(self, stream: str, group: str, consumer: str, message_id: str, *, count: int) -> Awaitable[None]: ...
+
 
 # While Redis cannot be reached, the heartbeat retries this often, so that the
 # lease is back within a moment of Redis answering again (before a reclaimer,
@@ -221,8 +227,9 @@ class Consumer:
         marks = self.bundle if route.outputs or route.failure_step else None
         if getattr(delivery, "from_bundle", False) and marks is not None:
             try:
-                counted = await asyncio.to_thread(record_attempt, marks, event.run_id, self.service, event.SCHEMA,
-                                                  key.step, self.settings.instance)
+                counted = await asyncio.to_thread(record_attempt, marks, event.run_id, service=self.service,
+                                                  schema=event.SCHEMA, step_key=key.step,
+                                                  instance=self.settings.instance)
             except BaseException:
                 await self._release(key, owner)
                 raise
@@ -264,7 +271,7 @@ class Consumer:
             if bundle is not None:
                 # The bundle, not Redis's ledger, is the record: a step recorded there (its ledger
                 # mark lost with Redis) emits its recorded events again, same IDs, and does not run.
-                adopted = await asyncio.to_thread(adopt_step, bundle, self.service, event, key.step, self.registry)
+                adopted = await asyncio.to_thread(adopt_step, bundle, self.service, event, key.step, registry=self.registry)
                 if adopted is not None:
                     log.info("step already recorded in the bundle; re-emitting its events instead of running",
                              step_key=key.step, outputs=[output.SCHEMA for output in adopted])
@@ -355,7 +362,7 @@ class Consumer:
             return
         try:
             await self.give_back(delivery.stream, delivery.group, delivery.consumer, delivery.message_id,
-                                 max(0, deliveries - 1))
+                                 count=max(0, deliveries - 1))
         except (RedisError, OSError) as exc:
             # The count stays as it is: at worst the duplicate reaches the limit sooner, as before.
             log.warning("cannot give back the delivery of a step that runs elsewhere",

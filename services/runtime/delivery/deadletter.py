@@ -51,8 +51,8 @@ async def dead_letter(
     bundle, step_key = step if step is not None else (None, "")
     if bundle is not None and event is not None:
         try:
-            await asyncio.to_thread(record_dead, bundle, event.run_id, service, event.SCHEMA, step_key,
-                                    record.dead_letter_id, kind)
+            await asyncio.to_thread(record_dead, bundle, event.run_id, service=service, schema=event.SCHEMA,
+                                    step_key=step_key, dead_letter_id=record.dead_letter_id, kind=kind)
         except (BundleError, OSError) as exc:
             structlog.get_logger().bind(service=service).warning(
                 "the dead-lettered step is not marked in the bundle: catch-up may take it up again",

@@ -306,7 +306,7 @@ def bootstrap(
             # without counting a delivery: the lease heartbeat of a long step.
             await redis_client.xclaim(stream, group, consumer, min_idle_time=0, message_ids=[message_id], justid=True)
 
-        async def give_back(stream: str, group: str, consumer: str, message_id: str, count: int) -> None:
+        async def give_back(stream: str, group: str, consumer: str, message_id: str, *, count: int) -> None:
             # RETRYCOUNT sets the delivery count (JUSTID alone leaves it): a delivery that
             # found its step running is not counted (services/runtime/delivery/consumer.py).
             await redis_client.xclaim(stream, group, consumer, min_idle_time=0, message_ids=[message_id], justid=True,
