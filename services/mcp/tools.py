@@ -219,6 +219,7 @@ def build(deps: Deps) -> list[Tool]:
     @tool(mutates=True)
     async def campaign_init(
         ctx: Context,
+        *,
         config: Annotated[str, Field(description="Path of the campaign YAML (the whole campaign, as `specdec submit` "
                                      "takes it), under the server's roots (SPECDEC_MCP_ROOTS); relative paths in it "
                                      "resolve from the server's working directory.")],
@@ -253,6 +254,7 @@ def build(deps: Deps) -> list[Tool]:
     @tool(mutates=True, destructive=True)
     async def campaign_run(
         ctx: Context,
+        *,
         run_id: RunIdArg,
         i_understand_this_mutates_cluster: Annotated[bool, Field(
             description="Typed acknowledgement. false (default): a dry run, which publishes the campaign so that the "
@@ -378,6 +380,7 @@ def build(deps: Deps) -> list[Tool]:
     @tool(mutates=True, external=True)
     async def publish_to_lake(
         ctx: Context,
+        *,
         run_id: RunIdArg,
         target: Annotated[str | None, Field(description="file://DIR, s3://BUCKET/PREFIX or https://URL instead of the "
                                             "campaign's publish.target; an https:// one only where the operator's "

@@ -68,10 +68,10 @@ def load_campaign_file(path: Path, roots: FileRoots | None = None) -> tuple[Camp
             raise CampaignRejected(path, canonical.validation_problems(exc)) from None
         except canonical.CanonicalProblems as exc:
             raise CampaignRejected(path, exc.problems) from None
-    return _validated(path, data, raw_bytes, record, roots), raw_bytes, record
+    return _validated(path, data, raw_bytes, record, roots=roots), raw_bytes, record
 
 
-def _validated(path: Path, data: Any, raw_bytes: bytes, record: CanonicalRecord | None,
+def _validated(path: Path, data: Any, raw_bytes: bytes, record: CanonicalRecord | None, *,
                roots: FileRoots | None = None) -> Campaign:
     problems = [f"missing: {item}" for item in missing_inputs(data)]
     try:

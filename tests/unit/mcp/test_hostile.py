@@ -87,7 +87,7 @@ def http_server(settings: RuntimeSettings, roots: Path, handled: list[str]) -> I
     thread.join(timeout=10)
 
 
-def _post(http: httpx.Client, url: str, method: str, params: dict[str, Any], name: str, token: str | None
+def _post(http: httpx.Client, url: str, method: str, params: dict[str, Any], *, name: str, token: str | None
           ) -> httpx.Response:
     """One JSON-RPC request as a client of the current protocol sends it (no session needed); `initialize` as
     a client of a protocol with sessions opens one."""
@@ -121,22 +121,22 @@ async def test_every_tool_resource_and_prompt_answers_401_without_the_token_and_
     initialize = {"protocolVersion": LEGACY_VERSION, "capabilities": {}, "clientInfo": {"name": "hostile", "version": "1"}}
     with httpx.Client(timeout=30) as http:
         for method, params, name in [("initialize", initialize, "initialize"), *requests]:
-            response = await _to_thread(_post, http, url, method, params, name, token)
+            response = await _to_thread(_post, http, url, method, params, name=name, token=token)
             assert response.status_code == 401, f"{method} {name}: {response.status_code} {response.text[:300]}"
             assert response.headers.get("www-authenticate", "").startswith("Bearer "), (name, response.headers)
         assert handled == []
         # The same request with the token reaches the handler: the recorder sees what it is meant to see.
         validated = await _to_thread(_post, http, url, "tools/call", {
-            "name": "campaign_validate", "arguments": {"config": str(roots / "campaign.yaml")}}, "campaign_validate",
-            TOKEN)
+            "name": "campaign_validate", "arguments": {"config": str(roots / "campaign.yaml")}}, name="campaign_validate",
+            token=TOKEN)
     assert validated.status_code == 200 and '"accepted":true' in validated.text.replace(" ", ""), validated.text
     assert handled == ["_handle_call_tool"]
 
 
-async def _to_thread(fn: Any, *args: Any) -> Any:
+async def _to_thread(fn: Any, *args: Any, **kwargs: Any) -> Any:
     import anyio.to_thread
 
-    return await anyio.to_thread.run_sync(lambda: fn(*args))
+    return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
 
 
 def _campaign(path: Path, **edits: Any) -> Path:

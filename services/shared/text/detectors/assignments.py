@@ -120,7 +120,7 @@ def _value_span(view: str, start: int, line_end: int, query: bool = False) -> tu
     return start, end, False, view[end:line_end]
 
 
-def _is_value(value: str, kind: str, name: str, line: str, quoted: bool, op: str, rest: str) -> bool:
+def _is_value(value: str, kind: str, name: str, line: str, *, quoted: bool, op: str, rest: str) -> bool:
     """Does `value`, assigned to `name`, look like a credential rather than code or prose?"""
     v = value.strip()
     if not v or v.lower() in _NOT_VALUES:
@@ -215,14 +215,14 @@ def _keywords(view: str, lowered: str, out: list[Finding]) -> None:
         if not value.strip() or _YAML_BLOCK.match(value.strip()):
             # The value is on the following lines: YAML block scalars, a bare key then an indented value.
             if op.strip() == ":" and _YAML_KEY_LINE.match(view, line_start, line_end):
-                _following_lines(view, line_start, line_end, kind, out)
+                _following_lines(view, line_start, line_end, kind, out=out)
             continue
-        if _is_value(value, kind, name, view[line_start:line_end], quoted, op, rest):
+        if _is_value(value, kind, name, view[line_start:line_end], quoted=quoted, op=op, rest=rest):
             out.append(Finding(s, e, kind))
     if "value" in view:
         for m in _KEY_VALUE_ATTR.finditer(view):
             kind = _keyword_kind(m.group("k"))
-            if kind and _is_value(m.group("v"), kind, m.group("k"), "", True, "=", ""):
+            if kind and _is_value(m.group("v"), kind, m.group("k"), "", quoted=True, op="=", rest=""):
                 out.append(Finding(m.start("v"), m.end("v"), kind))
     if "machine" in view:
         for m in _NETRC.finditer(view):
@@ -233,7 +233,7 @@ def _keywords(view: str, lowered: str, out: list[Finding]) -> None:
             out.append(Finding(m.start("v"), m.end("v"), kind))
 
 
-def _following_lines(view: str, line_start: int, line_end: int, kind: str, out: list[Finding]) -> None:
+def _following_lines(view: str, line_start: int, line_end: int, kind: str, *, out: list[Finding]) -> None:
     """The indented lines after `key:` / `key: |` (at most 64), or the single next
     line when it is one token: a value continued on the next line."""
     line = view[line_start:line_end]
