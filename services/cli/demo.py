@@ -167,7 +167,11 @@ def headline(bundle_dir: Path, out: TextIO) -> None:
     if not decision_path.is_file():
         return
     decision = orjson.loads(decision_path.read_bytes())
-    out.write(f"decision: {decision['decision']}" + (f", winner {decision['winner']}" if decision.get("winner") else "") + "\n")
+    out.write(
+        f"decision: {decision['decision']}"
+        + (f", winner {decision['winner']}" if decision.get("winner") else "")
+        + "\n"
+    )
     for candidate in decision.get("candidates", []):
         for level in candidate.get("levels", []):
             obj = level.get("objective") or {}
@@ -267,7 +271,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     parser = argparse.ArgumentParser(prog="specdec demo", description=__doc__)
     parser.add_argument("--campaign", default=str(DEMO_CAMPAIGN))
-    parser.add_argument("--timeout", type=float, default=1800.0, help="give up following the run after this many seconds")
+    parser.add_argument(
+        "--timeout", type=float, default=1800.0, help="give up following the run after this many seconds"
+    )
     args = parser.parse_args(argv)
     try:
         return _run(Path(args.campaign), args.timeout, sys.stdout)

@@ -57,7 +57,9 @@ def asyncapi_document() -> str:
     catalogue stream's producer (publishers), generated from the faststream apps."""
     # Pinned, not read from SPECDEC_*: the committed document must not depend on
     # the environment of whoever regenerates it.
-    settings = RuntimeSettings(instance="doc", redis_url="redis://redis:6379/0", redis_url_file="", stream_prefix="specdec")
+    settings = RuntimeSettings(
+        instance="doc", redis_url="redis://redis:6379/0", redis_url_file="", stream_prefix="specdec"
+    )
     broker = make_broker(settings)
     for name in apps.available():
         module = apps.load(name)

@@ -74,9 +74,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )  # fmt: skip
     floors = parser.add_mutually_exclusive_group(required=True)
     floors.add_argument("--acceptance-floor", type=float, metavar="X", help="Minimum acceptance rate in [0, 1].")
-    floors.add_argument("--acceptance-length-floor", type=float, metavar="L", help="Minimum mean acceptance length (>= 1).")
+    floors.add_argument(
+        "--acceptance-length-floor", type=float, metavar="L", help="Minimum mean acceptance length (>= 1)."
+    )
     parser.add_argument("--accuracy-floor", type=float, metavar="Y", help="Minimum accuracy or agreement in [0, 1].")
-    parser.add_argument("--min-trials", type=int, default=3, metavar="N", help="Trials per arm and level needed (default 3).")
+    parser.add_argument(
+        "--min-trials", type=int, default=3, metavar="N", help="Trials per arm and level needed (default 3)."
+    )
     parser.add_argument(
         "--min-effect", type=float, default=None, metavar="PCT", help="Smallest change that counts, in %% of the "
         "baseline: better only when the whole interval lies beyond it (default: the gate's, 1 %%).",
@@ -171,8 +175,15 @@ def render(decision: Decision) -> str:
             if lvl.trials_used is not None:
                 where = "no limit" if lvl.concurrency is None else f"concurrency {lvl.concurrency}"
                 state = f"stopped ({lvl.stopped})" if lvl.stopped else "continues"
-                more = "" if lvl.stopped else (f", about {lvl.trials_expected_more} more expected"
-                                               if lvl.trials_expected_more is not None else ", not expected to decide by the cap")
+                more = (
+                    ""
+                    if lvl.stopped
+                    else (
+                        f", about {lvl.trials_expected_more} more expected"
+                        if lvl.trials_expected_more is not None
+                        else ", not expected to decide by the cap"
+                    )
+                )
                 lines.append(f"  {where}: {lvl.outcome}, {lvl.trials_used} trial(s) per arm, {state}{more}")
     return "\n".join(lines)
 

@@ -324,7 +324,9 @@ def build(deps: Deps) -> list[Tool]:
         if parsed.namespace is None:
             return _help(verbs.PUBLISH, parsed.help)
         async with deps.connect() as session:
-            return await verb_calls.publish(session, parsed.namespace, acknowledged=i_understand_this_publishes_externally)
+            return await verb_calls.publish(
+                session, parsed.namespace, acknowledged=i_understand_this_publishes_externally
+            )
 
     @tool(mutates=False)
     async def campaign_status(run_id: RunIdArg) -> RunStatus:
@@ -374,8 +376,14 @@ def build(deps: Deps) -> list[Tool]:
         the same bytes); the files are resources."""
         outcome = await anyio.to_thread.run_sync(lambda: report.render(bundle, run_id))
         summary = outcome.summary
-        return RenderedReport(run_id=run_id, files=outcome.refs, draft=summary.draft, draft_reasons=summary.draft_reasons,
-                              plots=len(outcome.report.plots), next_lever=summary.levers[0] if summary.levers else "")
+        return RenderedReport(
+            run_id=run_id,
+            files=outcome.refs,
+            draft=summary.draft,
+            draft_reasons=summary.draft_reasons,
+            plots=len(outcome.report.plots),
+            next_lever=summary.levers[0] if summary.levers else "",
+        )
 
     @tool(mutates=True, external=True)
     async def publish_to_lake(

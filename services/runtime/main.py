@@ -137,7 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print(f"usage: python -m services.runtime.main SERVICE  (one of: {', '.join(apps.available())})", file=sys.stderr)
+        print(
+            f"usage: python -m services.runtime.main SERVICE  (one of: {', '.join(apps.available())})", file=sys.stderr
+        )
         return 2
     try:
         settings = RuntimeSettings()

@@ -44,7 +44,9 @@ def _bench(plan: Mapping[str, Any]) -> list[str]:
     lines = [f"executor: {plan.get('executor', '?')}; {_count(len(cells), 'cell')} on "
              f"{_count(len(launches), 'server launch', 'server launches')}; "
              + ("DRAFT: the matrix is exploratory, every result is a DRAFT" if plan.get("draft") else "results final")]
-    lines.append("commands: as launched, one line each (run as a list, no shell; a server's {port} is picked at launch)")
+    lines.append(
+        "commands: as launched, one line each (run as a list, no shell; a server's {port} is picked at launch)"
+    )
     lines += _wrapped("load: ", _load(plan))
     rounds = plan.get("rounds")
     if isinstance(rounds, Mapping):
@@ -219,7 +221,9 @@ def launch_lines(launch: Mapping[str, Any]) -> list[str]:
         lines.append(f"{INDENT}in {launch.get('cwd', '?')}, with "
                      + ", ".join(f"{k}={v}" for k, v in (launch.get("env_added") or {}).items()))
     elif kind == "slurm":
-        lines.append(f"{INDENT}submitted as: {command(launch.get('sbatch_argv'))} (its job script execs the line above)")
+        lines.append(
+            f"{INDENT}submitted as: {command(launch.get('sbatch_argv'))} (its job script execs the line above)"
+        )
     elif kind == "kubernetes":
         lines.append(f"{INDENT}the container's command, in a Job the operator applies: "
                      f"{command(launch.get('apply_argv'))}")

@@ -285,7 +285,9 @@ class Topology:
         finally:
             client.close()
 
-    def wait(self, run_id: str, until: set[str], *, timeout_s: float, halt_on_failure: bool = True) -> list[dict[str, Any]]:
+    def wait(
+        self, run_id: str, until: set[str], *, timeout_s: float, halt_on_failure: bool = True
+    ) -> list[dict[str, Any]]:
         """Events of the run once one of `until` is there, or (by default) once the
         run halted: a `*.failed`, or capacity.unavailable."""
         deadline = time.monotonic() + timeout_s

@@ -88,7 +88,11 @@ class Fake:
             data = b"data: " + orjson.dumps(chunk) + b"\n\n"
             writer.write(b"%x\r\n%s\r\n" % (len(data), data))
             await writer.drain()
-        tail = b"data: " + orjson.dumps({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": sent}}) + b"\n\ndata: [DONE]\n\n"
+        tail = (
+            b"data: "
+            + orjson.dumps({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": sent}})
+            + b"\n\ndata: [DONE]\n\n"
+        )
         writer.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(tail), tail))
 
     def metrics(self) -> str:

@@ -234,7 +234,11 @@ def specdec_revision() -> str:
     here = Path(__file__).resolve().parent
     try:
         out = subprocess.run(  # fixed argv
-            ["git", "-C", str(here), "describe", "--always", "--dirty", "--abbrev=40"], capture_output=True, text=True, timeout=5, check=True
+            ["git", "-C", str(here), "describe", "--always", "--dirty", "--abbrev=40"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
         )
         return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):

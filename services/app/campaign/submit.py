@@ -115,7 +115,9 @@ async def open_run(session: Session, run_id: str) -> str:
     if _holds_campaign(session.bundle, run_id):
         raise RunIdRefused(f"run {run_id} already holds a campaign ({layout.CAMPAIGN}); a run is one campaign: "
                            "start a new run for another")
-    if session.bundle.events_path(run_id).exists() or await untaken(session.client, session.settings.stream_prefix, run_id):
+    if session.bundle.events_path(run_id).exists() or await untaken(
+        session.client, session.settings.stream_prefix, run_id
+    ):
         raise RunIdRefused(f"run {run_id} already has events; a campaign is stored before anything of its run runs: "
                            "start a new run")
     return run_id

@@ -116,7 +116,9 @@ def _record_dry_run(session: Session, run_id: str, waiting: list[str]) -> None:
 
 def _dry_runs(session: Session, run_id: str) -> list[str]:
     folder = session.bundle.run_dir(run_id) / layout.WORKFLOW
-    return sorted((p.name for p in folder.glob("dry-run-*.json")), key=lambda n: int(n[8:-5])) if folder.is_dir() else []
+    return (
+        sorted((p.name for p in folder.glob("dry-run-*.json")), key=lambda n: int(n[8:-5])) if folder.is_dir() else []
+    )
 
 
 def _last_dry_run(session: Session, run_id: str) -> list[str]:

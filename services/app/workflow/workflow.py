@@ -113,7 +113,9 @@ async def campaign_run(session: Session, run_id: str, *, acknowledged: bool, pla
     result = _run_result(run_id, acknowledged=acknowledged, published=published, approval=approval, plans=plans,
                          pre=pre, events=events)
     # The cost before approval: a sequential plan's expected trials per arm (services/app/runs/rounds_status.py).
-    return result.model_copy(update={"status": result.status.model_copy(update={"rounds": rounds_cost(bundle, run_id)})})
+    return result.model_copy(
+        update={"status": result.status.model_copy(update={"rounds": rounds_cost(bundle, run_id)})}
+    )
 
 
 def _run_result(run_id: str, *, acknowledged: bool, published: bool, approval: Approved | None,

@@ -72,7 +72,9 @@ def named_before(bundle: BundleStore, run_id: str) -> set[str]:
     return named
 
 
-def plan_repairs(bundle: BundleStore, before: datetime, *, all_runs: bool) -> dict[str, tuple[list[dict[str, Any]], int]]:
+def plan_repairs(
+    bundle: BundleStore, before: datetime, *, all_runs: bool
+) -> dict[str, tuple[list[dict[str, Any]], int]]:
     """Run -> (the events to publish again, how many of them no repair record named before); the new
     ones are recorded here (one repair record per run), before anything is published."""
     plans = {}

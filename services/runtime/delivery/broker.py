@@ -44,7 +44,9 @@ def make_broker(settings: RuntimeSettings) -> RedisBroker:
     faststream's own per-message log lines go to DEBUG; specdec logs its own.
     """
     if not settings.redis_url.startswith(("redis://", "rediss://", "unix://")):
-        raise ValueError(f"SPECDEC_REDIS_URL must start with redis://, rediss:// or unix://, not {redacted_url(settings.redis_url)}")
+        raise ValueError(
+            f"SPECDEC_REDIS_URL must start with redis://, rediss:// or unix://, not {redacted_url(settings.redis_url)}"
+        )
     from faststream.redis import RedisBroker
 
     return RedisBroker(

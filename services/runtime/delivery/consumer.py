@@ -176,7 +176,9 @@ class Consumer:
             return await self.ledger.begin(key, owner, self.lease_ttl_ms)
         done = self._deferred.pop(0)
         try:
-            return await self._recording(lambda: self.ledger.finish_then_begin(done, key, owner, self.lease_ttl_ms), log)
+            return await self._recording(
+                lambda: self.ledger.finish_then_begin(done, key, owner, self.lease_ttl_ms), log
+            )
         except BaseException:
             self._deferred.insert(0, done)  # not known to be written: flush() tries again
             raise
@@ -253,8 +255,14 @@ class Consumer:
             return "dead_lettered"
 
         failpoints.hit("delivery.leased-before-step")
-        context = StepContext(service=self.service, settings=self.settings, bus=self.bus, log=log, resources=self.resources,
-                              lease=Lease(key=key.render(), owner=owner, ledger=self.ledger))
+        context = StepContext(
+            service=self.service,
+            settings=self.settings,
+            bus=self.bus,
+            log=log,
+            resources=self.resources,
+            lease=Lease(key=key.render(), owner=owner, ledger=self.ledger),
+        )
         self.running.add(key)
         # The heartbeat starts only once the step has run one interval: most steps end
         # sooner, and a timer costs less than a task started and cancelled per message.
@@ -271,7 +279,9 @@ class Consumer:
             if bundle is not None:
                 # The bundle, not Redis's ledger, is the record: a step recorded there (its ledger
                 # mark lost with Redis) emits its recorded events again, same IDs, and does not run.
-                adopted = await asyncio.to_thread(adopt_step, bundle, self.service, event, key.step, registry=self.registry)
+                adopted = await asyncio.to_thread(
+                    adopt_step, bundle, self.service, event, key.step, registry=self.registry
+                )
                 if adopted is not None:
                     log.info("step already recorded in the bundle; re-emitting its events instead of running",
                              step_key=key.step, outputs=[output.SCHEMA for output in adopted])
@@ -334,8 +344,17 @@ class Consumer:
                 return "retry"
             if deliveries >= self.settings.max_deliveries:
                 reason = f"handler raised on delivery {deliveries} of {self.settings.max_deliveries}"
-                await dead_letter(self.bus, self.service, delivery, deliveries, kind="failed", reason=reason, error=error,
-                                  event=event, step=(marks, key.step))
+                await dead_letter(
+                    self.bus,
+                    self.service,
+                    delivery,
+                    deliveries,
+                    kind="failed",
+                    reason=reason,
+                    error=error,
+                    event=event,
+                    step=(marks, key.step),
+                )
                 log.error("dead-lettered", kind="failed", error=error)
                 return "dead_lettered"
             log.warning("step raised; left pending for a retry", error=error, delivery=deliveries)
@@ -383,7 +402,9 @@ class Consumer:
         `finish` is idempotent. After the last retry the error goes to the caller,
         which leaves the message pending as before.
         """
-        return await retry_dropped(op, RECORD_RETRIES_S, log, "recording the finished step cannot reach Redis; retrying")
+        return await retry_dropped(
+            op, RECORD_RETRIES_S, log, "recording the finished step cannot reach Redis; retrying"
+        )
 
     async def _heartbeat(self, key: StepKey, owner: str, delivery: Delivered, log: Any) -> None:
         """Keep the lease and the message alive while the step runs. A beat that

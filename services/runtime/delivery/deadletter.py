@@ -45,7 +45,9 @@ async def dead_letter(
         payload=delivery.body.decode("utf-8", errors="replace"),
     )
     headers = {"schema": "deadletter", "run_id": record.run_id or "", "content-type": "application/json"}
-    await bus.publish_raw(bus.deadletter, record.model_dump_json(by_alias=True).encode(), headers, record.dead_letter_id)
+    await bus.publish_raw(
+        bus.deadletter, record.model_dump_json(by_alias=True).encode(), headers, record.dead_letter_id
+    )
     # The mark after the dead letter: a mark without its dead letter could never be replayed. A crash
     # between the two leaves the entry unacked (or the bundle's step unmarked): it is dead-lettered again.
     bundle, step_key = step if step is not None else (None, "")

@@ -339,7 +339,9 @@ def bootstrap(
         else:
             # One entry per read: concurrent handlers (max_concurrency > 1) each take
             # their own, and the in-memory transport has no pending list to keep.
-            reader_sub = _Stream(stream, group=name, consumer=reader, polling_interval=settings.read_block_ms, max_records=1)
+            reader_sub = _Stream(
+                stream, group=name, consumer=reader, polling_interval=settings.read_block_ms, max_records=1
+            )
             _subscriber_for(service, route, reader_sub, reader)
         _subscriber_for(
             service,

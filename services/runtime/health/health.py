@@ -207,10 +207,18 @@ def _age_s(entry_id: object, now_ms: int) -> float:
 def _group_state(stream: str, group: str, reply: object) -> tuple[GroupState, str | None]:
     """The group's state on the stream, and its last delivered ID (None when unknown)."""
     if isinstance(reply, ResponseError) and "no such key" in str(reply).lower():
-        return GroupState(stream=stream, group=group, lag=None, pending=None, consumers=None,
-                          error="the stream does not exist (the service creates it with its group when it starts)"), None
+        return GroupState(
+            stream=stream,
+            group=group,
+            lag=None,
+            pending=None,
+            consumers=None,
+            error="the stream does not exist (the service creates it with its group when it starts)",
+        ), None
     if isinstance(reply, Exception):
-        return GroupState(stream=stream, group=group, lag=None, pending=None, consumers=None, error=_describe(reply)), None
+        return GroupState(
+            stream=stream, group=group, lag=None, pending=None, consumers=None, error=_describe(reply)
+        ), None
     for info in reply if isinstance(reply, list) else []:
         if _text(info.get("name")) == group:
             lag = info.get("lag")

@@ -35,7 +35,9 @@ class Workload(Strict):
     kind: WorkloadKind = Field(description="slurm_job, pod, process (labelled or vLLM), or gpu_process (nvidia-smi).")
     ref: str = Field(description="Scheduler handle: Slurm job ID, namespace/pod, or process ID.")
     name: str = Field(description="Job name, pod name, or process command line (shortened).")
-    state: str = Field(description="State as the scheduler reported it (RUNNING, Running, ...); 'running' for processes.")
+    state: str = Field(
+        description="State as the scheduler reported it (RUNNING, Running, ...); 'running' for processes."
+    )
     experiment: str | None = Field(
         default=None, description="experiment=<run-id> label the workload carries, when it carries one."
     )

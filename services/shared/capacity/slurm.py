@@ -237,7 +237,9 @@ def parse_squeue(text: str) -> list[tuple[list[str], Workload]]:
             continue
         fields = line.split("|", _SQUEUE_FIELDS - 1)
         if len(fields) != _SQUEUE_FIELDS:
-            raise SchedulerOutputInvalid(f"squeue line {number} has {len(fields)} fields, not {_SQUEUE_FIELDS}: {line!r}")
+            raise SchedulerOutputInvalid(
+                f"squeue line {number} has {len(fields)} fields, not {_SQUEUE_FIELDS}: {line!r}"
+            )
         job_id, name, user, state, partition, nodelist, comment = (f.strip() for f in fields)
         if state.upper() in NOT_ON_NODE or _opt(nodelist) is None:
             continue

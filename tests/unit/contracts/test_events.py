@@ -300,7 +300,9 @@ def restore_logging():
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, force=True)
 
 
-def test_contracts_export_writes_one_schema_per_event_and_the_campaign_and_deadletter(tmp_path, capsys, restore_logging):
+def test_contracts_export_writes_one_schema_per_event_and_the_campaign_and_deadletter(
+    tmp_path, capsys, restore_logging
+):
     from services.cli.main import main
 
     out = tmp_path / "schemas"

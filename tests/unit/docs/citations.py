@@ -203,7 +203,13 @@ class _Checker:
             for candidate in (self.root / f"{module}.py", self.root / module / "__init__.py"):
                 if module and symbol.isidentifier() and candidate.is_file():
                     if symbol not in defined_names(candidate):
-                        self.report(file, text, m.start(), citation, why=f"{candidate.relative_to(self.root)} defines no {symbol}")
+                        self.report(
+                            file,
+                            text,
+                            m.start(),
+                            citation,
+                            why=f"{candidate.relative_to(self.root)} defines no {symbol}",
+                        )
                     return
             self.report(file, text, m.start(), citation, why="no such file or folder")
             return
@@ -232,7 +238,9 @@ class _Checker:
             return
         title = _norm(m.group(1).replace("#", " "))
         if not any(t.startswith(title) for t in outline(target).titles):
-            self.report(file, text, end, f'{citation}, "{m.group(1)}"', why="no heading or bold lead starts with that title")
+            self.report(
+                file, text, end, f'{citation}, "{m.group(1)}"', why="no heading or bold lead starts with that title"
+            )
 
     def check_bare(self, file: Path, text: str, m: re.Match[str]) -> None:
         name = m.group(1) or m.group(2)
@@ -242,7 +250,9 @@ class _Checker:
             if (folder / name).is_file():
                 self.check_section(file, text, m.end(), name, target=folder / name)
                 return
-        self.report(file, text, m.start(), name, why="no such Markdown file beside the citing file, in docs/ or at the root")
+        self.report(
+            file, text, m.start(), name, why="no such Markdown file beside the citing file, in docs/ or at the root"
+        )
 
     def check_links(self, file: Path, text: str) -> None:
         offsets = [0]

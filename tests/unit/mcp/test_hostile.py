@@ -105,7 +105,9 @@ async def _everything(server: MCPServer) -> list[tuple[str, dict[str, Any], str]
     """A request to each tool, resource template, resource and prompt the server registers."""
     requests = [("tools/call", {"name": t.name, "arguments": {}}, t.name) for t in await server.list_tools()]
     for template in await server.list_resource_templates():
-        uri = re.sub(r"\{\+?(\w+)\}", lambda m: "hostile-run" if m[1] == "run_id" else "campaign", template.uri_template)
+        uri = re.sub(
+            r"\{\+?(\w+)\}", lambda m: "hostile-run" if m[1] == "run_id" else "campaign", template.uri_template
+        )
         requests.append(("resources/read", {"uri": uri}, uri))
     requests += [("resources/read", {"uri": str(r.uri)}, str(r.uri)) for r in await server.list_resources()]
     requests += [("prompts/get", {"name": p.name, "arguments": {}}, p.name) for p in await server.list_prompts()]
@@ -118,7 +120,11 @@ async def test_every_tool_resource_and_prompt_answers_401_without_the_token_and_
     url, server = http_server
     requests = await _everything(server)
     assert len([r for r in requests if r[0] == "tools/call"]) >= 13 and any(r[0] == "resources/read" for r in requests)
-    initialize = {"protocolVersion": LEGACY_VERSION, "capabilities": {}, "clientInfo": {"name": "hostile", "version": "1"}}
+    initialize = {
+        "protocolVersion": LEGACY_VERSION,
+        "capabilities": {},
+        "clientInfo": {"name": "hostile", "version": "1"},
+    }
     with httpx.Client(timeout=30) as http:
         for method, params, name in [("initialize", initialize, "initialize"), *requests]:
             response = await _to_thread(_post, http, url, method, params, name=name, token=token)

@@ -80,11 +80,23 @@ async def test_campaign_init_stores_the_campaign_of_the_named_family_in_the_name
     async with serving(settings) as client:
         made = await _ok(client, "evidence_init", family="toy-llama", experiment_id="init-run")
         outside = tmp_path / "elsewhere" / "init-run"
-        text = await _refused(client, "campaign_init", config=str(EXAMPLE), experiment_id="init-run", family="toy-llama",
-                              evidence_bundle=str(outside))
+        text = await _refused(
+            client,
+            "campaign_init",
+            config=str(EXAMPLE),
+            experiment_id="init-run",
+            family="toy-llama",
+            evidence_bundle=str(outside),
+        )
         assert "not under the services' bundle root" in text
-        text = await _refused(client, "campaign_init", config=str(EXAMPLE), experiment_id="init-run", family="toy-llama",
-                              evidence_bundle=str(settings.bundle_root / "other-run"))
+        text = await _refused(
+            client,
+            "campaign_init",
+            config=str(EXAMPLE),
+            experiment_id="init-run",
+            family="toy-llama",
+            evidence_bundle=str(settings.bundle_root / "other-run"),
+        )
         assert "not the bundle of run init-run" in text
         text = await _refused(client, "campaign_init", config=str(EXAMPLE), experiment_id="init-run", family="llama-3")
         assert "family 'toy-llama', not 'llama-3'" in text
@@ -92,7 +104,9 @@ async def test_campaign_init_stores_the_campaign_of_the_named_family_in_the_name
         stored = await _ok(client, "campaign_init", config=str(EXAMPLE), experiment_id="init-run", family="toy-llama",
                            evidence_bundle=made["bundle_path"])
         assert stored["campaign"]["uri"] == "bundle://init-run/campaign.json"
-        text = await _refused(client, "campaign_init", config=str(EXAMPLE), experiment_id="init-run", family="toy-llama")
+        text = await _refused(
+            client, "campaign_init", config=str(EXAMPLE), experiment_id="init-run", family="toy-llama"
+        )
         assert "already holds a campaign" in text
         assert _streams(settings) == [], "campaign_init published something"
 
@@ -100,7 +114,9 @@ async def test_campaign_init_stores_the_campaign_of_the_named_family_in_the_name
 async def test_campaign_init_names_every_problem_of_the_campaign(settings, tmp_path):
     async with serving(settings) as client:
         broken = _campaign(tmp_path, gate={"objective": None, "acceptance_floor": None})
-        text = await _refused(client, "campaign_init", config=str(broken), experiment_id="bad-campaign", family="toy-llama")
+        text = await _refused(
+            client, "campaign_init", config=str(broken), experiment_id="bad-campaign", family="toy-llama"
+        )
         assert "cannot be submitted; nothing was published" in text and "missing: gate.objective" in text
         assert not (settings.bundle_root / "bad-campaign").exists()
 

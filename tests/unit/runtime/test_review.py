@@ -133,7 +133,9 @@ async def test_a_policy_naming_another_step_does_not_pre_approve_this_one(tmp_pa
     assert len(step.executed) == 1
 
 
-async def test_a_pre_approved_campaign_announces_then_runs_at_its_trigger_and_ignores_the_approval(tmp_path: Path) -> None:
+async def test_a_pre_approved_campaign_announces_then_runs_at_its_trigger_and_ignores_the_approval(
+    tmp_path: Path,
+) -> None:
     bundle = BundleStore(tmp_path)
     store_campaign(bundle, acknowledged=True, pre_approve=("bench",))
     step, bus = Step(bundle), Bus()

@@ -163,7 +163,9 @@ def test_a_training_plan_shows_its_launch_on_one_quoted_line(bundle, capsys, sch
     bundle.write_json(plan.run_id, layout.TRAINING_PLAN, plan)
     out = cli(capsys, "training", "plan", plan.run_id)
     launched = [line for line in out.splitlines() if line.startswith("  launch (")]
-    assert launched == [f"  launch ({scheduler}): {shlex.join(plan.launch.argv)}"]  # the literal `a;b $(rm -rf x)` quoted
+    assert launched == [
+        f"  launch ({scheduler}): {shlex.join(plan.launch.argv)}"
+    ]  # the literal `a;b $(rm -rf x)` quoted
     if scheduler == "slurm":
         assert f"    submitted as: {shlex.join(plan.launch.sbatch_argv)}" in out
     assert f"specdec training plan {plan.run_id} --json" in out

@@ -72,7 +72,9 @@ _NOT_VALUES = frozenset(
     "hidden masked omitted unset".split()
 )
 _TYPE_VALUE = re.compile(r"^(?:Optional|List|Union|SecretStr|str|bytes|String|&str|\*?string|\[\]byte)\b")
-_PLACEHOLDER_VALUE = re.compile(r"(?i)^(?:your|my|the|insert|enter|put)[_ -]?\w*$|^x{3,}$|^\.{3,}$|^<.*>$|^%\(?\w+\)?s?$|^@@\w+@@$")
+_PLACEHOLDER_VALUE = re.compile(
+    r"(?i)^(?:your|my|the|insert|enter|put)[_ -]?\w*$|^x{3,}$|^\.{3,}$|^<.*>$|^%\(?\w+\)?s?$|^@@\w+@@$"
+)
 _CODE_AFTER = re.compile(r"\s*(?:[)\]|,]|->|[-+*/%&^<>]=?\s|=(?!=)|\bif\b|\belse\b|\bfor\b|\band\b|\bor\b)")
 _UNQUOTED_END = re.compile(r"[\s,;}\])`]")
 _QUERY_END = re.compile(r"[\s,;}\])`&#]")  # a value in a URL's query string ends at '&'
@@ -92,7 +94,9 @@ def _keyword_kind(name: str) -> str | None:
         return "aws_secret_key"
     if "token" in n:
         return "token"
-    if re.search(r"api.?key|apikey|access.?key|client.?key|auth.?key|service.?key|account.?key", n) or n.endswith("_key"):
+    if re.search(r"api.?key|apikey|access.?key|client.?key|auth.?key|service.?key|account.?key", n) or n.endswith(
+        "_key"
+    ):
         return "api_key"
     return "secret"
 
@@ -145,7 +149,9 @@ def _is_value(value: str, kind: str, name: str, line: str, *, quoted: bool, op: 
         return False
     dotted = v.split(".")
     if len(dotted) > 1 and all(re.fullmatch(r"[A-Za-z_]\w*", s) for s in dotted):
-        if dotted[0].lower() in _CODE_ROOTS or any(k in dotted[-1].lower() for k in ("pass", "secret", "token", "key", "pwd")):
+        if dotted[0].lower() in _CODE_ROOTS or any(
+            k in dotted[-1].lower() for k in ("pass", "secret", "token", "key", "pwd")
+        ):
             return False  # self.password, settings.SECRET_KEY
     bare = v.lower().lstrip("-")
     last = re.split(r"[.\-]", name.lower().strip("-\"'"))[-1]
@@ -268,7 +274,9 @@ _PROSE_PASSWORD = re.compile(
 )
 
 
-_PROSE_KEY = re.compile(r"(?i)\b(?:key|secret|token|credential)\s+(?:is|was)\s*:?\s+[`'\"]?(?P<v>[A-Za-z0-9+/=_.-]{16,})")
+_PROSE_KEY = re.compile(
+    r"(?i)\b(?:key|secret|token|credential)\s+(?:is|was)\s*:?\s+[`'\"]?(?P<v>[A-Za-z0-9+/=_.-]{16,})"
+)
 
 
 def _prose_passwords(view: str, out: list[Finding]) -> None:
@@ -285,7 +293,11 @@ def _prose_passwords(view: str, out: list[Finding]) -> None:
             continue
         if v.lower() in _NOT_VALUES or heuristic.is_templated_secret(v) or v[0] == "<":
             continue
-        kind = "password" if "pass" in m.group(0).lower() or "pwd" in m.group(0).lower() or "pin" in m.group(0).lower() else "api_key"
+        kind = (
+            "password"
+            if "pass" in m.group(0).lower() or "pwd" in m.group(0).lower() or "pin" in m.group(0).lower()
+            else "api_key"
+        )
         if "token" in m.group(0).lower()[: m.start("v") - m.start()]:
             kind = "token"
         out.append(Finding(m.start("v"), m.start("v") + len(v), kind))

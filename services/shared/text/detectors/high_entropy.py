@@ -22,7 +22,9 @@ from services.shared.text.detectors.base import Finding, _line_bounds, entropy
 _CANDIDATE = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{20,}={0,2}(?![A-Za-z0-9+/=_-])")
 _HEXISH = re.compile(r"[0-9a-fA-F-]+")
 # Content hashes and checksums are not secrets (sha256-..., h1:...=, sha512:...).
-_HASH_PREFIX = re.compile(r"(?i)(?:sha(?:1|224|256|384|512)|md5|h1|blake2b?|integrity|etag|digest|checksum)[-:=]\s*[\"']?$")
+_HASH_PREFIX = re.compile(
+    r"(?i)(?:sha(?:1|224|256|384|512)|md5|h1|blake2b?|integrity|etag|digest|checksum)[-:=]\s*[\"']?$"
+)
 # English letter pairs that make up most of identifiers and words (the most frequent
 # bigrams of Python's own prose and names); random strings hit about a fifth of them.
 _HASH_TOKEN = re.compile(r"(?i)(?:sha(?:1|224|256|384|512)|md5|blake2b?)-")
@@ -110,8 +112,13 @@ def looks_random(token: str, *, context: bool) -> bool:
 
 
 # Public keys and certificates are meant to be shared: their base64 is not a secret.
-_PUBLIC_BLOCK = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*(?:PUBLIC KEY|CERTIFICATE(?: REQUEST)?)-----.*?(?:-----END [A-Z0-9 ]+-----|\Z)", re.DOTALL)
-_SSH_PUBLIC = re.compile(r"(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp\d+|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com) +$")
+_PUBLIC_BLOCK = re.compile(
+    r"-----BEGIN (?:[A-Z0-9]+ )*(?:PUBLIC KEY|CERTIFICATE(?: REQUEST)?)-----.*?(?:-----END [A-Z0-9 ]+-----|\Z)",
+    re.DOTALL,
+)
+_SSH_PUBLIC = re.compile(
+    r"(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp\d+|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com) +$"
+)
 
 
 def _high_entropy(view: str, out: list[Finding]) -> None:

@@ -78,7 +78,9 @@ def test_specdec_block_is_preferred_to_vllm_keys() -> None:
 
 def test_evaluation_accuracy_then_agreement() -> None:
     rng = np.random.default_rng(7)
-    acc = parse_trial(trial_result(rng, detailed=False, evaluation=Evaluation(accuracy=0.8, agreement_rate=0.5)), source="a")
+    acc = parse_trial(
+        trial_result(rng, detailed=False, evaluation=Evaluation(accuracy=0.8, agreement_rate=0.5)), source="a"
+    )
     agree = parse_trial(trial_result(rng, detailed=False, evaluation=Evaluation(agreement_rate=0.97)), source="b")
     assert acc.accuracy == 0.8 and agree.accuracy == 0.97
 

@@ -70,17 +70,37 @@ def test_the_shipped_example_and_complete_templates_pass():
 # --- serve: each declared field -------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("serving", "field", "placeholder", "carried"), [
-    ({"dtype": "bfloat16"}, "serving.dtype = bfloat16", '"--dtype", "{dtype}"', ["--dtype", "{dtype}"]),
-    ({"quantization": "fp8"}, "serving.quantization = fp8", '"--quantization", "{quantization}"',
-     ["{quantization_flag}"]),
-    ({"tensor_parallel_size": 2}, "serving.tensor_parallel_size = 2", '"--tensor-parallel-size", "{tensor_parallel_size}"',
-     ["-tp", "{tensor_parallel_size}"]),
-    ({"max_num_seqs": 8}, "serving.max_num_seqs = 8", '"--max-num-seqs", "{max_num_seqs}"', ["{max_num_seqs_flag}"]),
-    ({"model": "models/other"}, "serving.model = models/other", '"--model", "{model}"', ["--model", "{model}"]),
-    ({"speculative": {"method": "ngram", "num_speculative_tokens": 3}}, "serving.speculative = ngram k=3",
-     '"--speculative-config", "{speculative_config_json}"', ["{speculative_config_flag}"]),
-])
+@pytest.mark.parametrize(
+    ("serving", "field", "placeholder", "carried"),
+    [
+        ({"dtype": "bfloat16"}, "serving.dtype = bfloat16", '"--dtype", "{dtype}"', ["--dtype", "{dtype}"]),
+        (
+            {"quantization": "fp8"},
+            "serving.quantization = fp8",
+            '"--quantization", "{quantization}"',
+            ["{quantization_flag}"],
+        ),
+        (
+            {"tensor_parallel_size": 2},
+            "serving.tensor_parallel_size = 2",
+            '"--tensor-parallel-size", "{tensor_parallel_size}"',
+            ["-tp", "{tensor_parallel_size}"],
+        ),
+        (
+            {"max_num_seqs": 8},
+            "serving.max_num_seqs = 8",
+            '"--max-num-seqs", "{max_num_seqs}"',
+            ["{max_num_seqs_flag}"],
+        ),
+        ({"model": "models/other"}, "serving.model = models/other", '"--model", "{model}"', ["--model", "{model}"]),
+        (
+            {"speculative": {"method": "ngram", "num_speculative_tokens": 3}},
+            "serving.speculative = ngram k=3",
+            '"--speculative-config", "{speculative_config_json}"',
+            ["{speculative_config_flag}"],
+        ),
+    ],
+)
 def test_a_declared_serving_field_needs_its_placeholder(serving, field, placeholder, carried):
     bare = [*SERVER, "--max-model-len", "{max_model_len}", "{enforce_eager_flag}", "--port", "{port}"]
     found = one(problems(with_serve(bare, serving)), field)
@@ -205,7 +225,9 @@ def test_a_matrix_file_names_its_cells_by_the_file():
 # --- bench: the load -----------------------------------------------------------------------
 
 
-def with_bench(argv: list[str], load: dict[str, Any] | None = None, concurrency: list[int] | None = None) -> dict[str, Any]:
+def with_bench(
+    argv: list[str], load: dict[str, Any] | None = None, concurrency: list[int] | None = None
+) -> dict[str, Any]:
     data = example()
     data["commands"]["bench"] = {"argv": argv}
     data["matrix"]["load"].update(load or {})

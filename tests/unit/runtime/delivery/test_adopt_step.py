@@ -105,7 +105,9 @@ def test_output_ids_are_derived_from_run_step_and_trigger() -> None:
                          recommended_method="ngram",
                          profile={"uri": f"bundle://{RUN}/p.json", "sha256": "0" * 64, "size_bytes": 0})
     first = with_derived_ids("profiler", REQUEST, REQUEST.event_id, [out, out])
-    second = with_derived_ids("profiler", REQUEST, REQUEST.event_id, [out.model_copy(update={"event_id": "x" * 32})] * 2)
+    second = with_derived_ids(
+        "profiler", REQUEST, REQUEST.event_id, [out.model_copy(update={"event_id": "x" * 32})] * 2
+    )
     assert [e.event_id for e in first] == [e.event_id for e in second]
     assert first[0].event_id != first[1].event_id, "two outputs of one schema get two IDs"
     other = with_derived_ids("profiler", ProfileRequested(run_id=RUN, producer="t", requested_by="t"), "k", [out])

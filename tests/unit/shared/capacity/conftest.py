@@ -18,7 +18,9 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 
 class RecordedRunner:
-    def __init__(self, outputs: dict[tuple[str, ...], RunResult | str], idle_check: Callable[[list[str]], int] | None = None):
+    def __init__(
+        self, outputs: dict[tuple[str, ...], RunResult | str], idle_check: Callable[[list[str]], int] | None = None
+    ):
         self.outputs = outputs
         # Decides the exit status of any argv not in `outputs` (the operator's idle check).
         self.idle_check = idle_check

@@ -167,7 +167,9 @@ def test_the_generated_set_is_big_enough_and_deterministic() -> None:
         assert len({s.context for s in secrets if s.kind == kind}) >= 3, kind
     looks = planted.lookalikes(per_kind=LOOKALIKES_PER_KIND)
     assert len({lk.kind for lk in looks}) >= 20
-    assert secrets == planted.secrets(per_kind=SECRETS_PER_KIND) and looks == planted.lookalikes(per_kind=LOOKALIKES_PER_KIND)
+    assert secrets == planted.secrets(per_kind=SECRETS_PER_KIND) and looks == planted.lookalikes(
+        per_kind=LOOKALIKES_PER_KIND
+    )
     assert secrets != planted.secrets(seed=17, per_kind=SECRETS_PER_KIND)
     for s in secrets:  # every needle really is in its text, so a survival is measurable
         assert all(n in s.text or json.dumps(n)[1:-1] in s.text for n in s.needles), (s.kind, s.context)
@@ -182,13 +184,17 @@ def test_planted_secrets_do_not_survive_the_corpus_step(run: dict) -> None:
     assert not ev["missing"], ev["missing"]
     for kind, n in ev["planted"].items():
         allowed = math.floor(MAX_SURVIVAL * n)
-        assert ev["survived"][kind] <= allowed, f"{kind}: {ev['survived'][kind]}/{n} survived: {ev['examples'].get(kind)}\n{report}"
+        assert ev["survived"][kind] <= allowed, (
+            f"{kind}: {ev['survived'][kind]}/{n} survived: {ev['examples'].get(kind)}\n{report}"
+        )
 
 
 def test_lookalikes_survive_unchanged(run: dict) -> None:
     ev = _evaluate(run)
     for kind, n in ev["looks"].items():
-        assert ev["kept"][kind] >= MIN_KEPT * n, f"{kind}: {ev['kept'][kind]}/{n} kept: {ev['examples'].get('look:' + kind)}"
+        assert ev["kept"][kind] >= MIN_KEPT * n, (
+            f"{kind}: {ev['kept'][kind]}/{n} kept: {ev['examples'].get('look:' + kind)}"
+        )
 
 
 def test_errors_and_rejected_examples_are_redacted(run: dict) -> None:

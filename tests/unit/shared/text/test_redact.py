@@ -67,20 +67,40 @@ def test_each_kind_becomes_its_placeholder(kind: str, secret: str) -> None:
 @pytest.mark.parametrize(
     ("text", "expected", "counts"),
     [
-        ("export HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyzABCDEFGH", "export HF_TOKEN=<SECRET:huggingface_token>",
-         {"huggingface_token": 1}),
+        (
+            "export HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyzABCDEFGH",
+            "export HF_TOKEN=<SECRET:huggingface_token>",
+            {"huggingface_token": 1},
+        ),
         ("password: hunter2", "password: <SECRET:password>", {"password": 1}),
         ('{"db": {"password": "x9Kq!mZ2pL"}}', '{"db": {"password": "<SECRET:password>"}}', {"password": 1}),
         ("[mysql]\npassword = kf&V8w.$\n", "[mysql]\npassword = <SECRET:password>\n", {"password": 1}),
         ("POSTGRES_PASSWORD=S3cr3t-Value psql", "POSTGRES_PASSWORD=<SECRET:password> psql", {"password": 1}),
-        (f"AccountName=a;AccountKey={AZURE};EndpointSuffix=core.windows.net",
-         "AccountName=a;AccountKey=<SECRET:azure_storage_key>;EndpointSuffix=core.windows.net", {"azure_storage_key": 1}),
-        ('"private_key_id": "0123456789abcdef0123456789abcdef01234567"', '"private_key_id": "<SECRET:private_key_id>"',
-         {"private_key_id": 1}),
-        ("postgres://app:s3cr3tPa55@db.internal:5432/prod", "postgres://<SECRET:url_credentials>@db.internal:5432/prod",
-         {"url_credentials": 1}),
-        ("Authorization: Bearer a1b2c3d4e5f6g7h8i9j0", "Authorization: Bearer <SECRET:bearer_token>", {"bearer_token": 1}),
-        ("Authorization: Basic YWRtaW46c3VwZXJzZWNyZXQ=", "Authorization: Basic <SECRET:basic_auth>", {"basic_auth": 1}),
+        (
+            f"AccountName=a;AccountKey={AZURE};EndpointSuffix=core.windows.net",
+            "AccountName=a;AccountKey=<SECRET:azure_storage_key>;EndpointSuffix=core.windows.net",
+            {"azure_storage_key": 1},
+        ),
+        (
+            '"private_key_id": "0123456789abcdef0123456789abcdef01234567"',
+            '"private_key_id": "<SECRET:private_key_id>"',
+            {"private_key_id": 1},
+        ),
+        (
+            "postgres://app:s3cr3tPa55@db.internal:5432/prod",
+            "postgres://<SECRET:url_credentials>@db.internal:5432/prod",
+            {"url_credentials": 1},
+        ),
+        (
+            "Authorization: Bearer a1b2c3d4e5f6g7h8i9j0",
+            "Authorization: Bearer <SECRET:bearer_token>",
+            {"bearer_token": 1},
+        ),
+        (
+            "Authorization: Basic YWRtaW46c3VwZXJzZWNyZXQ=",
+            "Authorization: Basic <SECRET:basic_auth>",
+            {"basic_auth": 1},
+        ),
         ("SSN: 123456789, thanks", "SSN: <PII:us_ssn>, thanks", {"us_ssn": 1}),
         ("call me on 020 7946 0958 tomorrow", "call me on <PII:phone> tomorrow", {"phone": 1}),
         ("$ mysql -u root -p'Zq8!word' app", "$ mysql -u root -p'<SECRET:password>' app", {"password": 1}),
@@ -117,8 +137,11 @@ def test_multi_line_values_are_redacted_whole() -> None:
 def test_every_private_key_header_of_detect_secrets_is_covered() -> None:
     for pattern in PrivateKeyDetector.denylist:
         header = pattern.pattern.replace("\\", "")
-        text = f"-----{header}-----\nQUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=\n-----END-----" if header.startswith("BEGIN") \
+        text = (
+            f"-----{header}-----\nQUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=\n-----END-----"
+            if header.startswith("BEGIN")
             else f"{header}: ssh-rsa\nPrivate-Lines: 1\nQUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=\nPrivate-MAC: 0a1b"
+        )
         out, counts = redact(text)
         assert "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=" not in out, header
         assert counts.get("private_key") == 1, (header, out)
