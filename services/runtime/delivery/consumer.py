@@ -27,7 +27,8 @@ from services.runtime.delivery.adopt import adopt_step, completes, record_step, 
 from services.runtime.delivery.broker import Bus
 from services.runtime.delivery.deadletter import dead_letter
 
-# Re-exported (`X as X`): service.py imports GroupKeeper from here, the services Delivery, Route, StepContext, StepKeyFn.
+# Re-exported (`X as X`): service.py imports GroupKeeper from here, the services Delivery, Route, StepContext and
+# StepKeyFn.
 from services.runtime.delivery.groups import GroupKeeper as GroupKeeper
 from services.runtime.delivery.ledger import BUSY, DONE, RETAKEN, AckRef, Finish, Ledger, StepKey
 from services.runtime.delivery.route import (

@@ -19,7 +19,8 @@ PUBLISH_TIMEOUT_S = 2.0
 
 
 async def publish_progress(bus: Any, event: StepProgress, log: Any) -> bool:
-    """XADD the event onto `<prefix>.step.progress` capped at PROGRESS_MAXLEN; False (logged) when Redis did not take it."""
+    """XADD the event onto `<prefix>.step.progress` capped at PROGRESS_MAXLEN; False (logged) when Redis did not
+    take it."""
     if bus is None:  # a handler run outside a service (unit tests): nowhere to publish
         return False
     try:

@@ -90,7 +90,8 @@ class StepContext:
         publish carries the same event_id (the journal and every consumer dedup it).
         """
         await retry_dropped(lambda: self.bus.publish(event), EMIT_RETRIES_S, self.log,
-                            "a progress event cannot reach Redis; retrying", schema=event.SCHEMA, event_id=event.event_id)
+                            "a progress event cannot reach Redis; retrying", schema=event.SCHEMA,
+                            event_id=event.event_id)
 
 
 Handler = Callable[[Event, StepContext], Awaitable[Sequence[Event]]]
