@@ -194,7 +194,8 @@ def headline(bundle_dir: Path, out: TextIO) -> None:
         out.write(
             f"  identity: model {ident.get('model')}, hardware {ident.get('hardware')}, quantization "
             f"{ident.get('quantization') or 'none'}, tp {ident.get('parallelism', {}).get('tensor_parallel_size')}, "
-            f"workload {ident.get('workload_shape')}, {ident.get('regime')} regime, graph mode {ident.get('graph_mode')}, "
+            f"workload {ident.get('workload_shape')}, {ident.get('regime')} regime, "
+            f"graph mode {ident.get('graph_mode')}, "
             f"source {ident.get('source_revision')}, baseline cell {decision.get('baseline')}\n"
         )
 

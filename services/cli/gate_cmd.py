@@ -48,7 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "one per trial) and decide whether a candidate is promoted. Exit 0 on any decision.",
     )
     parser.add_argument(
-        "--baseline", action="append", required=True, metavar="GLOB", help="Baseline (standing cell) trial files; repeatable."
+        "--baseline", action="append", required=True, metavar="GLOB",
+        help="Baseline (standing cell) trial files; repeatable."
     )
     parser.add_argument(
         "--candidate",

@@ -20,7 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     # Every token after `mcp` is the server's, options included: with no option prefix of its
     # own, this parser takes `--http` as a word for ARGS rather than an option it lacks.
     p = subparsers.add_parser(
-        "mcp", add_help=False, prefix_chars="+", help="serve the campaign workflow as MCP tools (stdio; --http for streamable HTTP)",
+        "mcp", add_help=False, prefix_chars="+",
+        help="serve the campaign workflow as MCP tools (stdio; --http for streamable HTTP)",
         description="Runs `python -m services.mcp ARGS`; `specdec mcp --help` shows its options.",
     )
     p.add_argument("args", nargs=argparse.REMAINDER, help="the MCP server's own options (--http, --host, --port)")

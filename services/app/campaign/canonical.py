@@ -163,8 +163,8 @@ def _serve(cell: CanonicalCell, role: str, *, where: str, base: Path, max_model_
         if cell.serving is None:
             raise CanonicalProblems([
                 f"{where}.vllm_sweep.serve_cmd {declared[0]!r} is not `vllm serve`, so vLLM's parser cannot read what "
-                "it serves: declare the cell's serving config in specdec's keys (`serving:`, as matrix.cells[].serving), "
-                "which its command must then carry"])
+                "it serves: declare the cell's serving config in specdec's keys (`serving:`, as "
+                "matrix.cells[].serving), which its command must then carry"])
         record = CanonicalCellRecord(cell_id=cell.cell_id, role=role, notes=cell.notes, identity=identity,
                                      serve_cmd=declared, parsed_by_vllm=False, engine_args={}, rewrites=[])
         return cell.serving, [literal(token) for token in declared], record

@@ -45,8 +45,8 @@ def load_campaign(path: Path) -> tuple[Campaign, bytes]:
 
 def load_campaign_file(path: Path, roots: FileRoots | None = None) -> tuple[Campaign, bytes, CanonicalRecord | None]:
     """Parse and validate a campaign file in either shape, naming every problem at once: specdec's own, or the
-    workflow's canonical matrix (services/app/campaign/canonical.py), read into specdec's campaign with the record of what
-    else it said. With `roots` (the MCP server's), the file and the matrix and traffic files it names are read only
+    workflow's canonical matrix (services/app/campaign/canonical.py), read into specdec's campaign with the record of
+    what else it said. With `roots` (the MCP server's), the file and the matrix and traffic files it names are read only
     under them (OutsideRoots otherwise, before anything is read). A parse error names the file, line and column,
     never the line's text."""
     source = roots.confine(path, "the campaign file") if roots is not None else path

@@ -25,7 +25,8 @@ from services.shared.text.detectors.high_entropy import _HEXISH, looks_random
 _EXTRA_KEYWORDS = (
     r"(?<![a-z])pass(?![a-z])", r"passphrase", r"passcode", r"api[_-]?key", r"apikey", r"api[_-]?token",
     r"access[_-]?key", r"secret[_-]?key", r"(?<![a-z])token(?!iz)", r"credentials?", r"auth[_-]?token",
-    r"access[_-]?token", r"refresh[_-]?token", r"requirepass", r"masterauth", r"client[_-]?secret", r"signing[_-]?key", r"encryption[_-]?key",
+    r"access[_-]?token", r"refresh[_-]?token", r"requirepass", r"masterauth", r"client[_-]?secret", r"signing[_-]?key",
+    r"encryption[_-]?key",
     r"master[_-]?key", r"kennwort", r"mot[_-]?de[_-]?passe",
 )
 _KEYWORD_ALT = "|".join(list(ds_keyword.DENYLIST) + list(_EXTRA_KEYWORDS))
@@ -46,7 +47,8 @@ _SPACE_ASSIGNED = frozenset(("requirepass", "masterauth", "passwd"))
 _NETRC = re.compile(r"(?m)^(?=.*\bmachine\b)(?=.*\blogin\b).*?\bpassword\s+(?P<v>\S+)")
 # .NET appSettings: <add key="ApiKey" value="..."/>
 _KEY_VALUE_ATTR = re.compile(
-    r"(?i)\b(?:key|name)\s*=\s*[\"'](?P<k>[^\"']*(?:" + _KEYWORD_ALT + r")[^\"']*)[\"']\s+value\s*=\s*[\"'](?P<v>[^\"']+)[\"']"
+    r"(?i)\b(?:key|name)\s*=\s*[\"'](?P<k>[^\"']*(?:" + _KEYWORD_ALT
+    + r")[^\"']*)[\"']\s+value\s*=\s*[\"'](?P<v>[^\"']+)[\"']"
 )
 _XML_SECRET = re.compile(
     r"(?i)<(?P<tag>[\w:.-]*(?:password|passwd|secret|token|api[_-]?key|private[_-]?key)[\w.-]*)>(?P<v>[^<\s]{4,})</(?P=tag)>"

@@ -117,7 +117,8 @@ _PUBLIC_BLOCK = re.compile(
     re.DOTALL,
 )
 _SSH_PUBLIC = re.compile(
-    r"(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp\d+|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com) +$"
+    r"(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp\d+|sk-ssh-ed25519@openssh\.com"
+    r"|sk-ecdsa-sha2-nistp256@openssh\.com) +$"
 )
 
 

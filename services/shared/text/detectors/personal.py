@@ -46,7 +46,8 @@ _SSN_KEYWORD = re.compile(r"(?i)\b(?:ssn|social security(?: number| no\.?| #)?)\
 _IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,32}")
 # UK National Insurance number (HMRC's format): no library covers it.
 _NINO = re.compile(
-    r"(?<![A-Za-z0-9])(?!BG|GB|KN|NK|NT|TN|ZZ)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-D](?![A-Za-z0-9])"
+    r"(?<![A-Za-z0-9])(?!BG|GB|KN|NK|NT|TN|ZZ)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z]"
+    r" ?\d{2} ?\d{2} ?\d{2} ?[A-D](?![A-Za-z0-9])"
 )
 _PHONE_CANDIDATE = re.compile(
     r"(?<![\w+./#-])(?:\+ ?|00 ?)?\(?\d(?:(?:[ \u00a0./-]|\) ?| ?\()?\d){6,15}(?![\w]|[-/]\d|\.\d)"
