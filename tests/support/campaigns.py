@@ -107,8 +107,8 @@ def counter_of(trainer: Path) -> Path:
 
 def without_trainer(data: dict[str, Any]) -> dict[str, Any]:
     """A raw campaign whose cells serve no trained draft, made valid: nothing trains, so the contract
-    refuses a trainer, its revision and a training pre-approval that nothing would use (docs/design.md#principle-1-no-inert-configuration,
-    principle 1). Takes them out in place and returns `data`."""
+    refuses a trainer, its revision and a training pre-approval that nothing would use
+    (docs/design.md#principle-1-no-inert-configuration, principle 1). Takes them out in place and returns `data`."""
     (data.get("commands") or {}).pop("train", None)
     (data.get("source_revisions") or {}).pop("trainer", None)
     review = data.get("review") or {}

@@ -7,8 +7,8 @@ bench-runner tests that must not pay a real model's start-up.
 [--speculative-config JSON] [--fake-no-drafts]`: at start it prints vLLM
 0.32.0's `non-default args` and `Initializing a V1 LLM engine` lines for what
 it was given (vLLM's defaults otherwise), which the bench-runner reads back;
-/v1/models names the model and its max_model_len; /health answers 200; /v1/completions streams SSE chunks carrying several tokens
-each, with cumulative usage; /metrics exports vLLM's spec-decode counters, which
+/v1/models names the model and its max_model_len; /health answers 200; /v1/completions streams SSE chunks carrying
+several tokens each, with cumulative usage; /metrics exports vLLM's spec-decode counters, which
 move only when a speculative config was given (k per-position series, k draft
 tokens per draft), like the real engine; `--fake-no-drafts` makes an engine
 that logs its speculative config but never drafts (the counters' guard);
@@ -138,7 +138,8 @@ def startup_lines(args: argparse.Namespace, spec: dict | None) -> list[str]:
               f"enforce_eager={args.enforce_eager}, kv_cache_dtype={args.kv_cache_dtype or 'auto'}, device_config=cpu, "
               f"seed=0, served_model_name={model}, enable_prefix_caching={args.enable_prefix_caching is not False}, "
               f"enable_chunked_prefill=True, compilation_config={{'mode': <CompilationMode.NONE: 0>}}")
-    engine = f"(EngineCore pid=2) INFO 12-01 00:00:01 [core.py:133] Initializing a V1 LLM engine (v0.32.0) with config: {config}"
+    engine = ("(EngineCore pid=2) INFO 12-01 00:00:01 [core.py:133] Initializing a V1 LLM engine (v0.32.0) "
+              f"with config: {config}")
     return [f"(APIServer pid=1) INFO 12-01 00:00:00 [api_utils.py:286] non-default args: {given!r}", engine]
 
 

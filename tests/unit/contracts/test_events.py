@@ -49,7 +49,8 @@ PAYLOADS: dict[str, dict[str, Any]] = {
        for step in STEPS},
     **{f"{step}.failed": {"step": step, "reason": "it broke", "error_type": "Boom"} for step in STEPS},
     "profile.completed": {
-        "profile": ref(), "source": "traffic", "records_accepted": 3, "records_rejected": 1, "recommended_method": "ngram",
+        "profile": ref(), "source": "traffic", "records_accepted": 3, "records_rejected": 1,
+        "recommended_method": "ngram",
     },
     "corpus.completed": {"corpus": ref(), "manifest": ref("m.json"), "train_records": 9, "heldout_records": 1},
     "capacity.selected": {"scheduler": "local", "node": "n1", "snapshot": ref()},

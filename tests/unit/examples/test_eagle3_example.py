@@ -1,4 +1,5 @@
-"""The example EAGLE-3 trainer's input handling (infra/examples/train_eagle3.py, trainer_data.py, offline_acceptance.py).
+"""The example EAGLE-3 trainer's input handling (infra/examples/train_eagle3.py, trainer_data.py,
+offline_acceptance.py).
 
 These run in the main venv: the checks here stop before anything imports `speculators`
 (the trainer imports it lazily). Training, the checkpoint and serving are covered by

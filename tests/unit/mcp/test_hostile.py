@@ -133,8 +133,8 @@ async def test_every_tool_resource_and_prompt_answers_401_without_the_token_and_
         assert handled == []
         # The same request with the token reaches the handler: the recorder sees what it is meant to see.
         validated = await _to_thread(_post, http, url, "tools/call", {
-            "name": "campaign_validate", "arguments": {"config": str(roots / "campaign.yaml")}}, name="campaign_validate",
-            token=TOKEN)
+            "name": "campaign_validate", "arguments": {"config": str(roots / "campaign.yaml")}},
+            name="campaign_validate", token=TOKEN)
     assert validated.status_code == 200 and '"accepted":true' in validated.text.replace(" ", ""), validated.text
     assert handled == ["_handle_call_tool"]
 

@@ -11,7 +11,8 @@ from detect_secrets.plugins.private_key import PrivateKeyDetector
 from services.shared.text.detectors import KIND_CATEGORY, looks_random
 from services.shared.text.redact import KINDS, PLACEHOLDERS, cut, redact, redact_value, ruleset
 
-JWT = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ."
+       "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c")
 PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7v1x\nq2Vz9Yt0LgK3\n-----END RSA PRIVATE KEY-----"
 AZURE = "Zm9vYmFy" * 10 + "Q2hlY2s="  # 88 base64 characters
 
@@ -187,7 +188,8 @@ def test_unterminated_private_key_is_redacted_to_the_end() -> None:
         "def login(user, password): return check(password=password)",
         "max_tokens: 512\ntokenizer: meta-llama/Llama-3.1-8B-Instruct",
         "ISBN 978-0-306-40615-7 and ISBN 0-306-40615-2",
-        "integrity sha512-" + "z4PhNX7vuL3xVChQ1m2AB9Yg5AULVxXcg/SpIdNs6c5H0NE8XYXysP+DGNKHfuwvY7kxvUdBeoGlODJ6+SfaPg==",
+        "integrity sha512-"
+        + "z4PhNX7vuL3xVChQ1m2AB9Yg5AULVxXcg/SpIdNs6c5H0NE8XYXysP+DGNKHfuwvY7kxvUdBeoGlODJ6+SfaPg==",
         "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGEJVDTXmnMDTQ7ruTVYYPN0Zqlafu9jqhjMKkuTBsJ0 ops@laptop",
         "sk-xxxxxxxxxxxxxxxxxxxxxxxxxxxx and AKIAXXXXXXXXXXXXXXXX are placeholders",
         "redis://[[username]:[password]]@localhost:6379/0",
@@ -216,7 +218,8 @@ def test_entropy_rule_separates_random_keys_from_words() -> None:
 
 
 def test_counts_add_up_and_redaction_is_idempotent() -> None:
-    text = "a@b.io, c@d.io, 10.0.0.1, 4111 1111 1111 1111, 123-45-6789, (415) 555-0132, AKIAIOSFODNN7EXAMPLE, password: x9Kq!mZ"
+    text = ("a@b.io, c@d.io, 10.0.0.1, 4111 1111 1111 1111, 123-45-6789, (415) 555-0132, AKIAIOSFODNN7EXAMPLE, "
+            "password: x9Kq!mZ")
     once, counts = redact(text)
     assert counts == {"email": 2, "ip": 1, "card": 1, "us_ssn": 1, "phone": 1, "aws_access_key_id": 1, "password": 1}
     assert redact(once) == (once, {})
