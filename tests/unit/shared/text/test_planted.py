@@ -101,7 +101,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {
         "work": work, "secrets": secrets, "looks": looks, "tags": tags, "broken": broken, "manifest": manifest,
         "corpus": [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()],
-        "written": out.read_text(encoding="utf-8") + out.with_name(out.name + ".manifest.json").read_text(encoding="utf-8")
+        "written": out.read_text(encoding="utf-8")
+        + out.with_name(out.name + ".manifest.json").read_text(encoding="utf-8")
         + profile_path.read_text(encoding="utf-8"),
         "logs": "\n".join(records), "errors": errors,
     }
