@@ -158,7 +158,8 @@ async def _ping(client: aioredis.Redis, settings: RuntimeSettings, notice: Notic
             where = redacted_url(settings.redis_url)
             if time.monotonic() - started >= patience_s:
                 raise BrokerUnavailable(
-                    f"Redis at {where} did not answer within {patience_s:g} s ({exc}); start one or set SPECDEC_REDIS_URL"
+                    f"Redis at {where} did not answer within {patience_s:g} s ({exc}); start one or set "
+                    "SPECDEC_REDIS_URL"
                 ) from None
             if not told:
                 notice(f"Redis at {where} does not answer ({type(exc).__name__}: {exc}); retrying with backoff "

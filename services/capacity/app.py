@@ -72,6 +72,8 @@ def routes(resources: Resources) -> list[Route]:
     # twice, while a new capacity.requested checks again (capacity changes over time).
     # A StepFailed is capacity.failed, also when the trigger was corpus.completed.
     return [
-        Route(CorpusCompleted.SCHEMA, handle, step_key=lambda event: event.event_id, failure_step=STEP, outputs=DONE_BY),
+        Route(
+            CorpusCompleted.SCHEMA, handle, step_key=lambda event: event.event_id, failure_step=STEP, outputs=DONE_BY
+        ),
         Route("capacity.requested", handle, step_key=lambda event: event.event_id, failure_step=STEP, outputs=DONE_BY),
     ]

@@ -15,7 +15,7 @@ import argparse
 ACK = "--i-understand-this-kills-processes"
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "cleanup",
         help="end the processes still labelled with a run no live service holds (dry run unless acknowledged)",

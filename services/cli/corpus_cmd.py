@@ -34,7 +34,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="records wanted (default: the largest corpus whose strata stay within 0.05 total variation "
         "of the profile's)",
     )
-    p.add_argument("--heldout-share", type=float, default=0.1, metavar="F", help="share of the heldout split (default 0.1)")
+    p.add_argument(
+        "--heldout-share", type=float, default=0.1, metavar="F", help="share of the heldout split (default 0.1)"
+    )
     p.add_argument("--seed", type=int, default=0, metavar="N", help="seed of sampling and split (default 0)")
     p.add_argument(
         "--max-model-len", type=int, metavar="N",

@@ -30,8 +30,8 @@ from services.app.runs.streams import follow
 from services.cli.progress_view import ProgressView, progress_view
 from services.cli.up import start, stop, stop_grace_s
 from services.runtime import apps
-from services.runtime.procs import deployment_id, end_labelled
 from services.runtime.errors import ConfigurationError, SpecdecError
+from services.runtime.procs import deployment_id, end_labelled
 from services.runtime.settings import RuntimeSettings
 from services.shared.formatting import concurrency, ms, number
 
@@ -60,7 +60,7 @@ def ensure_target(campaign: Path, out: TextIO) -> None:
         out.write(f"target {checkpoint}: not an embedded model, used as it is\n")
         return
     started = time.monotonic()
-    subprocess.run([sys.executable, *argv], check=True, cwd=ROOT)  # noqa: S603 - fixed argv
+    subprocess.run([sys.executable, *argv], check=True, cwd=ROOT)  # fixed argv
     out.write(f"target ready in {time.monotonic() - started:.0f}s ({checkpoint})\n")
 
 
@@ -82,7 +82,7 @@ def ensure_trainer_env(campaign: Path, out: TextIO) -> None:
         return
     started = time.monotonic()
     # Fixed argv; the script prints the interpreter on stdout, its messages go to the terminal.
-    done = subprocess.run([str(ROOT / script)], check=False, cwd=ROOT, stdout=subprocess.PIPE, text=True)  # noqa: S603
+    done = subprocess.run([str(ROOT / script)], check=False, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     if done.returncode != 0:
         raise ConfigurationError(f"{script} could not build the trainer's environment (exit {done.returncode}; "
                                  "its messages are above): the campaign's trainer cannot run")
@@ -167,7 +167,11 @@ def headline(bundle_dir: Path, out: TextIO) -> None:
     if not decision_path.is_file():
         return
     decision = orjson.loads(decision_path.read_bytes())
-    out.write(f"decision: {decision['decision']}" + (f", winner {decision['winner']}" if decision.get("winner") else "") + "\n")
+    out.write(
+        f"decision: {decision['decision']}"
+        + (f", winner {decision['winner']}" if decision.get("winner") else "")
+        + "\n"
+    )
     for candidate in decision.get("candidates", []):
         for level in candidate.get("levels", []):
             obj = level.get("objective") or {}
@@ -190,7 +194,8 @@ def headline(bundle_dir: Path, out: TextIO) -> None:
         out.write(
             f"  identity: model {ident.get('model')}, hardware {ident.get('hardware')}, quantization "
             f"{ident.get('quantization') or 'none'}, tp {ident.get('parallelism', {}).get('tensor_parallel_size')}, "
-            f"workload {ident.get('workload_shape')}, {ident.get('regime')} regime, graph mode {ident.get('graph_mode')}, "
+            f"workload {ident.get('workload_shape')}, {ident.get('regime')} regime, "
+            f"graph mode {ident.get('graph_mode')}, "
             f"source {ident.get('source_revision')}, baseline cell {decision.get('baseline')}\n"
         )
 
@@ -250,10 +255,10 @@ def summarize(status: RunStatus, bundle_dir: Path, out: TextIO) -> int:
     if blocked is None:
         out.write("the run did not finish in time; `specdec status` shows where it stands\n")
         return 1
-    step, why = blocked
-    index = [s.step for s in status.steps].index(step)
+    stopped, why = blocked
+    index = [s.step for s in status.steps].index(stopped)
     not_run = [s.step for s in status.steps[index:]]
-    out.write(f"stopped at {step}: {why}\n")
+    out.write(f"stopped at {stopped}: {why}\n")
     out.write(f"did not run: {', '.join(not_run)}\n")
     return 1 if why.startswith(("failed", "no idle")) else 0
 
@@ -267,7 +272,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     parser = argparse.ArgumentParser(prog="specdec demo", description=__doc__)
     parser.add_argument("--campaign", default=str(DEMO_CAMPAIGN))
-    parser.add_argument("--timeout", type=float, default=1800.0, help="give up following the run after this many seconds")
+    parser.add_argument(
+        "--timeout", type=float, default=1800.0, help="give up following the run after this many seconds"
+    )
     args = parser.parse_args(argv)
     try:
         return _run(Path(args.campaign), args.timeout, sys.stdout)

@@ -3,25 +3,28 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import orjson
 import yaml
 from faststream.specification import AsyncAPI
+from pydantic import BaseModel
 
 from contracts.campaign import Campaign
 from contracts.catalogue import CATALOGUE, PROGRESS_PRODUCERS, deadletter_stream, stream_name
-from contracts.progress import StepProgress
 from contracts.deadletter import DeadLetter
+from contracts.envelope import Event
 from contracts.events import ALL_EVENTS
+from contracts.progress import StepProgress
 from services.runtime import apps
-from services.runtime.delivery.broker import make_broker
 from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery.broker import make_broker
 from services.runtime.delivery.service import bootstrap
 from services.runtime.resources import Resources
 from services.runtime.settings import RuntimeSettings
 
 
-def event_schema(model: type) -> dict:
+def event_schema(model: type[Event]) -> dict[str, Any]:
     schema = model.model_json_schema(by_alias=True)
     props = schema.get("properties", {})
     if getattr(model, "SCHEMA", ""):
@@ -33,13 +36,18 @@ def event_schema(model: type) -> dict:
 def export(directory: Path) -> list[Path]:
     directory.mkdir(parents=True, exist_ok=True)
     written = []
-    for model in (*ALL_EVENTS, StepProgress):
+    events: tuple[type[Event], ...] = (*ALL_EVENTS, StepProgress)
+    for model in events:
         path = directory / f"{model.SCHEMA}.v{model.VERSION}.json"
         path.write_bytes(orjson.dumps(event_schema(model), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
         written.append(path)
-    for name, model in (("campaign.v1.json", Campaign), ("deadletter.v1.json", DeadLetter)):
+    others: tuple[tuple[str, type[BaseModel]], ...] = (
+        ("campaign.v1.json", Campaign), ("deadletter.v1.json", DeadLetter),
+    )
+    for name, other in others:
         path = directory / name
-        path.write_bytes(orjson.dumps(model.model_json_schema(by_alias=True), option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
+        path.write_bytes(orjson.dumps(other.model_json_schema(by_alias=True),
+                                      option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
         written.append(path)
     return written
 
@@ -49,7 +57,9 @@ def asyncapi_document() -> str:
     catalogue stream's producer (publishers), generated from the faststream apps."""
     # Pinned, not read from SPECDEC_*: the committed document must not depend on
     # the environment of whoever regenerates it.
-    settings = RuntimeSettings(instance="doc", redis_url="redis://redis:6379/0", redis_url_file="", stream_prefix="specdec")
+    settings = RuntimeSettings(
+        instance="doc", redis_url="redis://redis:6379/0", redis_url_file="", stream_prefix="specdec"
+    )
     broker = make_broker(settings)
     for name in apps.available():
         module = apps.load(name)

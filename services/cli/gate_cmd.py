@@ -22,9 +22,9 @@ DIRECTION_FLAGS = {"higher-is-better": "higher_is_better", "lower-is-better": "l
 class _Metric(argparse.Action):
     """--objective / --guard: the value, and its place in the command line for a --direction after it."""
 
-    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
+    def __call__(self, parser, namespace, values, option_string=None):
         if self.dest == "guard":
-            setattr(namespace, "guard", [*(getattr(namespace, "guard", None) or []), values])
+            namespace.guard = [*(getattr(namespace, "guard", None) or []), values]
         else:
             setattr(namespace, self.dest, values)
         namespace.metric_order = [*(getattr(namespace, "metric_order", None) or []), values]
@@ -33,14 +33,14 @@ class _Metric(argparse.Action):
 class _Direction(argparse.Action):
     """--direction applies to the --objective or --guard just before it."""
 
-    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
+    def __call__(self, parser, namespace, values, option_string=None):
         order = getattr(namespace, "metric_order", None) or []
         if not order:
             parser.error("--direction must follow the --objective or --guard it applies to")
         namespace.directions = [*(getattr(namespace, "directions", None) or []), (order[-1], values)]
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "gate",
         help="decide promote / reject / inconclusive from trial result JSONs",
@@ -48,7 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
         "one per trial) and decide whether a candidate is promoted. Exit 0 on any decision.",
     )
     parser.add_argument(
-        "--baseline", action="append", required=True, metavar="GLOB", help="Baseline (standing cell) trial files; repeatable."
+        "--baseline", action="append", required=True, metavar="GLOB",
+        help="Baseline (standing cell) trial files; repeatable."
     )
     parser.add_argument(
         "--candidate",
@@ -74,9 +75,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     )  # fmt: skip
     floors = parser.add_mutually_exclusive_group(required=True)
     floors.add_argument("--acceptance-floor", type=float, metavar="X", help="Minimum acceptance rate in [0, 1].")
-    floors.add_argument("--acceptance-length-floor", type=float, metavar="L", help="Minimum mean acceptance length (>= 1).")
+    floors.add_argument(
+        "--acceptance-length-floor", type=float, metavar="L", help="Minimum mean acceptance length (>= 1)."
+    )
     parser.add_argument("--accuracy-floor", type=float, metavar="Y", help="Minimum accuracy or agreement in [0, 1].")
-    parser.add_argument("--min-trials", type=int, default=3, metavar="N", help="Trials per arm and level needed (default 3).")
+    parser.add_argument(
+        "--min-trials", type=int, default=3, metavar="N", help="Trials per arm and level needed (default 3)."
+    )
     parser.add_argument(
         "--min-effect", type=float, default=None, metavar="PCT", help="Smallest change that counts, in %% of the "
         "baseline: better only when the whole interval lies beyond it (default: the gate's, 1 %%).",
@@ -171,8 +176,15 @@ def render(decision: Decision) -> str:
             if lvl.trials_used is not None:
                 where = "no limit" if lvl.concurrency is None else f"concurrency {lvl.concurrency}"
                 state = f"stopped ({lvl.stopped})" if lvl.stopped else "continues"
-                more = "" if lvl.stopped else (f", about {lvl.trials_expected_more} more expected"
-                                               if lvl.trials_expected_more is not None else ", not expected to decide by the cap")
+                more = (
+                    ""
+                    if lvl.stopped
+                    else (
+                        f", about {lvl.trials_expected_more} more expected"
+                        if lvl.trials_expected_more is not None
+                        else ", not expected to decide by the cap"
+                    )
+                )
                 lines.append(f"  {where}: {lvl.outcome}, {lvl.trials_used} trial(s) per arm, {state}{more}")
     return "\n".join(lines)
 

@@ -24,9 +24,19 @@ from services.runtime.errors import SpecdecError, invalid_input
 from services.runtime.settings import RuntimeSettings
 
 # Offline commands of the step services register themselves when built.
-_OPTIONAL_COMMANDS = ("services.cli.profile_cmd", "services.cli.corpus_cmd", "services.cli.gate_cmd", "services.cli.report_cmd",
-                      "services.cli.plan_cmd", "services.cli.validate_cmd", "services.cli.verbs_cmd", "services.cli.mcp_cmd",
-                      "services.cli.resume_cmd", "services.cli.next_cmd", "services.cli.cleanup_cmd")
+_OPTIONAL_COMMANDS = (
+    "services.cli.profile_cmd",
+    "services.cli.corpus_cmd",
+    "services.cli.gate_cmd",
+    "services.cli.report_cmd",
+    "services.cli.plan_cmd",
+    "services.cli.validate_cmd",
+    "services.cli.verbs_cmd",
+    "services.cli.mcp_cmd",
+    "services.cli.resume_cmd",
+    "services.cli.next_cmd",
+    "services.cli.cleanup_cmd",
+)
 
 
 def _connected(body: Callable[[Any, argparse.Namespace], Awaitable[int]]) -> Callable[[argparse.Namespace], int]:
@@ -83,9 +93,8 @@ def render_status(result: Any) -> str:
 
 
 async def _status(session: Any, args: argparse.Namespace) -> int:
-    from services.app.runs.ops import status
-
     from services.app.runs.leftovers import describe, unowned
+    from services.app.runs.ops import status
 
     result = await status(session, args.run_id)
     leftovers = await unowned(session, args.run_id)
@@ -159,7 +168,9 @@ def _contracts(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="specdec", description="Speculative-decoding campaigns for vLLM, with evidence.")
+    parser = argparse.ArgumentParser(
+        prog="specdec", description="Speculative-decoding campaigns for vLLM, with evidence."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("submit", help="validate a campaign, create its run and bundle, publish campaign.submitted")

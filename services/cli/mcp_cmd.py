@@ -16,11 +16,12 @@ import sys
 MODULE = "services.mcp"
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     # Every token after `mcp` is the server's, options included: with no option prefix of its
     # own, this parser takes `--http` as a word for ARGS rather than an option it lacks.
     p = subparsers.add_parser(
-        "mcp", add_help=False, prefix_chars="+", help="serve the campaign workflow as MCP tools (stdio; --http for streamable HTTP)",
+        "mcp", add_help=False, prefix_chars="+",
+        help="serve the campaign workflow as MCP tools (stdio; --http for streamable HTTP)",
         description="Runs `python -m services.mcp ARGS`; `specdec mcp --help` shows its options.",
     )
     p.add_argument("args", nargs=argparse.REMAINDER, help="the MCP server's own options (--http, --host, --port)")
@@ -37,5 +38,5 @@ def run(args: argparse.Namespace) -> int:
 
 def exec_server(argv: list[str]) -> None:
     """Replace this process with the server (never returns)."""
-    os.execv(argv[0], argv)  # noqa: S606 - fixed interpreter and module; ARGS are the server's to parse
+    os.execv(argv[0], argv)  # fixed interpreter and module; ARGS are the server's to parse
 

@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "next",
         help="write the campaign that proves a run's predicted k per concurrency (a new run, nothing pooled)",

@@ -16,7 +16,7 @@ from contracts.layout import PLAN_PATHS
 from services.app.runs.plans import PLAN_STEPS
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     for step in PLAN_STEPS:
         path = PLAN_PATHS[step]
         p = subparsers.add_parser(step, help=f"the {step} step's stored plan")

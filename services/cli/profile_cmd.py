@@ -15,7 +15,6 @@ from pathlib import Path
 
 from services.runtime.errors import ConfigurationError
 
-
 # Stands for the bundled shape names in a help text until it is printed.
 _SHAPE_NAMES = "%(shape_names)s"
 
@@ -77,8 +76,15 @@ def run(args: argparse.Namespace) -> int:
 
     if args.aa_shapes is not None:
         # Traffic-only flags with shapes would be accepted and do nothing: refuse them.
-        stray = [flag for flag, value in (("--tokenizer", args.tokenizer), ("--reject-threshold", args.reject_threshold),
-                                          ("--sample-cap", args.sample_cap)) if value is not None]
+        stray = [
+            flag
+            for flag, value in (
+                ("--tokenizer", args.tokenizer),
+                ("--reject-threshold", args.reject_threshold),
+                ("--sample-cap", args.sample_cap),
+            )
+            if value is not None
+        ]
         if stray:
             verb = "applies" if len(stray) == 1 else "apply"
             raise ConfigurationError(f"{', '.join(stray)} {verb} to --in traffic only: drop it with --aa-shapes")

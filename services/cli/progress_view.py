@@ -110,12 +110,12 @@ class Bars:
             self.bars.start()
             self.started = True
         key = (event.run_id, event.step)
-        fields = {"counts": counts(event), "detail": detail(event)}
         if key not in self.tasks:
             self.tasks[key] = self.bars.add_task(f"{event.run_id} {event.step}", total=event.total,
-                                                 completed=event.done, **fields)
+                                                 completed=event.done, counts=counts(event), detail=detail(event))
         else:
-            self.bars.update(self.tasks[key], total=event.total, completed=event.done, **fields)
+            self.bars.update(self.tasks[key], total=event.total, completed=event.done, counts=counts(event),
+                             detail=detail(event))
 
     def close(self) -> None:
         if self.started:

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from services.runtime.bundle.bundle import BundleStore
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "report",
         help="render a run's report (Markdown + self-contained HTML) from its bundle",

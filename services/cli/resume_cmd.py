@@ -12,7 +12,7 @@ import argparse
 from typing import Any
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "resume",
         help="publish the trigger of a run's next step again, from its bundle (idempotent)",

@@ -37,8 +37,8 @@ def start(names: list[str], *, log_dir: str | None = None) -> dict[str, subproce
     children = {}
     env = service_env()
     for name in names:
-        log = open(os.path.join(log_dir, f"{name}.log"), "ab") if log_dir else None  # noqa: SIM115 - handed to the child
-        children[name] = subprocess.Popen(  # noqa: S603 - fixed argv
+        log = open(os.path.join(log_dir, f"{name}.log"), "ab") if log_dir else None  # handed to the child
+        children[name] = subprocess.Popen(  # fixed argv
             [sys.executable, "-m", "services.runtime.main", name],
             env=env,
             stdout=log,

@@ -16,7 +16,7 @@ from pathlib import Path
 EXIT_REFUSED = 2
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "validate", help="check a campaign as submit would, creating nothing (exit 0: accepted, 2: refused)",
         description="Run every check `specdec submit` runs on a campaign file and report every problem at once. "

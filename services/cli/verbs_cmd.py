@@ -13,8 +13,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from typing import TYPE_CHECKING
 
 from services.app.workflow import verbs
+
+if TYPE_CHECKING:
+    from services.app.results import RunCreated
+    from services.app.workflow.verbs import VerbResult
 
 ACK_FLAGS = {verbs.CAMPAIGN_RUN: ("--i-understand-this-mutates-cluster",
                                   "typed acknowledgement: approve the plans this run's preceding dry run returned"),
@@ -22,7 +27,7 @@ ACK_FLAGS = {verbs.CAMPAIGN_RUN: ("--i-understand-this-mutates-cluster",
                              "typed acknowledgement: send the report for real")}
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction) -> None:
     for verb in verbs.VERBS:
         own = verbs.parser(verb, add_help=False)
         p = subparsers.add_parser(verbs.CLI_NAMES[verb], parents=[own], help=f"the workflow's {verb}",
@@ -41,6 +46,7 @@ def run(args: argparse.Namespace) -> int:
     async def go() -> str:
         async with connect(RuntimeSettings()) as session:
             acknowledged = bool(getattr(args, "acknowledged", False))
+            result: RunCreated | VerbResult
             if args.verb == verbs.EVIDENCE_INIT:
                 result = await verb_calls.evidence_init(session, args)
             elif args.verb == verbs.CAMPAIGN_INIT:

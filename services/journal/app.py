@@ -11,14 +11,14 @@ from typing import Any
 
 from contracts.catalogue import CATALOGUE, JOURNAL
 from contracts.envelope import Event
+from services.journal.trim import Trimmer
 from services.runtime.bundle.bundle import BundleStore
-from services.runtime.delivery.consumer import Route, StepContext
-from services.runtime.resources import Resources
 from services.runtime.bundle.gaps import note_gaps
 from services.runtime.bundle.repair import REPAIR_EVERY_HEARTBEATS, keep_repairing, repair
+from services.runtime.delivery.consumer import Route, StepContext
 from services.runtime.delivery.reconcile import settle_period_s
 from services.runtime.delivery.service import Service
-from services.journal.trim import Trimmer
+from services.runtime.resources import Resources
 
 NAME = JOURNAL
 
@@ -53,7 +53,7 @@ async def after_reconcile(service: Service, resources: Resources, log: Any) -> N
     if "repairing" not in resources.state:  # one periodic pass per process, started by its first reconcile pass
         every_s = REPAIR_EVERY_HEARTBEATS * service.settings.heartbeat_s
         resources.state["repairing"] = asyncio.get_running_loop().create_task(
-            keep_repairing(bundle, service.bus, log, settle_s, every_s))
+            keep_repairing(bundle, service.bus, log, settle_s=settle_s, every_s=every_s))
     trimmer: Trimmer = resources.state["trimmer"]
     await trimmer.sweep(service.settings, log)
     trimmer.keep_sweeping(service.settings, log)

@@ -140,6 +140,8 @@ class Trimmer:
         from redis.exceptions import RedisError
 
         try:
-            self.trimmed += int(await self._connection(settings).eval(TRIM_SCRIPT, 1, *trim_arguments(settings, schema)))
+            self.trimmed += int(
+                await self._connection(settings).eval(TRIM_SCRIPT, 1, *trim_arguments(settings, schema))
+            )
         except RedisError as exc:
             log.warning("could not trim a stream; the next trim tries again", schema=schema, error=str(exc))

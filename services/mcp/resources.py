@@ -66,12 +66,17 @@ def _masked(relpath: str, data: bytes) -> bytes:
 
 def register(server: MCPServer, bundle: BundleStore) -> None:
     for suffix, mime in _TYPES.items():
-        _template(server, bundle, f"bundle://{{run_id}}/{{+stem}}{suffix}", f"bundle_{suffix[1:]}", mime,
-                  lambda stem, s=suffix: stem + s)
-    _template(server, bundle, "bundle://{run_id}/{+path}", "bundle_file", "application/octet-stream", lambda path: path)
+        _template(server, bundle, f"bundle://{{run_id}}/{{+stem}}{suffix}", name=f"bundle_{suffix[1:]}", mime=mime,
+                  relpath=_suffixed(suffix))
+    _template(server, bundle, "bundle://{run_id}/{+path}", name="bundle_file", mime="application/octet-stream",
+              relpath=lambda path: path)
 
 
-def _template(server: MCPServer, bundle: BundleStore, uri: str, name: str, mime: str,
+def _suffixed(suffix: str) -> Callable[[str], str]:
+    return lambda stem: stem + suffix
+
+
+def _template(server: MCPServer, bundle: BundleStore, uri: str, *, name: str, mime: str,
               relpath: Callable[[str], str]) -> None:
     binary = mime in _BINARY
     variable = uri.rsplit("{+", 1)[1].split("}")[0]
@@ -92,7 +97,8 @@ def _template(server: MCPServer, bundle: BundleStore, uri: str, name: str, mime:
         def handler(run_id: str, stem: str) -> str | bytes:
             return read(run_id, stem=stem)
     else:
-        def handler(run_id: str, path: str) -> str | bytes:
+        # The SDK reads each variant's parameter names: they differ on purpose.
+        def handler(run_id: str, path: str) -> str | bytes:  # type: ignore[misc]
             return read(run_id, path=path)
 
     server.resource(uri, name=name, description=description, mime_type=mime)(handler)

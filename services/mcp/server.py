@@ -12,7 +12,8 @@ from services.runtime.settings import RuntimeSettings
 NAME = "specdec"
 INSTRUCTIONS = (
     "specdec runs speculative-decoding campaigns for vLLM with evidence. The workflow: evidence_init (a run and its "
-    "bundle) -> campaign_init (validate and store the campaign; campaign_validate checks one without storing it) -> campaign_run without the acknowledgement (a dry "
+    "bundle) -> campaign_init (validate and store the campaign; campaign_validate checks one without storing it) -> "
+    "campaign_run without the acknowledgement (a dry "
     "run: the plans are produced and returned with their sha256, nothing executes) -> read them (plan_show) -> "
     "campaign_run with i_understand_this_mutates_cluster=true and the plan hashes -> campaign_status until the report "
     "-> publish_to_lake (a dry run, then live with i_understand_this_publishes_externally=true). Every file of a run's "

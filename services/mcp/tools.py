@@ -21,8 +21,8 @@ from mcp_types import ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from contracts.argv import check_token
-from contracts.campaign import Campaign, GateSpec
 from contracts.artifacts.decision import Decision
+from contracts.campaign import Campaign, GateSpec
 from services.app.campaign.validate import Validation, validate
 from services.app.results import CampaignRunResult, CampaignStored, RenderedReport, RunCreated
 from services.app.runs import gate as gate_use_case
@@ -82,10 +82,12 @@ def strict(tool: Tool) -> Tool:
                              f"{', '.join(declared) or 'none'}; remove it (nothing was done)")
         return data
 
-    model = type(base.__name__, (base,), {
+    model: type[BaseModel] = type(base.__name__, (base,), {
         "__module__": base.__module__,
         "model_config": ConfigDict(arbitrary_types_allowed=True, extra="forbid"),
-        "_known_only": model_validator(mode="before")(classmethod(known_only)),
+        # pydantic's stubs take the function itself; a class built by type() hands it the classmethod, as a class body
+        # would under the decorator.
+        "_known_only": model_validator(mode="before")(classmethod(known_only)),  # type: ignore[arg-type]
     })
     metadata = tool.fn_metadata.model_copy(update={"arg_model": model})
     fields = {key: getattr(tool, key) for key in type(tool).model_fields}
@@ -201,6 +203,7 @@ def build(deps: Deps) -> list[Tool]:
             async with deps.connect() as session:
                 created = await verb_calls.evidence_init(session, parsed.namespace)
                 if parsed.namespace.run_id is not None:
+                    assert created.run_id is not None  # evidence_init always names the run it creates
                     await session.client.set(family_key(deps.settings.stream_prefix, created.run_id),
                                              parsed.namespace.family)
                 return created
@@ -209,12 +212,14 @@ def build(deps: Deps) -> list[Tool]:
         async with deps.connect() as session:
             created = await workflow.evidence_init(session, family, experiment_id)
             if experiment_id is not None:  # else the generated run ID starts with the family
+                assert created.run_id is not None  # evidence_init always names the run it creates
                 await session.client.set(family_key(deps.settings.stream_prefix, created.run_id), family)
             return created
 
     @tool(mutates=True)
     async def campaign_init(
         ctx: Context,
+        *,
         config: Annotated[str, Field(description="Path of the campaign YAML (the whole campaign, as `specdec submit` "
                                      "takes it), under the server's roots (SPECDEC_MCP_ROOTS); relative paths in it "
                                      "resolve from the server's working directory.")],
@@ -249,6 +254,7 @@ def build(deps: Deps) -> list[Tool]:
     @tool(mutates=True, destructive=True)
     async def campaign_run(
         ctx: Context,
+        *,
         run_id: RunIdArg,
         i_understand_this_mutates_cluster: Annotated[bool, Field(
             description="Typed acknowledgement. false (default): a dry run, which publishes the campaign so that the "
@@ -318,7 +324,9 @@ def build(deps: Deps) -> list[Tool]:
         if parsed.namespace is None:
             return _help(verbs.PUBLISH, parsed.help)
         async with deps.connect() as session:
-            return await verb_calls.publish(session, parsed.namespace, acknowledged=i_understand_this_publishes_externally)
+            return await verb_calls.publish(
+                session, parsed.namespace, acknowledged=i_understand_this_publishes_externally
+            )
 
     @tool(mutates=False)
     async def campaign_status(run_id: RunIdArg) -> RunStatus:
@@ -368,12 +376,19 @@ def build(deps: Deps) -> list[Tool]:
         the same bytes); the files are resources."""
         outcome = await anyio.to_thread.run_sync(lambda: report.render(bundle, run_id))
         summary = outcome.summary
-        return RenderedReport(run_id=run_id, files=outcome.refs, draft=summary.draft, draft_reasons=summary.draft_reasons,
-                              plots=len(outcome.report.plots), next_lever=summary.levers[0] if summary.levers else "")
+        return RenderedReport(
+            run_id=run_id,
+            files=outcome.refs,
+            draft=summary.draft,
+            draft_reasons=summary.draft_reasons,
+            plots=len(outcome.report.plots),
+            next_lever=summary.levers[0] if summary.levers else "",
+        )
 
     @tool(mutates=True, external=True)
     async def publish_to_lake(
         ctx: Context,
+        *,
         run_id: RunIdArg,
         target: Annotated[str | None, Field(description="file://DIR, s3://BUCKET/PREFIX or https://URL instead of the "
                                             "campaign's publish.target; an https:// one only where the operator's "

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from contracts.catalogue import SERVICES
+from contracts.catalogue import SERVICES as SERVICES  # re-exported: the catalogue's names, next to the table
 
 APP_MODULES: dict[str, str] = {
     "journal": "services.journal.app",

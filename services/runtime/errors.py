@@ -12,7 +12,14 @@ from typing import Any
 
 from contracts.errors import SpecdecError
 
-__all__ = ["BrokerUnavailable", "CampaignUnusable", "ConfigurationError", "SpecdecError", "StepFailed", "as_step_failure"]
+__all__ = [
+    "BrokerUnavailable",
+    "CampaignUnusable",
+    "ConfigurationError",
+    "SpecdecError",
+    "StepFailed",
+    "as_step_failure",
+]
 
 
 class StepFailed(SpecdecError):

@@ -11,7 +11,6 @@ from pydantic import ValidationError
 
 from services.runtime import apps, failpoints, procs
 from services.runtime.backoff import delays, dropped
-from services.runtime.health import logs
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery import history
 from services.runtime.delivery.catchup import CatchUp
@@ -20,6 +19,7 @@ from services.runtime.delivery.reconcile import Reconciler, settle_period_s
 from services.runtime.delivery.service import Service, bootstrap, serve
 from services.runtime.environment import startup_problem
 from services.runtime.errors import invalid_input
+from services.runtime.health import logs
 from services.runtime.resources import CapacityRunner, NodeCheck, Resources, TrainingRecheck
 from services.runtime.settings import RuntimeSettings
 
@@ -111,7 +111,7 @@ async def run(name: str, settings: RuntimeSettings) -> None:
 STOP_GRACE_S = 5.0
 
 
-def reconciler_for(service: Service, deployment: str, log: Any, after_pass: Callable[[], None] | None = None,
+def reconciler_for(service: Service, deployment: str, log: Any, *, after_pass: Callable[[], None] | None = None,
                    lost_state: Callable[[], Awaitable[str | None]] | None = None) -> Reconciler:
     """The instance's reconcile, told of every reset the instance sees while it runs; the
     runs it is running itself are never cleaned. `lost_state` tells a fresh Redis from a lost one (history.py)."""
@@ -137,7 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print(f"usage: python -m services.runtime.main SERVICE  (one of: {', '.join(apps.available())})", file=sys.stderr)
+        print(
+            f"usage: python -m services.runtime.main SERVICE  (one of: {', '.join(apps.available())})", file=sys.stderr
+        )
         return 2
     try:
         settings = RuntimeSettings()

@@ -18,6 +18,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any
 from urllib.parse import urlsplit
 
 from services.runtime import cpus
@@ -72,9 +73,9 @@ def spawn(
     service: str,
     env: Mapping[str, str] | None = None,
     cwd: str | Path | None = None,
-    stdout: int | object = subprocess.DEVNULL,
-    stderr: int | object = subprocess.DEVNULL,
-    stdin: int | object = subprocess.DEVNULL,
+    stdout: int | IO[Any] | None = subprocess.DEVNULL,
+    stderr: int | IO[Any] | None = subprocess.DEVNULL,
+    stdin: int | IO[Any] | None = subprocess.DEVNULL,
     detached: bool = False,
 ) -> subprocess.Popen[bytes]:
     """Start argv (no shell) in its own process group with the experiment label. `env` is the child's
@@ -88,7 +89,7 @@ def spawn(
     deployment = os.environ.get(DEPLOYMENT_ENV)
     if deployment is not None:
         child_env[DEPLOYMENT_ENV] = deployment
-    return subprocess.Popen(  # noqa: S603 - argv list, never a shell
+    return subprocess.Popen(  # argv list, never a shell
         list(argv),
         env=child_env,
         cwd=cwd,

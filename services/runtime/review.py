@@ -96,7 +96,9 @@ class Reviewed(Generic[P]):
             # read_json re-hashes the bytes: a plan changed after approval never runs.
             plan = self.plan_model.model_validate(self.bundle.read_json(event.run_id, self.plan_path))
         except (BundleError, ValidationError) as exc:
-            raise StepFailed(f"the approved plan {ref.uri} cannot be trusted: {exc}", error_type="PlanCorrupt") from None
+            raise StepFailed(
+                f"the approved plan {ref.uri} cannot be trusted: {exc}", error_type="PlanCorrupt"
+            ) from None
         return list(await self.execute(campaign, plan, ref, event, ctx))
 
     def routes(self, triggers: Sequence[tuple[str, StepKeyFn]]) -> list[Route]:

@@ -78,7 +78,8 @@ class RuntimeSettings(BaseSettings):
     publish_token_env: str = Field(
         default="", pattern=r"^([A-Za-z_][A-Za-z0-9_]*)?$",
         description="Name of the environment variable holding the bearer token of https:// publish targets "
-        "(the token itself is never a setting, never logged, never in the bundle); empty: no token from the environment.",
+        "(the token itself is never a setting, never logged, never in the bundle); empty: no token from the "
+        "environment.",
     )
     publish_token_file: str = Field(
         default="",
@@ -128,8 +129,8 @@ class RuntimeSettings(BaseSettings):
     def _one_token_source(self) -> RuntimeSettings:
         if self.publish_token_env and self.publish_token_file:
             raise ValueError(
-                "SPECDEC_PUBLISH_TOKEN_ENV and SPECDEC_PUBLISH_TOKEN_FILE are both set: the publish token comes from one "
-                "place; unset one of them"
+                "SPECDEC_PUBLISH_TOKEN_ENV and SPECDEC_PUBLISH_TOKEN_FILE are both set: the publish token comes from "
+                "one place; unset one of them"
             )
         return self
 

@@ -85,6 +85,8 @@ def parse_prefixes(value: str, setting: str) -> tuple[UrlPrefix, ...]:
         found = where(entry)
         # httpx resolves dot segments: '/reports/..' would silently widen the prefix to the whole host.
         if found is None or any(unquote(s) in (".", "..") for s in urlsplit(entry).path.split("/")):
-            raise ValueError(f"{setting}: {entry!r} has a '.', '..' or encoded '/' path segment; write the path plainly")
+            raise ValueError(
+                f"{setting}: {entry!r} has a '.', '..' or encoded '/' path segment; write the path plainly"
+            )
         prefixes.append(UrlPrefix(text=entry, where=found))
     return tuple(prefixes)

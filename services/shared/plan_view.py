@@ -44,7 +44,9 @@ def _bench(plan: Mapping[str, Any]) -> list[str]:
     lines = [f"executor: {plan.get('executor', '?')}; {_count(len(cells), 'cell')} on "
              f"{_count(len(launches), 'server launch', 'server launches')}; "
              + ("DRAFT: the matrix is exploratory, every result is a DRAFT" if plan.get("draft") else "results final")]
-    lines.append("commands: as launched, one line each (run as a list, no shell; a server's {port} is picked at launch)")
+    lines.append(
+        "commands: as launched, one line each (run as a list, no shell; a server's {port} is picked at launch)"
+    )
     lines += _wrapped("load: ", _load(plan))
     rounds = plan.get("rounds")
     if isinstance(rounds, Mapping):
@@ -133,9 +135,15 @@ def _trials(trials: Any) -> str:
     return ("trial " if len(values) == 1 else "trials ") + ", ".join(map(str, values))
 
 
+def _section(mapping: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """`mapping[key]` where it is a mapping, else empty."""
+    value = mapping.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
 def _load(plan: Mapping[str, Any]) -> str:
-    load = plan.get("load") if isinstance(plan.get("load"), Mapping) else {}
-    prompts = plan.get("prompts") if isinstance(plan.get("prompts"), Mapping) else {}
+    load = _section(plan, "load")
+    prompts = _section(plan, "prompts")
     parts = [f"{load.get('endpoint', '?')} endpoint, {load.get('num_prompts', '?')} prompts per window"]
     origin = prompts.get("workload_shape") or prompts.get("origin")
     if origin:
@@ -175,9 +183,9 @@ def _training(plan: Mapping[str, Any]) -> list[str]:
         lines.append(f"no launch: the draft of run {reuse.get('from_run', '?')} is copied (reuse)")
     else:
         lines.append("no launch recorded")
-    inputs = plan.get("inputs") if isinstance(plan.get("inputs"), Mapping) else {}
+    inputs = _section(plan, "inputs")
     if inputs:
-        corpus = inputs.get("corpus") if isinstance(inputs.get("corpus"), Mapping) else {}
+        corpus = _section(inputs, "corpus")
         lines.append(f"inputs: {inputs.get('train_records', '?')} train and {inputs.get('heldout_records', '?')} "
                      f"heldout records (corpus sha256 {str(corpus.get('sha256', '?'))[:12]}); target "
                      f"{plan.get('target', '?')}, tokenizer {plan.get('tokenizer', '?')}")
@@ -213,7 +221,9 @@ def launch_lines(launch: Mapping[str, Any]) -> list[str]:
         lines.append(f"{INDENT}in {launch.get('cwd', '?')}, with "
                      + ", ".join(f"{k}={v}" for k, v in (launch.get("env_added") or {}).items()))
     elif kind == "slurm":
-        lines.append(f"{INDENT}submitted as: {command(launch.get('sbatch_argv'))} (its job script execs the line above)")
+        lines.append(
+            f"{INDENT}submitted as: {command(launch.get('sbatch_argv'))} (its job script execs the line above)"
+        )
     elif kind == "kubernetes":
         lines.append(f"{INDENT}the container's command, in a Job the operator applies: "
                      f"{command(launch.get('apply_argv'))}")

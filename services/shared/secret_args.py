@@ -40,7 +40,9 @@ def _detected(text: str) -> str:
     from services.shared.text.detectors import KIND_CATEGORY, PLACEHOLDER_RE, SECRET, find, view_of
 
     view = view_of(text)
-    spans = sorted((f.start, f.end, f.kind) for f in find(view) if KIND_CATEGORY.get(f.kind) == SECRET and f.end > f.start)
+    spans = sorted(
+        (f.start, f.end, f.kind) for f in find(view) if KIND_CATEGORY.get(f.kind) == SECRET and f.end > f.start
+    )
     protected = [m.span() for m in PLACEHOLDER_RE.finditer(view)] if "<" in view else []
     parts, pos = [], 0
     for start, end, kind in spans:

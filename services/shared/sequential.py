@@ -54,7 +54,7 @@ def nominal_levels(first: int, cap: int, alpha: float, gamma: float = SPENDING_G
     grid: np.ndarray | None = None
     dens: np.ndarray | None = None
     prev_info = 0.0
-    for i_k, a_k in zip(info, budget):
+    for i_k, a_k in zip(info, budget, strict=True):
         if grid is None:
             z = st.norm.isf(a_k)
             levels.append(float(a_k))
@@ -76,7 +76,7 @@ def nominal_levels(first: int, cap: int, alpha: float, gamma: float = SPENDING_G
         if a_k <= crossing(hi):  # nothing left to spend at this look: a boundary no path reaches
             bound = hi
         else:
-            bound = brentq(lambda c: crossing(c) - a_k, grid[0], hi, xtol=1e-10)
+            bound = brentq(lambda c, a_k=a_k: crossing(c) - a_k, grid[0], hi, xtol=1e-10)
         levels.append(float(st.norm.sf(bound / math.sqrt(i_k))))
         new_grid = np.linspace(-10 * math.sqrt(i_k), bound, 801)
         dens = (mass[None, :] * st.norm.pdf((new_grid[:, None] - grid[None, :]) / step) / step).sum(axis=1)

@@ -15,7 +15,7 @@ import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from services.runtime.errors import ConfigurationError
 
@@ -165,7 +165,7 @@ class _Refused(Exception):
 
 def _parse(parser: argparse.ArgumentParser, argv: list[str], *, where: str) -> argparse.Namespace:
     # argparse reports a refusal by printing usage and exiting: read its message instead.
-    def refuse(message: str) -> None:
+    def refuse(message: str) -> NoReturn:
         raise _Refused(message)
 
     original = parser.error
@@ -173,7 +173,7 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str], *, where: str) -> a
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in action.choices.values():
-                sub.error = refuse  # type: ignore[method-assign]
+                sub.error = refuse
     try:
         return parser.parse_args(argv)
     except _Refused as exc:

@@ -73,12 +73,12 @@ def in_place(model: type) -> Iterator[None]:
     in any module first imported meanwhile; the real one everywhere again afterwards."""
     real = contract.Campaign
     for module in _holders(real):
-        module.Campaign = model  # type: ignore[attr-defined]
+        module.Campaign = model
     try:
         yield
     finally:
         for module in _holders(model):
-            module.Campaign = real  # type: ignore[attr-defined]
+            module.Campaign = real
 
 
 @contextmanager

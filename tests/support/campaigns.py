@@ -37,6 +37,7 @@ from contracts.catalogue import CATALOGUE
 from services.runtime import apps
 from services.runtime.delivery.broker import decode_entry
 from services.runtime.procs import labelled_processes
+from tests.support.stream_entries import entries
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -106,8 +107,8 @@ def counter_of(trainer: Path) -> Path:
 
 def without_trainer(data: dict[str, Any]) -> dict[str, Any]:
     """A raw campaign whose cells serve no trained draft, made valid: nothing trains, so the contract
-    refuses a trainer, its revision and a training pre-approval that nothing would use (docs/design.md#principle-1-no-inert-configuration,
-    principle 1). Takes them out in place and returns `data`."""
+    refuses a trainer, its revision and a training pre-approval that nothing would use
+    (docs/design.md#principle-1-no-inert-configuration, principle 1). Takes them out in place and returns `data`."""
     (data.get("commands") or {}).pop("train", None)
     (data.get("source_revisions") or {}).pop("trainer", None)
     review = data.get("review") or {}
@@ -203,7 +204,7 @@ class Topology:
         env = {**self.env, **(extra_env or {}), "SPECDEC_INSTANCE": f"{self.prefix}-{name}"}
         env.pop("SPECDEC_OPERATOR_REDIS_URL", None)  # a service never holds the operator's Redis user
         with (self.logs / f"{name}.{count}.log").open("wb") as log:
-            proc = subprocess.Popen(  # noqa: S603 - fixed argv
+            proc = subprocess.Popen(  # fixed argv
                 [sys.executable, "-m", "services.runtime.main", name], env=env, cwd=ROOT,
                 stdout=log, stderr=subprocess.STDOUT,
             )
@@ -256,7 +257,7 @@ class Topology:
     # --- the CLI --------------------------------------------------------------
 
     def cli(self, *args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(  # noqa: S603 - fixed argv
+        return subprocess.run(  # fixed argv
             [sys.executable, "-m", "services.cli.main", *args], env=self.env, cwd=ROOT,
             capture_output=True, text=True, timeout=timeout_s,
         )
@@ -284,7 +285,9 @@ class Topology:
         finally:
             client.close()
 
-    def wait(self, run_id: str, until: set[str], *, timeout_s: float, halt_on_failure: bool = True) -> list[dict[str, Any]]:
+    def wait(
+        self, run_id: str, until: set[str], *, timeout_s: float, halt_on_failure: bool = True
+    ) -> list[dict[str, Any]]:
         """Events of the run once one of `until` is there, or (by default) once the
         run halted: a `*.failed`, or capacity.unavailable."""
         deadline = time.monotonic() + timeout_s
@@ -321,7 +324,7 @@ def run_events(client: redis.Redis, prefix: str, run_id: str) -> list[dict[str, 
     """Every event of the run on `<prefix>.<schema>`, oldest first."""
     found = []
     for spec in CATALOGUE:
-        for _, fields in client.xrange(f"{prefix}.{spec.schema}"):
+        for _, fields in entries(client.xrange(f"{prefix}.{spec.schema}")):
             data = orjson.loads(decode_entry(fields)[0])
             if data.get("run_id") == run_id:
                 found.append(data)
@@ -382,7 +385,8 @@ def dead_letters(topology: Topology, run_id: str) -> list[dict[str, Any]]:
     """The run's records on the topology's dead-letter stream."""
     client = topology.client()
     try:
-        records = [orjson.loads(decode_entry(fields)[0]) for _, fields in client.xrange(f"{topology.prefix}.deadletter")]
+        records = [orjson.loads(decode_entry(fields)[0])
+                   for _, fields in entries(client.xrange(f"{topology.prefix}.deadletter"))]
     finally:
         client.close()
     return [r for r in records if r.get("run_id") == run_id]

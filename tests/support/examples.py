@@ -21,5 +21,6 @@ def example(name: str) -> ModuleType:
     if str(EXAMPLES) not in sys.path:
         sys.path.insert(0, str(EXAMPLES))  # where the interpreter puts a script's own folder
     module = importlib.import_module(name)
+    assert module.__file__ is not None, f"{name} is not a module from a file"
     assert Path(module.__file__).resolve().parent == EXAMPLES, f"{name} resolved to {module.__file__}, not the example"
     return module

@@ -7,8 +7,8 @@ bench-runner tests that must not pay a real model's start-up.
 [--speculative-config JSON] [--fake-no-drafts]`: at start it prints vLLM
 0.32.0's `non-default args` and `Initializing a V1 LLM engine` lines for what
 it was given (vLLM's defaults otherwise), which the bench-runner reads back;
-/v1/models names the model and its max_model_len; /health answers 200; /v1/completions streams SSE chunks carrying several tokens
-each, with cumulative usage; /metrics exports vLLM's spec-decode counters, which
+/v1/models names the model and its max_model_len; /health answers 200; /v1/completions streams SSE chunks carrying
+several tokens each, with cumulative usage; /metrics exports vLLM's spec-decode counters, which
 move only when a speculative config was given (k per-position series, k draft
 tokens per draft), like the real engine; `--fake-no-drafts` makes an engine
 that logs its speculative config but never drafts (the counters' guard);
@@ -88,7 +88,11 @@ class Fake:
             data = b"data: " + orjson.dumps(chunk) + b"\n\n"
             writer.write(b"%x\r\n%s\r\n" % (len(data), data))
             await writer.drain()
-        tail = b"data: " + orjson.dumps({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": sent}}) + b"\n\ndata: [DONE]\n\n"
+        tail = (
+            b"data: "
+            + orjson.dumps({"choices": [], "usage": {"prompt_tokens": 7, "completion_tokens": sent}})
+            + b"\n\ndata: [DONE]\n\n"
+        )
         writer.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(tail), tail))
 
     def metrics(self) -> str:
@@ -134,7 +138,8 @@ def startup_lines(args: argparse.Namespace, spec: dict | None) -> list[str]:
               f"enforce_eager={args.enforce_eager}, kv_cache_dtype={args.kv_cache_dtype or 'auto'}, device_config=cpu, "
               f"seed=0, served_model_name={model}, enable_prefix_caching={args.enable_prefix_caching is not False}, "
               f"enable_chunked_prefill=True, compilation_config={{'mode': <CompilationMode.NONE: 0>}}")
-    engine = f"(EngineCore pid=2) INFO 12-01 00:00:01 [core.py:133] Initializing a V1 LLM engine (v0.32.0) with config: {config}"
+    engine = ("(EngineCore pid=2) INFO 12-01 00:00:01 [core.py:133] Initializing a V1 LLM engine (v0.32.0) "
+              f"with config: {config}")
     return [f"(APIServer pid=1) INFO 12-01 00:00:00 [api_utils.py:286] non-default args: {given!r}", engine]
 
 
@@ -167,8 +172,11 @@ async def main() -> None:
     if args.fake_lifetime_log:
         _lifetime(args.fake_lifetime_log, "start")
         # The exit is written before the process ends: a server still alive after it is ending already.
-        asyncio.get_running_loop().add_signal_handler(
-            signal.SIGTERM, lambda: (_lifetime(args.fake_lifetime_log, "exit"), server.close()))
+        def on_sigterm() -> None:
+            _lifetime(args.fake_lifetime_log, "exit")
+            server.close()
+
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, on_sigterm)
     async with server:
         try:
             await server.serve_forever()

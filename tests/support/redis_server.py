@@ -36,7 +36,7 @@ class RedisServer:
         self.port = free_port()
         self.process: subprocess.Popen[bytes] | None = None
         self.users = directory.with_name(f"{directory.name}-users")
-        subprocess.run([str(CREDENTIALS), str(self.users), "127.0.0.1", str(self.port)], check=True)  # noqa: S603
+        subprocess.run([str(CREDENTIALS), str(self.users), "127.0.0.1", str(self.port)], check=True)
 
     @property
     def url(self) -> str:
@@ -55,7 +55,7 @@ class RedisServer:
 
     def start(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.process = subprocess.Popen(  # noqa: S603 - fixed argv
+        self.process = subprocess.Popen(  # fixed argv
             [
                 "redis-server", *([str(self.config)] if self.config else []), "--port", str(self.port),
                 "--bind", "127.0.0.1", "--protected-mode", "yes", "--aclfile", str(self.users / "users.acl"),

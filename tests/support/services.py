@@ -14,9 +14,10 @@ import redis.asyncio as aioredis
 from contracts.envelope import Event
 from services.runtime import apps
 from services.runtime.delivery.broker import decode_entry
-from services.runtime.main import resources_for
 from services.runtime.delivery.service import Service, bootstrap
+from services.runtime.main import resources_for
 from services.runtime.settings import RuntimeSettings
+from tests.support.stream_entries import entries
 
 
 @asynccontextmanager
@@ -41,7 +42,7 @@ async def wait_events(
     try:
         while time.monotonic() < deadline:
             for schema in schemas - set(found):
-                for _, fields in await client.xrange(f"{settings.stream_prefix}.{schema}"):
+                for _, fields in entries(await client.xrange(f"{settings.stream_prefix}.{schema}")):
                     data = orjson.loads(decode_entry(fields)[0])
                     if data.get("run_id") == run_id:
                         found[schema] = data

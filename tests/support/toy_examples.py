@@ -43,7 +43,7 @@ def eagle3_corpus(target: Path, folder: Path, *, max_tokens: int, max_model_len:
 
     tok = AutoTokenizer.from_pretrained(str(target))
     seen: set[str] = set()
-    records = []
+    records: list[dict[str, Any]] = []
     for messages, completion in toy.read_examples(SAMPLE):
         key = json.dumps(messages, sort_keys=True)
         rendered = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
@@ -58,7 +58,9 @@ def eagle3_corpus(target: Path, folder: Path, *, max_tokens: int, max_model_len:
     paths = {}
     for split in ("train", "heldout"):
         paths[split] = folder / f"corpus-{split}.jsonl"
-        paths[split].write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records if r["split"] == split))
+        paths[split].write_text(
+            "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records if r["split"] == split)
+        )
     return paths
 
 
@@ -101,7 +103,9 @@ def serve_chat(target: Path, spec: dict[str, Any], prompts: list[list[dict]], lo
             with httpx.Client(timeout=120) as client:
                 while True:
                     assert server.poll() is None, f"vLLM exited ({server.returncode}): {log_path.read_text()[-3000:]}"
-                    assert time.monotonic() - started < start_timeout_s, f"vLLM did not start: {log_path.read_text()[-3000:]}"
+                    assert time.monotonic() - started < start_timeout_s, (
+                        f"vLLM did not start: {log_path.read_text()[-3000:]}"
+                    )
                     try:
                         if client.get(f"{base}/health").status_code == 200:
                             break

@@ -15,9 +15,9 @@ import os
 from pathlib import Path
 
 from contracts.events import ProfileCompleted
-from services.runtime.health import logs
 from services.runtime.delivery.consumer import Route, StepContext
 from services.runtime.delivery.service import bootstrap, serve
+from services.runtime.health import logs
 from services.runtime.settings import RuntimeSettings
 
 SHA = "0" * 64

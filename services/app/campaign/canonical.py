@@ -44,8 +44,10 @@ def translate(raw: dict[str, Any], *, base: Path) -> tuple[dict[str, Any], Canon
     own = file.specdec
     max_model_len = int((own.get("target") or {}).get("max_model_len") or 2048)
     baseline = _baseline(file, problems)
-    cells, records, benches = [], [], {}
-    for index, cell in enumerate(file.cells):
+    cells: list[dict[str, Any]] = []
+    records: list[CanonicalCellRecord] = []
+    benches: dict[str, BenchRead] = {}
+    for cell in file.cells:
         where = f"cells[{cell.cell_id}]"
         role = "standing" if cell.cell_id == baseline else "candidate"
         try:
@@ -86,10 +88,10 @@ def translate(raw: dict[str, Any], *, base: Path) -> tuple[dict[str, Any], Canon
         standing = next((c for c in cells if c["role"] == "standing"), None)
         data["standing"] = standing["serving"]["speculative"] if standing else None
     data["matrix"] = {"cells": cells, "load": load, "exploratory": exploratory}
-    record = CanonicalRecord(name=file.name, description=file.description, experiment_id=file.experiment_id,
-                             evidence_bundle_path=file.evidence_bundle_path, provenance=file.provenance,
-                             comparator_baseline=baseline or "", cells=records)
-    return data, record
+    canonical = CanonicalRecord(name=file.name, description=file.description, experiment_id=file.experiment_id,
+                                evidence_bundle_path=file.evidence_bundle_path, provenance=file.provenance,
+                                comparator_baseline=baseline or "", cells=records)
+    return data, canonical
 
 
 def _shared_load(file: CanonicalFile, own: dict[str, Any], benches: dict[str, BenchRead]
@@ -161,8 +163,8 @@ def _serve(cell: CanonicalCell, role: str, *, where: str, base: Path, max_model_
         if cell.serving is None:
             raise CanonicalProblems([
                 f"{where}.vllm_sweep.serve_cmd {declared[0]!r} is not `vllm serve`, so vLLM's parser cannot read what "
-                "it serves: declare the cell's serving config in specdec's keys (`serving:`, as matrix.cells[].serving), "
-                "which its command must then carry"])
+                "it serves: declare the cell's serving config in specdec's keys (`serving:`, as "
+                "matrix.cells[].serving), which its command must then carry"])
         record = CanonicalCellRecord(cell_id=cell.cell_id, role=role, notes=cell.notes, identity=identity,
                                      serve_cmd=declared, parsed_by_vllm=False, engine_args={}, rewrites=[])
         return cell.serving, [literal(token) for token in declared], record

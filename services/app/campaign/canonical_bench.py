@@ -82,7 +82,9 @@ def bench_command(cell: CanonicalCell, *, where: str, base: Path) -> BenchRead:
         if vllm_cli.option_value(declared, "--host") is None and vllm_cli.option_value(declared, "--port") is None:
             replace("--base-url", "{base_url}", address)
     given = args.get("max_concurrency")
-    literal_levels = vllm_cli.option_value(declared, "--max-concurrency") is not None and "{concurrency}" not in " ".join(declared)
+    literal_levels = vllm_cli.option_value(
+        declared, "--max-concurrency"
+    ) is not None and "{concurrency}" not in " ".join(declared)
     if literal_levels and levels != [given]:
         problems.append(f"{where} runs --max-concurrency {given}, but the cell measures concurrency levels {levels}, "
                         "one window each: write --max-concurrency {concurrency}")

@@ -17,12 +17,12 @@ import yaml
 from pydantic import ValidationError
 
 from contracts import layout
-from contracts.campaign import TRAINED_DRAFT, Campaign, Matrix
 from contracts.artifacts.profile import Profile
 from contracts.artifacts.training import KeyRecord
+from contracts.campaign import TRAINED_DRAFT, Campaign, Matrix
+from services.publisher.prediction.schedule_plan import CandidatePlan, best, candidate_plans, proposed_cells
 from services.publisher.report.aggregate import read_campaign
 from services.publisher.report.model import CampaignData
-from services.publisher.prediction.schedule_plan import CandidatePlan, best, candidate_plans, proposed_cells
 from services.runtime.bundle.bundle import ArtifactMissing, BundleError, BundleStore, hash_file
 from services.runtime.errors import ConfigurationError
 from services.shared.formatting import concurrency, ms, percent
@@ -75,7 +75,7 @@ def write_next(bundle: BundleStore, run_id: str, out: Path | None = None) -> Nex
         raise ConfigurationError(f"the next campaign of run {run_id} is not valid: {exc.errors()[0]['msg']}") from None
     prediction = _prediction(chosen, cells)
     schedule = cells["scheduled"]["serving"]["speculative"]["num_speculative_tokens_per_batch_size"]
-    header = _header(run_id, chosen, schedule, draft, prediction)
+    header = _header(run_id, chosen, schedule, draft=draft, prediction=prediction)
     path.parent.mkdir(parents=True, exist_ok=True)
     _write_checked(path, header + yaml.safe_dump(raw, sort_keys=False, default_flow_style=None, width=110), run_id)
     return NextCampaign(run_id=run_id, path=path, cells=tuple(c["cell_id"] for c in raw["matrix"]["cells"]),
@@ -174,7 +174,7 @@ def _prediction(chosen: CandidatePlan, cells: dict[str, dict[str, Any]]) -> tupl
     return tuple(out)
 
 
-def _header(run_id: str, chosen: CandidatePlan, schedule: list[list[int]], draft: str,
+def _header(run_id: str, chosen: CandidatePlan, schedule: list[list[int]], *, draft: str,
             prediction: tuple[str, ...]) -> str:
     lines = [
         f"specdec next {run_id}: proves or rejects the k per concurrency predicted from {chosen.cell_id}'s measured",

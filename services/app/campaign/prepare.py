@@ -20,10 +20,10 @@ from pydantic import BaseModel, ValidationError
 from contracts import campaign as campaign_models
 from contracts.campaign import Campaign, Matrix, MatrixFile, TrafficFile, missing_inputs
 from contracts.campaign.canonical import CanonicalRecord, is_canonical
-from contracts.inert import inert_fields_set
 from contracts.errors import Problems
-from services.app.campaign.suffix_cells import suffix_revision
+from contracts.inert import inert_fields_set
 from services.app.campaign.roots import FileRoots
+from services.app.campaign.suffix_cells import suffix_revision
 from services.runtime.errors import ConfigurationError, invalid_input, parse_error_at
 from services.shared.campaign_checks import static_problems
 
@@ -45,8 +45,8 @@ def load_campaign(path: Path) -> tuple[Campaign, bytes]:
 
 def load_campaign_file(path: Path, roots: FileRoots | None = None) -> tuple[Campaign, bytes, CanonicalRecord | None]:
     """Parse and validate a campaign file in either shape, naming every problem at once: specdec's own, or the
-    workflow's canonical matrix (services/app/campaign/canonical.py), read into specdec's campaign with the record of what
-    else it said. With `roots` (the MCP server's), the file and the matrix and traffic files it names are read only
+    workflow's canonical matrix (services/app/campaign/canonical.py), read into specdec's campaign with the record of
+    what else it said. With `roots` (the MCP server's), the file and the matrix and traffic files it names are read only
     under them (OutsideRoots otherwise, before anything is read). A parse error names the file, line and column,
     never the line's text."""
     source = roots.confine(path, "the campaign file") if roots is not None else path
@@ -68,10 +68,10 @@ def load_campaign_file(path: Path, roots: FileRoots | None = None) -> tuple[Camp
             raise CampaignRejected(path, canonical.validation_problems(exc)) from None
         except canonical.CanonicalProblems as exc:
             raise CampaignRejected(path, exc.problems) from None
-    return _validated(path, data, raw_bytes, record, roots), raw_bytes, record
+    return _validated(path, data, raw_bytes, record, roots=roots), raw_bytes, record
 
 
-def _validated(path: Path, data: Any, raw_bytes: bytes, record: CanonicalRecord | None,
+def _validated(path: Path, data: Any, raw_bytes: bytes, record: CanonicalRecord | None, *,
                roots: FileRoots | None = None) -> Campaign:
     problems = [f"missing: {item}" for item in missing_inputs(data)]
     try:
@@ -233,8 +233,12 @@ def absolutize(campaign: Campaign, base: Path) -> Campaign:
 def specdec_revision() -> str:
     here = Path(__file__).resolve().parent
     try:
-        out = subprocess.run(  # noqa: S603 - fixed argv
-            ["git", "-C", str(here), "describe", "--always", "--dirty", "--abbrev=40"], capture_output=True, text=True, timeout=5, check=True
+        out = subprocess.run(  # fixed argv
+            ["git", "-C", str(here), "describe", "--always", "--dirty", "--abbrev=40"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=True,
         )
         return out.stdout.strip()
     except (OSError, subprocess.SubprocessError):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import structlog
@@ -22,8 +22,8 @@ from services.app.campaign.prepare import CampaignRejected, PreparedCampaign, ca
 from services.app.context import Session, operator
 from services.app.runs.streams import untaken
 from services.runtime.bundle.bundle import ArtifactMissing, BundleStore, InvalidPath
-from services.runtime.bundle.outbox import record_emitted
 from services.runtime.bundle.bundle_paths import validate_run_id
+from services.runtime.bundle.outbox import record_emitted
 from services.runtime.errors import ConfigurationError
 
 PRODUCER = "cli"
@@ -48,7 +48,7 @@ def target_build_record(checkpoint: Path) -> dict | None:
 
 
 def new_run_id(family: str) -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     return f"{family}-{stamp}-{secrets.token_hex(3)}"
 
 
@@ -115,7 +115,9 @@ async def open_run(session: Session, run_id: str) -> str:
     if _holds_campaign(session.bundle, run_id):
         raise RunIdRefused(f"run {run_id} already holds a campaign ({layout.CAMPAIGN}); a run is one campaign: "
                            "start a new run for another")
-    if session.bundle.events_path(run_id).exists() or await untaken(session.client, session.settings.stream_prefix, run_id):
+    if session.bundle.events_path(run_id).exists() or await untaken(
+        session.client, session.settings.stream_prefix, run_id
+    ):
         raise RunIdRefused(f"run {run_id} already has events; a campaign is stored before anything of its run runs: "
                            "start a new run")
     return run_id

@@ -8,10 +8,10 @@ from __future__ import annotations
 import glob
 from pathlib import Path
 
-from contracts.campaign import GateSpec
 from contracts.artifacts.decision import Decision
-from contracts.envelope import KEY_RE
 from contracts.artifacts.trials import Trial
+from contracts.campaign import GateSpec
+from contracts.envelope import KEY_RE
 from services.gate import GateInputError, decide, load_trials, split_by_role
 from services.gate.results import load_rejected
 from services.runtime.bundle.bundle import BundleStore
@@ -38,7 +38,9 @@ def decide_run(bundle: BundleStore, run_id: str, spec: GateSpec | None) -> Decis
                   rejected=rejected)
 
 
-def decide_files(baseline: list[str], candidates: list[str], spec: GateSpec, *, max_trials: int | None = None) -> Decision:
+def decide_files(
+    baseline: list[str], candidates: list[str], spec: GateSpec, *, max_trials: int | None = None
+) -> Decision:
     """The decision over result files: `baseline` globs (the standing cell's trials) against `candidates`,
     each `[NAME=]GLOB`; without NAME, files are grouped by their identity's cell_id, else named candidate,
     candidate-2, ... GateInputError names what cannot be read or is given twice. `max_trials`: the cap of

@@ -58,7 +58,9 @@ async def approve(session: Session, run_id: str, *, acknowledged: bool) -> Appro
         )
     plans = pending_plans(await journal(session, run_id))
     if not plans:
-        raise ConfigurationError(f"run {run_id} has no plan awaiting approval; `specdec status {run_id}` shows where it is")
+        raise ConfigurationError(
+            f"run {run_id} has no plan awaiting approval; `specdec status {run_id}` shows where it is"
+        )
     return await _publish_approval(session, run_id, plans)
 
 
@@ -87,9 +89,15 @@ async def _publish_approval(session: Session, run_id: str, plans: list[dict[str,
     from services.app.runs.approval import publish_approval
 
     event = await publish_approval(session, run_id, [plan["plan"]["sha256"] for plan in plans])
-    return Approved(run_id=run_id, event_id=event.event_id, plan_sha256s=event.plan_sha256s,
-                    plans=[ApprovedPlan(schema_name=plan["schema"], uri=plan["plan"]["uri"], sha256=plan["plan"]["sha256"])
-                           for plan in plans])
+    return Approved(
+        run_id=run_id,
+        event_id=event.event_id,
+        plan_sha256s=event.plan_sha256s,
+        plans=[
+            ApprovedPlan(schema_name=plan["schema"], uri=plan["plan"]["uri"], sha256=plan["plan"]["sha256"])
+            for plan in plans
+        ],
+    )
 
 
 def parse_inputs(items: list[str], run_id: str, session: Session, *, step: str) -> dict[str, ArtifactRef]:
@@ -165,7 +173,9 @@ async def bench_queued(session: Session, found: RunStatus) -> RunStatus:
     if waiting is None:
         return found
     node, behind = waiting
-    queued = bench.model_copy(update={"state": "queued", "detail": f"queued behind {behind or 'another run'} (node {node})"})
+    queued = bench.model_copy(
+        update={"state": "queued", "detail": f"queued behind {behind or 'another run'} (node {node})"}
+    )
     return found.model_copy(update={"steps": [queued if s.step == "bench" else s for s in found.steps]})
 
 
@@ -250,8 +260,10 @@ class DeadLetter(Strict):
 async def dlq_list(session: Session) -> list[DeadLetter]:
     """Every dead letter, oldest first."""
     records = [data for _, data in await dead_letters(session.client, session.settings.stream_prefix)]
-    return [DeadLetter(record=r, replayed=bool(await session.client.exists(_replayed_key(session, r["dead_letter_id"]))))
-            for r in records]
+    return [
+        DeadLetter(record=r, replayed=bool(await session.client.exists(_replayed_key(session, r["dead_letter_id"]))))
+        for r in records
+    ]
 
 
 def _replayed_key(session: Session, dead_letter_id: str) -> str:

@@ -130,7 +130,11 @@ def run_status(run_id: str, events: Iterable[dict[str, Any]]) -> RunStatus:
         if state == "done" and event.get("skipped_reason"):
             state = "skipped"
         states[step] = StepState(
-            step=step, state=state, detail=event_detail(event), last_event=event["schema"], at=str(event.get("produced_at"))
+            step=step,
+            state=state,
+            detail=event_detail(event),
+            last_event=event["schema"],
+            at=str(event.get("produced_at")),
         )
     halted = any(s.state == "failed" for s in states.values())
     return RunStatus(run_id=run_id, events=len(ordered), halted=halted, steps=list(states.values()))

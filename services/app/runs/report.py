@@ -6,12 +6,13 @@ The publisher's own functions (services/publisher), as the publisher service cal
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from contracts import layout
-from contracts.campaign import Campaign
 from contracts.artifacts.report import ReportSummary
-from services.publisher.publish.outbox import DraftOverride
+from contracts.campaign import Campaign
 from services.publisher.pipeline import RenderOutcome, render_copy, render_run
+from services.publisher.publish.outbox import DraftOverride
 from services.publisher.publish.publish import Publication, parse_target, publish_report
 from services.publisher.report.render import RenderedReport
 from services.runtime.bundle.bundle import ArtifactMissing, BundleStore
@@ -30,7 +31,7 @@ def render_elsewhere(bundle: BundleStore, run_id: str, out: Path) -> tuple[Rende
 
 
 async def publish(bundle: BundleStore, settings: RuntimeSettings, run_id: str, *, target: str | None,
-                  acknowledged_by: str | None, draft_override: DraftOverride | None,
+                  acknowledged_by: Literal["cli", "mcp"] | None, draft_override: DraftOverride | None,
                   dry_run: bool = False) -> Publication:
     """Publish the run's rendered report to `target` (the campaign's publish.target when None): a dry run unless
     `acknowledged_by` names who acknowledged (and `dry_run` is not set); an external target (s3://, https://)

@@ -27,7 +27,9 @@ class LevelCost(Strict):
         description="pilot: round 1 of this run; earlier_runs: earlier runs of the same target and hardware "
         "(the plan's rounds.noise); none: no noise known yet (round 1 will tell).")
     runs: list[str] = Field(description="The earlier runs the figure comes from (source earlier_runs).")
-    cv_pct: float | None = Field(description="The objective's per-trial spread (sd of its logs, %) the figure rests on.")
+    cv_pct: float | None = Field(
+        description="The objective's per-trial spread (sd of its logs, %) the figure rests on."
+    )
     expected_trials_per_arm: int | None = Field(
         description="Trials per arm expected to settle the minimum effect at that spread; null when unknown or "
         "not expected by the cap.")

@@ -10,15 +10,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import redis.asyncio as aioredis
+from redis.typing import KeyT, StreamIdT
 
 from contracts.streams import JOURNAL, PROGRESS_SCHEMA, SCHEMAS, deadletter_stream, stream_name
 from services.app.context import FIRST_RETRY_S, MAX_RETRY_S, Notice, say
 from services.runtime.backoff import dropped, sleeps
 from services.runtime.delivery.wire import decode_entry
+
+# What XRANGE and XREAD return on a client without decode_responses (redis-py types them as Any).
+_Entries = list[tuple[bytes, dict[bytes, bytes]]]
+_Streams = list[tuple[bytes, _Entries]]
 
 
 def _body(fields: dict[bytes, bytes]) -> tuple[dict[str, Any] | None, dict[str, str]]:
@@ -34,7 +39,7 @@ async def scan(client: aioredis.Redis, stream: str, *, batch: int = 500,
                start: str = "-") -> AsyncIterator[tuple[str, dict[str, Any]]]:
     """Every decodable entry of a stream from `start` on (an ID, "(ID" after it), oldest first."""
     while True:
-        entries = await client.xrange(stream, min=start, max="+", count=batch)
+        entries = cast(_Entries, await client.xrange(stream, min=start, max="+", count=batch))
         if not entries:
             return
         for entry_id, fields in entries:
@@ -112,7 +117,8 @@ async def follow(
     With `progress`, the step.progress stream too (contracts/progress.py: outside the catalogue, not
     journaled); its events are yielded like the others, their `schema` telling them apart."""
     schemas = (*SCHEMAS, PROGRESS_SCHEMA) if progress else SCHEMAS
-    positions = {stream_name(prefix, schema): ("0-0" if from_start else "$") for schema in schemas}
+    positions: dict[KeyT, StreamIdT] = {stream_name(prefix, schema): ("0-0" if from_start else "$")
+                                        for schema in schemas}
     lost_at: float | None = None
     waits = sleeps(FIRST_RETRY_S, MAX_RETRY_S)
     resolved = from_start
@@ -124,7 +130,7 @@ async def follow(
                     info = await client.xinfo_stream(stream) if await client.exists(stream) else None
                     positions[stream] = info["last-generated-id"].decode() if info else "0-0"
                 resolved = True
-            response = await client.xread(positions, block=block_ms, count=100)
+            response = cast(_Streams | None, await client.xread(positions, block=block_ms, count=100))
         except BaseException as exc:
             if not dropped(exc):
                 raise

@@ -82,8 +82,8 @@ async def campaign_run(session: Session, args: argparse.Namespace, *, acknowledg
         plans=[p.model_dump(mode="json") for p in result.plans],
         happened=f"approved the {len(result.approved_sha256s)} plan(s) the dry run returned; the services run them",
         next_step="gate the result: watch campaign_status until the gate decides and the report is rendered; a plan "
-                  f"produced later (the bench plan follows training) needs another {verbs.CAMPAIGN_RUN} --dry-run, then "
-                  f"live; then {verbs.PUBLISH} as a dry run")
+                  "produced later (the bench plan follows training) needs another "
+                  f"{verbs.CAMPAIGN_RUN} --dry-run, then live; then {verbs.PUBLISH} as a dry run")
 
 
 async def publish(session: Session, args: argparse.Namespace, *, acknowledged: bool) -> VerbResult:
@@ -116,7 +116,9 @@ def _record_dry_run(session: Session, run_id: str, waiting: list[str]) -> None:
 
 def _dry_runs(session: Session, run_id: str) -> list[str]:
     folder = session.bundle.run_dir(run_id) / layout.WORKFLOW
-    return sorted((p.name for p in folder.glob("dry-run-*.json")), key=lambda n: int(n[8:-5])) if folder.is_dir() else []
+    return (
+        sorted((p.name for p in folder.glob("dry-run-*.json")), key=lambda n: int(n[8:-5])) if folder.is_dir() else []
+    )
 
 
 def _last_dry_run(session: Session, run_id: str) -> list[str]:

@@ -47,8 +47,8 @@ class _Stop(Exception):
 class _Parser(argparse.ArgumentParser):
     """A parser that never writes to stdout or exits: an MCP server's stdout is its protocol."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, exit_on_error=False, **kwargs)
+    def __init__(self, **kwargs: Any) -> None:  # by keyword only, as argparse's subparsers build one
+        super().__init__(exit_on_error=False, **kwargs)
         self.printed = io.StringIO()
 
     def _print_message(self, message: str, file: Any = None) -> None:

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from contracts.envelope import ArtifactRef
 from services.runtime import failpoints
 from services.runtime.bundle.bundle_events import EventLog, EventScan, fsync_dir, scan_events
+from services.runtime.bundle.bundle_journal import journal_spans
 from services.runtime.bundle.bundle_paths import (
     EVENTS_NAME,
     INDEX_DIR,
@@ -38,7 +39,6 @@ from services.runtime.bundle.bundle_paths import (
     validate_relpath,
     validate_run_id,
 )
-from services.runtime.bundle.bundle_journal import journal_spans
 from services.runtime.bundle.bundle_records import (
     CAMPAIGN_RELPATH,
     IndexRecord,
@@ -198,7 +198,8 @@ class BundleStore:
         records = self._records(run_id)
         has_campaign = any(r.path == CAMPAIGN_RELPATH for r in records)
         campaign = self.read_json(run_id, CAMPAIGN_RELPATH) if has_campaign else None
-        data = canonical_json(build_manifest(run_id, records, campaign, *journal_spans(self, run_id, records)))
+        lost, repaired = journal_spans(self, run_id, records)
+        data = canonical_json(build_manifest(run_id, records, campaign, lost=lost, repaired=repaired))
         target = run_dir / MANIFEST_NAME
         tmp = self._write_temp(run_dir, data)
         try:

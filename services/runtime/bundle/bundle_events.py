@@ -56,9 +56,8 @@ def _event_id_of(raw: bytes) -> str | None:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return None
-    if isinstance(obj, dict) and isinstance(obj.get("event_id"), str):
-        return obj["event_id"]
-    return None
+    event_id = obj.get("event_id") if isinstance(obj, dict) else None
+    return event_id if isinstance(event_id, str) else None
 
 
 def _named_id(raw: bytes) -> str | None:
@@ -183,7 +182,7 @@ def scan_events(path: Path) -> EventScan:
     """Read events.jsonl under a shared lock; a missing file is an empty journal."""
     scan = EventScan()
     try:
-        fh = open(path, "rb")  # noqa: SIM115 - closed below; the lock lives as long as the handle
+        fh = open(path, "rb")  # closed below; the lock lives as long as the handle
     except FileNotFoundError:
         return scan
     with fh:

@@ -12,7 +12,14 @@ from pydantic import BaseModel, ValidationError
 
 from contracts.layout import GAPS_DIR, REPAIRS_DIR
 from services.runtime.bundle.bundle_paths import ArtifactCorrupt, make_uri
-from services.runtime.bundle.bundle_records import EventGap, EventRepair, GapRecord, IndexRecord, RepairRecord, still_lost
+from services.runtime.bundle.bundle_records import (
+    EventGap,
+    EventRepair,
+    GapRecord,
+    IndexRecord,
+    RepairRecord,
+    still_lost,
+)
 
 
 class BundleStore(Protocol):
@@ -33,7 +40,9 @@ def _read(store: BundleStore, run_id: str, paths: list[str], model: type[BaseMod
     return found
 
 
-def journal_spans(store: BundleStore, run_id: str, records: list[IndexRecord]) -> tuple[list[EventGap], list[EventRepair]]:
+def journal_spans(
+    store: BundleStore, run_id: str, records: list[IndexRecord]
+) -> tuple[list[EventGap], list[EventRepair]]:
     """The run's lost spans (its gap records less what events.jsonl holds now) and its repairs."""
     gap_paths = [r.path for r in records if r.path.startswith(GAPS_DIR + "/")]
     repair_paths = [r.path for r in records if r.path.startswith(REPAIRS_DIR + "/")]

@@ -66,7 +66,9 @@ def validate_relpath(relpath: object) -> str:
     not one of the store's reserved names.
     """
     if not isinstance(relpath, str) or not relpath:
-        raise InvalidPath(f"invalid artifact path {relpath!r}: give a non-empty relative path such as 'gate/decision.json'")
+        raise InvalidPath(
+            f"invalid artifact path {relpath!r}: give a non-empty relative path such as 'gate/decision.json'"
+        )
     if len(relpath) > MAX_RELPATH_CHARS:
         raise InvalidPath(f"artifact path of {len(relpath)} characters is too long (max {MAX_RELPATH_CHARS})")
     if relpath.startswith("/"):

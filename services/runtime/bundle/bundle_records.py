@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import orjson
 from pydantic import BaseModel, Field
@@ -17,8 +17,8 @@ from contracts import layout
 from contracts.envelope import RunId, Sha256, Strict
 from services.runtime.bundle.bundle_paths import InvalidContent
 
-INDEX_RECORD_VERSION = 1
-MANIFEST_VERSION = 1
+INDEX_RECORD_VERSION: Final = 1
+MANIFEST_VERSION: Final = 1
 # The stored campaign (a JSON dump of contracts.campaign.Campaign) the manifest
 # reads the operator's commands and the source revisions from.
 CAMPAIGN_RELPATH = layout.CAMPAIGN
@@ -170,7 +170,7 @@ def still_lost(gaps: dict[str, GapRecord], journaled: set[str]) -> list[EventGap
     return spans
 
 
-def build_manifest(run_id: str, records: list[IndexRecord], campaign: Any | None,
+def build_manifest(run_id: str, records: list[IndexRecord], campaign: Any | None, *,
                    lost: list[EventGap] | None = None, repaired: list[EventRepair] | None = None) -> Manifest:
     """The manifest of a run from its index records, its stored campaign (or None) and its lost spans.
 

@@ -17,10 +17,10 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from contracts.envelope import utc_now
 from contracts.layout import GAPS_DIR
-from services.runtime.delivery.adopt import step_record_path, step_records
 from services.runtime.bundle.bundle import BundleError, BundleStore
-from services.runtime.bundle.bundle_records import GapRecord, LostEvent
 from services.runtime.bundle.bundle_paths import parse_uri
+from services.runtime.bundle.bundle_records import GapRecord, LostEvent
+from services.runtime.delivery.adopt import step_record_path, step_records
 from services.runtime.delivery.ledger import Ledger
 
 
@@ -51,12 +51,12 @@ def find_lost(bundle: BundleStore, run_id: str, before: datetime) -> list[LostEv
     for event_id, event in recorded.items():
         produced = _when(event.get("produced_at"))
         if event_id not in journaled and produced is not None and produced < before:
-            lost.append(LostEvent(event_id=event_id, schema=event.get("schema"), produced_at=produced,
+            lost.append(LostEvent(event_id=event_id, schema_=event.get("schema"), produced_at=produced,
                                   known_from="step_record"))
     for event_id, (schema, by, at) in references.items():
         # Named by something produced before the reset: the named event is older still.
         if event_id not in journaled and event_id not in recorded and at is not None and at < before:
-            lost.append(LostEvent(event_id=event_id, schema=schema, produced_at=None, known_from="reference",
+            lost.append(LostEvent(event_id=event_id, schema_=schema, produced_at=None, known_from="reference",
                                   referenced_by=by))
     return sorted(lost, key=lambda e: (e.produced_at is None, e.produced_at or before, e.event_id))
 

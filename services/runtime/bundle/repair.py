@@ -57,8 +57,8 @@ def missing(bundle: BundleStore, run_id: str, journal: list[dict[str, Any]],
     for event_id, (event, source) in known.items():
         produced = _when(event.get("produced_at"))
         if event_id not in journaled and produced is not None and produced < before:
-            found.append((event, LostEvent(event_id=event_id, schema=event.get("schema"), produced_at=produced,
-                                           known_from=source)))  # type: ignore[arg-type]
+            found.append((event, LostEvent(event_id=event_id, schema_=event.get("schema"), produced_at=produced,
+                                           known_from=source)))
     return sorted(found, key=lambda pair: (pair[1].produced_at, pair[1].event_id))
 
 
@@ -72,7 +72,9 @@ def named_before(bundle: BundleStore, run_id: str) -> set[str]:
     return named
 
 
-def plan_repairs(bundle: BundleStore, before: datetime, *, all_runs: bool) -> dict[str, tuple[list[dict[str, Any]], int]]:
+def plan_repairs(
+    bundle: BundleStore, before: datetime, *, all_runs: bool
+) -> dict[str, tuple[list[dict[str, Any]], int]]:
     """Run -> (the events to publish again, how many of them no repair record named before); the new
     ones are recorded here (one repair record per run), before anything is published."""
     plans = {}
@@ -126,7 +128,7 @@ async def repair(bundle: BundleStore, bus: Any, log: Any, settle_s: float, *, al
     return published
 
 
-async def keep_repairing(bundle: BundleStore, bus: Any, log: Any, settle_s: float, every_s: float) -> None:
+async def keep_repairing(bundle: BundleStore, bus: Any, log: Any, *, settle_s: float, every_s: float) -> None:
     """The periodic pass over the runs not finished, for as long as the journal runs."""
     while True:
         await asyncio.sleep(every_s)

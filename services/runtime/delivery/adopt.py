@@ -42,7 +42,7 @@ def step_record_path(service: str, trigger_schema: str, step_key: str) -> str:
     return f"{STEPS_DIR}/{service}/{trigger_schema}/{step_key}.json"
 
 
-def derived_event_id(run_id: str, service: str, trigger: Event, step_key: str, schema: str, position: int) -> str:
+def derived_event_id(run_id: str, service: str, trigger: Event, step_key: str, *, schema: str, position: int) -> str:
     """The event ID of a step's `position`-th output of `schema`: the same on every run of the step."""
     seed = "\0".join((run_id, service, trigger.SCHEMA, trigger.event_id, step_key, schema, str(position)))
     return hashlib.sha256(seed.encode()).hexdigest()[:32]
@@ -54,7 +54,7 @@ def with_derived_ids(service: str, trigger: Event, step_key: str, outputs: Seque
     derived = []
     for output in outputs:
         position = seen[output.SCHEMA] = seen.get(output.SCHEMA, -1) + 1
-        event_id = derived_event_id(trigger.run_id, service, trigger, step_key, output.SCHEMA, position)
+        event_id = derived_event_id(trigger.run_id, service, trigger, step_key, schema=output.SCHEMA, position=position)
         derived.append(output.model_copy(update={"event_id": event_id}))
     return derived
 
@@ -76,7 +76,10 @@ def completes(declared: Sequence[str], outputs: Sequence[Event]) -> bool:
     return any(out.SCHEMA in declared or out.SCHEMA.endswith(".failed") for out in outputs)
 
 
-def record_step(bundle: BundleStore, service: str, trigger: Event, step_key: str, outputs: Sequence[Event]) -> list[Event]:
+# Called positionally from tests/integration/test_journal_repair.py, tests/integration/test_journal_gaps.py and
+# tests/integration/test_resume.py (another file set): the lead's final pass makes `outputs` keyword-only.
+def record_step(bundle: BundleStore, service: str, trigger: Event, step_key: str,  # noqa: PLR0917
+                outputs: Sequence[Event]) -> list[Event]:
     """Write the step's record (write-once) before its outputs are published; the outputs to publish.
 
     Should another attempt have recorded the step first (a race the ledger's lease makes rare),
@@ -122,7 +125,7 @@ def read_step(bundle: BundleStore, run_id: str, relpath: str, registry: Registry
     return Adopted(record=record, events=events)
 
 
-def adopt_step(bundle: BundleStore, service: str, trigger: Event, step_key: str,
+def adopt_step(bundle: BundleStore, service: str, trigger: Event, step_key: str, *,
                registry: Registry | None = None) -> list[Event] | None:
     """The events a recorded run of this step emitted, to emit again; None when the step must run."""
     adopted = read_step(bundle, trigger.run_id, step_record_path(service, trigger.SCHEMA, step_key), registry)

@@ -8,8 +8,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 from contracts.catalogue import deadletter_stream, stream_name
 from contracts.envelope import Event
+
+# Re-exported (`as`): the services read entries through it.
+from services.runtime.delivery.wire import decode_entry as decode_entry
 from services.runtime.settings import RuntimeSettings
-from services.runtime.delivery.wire import decode_entry  # noqa: F401 (re-exported: the services read entries through it)
 
 if TYPE_CHECKING:  # faststream loads when a broker is made: the CLI's read-only commands never make one
     from faststream.redis import RedisBroker
@@ -42,7 +44,9 @@ def make_broker(settings: RuntimeSettings) -> RedisBroker:
     faststream's own per-message log lines go to DEBUG; specdec logs its own.
     """
     if not settings.redis_url.startswith(("redis://", "rediss://", "unix://")):
-        raise ValueError(f"SPECDEC_REDIS_URL must start with redis://, rediss:// or unix://, not {redacted_url(settings.redis_url)}")
+        raise ValueError(
+            f"SPECDEC_REDIS_URL must start with redis://, rediss:// or unix://, not {redacted_url(settings.redis_url)}"
+        )
     from faststream.redis import RedisBroker
 
     return RedisBroker(

@@ -17,8 +17,8 @@ import orjson
 
 from contracts.catalogue import produced_by, step_of
 from contracts.registry import ContractError
-from services.runtime.delivery.adopt import step_record_path, step_records
 from services.runtime.bundle.bundle import BundleError, BundleStore
+from services.runtime.delivery.adopt import step_record_path, step_records
 from services.runtime.delivery.consumer import Route
 from services.runtime.delivery.ledger import StepKey
 from services.runtime.delivery.service import Service
@@ -147,7 +147,7 @@ class CatchUp:
                                  "from the bundle", run_id=run_id, trigger=event.SCHEMA, event_id=event.event_id)
                 taken += 1
                 self.taken_up.append((run_id, event.SCHEMA))
-                await consumer.handle(route, _Known(body, self.service.bus.stream_of(event.SCHEMA), event.event_id))  # type: ignore[arg-type]
+                await consumer.handle(route, _Known(body, self.service.bus.stream_of(event.SCHEMA), event.event_id))
         return taken
 
     def _recorded(self, run_id: str, relpath: str) -> bool:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from functools import partial
+from typing import Any, Protocol, TypeVar
 
 import structlog
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -20,28 +21,47 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from contracts.catalogue import step_of
 from contracts.events import FAILED
 from contracts.registry import ContractError, Registry, UnknownEvent
-from services.runtime.delivery.adopt import adopt_step, completes, record_step, with_derived_ids
-from services.runtime.delivery.broker import Bus
 from services.runtime import failpoints
 from services.runtime.bundle.bundle import ArtifactConflict
-from services.runtime.errors import SpecdecError, StepFailed, as_step_failure
+from services.runtime.delivery.adopt import adopt_step, completes, record_step, with_derived_ids
+from services.runtime.delivery.broker import Bus
 from services.runtime.delivery.deadletter import dead_letter
-from services.runtime.delivery.groups import GroupKeeper  # noqa: F401 (re-exported: service.py imports it from here)
+
+# Re-exported (`X as X`): service.py imports GroupKeeper from here, the services Delivery, Route, StepContext and
+# StepKeyFn.
+from services.runtime.delivery.groups import GroupKeeper as GroupKeeper
 from services.runtime.delivery.ledger import BUSY, DONE, RETAKEN, AckRef, Finish, Ledger, StepKey
-from services.runtime.delivery.tally import record_attempt
-from services.runtime.resources import Resources
-from services.runtime.delivery.route import (  # noqa: F401 (StepKeyFn re-exported: the services import it from here)
-    Delivery,
+from services.runtime.delivery.route import (
+    Delivered,
     Lease,
-    Route,
-    StepContext,
-    StepKeyFn,
     Touch,
     retry_dropped,
 )
+from services.runtime.delivery.route import (
+    Delivery as Delivery,
+)
+from services.runtime.delivery.route import (
+    Route as Route,
+)
+from services.runtime.delivery.route import (
+    StepContext as StepContext,
+)
+from services.runtime.delivery.route import (
+    StepKeyFn as StepKeyFn,
+)
+from services.runtime.delivery.tally import record_attempt
+from services.runtime.errors import SpecdecError, StepFailed, as_step_failure
+from services.runtime.resources import Resources
 from services.runtime.settings import RuntimeSettings
 
-GiveBack = Callable[[str, str, str, str, int], Awaitable[None]]
+T = TypeVar("T")
+
+
+class GiveBack(Protocol):
+    """Sets a pending entry's delivery count (service.py's give_back)."""
+
+    def __call__(self, stream: str, group: str, consumer: str, message_id: str, *, count: int) -> Awaitable[None]: ...
+
 
 # While Redis cannot be reached, the heartbeat retries this often, so that the
 # lease is back within a moment of Redis answering again (before a reclaimer,
@@ -107,7 +127,7 @@ class Consumer:
     def lease_ttl_ms(self) -> int:
         return self.settings.lease_ttl_ms
 
-    async def handle(self, route: Route, delivery: Delivery, *, defer_finish: bool = False) -> None:
+    async def handle(self, route: Route, delivery: Delivered, *, defer_finish: bool = False) -> None:
         """Handle one delivery. With `defer_finish` (a read batch's entry with another behind
         it) a finished step's done mark and ack are written with the next entry's lease, in
         one round trip; the batch's reader calls `flush` when it ends."""
@@ -149,8 +169,7 @@ class Consumer:
         """Write every deferred finish now (a read batch ended, or stopped early)."""
         while self._deferred:
             done = self._deferred.pop(0)
-            await self._recording(lambda done=done: self.ledger.finish(done.key, done.owner, done.outputs, done.ack),
-                                  self.log)
+            await self._recording(partial(self.ledger.finish, done.key, done.owner, done.outputs, done.ack), self.log)
 
     async def _begin(self, key: StepKey, owner: str, log: Any) -> str:
         """The step key's done-check and lease, carrying a deferred finish when one waits."""
@@ -158,12 +177,14 @@ class Consumer:
             return await self.ledger.begin(key, owner, self.lease_ttl_ms)
         done = self._deferred.pop(0)
         try:
-            return await self._recording(lambda: self.ledger.finish_then_begin(done, key, owner, self.lease_ttl_ms), log)
+            return await self._recording(
+                lambda: self.ledger.finish_then_begin(done, key, owner, self.lease_ttl_ms), log
+            )
         except BaseException:
             self._deferred.insert(0, done)  # not known to be written: flush() tries again
             raise
 
-    async def _handle(self, route: Route, delivery: Delivery, defer_finish: bool = False) -> str:
+    async def _handle(self, route: Route, delivery: Delivered, defer_finish: bool = False) -> str:
         message_ref = f"{self.service}:{delivery.stream}:{delivery.message_id}"
         log = self.log.bind(stream=delivery.stream, message_id=delivery.message_id)
         deliveries = await delivery.delivery_count()
@@ -209,8 +230,9 @@ class Consumer:
         marks = self.bundle if route.outputs or route.failure_step else None
         if getattr(delivery, "from_bundle", False) and marks is not None:
             try:
-                counted = await asyncio.to_thread(record_attempt, marks, event.run_id, self.service, event.SCHEMA,
-                                                  key.step, self.settings.instance)
+                counted = await asyncio.to_thread(record_attempt, marks, event.run_id, service=self.service,
+                                                  schema=event.SCHEMA, step_key=key.step,
+                                                  instance=self.settings.instance)
             except BaseException:
                 await self._release(key, owner)
                 raise
@@ -234,8 +256,14 @@ class Consumer:
             return "dead_lettered"
 
         failpoints.hit("delivery.leased-before-step")
-        context = StepContext(service=self.service, settings=self.settings, bus=self.bus, log=log, resources=self.resources,
-                              lease=Lease(key=key.render(), owner=owner, ledger=self.ledger))
+        context = StepContext(
+            service=self.service,
+            settings=self.settings,
+            bus=self.bus,
+            log=log,
+            resources=self.resources,
+            lease=Lease(key=key.render(), owner=owner, ledger=self.ledger),
+        )
         self.running.add(key)
         # The heartbeat starts only once the step has run one interval: most steps end
         # sooner, and a timer costs less than a task started and cancelled per message.
@@ -252,7 +280,9 @@ class Consumer:
             if bundle is not None:
                 # The bundle, not Redis's ledger, is the record: a step recorded there (its ledger
                 # mark lost with Redis) emits its recorded events again, same IDs, and does not run.
-                adopted = await asyncio.to_thread(adopt_step, bundle, self.service, event, key.step, self.registry)
+                adopted = await asyncio.to_thread(
+                    adopt_step, bundle, self.service, event, key.step, registry=self.registry
+                )
                 if adopted is not None:
                     log.info("step already recorded in the bundle; re-emitting its events instead of running",
                              step_key=key.step, outputs=[output.SCHEMA for output in adopted])
@@ -287,7 +317,7 @@ class Consumer:
                 if bundle is not None and completes(route.outputs, outputs):
                     outputs = await asyncio.to_thread(record_step, bundle, self.service, event, key.step, outputs)
             for output in outputs:
-                await self._recording(lambda output=output: self.bus.publish(output), log)
+                await self._recording(partial(self.bus.publish, output), log)
             failpoints.hit("delivery.published-before-ack")
             ack = AckRef(delivery.stream, delivery.group, delivery.message_id) if delivery.group else None
             done = Finish(key, owner, [output.event_id for output in outputs], ack)
@@ -315,8 +345,17 @@ class Consumer:
                 return "retry"
             if deliveries >= self.settings.max_deliveries:
                 reason = f"handler raised on delivery {deliveries} of {self.settings.max_deliveries}"
-                await dead_letter(self.bus, self.service, delivery, deliveries, kind="failed", reason=reason, error=error,
-                                  event=event, step=(marks, key.step))
+                await dead_letter(
+                    self.bus,
+                    self.service,
+                    delivery,
+                    deliveries,
+                    kind="failed",
+                    reason=reason,
+                    error=error,
+                    event=event,
+                    step=(marks, key.step),
+                )
                 log.error("dead-lettered", kind="failed", error=error)
                 return "dead_lettered"
             log.warning("step raised; left pending for a retry", error=error, delivery=deliveries)
@@ -335,7 +374,7 @@ class Consumer:
         except (RedisError, OSError):
             pass  # the lease expires on its own (TTL)
 
-    async def _uncount(self, delivery: Delivery, deliveries: int, log: Any) -> None:
+    async def _uncount(self, delivery: Delivered, deliveries: int, log: Any) -> None:
         """Give back a delivery that found its step running (here or elsewhere): the entry's
         delivery count is set back (XCLAIM RETRYCOUNT), so however long the original runs,
         waiting never brings its duplicate nearer to `max_deliveries`."""
@@ -343,7 +382,7 @@ class Consumer:
             return
         try:
             await self.give_back(delivery.stream, delivery.group, delivery.consumer, delivery.message_id,
-                                 max(0, deliveries - 1))
+                                 count=max(0, deliveries - 1))
         except (RedisError, OSError) as exc:
             # The count stays as it is: at worst the duplicate reaches the limit sooner, as before.
             log.warning("cannot give back the delivery of a step that runs elsewhere",
@@ -353,7 +392,7 @@ class Consumer:
     def _producer(self) -> str:
         return f"{self.service}/{self.settings.instance}"
 
-    async def _recording(self, op: Callable[[], Awaitable[Any]], log: Any) -> Any:
+    async def _recording(self, op: Callable[[], Awaitable[T]], log: Any) -> T:
         """Run one Redis write that records a finished step, retrying a dropped connection.
 
         The handler's work (side effects included) is done by then: leaving the
@@ -364,9 +403,11 @@ class Consumer:
         `finish` is idempotent. After the last retry the error goes to the caller,
         which leaves the message pending as before.
         """
-        return await retry_dropped(op, RECORD_RETRIES_S, log, "recording the finished step cannot reach Redis; retrying")
+        return await retry_dropped(
+            op, RECORD_RETRIES_S, log, "recording the finished step cannot reach Redis; retrying"
+        )
 
-    async def _heartbeat(self, key: StepKey, owner: str, delivery: Delivery, log: Any) -> None:
+    async def _heartbeat(self, key: StepKey, owner: str, delivery: Delivered, log: Any) -> None:
         """Keep the lease and the message alive while the step runs. A beat that
         cannot reach Redis (restart, failover, network) is retried until it gets
         through: a heartbeat that stopped at the first error would let the lease

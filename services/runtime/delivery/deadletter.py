@@ -10,14 +10,14 @@ from contracts.deadletter import DeadLetter
 from contracts.envelope import Event
 from services.runtime.bundle.bundle import BundleError, BundleStore
 from services.runtime.delivery.broker import Bus
-from services.runtime.delivery.route import Delivery
+from services.runtime.delivery.route import Delivered
 from services.runtime.delivery.tally import record_dead
 
 
 async def dead_letter(
     bus: Bus,
     service: str,
-    delivery: Delivery,
+    delivery: Delivered,
     deliveries: int,
     *,
     kind: str,
@@ -45,14 +45,16 @@ async def dead_letter(
         payload=delivery.body.decode("utf-8", errors="replace"),
     )
     headers = {"schema": "deadletter", "run_id": record.run_id or "", "content-type": "application/json"}
-    await bus.publish_raw(bus.deadletter, record.model_dump_json(by_alias=True).encode(), headers, record.dead_letter_id)
+    await bus.publish_raw(
+        bus.deadletter, record.model_dump_json(by_alias=True).encode(), headers, record.dead_letter_id
+    )
     # The mark after the dead letter: a mark without its dead letter could never be replayed. A crash
     # between the two leaves the entry unacked (or the bundle's step unmarked): it is dead-lettered again.
-    if step is not None and step[0] is not None and event is not None:
-        bundle, step_key = step
+    bundle, step_key = step if step is not None else (None, "")
+    if bundle is not None and event is not None:
         try:
-            await asyncio.to_thread(record_dead, bundle, event.run_id, service, event.SCHEMA, step_key,
-                                    record.dead_letter_id, kind)
+            await asyncio.to_thread(record_dead, bundle, event.run_id, service=service, schema=event.SCHEMA,
+                                    step_key=step_key, dead_letter_id=record.dead_letter_id, kind=kind)
         except (BundleError, OSError) as exc:
             structlog.get_logger().bind(service=service).warning(
                 "the dead-lettered step is not marked in the bundle: catch-up may take it up again",

@@ -42,8 +42,8 @@ def group_lost(exc: BaseException) -> bool:
 class GroupKeeper:
     """Creates a service's consumer group on each stream it reads, and creates it again when it vanished.
 
-    Redis is the transport, not the record (docs/design.md#redis-is-the-transport-the-bundle-is-the-record): it may restart empty, fail
-    over to a replica that lagged, or be flushed, and a stream deleted meanwhile is
+    Redis is the transport, not the record (docs/design.md#redis-is-the-transport-the-bundle-is-the-record): it
+    may restart empty, fail over to a replica that lagged, or be flushed, and a stream deleted meanwhile is
     recreated, without its group, by the next publish. Every read of the group then
     fails with NOGROUP and nothing is consumed again until the group is back. The
     group is recreated at ID 0, so the entries the new stream already holds are read.

@@ -19,12 +19,13 @@ PUBLISH_TIMEOUT_S = 2.0
 
 
 async def publish_progress(bus: Any, event: StepProgress, log: Any) -> bool:
-    """XADD the event onto `<prefix>.step.progress` capped at PROGRESS_MAXLEN; False (logged) when Redis did not take it."""
+    """XADD the event onto `<prefix>.step.progress` capped at PROGRESS_MAXLEN; False (logged) when Redis did not
+    take it."""
     if bus is None:  # a handler run outside a service (unit tests): nowhere to publish
         return False
     try:
         await asyncio.wait_for(bus.publish(event, maxlen=PROGRESS_MAXLEN), PUBLISH_TIMEOUT_S)
-    except (RedisError, OSError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, RedisError, OSError) as exc:
         log.info("a progress event did not reach Redis; the next one replaces it", step=event.step,
                  done=event.done, error=f"{type(exc).__name__}: {exc}")
         return False

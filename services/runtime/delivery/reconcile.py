@@ -84,7 +84,8 @@ class Reconciler:
         # warned). Without it a young ledger is taken as a loss.
         self.lost_state = lost_state
         # Called after each pass (start, and each settled reset): the service then takes up the runs
-        # waiting on it from the bundle (services/runtime/delivery/catchup.py), once live owners hold their leases again.
+        # waiting on it from the bundle (services/runtime/delivery/catchup.py), once live owners hold their leases
+        # again.
         self.after_pass = after_pass
         self.ledger = ledger
         self.deployment = deployment
@@ -121,7 +122,8 @@ class Reconciler:
         if not waiting and say:
             self.log.warning(
                 "Redis lost its leases (restart, flush, failover or a long outage); cleaning no labelled work "
-                "until live owners have re-registered theirs", reason=reason, wait_s=round(self.settled_in_s(self.clock()), 1),
+                "until live owners have re-registered theirs", reason=reason,
+                wait_s=round(self.settled_in_s(self.clock()), 1),
             )
         if not schedule:
             return
@@ -182,7 +184,8 @@ class Reconciler:
         age_s = await self.ledger.age_s()
         if age_s >= self.settle_s:
             return await self.run_pass()
-        reason = f"the ledger is {age_s:.1f} s old (Redis started empty, was flushed or failed over, or this deployment is new)"
+        reason = (f"the ledger is {age_s:.1f} s old (Redis started empty, was flushed or failed over, or this "
+                  "deployment is new)")
         lost = await self._lost_state()
         if lost is None:
             # Nothing says Redis held this deployment's state: a fresh Redis lost nothing. The settle

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -25,9 +25,11 @@ from services.runtime.settings import RuntimeSettings
 # Waits between attempts of a progress event over a dropped connection: ~62 s in all.
 EMIT_RETRIES_S = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 
+T = TypeVar("T")
 
-async def retry_dropped(op: Callable[[], Awaitable[Any]], waits: Sequence[float], log: Any, message: str,
-                        **fields: Any) -> Any:
+
+async def retry_dropped(op: Callable[[], Awaitable[T]], waits: Sequence[float], log: Any, message: str,
+                        **fields: Any) -> T:
     """Run `op`, retrying a dropped Redis connection after each of `waits`; the last error goes to the caller."""
     for wait_s in (*waits, None):
         try:
@@ -88,7 +90,8 @@ class StepContext:
         publish carries the same event_id (the journal and every consumer dedup it).
         """
         await retry_dropped(lambda: self.bus.publish(event), EMIT_RETRIES_S, self.log,
-                            "a progress event cannot reach Redis; retrying", schema=event.SCHEMA, event_id=event.event_id)
+                            "a progress event cannot reach Redis; retrying", schema=event.SCHEMA,
+                            event_id=event.event_id)
 
 
 Handler = Callable[[Event, StepContext], Awaitable[Sequence[Event]]]
@@ -113,6 +116,26 @@ class Route:
     outputs: tuple[str, ...] = ()
 
 
+class Delivered(Protocol):
+    """What the consumer reads of a delivery: a `Delivery`, one entry of a batch read (service.py's `_Entry`)
+    or an event catch-up takes up from the bundle (catchup.py's `_Known`)."""
+
+    stream: str
+    consumer: str
+    group: str
+    fresh: bool
+
+    @property
+    def message_id(self) -> str: ...
+
+    @property
+    def body(self) -> bytes: ...
+
+    async def delivery_count(self) -> int: ...
+
+    async def ack(self) -> None: ...
+
+
 class Delivery:
     """The transport-side view of one delivered message (faststream or a test double)."""
 
@@ -133,12 +156,14 @@ class Delivery:
 
     @property
     def body(self) -> bytes:
-        return self.message.body
+        body: bytes = self.message.body
+        return body
 
     async def delivery_count(self) -> int:
         if self.fresh:
             return 1
-        return await self.message.get_delivery_count()
+        count: int = await self.message.get_delivery_count()
+        return count
 
     async def ack(self) -> None:
         await self.message.ack()

@@ -12,20 +12,21 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import redis.asyncio as aioredis
 import structlog
 from faststream import AckPolicy
 from faststream.redis import RedisBroker, StreamSub
 from redis.exceptions import RedisError
+from redis.typing import StreamIdT
 
 from contracts.registry import Registry, default_registry
 from services.runtime.backoff import delays
 from services.runtime.delivery.broker import Bus, decode_entry, make_broker
 from services.runtime.delivery.consumer import Consumer, Delivery, GroupKeeper, Route
-from services.runtime.health.health import serve_health
 from services.runtime.delivery.ledger import Ledger, MemoryLedger, RedisLedger
+from services.runtime.health.health import serve_health
 from services.runtime.health.metrics import Metrics
 from services.runtime.resources import Resources
 from services.runtime.settings import RuntimeSettings
@@ -43,7 +44,7 @@ class _Stream(StreamSub):
     tenth of a service's CPU per message (docs/perf.md).
     """
 
-    def add_prefix(self, prefix: str) -> StreamSub:
+    def add_prefix(self, prefix: str) -> Self:
         return self if not prefix else super().add_prefix(prefix)
 
 
@@ -144,9 +145,10 @@ def _subscriber_for(service: Service, route: Route, sub: StreamSub, consumer_nam
 
     role = "read" if fresh else "reclaim"
     on_message.__name__ = f"{service.name}:{route.schema}:{role}"
-    workers = {"max_workers": service.settings.max_concurrency} if service.settings.max_concurrency > 1 else {}
+    # None is faststream's own default (one worker).
+    workers = service.settings.max_concurrency if service.settings.max_concurrency > 1 else None
     subscriber = service.broker.subscriber(
-        stream=sub, ack_policy=AckPolicy.MANUAL, title=f"{stream}:{service.name}:{role}", **workers
+        stream=sub, ack_policy=AckPolicy.MANUAL, title=f"{stream}:{service.name}:{role}", max_workers=workers
     )
     subscriber(on_message)
     _keep_group(service, subscriber, stream)
@@ -207,8 +209,9 @@ async def _keep_waiting(service: Service, stream: str, consumer: str, batch: _Ba
         if time.monotonic() - batch.step_began >= settings.reclaim_idle_ms / 1000:
             continue
         try:
+            waiting: list[StreamIdT] = list(sorted(batch.waiting))
             await service.client.xclaim(stream, service.name, consumer, min_idle_time=0,
-                                        message_ids=sorted(batch.waiting), justid=True)
+                                        message_ids=waiting, justid=True)
         except (RedisError, OSError) as exc:
             # The next beat retries; should Redis stay away past the idle time the
             # entries are reclaimed elsewhere, and the ledger's lease decides who runs each.
@@ -303,7 +306,7 @@ def bootstrap(
             # without counting a delivery: the lease heartbeat of a long step.
             await redis_client.xclaim(stream, group, consumer, min_idle_time=0, message_ids=[message_id], justid=True)
 
-        async def give_back(stream: str, group: str, consumer: str, message_id: str, count: int) -> None:
+        async def give_back(stream: str, group: str, consumer: str, message_id: str, *, count: int) -> None:
             # RETRYCOUNT sets the delivery count (JUSTID alone leaves it): a delivery that
             # found its step running is not counted (services/runtime/delivery/consumer.py).
             await redis_client.xclaim(stream, group, consumer, min_idle_time=0, message_ids=[message_id], justid=True,
@@ -336,7 +339,9 @@ def bootstrap(
         else:
             # One entry per read: concurrent handlers (max_concurrency > 1) each take
             # their own, and the in-memory transport has no pending list to keep.
-            reader_sub = _Stream(stream, group=name, consumer=reader, polling_interval=settings.read_block_ms, max_records=1)
+            reader_sub = _Stream(
+                stream, group=name, consumer=reader, polling_interval=settings.read_block_ms, max_records=1
+            )
             _subscriber_for(service, route, reader_sub, reader)
         _subscriber_for(
             service,

@@ -59,8 +59,8 @@ def tally_of(paths: Iterable[str], service: str, schema: str, step_key: str) -> 
     return Tally(attempts=attempts, dead=dead, next_seq=last + 1)
 
 
-def _append(bundle: BundleStore, run_id: str, service: str, schema: str, step_key: str, what: str,
-            body: dict[str, str], *, unless_dead: bool = False) -> Tally | None:
+def _append(bundle: BundleStore, run_id: str, *, service: str, schema: str, step_key: str, what: str,
+            body: dict[str, str], unless_dead: bool = False) -> Tally | None:
     """Write the next record of the step's log; the tally it was written on (None: the step is dead
     and `unless_dead` asked not to write)."""
     for _ in range(_WRITE_TRIES):
@@ -77,18 +77,20 @@ def _append(bundle: BundleStore, run_id: str, service: str, schema: str, step_ke
                            f"{_WRITE_TRIES} other writers came first")
 
 
-def record_attempt(bundle: BundleStore, run_id: str, service: str, schema: str, step_key: str,
+def record_attempt(bundle: BundleStore, run_id: str, *, service: str, schema: str, step_key: str,
                    instance: str) -> int | None:
     """Count one delivery from the bundle; the step's deliveries with this one, or None when it is dead-lettered
     (it is then not run)."""
-    tally = _append(bundle, run_id, service, schema, step_key, "attempt", {"instance": instance}, unless_dead=True)
+    tally = _append(bundle, run_id, service=service, schema=schema, step_key=step_key, what="attempt",
+                    body={"instance": instance}, unless_dead=True)
     return None if tally is None else tally.attempts + 1
 
 
-def record_dead(bundle: BundleStore, run_id: str, service: str, schema: str, step_key: str, dead_letter_id: str,
+def record_dead(bundle: BundleStore, run_id: str, *, service: str, schema: str, step_key: str, dead_letter_id: str,
                 kind: str) -> None:
     """Mark the step dead-lettered: catch-up leaves it alone until that dead letter is replayed."""
-    _append(bundle, run_id, service, schema, step_key, f"dead-{dead_letter_id}", {"kind": kind})
+    _append(bundle, run_id, service=service, schema=schema, step_key=step_key, what=f"dead-{dead_letter_id}",
+            body={"kind": kind})
 
 
 def record_replay(bundle: BundleStore, run_id: str, dead_letter_id: str, by: str) -> bool:
@@ -98,6 +100,7 @@ def record_replay(bundle: BundleStore, run_id: str, dead_letter_id: str, by: str
     for path in run_paths(bundle, run_id):
         if path.startswith(TALLY_DIR + "/") and path.endswith(suffix):
             service, schema, step_key = path[len(TALLY_DIR) + 1:].rsplit("/", 1)[0].split("/", 2)
-            _append(bundle, run_id, service, schema, step_key, f"replayed-{dead_letter_id}", {"by": by})
+            _append(bundle, run_id, service=service, schema=schema, step_key=step_key,
+                    what=f"replayed-{dead_letter_id}", body={"by": by})
             return True
     return False

@@ -22,7 +22,7 @@ _REGISTRY: Registry | None = None
 
 
 def _registry() -> Registry:
-    global _REGISTRY  # noqa: PLW0603 - built once, on first use, never at import time
+    global _REGISTRY  # built once, on first use, never at import time
     if _REGISTRY is None:
         _REGISTRY = default_registry()
     return _REGISTRY

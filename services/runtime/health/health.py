@@ -8,7 +8,7 @@ container's probe in healthcheck.py.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Literal, Protocol
+from typing import Any, Final, Literal, Protocol
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from pydantic import Field
@@ -19,7 +19,7 @@ from contracts.streams import deadletter_stream
 from services.runtime.errors import SpecdecError
 from services.runtime.health.metrics import GroupState, Metrics
 
-HEALTH_VERSION = 1
+HEALTH_VERSION: Final = 1
 MAX_REQUEST_BYTES = 16 * 1024
 
 
@@ -81,7 +81,8 @@ class HealthEndpoint:
         return list(dict.fromkeys(self.service.streams))
 
     async def _broker_ok(self) -> bool:
-        return await self.service.broker.ping(timeout=self.timeout_s)
+        ok: bool = await self.service.broker.ping(timeout=self.timeout_s)
+        return ok
 
     async def _groups(self) -> tuple[str | None, list[GroupState]]:
         """(Redis error or None, one state per stream); the dead-letter count goes to the metrics."""
@@ -206,10 +207,18 @@ def _age_s(entry_id: object, now_ms: int) -> float:
 def _group_state(stream: str, group: str, reply: object) -> tuple[GroupState, str | None]:
     """The group's state on the stream, and its last delivered ID (None when unknown)."""
     if isinstance(reply, ResponseError) and "no such key" in str(reply).lower():
-        return GroupState(stream=stream, group=group, lag=None, pending=None, consumers=None,
-                          error="the stream does not exist (the service creates it with its group when it starts)"), None
+        return GroupState(
+            stream=stream,
+            group=group,
+            lag=None,
+            pending=None,
+            consumers=None,
+            error="the stream does not exist (the service creates it with its group when it starts)",
+        ), None
     if isinstance(reply, Exception):
-        return GroupState(stream=stream, group=group, lag=None, pending=None, consumers=None, error=_describe(reply)), None
+        return GroupState(
+            stream=stream, group=group, lag=None, pending=None, consumers=None, error=_describe(reply)
+        ), None
     for info in reply if isinstance(reply, list) else []:
         if _text(info.get("name")) == group:
             lag = info.get("lag")
@@ -260,7 +269,7 @@ async def serve_health(
     service: Probed,
     port: int,
     *,
-    host: str = "0.0.0.0",  # noqa: S104 - containers are probed from outside
+    host: str = "0.0.0.0",  # containers are probed from outside
     timeout_s: float = 2.0,
 ) -> asyncio.Server:
     """Serve /health and /metrics for `service` on host:port until the returned server is closed.

@@ -19,7 +19,7 @@ from services.runtime.environment import startup_problem
 def check(port: int, host: str = "127.0.0.1", timeout_s: float = 5.0) -> tuple[bool, str]:
     """(healthy, what was seen) for the endpoint at host:port."""
     try:
-        with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=timeout_s) as response:  # noqa: S310
+        with urllib.request.urlopen(f"http://{host}:{port}/health", timeout=timeout_s) as response:
             return response.status == 200, response.read().decode("utf-8", "replace")
     except urllib.error.HTTPError as exc:
         return False, exc.read().decode("utf-8", "replace")

@@ -54,10 +54,12 @@ def configure(service: str, level: str = "info") -> structlog.stdlib.BoundLogger
         logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
-    return structlog.get_logger().bind(service=service)
+    logger: structlog.stdlib.BoundLogger = structlog.get_logger().bind(service=service)
+    return logger
 
 
 def get(service: str) -> structlog.stdlib.BoundLogger:
     import structlog
 
-    return structlog.get_logger().bind(service=service)
+    logger: structlog.stdlib.BoundLogger = structlog.get_logger().bind(service=service)
+    return logger

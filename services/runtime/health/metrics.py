@@ -35,7 +35,8 @@ class GroupState(Strict):
     oldest_waiting_age_s: float | None = Field(
         default=None,
         description="Age (from its entry ID's time) of the oldest entry waiting for this group: not yet delivered, "
-        "or pending with nobody working on it (idle past SPECDEC_RECLAIM_IDLE_MS); 0 when none waits, null when unread.")
+        "or pending with nobody working on it (idle past SPECDEC_RECLAIM_IDLE_MS); 0 when none waits, null when "
+        "unread.")
     error: str | None = Field(default=None, description="Why the state could not be read, when it could not.")
 
 
@@ -122,7 +123,7 @@ class Metrics:
             registry=self.registry,
         )
         self.groups = _GroupCollector(service)
-        self.registry.register(self.groups)  # type: ignore[arg-type]
+        self.registry.register(self.groups)
 
     def observe(self, schema: str, outcome: str, seconds: float) -> None:
         # An outcome this module does not know is still counted, under a bounded

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from contracts import selectors
 from contracts.argv import ArgvError
@@ -48,7 +48,8 @@ def validate(spec: CapacitySpec) -> None:
         )
 
 
-def _run_idle_check(spec: CapacitySpec, node: str, run_id: str, runner: CommandRunner, observation: Observation) -> IdleCheckRun:
+def _run_idle_check(spec: CapacitySpec, node: str, run_id: str, runner: CommandRunner, *,
+                    observation: Observation) -> IdleCheckRun:
     if spec.idle_check is None:  # validate() refuses this; kept for callers that skip it
         raise CapacityConfigError("capacity.idle_check is not set")
     try:
@@ -90,7 +91,7 @@ def check_node(
         # The idle check runs only where the workloads leave the node a candidate.
         survives = not view.blockers and not view.workloads
         run_check = survives and skip_idle_check is None
-        check = _run_idle_check(spec, view.name, run_id, runner, observation) if run_check else None
+        check = _run_idle_check(spec, view.name, run_id, runner, observation=observation) if run_check else None
         verdict = judge(view, check, idle_check_skipped=skip_idle_check)
         verdicts.append(verdict)
         if verdict.idle:
@@ -115,5 +116,5 @@ def check_node(
         verdicts=verdicts,
         idle_check_skipped=skip_idle_check,
         captures=observation.captures,
-        checked_at=datetime.now(timezone.utc),
+        checked_at=datetime.now(UTC),
     )

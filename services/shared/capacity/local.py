@@ -23,8 +23,16 @@ from services.shared.scheduler.runner import CommandRunner
 
 # No selector keys: contracts.selectors.LOCAL is empty, so validation refuses any.
 
-GPU_QUERY = ["nvidia-smi", "--query-gpu=index,uuid,name,memory.used,memory.total,utilization.gpu", "--format=csv,noheader,nounits"]
-APPS_QUERY = ["nvidia-smi", "--query-compute-apps=pid,process_name,used_memory,gpu_uuid", "--format=csv,noheader,nounits"]
+GPU_QUERY = [
+    "nvidia-smi",
+    "--query-gpu=index,uuid,name,memory.used,memory.total,utilization.gpu",
+    "--format=csv,noheader,nounits",
+]
+APPS_QUERY = [
+    "nvidia-smi",
+    "--query-compute-apps=pid,process_name,used_memory,gpu_uuid",
+    "--format=csv,noheader,nounits",
+]
 NVIDIA_SMI_TIMEOUT_S = 30.0
 _CMDLINE_CHARS = 200
 
@@ -71,7 +79,9 @@ def parse_compute_apps(text: str) -> list[Workload]:
             continue
         memory = f", {fields[2]} MiB" if len(fields) > 2 and fields[2] else ""
         gpu = fields[3] if len(fields) > 3 else "?"
-        apps.append(Workload(kind="gpu_process", ref=fields[0], name=fields[1], state="running", detail=f"GPU {gpu}{memory}"))
+        apps.append(
+            Workload(kind="gpu_process", ref=fields[0], name=fields[1], state="running", detail=f"GPU {gpu}{memory}")
+        )
     return apps
 
 
@@ -113,7 +123,14 @@ def workloads_of(processes: list[ProcessInfo], own_pid: int) -> list[Workload]:
         if port:
             detail += f", port {port}"
         found.append(
-            Workload(kind="process", ref=str(proc.pid), name=cmdline, state="running", experiment=proc.experiment, detail=detail)
+            Workload(
+                kind="process",
+                ref=str(proc.pid),
+                name=cmdline,
+                state="running",
+                experiment=proc.experiment,
+                detail=detail,
+            )
         )
     return found
 
@@ -153,7 +170,10 @@ def observe(selectors: Mapping[str, str], runner: CommandRunner) -> Observation:
     """This machine as one node. Reads only: no process is signalled or changed."""
     observation = Observation()
     meminfo, loadavg = _read("/proc/meminfo"), _read("/proc/loadavg")
-    observation.captures += [file_capture("proc-meminfo", "/proc/meminfo", meminfo), file_capture("proc-loadavg", "/proc/loadavg", loadavg)]
+    observation.captures += [
+        file_capture("proc-meminfo", "/proc/meminfo", meminfo),
+        file_capture("proc-loadavg", "/proc/loadavg", loadavg),
+    ]
     processes = scan_processes()
     workloads = workloads_of(processes, os.getpid())
     # Only the matching processes are kept: other command lines may carry secrets
@@ -177,7 +197,9 @@ def observe(selectors: Mapping[str, str], runner: CommandRunner) -> Observation:
             observation.captures.append(to_capture(name, result))
             if not result.ok:
                 status = "timed out" if result.timed_out else f"exited {result.exit_code}"
-                blockers.append(f"`{' '.join(argv)}` {status}: {tail(result.stderr.strip())}; the GPUs cannot be verified idle")
+                blockers.append(
+                    f"`{' '.join(argv)}` {status}: {tail(result.stderr.strip())}; the GPUs cannot be verified idle"
+                )
             elif name == "nvidia-smi-gpus":
                 gpus = parse_gpus(result.stdout)
             else:

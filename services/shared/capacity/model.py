@@ -9,14 +9,14 @@ hashed artifact and referenced.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import Field
 
 from contracts.campaign import Scheduler
 from contracts.envelope import ArtifactRef, Key, RunId, Strict
 
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION: Final = 1
 
 WorkloadKind = Literal["slurm_job", "pod", "process", "gpu_process"]
 
@@ -35,7 +35,9 @@ class Workload(Strict):
     kind: WorkloadKind = Field(description="slurm_job, pod, process (labelled or vLLM), or gpu_process (nvidia-smi).")
     ref: str = Field(description="Scheduler handle: Slurm job ID, namespace/pod, or process ID.")
     name: str = Field(description="Job name, pod name, or process command line (shortened).")
-    state: str = Field(description="State as the scheduler reported it (RUNNING, Running, ...); 'running' for processes.")
+    state: str = Field(
+        description="State as the scheduler reported it (RUNNING, Running, ...); 'running' for processes."
+    )
     experiment: str | None = Field(
         default=None, description="experiment=<run-id> label the workload carries, when it carries one."
     )

@@ -52,7 +52,12 @@ def file_capture(name: str, path: str, text: str) -> Capture:
 
 
 def read_command(
-    observation: Observation, runner: CommandRunner, name: str, argv: Sequence[str], *, timeout_s: float = SCHEDULER_TIMEOUT_S
+    observation: Observation,
+    runner: CommandRunner,
+    name: str,
+    argv: Sequence[str],
+    *,
+    timeout_s: float = SCHEDULER_TIMEOUT_S,
 ) -> str:
     """Run one scheduler read, record it, and return its stdout; SchedulerFailed unless it exited 0."""
     result = runner(argv, timeout_s=timeout_s)

@@ -71,7 +71,9 @@ def expand_hostlist(text: str) -> list[str]:
 
 
 def _split_top(text: str) -> list[str]:
-    items, depth, current = [], 0, []
+    items: list[str] = []
+    depth = 0
+    current: list[str] = []
     for char in text:
         if char == "[":
             depth += 1
@@ -126,7 +128,9 @@ def node_gres(gres: str | None) -> list[Gres]:
     comma-separated (a comma inside the socket list does not split)."""
     if gres is None:
         return []
-    items, depth, current = [], 0, []
+    items: list[str] = []
+    depth = 0
+    current: list[str] = []
     for char in gres + ",":
         depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(char, 0)
         if char == "," and depth <= 0:
@@ -233,7 +237,9 @@ def parse_squeue(text: str) -> list[tuple[list[str], Workload]]:
             continue
         fields = line.split("|", _SQUEUE_FIELDS - 1)
         if len(fields) != _SQUEUE_FIELDS:
-            raise SchedulerOutputInvalid(f"squeue line {number} has {len(fields)} fields, not {_SQUEUE_FIELDS}: {line!r}")
+            raise SchedulerOutputInvalid(
+                f"squeue line {number} has {len(fields)} fields, not {_SQUEUE_FIELDS}: {line!r}"
+            )
         job_id, name, user, state, partition, nodelist, comment = (f.strip() for f in fields)
         if state.upper() in NOT_ON_NODE or _opt(nodelist) is None:
             continue

@@ -20,7 +20,9 @@ def new_check_id(verdict: Verdict) -> str:
     return f"{verdict.checked_at:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
 
 
-def write_snapshot(bundle: BundleStore, verdict: Verdict, spec: CapacitySpec, *, folder: str = layout.CAPACITY_DIR) -> ArtifactRef:
+def write_snapshot(
+    bundle: BundleStore, verdict: Verdict, spec: CapacitySpec, *, folder: str = layout.CAPACITY_DIR
+) -> ArtifactRef:
     """Store every raw output and the snapshot; return the snapshot's ref."""
     check_id = new_check_id(verdict)
     base = layout.capacity_check(folder, check_id)

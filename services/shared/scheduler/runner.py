@@ -70,7 +70,7 @@ class SubprocessRunner:
             env = {**os.environ, **self.env} if self.inherit else dict(self.env)
         started = time.monotonic()
         try:
-            proc = subprocess.Popen(  # noqa: S603 - an argv list, never a shell
+            proc = subprocess.Popen(  # an argv list, never a shell
                 args,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,

@@ -8,7 +8,7 @@ path of a million-line file: it touches only the keys it needs and builds one sl
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 Form = Literal["openai", "sharegpt", "flat"]
@@ -79,6 +79,7 @@ class TrafficRecord:
         messages: list[dict[str, str]],
         prompt_text: str,
         completion_text: str | None,
+        *,
         input_tokens: int | None = None,
         output_tokens: int | None = None,
         start_s: float | None = None,
@@ -136,7 +137,8 @@ def _parse_flat(obj: dict) -> TrafficRecord:
         start = _time(start, "arrival_time")
     latency = _latency(obj)
     return TrafficRecord(
-        "flat", [{"role": "user", "content": prompt}], prompt, completion, input_tokens, output_tokens, start, latency
+        "flat", [{"role": "user", "content": prompt}], prompt, completion, input_tokens=input_tokens,
+        output_tokens=output_tokens, start_s=start, latency_s=latency,
     )
 
 
@@ -219,7 +221,8 @@ def _parse_openai(obj: dict) -> TrafficRecord:
             raise LineError(BAD_TIME, "'end_timestamp' is before 'timestamp'")
         latency = end - start
     return TrafficRecord(
-        "openai", messages, prompt_text, completion, input_tokens, output_tokens, start, latency, uses_tools, wants_json
+        "openai", messages, prompt_text, completion, input_tokens=input_tokens, output_tokens=output_tokens,
+        start_s=start, latency_s=latency, uses_tools=uses_tools, wants_json=wants_json,
     )
 
 
@@ -333,7 +336,7 @@ def _time(value: Any, key: str) -> float:
     except ValueError:
         raise LineError(BAD_TIME, f"'{key}' is neither ISO-8601 nor epoch seconds") from None
     if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=timezone.utc)
+        moment = moment.replace(tzinfo=UTC)
     return moment.timestamp()
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from contracts import layout
 from contracts.campaign import Campaign
 from contracts.events import CapacitySelected, CapacityUnavailable, CorpusCompleted
-from contracts import layout
 from services.capacity.app import NOT_ACKNOWLEDGED, run_step
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.errors import StepFailed

@@ -49,7 +49,8 @@ PAYLOADS: dict[str, dict[str, Any]] = {
        for step in STEPS},
     **{f"{step}.failed": {"step": step, "reason": "it broke", "error_type": "Boom"} for step in STEPS},
     "profile.completed": {
-        "profile": ref(), "source": "traffic", "records_accepted": 3, "records_rejected": 1, "recommended_method": "ngram",
+        "profile": ref(), "source": "traffic", "records_accepted": 3, "records_rejected": 1,
+        "recommended_method": "ngram",
     },
     "corpus.completed": {"corpus": ref(), "manifest": ref("m.json"), "train_records": 9, "heldout_records": 1},
     "capacity.selected": {"scheduler": "local", "node": "n1", "snapshot": ref()},
@@ -103,9 +104,8 @@ def nested_models(root: type[BaseModel]) -> set[type[BaseModel]]:
     return seen
 
 
-ALL_MODELS = sorted(
-    {m for root in (*ALL_EVENTS, Campaign, DeadLetter) for m in nested_models(root)}, key=lambda m: m.__qualname__
-)
+ROOTS: tuple[type[BaseModel], ...] = (*ALL_EVENTS, Campaign, DeadLetter)
+ALL_MODELS = sorted({m for root in ROOTS for m in nested_models(root)}, key=lambda m: m.__qualname__)
 STRUCT_MODELS = [m for m in ALL_MODELS if not issubclass(m, RootModel)]
 
 
@@ -301,7 +301,9 @@ def restore_logging():
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, force=True)
 
 
-def test_contracts_export_writes_one_schema_per_event_and_the_campaign_and_deadletter(tmp_path, capsys, restore_logging):
+def test_contracts_export_writes_one_schema_per_event_and_the_campaign_and_deadletter(
+    tmp_path, capsys, restore_logging
+):
     from services.cli.main import main
 
     out = tmp_path / "schemas"

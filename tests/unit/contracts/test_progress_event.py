@@ -6,7 +6,8 @@ import pytest
 from pydantic import ValidationError
 
 from contracts.catalogue import BY_SCHEMA, PROGRESS_PRODUCERS, STEP_OWNER, consumed_by
-from contracts.progress import PROGRESS_SCHEMA, PROGRESS_UNITS, StepProgress
+from contracts.progress import StepProgress
+from contracts.streams import PROGRESS_SCHEMA
 
 SAMPLE = {"run_id": "run-1", "producer": "trainer-proxy/a", "step": "training", "done": 3, "total": 10,
           "unit": "step", "loss": 1.25, "eta_s": 14.0, "elapsed_s": 6.0}

@@ -40,18 +40,24 @@ def test_the_problem_lists_the_known_names_or_says_there_are_none():
     assert none is not None and "the gate step reads no named input" in none and "drop --input" in none
 
 
+def _named(node: ast.expr, consts: dict[str, str]) -> str:
+    """A literal name, or the constant it is spelled by."""
+    if isinstance(node, ast.Constant):
+        return str(node.value)
+    assert isinstance(node, ast.Name), ast.dump(node)
+    return consts[node.id]
+
+
 def _input_names_read(path: Path) -> set[str]:
     """Names a step's code looks up in a request's inputs: `_request_input(event, NAME)` and `... in event.inputs`."""
     tree = ast.parse(path.read_text())
     consts = {"CORPUS": CORPUS, "TRAINING_OUTPUT": TRAINING_OUTPUT}
-    names = set()
+    names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "_request_input":
-            arg = node.args[1]
-            names.add(arg.value if isinstance(arg, ast.Constant) else consts[arg.id])
+            names.add(_named(node.args[1], consts))
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "inputs":
-            key = node.slice
-            names.add(key.value if isinstance(key, ast.Constant) else consts[key.id])
+            names.add(_named(node.slice, consts))
     return names
 
 

@@ -169,7 +169,7 @@ class _Checker:
         self.root = root.resolve()
         self.problems: list[Problem] = []
 
-    def report(self, file: Path, text: str, at: int, citation: str, why: str) -> None:
+    def report(self, file: Path, text: str, at: int, citation: str, *, why: str) -> None:
         line = text.count("\n", 0, at) + 1
         self.problems.append(Problem(file.relative_to(self.root).as_posix(), line, citation, why))
 
@@ -203,28 +203,34 @@ class _Checker:
             for candidate in (self.root / f"{module}.py", self.root / module / "__init__.py"):
                 if module and symbol.isidentifier() and candidate.is_file():
                     if symbol not in defined_names(candidate):
-                        self.report(file, text, m.start(), citation, f"{candidate.relative_to(self.root)} defines no {symbol}")
+                        self.report(
+                            file,
+                            text,
+                            m.start(),
+                            citation,
+                            why=f"{candidate.relative_to(self.root)} defines no {symbol}",
+                        )
                     return
-            self.report(file, text, m.start(), citation, "no such file or folder")
+            self.report(file, text, m.start(), citation, why="no such file or folder")
             return
         if suffix.startswith("#"):
-            self.check_anchor(file, text, m.start(), citation, target, suffix[1:])
+            self.check_anchor(file, text, m.start(), citation, target=target, anchor=suffix[1:])
         elif suffix.startswith("::"):
             if target.suffix != ".py" or not target.is_file():
-                self.report(file, text, m.start(), citation, "a test node names a Python file")
+                self.report(file, text, m.start(), citation, why="a test node names a Python file")
                 return
             for name in suffix[2:].split("::"):
                 if name not in defined_names(target):
-                    self.report(file, text, m.start(), citation, f"{token} defines no {name}")
-        self.check_section(file, text, m.end(), citation, target)
+                    self.report(file, text, m.start(), citation, why=f"{token} defines no {name}")
+        self.check_section(file, text, m.end(), citation, target=target)
 
-    def check_anchor(self, file: Path, text: str, at: int, citation: str, target: Path, anchor: str) -> None:
+    def check_anchor(self, file: Path, text: str, at: int, citation: str, *, target: Path, anchor: str) -> None:
         if target.suffix != ".md" or not target.is_file():
-            self.report(file, text, at, citation, "an anchor names a Markdown file")
+            self.report(file, text, at, citation, why="an anchor names a Markdown file")
         elif anchor not in outline(target).anchors:
-            self.report(file, text, at, citation, f"no heading with anchor #{anchor}")
+            self.report(file, text, at, citation, why=f"no heading with anchor #{anchor}")
 
-    def check_section(self, file: Path, text: str, end: int, citation: str, target: Path) -> None:
+    def check_section(self, file: Path, text: str, end: int, citation: str, *, target: Path) -> None:
         if target.suffix != ".md" or not target.is_file():
             return
         m = SECTION_RE.match(text, end)
@@ -232,7 +238,9 @@ class _Checker:
             return
         title = _norm(m.group(1).replace("#", " "))
         if not any(t.startswith(title) for t in outline(target).titles):
-            self.report(file, text, end, f'{citation}, "{m.group(1)}"', "no heading or bold lead starts with that title")
+            self.report(
+                file, text, end, f'{citation}, "{m.group(1)}"', why="no heading or bold lead starts with that title"
+            )
 
     def check_bare(self, file: Path, text: str, m: re.Match[str]) -> None:
         name = m.group(1) or m.group(2)
@@ -240,9 +248,11 @@ class _Checker:
             return  # a path citation already
         for folder in (file.parent, self.root / "docs", self.root):
             if (folder / name).is_file():
-                self.check_section(file, text, m.end(), name, folder / name)
+                self.check_section(file, text, m.end(), name, target=folder / name)
                 return
-        self.report(file, text, m.start(), name, "no such Markdown file beside the citing file, in docs/ or at the root")
+        self.report(
+            file, text, m.start(), name, why="no such Markdown file beside the citing file, in docs/ or at the root"
+        )
 
     def check_links(self, file: Path, text: str) -> None:
         offsets = [0]
@@ -257,11 +267,11 @@ class _Checker:
                 target = (file.parent / path_part).resolve() if path_part else file
                 at = offsets[number - 1] + m.start()
                 if not self.inside(target) or not target.exists():
-                    self.report(file, text, at, target_text, "the link's target does not exist")
+                    self.report(file, text, at, target_text, why="the link's target does not exist")
                     continue
                 if anchor:
-                    self.check_anchor(file, text, at, target_text, target, anchor)
-                self.check_section(file, text, offsets[number - 1] + m.end(), target_text, target)
+                    self.check_anchor(file, text, at, target_text, target=target, anchor=anchor)
+                self.check_section(file, text, offsets[number - 1] + m.end(), target_text, target=target)
 
 
 def check(root: Path) -> list[Problem]:

@@ -1,4 +1,5 @@
-"""The example EAGLE-3 trainer's input handling (infra/examples/train_eagle3.py, trainer_data.py, offline_acceptance.py).
+"""The example EAGLE-3 trainer's input handling (infra/examples/train_eagle3.py, trainer_data.py,
+offline_acceptance.py).
 
 These run in the main venv: the checks here stop before anything imports `speculators`
 (the trainer imports it lazily). Training, the checkpoint and serving are covered by
@@ -43,7 +44,9 @@ def test_bad_input_exits_2_with_one_line(tmp_path, capsys):
     code = eagle3.main(["--corpus", str(corpus), "--target", str(tmp_path / "none"), "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and "config.json missing" in err[0]
-    code = eagle3.main(["--corpus", str(corpus), "--target", str(tmp_path), "--out", str(tmp_path / "o"), "--steps", "0"])
+    code = eagle3.main(
+        ["--corpus", str(corpus), "--target", str(tmp_path), "--out", str(tmp_path / "o"), "--steps", "0"]
+    )
     assert code == 2 and "--steps must be >= 1" in capsys.readouterr().err
     if importlib.util.find_spec("speculators") is None:  # the main venv: the trainer names its environment
         (tmp_path / "config.json").write_text("{}")
@@ -65,7 +68,11 @@ def test_heldout_reader_keeps_heldout_records_only(tmp_path):
 def _batch(ids, mask, docs):
     import torch
 
-    return {"input_ids": torch.tensor([ids]), "loss_mask": torch.tensor([mask]).bool(), "document_ids": torch.tensor([docs])}
+    return {
+        "input_ids": torch.tensor([ids]),
+        "loss_mask": torch.tensor([mask]).bool(),
+        "document_ids": torch.tensor([docs]),
+    }
 
 
 def test_accepted_counts_need_every_earlier_draft_right():

@@ -160,7 +160,10 @@ def test_build_is_cached_by_content_and_deterministic(tiny_target, small_traffic
     logs.clear()
     toy.build_target(small_traffic, tmp_path / "again", seed=2, steps=3, log=logs.append, **TINY)
     assert not logs[-1].startswith("reused")
-    assert hashlib.sha256((tmp_path / "again" / "model.safetensors").read_bytes()).digest() != hashlib.sha256(weights).digest()
+    assert (
+        hashlib.sha256((tmp_path / "again" / "model.safetensors").read_bytes()).digest()
+        != hashlib.sha256(weights).digest()
+    )
 
 
 def test_build_refuses_a_foreign_folder(small_traffic, tmp_path):
@@ -228,7 +231,9 @@ def test_trainer_cli_writes_a_servable_draft(tiny_target, small_traffic, tmp_pat
 
 def test_trainer_fails_clearly_without_train_records(tiny_target, tmp_path, capsys):
     corpus = tmp_path / "heldout-only.jsonl"
-    corpus.write_text(json.dumps({"id": "a", "messages": [{"role": "user", "content": "hi"}], "split": "heldout"}) + "\n")
+    corpus.write_text(
+        json.dumps({"id": "a", "messages": [{"role": "user", "content": "hi"}], "split": "heldout"}) + "\n"
+    )
     code = trainer.main(["--corpus", str(corpus), "--target", str(tiny_target), "--out", str(tmp_path / "d")])
     assert code == 2
     assert "no record with split 'train'" in capsys.readouterr().err

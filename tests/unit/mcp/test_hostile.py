@@ -29,6 +29,7 @@ from mcp.server.mcpserver import MCPServer
 from services.mcp.deps import default_deps
 from services.mcp.server import build_server
 from services.runtime.settings import RuntimeSettings
+from tests.support.mcp_content import text_of
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "infra/examples/campaign.yaml"
@@ -86,7 +87,7 @@ def http_server(settings: RuntimeSettings, roots: Path, handled: list[str]) -> I
     thread.join(timeout=10)
 
 
-def _post(http: httpx.Client, url: str, method: str, params: dict[str, Any], name: str, token: str | None
+def _post(http: httpx.Client, url: str, method: str, params: dict[str, Any], *, name: str, token: str | None
           ) -> httpx.Response:
     """One JSON-RPC request as a client of the current protocol sends it (no session needed); `initialize` as
     a client of a protocol with sessions opens one."""
@@ -104,7 +105,9 @@ async def _everything(server: MCPServer) -> list[tuple[str, dict[str, Any], str]
     """A request to each tool, resource template, resource and prompt the server registers."""
     requests = [("tools/call", {"name": t.name, "arguments": {}}, t.name) for t in await server.list_tools()]
     for template in await server.list_resource_templates():
-        uri = re.sub(r"\{\+?(\w+)\}", lambda m: "hostile-run" if m[1] == "run_id" else "campaign", template.uri_template)
+        uri = re.sub(
+            r"\{\+?(\w+)\}", lambda m: "hostile-run" if m[1] == "run_id" else "campaign", template.uri_template
+        )
         requests.append(("resources/read", {"uri": uri}, uri))
     requests += [("resources/read", {"uri": str(r.uri)}, str(r.uri)) for r in await server.list_resources()]
     requests += [("prompts/get", {"name": p.name, "arguments": {}}, p.name) for p in await server.list_prompts()]
@@ -117,25 +120,29 @@ async def test_every_tool_resource_and_prompt_answers_401_without_the_token_and_
     url, server = http_server
     requests = await _everything(server)
     assert len([r for r in requests if r[0] == "tools/call"]) >= 13 and any(r[0] == "resources/read" for r in requests)
-    initialize = {"protocolVersion": LEGACY_VERSION, "capabilities": {}, "clientInfo": {"name": "hostile", "version": "1"}}
+    initialize = {
+        "protocolVersion": LEGACY_VERSION,
+        "capabilities": {},
+        "clientInfo": {"name": "hostile", "version": "1"},
+    }
     with httpx.Client(timeout=30) as http:
         for method, params, name in [("initialize", initialize, "initialize"), *requests]:
-            response = await _to_thread(_post, http, url, method, params, name, token)
+            response = await _to_thread(_post, http, url, method, params, name=name, token=token)
             assert response.status_code == 401, f"{method} {name}: {response.status_code} {response.text[:300]}"
             assert response.headers.get("www-authenticate", "").startswith("Bearer "), (name, response.headers)
         assert handled == []
         # The same request with the token reaches the handler: the recorder sees what it is meant to see.
         validated = await _to_thread(_post, http, url, "tools/call", {
-            "name": "campaign_validate", "arguments": {"config": str(roots / "campaign.yaml")}}, "campaign_validate",
-            TOKEN)
+            "name": "campaign_validate", "arguments": {"config": str(roots / "campaign.yaml")}},
+            name="campaign_validate", token=TOKEN)
     assert validated.status_code == 200 and '"accepted":true' in validated.text.replace(" ", ""), validated.text
     assert handled == ["_handle_call_tool"]
 
 
-async def _to_thread(fn: Any, *args: Any) -> Any:
+async def _to_thread(fn: Any, *args: Any, **kwargs: Any) -> Any:
     import anyio.to_thread
 
-    return await anyio.to_thread.run_sync(lambda: fn(*args))
+    return await anyio.to_thread.run_sync(lambda: fn(*args, **kwargs))
 
 
 def _campaign(path: Path, **edits: Any) -> Path:
@@ -148,7 +155,7 @@ def _campaign(path: Path, **edits: Any) -> Path:
 async def _refusal(client: Client, name: str, arguments: dict[str, Any]) -> str:
     result = await client.call_tool(name, arguments)
     assert result.is_error, f"{name} ran: {result.structured_content}"
-    return result.content[0].text
+    return text_of(result.content[0])
 
 
 async def test_a_path_outside_the_roots_gets_one_refusal_whether_or_not_it_exists(
@@ -191,7 +198,7 @@ async def test_a_parse_error_names_file_line_and_column_and_never_the_line(
     broken = _broken(roots / "broken.yaml")
     async with Client(build_server(default_deps(settings, None))) as client:
         result = await client.call_tool("campaign_validate", {"config": str(broken)})
-    text = "\n".join(c.text for c in result.content)
+    text = "\n".join(text_of(c) for c in result.content)
     done = subprocess.run([sys.executable, "-m", "services.cli.main", "validate", str(broken)], cwd=ROOT,
                           env=settings_env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stdout + done.stderr

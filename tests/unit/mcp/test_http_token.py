@@ -21,6 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from services.mcp.deps import default_deps
 from services.mcp.server import build_server
 from services.runtime.settings import RuntimeSettings
+from tests.support.mcp_content import text_of
 
 TOKEN = "0123456789abcdef0123456789abcdef"
 EXAMPLE = Path(__file__).resolve().parents[3] / "infra/examples/campaign.yaml"
@@ -68,7 +69,7 @@ async def connected(url: str, token: str | None) -> AsyncIterator[Client]:
 async def _error(client: Client, name: str, arguments: dict[str, Any]) -> str:
     result = await client.call_tool(name, arguments)
     assert result.is_error, f"{name} ran: {result.structured_content}"
-    return result.content[0].text
+    return text_of(result.content[0])
 
 
 @pytest.mark.parametrize("token", [None, TOKEN[::-1]], ids=["no-token", "wrong-token"])
@@ -92,7 +93,8 @@ async def test_without_the_token_the_client_gets_401_and_nothing_is_done(url: st
 
 async def test_with_the_token_every_kind_of_call_runs(url: str, settings: RuntimeSettings) -> None:
     async with connected(url, TOKEN) as client:
-        annotated = {t.name for t in (await client.list_tools()).tools if not t.annotations.read_only_hint}
+        annotated = {t.name for t in (await client.list_tools()).tools
+                     if not (t.annotations and t.annotations.read_only_hint)}
         assert annotated == set(MUTATING)
         stored = await client.call_tool("campaign_init", MUTATING["campaign_init"])
         assert not stored.is_error, stored.content
@@ -102,5 +104,5 @@ async def test_with_the_token_every_kind_of_call_runs(url: str, settings: Runtim
             text = await _error(client, name, arguments)
             assert "Bearer" not in text and "tok-run-b" in text, text
         read = await client.read_resource("bundle://tok-run-b/campaign.json")
-        assert '"family":"toy-llama"' in read.contents[0].text.replace(" ", "")
+        assert '"family":"toy-llama"' in text_of(read.contents[0]).replace(" ", "")
     assert (settings.bundle_root / "tok-run-b" / "campaign.json").is_file()

@@ -36,7 +36,9 @@ async def test_submit_takes_the_callers_id_once_and_stores_what_it_always_stored
         run_id = await submit.submit(cli, EXAMPLE, experiment_id="caller-run-7")
         assert run_id == "caller-run-7"
         kept = {ref.uri.split("/", 3)[3] for ref in cli.bundle.artifacts(run_id)}
-        assert {layout.CAMPAIGN_YAML, layout.CAMPAIGN, layout.OPERATOR_COMMANDS, layout.OPERATOR_REVISIONS} <= kept, kept
+        assert {layout.CAMPAIGN_YAML, layout.CAMPAIGN, layout.OPERATOR_COMMANDS, layout.OPERATOR_REVISIONS} <= kept, (
+            kept
+        )
         events = await ops.journal(cli, run_id)
         assert [e["schema"] for e in events] == ["campaign.submitted"]
         with pytest.raises(submit.RunIdRefused, match="in use: run caller-run-7 already has a bundle folder"):

@@ -1,5 +1,5 @@
-"""No argument dropped silently (docs/design.md#principle-1-no-inert-configuration): every MCP tool's input schema forbids
-additional properties, the server refuses an argument no tool declares by its name, and a declared
+"""No argument dropped silently (docs/design.md#principle-1-no-inert-configuration): every MCP tool's input schema
+forbids additional properties, the server refuses an argument no tool declares by its name, and a declared
 argument that a mode would ignore is refused in that mode (campaign_run's wait_for_plans_s on a live
 call) or consumed (evidence_init's family beside an experiment_id: checked by campaign_init).
 

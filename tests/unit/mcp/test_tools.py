@@ -18,6 +18,7 @@ from mcp.shared.exceptions import MCPError
 from services.mcp.deps import default_deps
 from services.mcp.server import build_server
 from services.runtime.settings import RuntimeSettings
+from tests.support.mcp_content import text_of
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "infra/examples/campaign.yaml"
 
@@ -45,14 +46,14 @@ def _streams(settings: RuntimeSettings) -> list[bytes]:
 
 async def _ok(client: Client, name: str, **arguments: Any) -> dict[str, Any]:
     result = await client.call_tool(name, arguments)
-    assert not result.is_error, result.content[0].text
+    assert not result.is_error, text_of(result.content[0])
     return result.structured_content
 
 
 async def _refused(client: Client, name: str, **arguments: Any) -> str:
     result = await client.call_tool(name, arguments)
     assert result.is_error, f"{name} ran: {result.structured_content}"
-    return result.content[0].text
+    return text_of(result.content[0])
 
 
 def _campaign(tmp_path: Path, **edits: Any) -> Path:
@@ -79,11 +80,23 @@ async def test_campaign_init_stores_the_campaign_of_the_named_family_in_the_name
     async with serving(settings) as client:
         made = await _ok(client, "evidence_init", family="toy-llama", experiment_id="init-run")
         outside = tmp_path / "elsewhere" / "init-run"
-        text = await _refused(client, "campaign_init", config=str(EXAMPLE), experiment_id="init-run", family="toy-llama",
-                              evidence_bundle=str(outside))
+        text = await _refused(
+            client,
+            "campaign_init",
+            config=str(EXAMPLE),
+            experiment_id="init-run",
+            family="toy-llama",
+            evidence_bundle=str(outside),
+        )
         assert "not under the services' bundle root" in text
-        text = await _refused(client, "campaign_init", config=str(EXAMPLE), experiment_id="init-run", family="toy-llama",
-                              evidence_bundle=str(settings.bundle_root / "other-run"))
+        text = await _refused(
+            client,
+            "campaign_init",
+            config=str(EXAMPLE),
+            experiment_id="init-run",
+            family="toy-llama",
+            evidence_bundle=str(settings.bundle_root / "other-run"),
+        )
         assert "not the bundle of run init-run" in text
         text = await _refused(client, "campaign_init", config=str(EXAMPLE), experiment_id="init-run", family="llama-3")
         assert "family 'toy-llama', not 'llama-3'" in text
@@ -91,7 +104,9 @@ async def test_campaign_init_stores_the_campaign_of_the_named_family_in_the_name
         stored = await _ok(client, "campaign_init", config=str(EXAMPLE), experiment_id="init-run", family="toy-llama",
                            evidence_bundle=made["bundle_path"])
         assert stored["campaign"]["uri"] == "bundle://init-run/campaign.json"
-        text = await _refused(client, "campaign_init", config=str(EXAMPLE), experiment_id="init-run", family="toy-llama")
+        text = await _refused(
+            client, "campaign_init", config=str(EXAMPLE), experiment_id="init-run", family="toy-llama"
+        )
         assert "already holds a campaign" in text
         assert _streams(settings) == [], "campaign_init published something"
 
@@ -99,7 +114,9 @@ async def test_campaign_init_stores_the_campaign_of_the_named_family_in_the_name
 async def test_campaign_init_names_every_problem_of_the_campaign(settings, tmp_path):
     async with serving(settings) as client:
         broken = _campaign(tmp_path, gate={"objective": None, "acceptance_floor": None})
-        text = await _refused(client, "campaign_init", config=str(broken), experiment_id="bad-campaign", family="toy-llama")
+        text = await _refused(
+            client, "campaign_init", config=str(broken), experiment_id="bad-campaign", family="toy-llama"
+        )
         assert "cannot be submitted; nothing was published" in text and "missing: gate.objective" in text
         assert not (settings.bundle_root / "bad-campaign").exists()
 
@@ -132,9 +149,9 @@ async def test_bundle_resources_are_recorded_files_of_the_run_only(settings):
         await _ok(client, "campaign_init", config=str(EXAMPLE), experiment_id="res-run", family="toy-llama")
         run_dir = settings.bundle_root / "res-run"
         read = await client.read_resource("bundle://res-run/campaign.yaml")
-        assert read.contents[0].text == (run_dir / "campaign.yaml").read_text()
+        assert text_of(read.contents[0]) == (run_dir / "campaign.yaml").read_text()
         manifest = await client.read_resource("bundle://res-run/manifest.json")
-        assert '"run_id":"res-run"' in manifest.contents[0].text.replace(" ", "")
+        assert '"run_id":"res-run"' in text_of(manifest.contents[0]).replace(" ", "")
         (settings.bundle_root / "secret.txt").write_text("outside the run")
         (run_dir / "stray.txt").write_text("never recorded")
         for uri, why in [("bundle://res-run/../secret.txt", "Unknown resource"),

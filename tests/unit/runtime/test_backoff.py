@@ -69,7 +69,7 @@ def test_a_read_loop_waits_0_1_s_doubling_to_2_s_per_stream(monkeypatch):
         slept.append(seconds)
 
     monkeypatch.setattr(groups.asyncio, "sleep", sleep)
-    keeper = groups.GroupKeeper(client=None, group="g", log=_Log())  # type: ignore[arg-type]
+    keeper = groups.GroupKeeper(client=None, group="g", log=_Log())
 
     async def outage() -> None:
         for _ in range(7):
@@ -107,6 +107,6 @@ def test_a_start_that_loses_redis_starts_again_after_0_5_s_doubling_to_5_s(monke
 
     monkeypatch.setattr(service.asyncio, "wait_for", wait_for)
     log = _Log()
-    assert asyncio.run(service.start_riding_out(Service(6), asyncio.Event(), log)) is True  # type: ignore[arg-type]
+    assert asyncio.run(service.start_riding_out(Service(6), asyncio.Event(), log)) is True
     assert waited == pytest.approx([0.5, 1.0, 2.0, 4.0, 5.0, 5.0])
     assert [fields["retry_in_s"] for _, fields in log.lines] == waited

@@ -62,7 +62,8 @@ def interpolate(value: str) -> str:
 
 def settings_problems(where: str, env: dict[str, str]) -> list[str]:
     """Every SPECDEC_* variable is a RuntimeSettings field with a valid value."""
-    values = {key.removeprefix("SPECDEC_").lower(): val for key, val in env.items() if key.startswith("SPECDEC_")}
+    values: dict[str, Any] = {key.removeprefix("SPECDEC_").lower(): val for key, val in env.items()
+                              if key.startswith("SPECDEC_")}
     values.pop("redis_url_file", None)  # the file exists in the container only (checked by service_env_problems)
     try:
         RuntimeSettings(**values)
@@ -134,8 +135,12 @@ def compose_redis_problems(services: dict[str, Any], redis_names: set[str]) -> l
     redis_svc = services["redis"]
     if f"{COMPOSE_URL_SOURCE}:{REDIS_USERS_DIR}:ro" not in redis_svc.get("volumes", []):
         problems.append(f"compose redis: the {COMPOSE_URL_SOURCE} volume is not mounted read-only at {REDIS_USERS_DIR}")
-    if (redis_svc.get("depends_on") or {}).get("redis-credentials", {}).get("condition") != "service_completed_successfully":
-        problems.append("compose redis: does not wait for redis-credentials (condition: service_completed_successfully)")
+    if (redis_svc.get("depends_on") or {}).get("redis-credentials", {}).get(
+        "condition"
+    ) != "service_completed_successfully":
+        problems.append(
+            "compose redis: does not wait for redis-credentials (condition: service_completed_successfully)"
+        )
     conf_mounts = [v.split(":")[0] for v in redis_svc.get("volumes", []) if v.endswith("redis.conf:ro")]
     if conf_mounts != ["./infra/redis.conf"] or not any("redis.conf" in part for part in redis_svc.get("command", [])):
         problems.append("compose redis: does not run with ./infra/redis.conf")
@@ -187,7 +192,8 @@ def extras(svc: dict[str, Any]) -> set[str]:
 
 
 def compose_bench_problems(services: dict[str, Any], keys: list[str]) -> list[str]:
-    gpu, cpu = [], []
+    gpu: list[str] = []
+    cpu: list[str] = []
     for key in keys:
         devices = services[key].get("deploy", {}).get("resources", {}).get("reservations", {}).get("devices", [])
         nvidia = [d for d in devices if d.get("driver") == "nvidia" and "gpu" in d.get("capabilities", [])]
@@ -263,7 +269,9 @@ def k8s_problems(objects: list[dict[str, Any]], names: list[str], variant: str) 
     for pod in redis_pods:
         spec = pod["spec"]["template"]["spec"]
         secrets = {v["name"]: v["secret"]["secretName"] for v in spec.get("volumes", []) if "secret" in v}
-        mounted = {m["mountPath"]: secrets.get(m["name"]) for c in spec["containers"] for m in c.get("volumeMounts", [])}
+        mounted = {
+            m["mountPath"]: secrets.get(m["name"]) for c in spec["containers"] for m in c.get("volumeMounts", [])
+        }
         if mounted.get(REDIS_USERS_DIR) != "specdec-redis-users":
             problems.append(f"k8s StatefulSet/{pod['metadata']['name']}: the Secret specdec-redis-users is not "
                             f"mounted at {REDIS_USERS_DIR}")
@@ -296,8 +304,11 @@ def k8s_deployment_problems(deploy: dict[str, Any], config: dict[str, dict[str, 
     for source in container.get("envFrom", []):
         env.update(config.get(source["configMapRef"]["name"], {}))
     env.update({item["name"]: item["value"] for item in container.get("env", []) if "value" in item})
-    claims = {v["name"]: v["persistentVolumeClaim"]["claimName"].removeprefix("specdec-") for v in pod.get("volumes", [])
-              if "persistentVolumeClaim" in v and v["persistentVolumeClaim"]["claimName"] in pvcs}
+    claims = {
+        v["name"]: v["persistentVolumeClaim"]["claimName"].removeprefix("specdec-")
+        for v in pod.get("volumes", [])
+        if "persistentVolumeClaim" in v and v["persistentVolumeClaim"]["claimName"] in pvcs
+    }
     claims |= {v["name"]: f"secret:{v['secret']['secretName']}" for v in pod.get("volumes", []) if "secret" in v}
     mounts = {m["mountPath"]: claims[m["name"]] for m in container.get("volumeMounts", []) if m["name"] in claims}
     problems = service_env_problems(where, env, mounts, K8S_URL_SOURCE)
@@ -477,7 +488,7 @@ def test_redis_conf_is_accepted_by_redis_server(tmp_path: Path) -> None:
         assert client.config_get("appendonly") == {"appendonly": "yes"}
         assert client.config_get("appendfsync")["appendfsync"] in ("everysec", "always")
         assert client.config_get("maxmemory-policy") == {"maxmemory-policy": "noeviction"}
-        assert int(client.config_get("maxmemory")["maxmemory"]) > 0, "a full Redis refuses writes, never grows on"
+        assert int(client.config_get("maxmemory")["maxmemory"] or 0) > 0, "a full Redis refuses writes, never grows on"
         assert client.config_get("protected-mode") == {"protected-mode": "yes"}
         with pytest.raises(redis.AuthenticationError):
             redis.Redis(port=port).ping()  # the default user is off

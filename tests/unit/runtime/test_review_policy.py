@@ -20,8 +20,8 @@ from contracts.campaign import REVIEWED_STEPS, Campaign, ReviewPolicy
 from contracts.envelope import ArtifactRef
 from contracts.events import BenchPlanned, RunApproved, TrainingPlanned
 from services.app.runs.plans import describe, show_plan
-from services.publisher.report.model import PlanReview
 from services.publisher.publish.review_record import plan_reviews
+from services.publisher.report.model import PlanReview
 from services.runtime.approval import pre_approved
 from services.runtime.bundle.bundle import BundleStore
 
@@ -81,7 +81,9 @@ def test_a_policy_names_each_reviewed_step_once(bad: list[str], named: str) -> N
 def test_a_shapes_campaign_refuses_to_pre_approve_training_it_never_plans() -> None:
     with pytest.raises(ValidationError, match="review.pre_approve lists training, but traffic is named shapes"):
         Campaign.model_validate(raw(acknowledged=True, pre_approve=["training", "bench"], shapes=True))
-    assert Campaign.model_validate(raw(acknowledged=True, pre_approve=["bench"], shapes=True)).review.pre_approve == ["bench"]
+    assert Campaign.model_validate(raw(acknowledged=True, pre_approve=["bench"], shapes=True)).review.pre_approve == [
+        "bench"
+    ]
 
 
 @pytest.mark.parametrize("name", ["toy-campaign.yaml", "demo-campaign.yaml"])
@@ -136,8 +138,12 @@ def test_the_report_names_the_approval_that_ran_each_plan_or_the_policy() -> Non
                         plan_sha256s=[training.sha256], approved_by="other@host")
     events = _journal(
         TrainingPlanned(run_id=RUN, producer="trainer-proxy/t", plan=training, executor="local", node="n1"),
-        TrainingPlanned(run_id=RUN, producer="trainer-proxy/t", plan=training, executor="local", node="n1"),  # redelivery
-        other, first, later,
+        TrainingPlanned(
+            run_id=RUN, producer="trainer-proxy/t", plan=training, executor="local", node="n1"
+        ),  # redelivery
+        other,
+        first,
+        later,
         BenchPlanned(run_id=RUN, producer="bench-runner/t", plan=bench, cells=["standing"], trials=3),
     )
     campaign = Campaign.model_validate(raw(acknowledged=True, pre_approve=["bench"]))

@@ -154,8 +154,8 @@ def test_an_operator_command_shows_what_was_declared_and_each_change_under_it():
 
 @pytest.mark.parametrize("scheduler", ["local", "slurm"])
 def test_a_training_plan_shows_its_launch_on_one_quoted_line(bundle, capsys, scheduler):
-    from tests.unit.trainer_proxy.planning.test_training_plan import ARGV, _plan
     from tests.unit.trainer_proxy.helpers import campaign
+    from tests.unit.trainer_proxy.planning.test_training_plan import ARGV, _plan
 
     selectors = {"partition": "gpu"} if scheduler == "slurm" else {}
     plan = _plan(campaign(train_argv=ARGV, scheduler=scheduler, selectors=selectors), scheduler=scheduler)
@@ -163,7 +163,9 @@ def test_a_training_plan_shows_its_launch_on_one_quoted_line(bundle, capsys, sch
     bundle.write_json(plan.run_id, layout.TRAINING_PLAN, plan)
     out = cli(capsys, "training", "plan", plan.run_id)
     launched = [line for line in out.splitlines() if line.startswith("  launch (")]
-    assert launched == [f"  launch ({scheduler}): {shlex.join(plan.launch.argv)}"]  # the literal `a;b $(rm -rf x)` quoted
+    assert launched == [
+        f"  launch ({scheduler}): {shlex.join(plan.launch.argv)}"
+    ]  # the literal `a;b $(rm -rf x)` quoted
     if scheduler == "slurm":
         assert f"    submitted as: {shlex.join(plan.launch.sbatch_argv)}" in out
     assert f"specdec training plan {plan.run_id} --json" in out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from services.runtime.workload_env import MissingVariable, environment, is_platform
@@ -25,8 +27,11 @@ def test_detected_secrets_are_masked_wherever_they_stand() -> None:
 
 
 def test_documents_texts_and_logs_are_masked() -> None:
-    doc = {"cells": [{"serve_argv": ["vllm", "--hf-token", "hf_a"]}], "engine_args": {"hf_token": "hf_b", "dtype": "auto"},
-           "job_script": "ARGV = ['train.py', '--api-key', 'sk-c']"}
+    doc: dict[str, Any] = {
+        "cells": [{"serve_argv": ["vllm", "--hf-token", "hf_a"]}],
+        "engine_args": {"hf_token": "hf_b", "dtype": "auto"},
+        "job_script": "ARGV = ['train.py', '--api-key', 'sk-c']",
+    }
     masked = mask_document(doc)
     assert "hf_a" not in str(masked) and "hf_b" not in str(masked) and "sk-c" not in str(masked)
     assert masked["engine_args"]["dtype"] == "auto" and doc["cells"][0]["serve_argv"][2] == "hf_a"  # a copy

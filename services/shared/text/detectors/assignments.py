@@ -25,7 +25,8 @@ from services.shared.text.detectors.high_entropy import _HEXISH, looks_random
 _EXTRA_KEYWORDS = (
     r"(?<![a-z])pass(?![a-z])", r"passphrase", r"passcode", r"api[_-]?key", r"apikey", r"api[_-]?token",
     r"access[_-]?key", r"secret[_-]?key", r"(?<![a-z])token(?!iz)", r"credentials?", r"auth[_-]?token",
-    r"access[_-]?token", r"refresh[_-]?token", r"requirepass", r"masterauth", r"client[_-]?secret", r"signing[_-]?key", r"encryption[_-]?key",
+    r"access[_-]?token", r"refresh[_-]?token", r"requirepass", r"masterauth", r"client[_-]?secret", r"signing[_-]?key",
+    r"encryption[_-]?key",
     r"master[_-]?key", r"kennwort", r"mot[_-]?de[_-]?passe",
 )
 _KEYWORD_ALT = "|".join(list(ds_keyword.DENYLIST) + list(_EXTRA_KEYWORDS))
@@ -46,7 +47,8 @@ _SPACE_ASSIGNED = frozenset(("requirepass", "masterauth", "passwd"))
 _NETRC = re.compile(r"(?m)^(?=.*\bmachine\b)(?=.*\blogin\b).*?\bpassword\s+(?P<v>\S+)")
 # .NET appSettings: <add key="ApiKey" value="..."/>
 _KEY_VALUE_ATTR = re.compile(
-    r"(?i)\b(?:key|name)\s*=\s*[\"'](?P<k>[^\"']*(?:" + _KEYWORD_ALT + r")[^\"']*)[\"']\s+value\s*=\s*[\"'](?P<v>[^\"']+)[\"']"
+    r"(?i)\b(?:key|name)\s*=\s*[\"'](?P<k>[^\"']*(?:" + _KEYWORD_ALT
+    + r")[^\"']*)[\"']\s+value\s*=\s*[\"'](?P<v>[^\"']+)[\"']"
 )
 _XML_SECRET = re.compile(
     r"(?i)<(?P<tag>[\w:.-]*(?:password|passwd|secret|token|api[_-]?key|private[_-]?key)[\w.-]*)>(?P<v>[^<\s]{4,})</(?P=tag)>"
@@ -72,7 +74,9 @@ _NOT_VALUES = frozenset(
     "hidden masked omitted unset".split()
 )
 _TYPE_VALUE = re.compile(r"^(?:Optional|List|Union|SecretStr|str|bytes|String|&str|\*?string|\[\]byte)\b")
-_PLACEHOLDER_VALUE = re.compile(r"(?i)^(?:your|my|the|insert|enter|put)[_ -]?\w*$|^x{3,}$|^\.{3,}$|^<.*>$|^%\(?\w+\)?s?$|^@@\w+@@$")
+_PLACEHOLDER_VALUE = re.compile(
+    r"(?i)^(?:your|my|the|insert|enter|put)[_ -]?\w*$|^x{3,}$|^\.{3,}$|^<.*>$|^%\(?\w+\)?s?$|^@@\w+@@$"
+)
 _CODE_AFTER = re.compile(r"\s*(?:[)\]|,]|->|[-+*/%&^<>]=?\s|=(?!=)|\bif\b|\belse\b|\bfor\b|\band\b|\bor\b)")
 _UNQUOTED_END = re.compile(r"[\s,;}\])`]")
 _QUERY_END = re.compile(r"[\s,;}\])`&#]")  # a value in a URL's query string ends at '&'
@@ -92,7 +96,9 @@ def _keyword_kind(name: str) -> str | None:
         return "aws_secret_key"
     if "token" in n:
         return "token"
-    if re.search(r"api.?key|apikey|access.?key|client.?key|auth.?key|service.?key|account.?key", n) or n.endswith("_key"):
+    if re.search(r"api.?key|apikey|access.?key|client.?key|auth.?key|service.?key|account.?key", n) or n.endswith(
+        "_key"
+    ):
         return "api_key"
     return "secret"
 
@@ -120,7 +126,7 @@ def _value_span(view: str, start: int, line_end: int, query: bool = False) -> tu
     return start, end, False, view[end:line_end]
 
 
-def _is_value(value: str, kind: str, name: str, line: str, quoted: bool, op: str, rest: str) -> bool:
+def _is_value(value: str, kind: str, name: str, line: str, *, quoted: bool, op: str, rest: str) -> bool:
     """Does `value`, assigned to `name`, look like a credential rather than code or prose?"""
     v = value.strip()
     if not v or v.lower() in _NOT_VALUES:
@@ -145,7 +151,9 @@ def _is_value(value: str, kind: str, name: str, line: str, quoted: bool, op: str
         return False
     dotted = v.split(".")
     if len(dotted) > 1 and all(re.fullmatch(r"[A-Za-z_]\w*", s) for s in dotted):
-        if dotted[0].lower() in _CODE_ROOTS or any(k in dotted[-1].lower() for k in ("pass", "secret", "token", "key", "pwd")):
+        if dotted[0].lower() in _CODE_ROOTS or any(
+            k in dotted[-1].lower() for k in ("pass", "secret", "token", "key", "pwd")
+        ):
             return False  # self.password, settings.SECRET_KEY
     bare = v.lower().lstrip("-")
     last = re.split(r"[.\-]", name.lower().strip("-\"'"))[-1]
@@ -215,14 +223,14 @@ def _keywords(view: str, lowered: str, out: list[Finding]) -> None:
         if not value.strip() or _YAML_BLOCK.match(value.strip()):
             # The value is on the following lines: YAML block scalars, a bare key then an indented value.
             if op.strip() == ":" and _YAML_KEY_LINE.match(view, line_start, line_end):
-                _following_lines(view, line_start, line_end, kind, out)
+                _following_lines(view, line_start, line_end, kind, out=out)
             continue
-        if _is_value(value, kind, name, view[line_start:line_end], quoted, op, rest):
+        if _is_value(value, kind, name, view[line_start:line_end], quoted=quoted, op=op, rest=rest):
             out.append(Finding(s, e, kind))
     if "value" in view:
         for m in _KEY_VALUE_ATTR.finditer(view):
             kind = _keyword_kind(m.group("k"))
-            if kind and _is_value(m.group("v"), kind, m.group("k"), "", True, "=", ""):
+            if kind and _is_value(m.group("v"), kind, m.group("k"), "", quoted=True, op="=", rest=""):
                 out.append(Finding(m.start("v"), m.end("v"), kind))
     if "machine" in view:
         for m in _NETRC.finditer(view):
@@ -233,7 +241,7 @@ def _keywords(view: str, lowered: str, out: list[Finding]) -> None:
             out.append(Finding(m.start("v"), m.end("v"), kind))
 
 
-def _following_lines(view: str, line_start: int, line_end: int, kind: str, out: list[Finding]) -> None:
+def _following_lines(view: str, line_start: int, line_end: int, kind: str, *, out: list[Finding]) -> None:
     """The indented lines after `key:` / `key: |` (at most 64), or the single next
     line when it is one token: a value continued on the next line."""
     line = view[line_start:line_end]
@@ -268,7 +276,9 @@ _PROSE_PASSWORD = re.compile(
 )
 
 
-_PROSE_KEY = re.compile(r"(?i)\b(?:key|secret|token|credential)\s+(?:is|was)\s*:?\s+[`'\"]?(?P<v>[A-Za-z0-9+/=_.-]{16,})")
+_PROSE_KEY = re.compile(
+    r"(?i)\b(?:key|secret|token|credential)\s+(?:is|was)\s*:?\s+[`'\"]?(?P<v>[A-Za-z0-9+/=_.-]{16,})"
+)
 
 
 def _prose_passwords(view: str, out: list[Finding]) -> None:
@@ -285,7 +295,11 @@ def _prose_passwords(view: str, out: list[Finding]) -> None:
             continue
         if v.lower() in _NOT_VALUES or heuristic.is_templated_secret(v) or v[0] == "<":
             continue
-        kind = "password" if "pass" in m.group(0).lower() or "pwd" in m.group(0).lower() or "pin" in m.group(0).lower() else "api_key"
+        kind = (
+            "password"
+            if "pass" in m.group(0).lower() or "pwd" in m.group(0).lower() or "pin" in m.group(0).lower()
+            else "api_key"
+        )
         if "token" in m.group(0).lower()[: m.start("v") - m.start()]:
             kind = "token"
         out.append(Finding(m.start("v"), m.start("v") + len(v), kind))

@@ -65,8 +65,8 @@ KIND_CATEGORY: dict[str, str] = {
 # a specific detector names a span better than a context rule or the entropy rule.
 _PRIORITY: dict[str, int] = {k: i for i, k in enumerate(KIND_CATEGORY)}
 for _k, _p in {"password": 40, "private_key_id": 41, "api_key": 42, "token": 43, "secret": 44, "high_entropy": 60,
-               "email": 30, "url_credentials": 29, "card": 31, "iban": 32, "us_ssn": 33, "uk_nino": 34, "national_id": 36, "ip": 35,
-               "phone": 50}.items():
+               "email": 30, "url_credentials": 29, "card": 31, "iban": 32, "us_ssn": 33, "uk_nino": 34,
+               "national_id": 36, "ip": 35, "phone": 50}.items():
     _PRIORITY[_k] = _p
 PRIORITY = _PRIORITY
 

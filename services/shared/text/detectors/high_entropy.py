@@ -22,7 +22,9 @@ from services.shared.text.detectors.base import Finding, _line_bounds, entropy
 _CANDIDATE = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{20,}={0,2}(?![A-Za-z0-9+/=_-])")
 _HEXISH = re.compile(r"[0-9a-fA-F-]+")
 # Content hashes and checksums are not secrets (sha256-..., h1:...=, sha512:...).
-_HASH_PREFIX = re.compile(r"(?i)(?:sha(?:1|224|256|384|512)|md5|h1|blake2b?|integrity|etag|digest|checksum)[-:=]\s*[\"']?$")
+_HASH_PREFIX = re.compile(
+    r"(?i)(?:sha(?:1|224|256|384|512)|md5|h1|blake2b?|integrity|etag|digest|checksum)[-:=]\s*[\"']?$"
+)
 # English letter pairs that make up most of identifiers and words (the most frequent
 # bigrams of Python's own prose and names); random strings hit about a fifth of them.
 _HASH_TOKEN = re.compile(r"(?i)(?:sha(?:1|224|256|384|512)|md5|blake2b?)-")
@@ -45,7 +47,7 @@ def _entropy_floor(n: int) -> float:
     pts = _ENTROPY_FLOOR
     if n <= pts[0][0]:
         return pts[0][1]
-    for (a, ta), (b, tb) in zip(pts, pts[1:]):
+    for (a, ta), (b, tb) in zip(pts, pts[1:], strict=False):
         if n <= b:
             return ta + (tb - ta) * (n - a) / (b - a)
     return pts[-1][1]
@@ -57,7 +59,7 @@ def wordlike(token: str) -> float:
     pairs = hits = 0
     for seg in _SEGMENT.findall(token):
         s = seg.lower()
-        for a, b in zip(s, s[1:]):
+        for a, b in zip(s, s[1:], strict=False):
             pairs += 1
             hits += (a + b) in _COMMON_BIGRAMS
     return hits / pairs if pairs else 0.0
@@ -110,8 +112,14 @@ def looks_random(token: str, *, context: bool) -> bool:
 
 
 # Public keys and certificates are meant to be shared: their base64 is not a secret.
-_PUBLIC_BLOCK = re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*(?:PUBLIC KEY|CERTIFICATE(?: REQUEST)?)-----.*?(?:-----END [A-Z0-9 ]+-----|\Z)", re.DOTALL)
-_SSH_PUBLIC = re.compile(r"(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp\d+|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com) +$")
+_PUBLIC_BLOCK = re.compile(
+    r"-----BEGIN (?:[A-Z0-9]+ )*(?:PUBLIC KEY|CERTIFICATE(?: REQUEST)?)-----.*?(?:-----END [A-Z0-9 ]+-----|\Z)",
+    re.DOTALL,
+)
+_SSH_PUBLIC = re.compile(
+    r"(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp\d+|sk-ssh-ed25519@openssh\.com"
+    r"|sk-ecdsa-sha2-nistp256@openssh\.com) +$"
+)
 
 
 def _high_entropy(view: str, out: list[Finding]) -> None:

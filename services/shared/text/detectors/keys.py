@@ -46,7 +46,9 @@ _PEM = re.compile(
     re.DOTALL,
 )
 _PUTTY = re.compile(r"PuTTY-User-Key-File-\d:.*?(?:Private-MAC: *[0-9a-fA-F]+|\Z)", re.DOTALL)
-_SSH2 = re.compile(r"---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----.*?(?:---- END SSH2 ENCRYPTED PRIVATE KEY ----|\Z)", re.DOTALL)
+_SSH2 = re.compile(
+    r"---- BEGIN SSH2 ENCRYPTED PRIVATE KEY ----.*?(?:---- END SSH2 ENCRYPTED PRIVATE KEY ----|\Z)", re.DOTALL
+)
 
 
 def _private_keys(view: str, out: list[Finding]) -> None:
@@ -93,9 +95,24 @@ _PLUGINS: tuple[_Plugin, ...] = (
     _Plugin(SlackDetector(), _slack_kind, ("xox", "hooks.slack.com"), _TOKEN | frozenset("/"), fold=True),
     _Plugin(StripeDetector(), _const("stripe_key"), ("k_live_",), _ALNUM),
     _Plugin(GitHubTokenDetector(), _const("github_token"), ("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), _TOKEN),
-    _Plugin(GitLabTokenDetector(), _const("gitlab_token"),
-            ("glpat-", "gldt-", "glft-", "glsoat-", "glrt-", "GR1348941", "glcbt-", "glimt-", "glptt-", "glagent-", "gloas-"),
-            _TOKEN),
+    _Plugin(
+        GitLabTokenDetector(),
+        _const("gitlab_token"),
+        (
+            "glpat-",
+            "gldt-",
+            "glft-",
+            "glsoat-",
+            "glrt-",
+            "GR1348941",
+            "glcbt-",
+            "glimt-",
+            "glptt-",
+            "glagent-",
+            "gloas-",
+        ),
+        _TOKEN,
+    ),
     _Plugin(JwtTokenDetector(), _const("jwt"), ("eyJ",), _JWT_CHARS),
     _Plugin(OpenAIDetector(), _const("openai_key"), ("T3BlbkFJ",), _TOKEN),
     _Plugin(SendGridDetector(), _const("sendgrid_key"), ("SG.",), _TOKEN),
@@ -137,8 +154,12 @@ def _is_placeholder_token(value: str) -> bool:
     return len(set(tail)) <= 2
 
 
-_TRIGGERS = re.compile("|".join(sorted({re.escape(t) for p in _PLUGINS if not p.fold for t in p.triggers}, key=len, reverse=True)))
-_FOLDED_TRIGGERS = re.compile("|".join(sorted({re.escape(t) for p in _PLUGINS if p.fold for t in p.triggers}, key=len, reverse=True)))
+_TRIGGERS = re.compile(
+    "|".join(sorted({re.escape(t) for p in _PLUGINS if not p.fold for t in p.triggers}, key=len, reverse=True))
+)
+_FOLDED_TRIGGERS = re.compile(
+    "|".join(sorted({re.escape(t) for p in _PLUGINS if p.fold for t in p.triggers}, key=len, reverse=True))
+)
 
 
 def _plugins(view: str, lowered: str, out: list[Finding]) -> None:

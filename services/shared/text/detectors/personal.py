@@ -46,12 +46,15 @@ _SSN_KEYWORD = re.compile(r"(?i)\b(?:ssn|social security(?: number| no\.?| #)?)\
 _IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,32}")
 # UK National Insurance number (HMRC's format): no library covers it.
 _NINO = re.compile(
-    r"(?<![A-Za-z0-9])(?!BG|GB|KN|NK|NT|TN|ZZ)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-D](?![A-Za-z0-9])"
+    r"(?<![A-Za-z0-9])(?!BG|GB|KN|NK|NT|TN|ZZ)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z]"
+    r" ?\d{2} ?\d{2} ?\d{2} ?[A-D](?![A-Za-z0-9])"
 )
 _PHONE_CANDIDATE = re.compile(
     r"(?<![\w+./#-])(?:\+ ?|00 ?)?\(?\d(?:(?:[ \u00a0./-]|\) ?| ?\()?\d){6,15}(?![\w]|[-/]\d|\.\d)"
 )
-_PHONE_CONTEXT = re.compile(r"(?i)(?:phone|tel|mobile|cell|call|text me|sms|whatsapp|fax|contact|dial|ring|reach)\b[^\n]{0,24}$")
+_PHONE_CONTEXT = re.compile(
+    r"(?i)(?:phone|tel|mobile|cell|call|text me|sms|whatsapp|fax|contact|dial|ring|reach)\b[^\n]{0,24}$"
+)
 # The North American shape (415) 555-0132 / 415-555-0132 / 415.555.0132 is a phone number even in
 # an area code not assigned yet: the plan's lengths (POSSIBLE) suffice, as for '+' numbers.
 _NANP_SHAPE = re.compile(r"^(?:\([2-9]\d{2}\) ?|[2-9]\d{2}([-.]))[2-9]\d{2}(?(1)\1|[-.])\d{4}$")
@@ -170,9 +173,23 @@ _NATIONAL_IDS: tuple[tuple[str | None, re.Pattern[str], Callable[[str], bool]], 
     (None, re.compile(r"(?<![\d])[12] ?\d{2} ?\d{2} ?(?:\d{2}|2[AB]) ?\d{3} ?\d{3} ?\d{2}(?!\d)"), std_fr_nir.is_valid),
     (None, re.compile(r"(?<![A-Za-z0-9])\d{8}-?[A-Z](?![A-Za-z0-9])"), std_es_dni.is_valid),
     (None, re.compile(r"(?<![A-Za-z0-9])[XYZ]-?\d{7}-?[A-Z](?![A-Za-z0-9])"), std_es_nie.is_valid),
-    (None, re.compile(r"(?<![A-Za-z0-9])[A-Z]{6}\d{2}[A-EHLMPR-T]\d{2}[A-Z]\d{3}[A-Z](?![A-Za-z0-9])"), std_it_cf.is_valid),
-    ("sin", re.compile(r"(?i)\b(?:sin|social insurance(?: number)?)\b[^\n\d]{0,12}(\d{3}[- ]?\d{3}[- ]?\d{3})\b"), std_ca_sin.is_valid),
-    ("steuer", re.compile(r"(?i)\b(?:steuer-?id(?:entifikationsnummer)?|idnr|tax id)\b[^\n\d]{0,12}(\d{2} ?\d{3} ?\d{3} ?\d{3})\b"), std_de_idnr.is_valid),
+    (
+        None,
+        re.compile(r"(?<![A-Za-z0-9])[A-Z]{6}\d{2}[A-EHLMPR-T]\d{2}[A-Z]\d{3}[A-Z](?![A-Za-z0-9])"),
+        std_it_cf.is_valid,
+    ),
+    (
+        "sin",
+        re.compile(r"(?i)\b(?:sin|social insurance(?: number)?)\b[^\n\d]{0,12}(\d{3}[- ]?\d{3}[- ]?\d{3})\b"),
+        std_ca_sin.is_valid,
+    ),
+    (
+        "steuer",
+        re.compile(
+            r"(?i)\b(?:steuer-?id(?:entifikationsnummer)?|idnr|tax id)\b[^\n\d]{0,12}(\d{2} ?\d{3} ?\d{3} ?\d{3})\b"
+        ),
+        std_de_idnr.is_valid,
+    ),
     ("bsn", re.compile(r"(?i)\bbsn\b[^\n\d]{0,12}(\d{9})\b"), std_nl_bsn.is_valid),
 )
 
@@ -233,8 +250,11 @@ def _phones(view: str, out: list[Finding]) -> None:
             # An international number ('+' and a country code), or one after "Tel:", "phone", ...:
             # the numbering plan's length rules suffice (a range not yet assigned is still a number).
             for region in regions[:1] if plus else regions:
-                hits = [h for h in phonenumbers.PhoneNumberMatcher(window, region, leniency=phonenumbers.Leniency.POSSIBLE)
-                        if h.start < len(cand)]
+                hits = [
+                    h
+                    for h in phonenumbers.PhoneNumberMatcher(window, region, leniency=phonenumbers.Leniency.POSSIBLE)
+                    if h.start < len(cand)
+                ]
                 if hits:
                     out.extend(Finding(s + h.start, s + h.end, "phone") for h in hits)
                     break

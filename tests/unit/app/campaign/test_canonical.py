@@ -53,7 +53,12 @@ def test_the_serve_command_is_the_declared_config_as_vllm_reads_it(tmp_path):
     ngram = cells["ngram-k3"].serving
     assert ngram.dtype == "float32" and ngram.graph_mode == "eager" and ngram.tensor_parallel_size == 1
     spec = ngram.speculative
-    assert (spec.method, spec.num_speculative_tokens, spec.prompt_lookup_min, spec.prompt_lookup_max) == ("ngram", 3, 2, 4)
+    assert (spec.method, spec.num_speculative_tokens, spec.prompt_lookup_min, spec.prompt_lookup_max) == (
+        "ngram",
+        3,
+        2,
+        4,
+    )
     assert cells["standing"].serving.speculative is None and campaign.standing is None
     # What the command sets, as vLLM read it, is kept beside the typed config.
     args = {r.cell_id: r.engine_args for r in record.cells}

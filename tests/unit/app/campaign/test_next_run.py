@@ -12,19 +12,19 @@ import pytest
 import yaml
 
 from contracts import layout
+from contracts.artifacts.training import InputKey, KeyRecord, TreeDigest
 from contracts.campaign import Campaign, SpeculativeConfig
 from contracts.envelope import ArtifactRef
-from contracts.artifacts.training import InputKey, KeyRecord, TreeDigest
 from services.app.campaign.next_run import write_next
 from services.app.campaign.prepare import load_campaign
 from services.cli.main import main
 from services.gate.simulate import identity, spec_counters, trial_result
-from services.publisher.report.aggregate import read_campaign
 from services.publisher.prediction.schedule_plan import best, candidate_plans
+from services.publisher.report.aggregate import read_campaign
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.errors import ConfigurationError
 from tests.unit.publisher import synthetic
-from tests.unit.publisher.synthetic import EXAMPLE, RUN, ROOT, Spec, build
+from tests.unit.publisher.synthetic import EXAMPLE, ROOT, RUN, Spec, build
 
 DRAFT_RUN = "toy-20261130-020202-abcdef"
 KEY = hashlib.sha256(b"training inputs").hexdigest()

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -37,11 +39,14 @@ def test_a_prefix_of_a_root_is_not_under_it_and_a_symlink_loop_is_refused_alike(
 
 def test_a_parse_error_is_a_position_and_never_the_text(tmp_path: Path) -> None:
     said = {}
-    for name, text, parse in [("alias.yaml", "a: 1\nb: *hunter2alias\n", yaml.safe_load),
-                              ("tag.yaml", "a: !hunter2tag x\n", yaml.safe_load),
-                              ("scan.yaml", "a:\n  b: hunter2: [\n", yaml.safe_load),
-                              ("doc.json", '{"a": 1,\n "b": hunter2}', json.loads)]:
-        with pytest.raises(Exception) as failed:  # noqa: B017 - each parser's own error
+    cases: list[tuple[str, str, Callable[[str], Any]]] = [
+        ("alias.yaml", "a: 1\nb: *hunter2alias\n", yaml.safe_load),
+        ("tag.yaml", "a: !hunter2tag x\n", yaml.safe_load),
+        ("scan.yaml", "a:\n  b: hunter2: [\n", yaml.safe_load),
+        ("doc.json", '{"a": 1,\n "b": hunter2}', json.loads),
+    ]
+    for name, text, parse in cases:
+        with pytest.raises(Exception) as failed:  # each parser's own error
             parse(text)
         said[name] = parse_error_at(tmp_path / name, failed.value)
     assert said["alias.yaml"].startswith(f"{tmp_path / 'alias.yaml'}:2:4: ")

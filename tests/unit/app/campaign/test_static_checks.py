@@ -9,14 +9,15 @@ campaign and expects the planner and `validate` to name it alike.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import yaml
 from pydantic import ValidationError
 
-from contracts.campaign import Campaign
+from contracts.campaign import Campaign, Matrix
 from services.app.campaign.validate import validate
 from services.bench.planning.builder import build_plan
 from services.runtime.errors import ConfigurationError
@@ -95,6 +96,7 @@ def planner_refusal(data: dict[str, Any]) -> str:
     """What the bench planner says of the campaign (its model, then its plan); empty when it plans it."""
     try:
         campaign = Campaign.model_validate(data)
+        assert isinstance(campaign.matrix, Matrix), "the scenarios' matrices are inline"
         build_plan(campaign, campaign.matrix, run_id="toy-20261203-000000-abcdef", default_node="node-a",
                    training_output="/drafts/d", prompts={})
     except (ValidationError, ConfigurationError) as exc:

@@ -62,7 +62,11 @@ def test_each_event_puts_its_step_in_its_state(schema, step, state):
 
 
 def test_the_later_event_wins_whatever_the_input_order():
-    planned, started, completed = ev("training.planned", at=10), ev("training.started", at=20), ev("training.completed", at=30)
+    planned, started, completed = (
+        ev("training.planned", at=10),
+        ev("training.started", at=20),
+        ev("training.completed", at=30),
+    )
     assert states([completed, planned, started])["training"] == "done"
     assert states([planned, started])["training"] == "running"
 
@@ -76,7 +80,11 @@ def test_a_skipped_reason_makes_the_step_skipped_with_its_reason():
 
 
 def test_a_failure_halts_the_run_and_carries_its_reason():
-    events = [ev("campaign.submitted"), ev("profile.completed"), ev("corpus.failed", step="corpus", reason="no traffic")]
+    events = [
+        ev("campaign.submitted"),
+        ev("profile.completed"),
+        ev("corpus.failed", step="corpus", reason="no traffic"),
+    ]
     result = run_status(RUN, events)
     assert result.halted
     corpus = next(s for s in result.steps if s.step == "corpus")
@@ -92,7 +100,11 @@ def test_a_retried_step_after_a_failure_is_no_longer_halted():
 
 
 def test_only_the_runs_own_events_count():
-    events = [ev("profile.completed"), ev("corpus.failed", run_id="other-run-000", reason="x"), ev("gate.decided", run_id="x-y")]
+    events = [
+        ev("profile.completed"),
+        ev("corpus.failed", run_id="other-run-000", reason="x"),
+        ev("gate.decided", run_id="x-y"),
+    ]
     result = run_status(RUN, events)
     assert result.events == 1
     assert not result.halted
@@ -111,7 +123,10 @@ def test_unknown_schemas_change_no_step():
         (ev("gate.decided", decision="reject"), "decision: reject"),
         (ev("capacity.selected", node="gpu-7"), "node gpu-7"),
         (ev("capacity.unavailable", reasons=["a busy", "b down"]), "a busy; b down"),
-        (ev("bench.trial.completed", cell_id="ngram-k3", trial=2, concurrency=4), "cell ngram-k3 trial 2 at concurrency 4"),
+        (
+            ev("bench.trial.completed", cell_id="ngram-k3", trial=2, concurrency=4),
+            "cell ngram-k3 trial 2 at concurrency 4",
+        ),
     ],
 )
 def test_details_say_what_happened(event, detail):
@@ -122,8 +137,13 @@ def test_details_say_what_happened(event, detail):
 
 def test_one_line_marks_each_step():
     events = [
-        ev("profile.completed"), ev("corpus.completed", skipped_reason="shapes"), ev("capacity.unavailable", reasons=["x"]),
-        ev("training.planned"), ev("bench.trial.completed"), ev("gate.failed", reason="r"), ev("report.requested"),
+        ev("profile.completed"),
+        ev("corpus.completed", skipped_reason="shapes"),
+        ev("capacity.unavailable", reasons=["x"]),
+        ev("training.planned"),
+        ev("bench.trial.completed"),
+        ev("gate.failed", reason="r"),
+        ev("report.requested"),
     ]
     assert one_line(run_status(RUN, events)) == "profile+ corpus- capacity! training? bench~ gatex report> publish."
 
@@ -161,7 +181,11 @@ def test_a_run_past_its_next_steps_expected_time_is_named_with_how_to_resume():
     assert stall_after(events, 30 + quiet - 1).stalled is None
     result = stall_after(events, 30 + quiet + 60)
     assert result.stalled is not None
-    assert (result.stalled.step, result.stalled.state, result.stalled.last_event) == ("corpus", "pending", "profile.completed")
+    assert (result.stalled.step, result.stalled.state, result.stalled.last_event) == (
+        "corpus",
+        "pending",
+        "profile.completed",
+    )
     assert result.stalled.expected_from == "default" and result.stalled.resume == f"specdec resume {RUN}"
     corpus = next(s for s in result.steps if s.step == "corpus")
     assert corpus.detail.startswith("STALLED: no event for 16 min 00 s (expected within 15 min 00 s")

@@ -6,7 +6,6 @@ import pytest
 from pydantic import ValidationError
 
 from contracts import events
-from contracts.campaign import ServingConfig
 from contracts.artifacts.results import (
     COMPARED_IDENTITY_FIELDS,
     SPECDEC_KEYS,
@@ -17,6 +16,7 @@ from contracts.artifacts.results import (
     attach_blocks,
     read_blocks,
 )
+from contracts.campaign import ServingConfig
 from services.gate.simulate import identity, spec_counters
 
 

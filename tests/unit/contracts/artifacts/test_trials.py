@@ -24,7 +24,8 @@ def test_summary_and_detail_agree_on_every_latency() -> None:
 def test_percentile_without_a_summary_key_is_computed_from_detail() -> None:
     raw = trial_result(np.random.default_rng(2))
     trial = parse_trial(raw, source="t.json")
-    tpots = [(lat - ttft) / (n - 1) * 1e3 for lat, ttft, n in zip(raw["latencies"], raw["ttfts"], raw["output_lens"])]
+    tpots = [(lat - ttft) / (n - 1) * 1e3
+             for lat, ttft, n in zip(raw["latencies"], raw["ttfts"], raw["output_lens"], strict=True)]
     assert "p95_tpot_ms" not in raw
     assert trial_value(trial, MetricKey("tpot", "p95")) == pytest.approx(np.percentile(tpots, 95))
 
@@ -77,7 +78,9 @@ def test_specdec_block_is_preferred_to_vllm_keys() -> None:
 
 def test_evaluation_accuracy_then_agreement() -> None:
     rng = np.random.default_rng(7)
-    acc = parse_trial(trial_result(rng, detailed=False, evaluation=Evaluation(accuracy=0.8, agreement_rate=0.5)), source="a")
+    acc = parse_trial(
+        trial_result(rng, detailed=False, evaluation=Evaluation(accuracy=0.8, agreement_rate=0.5)), source="a"
+    )
     agree = parse_trial(trial_result(rng, detailed=False, evaluation=Evaluation(agreement_rate=0.97)), source="b")
     assert acc.accuracy == 0.8 and agree.accuracy == 0.97
 

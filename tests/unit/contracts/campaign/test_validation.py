@@ -309,8 +309,8 @@ def test_an_acceptance_guard_without_standing_speculation_is_refused(data):
 
 
 def test_the_campaigns_latency_metrics_are_the_gates():
-    from contracts.campaign import LATENCY_OBJECTIVES
     from contracts.artifacts.trials import LATENCY_METRICS
+    from contracts.campaign import LATENCY_OBJECTIVES
 
     assert LATENCY_OBJECTIVES == LATENCY_METRICS
 
@@ -351,7 +351,9 @@ def test_burstiness_without_a_request_rate_is_refused_naming_both(data):
     from contracts.campaign import LoadSpec
 
     data["matrix"]["load"]["burstiness"] = 0.5
-    with pytest.raises(ValidationError, match=r"matrix.load.burstiness 0.5 needs matrix.load.request_rate.*set request_rate"):
+    with pytest.raises(
+        ValidationError, match=r"matrix.load.burstiness 0.5 needs matrix.load.request_rate.*set request_rate"
+    ):
         Campaign.model_validate(data)
     data["matrix"]["load"]["request_rate"] = 4.0
     assert Campaign.model_validate(data).matrix.load.burstiness == 0.5
@@ -377,8 +379,13 @@ def test_a_min_trials_the_gate_cannot_honour_is_refused(value):
 
 
 @pytest.mark.parametrize("scheduler", ["local", "slurm"])
-@pytest.mark.parametrize(("where", "field"), [(("commands", "serve_pod_template"), "commands.serve_pod_template"),
-                                              (("commands", "train", "kubernetes_job"), "commands.train.kubernetes_job")])
+@pytest.mark.parametrize(
+    ("where", "field"),
+    [
+        (("commands", "serve_pod_template"), "commands.serve_pod_template"),
+        (("commands", "train", "kubernetes_job"), "commands.train.kubernetes_job"),
+    ],
+)
 def test_kubernetes_templates_are_refused_on_other_schedulers(data, scheduler, where, field):
     *parents, key = where
     holder = data
@@ -409,7 +416,9 @@ def test_a_cells_workload_shape_is_unset_unless_written(data):
 def test_a_shapes_campaign_refuses_a_trainer_or_corpus_it_would_ignore(data, edit, named):
     shaped = shapes_only(data)
     edit(shaped)
-    with pytest.raises(ValidationError, match=rf"{named} set, but traffic is named shapes \(short, medium\).*trains nothing"):
+    with pytest.raises(
+        ValidationError, match=rf"{named} set, but traffic is named shapes \(short, medium\).*trains nothing"
+    ):
         Campaign.model_validate(shaped)
     shaped = shapes_only(data)
     shaped["corpus"] = {"seed": 0}  # the default: nothing to ignore

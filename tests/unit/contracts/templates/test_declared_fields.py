@@ -17,7 +17,7 @@ import yaml
 
 from contracts import layout
 from contracts.argv import ArgvTemplate
-from contracts.campaign import Campaign, LoadSpec, ServingConfig
+from contracts.campaign import Campaign, LoadSpec, Matrix, ServingConfig
 from contracts.templates import bench_values, options, serve_values, template_problems
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -37,6 +37,7 @@ def example() -> dict[str, Any]:
 
 def problems(data: dict[str, Any]) -> list[str]:
     campaign = Campaign.model_validate(data)
+    assert isinstance(campaign.matrix, Matrix), "the example's matrix is inline"
     return template_problems(campaign, campaign.matrix)
 
 
@@ -69,17 +70,37 @@ def test_the_shipped_example_and_complete_templates_pass():
 # --- serve: each declared field -------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("serving", "field", "placeholder", "carried"), [
-    ({"dtype": "bfloat16"}, "serving.dtype = bfloat16", '"--dtype", "{dtype}"', ["--dtype", "{dtype}"]),
-    ({"quantization": "fp8"}, "serving.quantization = fp8", '"--quantization", "{quantization}"',
-     ["{quantization_flag}"]),
-    ({"tensor_parallel_size": 2}, "serving.tensor_parallel_size = 2", '"--tensor-parallel-size", "{tensor_parallel_size}"',
-     ["-tp", "{tensor_parallel_size}"]),
-    ({"max_num_seqs": 8}, "serving.max_num_seqs = 8", '"--max-num-seqs", "{max_num_seqs}"', ["{max_num_seqs_flag}"]),
-    ({"model": "models/other"}, "serving.model = models/other", '"--model", "{model}"', ["--model", "{model}"]),
-    ({"speculative": {"method": "ngram", "num_speculative_tokens": 3}}, "serving.speculative = ngram k=3",
-     '"--speculative-config", "{speculative_config_json}"', ["{speculative_config_flag}"]),
-])
+@pytest.mark.parametrize(
+    ("serving", "field", "placeholder", "carried"),
+    [
+        ({"dtype": "bfloat16"}, "serving.dtype = bfloat16", '"--dtype", "{dtype}"', ["--dtype", "{dtype}"]),
+        (
+            {"quantization": "fp8"},
+            "serving.quantization = fp8",
+            '"--quantization", "{quantization}"',
+            ["{quantization_flag}"],
+        ),
+        (
+            {"tensor_parallel_size": 2},
+            "serving.tensor_parallel_size = 2",
+            '"--tensor-parallel-size", "{tensor_parallel_size}"',
+            ["-tp", "{tensor_parallel_size}"],
+        ),
+        (
+            {"max_num_seqs": 8},
+            "serving.max_num_seqs = 8",
+            '"--max-num-seqs", "{max_num_seqs}"',
+            ["{max_num_seqs_flag}"],
+        ),
+        ({"model": "models/other"}, "serving.model = models/other", '"--model", "{model}"', ["--model", "{model}"]),
+        (
+            {"speculative": {"method": "ngram", "num_speculative_tokens": 3}},
+            "serving.speculative = ngram k=3",
+            '"--speculative-config", "{speculative_config_json}"',
+            ["{speculative_config_flag}"],
+        ),
+    ],
+)
 def test_a_declared_serving_field_needs_its_placeholder(serving, field, placeholder, carried):
     bare = [*SERVER, "--max-model-len", "{max_model_len}", "{enforce_eager_flag}", "--port", "{port}"]
     found = one(problems(with_serve(bare, serving)), field)
@@ -204,7 +225,9 @@ def test_a_matrix_file_names_its_cells_by_the_file():
 # --- bench: the load -----------------------------------------------------------------------
 
 
-def with_bench(argv: list[str], load: dict[str, Any] | None = None, concurrency: list[int] | None = None) -> dict[str, Any]:
+def with_bench(
+    argv: list[str], load: dict[str, Any] | None = None, concurrency: list[int] | None = None
+) -> dict[str, Any]:
     data = example()
     data["commands"]["bench"] = {"argv": argv}
     data["matrix"]["load"].update(load or {})
@@ -413,7 +436,7 @@ def test_the_operator_bench_gets_every_load_field_and_the_plans_prompts(tmp_path
     plan = build_plan(campaign, campaign.matrix, run_id=run_id, default_node="n", training_output="/drafts/d",
                       prompts={"source": layout.BENCH_PROMPTS})
     bundle = BundleStore(tmp_path / "bundles", fsync=False)
-    run = BenchRun(plan, bundle, [], emit=None, recheck=None, event_factory=None,  # type: ignore[arg-type]
+    run = BenchRun(plan, bundle, [], emit=None, recheck=None, event_factory=None,
                    eval_values={"model": "standing-model", "tokenizer": "tok"})
     cell = plan.cells[1]
     result, _, _ = asyncio.run(run._operator_bench(cell, "http://127.0.0.1:9", "bench/x/trial-0", 0, 4))

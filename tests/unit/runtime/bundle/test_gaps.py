@@ -6,16 +6,16 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from contracts.envelope import utc_now
+from contracts.envelope import Event, utc_now
 from contracts.events import ProfileCompleted, ProfileRequested
-from services.runtime.delivery.adopt import record_step, with_derived_ids
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.bundle.gaps import find_lost, record_gaps
+from services.runtime.delivery.adopt import record_step, with_derived_ids
 
 RUN = "gaps-unit-1"
 
 
-def step(bundle: BundleStore, trigger: ProfileRequested) -> ProfileCompleted:
+def step(bundle: BundleStore, trigger: Event) -> Event:  # a ProfileRequested in, its ProfileCompleted out
     ref = bundle.write_json(RUN, f"profile/{trigger.event_id}.json", {"profile": 1})
     done = trigger.caused(ProfileCompleted, producer="profiler/t", profile=ref, source="shapes", records_accepted=0,
                           records_rejected=0, recommended_method="ngram")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.bundle.bundle_records import index_name
 from services.runtime.delivery.adopt import step_record_path, step_records
@@ -22,7 +21,8 @@ def unrecord(bundle: BundleStore, relpath: str) -> None:
 
 
 def test_a_step_record_left_without_its_index_record_is_adopted_not_run_again(tmp_path: Path) -> None:
-    bundle, bus, runs = BundleStore(tmp_path, fsync=False), Bus(), []
+    bundle, bus = BundleStore(tmp_path, fsync=False), Bus()
+    runs: list[str] = []
     deliver(bundle, REQUEST, runs, bus)
     unrecord(bundle, step_record_path("profiler", REQUEST.SCHEMA, REQUEST.event_id))
     assert list(step_records(bundle, RUN)) == []

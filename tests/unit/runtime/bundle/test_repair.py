@@ -23,7 +23,9 @@ def test_recorded_events_the_journal_lacks_are_planned_once_named_and_counted_on
     out = step(bundle, journaled)  # a step record's output, never journaled
     later = utc_now() + timedelta(seconds=1)
 
-    found = {lost_event.event_id: lost_event.known_from for _, lost_event in missing(bundle, RUN, bundle.events(RUN), later)}
+    found = {
+        lost_event.event_id: lost_event.known_from for _, lost_event in missing(bundle, RUN, bundle.events(RUN), later)
+    }
     assert found == {lost.event_id: "emitted", out.event_id: "step_record"}
     assert missing(bundle, RUN, bundle.events(RUN), utc_now() - timedelta(hours=1)) == [], "too recent to be lost"
 

@@ -352,7 +352,7 @@ def test_manifest_contents(store: BundleStore, root: Path) -> None:
                                             "suffix_decoding": None}
     expected = sorted(
         ({"path": r.uri.split("/", 3)[3], "sha256": r.sha256, "size_bytes": r.size_bytes} for r in refs),
-        key=lambda a: a["path"],
+        key=lambda a: str(a["path"]),
     )
     assert manifest["artifacts"] == expected
     assert store.read_manifest(RUN).run_id == RUN
@@ -448,7 +448,7 @@ def _append_worker(root: str, ids: list[str], barrier: multiprocessing.synchroni
     return sum(store.append_event(RUN, i, _event(i, pad="x" * 2000)) for i in ids)
 
 
-def _append_entry(root: str, ids: list[str], barrier, results) -> None:  # type: ignore[no-untyped-def]
+def _append_entry(root: str, ids: list[str], barrier, results) -> None:
     results.put(_append_worker(root, ids, barrier))
 
 
@@ -476,7 +476,7 @@ def test_append_event_across_processes(root: Path) -> None:
     assert all(e["pad"] == "x" * 2000 for e in parsed)
 
 
-def _write_entry(root: str, data: bytes, barrier, results) -> None:  # type: ignore[no-untyped-def]
+def _write_entry(root: str, data: bytes, barrier, results) -> None:
     store = BundleStore(Path(root))
     barrier.wait()
     try:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import contracts
 from contracts.events import ProfileCompleted, ProfileRequested
-from services.runtime.delivery.adopt import step_record_path, step_records, with_derived_ids
 from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery.adopt import step_record_path, step_records, with_derived_ids
 from services.runtime.delivery.consumer import Consumer, Route
 from services.runtime.delivery.ledger import MemoryLedger
 from services.runtime.resources import Resources
@@ -60,13 +60,15 @@ def deliver(bundle: BundleStore, event, runs: list[str], bus: Bus) -> None:
 
     # A fresh ledger each time: Redis lost its done marks.
     consumer = Consumer(service="profiler", settings=RuntimeSettings(), registry=contracts.default_registry(),
-                        ledger=MemoryLedger(), bus=bus, resources=Resources(bundle=bundle))
+                        ledger=MemoryLedger(), bus=bus,  # type: ignore[arg-type]  # a recording double
+                        resources=Resources(bundle=bundle))
     route = Route("profile.requested", handler, step_key=lambda e: e.event_id, outputs=(ProfileCompleted.SCHEMA,))
     asyncio.run(consumer.handle(route, OneDelivery(event)))  # type: ignore[arg-type]
 
 
 def test_a_recorded_step_re_emits_the_same_event_instead_of_running(tmp_path: Path) -> None:
-    bundle, bus, runs = BundleStore(tmp_path, fsync=False), Bus(), []
+    bundle, bus = BundleStore(tmp_path, fsync=False), Bus()
+    runs: list[str] = []
     deliver(bundle, REQUEST, runs, bus)
     deliver(bundle, REQUEST, runs, bus)
     assert runs == [REQUEST.event_id], "the step ran once"
@@ -76,7 +78,8 @@ def test_a_recorded_step_re_emits_the_same_event_instead_of_running(tmp_path: Pa
 
 
 def test_a_new_request_runs_again(tmp_path: Path) -> None:
-    bundle, bus, runs = BundleStore(tmp_path, fsync=False), Bus(), []
+    bundle, bus = BundleStore(tmp_path, fsync=False), Bus()
+    runs: list[str] = []
     deliver(bundle, REQUEST, runs, bus)
     again = ProfileRequested(run_id=RUN, producer="t", requested_by="t")
     deliver(bundle, again, runs, bus)
@@ -85,7 +88,8 @@ def test_a_new_request_runs_again(tmp_path: Path) -> None:
 
 
 def test_a_record_whose_artifact_is_no_longer_recorded_runs_again(tmp_path: Path) -> None:
-    bundle, bus, runs = BundleStore(tmp_path, fsync=False), Bus(), []
+    bundle, bus = BundleStore(tmp_path, fsync=False), Bus()
+    runs: list[str] = []
     deliver(bundle, REQUEST, runs, bus)
     # The artifact's index record is gone (a bundle restored without it): the step must run.
     for index in (tmp_path / RUN / ".index").iterdir():
@@ -101,7 +105,9 @@ def test_output_ids_are_derived_from_run_step_and_trigger() -> None:
                          recommended_method="ngram",
                          profile={"uri": f"bundle://{RUN}/p.json", "sha256": "0" * 64, "size_bytes": 0})
     first = with_derived_ids("profiler", REQUEST, REQUEST.event_id, [out, out])
-    second = with_derived_ids("profiler", REQUEST, REQUEST.event_id, [out.model_copy(update={"event_id": "x" * 32})] * 2)
+    second = with_derived_ids(
+        "profiler", REQUEST, REQUEST.event_id, [out.model_copy(update={"event_id": "x" * 32})] * 2
+    )
     assert [e.event_id for e in first] == [e.event_id for e in second]
     assert first[0].event_id != first[1].event_id, "two outputs of one schema get two IDs"
     other = with_derived_ids("profiler", ProfileRequested(run_id=RUN, producer="t", requested_by="t"), "k", [out])

@@ -15,6 +15,7 @@ import structlog
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 import contracts
+from contracts.envelope import Event
 from contracts.events import ProfileCompleted, ProfileRequested
 from services.runtime.delivery import consumer as consumer_module
 from services.runtime.delivery import route as route_module
@@ -117,7 +118,7 @@ async def test_a_progress_event_over_a_dropped_connection_is_retried_until_it_go
 class GroupDelivery(OneDelivery):
     """A delivery of a read batch: it has a group, so its finish can travel with the next entry's lease."""
 
-    def __init__(self, message_id: str, event: ProfileRequested = REQUEST) -> None:
+    def __init__(self, message_id: str, event: Event = REQUEST) -> None:
         super().__init__()
         self.group = "svc"
         self.message_id = message_id
@@ -133,7 +134,7 @@ def test_a_batchs_finish_is_written_with_the_next_lease_or_by_flush():
         return []
 
     consumer = Consumer(service="svc", settings=RuntimeSettings(), registry=contracts.default_registry(),
-                        ledger=ledger, bus=bus)  # type: ignore[arg-type]
+                        ledger=ledger, bus=bus)
     route = Route("profile.requested", handler)
     other = ProfileRequested(run_id="toy-run-2", producer="t", requested_by="t")
     duplicate = GroupDelivery("2-0")

@@ -9,18 +9,19 @@ import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import pytest
 import redis.asyncio as aioredis
 from faststream.redis import TestRedisBroker
 
+from contracts.envelope import Event
 from contracts.events import ProfileCompleted, ProfileRequested
 from services.runtime.delivery.broker import decode_entry
 from services.runtime.delivery.consumer import Route, StepContext
-from services.runtime.errors import StepFailed
 from services.runtime.delivery.service import Service, bootstrap
+from services.runtime.errors import StepFailed
 from services.runtime.settings import RuntimeSettings
 
 RUN = "toy-20260101-000000-abcdef"
@@ -45,7 +46,8 @@ class Counting:
 
 def routes(handler: Counting) -> list[Route]:
     # One step per (run, schema, reason): the failing request is its own step.
-    return [Route("profile.requested", handler, step_key=lambda event: event.reason or "step")]
+    # A ProfileRequested: its reason field.
+    return [Route("profile.requested", handler, step_key=lambda event: event.reason or "step")]  # type: ignore[attr-defined]
 
 
 class InMemory:
@@ -75,7 +77,7 @@ class InMemory:
         await self._ctx.__aenter__()
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(self, *exc: Any) -> None:
         await self._ctx.__aexit__(*exc)
 
     async def publish(self, event: Any) -> None:
@@ -125,7 +127,9 @@ class RealRedis:
         await self._settled()
 
     async def outputs(self, schema: str) -> list[dict[str, Any]]:
-        entries = await self.client.xrange(self.service.bus.stream_of(schema))
+        # What XRANGE returns on a client without decode_responses.
+        entries = cast(list[tuple[bytes, dict[bytes, bytes]]],
+                       await self.client.xrange(self.service.bus.stream_of(schema)))
         return [orjson.loads(decode_entry(fields)[0]) for _, fields in entries]
 
 
@@ -145,7 +149,7 @@ async def harness(request: pytest.FixtureRequest, handler: Counting, tmp_path) -
             yield await stack.enter_async_context(RealRedis(settings, handler))
 
 
-def request_event(**fields: Any) -> ProfileRequested:
+def request_event(**fields: Any) -> Event:
     return ProfileRequested(run_id=RUN, producer="test/1", requested_by="test", **fields)
 
 

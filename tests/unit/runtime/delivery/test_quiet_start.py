@@ -91,7 +91,7 @@ async def test_catch_up_says_nothing_of_a_step_running_in_its_own_instance(setti
     bundle = BundleStore(settings.bundle_root, fsync=False)
     ran: list[str] = []
 
-    async def step(event, ctx):  # noqa: ANN001 - the route's signature
+    async def step(event, ctx):  # the route's signature
         ran.append(event.event_id)
         return []
 

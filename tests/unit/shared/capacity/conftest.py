@@ -7,7 +7,7 @@ given: an adapter that runs an unexpected command is caught, not silently fed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -18,14 +18,16 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 
 class RecordedRunner:
-    def __init__(self, outputs: dict[tuple[str, ...], RunResult | str], idle_check: Callable[[list[str]], int] | None = None):
+    def __init__(
+        self, outputs: dict[tuple[str, ...], RunResult | str], idle_check: Callable[[list[str]], int] | None = None
+    ):
         self.outputs = outputs
         # Decides the exit status of any argv not in `outputs` (the operator's idle check).
         self.idle_check = idle_check
         self.calls: list[list[str]] = []
-        self.envs: list[dict[str, str] | None] = []  # the environment each call was given (None: the service's)
+        self.envs: list[Mapping[str, str] | None] = []  # the environment each call was given (None: the service's)
 
-    def __call__(self, argv: Sequence[str], *, timeout_s: float, env: dict[str, str] | None = None) -> RunResult:
+    def __call__(self, argv: Sequence[str], *, timeout_s: float, env: Mapping[str, str] | None = None) -> RunResult:
         argv = [str(a) for a in argv]
         self.calls.append(argv)
         self.envs.append(env)

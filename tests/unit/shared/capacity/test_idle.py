@@ -22,7 +22,9 @@ def test_no_workload_no_blocker_and_passing_check_is_idle():
 
 
 def test_a_workload_makes_the_node_busy_whatever_labels_and_state_claim():
-    view = NodeView(name="n1", state="idle", labels={"specdec.io/idle": "true", "feature.idle": "true"}, workloads=[job()])
+    view = NodeView(
+        name="n1", state="idle", labels={"specdec.io/idle": "true", "feature.idle": "true"}, workloads=[job()]
+    )
     verdict = judge(view, PASS)
     assert not verdict.idle
     assert verdict.reasons == ["node n1: busy with slurm job 42 'other' RUNNING (experiment=other-run)"]

@@ -49,7 +49,10 @@ def test_pods_are_placed_and_daemonsets_are_infrastructure(cluster):
     nodes = observed(cluster)
     assert [w.name for w in nodes["gpu-a"].workloads] == ["pretrain-7b-worker-0"]
     assert nodes["gpu-a"].workloads[0].experiment == "pretrain-7b-20261129"
-    assert sorted(w.name for w in nodes["gpu-a"].infrastructure) == ["kube-proxy-gpu-a", "nvidia-device-plugin-daemonset-gpu-a"]
+    assert sorted(w.name for w in nodes["gpu-a"].infrastructure) == [
+        "kube-proxy-gpu-a",
+        "nvidia-device-plugin-daemonset-gpu-a",
+    ]
     # Finished pods (Succeeded, Failed) hold nothing; DaemonSet pods are not workloads.
     assert nodes["gpu-b"].workloads == [] and len(nodes["gpu-b"].infrastructure) == 2
     # A bound Pending pod and a terminating pod both occupy their node.
@@ -76,7 +79,9 @@ def test_a_busy_node_labelled_idle_is_never_selected(recorded, cluster):
     runner = recorded({NODES: nodes, PODS: pods}, idle_check=lambda argv: 0)
     verdict = check_node(spec(), None, run_id="run-1", runner=runner)
     assert verdict.idle and verdict.node == "gpu-b"
-    busy = check_node(spec(), "gpu-a", run_id="run-1", runner=recorded({NODES: nodes, PODS: pods}, idle_check=lambda argv: 0))
+    busy = check_node(
+        spec(), "gpu-a", run_id="run-1", runner=recorded({NODES: nodes, PODS: pods}, idle_check=lambda argv: 0)
+    )
     assert not busy.idle and busy.node is None
     assert busy.reasons == [
         "node gpu-a: busy with pod ml-team/pretrain-7b-worker-0 'pretrain-7b-worker-0' Running "
@@ -103,7 +108,9 @@ def test_label_selector_narrows_the_nodes(recorded, cluster):
     data["items"] = [n for n in data["items"] if n["metadata"]["labels"].get("pool") == "serve"]
     argv = tuple(k8s.nodes_argv({"label_selector": "pool=serve"}))
     runner = recorded({argv: orjson.dumps(data).decode(), PODS: pods}, idle_check=lambda argv: 0)
-    verdict = check_node(spec(label_selector="pool=serve", tolerations="nvidia.com/gpu"), None, run_id="run-1", runner=runner)
+    verdict = check_node(
+        spec(label_selector="pool=serve", tolerations="nvidia.com/gpu"), None, run_id="run-1", runner=runner
+    )
     assert verdict.idle and verdict.node == "gpu-e"
 
 
@@ -118,6 +125,8 @@ def test_unreachable_cluster_and_bad_json_fail_loudly(recorded):
         k8s.parse_pods('{"kind": "Pod"}')
 
 
-@pytest.mark.parametrize(("text", "value"), [("4", 4.0), ("3500m", 3.5), ("16Gi", 16 * 2**30), ("1000Ki", 1024000.0), ("x", None)])
+@pytest.mark.parametrize(
+    ("text", "value"), [("4", 4.0), ("3500m", 3.5), ("16Gi", 16 * 2**30), ("1000Ki", 1024000.0), ("x", None)]
+)
 def test_quantities(text, value):
     assert k8s._quantity(text) == value

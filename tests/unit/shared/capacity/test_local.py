@@ -16,7 +16,9 @@ from services.shared.capacity.check import check_node
 from services.shared.capacity.errors import CapacityConfigError
 from services.shared.scheduler.runner import SubprocessRunner
 
-MEMINFO = "MemTotal:       24683624 kB\nMemFree:         1234567 kB\nMemAvailable:   20480000 kB\nHugePages_Total:       0\n"
+MEMINFO = (
+    "MemTotal:       24683624 kB\nMemFree:         1234567 kB\nMemAvailable:   20480000 kB\nHugePages_Total:       0\n"
+)
 
 
 def test_meminfo_and_loadavg():
@@ -31,7 +33,12 @@ def test_nvidia_smi_outputs():
     assert local.parse_gpus(gpus) == 2
     apps = local.parse_compute_apps("4242, /usr/bin/python3, 81000, GPU-77aa\n\n")
     assert len(apps) == 1
-    assert (apps[0].kind, apps[0].ref, apps[0].name, apps[0].detail) == ("gpu_process", "4242", "/usr/bin/python3", "GPU GPU-77aa, 81000 MiB")
+    assert (apps[0].kind, apps[0].ref, apps[0].name, apps[0].detail) == (
+        "gpu_process",
+        "4242",
+        "/usr/bin/python3",
+        "GPU GPU-77aa, 81000 MiB",
+    )
     assert local.parse_compute_apps("") == []
 
 
@@ -56,7 +63,9 @@ def test_workloads_are_labelled_processes_and_vllm_servers_never_ourselves():
         local.ProcessInfo(pid=10, argv=("bash",)),
         local.ProcessInfo(pid=11, argv=("python", "train.py"), experiment="run-a", service="trainer-proxy"),
         local.ProcessInfo(pid=12, argv=("vllm", "serve", "m")),
-        local.ProcessInfo(pid=13, argv=("vllm", "serve", "m", "--port=8123"), experiment="run-b", service="bench-runner"),
+        local.ProcessInfo(
+            pid=13, argv=("vllm", "serve", "m", "--port=8123"), experiment="run-b", service="bench-runner"
+        ),
         local.ProcessInfo(pid=14, argv=("python", "-m", "vllm.entrypoints.openai.api_server", "--port", "8000")),
     ]
     found = local.workloads_of(procs, own_pid=12)
@@ -77,7 +86,9 @@ def test_a_labelled_process_on_this_machine_makes_it_busy():
         spec = CapacitySpec(scheduler="local", idle_check=["true"])
         verdict = check_node(spec, None, run_id="this-run", runner=SubprocessRunner())
         assert not verdict.idle
-        assert any(f"process {child.pid}" in r and "experiment=other-run" in r for r in verdict.reasons), verdict.reasons
+        assert any(f"process {child.pid}" in r and "experiment=other-run" in r for r in verdict.reasons), (
+            verdict.reasons
+        )
         assert verdict.verdicts[0].idle_check is None, "a busy node is not offered to the idle check"
         listing = orjson.loads(next(c.stdout for c in verdict.captures if c.name == "processes"))
         assert child.pid in {p["pid"] for p in listing["matched"]}

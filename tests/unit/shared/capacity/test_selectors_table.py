@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
 
 from contracts import selectors as table
 from contracts.campaign import Campaign, CapacitySpec, Matrix
+from contracts.campaign.commands import Scheduler
 from services.shared.capacity import kubernetes, slurm
 from services.shared.capacity.check import check_node, validate
 from services.shared.capacity.errors import CapacityConfigError
@@ -71,8 +72,12 @@ def trainer(scheduler: str, selectors: dict[str, str]) -> Any:
     from tests.unit.trainer_proxy.helpers import campaign
     from tests.unit.trainer_proxy.planning.test_training_plan import INPUTS, PATHS
 
-    camp = campaign(train_argv=["python", "train.py", "--out", "{output_dir}"], scheduler=scheduler, selectors=selectors)
-    launch = build_plan(camp, run_id=RUN, node="gpu08", scheduler=scheduler, paths=PATHS, inputs=INPUTS).launch
+    camp = campaign(
+        train_argv=["python", "train.py", "--out", "{output_dir}"], scheduler=scheduler, selectors=selectors
+    )
+    # The table's scheduler names are the campaign's (contracts/campaign/commands.py's Scheduler).
+    launch = build_plan(camp, run_id=RUN, node="gpu08", scheduler=cast(Scheduler, scheduler), paths=PATHS,
+                        inputs=INPUTS).launch
     return launch.model_dump(mode="json") if launch else None
 
 
@@ -123,9 +128,13 @@ def test_each_key_changes_exactly_the_consumers_it_names(scheduler: str, name: s
     for consumer, observe in OBSERVE.items():
         moved = observe(scheduler, base) != observe(scheduler, changed)
         if consumer in key.consumers:
-            assert moved, f"capacity.selectors.{name} ({scheduler}) is listed as read by {consumer} but changes nothing there"
+            assert moved, (
+                f"capacity.selectors.{name} ({scheduler}) is listed as read by {consumer} but changes nothing there"
+            )
         else:
-            assert not moved, f"capacity.selectors.{name} ({scheduler}) changes {consumer}, which the table does not list"
+            assert not moved, (
+                f"capacity.selectors.{name} ({scheduler}) changes {consumer}, which the table does not list"
+            )
 
 
 def test_the_slurm_gres_reaches_both_batch_jobs_and_rules_out_nodes_without_it():

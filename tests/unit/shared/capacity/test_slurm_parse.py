@@ -111,8 +111,13 @@ def test_unknown_selector_is_a_config_error(recorded):
 
 
 def test_scheduler_that_does_not_answer_fails_with_its_stderr(recorded):
-    down = RunResult(argv=SINFO, exit_code=1, stdout="", stderr="slurm_load_partitions: Unable to contact slurm controller",
-                     duration_s=0.2)
+    down = RunResult(
+        argv=SINFO,
+        exit_code=1,
+        stdout="",
+        stderr="slurm_load_partitions: Unable to contact slurm controller",
+        duration_s=0.2,
+    )
     with pytest.raises(SchedulerFailed, match="Unable to contact slurm controller"):
         check_node(spec(), None, run_id="run-1", runner=recorded({SINFO: down}))
 

@@ -25,5 +25,8 @@ def test_long_names_are_cut_with_a_digest_of_their_key():
 
 
 def test_bundle_volume_is_the_claim_or_the_run_folder():
-    assert kubernetes.bundle_volume({"bundle_pvc": "c"}, "/b/r") == {"name": "bundle", "persistentVolumeClaim": {"claimName": "c"}}
+    assert kubernetes.bundle_volume({"bundle_pvc": "c"}, "/b/r") == {
+        "name": "bundle",
+        "persistentVolumeClaim": {"claimName": "c"},
+    }
     assert kubernetes.bundle_volume({}, "/b/r")["hostPath"] == {"path": "/b/r", "type": "Directory"}

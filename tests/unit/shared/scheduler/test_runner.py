@@ -15,8 +15,9 @@ from services.shared.scheduler.runner import SubprocessRunner
 
 def test_argv_runs_without_a_shell_and_reports_exit_and_output(tmp_path):
     marker = tmp_path / "touched"
-    result = SubprocessRunner()([sys.executable, "-c", "import sys; print(sys.argv[1]); sys.exit(3)", f"; touch {marker}"],
-                                timeout_s=10)
+    result = SubprocessRunner()(
+        [sys.executable, "-c", "import sys; print(sys.argv[1]); sys.exit(3)", f"; touch {marker}"], timeout_s=10
+    )
     assert result.exit_code == 3 and not result.ok and not result.timed_out
     assert result.stdout.strip() == f"; touch {marker}" and not marker.exists()
 

@@ -10,7 +10,9 @@ RUN = "toy-20261130-010101-abcdef"
 
 def test_slurm_output_parsing():
     assert slurm.parse_job_id("1234\n") == "1234" and slurm.parse_job_id("77;cluster\n") == "77"
-    record = slurm.parse_record("JobId=5 JobName=specdec-x JobState=FAILED Reason=NonZeroExitCode ExitCode=3:0 Comment=experiment=x")
+    record = slurm.parse_record(
+        "JobId=5 JobName=specdec-x JobState=FAILED Reason=NonZeroExitCode ExitCode=3:0 Comment=experiment=x"
+    )
     assert record["JobState"] == "FAILED" and record["Comment"] == "experiment=x"
     assert slurm.parse_exit(record["ExitCode"]) == (3, None)
     assert slurm.parse_exit("0:15") == (0, 15)

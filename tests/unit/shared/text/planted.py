@@ -16,6 +16,7 @@ Everything is seeded: the same seed gives the same set.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import json
@@ -123,7 +124,9 @@ def make_card(rng: random.Random) -> str:
             return number
         sep = " " if style == "space" else "-"
         return f"{number[:4]}{sep}{number[4:10]}{sep}{number[10:]}"
-    prefix = {"visa": "4", "mc": str(rng.randint(51, 55)), "mc2": str(rng.randint(2221, 2720)), "discover": "6011"}[brand]
+    prefix = {"visa": "4", "mc": str(rng.randint(51, 55)), "mc2": str(rng.randint(2221, 2720)), "discover": "6011"}[
+        brand
+    ]
     number = luhn_complete(prefix + _s(rng, string.digits, 15 - len(prefix)))
     style = rng.choice(("bare", "space", "dash"))
     if style == "bare":
@@ -195,7 +198,9 @@ def make_phone(rng: random.Random, country: str) -> str:
                 break
         line = d(4)
         national = rng.choice((f"({area}) {exchange}-{line}", f"{area}-{exchange}-{line}", f"{area}.{exchange}.{line}"))
-        intl = rng.choice((f"+1 {area} {exchange} {line}", f"+1-{area}-{exchange}-{line}", f"+1 ({area}) {exchange}-{line}"))
+        intl = rng.choice(
+            (f"+1 {area} {exchange} {line}", f"+1-{area}-{exchange}-{line}", f"+1 ({area}) {exchange}-{line}")
+        )
     elif country == "in":
         if rng.random() < 0.6:  # mobiles: 10 digits starting 6-9
             nsn = rng.choice("6789") + d(9)
@@ -263,9 +268,13 @@ def make_pem(rng: random.Random) -> tuple[str, tuple[str, ...]]:
                                     serialization.NoEncryption()).decode()
         else:
             curve = ec.SECP256R1()
-            key = ec.derive_private_key(rng.randrange(1, 2**255), curve)
-            fmt = serialization.PrivateFormat.PKCS8 if style == "ec_pkcs8" else serialization.PrivateFormat.TraditionalOpenSSL
-            pem = key.private_bytes(serialization.Encoding.PEM, fmt, serialization.NoEncryption()).decode()
+            ec_key = ec.derive_private_key(rng.randrange(1, 2**255), curve)
+            fmt = (
+                serialization.PrivateFormat.PKCS8
+                if style == "ec_pkcs8"
+                else serialization.PrivateFormat.TraditionalOpenSSL
+            )
+            pem = ec_key.private_bytes(serialization.Encoding.PEM, fmt, serialization.NoEncryption()).decode()
         lines = [line for line in pem.splitlines() if line and not line.startswith("-----")]
     needles = tuple(line for line in lines if len(line) >= 16)
     return pem, needles
@@ -500,9 +509,15 @@ def secret_generators() -> dict[str, Gen]:
     g["url_credentials"] = url_creds
     g["openai_key"] = _simple(
         lambda r: r.choice(("sk-proj-" + _s(r, B64URL, 156), "sk-" + _s(r, ALNUM, 20) + "T3BlbkFJ" + _s(r, ALNUM, 20))),
-        {**env_like("OPENAI_API_KEY"), "python": lambda r, v: f"from openai import OpenAI\nclient = OpenAI(api_key=\"{v}\")\n# {filler(r)}"})
+        {
+            **env_like("OPENAI_API_KEY"),
+            "python": lambda r, v: f'from openai import OpenAI\nclient = OpenAI(api_key="{v}")\n# {filler(r)}',
+        },
+    )
     g["anthropic_key"] = _simple(lambda r: "sk-ant-api03-" + _s(r, B64URL, 93) + "AA", env_like("ANTHROPIC_API_KEY"))
-    g["sendgrid_key"] = _simple(lambda r: "SG." + _s(r, B64URL, 22) + "." + _s(r, B64URL, 43), env_like("SENDGRID_API_KEY"))
+    g["sendgrid_key"] = _simple(
+        lambda r: "SG." + _s(r, B64URL, 22) + "." + _s(r, B64URL, 43), env_like("SENDGRID_API_KEY")
+    )
     g["npm_token"] = _simple(tok("npm_", ALNUM, 36), {
         **env_like("NPM_TOKEN"),
         "npmrc": lambda r, v: f"# ~/.npmrc\n//registry.npmjs.org/:_authToken={v}\n{filler(r)}",
@@ -567,7 +582,7 @@ def secret_generators() -> dict[str, Gen]:
         "csv": lambda r, v: f"payee;iban;amount\n{r.choice(LAST)};{v};300\n{filler(r)}",
     })
     for country in ("uk", "de", "fr", "us", "in"):
-        g[f"phone_{country}"] = _simple(lambda r, c=country: make_phone(r, c), {
+        g[f"phone_{country}"] = _simple(functools.partial(make_phone, country=country), {
             "chat": lambda r, v: f"You can reach me on {v} after 6pm. {filler(r)}",
             "signature": lambda r, v: f"{filler(r)}\n--\n{r.choice(FIRST).title()} {r.choice(LAST).title()}\nTel: {v}",
             "json": lambda r, v: json.dumps({"customer": r.choice(LAST), "phone": v, "note": filler(r)}),
@@ -624,7 +639,9 @@ def _b64_text(rng: random.Random) -> str:
     return base64.b64encode(sentence.encode()).decode()
 
 
-def lookalike_generators() -> dict[str, tuple[Callable[[random.Random], str], dict[str, Callable[[random.Random, str], str]]]]:
+def lookalike_generators() -> dict[
+    str, tuple[Callable[[random.Random], str], dict[str, Callable[[random.Random, str], str]]]
+]:
     import uuid as uuid_mod
 
     def uuid4(rng: random.Random) -> str:

@@ -62,7 +62,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     looks = planted.lookalikes(per_kind=LOOKALIKES_PER_KIND)
     tags: dict[str, tuple[str, object]] = {}
     rows: list[str] = []
-    for item in [*secrets, *looks]:
+    items: list[planted.Planted | planted.Lookalike] = [*secrets, *looks]
+    for item in items:
         tag = _tag(rng)
         tags[tag] = ("secret" if isinstance(item, planted.Planted) else "look", item)
         rows.append(json.dumps(_row(rng, tag, item.text)))
@@ -100,7 +101,8 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {
         "work": work, "secrets": secrets, "looks": looks, "tags": tags, "broken": broken, "manifest": manifest,
         "corpus": [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()],
-        "written": out.read_text(encoding="utf-8") + out.with_name(out.name + ".manifest.json").read_text(encoding="utf-8")
+        "written": out.read_text(encoding="utf-8")
+        + out.with_name(out.name + ".manifest.json").read_text(encoding="utf-8")
         + profile_path.read_text(encoding="utf-8"),
         "logs": "\n".join(records), "errors": errors,
     }
@@ -119,25 +121,28 @@ def _evaluate(run: dict) -> dict:
         text = _record_text(record)
         by_tag[text[text.index("ref ") : text.index("ref ") + 16]] = text
     everywhere = run["written"] + "\n" + run["logs"]
-    planted_n, survived, missing = Counter(), Counter(), Counter()
-    kept, looks_n = Counter(), Counter()
+    planted_n: Counter[str] = Counter()
+    survived: Counter[str] = Counter()
+    missing: Counter[str] = Counter()
+    kept: Counter[str] = Counter()
+    looks_n: Counter[str] = Counter()
     examples: dict[str, list[str]] = {}
     for tag, (what, item) in run["tags"].items():
-        text = by_tag.get(tag)
+        found = by_tag.get(tag)
         if what == "secret":
             planted_n[item.kind] += 1
-            if text is None:
+            if found is None:
                 missing[item.kind] += 1
                 continue
-            leaked = [n for n in item.needles if n in text or n in everywhere or json.dumps(n)[1:-1] in everywhere]
+            leaked = [n for n in item.needles if n in found or n in everywhere or json.dumps(n)[1:-1] in everywhere]
             if leaked:
                 survived[item.kind] += 1
                 examples.setdefault(item.kind, []).append(f"{item.context}: {leaked[0]!r}")
         else:
             looks_n[item.kind] += 1
-            if text is not None and item.value in text:
+            if found is not None and item.value in found:
                 kept[item.kind] += 1
-            elif text is not None:
+            elif found is not None:
                 examples.setdefault(f"look:{item.kind}", []).append(f"{item.context}: {item.value!r}")
     return {"planted": planted_n, "survived": survived, "missing": missing, "looks": looks_n, "kept": kept,
             "examples": examples}
@@ -163,7 +168,9 @@ def test_the_generated_set_is_big_enough_and_deterministic() -> None:
         assert len({s.context for s in secrets if s.kind == kind}) >= 3, kind
     looks = planted.lookalikes(per_kind=LOOKALIKES_PER_KIND)
     assert len({lk.kind for lk in looks}) >= 20
-    assert secrets == planted.secrets(per_kind=SECRETS_PER_KIND) and looks == planted.lookalikes(per_kind=LOOKALIKES_PER_KIND)
+    assert secrets == planted.secrets(per_kind=SECRETS_PER_KIND) and looks == planted.lookalikes(
+        per_kind=LOOKALIKES_PER_KIND
+    )
     assert secrets != planted.secrets(seed=17, per_kind=SECRETS_PER_KIND)
     for s in secrets:  # every needle really is in its text, so a survival is measurable
         assert all(n in s.text or json.dumps(n)[1:-1] in s.text for n in s.needles), (s.kind, s.context)
@@ -178,13 +185,17 @@ def test_planted_secrets_do_not_survive_the_corpus_step(run: dict) -> None:
     assert not ev["missing"], ev["missing"]
     for kind, n in ev["planted"].items():
         allowed = math.floor(MAX_SURVIVAL * n)
-        assert ev["survived"][kind] <= allowed, f"{kind}: {ev['survived'][kind]}/{n} survived: {ev['examples'].get(kind)}\n{report}"
+        assert ev["survived"][kind] <= allowed, (
+            f"{kind}: {ev['survived'][kind]}/{n} survived: {ev['examples'].get(kind)}\n{report}"
+        )
 
 
 def test_lookalikes_survive_unchanged(run: dict) -> None:
     ev = _evaluate(run)
     for kind, n in ev["looks"].items():
-        assert ev["kept"][kind] >= MIN_KEPT * n, f"{kind}: {ev['kept'][kind]}/{n} kept: {ev['examples'].get('look:' + kind)}"
+        assert ev["kept"][kind] >= MIN_KEPT * n, (
+            f"{kind}: {ev['kept'][kind]}/{n} kept: {ev['examples'].get('look:' + kind)}"
+        )
 
 
 def test_errors_and_rejected_examples_are_redacted(run: dict) -> None:

@@ -11,7 +11,8 @@ from detect_secrets.plugins.private_key import PrivateKeyDetector
 from services.shared.text.detectors import KIND_CATEGORY, looks_random
 from services.shared.text.redact import KINDS, PLACEHOLDERS, cut, redact, redact_value, ruleset
 
-JWT = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ."
+       "SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c")
 PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA7v1x\nq2Vz9Yt0LgK3\n-----END RSA PRIVATE KEY-----"
 AZURE = "Zm9vYmFy" * 10 + "Q2hlY2s="  # 88 base64 characters
 
@@ -67,20 +68,40 @@ def test_each_kind_becomes_its_placeholder(kind: str, secret: str) -> None:
 @pytest.mark.parametrize(
     ("text", "expected", "counts"),
     [
-        ("export HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyzABCDEFGH", "export HF_TOKEN=<SECRET:huggingface_token>",
-         {"huggingface_token": 1}),
+        (
+            "export HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyzABCDEFGH",
+            "export HF_TOKEN=<SECRET:huggingface_token>",
+            {"huggingface_token": 1},
+        ),
         ("password: hunter2", "password: <SECRET:password>", {"password": 1}),
         ('{"db": {"password": "x9Kq!mZ2pL"}}', '{"db": {"password": "<SECRET:password>"}}', {"password": 1}),
         ("[mysql]\npassword = kf&V8w.$\n", "[mysql]\npassword = <SECRET:password>\n", {"password": 1}),
         ("POSTGRES_PASSWORD=S3cr3t-Value psql", "POSTGRES_PASSWORD=<SECRET:password> psql", {"password": 1}),
-        (f"AccountName=a;AccountKey={AZURE};EndpointSuffix=core.windows.net",
-         "AccountName=a;AccountKey=<SECRET:azure_storage_key>;EndpointSuffix=core.windows.net", {"azure_storage_key": 1}),
-        ('"private_key_id": "0123456789abcdef0123456789abcdef01234567"', '"private_key_id": "<SECRET:private_key_id>"',
-         {"private_key_id": 1}),
-        ("postgres://app:s3cr3tPa55@db.internal:5432/prod", "postgres://<SECRET:url_credentials>@db.internal:5432/prod",
-         {"url_credentials": 1}),
-        ("Authorization: Bearer a1b2c3d4e5f6g7h8i9j0", "Authorization: Bearer <SECRET:bearer_token>", {"bearer_token": 1}),
-        ("Authorization: Basic YWRtaW46c3VwZXJzZWNyZXQ=", "Authorization: Basic <SECRET:basic_auth>", {"basic_auth": 1}),
+        (
+            f"AccountName=a;AccountKey={AZURE};EndpointSuffix=core.windows.net",
+            "AccountName=a;AccountKey=<SECRET:azure_storage_key>;EndpointSuffix=core.windows.net",
+            {"azure_storage_key": 1},
+        ),
+        (
+            '"private_key_id": "0123456789abcdef0123456789abcdef01234567"',
+            '"private_key_id": "<SECRET:private_key_id>"',
+            {"private_key_id": 1},
+        ),
+        (
+            "postgres://app:s3cr3tPa55@db.internal:5432/prod",
+            "postgres://<SECRET:url_credentials>@db.internal:5432/prod",
+            {"url_credentials": 1},
+        ),
+        (
+            "Authorization: Bearer a1b2c3d4e5f6g7h8i9j0",
+            "Authorization: Bearer <SECRET:bearer_token>",
+            {"bearer_token": 1},
+        ),
+        (
+            "Authorization: Basic YWRtaW46c3VwZXJzZWNyZXQ=",
+            "Authorization: Basic <SECRET:basic_auth>",
+            {"basic_auth": 1},
+        ),
         ("SSN: 123456789, thanks", "SSN: <PII:us_ssn>, thanks", {"us_ssn": 1}),
         ("call me on 020 7946 0958 tomorrow", "call me on <PII:phone> tomorrow", {"phone": 1}),
         ("$ mysql -u root -p'Zq8!word' app", "$ mysql -u root -p'<SECRET:password>' app", {"password": 1}),
@@ -117,8 +138,11 @@ def test_multi_line_values_are_redacted_whole() -> None:
 def test_every_private_key_header_of_detect_secrets_is_covered() -> None:
     for pattern in PrivateKeyDetector.denylist:
         header = pattern.pattern.replace("\\", "")
-        text = f"-----{header}-----\nQUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=\n-----END-----" if header.startswith("BEGIN") \
+        text = (
+            f"-----{header}-----\nQUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=\n-----END-----"
+            if header.startswith("BEGIN")
             else f"{header}: ssh-rsa\nPrivate-Lines: 1\nQUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=\nPrivate-MAC: 0a1b"
+        )
         out, counts = redact(text)
         assert "QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo=" not in out, header
         assert counts.get("private_key") == 1, (header, out)
@@ -164,7 +188,8 @@ def test_unterminated_private_key_is_redacted_to_the_end() -> None:
         "def login(user, password): return check(password=password)",
         "max_tokens: 512\ntokenizer: meta-llama/Llama-3.1-8B-Instruct",
         "ISBN 978-0-306-40615-7 and ISBN 0-306-40615-2",
-        "integrity sha512-" + "z4PhNX7vuL3xVChQ1m2AB9Yg5AULVxXcg/SpIdNs6c5H0NE8XYXysP+DGNKHfuwvY7kxvUdBeoGlODJ6+SfaPg==",
+        "integrity sha512-"
+        + "z4PhNX7vuL3xVChQ1m2AB9Yg5AULVxXcg/SpIdNs6c5H0NE8XYXysP+DGNKHfuwvY7kxvUdBeoGlODJ6+SfaPg==",
         "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGEJVDTXmnMDTQ7ruTVYYPN0Zqlafu9jqhjMKkuTBsJ0 ops@laptop",
         "sk-xxxxxxxxxxxxxxxxxxxxxxxxxxxx and AKIAXXXXXXXXXXXXXXXX are placeholders",
         "redis://[[username]:[password]]@localhost:6379/0",
@@ -193,7 +218,8 @@ def test_entropy_rule_separates_random_keys_from_words() -> None:
 
 
 def test_counts_add_up_and_redaction_is_idempotent() -> None:
-    text = "a@b.io, c@d.io, 10.0.0.1, 4111 1111 1111 1111, 123-45-6789, (415) 555-0132, AKIAIOSFODNN7EXAMPLE, password: x9Kq!mZ"
+    text = ("a@b.io, c@d.io, 10.0.0.1, 4111 1111 1111 1111, 123-45-6789, (415) 555-0132, AKIAIOSFODNN7EXAMPLE, "
+            "password: x9Kq!mZ")
     once, counts = redact(text)
     assert counts == {"email": 2, "ip": 1, "card": 1, "us_ssn": 1, "phone": 1, "aws_access_key_id": 1, "password": 1}
     assert redact(once) == (once, {})
