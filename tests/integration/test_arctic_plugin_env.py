@@ -8,7 +8,6 @@ import asyncio
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import yaml
 

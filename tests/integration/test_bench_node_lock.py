@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
@@ -19,7 +20,7 @@ from contracts.events import BenchRequested
 from services.app.context import Session
 from services.app.runs import ops
 from services.runtime.bundle.bundle import BundleStore
-from tests.integration.test_bench_service import FAKE, bench_runner, campaign
+from tests.integration.test_bench_service import bench_runner, campaign
 from tests.support.services import wait_events
 
 RUNS = ("toy-20261203-010101-aaaaaa", "toy-20261203-020202-bbbbbb")

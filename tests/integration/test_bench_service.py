@@ -17,9 +17,9 @@ from contracts.campaign import Campaign
 from contracts.events import BenchRequested, RunApproved
 from services.bench import app
 from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery.service import bootstrap
 from services.runtime.main import resources_for
 from services.runtime.procs import labelled_processes
-from services.runtime.delivery.service import bootstrap
 from tests.support.services import publish_approval, wait_events
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,15 +17,15 @@ import yaml
 from contracts.campaign import Campaign, Matrix
 from contracts.events import BenchRequested, BenchTrialCompleted
 from services.bench import app
-from services.bench.planning.builder import build_plan
-from services.bench.loadgen.prompts import ChatTurn, Prompt
-from services.bench.run import BenchRun
 from services.bench.executors.slurm import SlurmExecutor
+from services.bench.loadgen.prompts import ChatTurn, Prompt
+from services.bench.planning.builder import build_plan
+from services.bench.run import BenchRun
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery.service import bootstrap
 from services.runtime.main import resources_for
-from tests.support.services import wait_events
 from tests.support.cli_runs import ensure_slurm
+from tests.support.services import wait_events
 
 ROOT = Path(__file__).resolve().parents[2]
 # The stand-in logs vLLM's start-up config for what it is given; the bench-runner reads it back.

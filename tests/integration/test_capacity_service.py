@@ -21,8 +21,8 @@ import yaml
 from contracts.campaign import Campaign
 from contracts.events import CapacityRequested, CorpusCompleted
 from services.capacity import app
-from services.runtime.delivery.broker import decode_entry
 from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery.broker import decode_entry
 from services.runtime.delivery.service import Service, bootstrap
 from services.runtime.main import resources_for
 from services.runtime.settings import RuntimeSettings

@@ -25,12 +25,12 @@ from contracts.campaign import Campaign, Matrix
 from contracts.deadletter import DeadLetter
 from contracts.events import FAILED, REQUESTED, TrainingPlanned
 from services.cli.main import main
-from services.runtime.delivery.broker import decode_entry
 from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery.broker import decode_entry
 from services.runtime.settings import RuntimeSettings
 from tests.support.campaigns import without_trainer
-from tests.support.waiting import alive, wait_for
 from tests.support.cli_runs import restore_logging  # noqa: F401 (autouse fixture)
+from tests.support.waiting import alive, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "infra/examples/campaign.yaml"

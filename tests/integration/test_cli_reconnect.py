@@ -107,7 +107,7 @@ async def test_a_read_is_repeated_while_redis_is_away() -> None:
     assert len(attempts) == 3 and len(notices) == 2 and "reading run r" in notices[0]
 
 
-async def _until(probe, what: str, timeout_s: float = 20.0) -> None:  # noqa: ANN001 - a test helper
+async def _until(probe, what: str, timeout_s: float = 20.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if probe():

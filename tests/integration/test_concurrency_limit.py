@@ -29,7 +29,7 @@ class Counting:
         self.now = self.peak = 0
         self.handled: list[str] = []
 
-    async def __call__(self, event, ctx: StepContext):  # noqa: ANN001 - the route's signature
+    async def __call__(self, event, ctx: StepContext):
         self.now += 1
         self.peak = max(self.peak, self.now)
         try:

@@ -38,7 +38,7 @@ class Poison:
         self.poison = True
         self.runs: list[str] = []
 
-    async def __call__(self, event, ctx: StepContext):  # noqa: ANN001 - the route's signature
+    async def __call__(self, event, ctx: StepContext):
         self.runs.append(event.event_id)
         if self.poison:
             raise RuntimeError("poison input")
@@ -65,7 +65,7 @@ async def catch_up_after_restart(settings: RuntimeSettings, bundle: BundleStore,
         await service.stop(grace_s=1)
 
 
-async def wait_until(probe, what: str, timeout_s: float = 20.0):  # noqa: ANN001 - a test helper
+async def wait_until(probe, what: str, timeout_s: float = 20.0):
     deadline = asyncio.get_running_loop().time() + timeout_s
     while asyncio.get_running_loop().time() < deadline:
         value = await probe()

@@ -52,7 +52,7 @@ def worker(redis_server: RedisServer, tmp_path: Path) -> Iterator[Path]:
     log = tmp_path / "worker.log"
     # To a file: a pipe nobody reads would block the worker once full.
     with log.open("wb") as out:
-        proc = subprocess.Popen(  # noqa: S603 - fixed argv
+        proc = subprocess.Popen(
             [sys.executable, "-m", "tests.support.worker"], env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=out,
         )
     yield log

@@ -13,10 +13,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from contracts.events import ProfileRequested
 from services.runtime.delivery.consumer import Route, StepContext
+from services.runtime.delivery.service import Service, bootstrap
 from services.runtime.errors import StepFailed
 from services.runtime.health.health import bound_port, serve_health
 from services.runtime.health.healthcheck import main
-from services.runtime.delivery.service import Service, bootstrap
 from services.runtime.settings import RuntimeSettings
 from tests.support.redis_server import free_port
 

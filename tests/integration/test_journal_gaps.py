@@ -19,8 +19,8 @@ import uuid
 from pathlib import Path
 
 from contracts.events import ProfileCompleted, ProfileRequested
-from services.runtime.delivery.adopt import record_step, with_derived_ids
 from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery.adopt import record_step, with_derived_ids
 from tests.support.publishing import publish_event
 from tests.support.redis_server import RedisServer
 from tests.support.waiting import wait_for
@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def start_journal(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     with log.open("ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "services.runtime.main", "journal"],  # noqa: S603
+        return subprocess.Popen([sys.executable, "-m", "services.runtime.main", "journal"],
                                 env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
 
 

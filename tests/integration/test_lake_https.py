@@ -51,7 +51,7 @@ def _name(common: str) -> x509.Name:
 
 def make_tls(folder: Path) -> tuple[Path, Path, Path]:
     """A private CA and a server certificate for 127.0.0.1 it signs: (ca.pem, server.pem, server-key.pem)."""
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
     ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
     ca = (x509.CertificateBuilder().subject_name(_name("specdec test CA")).issuer_name(_name("specdec test CA"))
@@ -89,7 +89,7 @@ class Lake:
         lake = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:  # http.server's name
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 status = 200 if self.headers.get("Authorization") == f"Bearer {TOKEN}" else 401
                 lake.requests.append((status, {k.lower(): v for k, v in self.headers.items()}, body))

@@ -28,8 +28,8 @@ from services.publisher.errors import (
     PublishRefused,
     PublishTargetError,
 )
-from services.publisher.publish.publish import publish_report
 from services.publisher.pipeline import render_run
+from services.publisher.publish.publish import publish_report
 from services.publisher.publish.transport import RetryPolicy
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.settings import RuntimeSettings

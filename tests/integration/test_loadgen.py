@@ -16,8 +16,8 @@ import orjson
 import pytest
 
 from services.bench.loadgen.loadgen import LoadGenerator, WindowSpec
-from services.bench.metrics import spec_decode_delta
 from services.bench.loadgen.prompts import ChatTurn, Prompt
+from services.bench.metrics import spec_decode_delta
 from services.bench.results import build_result
 
 TOKENS_PER_CHUNK = 3

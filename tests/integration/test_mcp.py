@@ -54,7 +54,7 @@ IDLE_MARK = "idle-check-ran"
 @pytest.fixture(scope="module")
 def toy_target() -> Path:
     sys.path.insert(0, str(ROOT / "infra/examples"))
-    import toy_target as builder  # noqa: PLC0415 - the example builder is a script, not a package
+    import toy_target as builder  # the example builder is a script, not a package
 
     return Path(builder.build_target(TRAFFIC, MODELS / "toy-target", seed=0, log=lambda *_: None))
 

@@ -12,8 +12,8 @@ import time
 import pytest
 
 from services.runtime.delivery.ledger import MemoryLedger, StepKey
-from services.runtime.procs import DEPLOYMENT_ENV, EXPERIMENT_ENV, deployment_id, kill_group, labelled_processes, spawn
 from services.runtime.delivery.reconcile import reconcile
+from services.runtime.procs import DEPLOYMENT_ENV, EXPERIMENT_ENV, deployment_id, kill_group, labelled_processes, spawn
 from tests.support.waiting import alive
 
 SLEEP = [sys.executable, "-c", "import time; time.sleep(120)"]

@@ -9,8 +9,8 @@ from contextlib import asynccontextmanager
 from contracts.events import PublishRequested
 from services.publisher import app
 from services.runtime.bundle.bundle import BundleStore
-from services.runtime.main import resources_for
 from services.runtime.delivery.service import Service, bootstrap
+from services.runtime.main import resources_for
 from services.runtime.settings import RuntimeSettings
 from tests.support.services import wait_events
 from tests.unit.publisher.synthetic import RUN, Spec, build

@@ -20,10 +20,10 @@ import structlog
 from contracts.events import ProfileRequested
 from services.runtime.delivery.consumer import Route, StepContext
 from services.runtime.delivery.ledger import RedisLedger
-from services.runtime.main import reconciler_for
-from services.runtime.procs import DEPLOYMENT_ENV, deployment_id, kill_group, labelled_processes, spawn
 from services.runtime.delivery.reconcile import Reconciler, settle_period_s
 from services.runtime.delivery.service import bootstrap
+from services.runtime.main import reconciler_for
+from services.runtime.procs import DEPLOYMENT_ENV, deployment_id, kill_group, labelled_processes, spawn
 from services.runtime.settings import RuntimeSettings
 from tests.integration.test_procs import alive, wait_dead
 
@@ -33,7 +33,7 @@ LIVE, ORPHAN = "toy-20261201-000000-aaaaaa", "toy-20261201-000000-bbbbbb"
 SLEEP = [sys.executable, "-c", "import time; time.sleep(120)"]
 
 
-async def _eventually(probe, what: str, timeout_s: float = 15.0):  # noqa: ANN001 - a test helper
+async def _eventually(probe, what: str, timeout_s: float = 15.0):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         value = await probe() if asyncio.iscoroutinefunction(probe) else probe()
@@ -52,7 +52,7 @@ async def test_a_reset_never_gets_live_work_killed(redis_server, tmp_path, monke
     release = asyncio.Event()
     children = []
 
-    async def handler(event, ctx: StepContext):  # noqa: ANN001 - the route's signature
+    async def handler(event, ctx: StepContext):
         children.append(spawn(SLEEP, run_id=event.run_id, service=SERVICE))
         await release.wait()
         return []

@@ -20,16 +20,16 @@ import orjson
 import redis
 
 from contracts.events import ProfileCompleted, ProfileRequested
+from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery.adopt import record_step, with_derived_ids
 from services.runtime.delivery.broker import decode_entry
-from services.runtime.bundle.bundle import BundleStore
 from tests.support.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def resume(env: dict[str, str], run_id: str) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "services.cli.main", "resume", run_id, "--json"],  # noqa: S603
+    proc = subprocess.run([sys.executable, "-m", "services.cli.main", "resume", run_id, "--json"],
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     return orjson.loads(proc.stdout)

@@ -31,8 +31,8 @@ from contracts.campaign import Campaign, CapacitySpec
 from contracts.events import BenchRequested, CapacityRequested, CapacitySelected
 from services.bench import app as bench_app
 from services.capacity import app as capacity_app
-from services.runtime.delivery.broker import decode_entry
 from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery.broker import decode_entry
 from services.runtime.delivery.service import bootstrap
 from services.runtime.main import resources_for
 from services.runtime.settings import RuntimeSettings

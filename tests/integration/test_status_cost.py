@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
 import redis.asyncio as aioredis
 
 from contracts.events import ProfileRequested, TrainingPlanned

@@ -22,8 +22,8 @@ import pytest
 
 from services.runtime.procs import end_labelled, labelled_processes
 from services.trainer_proxy.planning.model import LocalLaunch
-from tests.support.waiting import alive, wait_for
 from tests.support.cli_runs import ensure_slurm
+from tests.support.waiting import alive, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,7 +73,7 @@ def launch_of(tmp_path: Path, sleep_s: float, *extra: str) -> LocalLaunch:
 
 def crashed_proxy(launch: LocalLaunch, run_id: str, run_dir: Path) -> int:
     """Start the proxy stand-in, wait for its trainer to start, SIGKILL the proxy; the trainer's pid."""
-    proxy = subprocess.Popen(  # noqa: S603 - fixed argv
+    proxy = subprocess.Popen(
         [sys.executable, "-c", PROXY.format(root=str(ROOT)), launch.model_dump_json(), run_id, str(run_dir)],
         stdout=subprocess.PIPE, cwd=ROOT,
     )
@@ -259,7 +259,7 @@ def test_a_restarted_proxy_reads_how_a_slurm_job_ended(tmp_path: Path, run_id: s
         status_argv=slurm.status_argv("{job_id}"), cancel_argv=slurm.cancel_argv("{job_id}"),
         stdout_path="training/stdout.log", stderr_path="training/stderr.log",
     )
-    proxy = subprocess.Popen(  # noqa: S603 - fixed argv
+    proxy = subprocess.Popen(
         [sys.executable, "-c", SLURM_PROXY.format(root=str(ROOT)), launch.model_dump_json(), run_id, str(run_dir)],
         stdout=subprocess.PIPE, cwd=ROOT,
     )

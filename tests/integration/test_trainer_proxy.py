@@ -21,8 +21,8 @@ import redis.asyncio as aioredis
 
 from contracts.envelope import ArtifactRef
 from contracts.events import CapacitySelected, RunApproved, TrainingRequested
-from services.runtime.delivery.broker import decode_entry
 from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery.broker import decode_entry
 from services.runtime.delivery.service import Service, bootstrap
 from services.runtime.main import resources_for
 from services.runtime.settings import RuntimeSettings
