@@ -49,7 +49,8 @@ def slurm_env() -> dict[str, str]:
 def node(slurm_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> str:
     for key, value in slurm_env.items():
         monkeypatch.setenv(key, value)
-    return subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, check=True).stdout.split()[0]
+    sinfo = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, check=True)
+    return sinfo.stdout.split()[0]
 
 
 def labelled_jobs(run_id: str) -> list[str]:
@@ -104,7 +105,8 @@ async def test_a_campaign_on_slurm_is_measured_through_labelled_jobs(settings, n
     endpoint = bundle.read_json(run_id, "bench/ngram-k3/launch-1/endpoint.json")
     assert endpoint["job_id"] == launched["job_id"]
     assert str(endpoint["port"]) in endpoint["argv"] and "{port}" not in endpoint["argv"]
-    record = subprocess.run(["scontrol", "show", "job", "-o", launched["job_id"]], capture_output=True, text=True).stdout
+    record = subprocess.run(["scontrol", "show", "job", "-o", launched["job_id"]],
+                            capture_output=True, text=True).stdout
     if record:  # the controller still remembers the job (MinJobAge)
         assert f"Comment=experiment={run_id}" in record and f"NodeList={node}" in record
 

@@ -147,7 +147,8 @@ def test_entries_waiting_in_a_read_batch_are_kept_from_the_reclaimer(workers, cl
     wait_for(lambda: client.xpending(stream, "worker")["pending"] == 0, 10, "the acks")
     time.sleep(0.5)
     log = lines(workers.log)
-    assert [row[1] for row in log if row[0] == "start"] == [e.event_id for e in events], f"each ran once, in order: {log}"
+    assert [row[1] for row in log if row[0] == "start"] == [e.event_id for e in events], (
+        f"each ran once, in order: {log}")
     assert {row[2] for row in log} == {str(a.pid)}, f"a waiting entry was reclaimed: {log}"
 
 

@@ -47,7 +47,8 @@ def named(bundle: BundleStore, run: str) -> dict[str, tuple[str, str | None]]:
     """The manifest's lost events: event_id -> (known_from, schema)."""
     if not bundle.manifest_path(run).exists():
         return {}
-    return {e.event_id: (e.known_from, e.schema_) for span in bundle.read_manifest(run).lost_events for e in span.events}
+    return {e.event_id: (e.known_from, e.schema_)
+            for span in bundle.read_manifest(run).lost_events for e in span.events}
 
 
 def repaired(bundle: BundleStore, run: str) -> set[str]:

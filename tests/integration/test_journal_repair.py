@@ -68,7 +68,8 @@ def test_the_journal_publishes_again_what_the_bundle_recorded_and_redis_lost(red
                                    env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
     try:
         want = {submitted.event_id: "emitted", completed.event_id: "step_record"}
-        wait_for(lambda: repaired(bundle, run) == want, 30, f"the manifest to name the repair: {log.read_text()[-2000:]}")
+        wait_for(lambda: repaired(bundle, run) == want, 30,
+                 f"the manifest to name the repair: {log.read_text()[-2000:]}")
         wait_for(lambda: journaled(bundle, run) == set(want), 10, "the journal to append what was published again")
         assert bundle.read_manifest(run).lost_events == [], "what came back is not lost"
         client = redis.Redis.from_url(redis_server.url)

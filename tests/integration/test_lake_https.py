@@ -58,7 +58,8 @@ def make_tls(folder: Path) -> tuple[Path, Path, Path]:
           .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
           .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
           .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-          .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
+          .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                       content_commitment=False,
                                        key_encipherment=False, data_encipherment=False, key_agreement=False,
                                        encipher_only=False, decipher_only=False), critical=True)
           .add_extension(ca_ski, critical=False)
@@ -157,7 +158,7 @@ async def _live(bundle: BundleStore, url: str, settings: RuntimeSettings, policy
 
 
 async def test_the_token_from_a_file_is_accepted_and_is_in_no_log_and_no_bundle_file(
-    bundle, lake, token_file, caplog, capfd
+    bundle, lake, token_file, caplog, *, capfd
 ):
     caplog.set_level(logging.DEBUG)  # httpx and httpcore at their most talkative
     settings = RuntimeSettings(instance="t", publish_token_file=str(token_file), publish_ca_bundle=str(lake.ca),
@@ -196,8 +197,8 @@ async def test_a_wrong_token_is_refused_by_the_endpoint_and_never_recorded(bundl
 
 
 async def test_a_missing_token_stops_the_publish_before_any_request(bundle, lake, tmp_path, monkeypatch):
-    gone = RuntimeSettings(instance="t", publish_token_file=str(tmp_path / "nothing-here"), publish_ca_bundle=str(lake.ca),
-                           publish_allowed_targets=lake.url)
+    gone = RuntimeSettings(instance="t", publish_token_file=str(tmp_path / "nothing-here"),
+                           publish_ca_bundle=str(lake.ca), publish_allowed_targets=lake.url)
     with pytest.raises(PublishCredentialsError, match="cannot be read.*SPECDEC_PUBLISH_TOKEN_FILE"):
         await _live(bundle, lake.url, gone)
     monkeypatch.delenv("LAKE_PUBLISH_TOKEN", raising=False)
@@ -218,7 +219,9 @@ async def test_without_the_ca_bundle_the_private_certificate_is_not_trusted(bund
     assert lake.requests == []  # the handshake failed: no request, so no token, ever reached it
 
 
-async def test_the_service_publishes_live_from_its_own_dry_run_when_the_campaign_pre_approves(lake, token_file, tmp_path):
+async def test_the_service_publishes_live_from_its_own_dry_run_when_the_campaign_pre_approves(
+    lake, token_file, tmp_path
+):
     # No allow-list: the token goes to the campaign's own publish.target, as the run's bundle records it.
     settings = RuntimeSettings(instance="t", publish_token_file=str(token_file), publish_ca_bundle=str(lake.ca))
     spec = Spec(publish_target=lake.url, acknowledged=True)
@@ -241,7 +244,8 @@ async def test_the_service_publishes_live_from_its_own_dry_run_when_the_campaign
     assert record["acknowledged_by"] == "policy" and record["dry_run_record"].startswith("publish/dry-run/")
     before = orjson.loads(bundle.read_bytes(RUN, f"publish/ev-{alone.event_id}/publication.json"))
     assert before["dry_run_record"] == record["dry_run_record"]
-    assert orjson.loads(bundle.read_bytes(RUN, record["dry_run_record"]))["manifest_sha256"] == record["manifest_sha256"]
+    dry_run = orjson.loads(bundle.read_bytes(RUN, record["dry_run_record"]))
+    assert dry_run["manifest_sha256"] == record["manifest_sha256"]
     token_nowhere(bundle)
 
 

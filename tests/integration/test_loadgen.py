@@ -62,7 +62,8 @@ class SSEServer:
 
     def _plain(self, writer: asyncio.StreamWriter, status: int, body: bytes, ctype: str) -> None:
         reason = {200: "OK", 404: "Not Found", 500: "Internal Server Error"}[status]
-        writer.write(f"HTTP/1.1 {status} {reason}\r\ncontent-type: {ctype}\r\ncontent-length: {len(body)}\r\n\r\n".encode() + body)
+        header = f"HTTP/1.1 {status} {reason}\r\ncontent-type: {ctype}\r\ncontent-length: {len(body)}\r\n\r\n"
+        writer.write(header.encode() + body)
 
     async def _generate(self, writer: asyncio.StreamWriter, req: dict, *, chat: bool) -> None:
         self.in_flight += 1
@@ -203,7 +204,8 @@ async def test_idle_connections_closed_by_the_server_and_streams_dropped_midway(
         nonlocal connections
         connections += 1
         head = await reader.readuntil(b"\r\n\r\n")
-        length = next((int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")), 0)
+        length = next((int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")),
+                      0)
         request = orjson.loads(await reader.readexactly(length)) if length else None
         if request is None:  # GET /metrics
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\nx 1")
@@ -211,7 +213,8 @@ async def test_idle_connections_closed_by_the_server_and_streams_dropped_midway(
             writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
             writer.write(b"%x\r\n%s\r\n" % (len(body) // 2, body[: len(body) // 2]))  # half the events, no end
         else:
-            writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+            writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n"
+                         % (len(body), body))
         await writer.drain()
         await asyncio.sleep(0.05)  # the client has the whole response, then the idle connection goes
         writer.close()
@@ -220,8 +223,9 @@ async def test_idle_connections_closed_by_the_server_and_streams_dropped_midway(
     try:
         host, port = srv.sockets[0].getsockname()[:2]
         spec = WindowSpec(base_url=f"http://{host}:{port}", model="toy", max_concurrency=1)
-        prompts = [prompt(0), prompt(1), Prompt(prompt_id="drop", messages=[ChatTurn(role="user", content="DROP")],
-                                                 text="DROP", input_tokens=1, max_output_tokens=1, ignore_eos=True), prompt(3)]
+        drop = Prompt(prompt_id="drop", messages=[ChatTurn(role="user", content="DROP")],
+                      text="DROP", input_tokens=1, max_output_tokens=1, ignore_eos=True)
+        prompts = [prompt(0), prompt(1), drop, prompt(3)]
         window = await LoadGenerator(spec, sleep=asyncio.sleep).run_window(prompts)
     finally:
         srv.close()

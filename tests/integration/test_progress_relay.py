@@ -97,8 +97,9 @@ async def test_watch_hands_progress_on_typed_beside_the_runs_events(settings):
         async def publish() -> None:
             await asyncio.sleep(0.3)
             for done in (1, 2):
-                await session.bus.publish(StepProgress(run_id=run_id, producer="bench-runner/t", step="bench", done=done,
-                                                       total=4, unit="trial", loss=None, eta_s=10.0, elapsed_s=1.0))
+                await session.bus.publish(StepProgress(run_id=run_id, producer="bench-runner/t", step="bench",
+                                                       done=done, total=4, unit="trial", loss=None, eta_s=10.0,
+                                                       elapsed_s=1.0))
 
         task = asyncio.create_task(publish())
         await watch(session, run_id, on_event=lambda e: lines.append(e.schema_name), on_progress=seen.append,

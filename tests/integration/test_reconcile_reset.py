@@ -65,7 +65,8 @@ async def test_a_reset_never_gets_live_work_killed(redis_server, tmp_path, monke
     try:
         await owner.start()
         await owner.bus.publish(ProfileRequested(run_id=LIVE, producer="test", requested_by="test"))
-        await _eventually(lambda: children and any(p.run_id == LIVE for p in labelled_processes(SERVICE)), "the live child")
+        await _eventually(lambda: children and any(p.run_id == LIVE for p in labelled_processes(SERVICE)),
+                          "the live child")
         live = children[0]
 
         redis_server.kill()

@@ -57,7 +57,8 @@ def _approve(settings: RuntimeSettings, run_id: str, operator_url: str | None) -
                SPECDEC_BUNDLE_ROOT=str(settings.bundle_root))
     if operator_url is not None:
         env["SPECDEC_OPERATOR_REDIS_URL"] = operator_url
-    return subprocess.run([sys.executable, "-m", "services.cli.main", "approve", run_id, "--i-understand-this-mutates-cluster"],
+    return subprocess.run([sys.executable, "-m", "services.cli.main", "approve", run_id,
+                           "--i-understand-this-mutates-cluster"],
                           env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
 
 

@@ -43,7 +43,9 @@ def stream_ids(url: str, stream: str) -> list[str]:
         client.close()
 
 
-def test_resume_publishes_the_recorded_trigger_again_and_is_idempotent(redis_server: RedisServer, tmp_path: Path) -> None:
+def test_resume_publishes_the_recorded_trigger_again_and_is_idempotent(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
     prefix, root = f"res{uuid.uuid4().hex[:8]}", tmp_path / "bundles"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SPECDEC_REDIS_URL": redis_server.url,
            "SPECDEC_STREAM_PREFIX": prefix, "SPECDEC_BUNDLE_ROOT": str(root)}

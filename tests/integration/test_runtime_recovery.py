@@ -101,7 +101,9 @@ def test_step_running_across_a_redis_restart_runs_once(redis_server, worker, wor
 
 
 @pytest.mark.parametrize("ledger_kind", ["redis", "memory"])
-async def test_renew_keeps_or_takes_back_a_free_lease_and_never_one_that_is_taken_or_done(redis_url, prefix, ledger_kind):
+async def test_renew_keeps_or_takes_back_a_free_lease_and_never_one_that_is_taken_or_done(
+    redis_url, prefix, ledger_kind
+):
     import redis.asyncio as aioredis
 
     from services.runtime.delivery.ledger import MemoryLedger, RedisLedger, StepKey

@@ -1,7 +1,8 @@
 """A secret-bearing flag's value never leaves in an artifact: a campaign whose serve command carries
 `--hf-token hf_SECRETVALUE123` (and a trainer with `--api-key`) is rendered into the report, shown as a plan
-(CLI text and --json, the MCP result's model, the MCP resources of the files holding commands) and recorded as the trainer's argv.json, and every byte produced
-or published is searched for the values. A real bundle, the real renderer and the real CLI."""
+(CLI text and --json, the MCP result's model, the MCP resources of the files holding commands) and recorded
+as the trainer's argv.json, and every byte produced or published is searched for the values. A real bundle,
+the real renderer and the real CLI."""
 
 from __future__ import annotations
 

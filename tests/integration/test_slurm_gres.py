@@ -202,7 +202,8 @@ async def test_the_trainers_batch_job_carries_the_generic_resource(settings, nod
     run = run_id("train")
     bundle = BundleStore(settings.bundle_root)
     trainer = write_script(tmp_path / "trainer.py", COPY_TRAINER)
-    argv = [PY, str(trainer), "--from", str(tiny_models["draft"]), "--out", "{output_dir}", "--corpus", "{corpus_train}"]
+    argv = [PY, str(trainer), "--from", str(tiny_models["draft"]), "--out", "{output_dir}",
+            "--corpus", "{corpus_train}"]
     camp = campaign(train_argv=argv, target=str(tiny_models["target"]), scheduler="slurm", pre_approved=True,
                     selectors={"partition": "debug", "gres": GRES})
     # The idle check the real re-check runs on the node (the example's `python` may not be on PATH).

@@ -84,9 +84,10 @@ def test_trim_cuts_only_what_every_group_has_acked(client: redis.Redis, redis_ur
     assert ids(client, stream) == [late]
 
 
-def test_the_running_journal_trims_what_it_journaled_and_sweeps_quiet_streams(client: redis.Redis, settings: RuntimeSettings,
-                                                     redis_url: str, prefix: str,
-                                                     monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_the_running_journal_trims_what_it_journaled_and_sweeps_quiet_streams(
+    client: redis.Redis, settings: RuntimeSettings, redis_url: str, prefix: str,
+    *, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
     from services.journal import trim as trim_module
     from tests.support.services import running
 

@@ -244,7 +244,8 @@ def test_a_restarted_proxy_reads_how_a_slurm_job_ended(tmp_path: Path, run_id: s
 
     for key, value in slurm_env.items():
         monkeypatch.setenv(key, value)
-    node = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, check=True).stdout.split()[0]
+    sinfo = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, check=True)
+    node = sinfo.stdout.split()[0]
     run_dir = tmp_path / "bundle" / run_id
     (run_dir / "training").mkdir(parents=True)
     argv = [sys.executable, "-c", "import time; print('step 1 loss=2.5', flush=True); time.sleep(2)"]
@@ -255,7 +256,8 @@ def test_a_restarted_proxy_reads_how_a_slurm_job_ended(tmp_path: Path, run_id: s
         job_script=script.read_text(), job_script_path="training/slurm-job.py",
         sbatch_argv=slurm.sbatch_argv(run_id=run_id, node=node, cwd=str(tmp_path),
                                       stdout=str(run_dir / "training/stdout.log"),
-                                      stderr=str(run_dir / "training/stderr.log"), script=[str(script)], time_minutes=3),
+                                      stderr=str(run_dir / "training/stderr.log"), script=[str(script)],
+                                      time_minutes=3),
         status_argv=slurm.status_argv("{job_id}"), cancel_argv=slurm.cancel_argv("{job_id}"),
         stdout_path="training/stdout.log", stderr_path="training/stderr.log",
     )
