@@ -124,7 +124,8 @@ async def test_the_oldest_waiting_step_is_undelivered_or_abandoned_never_running
             assert first is not None and 0.25 <= first < 0.6, "the undelivered entry counts at once"
             # Past the reclaim idle time nobody touched the first one: it counts too, and it is older.
             await asyncio.sleep(settings.reclaim_idle_ms / 1000)
-            assert await age() >= settings.reclaim_idle_ms / 1000 + 0.5
+            later = await age()
+            assert later is not None and later >= settings.reclaim_idle_ms / 1000 + 0.5
 
             # Started, the instance reclaims and runs both: running steps are heartbeated, not waiting.
             await service.start()

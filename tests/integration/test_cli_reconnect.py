@@ -15,6 +15,7 @@ import time
 import pytest
 import redis
 
+from contracts.envelope import Event
 from contracts.events import ProfileRequested
 from services.app.context import connect, patiently
 from services.app.runs.streams import follow
@@ -25,7 +26,7 @@ from tests.integration.test_delivery import publish
 PREFIX = "reconnect"
 
 
-def event(n: int) -> ProfileRequested:
+def event(n: int) -> Event:
     return ProfileRequested(run_id=f"toy-20261201-00000{n}-cafe0{n}", producer="test", requested_by="test")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import cast
 
 import orjson
 import redis.asyncio as aioredis
@@ -78,7 +79,9 @@ async def wait_until(probe, what: str, timeout_s: float = 20.0):
 async def completions(client: aioredis.Redis, prefix: str) -> list[dict]:
     from services.runtime.delivery.broker import decode_entry
 
-    return [orjson.loads(decode_entry(fields)[0]) for _, fields in await client.xrange(f"{prefix}.profile.completed")]
+    # redis-py types replies for decode_responses too; this client's are bytes
+    entries = cast("list[tuple[bytes, dict[bytes, bytes]]]", await client.xrange(f"{prefix}.profile.completed"))
+    return [orjson.loads(decode_entry(fields)[0]) for _, fields in entries]
 
 
 async def test_a_dead_lettered_step_stays_dead_across_restarts_and_resets_until_replayed(

@@ -8,11 +8,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import orjson
 import pytest
 import redis
 
+from contracts.envelope import Event
 from contracts.events import ProfileRequested
 from services.runtime.delivery.broker import decode_entry
 from tests.support.waiting import wait_for
@@ -80,10 +82,12 @@ def publish(client: redis.Redis, prefix: str, event) -> None:
 
 
 def stream_events(client: redis.Redis, stream: str) -> list[dict]:
-    return [orjson.loads(decode_entry(fields)[0]) for _, fields in client.xrange(stream)]
+    # redis-py types replies for decode_responses too; this client's are bytes
+    entries = cast("list[tuple[bytes, dict[bytes, bytes]]]", client.xrange(stream))
+    return [orjson.loads(decode_entry(fields)[0]) for _, fields in entries]
 
 
-def request() -> ProfileRequested:
+def request() -> Event:
     return ProfileRequested(run_id=RUN, producer="test", requested_by="test")
 
 

@@ -52,8 +52,10 @@ def test_demo_services_and_follower_ride_out_a_10s_redis_outage(redis_server: Re
         daemon=True)
     try:
         for name in SERVICES:
-            wait_for(lambda name=name: '"service started"' in (logs / f"{name}.log").read_text(), 60,
-                     f"{name} to serve")
+            def started(log: Path = logs / f"{name}.log") -> bool:
+                return '"service started"' in log.read_text()
+
+            wait_for(started, 60, f"{name} to serve")
         follower.start()
         publish_event(redis_server.url, prefix, ProfileRequested(run_id=run, producer="cli/t", requested_by="t"))
         wait_for(lambda: "profile.requested" in out.getvalue(), 20, "the follower to show the first event")

@@ -18,6 +18,7 @@ import sys
 import uuid
 from pathlib import Path
 
+from contracts.envelope import Event
 from contracts.events import ProfileCompleted, ProfileRequested
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery.adopt import record_step, with_derived_ids
@@ -67,7 +68,7 @@ def test_manifest_names_the_events_redis_lost_before_the_journal_read_them(redis
     bundle = BundleStore(root, fsync=False)
     run = "gaps-run-1"
 
-    def publish(event: ProfileRequested | ProfileCompleted) -> None:
+    def publish(event: Event) -> None:
         publish_event(redis_server.url, prefix, event)
 
     journal = start_journal(env, log)

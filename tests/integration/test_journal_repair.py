@@ -15,6 +15,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import cast
 
 import redis
 
@@ -74,7 +75,8 @@ def test_the_journal_publishes_again_what_the_bundle_recorded_and_redis_lost(red
         assert bundle.read_manifest(run).lost_events == [], "what came back is not lost"
         client = redis.Redis.from_url(redis_server.url)
         try:
-            entries = client.xrange(f"{prefix}.campaign.submitted")
+            # redis-py types replies for decode_responses too; this client's are bytes
+            entries = cast("list[tuple[bytes, dict[bytes, bytes]]]", client.xrange(f"{prefix}.campaign.submitted"))
         finally:
             client.close()
         # On its stream again, as submitted: the profiler takes the run up from there.

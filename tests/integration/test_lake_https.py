@@ -21,6 +21,7 @@ import ssl
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import cast
 
 import orjson
 import pytest
@@ -137,11 +138,12 @@ def token_file(tmp_path: Path) -> Path:
     return path
 
 
-def parts(headers: dict[str, str], body: bytes) -> dict[str, bytes]:
+def parts(headers: dict[str, str], body: bytes) -> dict[str | None, bytes]:
     message = email.parser.BytesParser(policy=email.policy.default).parsebytes(
         b"Content-Type: " + headers["content-type"].encode() + b"\r\n\r\n" + body
     )
-    return {p.get_filename(): p.get_payload(decode=True) for p in message.iter_parts()}
+    # A leaf part's payload, decoded, is its bytes.
+    return {p.get_filename(): cast(bytes, p.get_payload(decode=True)) for p in message.iter_parts()}
 
 
 def token_nowhere(bundle: BundleStore, *texts: str) -> None:

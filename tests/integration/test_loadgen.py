@@ -37,7 +37,8 @@ class SSEServer:
 
     @property
     def base_url(self) -> str:
-        host, port = self.server.sockets[0].getsockname()[:2]  # type: ignore[union-attr]
+        assert self.server is not None, "serving: the fixture started it"
+        host, port = self.server.sockets[0].getsockname()[:2]
         return f"http://{host}:{port}"
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -162,6 +163,7 @@ async def test_completions_window_counts_timing_failures_and_cap(server: SSEServ
     # TPOT is (E2EL - TTFT) / (12 - 1): about 3 gaps over 11 tokens (5.5 ms), where one
     # gap per chunk would give 20 ms; the bounds leave room for a loaded machine.
     expected_tpot_ms = 3 * GAP_S / 11 * 1e3
+    assert summary.tpot.median_ms is not None and summary.itl.median_ms is not None
     assert 0.8 * expected_tpot_ms <= summary.tpot.median_ms < 2 * expected_tpot_ms
     assert summary.itl.median_ms >= 0.8 * GAP_S * 1e3 and summary.total_output_tokens == 96
 
@@ -180,11 +182,12 @@ async def test_chat_stream_and_refused_connection(server: SSEServer):
     spec = WindowSpec(base_url=server.base_url, endpoint="/v1/chat/completions", model="toy", max_concurrency=2)
     window = await LoadGenerator(spec).run_window([prompt(i, max_tokens=7) for i in range(4)])
     assert all(r.ok for r in window.requests)
-    assert {tuple(r.chunk_tokens) for r in window.requests} == {(3, 3, 1)}  # the role chunk carries no token
+    assert {tuple(r.chunk_tokens or ()) for r in window.requests} == {(3, 3, 1)}  # the role chunk carries no token
     assert window.summary().total_output_tokens == 28
 
     # Nothing listens on a closed port: every request is a "connect" failure, the window still returns.
     port = int(server.base_url.rsplit(":", 1)[1])
+    assert server.server is not None
     server.server.close()
     await server.server.wait_closed()
     dead = WindowSpec(base_url=f"http://127.0.0.1:{port}", model="toy", connect_timeout_s=2.0)
@@ -260,10 +263,12 @@ async def test_two_client_processes_make_one_window_on_one_clock(server: SSEServ
     # One clock: every record's timestamps lie inside the parent's own before/after readings, and the
     # two processes' requests (even and odd positions) started together, within one request's time.
     for r in window.requests:
+        assert r.end_s is not None, r
         assert before < r.scheduled_s <= r.start_s <= (r.chunk_arrival_s or [r.start_s])[0] <= r.end_s < after
     first = {p: min(r.start_s for r in window.requests if r.index % 2 == p) for p in (0, 1)}
     assert abs(first[0] - first[1]) < FIRST_DELAY_S
-    assert window.duration_s == pytest.approx(max(r.end_s for r in window.requests) - min(first.values()), abs=0.25)
+    last_end = max(r.end_s for r in window.requests if r.end_s is not None)
+    assert window.duration_s == pytest.approx(last_end - min(first.values()), abs=0.25)
     # The scrapes are the parent's, around the whole window: its counters cover both processes' requests.
     delta = spec_decode_delta(window.metrics_before, window.metrics_after)
     assert delta is not None and delta.num_drafts == 11 * 3

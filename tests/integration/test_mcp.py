@@ -28,6 +28,7 @@ import pytest
 import yaml
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.types import ContentBlock, TextContent, TextResourceContents
 
 from services.runtime.settings import RuntimeSettings
 from tests.support.campaigns import (
@@ -148,16 +149,21 @@ def _campaign(tmp_path: Path, target: Path) -> Path:
     return path
 
 
+def _text(content: ContentBlock) -> str:
+    assert isinstance(content, TextContent), content  # the server answers in text
+    return content.text
+
+
 async def _call(client: Client, name: str, **arguments: Any) -> dict[str, Any]:
     result = await client.call_tool(name, arguments)
-    assert not result.is_error, f"{name}: {result.content[0].text if result.content else result}"
+    assert not result.is_error, f"{name}: {_text(result.content[0]) if result.content else result}"
     return result.structured_content
 
 
 async def _refused(client: Client, name: str, **arguments: Any) -> str:
     result = await client.call_tool(name, arguments)
     assert result.is_error, f"{name} was not refused: {result.structured_content}"
-    return result.content[0].text
+    return _text(result.content[0])
 
 
 def test_mcp_drives_a_campaign_from_evidence_to_the_lake(
@@ -227,6 +233,7 @@ async def _workflow(settings: RuntimeSettings, env: dict[str, str], toy_target: 
             shown = await _call(client, "plan_show", run_id=run_id, step="bench")
             assert shown["sha256"] == plan["sha256"] and "approval: none yet" in shown["text"]
             read = await client.read_resource(plan["uri"])
+            assert isinstance(read.contents[0], TextResourceContents), read.contents
             assert hashlib.sha256(read.contents[0].text.encode()).hexdigest() == plan["sha256"]
             again = await _call(client, "campaign_run", run_id=run_id, wait_for_plans_s=0)
             assert not again["published_submission"], "a second dry run published the campaign again"

@@ -82,7 +82,8 @@ async def test_a_reset_never_gets_live_work_killed(redis_server, tmp_path, monke
                             log=structlog.get_logger().bind(service=SERVICE, instance="second"))
         assert await second.at_start() == [], "the ledger is new: nothing is cleaned before the owners beat"
         assert alive(orphan.pid) and alive(live.pid)
-        await asyncio.wait_for(second.pass_task, 10)  # type: ignore[arg-type]
+        assert second.pass_task is not None, "at_start schedules the pass"
+        await asyncio.wait_for(second.pass_task, 10)
         assert time.monotonic() - reset_at >= settle_s
         assert [p.run_id for p in second.cleaned] == [ORPHAN]
         assert wait_dead(orphan.pid, 5), "the orphan is cleaned once the leases are back"

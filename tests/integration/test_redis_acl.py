@@ -133,7 +133,9 @@ def test_a_restarted_redis_keeps_what_scripts_and_transactions_wrote(tmp_path: P
         client = redis.Redis.from_url(server.url)
         client.eval("redis.call('SET', KEYS[1], ARGV[1])", 1, "acl-aof:script", "kept")
         with client.pipeline(transaction=True) as tx:
-            tx.set("acl-aof:multi", "kept").xadd("acl-aof:stream", {"a": "b"}).execute()
+            tx.set("acl-aof:multi", "kept")
+            tx.xadd("acl-aof:stream", {"a": "b"})
+            tx.execute()
         client.close()
         server.kill()
         server.start()

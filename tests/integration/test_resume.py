@@ -15,6 +15,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import cast
 
 import orjson
 import redis
@@ -38,7 +39,9 @@ def resume(env: dict[str, str], run_id: str) -> dict:
 def stream_ids(url: str, stream: str) -> list[str]:
     client = redis.Redis.from_url(url)
     try:
-        return [orjson.loads(decode_entry(fields)[0])["event_id"] for _, fields in client.xrange(stream)]
+        # redis-py types replies for decode_responses too; this client's are bytes
+        entries = cast("list[tuple[bytes, dict[bytes, bytes]]]", client.xrange(stream))
+        return [orjson.loads(decode_entry(fields)[0])["event_id"] for _, fields in entries]
     finally:
         client.close()
 

@@ -59,7 +59,9 @@ def test_no_secret_flag_value_in_the_report_the_plan_displays_or_argv_json(
                          stderr_path=layout.TRAINING_STDERR)
     bundle.write_json(RUN, layout.TRAINING_PLAN, {"version": 1, "run_id": RUN, "executor": "local",
                                                    "launch": launch.model_dump()})
-    write_argv(bundle, TrainingPlan.model_construct(run_id=RUN, executor="local", node="localhost", launch=launch))
+    # A partial plan, unvalidated: the fields write_argv reads.
+    plan = TrainingPlan.model_construct(run_id=RUN, executor="local", node="localhost", launch=launch)  # type: ignore[call-arg]
+    write_argv(bundle, plan)
 
     produced: dict[str, bytes] = {}
     rendered = render_run(bundle, RUN)

@@ -20,7 +20,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import pytest
@@ -120,7 +120,10 @@ async def first_of(settings: RuntimeSettings, run: str, schemas: list[str], time
     try:
         while time.monotonic() < deadline:
             for schema in schemas:
-                for _, fields in await client.xrange(f"{settings.stream_prefix}.{schema}"):
+                stream = f"{settings.stream_prefix}.{schema}"
+                # redis-py types replies for decode_responses too; this client's are bytes
+                entries = cast("list[tuple[bytes, dict[bytes, bytes]]]", await client.xrange(stream))
+                for _, fields in entries:
                     event = orjson.loads(decode_entry(fields)[0])
                     if event.get("run_id") == run:
                         return schema, event

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import cast
 
 import pytest
 import redis
@@ -30,12 +31,14 @@ def client(redis_url: str):
 
 
 def ids(client: redis.Redis, stream: str) -> list[bytes]:
-    return [entry_id for entry_id, _ in client.xrange(stream)]
+    # redis-py types replies for decode_responses too; this client's are bytes
+    return [entry_id for entry_id, _ in cast("list[tuple[bytes, dict[bytes, bytes]]]", client.xrange(stream))]
 
 
 def take(client: redis.Redis, stream: str, group: str, count: int) -> list[bytes]:
     """Deliver `count` new entries to one consumer of `group`; their IDs (left pending)."""
-    [(_, entries)] = client.xreadgroup(group, f"{group}-1", {stream: ">"}, count=count)
+    reply = client.xreadgroup(group, f"{group}-1", {stream: ">"}, count=count)
+    [(_, entries)] = cast("list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]]", reply)  # one stream, as xrange
     return [entry_id for entry_id, _ in entries]
 
 

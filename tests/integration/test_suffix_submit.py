@@ -8,7 +8,7 @@ Real interpreters: this venv's (make setup installs the package) and the base Py
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ BASE_PYTHON = getattr(sys, "_base_executable", None)
 
 
 @pytest.fixture(autouse=True)
-def _env(settings: RuntimeSettings, monkeypatch: pytest.MonkeyPatch) -> None:
+def _env(settings: RuntimeSettings, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name, value in settings.model_dump().items():
         monkeypatch.setenv(f"SPECDEC_{name.upper()}", str(value))
     monkeypatch.chdir(ROOT)

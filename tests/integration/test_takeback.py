@@ -61,6 +61,7 @@ def orphaned_engine(run_id: str) -> tuple[int, int]:
     """A bench-runner SIGKILLed mid-bench: (server pid, engine pid); the engine outlives it."""
     runner = subprocess.Popen([sys.executable, "-c", RUNNER.format(root=str(ROOT), server=SERVER), run_id],
                               stdout=subprocess.PIPE, text=True, env={**os.environ, DEPLOYMENT_ENV: DEPLOYMENT})
+    assert runner.stdout is not None
     server, engine = (int(pid) for pid in runner.stdout.readline().split())
     runner.send_signal(signal.SIGKILL)
     runner.wait()
@@ -80,7 +81,7 @@ async def ledger(redis_url: str, prefix: str):
 
 
 def context(ledger: RedisLedger, key: StepKey, owner: str) -> StepContext:
-    return StepContext(service=BENCH, settings=RuntimeSettings(instance="takeback"), bus=None,  # type: ignore[arg-type]
+    return StepContext(service=BENCH, settings=RuntimeSettings(instance="takeback"), bus=None,  # type: ignore[arg-type]  # sole_owner reads no bus
                        log=structlog.get_logger(), lease=Lease(key=key.render(), owner=owner, ledger=ledger))
 
 

@@ -205,7 +205,7 @@ def test_a_re_capture_keeps_the_manifest_an_earlier_delivery_wrote(tmp_path: Pat
     lost = RunOutcome(handle="unknown", launched_argv=launch.argv, exit_code=None, signal=None, duration_s=0.0,
                       interrupted=True)
 
-    capture, _, manifest = capture_run(bundle, plan, "0" * 64, lost)  # type: ignore[arg-type]
+    capture, _, manifest = capture_run(bundle, plan, "0" * 64, lost)  # type: ignore[arg-type]  # the plan's fields it reads
 
     assert capture.interrupted and earlier.read_bytes() == before
     assert not manifest.partial and [f.path for f in manifest.files] == ["weights.bin"]

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import cast
 
 import orjson
 import pytest
@@ -84,7 +85,9 @@ def selected(bundle: BundleStore, run_id: str, scheduler: str = "local", node: s
 async def stream_events(settings: RuntimeSettings, schema: str, run_id: str) -> list[dict]:
     client = aioredis.Redis.from_url(settings.redis_url)
     try:
-        entries = await client.xrange(f"{settings.stream_prefix}.{schema}")
+        stream = f"{settings.stream_prefix}.{schema}"
+        # redis-py types replies for decode_responses too; this client's are bytes
+        entries = cast("list[tuple[bytes, dict[bytes, bytes]]]", await client.xrange(stream))
     finally:
         await client.aclose()
     events = [orjson.loads(decode_entry(fields)[0]) for _, fields in entries]
