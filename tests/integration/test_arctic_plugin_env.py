@@ -8,7 +8,6 @@ import asyncio
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import yaml
 
@@ -37,7 +36,8 @@ def test_the_slurm_job_script_drops_the_plugin_switch(tmp_path):
     script = tmp_path / "serve-job.py"
     script.write_text(slurm_job.job_script([sys.executable, "-c", SHOW], run_id="toy-arctic-run"), encoding="utf-8")
     out = subprocess.run([sys.executable, str(script), str(tmp_path / "endpoint.json")], cwd=tmp_path, text=True,
-                         capture_output=True, timeout=30, env={"ARCTIC_INFERENCE_ENABLED": "1", "PATH": "/usr/bin:/bin"})
+                         capture_output=True, timeout=30,
+                         env={"ARCTIC_INFERENCE_ENABLED": "1", "PATH": "/usr/bin:/bin"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "plugin env: None"
     assert json.loads((tmp_path / "endpoint.json").read_text())["port"] > 0
@@ -48,6 +48,7 @@ def test_a_pod_template_cannot_switch_the_plugin_on(tmp_path):
     template["spec"]["containers"][0].setdefault("env", []).append({"name": "ARCTIC_INFERENCE_ENABLED", "value": "1"})
     path = tmp_path / "pod.yaml"
     path.write_text(yaml.safe_dump(template))
-    container = plan_of(selectors={"namespace": "bench"}, template=path).launches[1].kubernetes.manifest["spec"]["containers"][0]
+    manifest = plan_of(selectors={"namespace": "bench"}, template=path).launches[1].kubernetes.manifest
+    container = manifest["spec"]["containers"][0]
     names = [e["name"] for e in container["env"]]
     assert "ARCTIC_INFERENCE_ENABLED" not in names and "HF_HOME" in names

@@ -28,7 +28,8 @@ async def test_ready_server_is_labelled_and_stopped_by_group(tmp_path):
     try:
         assert await wait_ready(server, timeout_s=20) >= 0
         assert server.argv[-1] == str(server.port)
-        assert any(p.pid == server.process.pid and p.run_id == "toy-exec-run" for p in labelled_processes("bench-runner"))
+        assert any(p.pid == server.process.pid and p.run_id == "toy-exec-run"
+                   for p in labelled_processes("bench-runner"))
     finally:
         server.stop(grace_s=2)
     assert not server.alive()

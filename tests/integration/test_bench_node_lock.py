@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 import pytest
 import redis.asyncio as aioredis
@@ -19,7 +20,7 @@ from contracts.events import BenchRequested
 from services.app.context import Session
 from services.app.runs import ops
 from services.runtime.bundle.bundle import BundleStore
-from tests.integration.test_bench_service import FAKE, bench_runner, campaign
+from tests.integration.test_bench_service import bench_runner, campaign
 from tests.support.services import wait_events
 
 RUNS = ("toy-20261203-010101-aaaaaa", "toy-20261203-020202-bbbbbb")
@@ -81,7 +82,8 @@ async def test_two_runs_on_one_node_bench_one_after_the_other(settings, tmp_path
     first, second = sorted(RUNS, key=lambda run: _intervals(logs[run])[0][0])
     first_end = max(exit_ for _, exit_ in _intervals(logs[first]))
     second_start = min(start for start, _ in _intervals(logs[second]))
-    assert second_start > first_end, f"{second} launched at {second_start}, before {first}'s last server ended at {first_end}"
+    assert second_start > first_end, (
+        f"{second} launched at {second_start}, before {first}'s last server ended at {first_end}")
 
     assert seen_queued, "status never showed a run queued"  # (also when one bench ran after the other by chance)
     queued = seen_queued[0]

@@ -17,9 +17,9 @@ from contracts.campaign import Campaign
 from contracts.events import BenchRequested, RunApproved
 from services.bench import app
 from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery.service import bootstrap
 from services.runtime.main import resources_for
 from services.runtime.procs import labelled_processes
-from services.runtime.delivery.service import bootstrap
 from tests.support.services import publish_approval, wait_events
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,10 +83,12 @@ async def test_nothing_runs_before_approval_then_the_matrix_is_measured(settings
         plan = bundle.read_json(run_id, "bench/plan.json")
         assert [c["cell_id"] for c in plan["cells"]] == ["standing", "ngram-k3", "dropped", "idle-drafts"]
 
-        await publish_approval(settings, RunApproved(run_id=run_id, producer="test", i_understand_this_mutates_cluster=True,
-                                              plan_sha256s=["f" * 64], approved_by="test"))
-        await publish_approval(settings, RunApproved(run_id=run_id, producer="test", i_understand_this_mutates_cluster=True,
-                                              plan_sha256s=[planned["plan"]["sha256"]], approved_by="test"))
+        await publish_approval(settings, RunApproved(run_id=run_id, producer="test",
+                                                     i_understand_this_mutates_cluster=True,
+                                                     plan_sha256s=["f" * 64], approved_by="test"))
+        await publish_approval(settings, RunApproved(run_id=run_id, producer="test",
+                                                     i_understand_this_mutates_cluster=True,
+                                                     plan_sha256s=[planned["plan"]["sha256"]], approved_by="test"))
         done = (await wait_events(settings, {"bench.completed"}, run_id=run_id, timeout_s=120))["bench.completed"]
 
     assert set(done["failed_cells"]) == {"dropped", "idle-drafts"}
@@ -94,13 +96,15 @@ async def test_nothing_runs_before_approval_then_the_matrix_is_measured(settings
     dropped = done["failed_cells"]["dropped"]
     assert "speculative_method: declared 'ngram', effective 'none'" in dropped
     assert "num_speculative_tokens: declared 3" in dropped
-    assert not list((bundle.run_dir(run_id) / "bench/dropped").glob("trial-*")), "a trial ran after the read-back failed"
+    assert not list((bundle.run_dir(run_id) / "bench/dropped").glob("trial-*")), (
+        "a trial ran after the read-back failed")
     check = bundle.read_json(run_id, "bench/dropped/launch-2/engine-config.json")
     assert {c["field"] for c in check["checks"] if not c["ok"]} == {"speculative_method", "num_speculative_tokens"}
     for cell, launch in (("standing", 0), ("ngram-k3", 1), ("idle-drafts", 3)):
         check = bundle.read_json(run_id, f"bench/{cell}/launch-{launch}/engine-config.json")
         assert all(c["ok"] for c in check["checks"]), (cell, check)
-    assert bundle.read_json(run_id, "bench/ngram-k3/launch-1/engine-config.json")["effective"]["num_speculative_tokens"] == 3
+    effective = bundle.read_json(run_id, "bench/ngram-k3/launch-1/engine-config.json")["effective"]
+    assert effective["num_speculative_tokens"] == 3
     # The engine logs the declared speculation but never drafts: its counters fail the cell.
     assert "speculation declared but not active as declared" in done["failed_cells"]["idle-drafts"]
     # Its first trial is kept whole as a rejected trial, under a name outside the results' glob.
@@ -140,7 +144,8 @@ async def test_the_operator_bench_command_is_run_and_its_result_accepted(setting
         "import json, sys, urllib.request\n"
         "base, out, conc = sys.argv[1], sys.argv[2], int(sys.argv[3])\n"
         "body = json.dumps({'model': 'm', 'prompt': 'hello', 'max_tokens': 6, 'stream': True}).encode()\n"
-        "req = urllib.request.Request(base + '/v1/completions', data=body, headers={'content-type': 'application/json'})\n"
+        "req = urllib.request.Request(base + '/v1/completions', data=body,"
+        " headers={'content-type': 'application/json'})\n"
         "urllib.request.urlopen(req).read()\n"
         "json.dump({'completed': 1, 'failed': 0, 'max_concurrency': conc, 'median_ttft_ms': 5.0,\n"
         "           'median_tpot_ms': 1.0, 'mean_tpot_ms': 1.0, 'duration': 0.1}, open(out, 'w'))\n"

@@ -17,15 +17,15 @@ import yaml
 from contracts.campaign import Campaign, Matrix
 from contracts.events import BenchRequested, BenchTrialCompleted
 from services.bench import app
-from services.bench.planning.builder import build_plan
-from services.bench.loadgen.prompts import ChatTurn, Prompt
-from services.bench.run import BenchRun
 from services.bench.executors.slurm import SlurmExecutor
+from services.bench.loadgen.prompts import ChatTurn, Prompt
+from services.bench.planning.builder import build_plan
+from services.bench.run import BenchRun
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery.service import bootstrap
 from services.runtime.main import resources_for
-from tests.support.services import wait_events
 from tests.support.cli_runs import ensure_slurm
+from tests.support.services import wait_events
 
 ROOT = Path(__file__).resolve().parents[2]
 # The stand-in logs vLLM's start-up config for what it is given; the bench-runner reads it back.
@@ -49,7 +49,8 @@ def slurm_env() -> dict[str, str]:
 def node(slurm_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> str:
     for key, value in slurm_env.items():
         monkeypatch.setenv(key, value)
-    return subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, check=True).stdout.split()[0]
+    sinfo = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, check=True)
+    return sinfo.stdout.split()[0]
 
 
 def labelled_jobs(run_id: str) -> list[str]:
@@ -104,7 +105,8 @@ async def test_a_campaign_on_slurm_is_measured_through_labelled_jobs(settings, n
     endpoint = bundle.read_json(run_id, "bench/ngram-k3/launch-1/endpoint.json")
     assert endpoint["job_id"] == launched["job_id"]
     assert str(endpoint["port"]) in endpoint["argv"] and "{port}" not in endpoint["argv"]
-    record = subprocess.run(["scontrol", "show", "job", "-o", launched["job_id"]], capture_output=True, text=True).stdout
+    record = subprocess.run(["scontrol", "show", "job", "-o", launched["job_id"]],
+                            capture_output=True, text=True).stdout
     if record:  # the controller still remembers the job (MinJobAge)
         assert f"Comment=experiment={run_id}" in record and f"NodeList={node}" in record
 

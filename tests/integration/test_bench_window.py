@@ -46,6 +46,6 @@ async def test_a_window_that_cannot_run_says_why():
 
 
 def test_an_unreadable_request_exits_2_with_the_reason():
-    proc = subprocess.run([sys.executable, "-m", "services.bench.loadgen.window"], input=b"not json", capture_output=True,
-                          timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "services.bench.loadgen.window"], input=b"not json",
+                          capture_output=True, timeout=60)
     assert proc.returncode == 2 and b"unreadable request on stdin" in proc.stderr and proc.stdout == b""

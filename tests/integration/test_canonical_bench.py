@@ -54,7 +54,7 @@ def tiny_target(folder: Path) -> Path:
     """A folder with a real tokenizer (vLLM's bench client tokenizes its random prompts); the stand-in
     server serves no weights."""
     sys.path.insert(0, str(ROOT / "infra/examples"))
-    import toy_target  # noqa: PLC0415 - the example builder is a script, not a package
+    import toy_target  # the example builder is a script, not a package
 
     toy_target.train_tokenizer(["the quick brown fox jumps over the lazy dog"] * 50, 300, folder, 512)
     (folder / "config.json").write_text("{}")

@@ -52,7 +52,8 @@ def canonical_file(path: Path, target: Path) -> Path:
     cells = [
         {"cell_id": "standing", "backend": "vllm-sweep", "concurrencies": [1], "trials": 1,
          "vllm_sweep": {"serve_cmd": serve + " --no-enable-prefix-caching"}},
-        {"cell_id": "ngram-k3", "backend": "vllm-sweep", "concurrencies": [1], "trials": 1, "max_num_batched_tokens": 256,
+        {"cell_id": "ngram-k3", "backend": "vllm-sweep", "concurrencies": [1], "trials": 1,
+         "max_num_batched_tokens": 256,
          "vllm_sweep": {"serve_cmd": f"{serve} --max-num-batched-tokens 256 --speculative-config '{SPEC}'"}},
     ]
     data = yaml.safe_load((ROOT / "infra/examples/canonical-campaign.yaml").read_text())
@@ -96,7 +97,8 @@ async def test_a_wrapper_that_drops_a_declared_engine_argument_fails_the_cell_be
     assert [row["field"] for row in check["checks"] if not row["ok"]] == ["max_num_batched_tokens"]
     # The standing cell's --no-enable-prefix-caching reached its engine: checked against its config line, and it ran.
     assert "standing" not in done["failed_cells"], done["failed_cells"]
-    [standing] = [orjson.loads(p.read_bytes()) for p in bundle.run_dir(run_id).glob("bench/standing/launch-*/engine-config.json")]
+    [standing] = [orjson.loads(p.read_bytes())
+                  for p in bundle.run_dir(run_id).glob("bench/standing/launch-*/engine-config.json")]
     row = next(row for row in standing["checks"] if row["field"] == "enable_prefix_caching")
     assert row == {"field": "enable_prefix_caching", "declared": False, "effective": False, "ok": True,
                    "unverifiable": False}

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import pytest
@@ -21,8 +21,8 @@ import yaml
 from contracts.campaign import Campaign
 from contracts.events import CapacityRequested, CorpusCompleted
 from services.capacity import app
-from services.runtime.delivery.broker import decode_entry
 from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery.broker import decode_entry
 from services.runtime.delivery.service import Service, bootstrap
 from services.runtime.main import resources_for
 from services.runtime.settings import RuntimeSettings
@@ -59,7 +59,9 @@ async def next_event(settings: RuntimeSettings, schema: str, timeout_s: float = 
     try:
         deadline = asyncio.get_running_loop().time() + timeout_s
         while asyncio.get_running_loop().time() < deadline:
-            entries = await client.xrange(f"{settings.stream_prefix}.{schema}")
+            stream = f"{settings.stream_prefix}.{schema}"
+            # redis-py types replies for decode_responses too; this client's are bytes
+            entries = cast("list[tuple[bytes, dict[bytes, bytes]]]", await client.xrange(stream))
             if entries:
                 return orjson.loads(decode_entry(entries[0][1])[0])
             await asyncio.sleep(0.1)

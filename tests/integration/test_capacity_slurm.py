@@ -97,15 +97,16 @@ def test_a_node_busy_with_another_experiments_job_is_never_selected(runner, jobs
     job = jobs.submit("--wrap", "sleep 60", "--job-name", "other", "--comment", "experiment=other-run")
     jobs.wait_state(job, "RUNNING")
     # A feature claiming idleness changes nothing, and neither does an idle check that says idle.
-    claim = runner(["scontrol", "update", f"NodeName={NODE}", "AvailableFeatures=specdec-idle", "ActiveFeatures=specdec-idle"],
-                   timeout_s=30)
+    claim = runner(["scontrol", "update", f"NodeName={NODE}",
+                    "AvailableFeatures=specdec-idle", "ActiveFeatures=specdec-idle"], timeout_s=30)
     assert claim.ok, claim.stderr
     try:
         for asked in (None, NODE):
             verdict = check_node(spec(["true"]), asked, run_id=RUN, runner=runner)
             assert not verdict.idle and verdict.node is None
             assert verdict.nodes[0].labels.get("feature.specdec-idle") == "true"
-            assert any(f"slurm job {job} 'other'" in r and "experiment=other-run" in r for r in verdict.reasons), verdict.reasons
+            assert any(f"slurm job {job} 'other'" in r and "experiment=other-run" in r
+                       for r in verdict.reasons), verdict.reasons
             assert verdict.verdicts[0].idle_check is None, "the idle check is not asked about a busy node"
     finally:
         runner(["scontrol", "update", f"NodeName={NODE}", "AvailableFeatures=", "ActiveFeatures="], timeout_s=30)

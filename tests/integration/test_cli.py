@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import pytest
@@ -25,12 +25,12 @@ from contracts.campaign import Campaign, Matrix
 from contracts.deadletter import DeadLetter
 from contracts.events import FAILED, REQUESTED, TrainingPlanned
 from services.cli.main import main
-from services.runtime.delivery.broker import decode_entry
 from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery.broker import decode_entry
 from services.runtime.settings import RuntimeSettings
 from tests.support.campaigns import without_trainer
-from tests.support.waiting import alive, wait_for
 from tests.support.cli_runs import restore_logging  # noqa: F401 (autouse fixture)
+from tests.support.waiting import alive, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "infra/examples/campaign.yaml"
@@ -72,7 +72,8 @@ def cli(env: RuntimeSettings, capsys: pytest.CaptureFixture[str]) -> Cli:
 def entries(client: redis.Redis, stream: str) -> list[tuple[dict[str, Any], dict[str, str]]]:
     """(body, headers) of every entry of a stream."""
     out = []
-    for _, fields in client.xrange(stream):
+    # redis-py types replies for decode_responses too; this client's are bytes
+    for _, fields in cast("list[tuple[bytes, dict[bytes, bytes]]]", client.xrange(stream)):
         body, headers = decode_entry(fields)
         out.append((orjson.loads(body), headers))
     return out
@@ -213,7 +214,8 @@ def test_status_reflects_the_published_events(cli, env):
     assert (status["run_id"], status["events"], status["halted"]) == (run_id, 2, False)
     assert steps["profile"] == "requested" and steps["corpus"] == "requested" and steps["gate"] == "pending"
 
-    failed = FAILED["corpus"](run_id=run_id, producer="corpus/t", step="corpus", reason="traffic is empty", error_type="X")
+    failed = FAILED["corpus"](run_id=run_id, producer="corpus/t", step="corpus", reason="traffic is empty",
+                              error_type="X")
     publish(env, failed)
     code, out, _ = cli("status", run_id, "--json")
     status = orjson.loads(out)
@@ -440,7 +442,8 @@ def test_submit_refuses_a_traffic_or_matrix_file_that_is_not_there(cli, env, cli
 
     code, _, err = cli("submit", str(write_campaign(tmp_path, edit)))
     assert code == 2
-    assert f"traffic.path {tmp_path / 'no-traffic.jsonl'}" in err and f"matrix.path {tmp_path / 'no-matrix.yaml'}" in err
+    assert f"traffic.path {tmp_path / 'no-traffic.jsonl'}" in err
+    assert f"matrix.path {tmp_path / 'no-matrix.yaml'}" in err
     assert "nothing was published" in err
     assert client.xlen(f"{env.stream_prefix}.campaign.submitted") == 0
     assert not env.bundle_root.exists() or not any(env.bundle_root.iterdir())
@@ -469,7 +472,8 @@ def test_submit_refuses_a_serve_template_that_drops_declared_fields_and_stores_n
     source = "cell ngram-k3: its serve command (matrix.cells[1].vllm_sweep.serve_cmd)"
     lines = [line for line in err.splitlines() if source in line]
     assert len(lines) == 2, err
-    assert any("serving.max_num_seqs = 8" in line and 'add "--max-num-seqs", "{max_num_seqs}"' in line for line in lines)
+    assert any("serving.max_num_seqs = 8" in line and 'add "--max-num-seqs", "{max_num_seqs}"' in line
+               for line in lines)
     assert any("serving.graph_mode = eager" in line and 'add "{enforce_eager_flag}"' in line for line in lines)
     assert client.xlen(f"{env.stream_prefix}.campaign.submitted") == 0
     assert not env.bundle_root.exists() or not any(env.bundle_root.iterdir())
@@ -508,7 +512,8 @@ def test_submit_refuses_bench_commands_with_different_loads_in_a_matrix_file(cli
 
     code, _, err = cli("submit", str(write_campaign(tmp_path, edit)))
     assert code == 2
-    assert "imply different loads" in err and "--dataset-name (standing: absent; ngram-k3: random; draft-k3: absent)" in err
+    assert "imply different loads" in err
+    assert "--dataset-name (standing: absent; ngram-k3: random; draft-k3: absent)" in err
     assert client.xlen(f"{env.stream_prefix}.campaign.submitted") == 0
     assert not env.bundle_root.exists() or not any(env.bundle_root.iterdir())
 
@@ -545,7 +550,7 @@ def _refused(cli: Any, env: RuntimeSettings, client: redis.Redis, path: Path) ->
 
 
 @pytest.mark.parametrize("scheduler", ["local", "slurm"])
-def test_submit_refuses_kubernetes_templates_on_another_scheduler(cli, env, client, tmp_path, scheduler):
+def test_submit_refuses_kubernetes_templates_on_another_scheduler(cli, env, client, tmp_path, *, scheduler):
     def edit(data: dict[str, Any]) -> None:
         data["capacity"]["scheduler"] = scheduler
         data["commands"]["serve_pod_template"] = "pod.yaml"

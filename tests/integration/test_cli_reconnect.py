@@ -15,6 +15,7 @@ import time
 import pytest
 import redis
 
+from contracts.envelope import Event
 from contracts.events import ProfileRequested
 from services.app.context import connect, patiently
 from services.app.runs.streams import follow
@@ -25,7 +26,7 @@ from tests.integration.test_delivery import publish
 PREFIX = "reconnect"
 
 
-def event(n: int) -> ProfileRequested:
+def event(n: int) -> Event:
     return ProfileRequested(run_id=f"toy-20261201-00000{n}-cafe0{n}", producer="test", requested_by="test")
 
 
@@ -107,7 +108,7 @@ async def test_a_read_is_repeated_while_redis_is_away() -> None:
     assert len(attempts) == 3 and len(notices) == 2 and "reading run r" in notices[0]
 
 
-async def _until(probe, what: str, timeout_s: float = 20.0) -> None:  # noqa: ANN001 - a test helper
+async def _until(probe, what: str, timeout_s: float = 20.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if probe():

@@ -13,6 +13,7 @@ import asyncio
 import pytest
 import redis.asyncio as aioredis
 
+from contracts.envelope import Event
 from contracts.events import ProfileRequested
 from services.runtime.delivery.consumer import Route, StepContext
 from services.runtime.delivery.service import bootstrap
@@ -29,7 +30,7 @@ class Counting:
         self.now = self.peak = 0
         self.handled: list[str] = []
 
-    async def __call__(self, event, ctx: StepContext):  # noqa: ANN001 - the route's signature
+    async def __call__(self, event, ctx: StepContext):
         self.now += 1
         self.peak = max(self.peak, self.now)
         try:
@@ -40,7 +41,7 @@ class Counting:
         return []
 
 
-def requests(count: int, tag: str) -> list[ProfileRequested]:
+def requests(count: int, tag: str) -> list[Event]:
     # One run each: distinct step keys, so nothing is a duplicate of anything else.
     return [ProfileRequested(run_id=f"toy-20261203-00000{i}-{tag}", producer="test", requested_by="test")
             for i in range(count)]

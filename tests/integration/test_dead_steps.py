@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import cast
 
 import orjson
 import redis.asyncio as aioredis
@@ -38,7 +39,7 @@ class Poison:
         self.poison = True
         self.runs: list[str] = []
 
-    async def __call__(self, event, ctx: StepContext):  # noqa: ANN001 - the route's signature
+    async def __call__(self, event, ctx: StepContext):
         self.runs.append(event.event_id)
         if self.poison:
             raise RuntimeError("poison input")
@@ -65,7 +66,7 @@ async def catch_up_after_restart(settings: RuntimeSettings, bundle: BundleStore,
         await service.stop(grace_s=1)
 
 
-async def wait_until(probe, what: str, timeout_s: float = 20.0):  # noqa: ANN001 - a test helper
+async def wait_until(probe, what: str, timeout_s: float = 20.0):
     deadline = asyncio.get_running_loop().time() + timeout_s
     while asyncio.get_running_loop().time() < deadline:
         value = await probe()
@@ -78,7 +79,9 @@ async def wait_until(probe, what: str, timeout_s: float = 20.0):  # noqa: ANN001
 async def completions(client: aioredis.Redis, prefix: str) -> list[dict]:
     from services.runtime.delivery.broker import decode_entry
 
-    return [orjson.loads(decode_entry(fields)[0]) for _, fields in await client.xrange(f"{prefix}.profile.completed")]
+    # redis-py types replies for decode_responses too; this client's are bytes
+    entries = cast("list[tuple[bytes, dict[bytes, bytes]]]", await client.xrange(f"{prefix}.profile.completed"))
+    return [orjson.loads(decode_entry(fields)[0]) for _, fields in entries]
 
 
 async def test_a_dead_lettered_step_stays_dead_across_restarts_and_resets_until_replayed(

@@ -8,11 +8,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import orjson
 import pytest
 import redis
 
+from contracts.envelope import Event
 from contracts.events import ProfileRequested
 from services.runtime.delivery.broker import decode_entry
 from tests.support.waiting import wait_for
@@ -80,10 +82,12 @@ def publish(client: redis.Redis, prefix: str, event) -> None:
 
 
 def stream_events(client: redis.Redis, stream: str) -> list[dict]:
-    return [orjson.loads(decode_entry(fields)[0]) for _, fields in client.xrange(stream)]
+    # redis-py types replies for decode_responses too; this client's are bytes
+    entries = cast("list[tuple[bytes, dict[bytes, bytes]]]", client.xrange(stream))
+    return [orjson.loads(decode_entry(fields)[0]) for _, fields in entries]
 
 
-def request() -> ProfileRequested:
+def request() -> Event:
     return ProfileRequested(run_id=RUN, producer="test", requested_by="test")
 
 
@@ -97,7 +101,7 @@ def test_sigkill_mid_handler_is_reclaimed_and_completes_once(workers, client, pr
     wait_group_ready(client, prefix)
     event = request()
     publish(client, prefix, event)
-    wait_for(lambda: any(l[0] == "start" for l in lines(workers.log)), 20, "the first start")
+    wait_for(lambda: any(row[0] == "start" for row in lines(workers.log)), 20, "the first start")
     first.send_signal(signal.SIGKILL)
     first.wait()
 
@@ -105,12 +109,12 @@ def test_sigkill_mid_handler_is_reclaimed_and_completes_once(workers, client, pr
     assert pending["pending"] == 1, "a killed handler must leave its message pending"
 
     workers.start("b", WORKER_SLEEP_S="0")
-    wait_for(lambda: any(l[0] == "done" for l in lines(workers.log)), 30, "the reclaimed completion")
+    wait_for(lambda: any(row[0] == "done" for row in lines(workers.log)), 30, "the reclaimed completion")
     wait_for(lambda: client.xpending(f"{prefix}.profile.requested", "worker")["pending"] == 0, 10, "the ack")
 
     log = lines(workers.log)
-    assert [l[0] for l in log].count("start") == 2
-    assert [l[0] for l in log].count("done") == 1, "the side effect completed exactly once"
+    assert [row[0] for row in log].count("start") == 2
+    assert [row[0] for row in log].count("done") == 1, "the side effect completed exactly once"
     outputs = stream_events(client, f"{prefix}.profile.completed")
     assert len(outputs) == 1 and outputs[0]["causation_id"] == event.event_id
 
@@ -121,11 +125,11 @@ def test_long_handler_with_heartbeat_is_not_reclaimed(workers, client, prefix):
     workers.start("b", WORKER_SLEEP_S="0")
     wait_group_ready(client, prefix)
     publish(client, prefix, request())
-    wait_for(lambda: any(l[0] == "done" for l in lines(workers.log)), 30, "the completion")
+    wait_for(lambda: any(row[0] == "done" for row in lines(workers.log)), 30, "the completion")
     time.sleep(1.0)
     log = lines(workers.log)
-    assert [l[0] for l in log].count("start") == 1, f"the live step was stolen: {log}"
-    assert [l[0] for l in log].count("done") == 1
+    assert [row[0] for row in log].count("start") == 1, f"the live step was stolen: {log}"
+    assert [row[0] for row in log].count("done") == 1
     assert len(stream_events(client, f"{prefix}.profile.completed")) == 1
 
 
@@ -141,14 +145,15 @@ def test_entries_waiting_in_a_read_batch_are_kept_from_the_reclaimer(workers, cl
     for event in events:
         publish(client, prefix, event)
     a = workers.start("a", WORKER_SLEEP_S="0.45")
-    wait_for(lambda: any(l[0] == "start" for l in lines(workers.log)), 20, "a's first start")
+    wait_for(lambda: any(row[0] == "start" for row in lines(workers.log)), 20, "a's first start")
     workers.start("b", WORKER_SLEEP_S="0")
-    wait_for(lambda: [l[0] for l in lines(workers.log)].count("done") == 8, 30, "the eight completions")
+    wait_for(lambda: [row[0] for row in lines(workers.log)].count("done") == 8, 30, "the eight completions")
     wait_for(lambda: client.xpending(stream, "worker")["pending"] == 0, 10, "the acks")
     time.sleep(0.5)
     log = lines(workers.log)
-    assert [l[1] for l in log if l[0] == "start"] == [e.event_id for e in events], f"each ran once, in order: {log}"
-    assert {l[2] for l in log} == {str(a.pid)}, f"a waiting entry was reclaimed: {log}"
+    assert [row[1] for row in log if row[0] == "start"] == [e.event_id for e in events], (
+        f"each ran once, in order: {log}")
+    assert {row[2] for row in log} == {str(a.pid)}, f"a waiting entry was reclaimed: {log}"
 
 
 def test_duplicate_delivery_does_not_repeat_the_side_effect(workers, client, prefix):
@@ -156,14 +161,14 @@ def test_duplicate_delivery_does_not_repeat_the_side_effect(workers, client, pre
     wait_group_ready(client, prefix)
     event = request()
     publish(client, prefix, event)
-    wait_for(lambda: any(l[0] == "done" for l in lines(workers.log)), 20, "the first completion")
+    wait_for(lambda: any(row[0] == "done" for row in lines(workers.log)), 20, "the first completion")
     # The same event again, and a second event of the same run and schema (same step key).
     publish(client, prefix, event)
     publish(client, prefix, request())
     wait_for(lambda: client.xinfo_groups(f"{prefix}.profile.requested")[0]["entries-read"] == 3, 20, "all three read")
     wait_for(lambda: client.xpending(f"{prefix}.profile.requested", "worker")["pending"] == 0, 10, "all acked")
-    assert [l[0] for l in lines(workers.log)].count("done") == 1
-    assert [l[0] for l in lines(workers.log)].count("start") == 1
+    assert [row[0] for row in lines(workers.log)].count("done") == 1
+    assert [row[0] for row in lines(workers.log)].count("start") == 1
     assert len(stream_events(client, f"{prefix}.profile.completed")) == 1
 
 
@@ -175,20 +180,20 @@ def test_a_duplicate_of_a_running_step_waits_and_is_never_dead_lettered(workers,
     wait_group_ready(client, prefix)
     stream = f"{prefix}.profile.requested"
     publish(client, prefix, request())
-    wait_for(lambda: any(l[0] == "start" for l in lines(workers.log)), 20, "the original's start")
+    wait_for(lambda: any(row[0] == "start" for row in lines(workers.log)), 20, "the original's start")
     publish(client, prefix, request())
     counts: list[int] = []  # the duplicate's delivery count, sampled while the original runs
 
     def original_done() -> bool:
         counts.extend(p["times_delivered"] for p in client.xpending_range(stream, "worker", "-", "+", 10))
-        return any(l[0] == "done" for l in lines(workers.log))
+        return any(row[0] == "done" for row in lines(workers.log))
 
     wait_for(original_done, 30, "the original's completion")
     wait_for(lambda: client.xpending(stream, "worker")["pending"] == 0, 10, "the duplicate acked")
     # Each delivery that found the step running was given back: waiting is not counted.
     assert counts and max(counts) <= 2, counts
     assert client.xlen(f"{prefix}.deadletter") == 0, stream_events(client, f"{prefix}.deadletter")
-    log = [l[0] for l in lines(workers.log)]
+    log = [row[0] for row in lines(workers.log)]
     assert (log.count("start"), log.count("done")) == (1, 1), log
     assert len(stream_events(client, f"{prefix}.profile.completed")) == 1
 
@@ -231,7 +236,7 @@ def test_failing_handler_is_dead_lettered_after_max_deliveries(workers, client, 
     assert record["delivery_count"] == 3
     assert "worker told to fail" in record["error"]
     assert orjson.loads(record["payload"])["event_id"] == event.event_id
-    assert [l[0] for l in lines(workers.log)].count("start") == 3
+    assert [row[0] for row in lines(workers.log)].count("start") == 3
     assert client.xlen(f"{prefix}.profile.completed") == 0
 
 
@@ -239,13 +244,13 @@ def test_sigterm_leaves_unfinished_work_pending(workers, client, prefix, setting
     first = workers.start("a", WORKER_SLEEP_S="30", SPECDEC_SHUTDOWN_GRACE_S="0.5")
     wait_group_ready(client, prefix)
     publish(client, prefix, request())
-    wait_for(lambda: any(l[0] == "start" for l in lines(workers.log)), 20, "the start")
+    wait_for(lambda: any(row[0] == "start" for row in lines(workers.log)), 20, "the start")
     first.send_signal(signal.SIGTERM)
     assert first.wait(timeout=15) == 0, first.stderr.read().decode()[-2000:] if first.stderr else ""
     assert client.xpending(f"{prefix}.profile.requested", "worker")["pending"] == 1
     workers.start("b")
-    wait_for(lambda: any(l[0] == "done" for l in lines(workers.log)), 30, "another instance finishing it")
-    assert [l[0] for l in lines(workers.log)].count("done") == 1
+    wait_for(lambda: any(row[0] == "done" for row in lines(workers.log)), 30, "another instance finishing it")
+    assert [row[0] for row in lines(workers.log)].count("done") == 1
 
 
 def test_acknowledged_publishes_survive_a_redis_sigkill(redis_server):

@@ -52,7 +52,10 @@ def test_demo_services_and_follower_ride_out_a_10s_redis_outage(redis_server: Re
         daemon=True)
     try:
         for name in SERVICES:
-            wait_for(lambda name=name: '"service started"' in (logs / f"{name}.log").read_text(), 60, f"{name} to serve")
+            def started(log: Path = logs / f"{name}.log") -> bool:
+                return '"service started"' in log.read_text()
+
+            wait_for(started, 60, f"{name} to serve")
         follower.start()
         publish_event(redis_server.url, prefix, ProfileRequested(run_id=run, producer="cli/t", requested_by="t"))
         wait_for(lambda: "profile.requested" in out.getvalue(), 20, "the follower to show the first event")
@@ -64,8 +67,8 @@ def test_demo_services_and_follower_ride_out_a_10s_redis_outage(redis_server: Re
         assert follower.is_alive(), "the follower ended in the outage"
         redis_server.start()
 
-        failed = ProfileFailed(run_id=run, producer="profiler/t", step="profile", reason="the outcome, after the outage",
-                               error_type="Test")
+        failed = ProfileFailed(run_id=run, producer="profiler/t", step="profile",
+                               reason="the outcome, after the outage", error_type="Test")
         publish_event(redis_server.url, prefix, failed)
         follower.join(timeout=30)
         assert not follower.is_alive(), f"the follower did not end with the run's outcome:\n{out.getvalue()}"

@@ -131,7 +131,8 @@ async def test_specdec_request_gate_never_counts_a_rejected_trial(settings, sett
     spec = SpeculativeConfig(method="ngram", num_speculative_tokens=3)
     # A second candidate, measured cleanly: the decision rests on it.
     for trial in range(3):
-        ident = identity("ngram-k4", concurrency=1, trial=trial, speculative=spec.model_copy(update={"num_speculative_tokens": 4}),
+        ident = identity("ngram-k4", concurrency=1, trial=trial,
+                         speculative=spec.model_copy(update={"num_speculative_tokens": 4}),
                          baseline_cell_id="standing")
         result = trial_result(rng, factor=0.4, ident=ident, counters=spec_counters(0.6, 4))
         bundle.write_bytes(RUN, layout.trial_result("ngram-k4", trial, 1), orjson.dumps(result))
@@ -156,8 +157,10 @@ async def test_specdec_request_gate_never_counts_a_rejected_trial(settings, sett
         events = await wait_events(settings, {"gate.decided"}, run_id=RUN)
     reasons = events["gate.decided"]["reasons"]
     assert reasons[1].startswith("2 trial(s) rejected and not counted")
-    assert "cell ngram-k3 trial 2 at concurrency 1 (rejected by the bench: no drafts during the measured window)" in reasons[1]
-    assert "cell ngram-k3 trial 1 at concurrency 1 (rejected by the gate's re-check: 0 per-position series" in reasons[1]
+    assert ("cell ngram-k3 trial 2 at concurrency 1 (rejected by the bench: no drafts during the measured window)"
+            in reasons[1])
+    assert ("cell ngram-k3 trial 1 at concurrency 1 (rejected by the gate's re-check: 0 per-position series"
+            in reasons[1])
     # The decision rests on the trials that count: ngram-k4 wins; ngram-k3, one trial left, cannot.
     assert events["gate.decided"]["decision"] == "promote" and events["gate.decided"]["winner"] == "ngram-k4"
     decision = orjson.loads(bundle.read_bytes(RUN, layout.DECISION))

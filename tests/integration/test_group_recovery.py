@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from contracts.envelope import Event
 from contracts.events import ProfileRequested
 from tests.integration.test_delivery import lines, publish, request, stream_events
 from tests.support.redis_server import RedisServer
@@ -52,7 +53,7 @@ def worker(redis_server: RedisServer, tmp_path: Path) -> Iterator[Path]:
     log = tmp_path / "worker.log"
     # To a file: a pipe nobody reads would block the worker once full.
     with log.open("wb") as out:
-        proc = subprocess.Popen(  # noqa: S603 - fixed argv
+        proc = subprocess.Popen(
             [sys.executable, "-m", "tests.support.worker"], env=env, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=out,
         )
     yield log
@@ -65,20 +66,20 @@ def _done(side_effects: Path) -> list[str]:
     return [line[1] for line in lines(side_effects) if line[0] == "done"]
 
 
-def _flush_and_publish(redis_server: RedisServer, client: redis.Redis, event: ProfileRequested) -> redis.Redis:
+def _flush_and_publish(redis_server: RedisServer, client: redis.Redis, event: Event) -> redis.Redis:
     # In one transaction: the stream is back, without its group, before the worker reads
     # again, so the group must be recreated at ID 0 for this entry to be read at all.
     # FLUSHALL is the operator's (the services' Redis user may not run it).
     operator = redis.Redis.from_url(redis_server.operator_url)
     pipe = operator.pipeline(transaction=True)
     pipe.flushall()
-    publish(pipe, PREFIX, event)  # type: ignore[arg-type]  # a pipeline queues the same XADD
+    publish(pipe, PREFIX, event)  # a pipeline queues the same XADD
     pipe.execute()
     operator.close()
     return client
 
 
-def _restart_empty_and_publish(redis_server: RedisServer, client: redis.Redis, event: ProfileRequested) -> redis.Redis:
+def _restart_empty_and_publish(redis_server: RedisServer, client: redis.Redis, event: Event) -> redis.Redis:
     client.close()
     redis_server.kill()
     shutil.rmtree(redis_server.directory)  # its AOF: it comes back with nothing

@@ -18,9 +18,10 @@ import sys
 import uuid
 from pathlib import Path
 
+from contracts.envelope import Event
 from contracts.events import ProfileCompleted, ProfileRequested
-from services.runtime.delivery.adopt import record_step, with_derived_ids
 from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery.adopt import record_step, with_derived_ids
 from tests.support.publishing import publish_event
 from tests.support.redis_server import RedisServer
 from tests.support.waiting import wait_for
@@ -30,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def start_journal(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     with log.open("ab") as out:
-        return subprocess.Popen([sys.executable, "-m", "services.runtime.main", "journal"],  # noqa: S603
+        return subprocess.Popen([sys.executable, "-m", "services.runtime.main", "journal"],
                                 env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
 
 
@@ -47,7 +48,8 @@ def named(bundle: BundleStore, run: str) -> dict[str, tuple[str, str | None]]:
     """The manifest's lost events: event_id -> (known_from, schema)."""
     if not bundle.manifest_path(run).exists():
         return {}
-    return {e.event_id: (e.known_from, e.schema_) for span in bundle.read_manifest(run).lost_events for e in span.events}
+    return {e.event_id: (e.known_from, e.schema_)
+            for span in bundle.read_manifest(run).lost_events for e in span.events}
 
 
 def repaired(bundle: BundleStore, run: str) -> set[str]:
@@ -66,7 +68,7 @@ def test_manifest_names_the_events_redis_lost_before_the_journal_read_them(redis
     bundle = BundleStore(root, fsync=False)
     run = "gaps-run-1"
 
-    def publish(event: ProfileRequested | ProfileCompleted) -> None:
+    def publish(event: Event) -> None:
         publish_event(redis_server.url, prefix, event)
 
     journal = start_journal(env, log)

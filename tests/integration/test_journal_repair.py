@@ -15,6 +15,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import cast
 
 import redis
 
@@ -64,16 +65,18 @@ def test_the_journal_publishes_again_what_the_bundle_recorded_and_redis_lost(red
                               with_derived_ids("profiler", submitted, "step", [done]))
 
     with log.open("ab") as out:
-        journal = subprocess.Popen([sys.executable, "-m", "services.runtime.main", "journal"],  # noqa: S603
+        journal = subprocess.Popen([sys.executable, "-m", "services.runtime.main", "journal"],
                                    env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
     try:
         want = {submitted.event_id: "emitted", completed.event_id: "step_record"}
-        wait_for(lambda: repaired(bundle, run) == want, 30, f"the manifest to name the repair: {log.read_text()[-2000:]}")
+        wait_for(lambda: repaired(bundle, run) == want, 30,
+                 f"the manifest to name the repair: {log.read_text()[-2000:]}")
         wait_for(lambda: journaled(bundle, run) == set(want), 10, "the journal to append what was published again")
         assert bundle.read_manifest(run).lost_events == [], "what came back is not lost"
         client = redis.Redis.from_url(redis_server.url)
         try:
-            entries = client.xrange(f"{prefix}.campaign.submitted")
+            # redis-py types replies for decode_responses too; this client's are bytes
+            entries = cast("list[tuple[bytes, dict[bytes, bytes]]]", client.xrange(f"{prefix}.campaign.submitted"))
         finally:
             client.close()
         # On its stream again, as submitted: the profiler takes the run up from there.

@@ -21,6 +21,7 @@ import ssl
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import cast
 
 import orjson
 import pytest
@@ -51,14 +52,15 @@ def _name(common: str) -> x509.Name:
 
 def make_tls(folder: Path) -> tuple[Path, Path, Path]:
     """A private CA and a server certificate for 127.0.0.1 it signs: (ca.pem, server.pem, server-key.pem)."""
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
     ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
     ca = (x509.CertificateBuilder().subject_name(_name("specdec test CA")).issuer_name(_name("specdec test CA"))
           .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
           .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=1))
           .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-          .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
+          .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                       content_commitment=False,
                                        key_encipherment=False, data_encipherment=False, key_agreement=False,
                                        encipher_only=False, decipher_only=False), critical=True)
           .add_extension(ca_ski, critical=False)
@@ -89,7 +91,7 @@ class Lake:
         lake = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:  # http.server's name
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 status = 200 if self.headers.get("Authorization") == f"Bearer {TOKEN}" else 401
                 lake.requests.append((status, {k.lower(): v for k, v in self.headers.items()}, body))
@@ -136,11 +138,12 @@ def token_file(tmp_path: Path) -> Path:
     return path
 
 
-def parts(headers: dict[str, str], body: bytes) -> dict[str, bytes]:
+def parts(headers: dict[str, str], body: bytes) -> dict[str | None, bytes]:
     message = email.parser.BytesParser(policy=email.policy.default).parsebytes(
         b"Content-Type: " + headers["content-type"].encode() + b"\r\n\r\n" + body
     )
-    return {p.get_filename(): p.get_payload(decode=True) for p in message.iter_parts()}
+    # A leaf part's payload, decoded, is its bytes.
+    return {p.get_filename(): cast(bytes, p.get_payload(decode=True)) for p in message.iter_parts()}
 
 
 def token_nowhere(bundle: BundleStore, *texts: str) -> None:
@@ -157,7 +160,7 @@ async def _live(bundle: BundleStore, url: str, settings: RuntimeSettings, policy
 
 
 async def test_the_token_from_a_file_is_accepted_and_is_in_no_log_and_no_bundle_file(
-    bundle, lake, token_file, caplog, capfd
+    bundle, lake, token_file, caplog, *, capfd
 ):
     caplog.set_level(logging.DEBUG)  # httpx and httpcore at their most talkative
     settings = RuntimeSettings(instance="t", publish_token_file=str(token_file), publish_ca_bundle=str(lake.ca),
@@ -196,8 +199,8 @@ async def test_a_wrong_token_is_refused_by_the_endpoint_and_never_recorded(bundl
 
 
 async def test_a_missing_token_stops_the_publish_before_any_request(bundle, lake, tmp_path, monkeypatch):
-    gone = RuntimeSettings(instance="t", publish_token_file=str(tmp_path / "nothing-here"), publish_ca_bundle=str(lake.ca),
-                           publish_allowed_targets=lake.url)
+    gone = RuntimeSettings(instance="t", publish_token_file=str(tmp_path / "nothing-here"),
+                           publish_ca_bundle=str(lake.ca), publish_allowed_targets=lake.url)
     with pytest.raises(PublishCredentialsError, match="cannot be read.*SPECDEC_PUBLISH_TOKEN_FILE"):
         await _live(bundle, lake.url, gone)
     monkeypatch.delenv("LAKE_PUBLISH_TOKEN", raising=False)
@@ -218,7 +221,9 @@ async def test_without_the_ca_bundle_the_private_certificate_is_not_trusted(bund
     assert lake.requests == []  # the handshake failed: no request, so no token, ever reached it
 
 
-async def test_the_service_publishes_live_from_its_own_dry_run_when_the_campaign_pre_approves(lake, token_file, tmp_path):
+async def test_the_service_publishes_live_from_its_own_dry_run_when_the_campaign_pre_approves(
+    lake, token_file, tmp_path
+):
     # No allow-list: the token goes to the campaign's own publish.target, as the run's bundle records it.
     settings = RuntimeSettings(instance="t", publish_token_file=str(token_file), publish_ca_bundle=str(lake.ca))
     spec = Spec(publish_target=lake.url, acknowledged=True)
@@ -241,7 +246,8 @@ async def test_the_service_publishes_live_from_its_own_dry_run_when_the_campaign
     assert record["acknowledged_by"] == "policy" and record["dry_run_record"].startswith("publish/dry-run/")
     before = orjson.loads(bundle.read_bytes(RUN, f"publish/ev-{alone.event_id}/publication.json"))
     assert before["dry_run_record"] == record["dry_run_record"]
-    assert orjson.loads(bundle.read_bytes(RUN, record["dry_run_record"]))["manifest_sha256"] == record["manifest_sha256"]
+    dry_run = orjson.loads(bundle.read_bytes(RUN, record["dry_run_record"]))
+    assert dry_run["manifest_sha256"] == record["manifest_sha256"]
     token_nowhere(bundle)
 
 

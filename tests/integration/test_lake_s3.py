@@ -28,8 +28,8 @@ from services.publisher.errors import (
     PublishRefused,
     PublishTargetError,
 )
-from services.publisher.publish.publish import publish_report
 from services.publisher.pipeline import render_run
+from services.publisher.publish.publish import publish_report
 from services.publisher.publish.transport import RetryPolicy
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.settings import RuntimeSettings
@@ -40,9 +40,10 @@ TARGET = f"s3://{BUCKET}/speculative/reports"
 PREFIX = f"speculative/reports/{RUN}/"
 SETTINGS = RuntimeSettings(instance="t")
 ONE_TRY = RetryPolicy(attempts=1, timeout_s=5.0)
-AWS_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE",
-                 "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-                 "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN", "AWS_CA_BUNDLE")
+AWS_VARIABLES = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+                 "AWS_DEFAULT_PROFILE", "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                 "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN",
+                 "AWS_CA_BUNDLE")
 
 
 def _free_port() -> int:

@@ -16,8 +16,8 @@ import orjson
 import pytest
 
 from services.bench.loadgen.loadgen import LoadGenerator, WindowSpec
-from services.bench.metrics import spec_decode_delta
 from services.bench.loadgen.prompts import ChatTurn, Prompt
+from services.bench.metrics import spec_decode_delta
 from services.bench.results import build_result
 
 TOKENS_PER_CHUNK = 3
@@ -37,7 +37,8 @@ class SSEServer:
 
     @property
     def base_url(self) -> str:
-        host, port = self.server.sockets[0].getsockname()[:2]  # type: ignore[union-attr]
+        assert self.server is not None, "serving: the fixture started it"
+        host, port = self.server.sockets[0].getsockname()[:2]
         return f"http://{host}:{port}"
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -62,7 +63,8 @@ class SSEServer:
 
     def _plain(self, writer: asyncio.StreamWriter, status: int, body: bytes, ctype: str) -> None:
         reason = {200: "OK", 404: "Not Found", 500: "Internal Server Error"}[status]
-        writer.write(f"HTTP/1.1 {status} {reason}\r\ncontent-type: {ctype}\r\ncontent-length: {len(body)}\r\n\r\n".encode() + body)
+        header = f"HTTP/1.1 {status} {reason}\r\ncontent-type: {ctype}\r\ncontent-length: {len(body)}\r\n\r\n"
+        writer.write(header.encode() + body)
 
     async def _generate(self, writer: asyncio.StreamWriter, req: dict, *, chat: bool) -> None:
         self.in_flight += 1
@@ -161,6 +163,7 @@ async def test_completions_window_counts_timing_failures_and_cap(server: SSEServ
     # TPOT is (E2EL - TTFT) / (12 - 1): about 3 gaps over 11 tokens (5.5 ms), where one
     # gap per chunk would give 20 ms; the bounds leave room for a loaded machine.
     expected_tpot_ms = 3 * GAP_S / 11 * 1e3
+    assert summary.tpot.median_ms is not None and summary.itl.median_ms is not None
     assert 0.8 * expected_tpot_ms <= summary.tpot.median_ms < 2 * expected_tpot_ms
     assert summary.itl.median_ms >= 0.8 * GAP_S * 1e3 and summary.total_output_tokens == 96
 
@@ -179,11 +182,12 @@ async def test_chat_stream_and_refused_connection(server: SSEServer):
     spec = WindowSpec(base_url=server.base_url, endpoint="/v1/chat/completions", model="toy", max_concurrency=2)
     window = await LoadGenerator(spec).run_window([prompt(i, max_tokens=7) for i in range(4)])
     assert all(r.ok for r in window.requests)
-    assert {tuple(r.chunk_tokens) for r in window.requests} == {(3, 3, 1)}  # the role chunk carries no token
+    assert {tuple(r.chunk_tokens or ()) for r in window.requests} == {(3, 3, 1)}  # the role chunk carries no token
     assert window.summary().total_output_tokens == 28
 
     # Nothing listens on a closed port: every request is a "connect" failure, the window still returns.
     port = int(server.base_url.rsplit(":", 1)[1])
+    assert server.server is not None
     server.server.close()
     await server.server.wait_closed()
     dead = WindowSpec(base_url=f"http://127.0.0.1:{port}", model="toy", connect_timeout_s=2.0)
@@ -203,7 +207,8 @@ async def test_idle_connections_closed_by_the_server_and_streams_dropped_midway(
         nonlocal connections
         connections += 1
         head = await reader.readuntil(b"\r\n\r\n")
-        length = next((int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")), 0)
+        length = next((int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")),
+                      0)
         request = orjson.loads(await reader.readexactly(length)) if length else None
         if request is None:  # GET /metrics
             writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\nx 1")
@@ -211,7 +216,8 @@ async def test_idle_connections_closed_by_the_server_and_streams_dropped_midway(
             writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
             writer.write(b"%x\r\n%s\r\n" % (len(body) // 2, body[: len(body) // 2]))  # half the events, no end
         else:
-            writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+            writer.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n"
+                         % (len(body), body))
         await writer.drain()
         await asyncio.sleep(0.05)  # the client has the whole response, then the idle connection goes
         writer.close()
@@ -220,8 +226,9 @@ async def test_idle_connections_closed_by_the_server_and_streams_dropped_midway(
     try:
         host, port = srv.sockets[0].getsockname()[:2]
         spec = WindowSpec(base_url=f"http://{host}:{port}", model="toy", max_concurrency=1)
-        prompts = [prompt(0), prompt(1), Prompt(prompt_id="drop", messages=[ChatTurn(role="user", content="DROP")],
-                                                 text="DROP", input_tokens=1, max_output_tokens=1, ignore_eos=True), prompt(3)]
+        drop = Prompt(prompt_id="drop", messages=[ChatTurn(role="user", content="DROP")],
+                      text="DROP", input_tokens=1, max_output_tokens=1, ignore_eos=True)
+        prompts = [prompt(0), prompt(1), drop, prompt(3)]
         window = await LoadGenerator(spec, sleep=asyncio.sleep).run_window(prompts)
     finally:
         srv.close()
@@ -256,10 +263,12 @@ async def test_two_client_processes_make_one_window_on_one_clock(server: SSEServ
     # One clock: every record's timestamps lie inside the parent's own before/after readings, and the
     # two processes' requests (even and odd positions) started together, within one request's time.
     for r in window.requests:
+        assert r.end_s is not None, r
         assert before < r.scheduled_s <= r.start_s <= (r.chunk_arrival_s or [r.start_s])[0] <= r.end_s < after
     first = {p: min(r.start_s for r in window.requests if r.index % 2 == p) for p in (0, 1)}
     assert abs(first[0] - first[1]) < FIRST_DELAY_S
-    assert window.duration_s == pytest.approx(max(r.end_s for r in window.requests) - min(first.values()), abs=0.25)
+    last_end = max(r.end_s for r in window.requests if r.end_s is not None)
+    assert window.duration_s == pytest.approx(last_end - min(first.values()), abs=0.25)
     # The scrapes are the parent's, around the whole window: its counters cover both processes' requests.
     delta = spec_decode_delta(window.metrics_before, window.metrics_after)
     assert delta is not None and delta.num_drafts == 11 * 3

@@ -44,6 +44,7 @@ async def test_a_wrapper_that_rewrites_the_lookup_sizes_fails_its_cell_naming_th
         await service.bus.publish(BenchRequested(run_id=run_id, producer="test", requested_by="test"))
         done = (await wait_events(settings, {"bench.completed"}, run_id=run_id, timeout_s=120))["bench.completed"]
     reason = done["failed_cells"]["rewritten"]
-    assert "prompt_lookup_max: declared 4, effective 2" in reason and "prompt_lookup_min: declared 2, effective 1" in reason
+    assert "prompt_lookup_max: declared 4, effective 2" in reason
+    assert "prompt_lookup_min: declared 2, effective 1" in reason
     assert "ngram-k3" not in done["failed_cells"]
     assert not list(bundle.run_dir(run_id).glob("bench/rewritten/trial-*")), "a trial ran on the rewritten config"

@@ -28,6 +28,7 @@ import pytest
 import yaml
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.types import ContentBlock, TextContent, TextResourceContents
 
 from services.runtime.settings import RuntimeSettings
 from tests.support.campaigns import (
@@ -54,7 +55,7 @@ IDLE_MARK = "idle-check-ran"
 @pytest.fixture(scope="module")
 def toy_target() -> Path:
     sys.path.insert(0, str(ROOT / "infra/examples"))
-    import toy_target as builder  # noqa: PLC0415 - the example builder is a script, not a package
+    import toy_target as builder  # the example builder is a script, not a package
 
     return Path(builder.build_target(TRAFFIC, MODELS / "toy-target", seed=0, log=lambda *_: None))
 
@@ -148,28 +149,34 @@ def _campaign(tmp_path: Path, target: Path) -> Path:
     return path
 
 
+def _text(content: ContentBlock) -> str:
+    assert isinstance(content, TextContent), content  # the server answers in text
+    return content.text
+
+
 async def _call(client: Client, name: str, **arguments: Any) -> dict[str, Any]:
     result = await client.call_tool(name, arguments)
-    assert not result.is_error, f"{name}: {result.content[0].text if result.content else result}"
+    assert not result.is_error, f"{name}: {_text(result.content[0]) if result.content else result}"
     return result.structured_content
 
 
 async def _refused(client: Client, name: str, **arguments: Any) -> str:
     result = await client.call_tool(name, arguments)
     assert result.is_error, f"{name} was not refused: {result.structured_content}"
-    return result.content[0].text
+    return _text(result.content[0])
 
 
 def test_mcp_drives_a_campaign_from_evidence_to_the_lake(
     settings: RuntimeSettings, settings_env: dict[str, str], toy_target: Path, slurm_env: dict[str, str],
-    lake: dict[str, str], tmp_path: Path,
+    *, lake: dict[str, str], tmp_path: Path,
 ) -> None:
     started = time.monotonic()
     topology = Topology(redis_url=settings.redis_url, prefix=settings.stream_prefix, root=tmp_path)
     assert topology.bundle_root == settings.bundle_root  # the services and the MCP server share one bundle root
     topology.start_all()
     try:
-        asyncio.run(_workflow(settings, {**settings_env, **lake}, toy_target, slurm_env, lake, tmp_path, topology))
+        asyncio.run(_workflow(settings, {**settings_env, **lake}, toy_target, slurm_env,
+                              lake=lake, tmp_path=tmp_path, topology=topology))
     finally:
         topology.stop()
         drop_keys(settings.redis_url, settings.stream_prefix)
@@ -178,7 +185,7 @@ def test_mcp_drives_a_campaign_from_evidence_to_the_lake(
 
 
 async def _workflow(settings: RuntimeSettings, env: dict[str, str], toy_target: Path, slurm_env: dict[str, str],
-                    lake: dict[str, str], tmp_path: Path, topology: Topology) -> None:
+                    *, lake: dict[str, str], tmp_path: Path, topology: Topology) -> None:
     campaign = _campaign(tmp_path, toy_target)
     run_id = f"mcp-{uuid.uuid4().hex[:10]}"
     (tmp_path / "logs").mkdir(exist_ok=True)
@@ -212,8 +219,8 @@ async def _workflow(settings: RuntimeSettings, env: dict[str, str], toy_target: 
             states = {s["step"]: s["state"] for s in dry["status"]["steps"]}
             assert states["bench"] == "awaiting_approval" and states["training"] == "skipped", states
             events = topology.settle(run_id, quiet_s=3.0)
-            ran = [e["schema"] for e in events if e["schema"].startswith(("bench.trial", "bench.completed", "training.started",
-                                                                          "run.approved"))]
+            ran = [e["schema"] for e in events
+                   if e["schema"].startswith(("bench.trial", "bench.completed", "training.started", "run.approved"))]
             assert ran == [], f"the dry run executed something: {ran}"
             assert leftovers(run_id) == [], "a process labelled with the run was started"
             assert _slurm_jobs(slurm_env, run_id) == []
@@ -226,6 +233,7 @@ async def _workflow(settings: RuntimeSettings, env: dict[str, str], toy_target: 
             shown = await _call(client, "plan_show", run_id=run_id, step="bench")
             assert shown["sha256"] == plan["sha256"] and "approval: none yet" in shown["text"]
             read = await client.read_resource(plan["uri"])
+            assert isinstance(read.contents[0], TextResourceContents), read.contents
             assert hashlib.sha256(read.contents[0].text.encode()).hexdigest() == plan["sha256"]
             again = await _call(client, "campaign_run", run_id=run_id, wait_for_plans_s=0)
             assert not again["published_submission"], "a second dry run published the campaign again"
@@ -249,9 +257,11 @@ async def _workflow(settings: RuntimeSettings, env: dict[str, str], toy_target: 
             pub = await _call(client, "publish_to_lake", run_id=run_id, target=target,
                               i_understand_this_publishes_externally=True)
             assert not pub["dry_run"] and pub["external"] and pub["acknowledged_by"] == "mcp"
-            # Keys PREFIX/<run_id>/<name> (services/publisher/publish/publish.py); every byte as the publication hashed it.
+            # Keys PREFIX/<run_id>/<name> (services/publisher/publish/publish.py); every byte as the publication
+            # hashed it.
             objects = {key: hashlib.sha256(data).hexdigest() for key, data in _objects(lake).items()}
-            sent = {f"reports/{run_id}/{item['name']}": item["ref"]["sha256"] for item in [*pub["files"], *pub["evidence"]]}
+            sent = {f"reports/{run_id}/{item['name']}": item["ref"]["sha256"]
+                    for item in [*pub["files"], *pub["evidence"]]}
             assert len(sent) == len(pub["files"]) + len(pub["evidence"]) and pub["files"] and pub["evidence"], pub
             assert objects == {**sent, f"reports/{run_id}/manifest.json": pub["manifest_sha256"]}
 
@@ -301,7 +311,7 @@ def test_an_agent_follows_the_workflow_document_verbatim(
     topology = Topology(redis_url=settings.redis_url, prefix=settings.stream_prefix, root=tmp_path)
     topology.start_all()
     try:
-        asyncio.run(_document(settings, settings_env, toy_target, tmp_path, topology))
+        asyncio.run(_document(settings, settings_env, toy_target, tmp_path, topology=topology))
     finally:
         topology.stop()
         drop_keys(settings.redis_url, settings.stream_prefix)
@@ -309,7 +319,7 @@ def test_an_agent_follows_the_workflow_document_verbatim(
 
 
 async def _document(settings: RuntimeSettings, env: dict[str, str], target: Path, tmp_path: Path,
-                    topology: Topology) -> None:
+                    *, topology: Topology) -> None:
     matrix = _canonical(tmp_path, target)
     run_id = f"doc-{uuid.uuid4().hex[:10]}"
     (tmp_path / "logs").mkdir(exist_ok=True)
@@ -328,7 +338,8 @@ async def _document(settings: RuntimeSettings, env: dict[str, str], target: Path
             assert made["run_id"] == run_id and "perf_tune_report_campaign_init" in made["next_step"]
             # 2. Initialise the campaign with the required config.
             init = await _call(client, "perf_tune_report_campaign_init", args=[
-                "--config", str(matrix), "--experiment-id", run_id, "--family", "toy-llama", "--evidence-bundle", bundle])
+                "--config", str(matrix), "--experiment-id", run_id, "--family", "toy-llama",
+                "--evidence-bundle", bundle])
             assert init["run_id"] == run_id and init["bundle"] == bundle and "--dry-run" in init["next_step"]
             # An acknowledgement inside raw args is refused; nothing ran.
             refused = await _refused(client, "perf_tune_report_campaign_run", args=[
@@ -344,8 +355,9 @@ async def _document(settings: RuntimeSettings, env: dict[str, str], target: Path
             topology.settle(run_id, quiet_s=2.0)
             assert leftovers(run_id) == [], "a server started before the live call"
             # 4. Live, with the structured field: exactly the plan the dry run returned.
-            live = await _call(client, "perf_tune_report_campaign_run", args=["--config", str(matrix), "--campaign",
-                                                                              run_id], i_understand_this_mutates_cluster=True)
+            live = await _call(client, "perf_tune_report_campaign_run",
+                               args=["--config", str(matrix), "--campaign", run_id],
+                               i_understand_this_mutates_cluster=True)
             assert live["approved_sha256s"] == [plan["sha256"]] and not live["dry_run"]
             # 5. The decision.
             status = await _until_published(client, run_id)

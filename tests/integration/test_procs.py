@@ -12,8 +12,8 @@ import time
 import pytest
 
 from services.runtime.delivery.ledger import MemoryLedger, StepKey
-from services.runtime.procs import DEPLOYMENT_ENV, EXPERIMENT_ENV, deployment_id, kill_group, labelled_processes, spawn
 from services.runtime.delivery.reconcile import reconcile
+from services.runtime.procs import DEPLOYMENT_ENV, EXPERIMENT_ENV, deployment_id, kill_group, labelled_processes, spawn
 from tests.support.waiting import alive
 
 SLEEP = [sys.executable, "-c", "import time; time.sleep(120)"]
@@ -64,7 +64,8 @@ async def test_reconcile_kills_only_unheld_work_of_its_own_service(monkeypatch):
     held = spawn(SLEEP, run_id="toy-held-run", service="svc-reconcile")
     orphan = spawn(SLEEP, run_id="toy-orphan-run", service="svc-reconcile")
     other = spawn(SLEEP, run_id="toy-orphan-run", service="svc-someone-else")
-    unlabelled = subprocess.Popen(SLEEP, start_new_session=True, env={k: v for k, v in os.environ.items() if k != EXPERIMENT_ENV})
+    unlabelled = subprocess.Popen(SLEEP, start_new_session=True,
+                                  env={k: v for k, v in os.environ.items() if k != EXPERIMENT_ENV})
     try:
         await ledger.begin(StepKey("svc-reconcile", "toy-held-run", "training.requested", "step"), "me", 60_000)
         cleaned = await reconcile("svc-reconcile", ledger, deployment="toy@127.0.0.1:6379/0", grace_s=1)
@@ -83,7 +84,8 @@ async def test_reconcile_kills_only_unheld_work_of_its_own_service(monkeypatch):
 async def test_reconcile_leaves_another_deployments_work_alone(monkeypatch):
     """Two deployments (different stream prefixes) on one host: a restarted service of one
     kills its own unheld work and never the other's, nor work without a deployment label."""
-    ours, theirs = deployment_id("redis://u:secret@127.0.0.1:6379/0", "dep-a"), deployment_id("redis://127.0.0.1:6379/0", "dep-b")
+    ours = deployment_id("redis://u:secret@127.0.0.1:6379/0", "dep-a")
+    theirs = deployment_id("redis://127.0.0.1:6379/0", "dep-b")
     assert ours == "dep-a@127.0.0.1:6379/0" and "secret" not in ours
     monkeypatch.setenv(DEPLOYMENT_ENV, ours)
     our_orphan = spawn(SLEEP, run_id="toy-dep-run", service="svc-deploy")

@@ -6,13 +6,15 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from typing import cast
 
 import orjson
 import redis.asyncio as aioredis
 
 from contracts.campaign.commands import TrainProgress
 from contracts.events import CapacitySelected
-from contracts.progress import PROGRESS_SCHEMA, StepProgress
+from contracts.progress import StepProgress
+from contracts.streams import PROGRESS_SCHEMA
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery.broker import decode_entry
 from services.runtime.delivery.service import bootstrap
@@ -40,7 +42,9 @@ def idle(bundle, camp, node, run_id) -> Recheck:
 async def progress_events(settings, run_id: str) -> list[dict]:
     client = aioredis.Redis.from_url(settings.redis_url)
     try:
-        entries = await client.xrange(f"{settings.stream_prefix}.{PROGRESS_SCHEMA}")
+        stream = f"{settings.stream_prefix}.{PROGRESS_SCHEMA}"
+        # redis-py types replies for decode_responses too; this client's are bytes
+        entries = cast("list[tuple[bytes, dict[bytes, bytes]]]", await client.xrange(stream))
     finally:
         await client.aclose()
     events = [orjson.loads(decode_entry(fields)[0]) for _, fields in entries]
@@ -97,8 +101,9 @@ async def test_watch_hands_progress_on_typed_beside_the_runs_events(settings):
         async def publish() -> None:
             await asyncio.sleep(0.3)
             for done in (1, 2):
-                await session.bus.publish(StepProgress(run_id=run_id, producer="bench-runner/t", step="bench", done=done,
-                                                       total=4, unit="trial", loss=None, eta_s=10.0, elapsed_s=1.0))
+                await session.bus.publish(StepProgress(run_id=run_id, producer="bench-runner/t", step="bench",
+                                                       done=done, total=4, unit="trial", loss=None, eta_s=10.0,
+                                                       elapsed_s=1.0))
 
         task = asyncio.create_task(publish())
         await watch(session, run_id, on_event=lambda e: lines.append(e.schema_name), on_progress=seen.append,

@@ -9,8 +9,8 @@ from contextlib import asynccontextmanager
 from contracts.events import PublishRequested
 from services.publisher import app
 from services.runtime.bundle.bundle import BundleStore
-from services.runtime.main import resources_for
 from services.runtime.delivery.service import Service, bootstrap
+from services.runtime.main import resources_for
 from services.runtime.settings import RuntimeSettings
 from tests.support.services import wait_events
 from tests.unit.publisher.synthetic import RUN, Spec, build
@@ -67,5 +67,6 @@ async def test_a_rejected_trial_and_a_launch_not_read_back_are_in_the_rendered_r
     assert any("1 trial(s) rejected" in r and "rejected-c4.json" in r for r in summary["draft_reasons"])
     assert any("cell ngram-k3 was not read back" in r for r in summary["draft_reasons"])
     markdown = bundle.read_bytes(RUN, "report/report.md").decode()
-    assert "| ngram-k3 | 4 | 2 | the bench | no drafts during the measured window | bench/ngram-k3/trial-2/rejected-c4.json |" in markdown
+    assert ("| ngram-k3 | 4 | 2 | the bench | no drafts during the measured window"
+            " | bench/ngram-k3/trial-2/rejected-c4.json |") in markdown
     assert "| ngram-k3 | - | - | - | not read back | - | - |" in markdown

@@ -20,10 +20,10 @@ import structlog
 from contracts.events import ProfileRequested
 from services.runtime.delivery.consumer import Route, StepContext
 from services.runtime.delivery.ledger import RedisLedger
-from services.runtime.main import reconciler_for
-from services.runtime.procs import DEPLOYMENT_ENV, deployment_id, kill_group, labelled_processes, spawn
 from services.runtime.delivery.reconcile import Reconciler, settle_period_s
 from services.runtime.delivery.service import bootstrap
+from services.runtime.main import reconciler_for
+from services.runtime.procs import DEPLOYMENT_ENV, deployment_id, kill_group, labelled_processes, spawn
 from services.runtime.settings import RuntimeSettings
 from tests.integration.test_procs import alive, wait_dead
 
@@ -33,7 +33,7 @@ LIVE, ORPHAN = "toy-20261201-000000-aaaaaa", "toy-20261201-000000-bbbbbb"
 SLEEP = [sys.executable, "-c", "import time; time.sleep(120)"]
 
 
-async def _eventually(probe, what: str, timeout_s: float = 15.0):  # noqa: ANN001 - a test helper
+async def _eventually(probe, what: str, timeout_s: float = 15.0):
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         value = await probe() if asyncio.iscoroutinefunction(probe) else probe()
@@ -52,7 +52,7 @@ async def test_a_reset_never_gets_live_work_killed(redis_server, tmp_path, monke
     release = asyncio.Event()
     children = []
 
-    async def handler(event, ctx: StepContext):  # noqa: ANN001 - the route's signature
+    async def handler(event, ctx: StepContext):
         children.append(spawn(SLEEP, run_id=event.run_id, service=SERVICE))
         await release.wait()
         return []
@@ -65,7 +65,8 @@ async def test_a_reset_never_gets_live_work_killed(redis_server, tmp_path, monke
     try:
         await owner.start()
         await owner.bus.publish(ProfileRequested(run_id=LIVE, producer="test", requested_by="test"))
-        await _eventually(lambda: children and any(p.run_id == LIVE for p in labelled_processes(SERVICE)), "the live child")
+        await _eventually(lambda: children and any(p.run_id == LIVE for p in labelled_processes(SERVICE)),
+                          "the live child")
         live = children[0]
 
         redis_server.kill()
@@ -81,7 +82,8 @@ async def test_a_reset_never_gets_live_work_killed(redis_server, tmp_path, monke
                             log=structlog.get_logger().bind(service=SERVICE, instance="second"))
         assert await second.at_start() == [], "the ledger is new: nothing is cleaned before the owners beat"
         assert alive(orphan.pid) and alive(live.pid)
-        await asyncio.wait_for(second.pass_task, 10)  # type: ignore[arg-type]
+        assert second.pass_task is not None, "at_start schedules the pass"
+        await asyncio.wait_for(second.pass_task, 10)
         assert time.monotonic() - reset_at >= settle_s
         assert [p.run_id for p in second.cleaned] == [ORPHAN]
         assert wait_dead(orphan.pid, 5), "the orphan is cleaned once the leases are back"

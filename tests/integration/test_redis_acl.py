@@ -57,7 +57,8 @@ def _approve(settings: RuntimeSettings, run_id: str, operator_url: str | None) -
                SPECDEC_BUNDLE_ROOT=str(settings.bundle_root))
     if operator_url is not None:
         env["SPECDEC_OPERATOR_REDIS_URL"] = operator_url
-    return subprocess.run([sys.executable, "-m", "services.cli.main", "approve", run_id, "--i-understand-this-mutates-cluster"],
+    return subprocess.run([sys.executable, "-m", "services.cli.main", "approve", run_id,
+                           "--i-understand-this-mutates-cluster"],
                           env=env, capture_output=True, text=True, timeout=60, cwd=ROOT)
 
 
@@ -132,7 +133,9 @@ def test_a_restarted_redis_keeps_what_scripts_and_transactions_wrote(tmp_path: P
         client = redis.Redis.from_url(server.url)
         client.eval("redis.call('SET', KEYS[1], ARGV[1])", 1, "acl-aof:script", "kept")
         with client.pipeline(transaction=True) as tx:
-            tx.set("acl-aof:multi", "kept").xadd("acl-aof:stream", {"a": "b"}).execute()
+            tx.set("acl-aof:multi", "kept")
+            tx.xadd("acl-aof:stream", {"a": "b"})
+            tx.execute()
         client.close()
         server.kill()
         server.start()

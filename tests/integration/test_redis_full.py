@@ -40,7 +40,8 @@ def test_a_full_redis_refuses_writes_and_the_cli_says_so(full_redis: RedisServer
                                                         monkeypatch: pytest.MonkeyPatch,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
     for name, value in {"REDIS_URL": full_redis.url, "REDIS_URL_FILE": "", "STREAM_PREFIX": "full",
-                        "BUNDLE_ROOT": str(tmp_path / "bundles"), "OPERATOR_REDIS_URL": full_redis.operator_url}.items():
+                        "BUNDLE_ROOT": str(tmp_path / "bundles"),
+                        "OPERATOR_REDIS_URL": full_redis.operator_url}.items():
         monkeypatch.setenv(f"SPECDEC_{name}", value)
     client = redis.Redis.from_url(full_redis.url)
     filler = "full.profile.completed"

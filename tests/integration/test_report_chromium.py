@@ -35,7 +35,8 @@ CONSOLE_RE = re.compile(r"CONSOLE|Uncaught")
 def chromium() -> str:
     proc = subprocess.run([str(ROOT / "infra/bin/ensure-chromium")], capture_output=True, text=True, timeout=1200)
     if proc.returncode != 0:
-        pytest.fail(f"infra/bin/ensure-chromium could not provide Chromium (exit {proc.returncode}): {proc.stderr.strip()}")
+        pytest.fail(f"infra/bin/ensure-chromium could not provide Chromium (exit {proc.returncode}): "
+                    f"{proc.stderr.strip()}")
     return proc.stdout.strip().splitlines()[-1]
 
 

@@ -15,21 +15,22 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import cast
 
 import orjson
 import redis
 
 from contracts.events import ProfileCompleted, ProfileRequested
+from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery.adopt import record_step, with_derived_ids
 from services.runtime.delivery.broker import decode_entry
-from services.runtime.bundle.bundle import BundleStore
 from tests.support.redis_server import RedisServer
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def resume(env: dict[str, str], run_id: str) -> dict:
-    proc = subprocess.run([sys.executable, "-m", "services.cli.main", "resume", run_id, "--json"],  # noqa: S603
+    proc = subprocess.run([sys.executable, "-m", "services.cli.main", "resume", run_id, "--json"],
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     return orjson.loads(proc.stdout)
@@ -38,12 +39,16 @@ def resume(env: dict[str, str], run_id: str) -> dict:
 def stream_ids(url: str, stream: str) -> list[str]:
     client = redis.Redis.from_url(url)
     try:
-        return [orjson.loads(decode_entry(fields)[0])["event_id"] for _, fields in client.xrange(stream)]
+        # redis-py types replies for decode_responses too; this client's are bytes
+        entries = cast("list[tuple[bytes, dict[bytes, bytes]]]", client.xrange(stream))
+        return [orjson.loads(decode_entry(fields)[0])["event_id"] for _, fields in entries]
     finally:
         client.close()
 
 
-def test_resume_publishes_the_recorded_trigger_again_and_is_idempotent(redis_server: RedisServer, tmp_path: Path) -> None:
+def test_resume_publishes_the_recorded_trigger_again_and_is_idempotent(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
     prefix, root = f"res{uuid.uuid4().hex[:8]}", tmp_path / "bundles"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "SPECDEC_REDIS_URL": redis_server.url,
            "SPECDEC_STREAM_PREFIX": prefix, "SPECDEC_BUNDLE_ROOT": str(root)}

@@ -52,7 +52,7 @@ def worker(worker_env: dict[str, str], tmp_path: Path) -> Iterator[subprocess.Po
     # Its log goes to a file: a pipe nobody reads would block the worker once the
     # reconnect errors of the outage filled it.
     with (tmp_path / "worker.log").open("wb") as log:
-        proc = subprocess.Popen(  # noqa: S603 - fixed argv
+        proc = subprocess.Popen(
             [sys.executable, "-m", "tests.support.worker"], env={**worker_env, "WORKER_SLEEP_S": "6"}, cwd=ROOT,
             stdout=subprocess.DEVNULL, stderr=log,
         )
@@ -73,7 +73,7 @@ def test_step_running_across_a_redis_restart_runs_once(redis_server, worker, wor
     wait_for(lambda: client.exists(stream) and client.xinfo_groups(stream), 30, "the worker's consumer group")
     event = request()
     publish(client, PREFIX, event)
-    wait_for(lambda: any(l[0] == "start" for l in lines(log)), 20, "the step to start")
+    wait_for(lambda: any(row[0] == "start" for row in lines(log)), 20, "the step to start")
     client.close()
 
     redis_server.kill()
@@ -83,10 +83,10 @@ def test_step_running_across_a_redis_restart_runs_once(redis_server, worker, wor
     redis_server.start()
 
     client = _connect(redis_server)
-    wait_for(lambda: any(l[0] == "done" for l in lines(log)), 30, "the step to complete")
+    wait_for(lambda: any(row[0] == "done" for row in lines(log)), 30, "the step to complete")
     wait_for(lambda: client.xpending(stream, "worker")["pending"] == 0, 15, "the ack")
     time.sleep(2.0)  # a second run, if one had started, would show by now
-    words = [l[0] for l in lines(log)]
+    words = [row[0] for row in lines(log)]
     assert words.count("start") == 1, f"the step ran again beside the running one: {lines(log)}"
     assert words.count("done") == 1
     outputs = stream_events(client, f"{PREFIX}.profile.completed")
@@ -101,7 +101,9 @@ def test_step_running_across_a_redis_restart_runs_once(redis_server, worker, wor
 
 
 @pytest.mark.parametrize("ledger_kind", ["redis", "memory"])
-async def test_renew_keeps_or_takes_back_a_free_lease_and_never_one_that_is_taken_or_done(redis_url, prefix, ledger_kind):
+async def test_renew_keeps_or_takes_back_a_free_lease_and_never_one_that_is_taken_or_done(
+    redis_url, prefix, ledger_kind
+):
     import redis.asyncio as aioredis
 
     from services.runtime.delivery.ledger import MemoryLedger, RedisLedger, StepKey

@@ -1,7 +1,8 @@
 """A secret-bearing flag's value never leaves in an artifact: a campaign whose serve command carries
 `--hf-token hf_SECRETVALUE123` (and a trainer with `--api-key`) is rendered into the report, shown as a plan
-(CLI text and --json, the MCP result's model, the MCP resources of the files holding commands) and recorded as the trainer's argv.json, and every byte produced
-or published is searched for the values. A real bundle, the real renderer and the real CLI."""
+(CLI text and --json, the MCP result's model, the MCP resources of the files holding commands) and recorded
+as the trainer's argv.json, and every byte produced or published is searched for the values. A real bundle,
+the real renderer and the real CLI."""
 
 from __future__ import annotations
 
@@ -58,7 +59,9 @@ def test_no_secret_flag_value_in_the_report_the_plan_displays_or_argv_json(
                          stderr_path=layout.TRAINING_STDERR)
     bundle.write_json(RUN, layout.TRAINING_PLAN, {"version": 1, "run_id": RUN, "executor": "local",
                                                    "launch": launch.model_dump()})
-    write_argv(bundle, TrainingPlan.model_construct(run_id=RUN, executor="local", node="localhost", launch=launch))
+    # A partial plan, unvalidated: the fields write_argv reads.
+    plan = TrainingPlan.model_construct(run_id=RUN, executor="local", node="localhost", launch=launch)  # type: ignore[call-arg]
+    write_argv(bundle, plan)
 
     produced: dict[str, bytes] = {}
     rendered = render_run(bundle, RUN)

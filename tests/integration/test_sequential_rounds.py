@@ -10,8 +10,8 @@ factor (per-trial CV 4 %), as run-to-run noise does on real servers. With a cap 
 and a minimum effect of 1 %, 3 trials per arm leave the repeated interval too wide to clear 1 % (the
 first look spends little alpha); the seeds (34, 103) are draws whose round-1 interval is open and
 whose interval clears the minimum effect at a later look by the cap in at least 97.7 % of simulated
-timing jitters (3-5 % per trial on top, as a loaded 2-core machine adds; true gains 8-12 %). Nothing here states a verdict: the shared rule reads the
-measured TPOTs."""
+timing jitters (3-5 % per trial on top, as a loaded 2-core machine adds; true gains 8-12 %). Nothing here
+states a verdict: the shared rule reads the measured TPOTs."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 import pytest
@@ -31,8 +31,8 @@ from contracts.campaign import Campaign, CapacitySpec
 from contracts.events import BenchRequested, CapacityRequested, CapacitySelected
 from services.bench import app as bench_app
 from services.capacity import app as capacity_app
-from services.runtime.delivery.broker import decode_entry
 from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery.broker import decode_entry
 from services.runtime.delivery.service import bootstrap
 from services.runtime.main import resources_for
 from services.runtime.settings import RuntimeSettings
@@ -120,7 +120,10 @@ async def first_of(settings: RuntimeSettings, run: str, schemas: list[str], time
     try:
         while time.monotonic() < deadline:
             for schema in schemas:
-                for _, fields in await client.xrange(f"{settings.stream_prefix}.{schema}"):
+                stream = f"{settings.stream_prefix}.{schema}"
+                # redis-py types replies for decode_responses too; this client's are bytes
+                entries = cast("list[tuple[bytes, dict[bytes, bytes]]]", await client.xrange(stream))
+                for _, fields in entries:
                     event = orjson.loads(decode_entry(fields)[0])
                     if event.get("run_id") == run:
                         return schema, event
@@ -202,7 +205,8 @@ async def test_the_trainers_batch_job_carries_the_generic_resource(settings, nod
     run = run_id("train")
     bundle = BundleStore(settings.bundle_root)
     trainer = write_script(tmp_path / "trainer.py", COPY_TRAINER)
-    argv = [PY, str(trainer), "--from", str(tiny_models["draft"]), "--out", "{output_dir}", "--corpus", "{corpus_train}"]
+    argv = [PY, str(trainer), "--from", str(tiny_models["draft"]), "--out", "{output_dir}",
+            "--corpus", "{corpus_train}"]
     camp = campaign(train_argv=argv, target=str(tiny_models["target"]), scheduler="slurm", pre_approved=True,
                     selectors={"partition": "debug", "gres": GRES})
     # The idle check the real re-check runs on the node (the example's `python` may not be on PATH).

@@ -22,8 +22,8 @@ from services.cli.main import main
 from services.cli.up import stop
 from services.runtime.procs import DEPLOYMENT_ENV, deployment_id, end_labelled, labelled_processes
 from services.runtime.settings import RuntimeSettings
-from tests.support.waiting import alive, wait_for
 from tests.support.cli_runs import restore_logging  # noqa: F401 (autouse fixture)
+from tests.support.waiting import alive, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "infra/examples/campaign.yaml"
@@ -69,7 +69,7 @@ def run_id() -> Iterator[str]:
 
 def service(run_id: str, *args: str, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], int]:
     """The service stand-in and its server's tracker pid."""
-    proc = subprocess.Popen(  # noqa: S603 - fixed argv
+    proc = subprocess.Popen(
         [sys.executable, "-c", SERVICE.format(root=str(ROOT), server=SERVER), run_id, *args],
         stdout=subprocess.PIPE, env=env,
     )

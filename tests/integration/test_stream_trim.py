@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import cast
 
 import pytest
 import redis
@@ -30,12 +31,14 @@ def client(redis_url: str):
 
 
 def ids(client: redis.Redis, stream: str) -> list[bytes]:
-    return [entry_id for entry_id, _ in client.xrange(stream)]
+    # redis-py types replies for decode_responses too; this client's are bytes
+    return [entry_id for entry_id, _ in cast("list[tuple[bytes, dict[bytes, bytes]]]", client.xrange(stream))]
 
 
 def take(client: redis.Redis, stream: str, group: str, count: int) -> list[bytes]:
     """Deliver `count` new entries to one consumer of `group`; their IDs (left pending)."""
-    [(_, entries)] = client.xreadgroup(group, f"{group}-1", {stream: ">"}, count=count)
+    reply = client.xreadgroup(group, f"{group}-1", {stream: ">"}, count=count)
+    [(_, entries)] = cast("list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]]", reply)  # one stream, as xrange
     return [entry_id for entry_id, _ in entries]
 
 
@@ -84,9 +87,10 @@ def test_trim_cuts_only_what_every_group_has_acked(client: redis.Redis, redis_ur
     assert ids(client, stream) == [late]
 
 
-def test_the_running_journal_trims_what_it_journaled_and_sweeps_quiet_streams(client: redis.Redis, settings: RuntimeSettings,
-                                                     redis_url: str, prefix: str,
-                                                     monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_the_running_journal_trims_what_it_journaled_and_sweeps_quiet_streams(
+    client: redis.Redis, settings: RuntimeSettings, redis_url: str, prefix: str,
+    *, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
     from services.journal import trim as trim_module
     from tests.support.services import running
 

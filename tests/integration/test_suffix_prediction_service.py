@@ -13,8 +13,8 @@ import yaml
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 from contracts import layout
-from contracts.campaign import Campaign
 from contracts.artifacts.suffix import SuffixPrediction
+from contracts.campaign import Campaign
 from services.app.campaign.prepare import absolutize
 from services.runtime.bundle.bundle import ArtifactMissing, BundleStore
 from tests.integration.test_profile_corpus_services import submit

@@ -8,7 +8,7 @@ Real interpreters: this venv's (make setup installs the package) and the base Py
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ BASE_PYTHON = getattr(sys, "_base_executable", None)
 
 
 @pytest.fixture(autouse=True)
-def _env(settings: RuntimeSettings, monkeypatch: pytest.MonkeyPatch) -> None:
+def _env(settings: RuntimeSettings, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     for name, value in settings.model_dump().items():
         monkeypatch.setenv(f"SPECDEC_{name.upper()}", str(value))
     monkeypatch.chdir(ROOT)
@@ -72,7 +72,8 @@ def test_a_suffix_cell_served_by_another_interpreter_is_accepted_without_a_versi
     def serve_with_base_python(data: dict[str, Any]) -> None:
         cell = next(c for c in data["matrix"]["cells"] if c["cell_id"] == "suffix-k3")
         cell["vllm_sweep"] = {"serve_cmd": [BASE_PYTHON, "-m", "vllm.entrypoints.openai.api_server", "--model",
-                                            "{model}", "--max-model-len", "{max_model_len}", "{enforce_eager_flag}", "--speculative-config", "{speculative_config_json}",
+                                            "{model}", "--max-model-len", "{max_model_len}", "{enforce_eager_flag}",
+                                            "--speculative-config", "{speculative_config_json}",
                                             "--port", "{port}"]}
 
     code, out, err = _submit(capsys, _campaign(tmp_path, serve_with_base_python))
@@ -89,4 +90,5 @@ def test_an_operator_suffix_revision_is_replaced(capsys, settings, tmp_path):
     run_id = out.strip().splitlines()[-1]
     stored = orjson.loads((Path(settings.bundle_root) / run_id / "campaign.json").read_bytes())
     assert stored["source_revisions"]["suffix_decoding"] != "arctic-inference==9"
-    assert "source_revisions.suffix_decoding" in orjson.loads((Path(settings.bundle_root) / run_id / "inert.json").read_bytes())
+    inert = orjson.loads((Path(settings.bundle_root) / run_id / "inert.json").read_bytes())
+    assert "source_revisions.suffix_decoding" in inert

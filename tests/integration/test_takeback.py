@@ -61,13 +61,15 @@ def orphaned_engine(run_id: str) -> tuple[int, int]:
     """A bench-runner SIGKILLed mid-bench: (server pid, engine pid); the engine outlives it."""
     runner = subprocess.Popen([sys.executable, "-c", RUNNER.format(root=str(ROOT), server=SERVER), run_id],
                               stdout=subprocess.PIPE, text=True, env={**os.environ, DEPLOYMENT_ENV: DEPLOYMENT})
+    assert runner.stdout is not None
     server, engine = (int(pid) for pid in runner.stdout.readline().split())
     runner.send_signal(signal.SIGKILL)
     runner.wait()
     deadline = time.monotonic() + 10
     while alive(server) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not alive(server) and alive(engine), "the shape under test: the server died with its runner, its engine did not"
+    assert not alive(server) and alive(engine), (
+        "the shape under test: the server died with its runner, its engine did not")
     return server, engine
 
 
@@ -79,7 +81,7 @@ async def ledger(redis_url: str, prefix: str):
 
 
 def context(ledger: RedisLedger, key: StepKey, owner: str) -> StepContext:
-    return StepContext(service=BENCH, settings=RuntimeSettings(instance="takeback"), bus=None,  # type: ignore[arg-type]
+    return StepContext(service=BENCH, settings=RuntimeSettings(instance="takeback"), bus=None,  # type: ignore[arg-type]  # sole_owner reads no bus
                        log=structlog.get_logger(), lease=Lease(key=key.render(), owner=owner, ledger=ledger))
 
 
@@ -98,7 +100,8 @@ async def test_the_runs_next_owner_ends_what_its_dead_owner_left_and_nothing_els
         assert len(ended) == 1 and "left by an earlier owner" in ended[0], ended
         assert not alive(engine), "the dead owner's engine must be ended"
         assert [p for p in labelled_processes() if p.run_id == run_id] == []
-        assert alive(other_run.pid) and alive(unlabelled.pid), "another run's process, or an unlabelled one, is never touched"
+        assert alive(other_run.pid) and alive(unlabelled.pid), (
+            "another run's process, or an unlabelled one, is never touched")
     finally:
         for proc in (other_run, unlabelled):
             kill_group(proc.pid, grace_s=1)
@@ -113,7 +116,8 @@ async def test_nothing_is_taken_back_while_another_instance_holds_work_of_the_ru
     _, engine = orphaned_engine(run_id)
     try:
         ours = StepKey(BENCH, run_id, "bench.requested", "req-2")
-        assert await ledger.begin(StepKey(BENCH, run_id, "bench.requested", "req-1"), "elsewhere/1-0", 10_000) == "begun"
+        theirs = StepKey(BENCH, run_id, "bench.requested", "req-1")
+        assert await ledger.begin(theirs, "elsewhere/1-0", 10_000) == "begun"
         assert await ledger.begin(ours, "here/2-0", 10_000) == "begun"
         why = await sole_owner(context(ledger, ours, "here/2-0"))
         assert why is not None and "elsewhere/1-0" in why

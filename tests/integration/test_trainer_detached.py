@@ -22,8 +22,8 @@ import pytest
 
 from services.runtime.procs import end_labelled, labelled_processes
 from services.trainer_proxy.planning.model import LocalLaunch
-from tests.support.waiting import alive, wait_for
 from tests.support.cli_runs import ensure_slurm
+from tests.support.waiting import alive, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,7 +73,7 @@ def launch_of(tmp_path: Path, sleep_s: float, *extra: str) -> LocalLaunch:
 
 def crashed_proxy(launch: LocalLaunch, run_id: str, run_dir: Path) -> int:
     """Start the proxy stand-in, wait for its trainer to start, SIGKILL the proxy; the trainer's pid."""
-    proxy = subprocess.Popen(  # noqa: S603 - fixed argv
+    proxy = subprocess.Popen(
         [sys.executable, "-c", PROXY.format(root=str(ROOT)), launch.model_dump_json(), run_id, str(run_dir)],
         stdout=subprocess.PIPE, cwd=ROOT,
     )
@@ -205,7 +205,7 @@ def test_a_re_capture_keeps_the_manifest_an_earlier_delivery_wrote(tmp_path: Pat
     lost = RunOutcome(handle="unknown", launched_argv=launch.argv, exit_code=None, signal=None, duration_s=0.0,
                       interrupted=True)
 
-    capture, _, manifest = capture_run(bundle, plan, "0" * 64, lost)  # type: ignore[arg-type]
+    capture, _, manifest = capture_run(bundle, plan, "0" * 64, lost)  # type: ignore[arg-type]  # the plan's fields it reads
 
     assert capture.interrupted and earlier.read_bytes() == before
     assert not manifest.partial and [f.path for f in manifest.files] == ["weights.bin"]
@@ -244,7 +244,8 @@ def test_a_restarted_proxy_reads_how_a_slurm_job_ended(tmp_path: Path, run_id: s
 
     for key, value in slurm_env.items():
         monkeypatch.setenv(key, value)
-    node = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, check=True).stdout.split()[0]
+    sinfo = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, check=True)
+    node = sinfo.stdout.split()[0]
     run_dir = tmp_path / "bundle" / run_id
     (run_dir / "training").mkdir(parents=True)
     argv = [sys.executable, "-c", "import time; print('step 1 loss=2.5', flush=True); time.sleep(2)"]
@@ -255,11 +256,12 @@ def test_a_restarted_proxy_reads_how_a_slurm_job_ended(tmp_path: Path, run_id: s
         job_script=script.read_text(), job_script_path="training/slurm-job.py",
         sbatch_argv=slurm.sbatch_argv(run_id=run_id, node=node, cwd=str(tmp_path),
                                       stdout=str(run_dir / "training/stdout.log"),
-                                      stderr=str(run_dir / "training/stderr.log"), script=[str(script)], time_minutes=3),
+                                      stderr=str(run_dir / "training/stderr.log"), script=[str(script)],
+                                      time_minutes=3),
         status_argv=slurm.status_argv("{job_id}"), cancel_argv=slurm.cancel_argv("{job_id}"),
         stdout_path="training/stdout.log", stderr_path="training/stderr.log",
     )
-    proxy = subprocess.Popen(  # noqa: S603 - fixed argv
+    proxy = subprocess.Popen(
         [sys.executable, "-c", SLURM_PROXY.format(root=str(ROOT)), launch.model_dump_json(), run_id, str(run_dir)],
         stdout=subprocess.PIPE, cwd=ROOT,
     )

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import cast
 
 import orjson
 import pytest
@@ -21,8 +22,8 @@ import redis.asyncio as aioredis
 
 from contracts.envelope import ArtifactRef
 from contracts.events import CapacitySelected, RunApproved, TrainingRequested
-from services.runtime.delivery.broker import decode_entry
 from services.runtime.bundle.bundle import BundleStore
+from services.runtime.delivery.broker import decode_entry
 from services.runtime.delivery.service import Service, bootstrap
 from services.runtime.main import resources_for
 from services.runtime.settings import RuntimeSettings
@@ -77,13 +78,16 @@ def snapshot_ref(bundle: BundleStore, run_id: str) -> ArtifactRef:
 
 
 def selected(bundle: BundleStore, run_id: str, scheduler: str = "local", node: str = "local-node") -> CapacitySelected:
-    return CapacitySelected(run_id=run_id, producer="test", scheduler=scheduler, node=node, snapshot=snapshot_ref(bundle, run_id))
+    return CapacitySelected(run_id=run_id, producer="test", scheduler=scheduler, node=node,
+                            snapshot=snapshot_ref(bundle, run_id))
 
 
 async def stream_events(settings: RuntimeSettings, schema: str, run_id: str) -> list[dict]:
     client = aioredis.Redis.from_url(settings.redis_url)
     try:
-        entries = await client.xrange(f"{settings.stream_prefix}.{schema}")
+        stream = f"{settings.stream_prefix}.{schema}"
+        # redis-py types replies for decode_responses too; this client's are bytes
+        entries = cast("list[tuple[bytes, dict[bytes, bytes]]]", await client.xrange(stream))
     finally:
         await client.aclose()
     events = [orjson.loads(decode_entry(fields)[0]) for _, fields in entries]
@@ -130,7 +134,8 @@ async def test_nothing_runs_before_its_plan_is_approved_then_everything_is_captu
 
         wrong = hashlib.sha256(b"another plan").hexdigest()
         await publish_approval(
-            settings, RunApproved(run_id=run_id, producer="test", i_understand_this_mutates_cluster=True, plan_sha256s=[wrong], approved_by="t")
+            settings, RunApproved(run_id=run_id, producer="test", i_understand_this_mutates_cluster=True,
+                                  plan_sha256s=[wrong], approved_by="t")
         )
         await wait_consumed(settings, "run.approved")
         assert not output.exists(), "an approval of another hash ran the plan"
@@ -171,7 +176,8 @@ async def test_nothing_runs_before_its_plan_is_approved_then_everything_is_captu
         assert entry["sha256"] == sha(output / rel)
         assert bundle.ref(run_id, f"training/output/{rel}").sha256 == entry["sha256"]
     probes = bundle.read_json(run_id, "training/probes.json")
-    assert probes["passed"] and [c["name"] for c in probes["checks"]] == ["checkpoint_loads", "vocabulary_matches", "forward_pass"]
+    assert probes["passed"]
+    assert [c["name"] for c in probes["checks"]] == ["checkpoint_loads", "vocabulary_matches", "forward_pass"]
     assert bundle.read_json(run_id, "training/cleanup.json")["selector"] == f"experiment={run_id}"
     assert_draft_cost(bundle, run_id)
 
@@ -209,20 +215,23 @@ async def test_a_trainer_printing_loss_nan_stops_the_campaign(settings, models, 
     started = time.monotonic()
     async with proxy(settings) as service:
         await service.bus.publish(selected(bundle, run_id))
-        events = await wait_events(settings, {"training.planned", "training.started", "training.failed"}, run_id=run_id, timeout_s=40)
+        events = await wait_events(settings, {"training.planned", "training.started", "training.failed"},
+                                   run_id=run_id, timeout_s=40)
     failed = events["training.failed"]
     assert failed["error_type"] == "NonFiniteLoss" and "loss=nan" in failed["reason"] and "line 2" in failed["reason"]
     assert time.monotonic() - started < 30, "the trainer should be stopped at the first NaN, not run on"
     capture = bundle.read_json(run_id, "training/capture.json")
     assert capture["stopped_for_loss"] and capture["exit_code"] is None
-    assert {ref["uri"].rsplit("/", 1)[-1] for ref in failed["artifacts"]} >= {"capture.json", "stdout.log", "outputs.json"}
+    assert ({ref["uri"].rsplit("/", 1)[-1] for ref in failed["artifacts"]}
+            >= {"capture.json", "stdout.log", "outputs.json"})
     assert await stream_events(settings, "training.completed", run_id) == []
 
     # The campaign pre-approved the plan: an approval of it later runs nothing again.
     plan_sha = events["training.planned"]["plan"]["sha256"]
     async with proxy(settings) as service:
         await publish_approval(settings, RunApproved(
-            run_id=run_id, producer="test", i_understand_this_mutates_cluster=True, plan_sha256s=[plan_sha], approved_by="t",
+            run_id=run_id, producer="test", i_understand_this_mutates_cluster=True, plan_sha256s=[plan_sha],
+            approved_by="t",
         ))
         await wait_consumed(settings, "run.approved")
     assert len(await stream_events(settings, "training.started", run_id)) == 1
@@ -236,7 +245,9 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-async def test_a_hung_trainer_is_killed_with_its_children_and_partial_outputs_are_kept(settings, models, run_id, tmp_path):
+async def test_a_hung_trainer_is_killed_with_its_children_and_partial_outputs_are_kept(
+    settings, models, run_id, tmp_path
+):
     bundle = BundleStore(settings.bundle_root)
     trainer = write_script(tmp_path / "hang.py", """
         import os, subprocess, sys, time
@@ -272,9 +283,11 @@ async def test_a_hung_trainer_is_killed_with_its_children_and_partial_outputs_ar
 async def test_a_checkpoint_with_a_mismatched_vocabulary_fails_the_probe(settings, models, run_id, tmp_path):
     bundle = BundleStore(settings.bundle_root)
     trainer = write_script(tmp_path / "trainer.py", COPY_TRAINER)
-    argv = [PY, str(trainer), "--from", str(models["draft-vocab120"]), "--out", "{output_dir}", "--corpus", "{corpus_train}"]
+    argv = [PY, str(trainer), "--from", str(models["draft-vocab120"]), "--out", "{output_dir}",
+            "--corpus", "{corpus_train}"]
     operator_probe = [PY, "-c", "import os, sys; sys.exit(0 if os.path.isdir(sys.argv[1]) else 5)", "{training.output}"]
-    seed_run(bundle, run_id, campaign(train_argv=argv, target=str(models["target"]), pre_approved=True, probe=operator_probe))
+    seed_run(bundle, run_id, campaign(train_argv=argv, target=str(models["target"]), pre_approved=True,
+                                      probe=operator_probe))
     async with proxy(settings) as service:
         await service.bus.publish(selected(bundle, run_id))
         events = await wait_events(settings, {"training.failed"}, run_id=run_id, timeout_s=60)
@@ -285,7 +298,8 @@ async def test_a_checkpoint_with_a_mismatched_vocabulary_fails_the_probe(setting
     by_name = {c["name"]: c["passed"] for c in report["checks"]}
     assert by_name == {"checkpoint_loads": True, "vocabulary_matches": False, "forward_pass": False, "operator": True}
     assert report["operator"]["exit_code"] == 0
-    assert not (bundle.run_dir(run_id) / "training/draft-cost.json").exists(), "a draft that failed its probes was timed"
+    assert not (bundle.run_dir(run_id) / "training/draft-cost.json").exists(), (
+        "a draft that failed its probes was timed")
 
 
 async def test_a_node_that_is_no_longer_idle_starts_nothing(settings, models, run_id, tmp_path):
@@ -296,7 +310,8 @@ async def test_a_node_that_is_no_longer_idle_starts_nothing(settings, models, ru
     async with proxy(settings, recheck=busy) as service:
         await service.bus.publish(selected(bundle, run_id))
         events = await wait_events(settings, {"training.failed"}, run_id=run_id)
-    assert events["training.failed"]["error_type"] == "NodeBusy" and "busy with slurm job 9" in events["training.failed"]["reason"]
+    assert events["training.failed"]["error_type"] == "NodeBusy"
+    assert "busy with slurm job 9" in events["training.failed"]["reason"]
     assert not marker.exists()
     assert not (bundle.run_dir(run_id) / "training/argv.json").exists()
 
@@ -304,7 +319,8 @@ async def test_a_node_that_is_no_longer_idle_starts_nothing(settings, models, ru
 async def test_an_argv_that_cannot_be_executed_fails_with_the_reason(settings, models, run_id, tmp_path):
     bundle = BundleStore(settings.bundle_root)
     missing = str(tmp_path / "no-such-trainer")
-    seed_run(bundle, run_id, campaign(train_argv=[missing, "{output_dir}"], target=str(models["target"]), pre_approved=True))
+    seed_run(bundle, run_id, campaign(train_argv=[missing, "{output_dir}"], target=str(models["target"]),
+                                      pre_approved=True))
     async with proxy(settings) as service:
         await service.bus.publish(selected(bundle, run_id))
         events = await wait_events(settings, {"training.failed"}, run_id=run_id)
@@ -386,14 +402,16 @@ def slurm_env() -> dict[str, str]:
     return dict(line.split("=", 1) for line in done.stdout.split() if "=" in line)
 
 
-async def test_the_slurm_path_runs_a_labelled_batch_job(settings, models, run_id, tmp_path, slurm_env, monkeypatch):
+async def test_the_slurm_path_runs_a_labelled_batch_job(settings, models, run_id, tmp_path, *, slurm_env, monkeypatch):
     for key, value in slurm_env.items():
         monkeypatch.setenv(key, value)
-    node = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, check=True).stdout.split()[0]
+    sinfo = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, check=True)
+    node = sinfo.stdout.split()[0]
     bundle = BundleStore(settings.bundle_root)
     trainer = write_script(tmp_path / "trainer.py", COPY_TRAINER)
     argv = [PY, str(trainer), "--from", str(models["draft"]), "--out", "{output_dir}", "--corpus", "{corpus_train}"]
-    seed_run(bundle, run_id, campaign(train_argv=argv, target=str(models["target"]), scheduler="slurm", pre_approved=True))
+    seed_run(bundle, run_id, campaign(train_argv=argv, target=str(models["target"]), scheduler="slurm",
+                                      pre_approved=True))
     async with proxy(settings) as service:
         await service.bus.publish(selected(bundle, run_id, scheduler="slurm", node=node))
         events = await wait_events(settings, {"training.started", "training.completed"}, run_id=run_id, timeout_s=90)
@@ -439,7 +457,7 @@ async def first_of(settings: RuntimeSettings, schema: str, run_id: str, timeout_
     raise AssertionError(f"no {schema} for {run_id} within {timeout_s} s")
 
 
-async def _train(settings, service, bundle: BundleStore, run_id: str, camp, corpus: bytes | None = None) -> dict:
+async def _train(settings, service, bundle: BundleStore, run_id: str, *, camp, corpus: bytes | None = None) -> dict:
     seed_run(bundle, run_id, camp, corpus=corpus)
     await service.bus.publish(selected(bundle, run_id))
     return await first_of(settings, "training.completed", run_id)
@@ -455,7 +473,7 @@ async def test_identical_inputs_reuse_the_earlier_draft_and_anything_else_trains
 
     first, second, off, other_corpus, after_tamper = (f"tp-{uuid.uuid4().hex[:10]}" for _ in range(5))
     async with proxy(settings) as service:
-        done = await _train(settings, service, bundle, first, camp(pre_approved=True))
+        done = await _train(settings, service, bundle, first, camp=camp(pre_approved=True))
         assert done["reused_from"] is None and launches(trainer) == [first]
         key = bundle.read_json(first, "training/input-key.json")
         assert key["key"] == bundle.read_json(first, "training/plan.json")["input_key"]["key"]
@@ -469,8 +487,9 @@ async def test_identical_inputs_reuse_the_earlier_draft_and_anything_else_trains
         assert plan["launch"] is None and plan["reuse"]["from_run"] == first
         assert plan["reuse"]["key"] == key["key"] and plan["reuse"]["manifest"]["sha256"] == done["output"]["sha256"]
         assert f"reused: run {first}" in plan["reuse_note"]
-        await publish_approval(settings, RunApproved(run_id=second, producer="test", i_understand_this_mutates_cluster=True,
-                                              plan_sha256s=[planned["plan"]["sha256"]], approved_by="t"))
+        await publish_approval(settings, RunApproved(run_id=second, producer="test",
+                                                     i_understand_this_mutates_cluster=True,
+                                                     plan_sha256s=[planned["plan"]["sha256"]], approved_by="t"))
         reused = await first_of(settings, "training.completed", second)
         assert reused["reused_from"] == first and launches(trainer) == [first], "a reused draft launched the trainer"
         assert await stream_events(settings, "training.started", second) == []
@@ -478,7 +497,8 @@ async def test_identical_inputs_reuse_the_earlier_draft_and_anything_else_trains
         assert reused["checkpoint_dir"] == str(copy.absolute())
         source = bundle.run_dir(first) / "training/output"
         manifest = bundle.read_json(second, "training/outputs.json")
-        assert manifest["reused_from"] == first and reused["output"]["sha256"] == bundle.ref(second, "training/outputs.json").sha256
+        assert manifest["reused_from"] == first
+        assert reused["output"]["sha256"] == bundle.ref(second, "training/outputs.json").sha256
         assert {f["path"]: f["sha256"] for f in manifest["files"]} == {
             f["path"]: f["sha256"] for f in bundle.read_json(first, "training/outputs.json")["files"]}
         assert (copy / "model.safetensors").read_bytes() == (source / "model.safetensors").read_bytes()
@@ -490,12 +510,13 @@ async def test_identical_inputs_reuse_the_earlier_draft_and_anything_else_trains
         assert_draft_cost(bundle, second)
 
         # Reuse turned off: it trains again, though an identical draft exists.
-        done = await _train(settings, service, bundle, off, camp(pre_approved=True, reuse=False))
+        done = await _train(settings, service, bundle, off, camp=camp(pre_approved=True, reuse=False))
         assert done["reused_from"] is None and launches(trainer) == [first, off]
         assert "commands.train.reuse is false" in bundle.read_json(off, "training/plan.json")["reuse_note"]
 
         # Another corpus (one train record fewer): another key, so it trains.
-        done = await _train(settings, service, bundle, other_corpus, camp(pre_approved=True), corpus=corpus_bytes(train=5))
+        done = await _train(settings, service, bundle, other_corpus, camp=camp(pre_approved=True),
+                            corpus=corpus_bytes(train=5))
         assert done["reused_from"] is None and launches(trainer) == [first, off, other_corpus]
         assert bundle.read_json(other_corpus, "training/input-key.json")["key"] != key["key"]
 
@@ -503,7 +524,7 @@ async def test_identical_inputs_reuse_the_earlier_draft_and_anything_else_trains
         for run_id in (first, second, off):
             with open(bundle.run_dir(run_id) / "training/output/model.safetensors", "r+b") as fh:
                 fh.write(b"\xff\xff")
-        done = await _train(settings, service, bundle, after_tamper, camp(pre_approved=True))
+        done = await _train(settings, service, bundle, after_tamper, camp=camp(pre_approved=True))
         assert done["reused_from"] is None and launches(trainer)[-1] == after_tamper and len(launches(trainer)) == 4
         note = bundle.read_json(after_tamper, "training/plan.json")["reuse_note"]
         assert all(f"run {r}: its draft file model.safetensors changed" in note for r in (first, second, off))
@@ -545,7 +566,7 @@ async def test_a_redelivered_trigger_keeps_its_plan_when_another_run_completed_m
         await first_of(settings, "training.planned", waiting)
         stored = bundle.ref(waiting, "training/plan.json").sha256
         # Another run with the same inputs completes meanwhile.
-        done = await _train(settings, service, bundle, other, camp(pre_approved=True))
+        done = await _train(settings, service, bundle, other, camp=camp(pre_approved=True))
         assert done["reused_from"] is None
         # The waiting run's trigger comes again: its plan stands, nothing fails.
         await service.bus.publish(selected(bundle, waiting))

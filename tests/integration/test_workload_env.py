@@ -82,7 +82,8 @@ async def test_a_server_gets_its_cells_declared_variables_and_no_credentials(tmp
     out = tmp_path / "env.json"
     bundle = BundleStore(tmp_path / "bundles", fsync=False)
     cell = CellPlan.model_construct(cell_id="c0", serve_argv=[sys.executable, "-c", DUMP, str(out), "30", "{port}"],
-                                    env=["HF_TOKEN"])
+                                    env=["HF_TOKEN"])  # type: ignore[call-arg]  # a partial plan: the fields start reads
+    # No Launch step: the local executor reads only the cell.
     served = await LocalExecutor("toy-env-serve", bundle).start(0, None, cell, "bench/c0/launch-0")  # type: ignore[arg-type]
     try:
         env = await asyncio.to_thread(_dumped, out)
@@ -93,11 +94,13 @@ async def test_a_server_gets_its_cells_declared_variables_and_no_credentials(tmp
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "1"  # what the executor sets itself still passes
 
 
-def test_the_idle_check_gets_no_credentials_and_a_missing_declared_name_is_named(tmp_path: Path, service_env: None,
-                                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_idle_check_gets_no_credentials_and_a_missing_declared_name_is_named(
+    tmp_path: Path, service_env: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # This machine as an empty node: the idle check runs only on a node no workload holds, and a shared test
     # machine may hold some (the observation is not what is tested here; the idle check's process is real).
-    monkeypatch.setitem(check.ADAPTERS, "local", lambda selectors, runner: Observation(nodes=[NodeView(name="here", state=None)]))
+    monkeypatch.setitem(check.ADAPTERS, "local",
+                        lambda selectors, runner: Observation(nodes=[NodeView(name="here", state=None)]))
     out = tmp_path / "env.json"
     spec = CapacitySpec(scheduler="local", idle_check=[sys.executable, "-c", DUMP, str(out), "0"])
     assert check_node(spec, None, run_id="toy-env-idle", runner=SubprocessRunner()).idle
