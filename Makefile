@@ -61,7 +61,7 @@ lint-imports: setup
 # Ruff, then mypy (pyproject.toml names the rules and why; README.md, "Contributing"): under a second for ruff,
 # about 35 s for mypy from a cold cache. LINT_PATHS is the part of the tree that passes them; services/ and tests/
 # join it as they do, and then it is the whole tree.
-LINT_PATHS ?= contracts infra/examples
+LINT_PATHS ?= contracts services tests infra/examples
 lint: setup
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/mypy $(LINT_PATHS)

@@ -35,8 +35,7 @@ def announce(event: Event, plan: BenchPlan, ref: ArtifactRef, producer: str) -> 
 def routes(resources: Resources) -> list[Route]:
     bundle = resources.bundle
 
-    # Five positional parameters: Reviewed calls its execute positionally (services/runtime/review.py).
-    async def run(campaign: Campaign, plan: BenchPlan, ref: ArtifactRef, event: Event,  # noqa: PLR0917
+    async def run(campaign: Campaign, plan: BenchPlan, ref: ArtifactRef, event: Event, *,
                   ctx: StepContext) -> list[Event]:
         return await execute(bundle, campaign, plan, event, ctx=ctx, node_check=resources.bench_recheck)
 

@@ -178,7 +178,7 @@ class TrialSteps:
             # Raw files of a later attempt go beside, never over, a dead attempt's.
             raw = layout.attempt_folder(layout.trial_folder(cell.cell_id, trial), self.attempt)
             measured.operator_result, measured.before, measured.after = await self._operator_bench(
-                cell, base_url, raw, trial, concurrency)
+                cell, base_url, raw, trial=trial, concurrency=concurrency)
         return measured
 
     async def _unstalled_window(self, cell: CellPlan, spec: WindowSpec, trial: int, concurrency: int) -> MeasuredWindow:
@@ -270,8 +270,8 @@ class TrialSteps:
             self.standing_outputs[(trial, concurrency)] = adopted.outputs
         return adopted.ref, adopted.result, adopted.problems
 
-    async def _operator_bench(  # noqa: PLR0917  # called positionally from tests/unit/contracts/templates/test_declared_fields.py
-        self, cell: CellPlan, base_url: str, folder: str, trial: int, concurrency: int
+    async def _operator_bench(
+        self, cell: CellPlan, base_url: str, folder: str, *, trial: int, concurrency: int
     ) -> tuple[dict[str, Any], str | None, str | None]:
         """Run the operator's bench argv (no shell) against the served cell; its
         result JSON (vllm bench serve --save-result format) is accepted as is."""

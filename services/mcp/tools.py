@@ -234,9 +234,10 @@ def build(deps: Deps) -> list[Tool]:
         commands and the source revisions in the run's bundle; publishes nothing. Next: campaign_run (a dry run)."""
         async with deps.connect() as session:
             await _check_family(session, experiment_id, family)
-            stored = await workflow.campaign_init(session, Path(config), experiment_id, family,
-                                                  Path(evidence_bundle) if evidence_bundle is not None else None,
-                                                  deps.roots)
+            stored = await workflow.campaign_init(
+                session, Path(config), experiment_id, family,
+                evidence_bundle=Path(evidence_bundle) if evidence_bundle is not None else None, roots=deps.roots,
+            )
             await _family_consumed(session, experiment_id)
             return stored
 

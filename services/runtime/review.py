@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -27,7 +27,16 @@ P = TypeVar("P", bound=BaseModel)
 
 Planner = Callable[[Campaign, Event], tuple[P, ArtifactRef]]
 Announcer = Callable[[Event, P, ArtifactRef, str], Event]
-Executor = Callable[[Campaign, P, ArtifactRef, Event, StepContext], Awaitable[Sequence[Event]]]
+P_contra = TypeVar("P_contra", bound=BaseModel, contravariant=True)
+
+
+class Executor(Protocol[P_contra]):
+    """Runs an approved (or pre-approved) plan; the step's context is passed by name."""
+
+    def __call__(
+        self, campaign: Campaign, plan: P_contra, ref: ArtifactRef, event: Event, *, ctx: StepContext
+    ) -> Awaitable[Sequence[Event]]: ...
+
 Skipper = Callable[[Campaign, Event, str], Sequence[Event] | None]
 
 
@@ -80,7 +89,7 @@ class Reviewed(Generic[P]):
             await ctx.emit(planned)
         ctx.log.info(f"{self.step} planned; the campaign's review.pre_approve names {self.step}, so it runs now",
                      plan_sha256=ref.sha256)
-        return list(await self.execute(campaign, plan, ref, event, ctx))
+        return list(await self.execute(campaign, plan, ref, event, ctx=ctx))
 
     async def on_approved(self, event: Event, ctx: StepContext) -> list[Event]:
         ref = stored_plan(self.bundle, event.run_id, self.plan_path)
@@ -99,7 +108,7 @@ class Reviewed(Generic[P]):
             raise StepFailed(
                 f"the approved plan {ref.uri} cannot be trusted: {exc}", error_type="PlanCorrupt"
             ) from None
-        return list(await self.execute(campaign, plan, ref, event, ctx))
+        return list(await self.execute(campaign, plan, ref, event, ctx=ctx))
 
     def routes(self, triggers: Sequence[tuple[str, StepKeyFn]]) -> list[Route]:
         """The step's routes: each trigger schema with its step key, and run.approved."""

@@ -36,8 +36,8 @@ def routes(resources: Resources) -> list[Route]:
     # Tests may attach their own pre-launch check; production repeats the capacity check.
     recheck: RecheckFn = resources.training_recheck or partial(capacity_recheck, folder=layout.TRAINING_RECHECK_DIR)
 
-    async def run(  # noqa: PLR0917  # called positionally from services/runtime/review.py
-        campaign: Campaign, plan: TrainingPlan, ref: ArtifactRef, event: Event, ctx: StepContext
+    async def run(
+        campaign: Campaign, plan: TrainingPlan, ref: ArtifactRef, event: Event, *, ctx: StepContext
     ) -> list[Event]:
         return [await execute(bundle, Approved(plan=plan, ref=ref, campaign=campaign), event, ctx, recheck=recheck)]
 

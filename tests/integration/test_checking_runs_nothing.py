@@ -104,6 +104,6 @@ async def test_campaign_init_runs_no_program_the_campaign_names(settings: Runtim
     async with connect(settings) as session:
         created = await workflow.evidence_init(session, "toy-llama", None)
         assert created.run_id is not None
-        stored = await workflow.campaign_init(session, path, created.run_id, "toy-llama", None)
+        stored = await workflow.campaign_init(session, path, created.run_id, "toy-llama", evidence_bundle=None)
     assert _ran(markers) == []
     assert stored.run_id == created.run_id

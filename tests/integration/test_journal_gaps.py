@@ -85,7 +85,7 @@ def test_manifest_names_the_events_redis_lost_before_the_journal_read_them(redis
         done = request.caused(ProfileCompleted, producer="profiler/t", profile=ref, source="shapes",
                               records_accepted=0, records_rejected=0, recommended_method="ngram")
         [completed] = record_step(bundle, "profiler", request, request.event_id,
-                                  with_derived_ids("profiler", request, request.event_id, [done]))
+                                  outputs=with_derived_ids("profiler", request, request.event_id, [done]))
         publish(completed)
         redis_server.kill()
         shutil.rmtree(redis_server.directory)

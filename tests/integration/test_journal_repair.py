@@ -62,7 +62,7 @@ def test_the_journal_publishes_again_what_the_bundle_recorded_and_redis_lost(red
     done = submitted.caused(ProfileCompleted, producer="profiler/t", profile=profile, source="shapes",
                             records_accepted=0, records_rejected=0, recommended_method="ngram")
     [completed] = record_step(bundle, "profiler", submitted, "step",
-                              with_derived_ids("profiler", submitted, "step", [done]))
+                              outputs=with_derived_ids("profiler", submitted, "step", [done]))
 
     with log.open("ab") as out:
         journal = subprocess.Popen([sys.executable, "-m", "services.runtime.main", "journal"],

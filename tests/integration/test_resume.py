@@ -62,7 +62,7 @@ def test_resume_publishes_the_recorded_trigger_again_and_is_idempotent(
     done = trigger.caused(ProfileCompleted, producer="profiler/t", profile=ref, source="shapes", records_accepted=0,
                           records_rejected=0, recommended_method="ngram")
     [completed] = record_step(bundle, "profiler", trigger, trigger.event_id,
-                              with_derived_ids("profiler", trigger, trigger.event_id, [done]))
+                              outputs=with_derived_ids("profiler", trigger, trigger.event_id, [done]))
     redis_server.kill()
     shutil.rmtree(redis_server.directory)
     redis_server.start()

@@ -37,7 +37,8 @@ async def evidence_init(session: Session, args: argparse.Namespace) -> RunCreate
 
 async def campaign_init(session: Session, args: argparse.Namespace, roots: FileRoots | None = None) -> VerbResult:
     bundle = Path(args.evidence_bundle) if args.evidence_bundle else None
-    stored = await workflow.campaign_init(session, Path(args.config), args.experiment_id, args.family, bundle, roots)
+    stored = await workflow.campaign_init(session, Path(args.config), args.experiment_id, args.family,
+                                            evidence_bundle=bundle, roots=roots)
     inert = f"; accepted but inert: {', '.join(stored.inert)}" if stored.inert else ""
     return VerbResult(
         verb=verbs.CAMPAIGN_INIT, run_id=stored.run_id, bundle=stored.bundle_path,

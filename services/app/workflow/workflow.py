@@ -45,9 +45,7 @@ async def evidence_init(session: Session, family: str, experiment_id: str | None
                       happened=f"created run {run_id} and its empty evidence bundle; nothing published")
 
 
-# Called positionally from tests/integration/test_checking_runs_nothing.py (another file set): the lead's final
-# pass makes evidence_bundle and roots keyword-only.
-async def campaign_init(session: Session, config: Path, experiment_id: str, family: str,  # noqa: PLR0917
+async def campaign_init(session: Session, config: Path, experiment_id: str, family: str, *,
                         evidence_bundle: Path | None, roots: FileRoots | None = None) -> CampaignStored:
     """Validate the campaign file (every problem at once, as submit) and store it, the operator's commands and
     the source revisions in the run's bundle; publishes nothing. `roots`: the folders the caller may read

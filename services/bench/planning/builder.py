@@ -104,7 +104,8 @@ def build_plan(
             operator_serve = campaign.commands.serve.argv  # type: ignore[union-attr]  # neither builtin nor None: a template
         changes: list[dict[str, Any]] = []
         if operator_serve is not None:
-            argv = operator_serve.render(_operator_values(campaign, cell, run_id, spec, training_output, host))
+            values = _operator_values(campaign, cell, run_id, spec, training_output=training_output, host=host)
+            argv = operator_serve.render(values)
             source: Literal["builtin", "operator"] = "operator"
             argv, launcher = vllm_cli.entry_argv(argv)
             changes += [{"command": "serve", **launcher}] if launcher else []
@@ -206,8 +207,8 @@ def _rounds(campaign: Campaign, cells: list[CellPlan], noise: dict[int, tuple[li
                   alpha_per_side=alpha, rule=ROUND_RULE, noise=rows)
 
 
-def _operator_values(  # noqa: PLR0917  # called positionally from tests/unit/contracts/templates/test_declared_fields.py
-    campaign: Campaign, cell: Cell, run_id: str, spec: dict[str, Any] | None, training_output: str | None, host: str
+def _operator_values(
+    campaign: Campaign, cell: Cell, run_id: str, spec: dict[str, Any] | None, *, training_output: str | None, host: str
 ) -> dict[str, str]:
     """What fills an operator serve template: every declared serving field
     (contracts/templates/values.serve_values; `specdec submit` refused templates that

@@ -76,9 +76,7 @@ def completes(declared: Sequence[str], outputs: Sequence[Event]) -> bool:
     return any(out.SCHEMA in declared or out.SCHEMA.endswith(".failed") for out in outputs)
 
 
-# Called positionally from tests/integration/test_journal_repair.py, tests/integration/test_journal_gaps.py and
-# tests/integration/test_resume.py (another file set): the lead's final pass makes `outputs` keyword-only.
-def record_step(bundle: BundleStore, service: str, trigger: Event, step_key: str,  # noqa: PLR0917
+def record_step(bundle: BundleStore, service: str, trigger: Event, step_key: str, *,
                 outputs: Sequence[Event]) -> list[Event]:
     """Write the step's record (write-once) before its outputs are published; the outputs to publish.
 

@@ -315,7 +315,9 @@ class Consumer:
                 # Derived IDs: a retry's or a re-emission's events are the same events.
                 outputs = with_derived_ids(self.service, event, key.step, outputs)
                 if bundle is not None and completes(route.outputs, outputs):
-                    outputs = await asyncio.to_thread(record_step, bundle, self.service, event, key.step, outputs)
+                    outputs = await asyncio.to_thread(
+                        record_step, bundle, self.service, event, key.step, outputs=outputs
+                    )
             for output in outputs:
                 await self._recording(partial(self.bus.publish, output), log)
             failpoints.hit("delivery.published-before-ack")

@@ -72,9 +72,9 @@ class Step:
     def announce(event: Event, plan: TinyPlan, ref: ArtifactRef, producer: str) -> Event:
         return event.caused(BenchPlanned, producer=producer, plan=ref, cells=plan.cells, trials=1)
 
-    # services/runtime/review.py's Executor: called positionally, as the bench's and trainer's executors are.
-    async def execute(self, campaign: Campaign, plan: TinyPlan, ref: ArtifactRef, event: Event,  # noqa: PLR0917
-                      ctx: StepContext):
+    # services/runtime/review.py's Executor, as the bench's and trainer's executors are.
+    async def execute(self, campaign: Campaign, plan: TinyPlan, ref: ArtifactRef, event: Event, *,
+                      ctx: StepContext) -> list[Event]:
         self.executed.append(plan)
         return []
 

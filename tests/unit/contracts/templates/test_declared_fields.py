@@ -439,7 +439,9 @@ def test_the_operator_bench_gets_every_load_field_and_the_plans_prompts(tmp_path
     run = BenchRun(plan, bundle, [], emit=None, recheck=None, event_factory=None,
                    eval_values={"model": "standing-model", "tokenizer": "tok"})
     cell = plan.cells[1]
-    result, _, _ = asyncio.run(run._operator_bench(cell, "http://127.0.0.1:9", "bench/x/trial-0", 0, 4))
+    result, _, _ = asyncio.run(
+        run._operator_bench(cell, "http://127.0.0.1:9", "bench/x/trial-0", trial=0, concurrency=4)
+    )
     got = dict(zip(result["argv"][::2], result["argv"][1::2], strict=False))
     assert got["--base-url"] == "http://127.0.0.1:9" and got["--max-concurrency"] == "4"
     assert got["--prompts"] == str((tmp_path / "bundles" / run_id / layout.BENCH_PROMPTS).absolute())
@@ -457,7 +459,9 @@ def test_the_placeholders_submit_allows_are_exactly_what_the_steps_fill():
     data = example()
     data["matrix"]["cells"][0]["serving"]["max_num_seqs"] = 8
     campaign = Campaign.model_validate(data)
-    serve = _operator_values(campaign, campaign.matrix.cells[0], "r", None, "/drafts/d", "127.0.0.1")
+    serve = _operator_values(
+        campaign, campaign.matrix.cells[0], "r", None, training_output="/drafts/d", host="127.0.0.1"
+    )
     assert set(serve) == SERVE_PLACEHOLDERS
     window = bench_values(LoadSpec(max_output_tokens=8), concurrency=1, base_url="http://h:1", result_path="r",
                           prompts_path="p")

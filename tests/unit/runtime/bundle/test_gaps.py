@@ -20,7 +20,7 @@ def step(bundle: BundleStore, trigger: Event) -> Event:  # a ProfileRequested in
     done = trigger.caused(ProfileCompleted, producer="profiler/t", profile=ref, source="shapes", records_accepted=0,
                           records_rejected=0, recommended_method="ngram")
     [out] = record_step(bundle, "profiler", trigger, trigger.event_id,
-                        with_derived_ids("profiler", trigger, trigger.event_id, [done]))
+                        outputs=with_derived_ids("profiler", trigger, trigger.event_id, [done]))
     return out
 
 
