@@ -103,7 +103,7 @@ class Session:
         if self._bus is None:
             from services.runtime.delivery.broker import Bus
 
-            self._bus = Bus(self._broker, self.settings.stream_prefix)  # type: ignore[arg-type]
+            self._bus = Bus(self._broker, self.settings.stream_prefix)  # type: ignore[arg-type]  # Bus only publishes
         return self._bus
 
     async def close(self) -> None:

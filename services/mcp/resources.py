@@ -97,8 +97,7 @@ def _template(server: MCPServer, bundle: BundleStore, uri: str, *, name: str, mi
         def handler(run_id: str, stem: str) -> str | bytes:
             return read(run_id, stem=stem)
     else:
-        # The SDK reads each variant's parameter names: they differ on purpose.
-        def handler(run_id: str, path: str) -> str | bytes:  # type: ignore[misc]
+        def handler(run_id: str, path: str) -> str | bytes:  # type: ignore[misc]  # the names differ on purpose
             return read(run_id, path=path)
 
     server.resource(uri, name=name, description=description, mime_type=mime)(handler)

@@ -85,9 +85,9 @@ def strict(tool: Tool) -> Tool:
     model: type[BaseModel] = type(base.__name__, (base,), {
         "__module__": base.__module__,
         "model_config": ConfigDict(arbitrary_types_allowed=True, extra="forbid"),
-        # pydantic's stubs take the function itself; a class built by type() hands it the classmethod, as a class body
-        # would under the decorator.
-        "_known_only": model_validator(mode="before")(classmethod(known_only)),  # type: ignore[arg-type]
+        # A class built by type() hands pydantic the classmethod, as a class body would under the decorator.
+        "_known_only": model_validator(mode="before")(
+            classmethod(known_only)),  # type: ignore[arg-type]  # pydantic's stubs take the function itself
     })
     metadata = tool.fn_metadata.model_copy(update={"arg_model": model})
     fields = {key: getattr(tool, key) for key in type(tool).model_fields}

@@ -169,7 +169,7 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str], *, where: str) -> a
         raise _Refused(message)
 
     original = parser.error
-    parser.error = refuse  # type: ignore[method-assign]
+    parser.error = refuse  # type: ignore[method-assign]  # swapped for this parse; the finally puts it back
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in action.choices.values():
@@ -181,7 +181,7 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str], *, where: str) -> a
     except SystemExit:
         raise CommandRefused(f"{where}: vLLM's parser stopped on it (--help or --version?)") from None
     finally:
-        parser.error = original  # type: ignore[method-assign]
+        parser.error = original  # type: ignore[method-assign]  # argparse's own again
 
 
 def _plain(value: Any) -> Any:

@@ -83,6 +83,6 @@ def _name_groups(name: str | None, trials: list[Trial], index: int) -> dict[str,
     if all(t.cell_id for t in trials):
         groups: dict[str, list[Trial]] = {}
         for t in trials:
-            groups.setdefault(t.cell_id, []).append(t)  # type: ignore[arg-type]
+            groups.setdefault(t.cell_id, []).append(t)  # type: ignore[arg-type]  # all() above saw each cell_id set
         return groups
     return {"candidate" if index == 0 else f"candidate-{index + 1}": trials}

@@ -12,7 +12,7 @@ import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from pydantic import Field
 
@@ -55,10 +55,10 @@ class _Parser(argparse.ArgumentParser):
         if message:
             self.printed.write(message)
 
-    def exit(self, status: int = 0, message: str | None = None) -> None:  # type: ignore[override]
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         raise _Stop(status, message or "")
 
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise _Stop(2, f"{self.prog}: {message}")
 
 
@@ -125,7 +125,8 @@ def parse(verb: str, args: Sequence[str]) -> ArgsParsed:
         namespace = p.parse_args(list(args))
     except _Stop as stop:
         if stop.status == 0:
-            return ArgsParsed(namespace=None, help=p.printed.getvalue())  # type: ignore[attr-defined]
+            return ArgsParsed(namespace=None,
+                              help=p.printed.getvalue())  # type: ignore[attr-defined]  # parser() makes a _Parser
         raise ArgsRefused(f"{stop} (see {verb} with args [\"--help\"]); nothing was done") from None
     except argparse.ArgumentError as exc:
         raise ArgsRefused(f"{verb}: {exc} (see {verb} with args [\"--help\"]); nothing was done") from None

@@ -6,7 +6,7 @@ Only a run with such a record pays for reading its journal here."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -30,7 +30,10 @@ class BundleStore(Protocol):
     def events(self, run_id: str) -> list[dict[str, Any]]: ...
 
 
-def _read(store: BundleStore, run_id: str, paths: list[str], model: type[BaseModel]) -> dict[str, BaseModel]:
+_Record = TypeVar("_Record", bound=BaseModel)
+
+
+def _read(store: BundleStore, run_id: str, paths: list[str], model: type[_Record]) -> dict[str, _Record]:
     found = {}
     for path in paths:
         try:
@@ -52,7 +55,6 @@ def journal_spans(
     gaps = _read(store, run_id, gap_paths, GapRecord)
     repairs = []
     for path, record in sorted(_read(store, run_id, repair_paths, RepairRecord).items()):
-        assert isinstance(record, RepairRecord)
         repairs.append(EventRepair(record=path, repaired_at=record.repaired_at, count=len(record.events),
                                    journaled=sum(e.event_id in journaled for e in record.events), events=record.events))
-    return still_lost(gaps, journaled), repairs  # type: ignore[arg-type]
+    return still_lost(gaps, journaled), repairs

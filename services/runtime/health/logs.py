@@ -51,7 +51,7 @@ def configure(service: str, level: str = "info") -> structlog.stdlib.BoundLogger
             structlog.processors.JSONRenderer(),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),  # type: ignore[arg-type]
+        logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),  # type: ignore[arg-type]  # write and flush only
         cache_logger_on_first_use=False,
     )
     logger: structlog.stdlib.BoundLogger = structlog.get_logger().bind(service=service)
