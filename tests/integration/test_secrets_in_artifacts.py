@@ -59,8 +59,8 @@ def test_no_secret_flag_value_in_the_report_the_plan_displays_or_argv_json(
                          stderr_path=layout.TRAINING_STDERR)
     bundle.write_json(RUN, layout.TRAINING_PLAN, {"version": 1, "run_id": RUN, "executor": "local",
                                                    "launch": launch.model_dump()})
-    # A partial plan, unvalidated: the fields write_argv reads.
-    plan = TrainingPlan.model_construct(run_id=RUN, executor="local", node="localhost", launch=launch)  # type: ignore[call-arg]
+    plan = TrainingPlan.model_construct(  # type: ignore[call-arg]  # a partial plan: the fields write_argv reads
+        run_id=RUN, executor="local", node="localhost", launch=launch)
     write_argv(bundle, plan)
 
     produced: dict[str, bytes] = {}

@@ -83,8 +83,8 @@ async def test_a_server_gets_its_cells_declared_variables_and_no_credentials(tmp
     bundle = BundleStore(tmp_path / "bundles", fsync=False)
     cell = CellPlan.model_construct(cell_id="c0", serve_argv=[sys.executable, "-c", DUMP, str(out), "30", "{port}"],
                                     env=["HF_TOKEN"])  # type: ignore[call-arg]  # a partial plan: the fields start reads
-    # No Launch step: the local executor reads only the cell.
-    served = await LocalExecutor("toy-env-serve", bundle).start(0, None, cell, "bench/c0/launch-0")  # type: ignore[arg-type]
+    served = await LocalExecutor("toy-env-serve", bundle).start(
+        0, None, cell, "bench/c0/launch-0")  # type: ignore[arg-type]  # no Launch: the local executor reads the cell
     try:
         env = await asyncio.to_thread(_dumped, out)
     finally:

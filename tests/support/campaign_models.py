@@ -26,7 +26,7 @@ def _keep_model(self: Any) -> Any:
     return self
 
 
-@classmethod  # type: ignore[misc]
+@classmethod  # type: ignore[misc]  # outside a class on purpose: without() sets it on one
 def _keep_value(cls: Any, value: Any) -> Any:
     return value
 
@@ -35,7 +35,7 @@ def without(model: type, *validators: str, **fields: Any) -> type:
     """A subclass of `model` whose named validators let everything through, with `fields`
     added (name -> (annotation, pydantic Field)). Pydantic keeps a validator's mode for a
     method overridden under its name, so each is replaced by a no-op of its own kind."""
-    decorators = model.__pydantic_decorators__  # type: ignore[attr-defined]
+    decorators = model.__pydantic_decorators__  # type: ignore[attr-defined]  # `model` is a pydantic model
     namespace: dict[str, Any] = {}
     for name in validators:
         if name in decorators.field_validators:
@@ -86,11 +86,12 @@ def dropped(model: type, *validators: str) -> Iterator[None]:
     """The named validators of `model` accept everything, wherever the model is validated
     (pydantic compiled each into every schema that embeds the model, so the function's code
     is swapped rather than the class attribute)."""
-    decorators = model.__pydantic_decorators__  # type: ignore[attr-defined]
+    decorators = model.__pydantic_decorators__  # type: ignore[attr-defined]  # `model` is a pydantic model
     swapped = []
     for name in validators:
         if name in decorators.field_validators:
-            func, keep = decorators.field_validators[name].func, _keep_value.__func__  # type: ignore[attr-defined]
+            func = decorators.field_validators[name].func
+            keep = _keep_value.__func__  # type: ignore[attr-defined]  # a classmethod: its function
         elif name in decorators.model_validators:
             func, keep = decorators.model_validators[name].func, _keep_model
         else:

@@ -31,7 +31,7 @@ def test_the_bundle_store_is_the_settings_root_unless_given_and_the_checks_the_s
 def test_resources_cannot_be_swapped_once_built(tmp_path: Path) -> None:
     resources = resources_for(RuntimeSettings(bundle_root=tmp_path))
     with pytest.raises(FrozenInstanceError):
-        resources.bundle = BundleStore(tmp_path / "other")  # type: ignore[misc]
+        resources.bundle = BundleStore(tmp_path / "other")  # type: ignore[misc]  # frozen: the refusal is the test
 
 
 def test_every_service_builds_its_routes_from_one_resources_and_the_journal_keeps_one_trimmer(tmp_path: Path) -> None:

@@ -80,8 +80,8 @@ class Step:
 
 
 def ctx(bus: Bus) -> StepContext:
-    return StepContext(service="bench-runner", settings=RuntimeSettings(instance="unit"), bus=bus,  # type: ignore[arg-type]
-                       log=structlog.get_logger())
+    return StepContext(service="bench-runner", settings=RuntimeSettings(instance="unit"),
+                       bus=bus, log=structlog.get_logger())  # type: ignore[arg-type]  # the recording Bus above
 
 
 def request() -> Event:
@@ -99,7 +99,7 @@ async def test_a_plan_waits_for_an_approval_naming_its_hash_and_runs_once_on_it(
     step, bus = Step(bundle), Bus()
     planned = await step.review.on_trigger(request(), ctx(bus))
     assert [e.SCHEMA for e in planned] == ["bench.planned"] and step.executed == []
-    sha = planned[0].plan.sha256  # type: ignore[attr-defined]
+    sha = planned[0].plan.sha256  # type: ignore[attr-defined]  # a BenchPlanned: its plan's ref
     # Announced once: a redelivered trigger (the journal holds the first announcement) emits nothing.
     bundle.append_event(RUN, planned[0].event_id, planned[0].to_json())
     assert await step.review.on_trigger(request(), ctx(bus)) == []
@@ -116,7 +116,7 @@ async def test_the_acknowledgement_alone_stores_and_announces_the_plan_and_runs_
     step, bus = Step(bundle), Bus()
     planned = await step.review.on_trigger(request(), ctx(bus))
     assert [e.SCHEMA for e in planned] == ["bench.planned"] and bus.events == [] and step.executed == []
-    sha = planned[0].plan.sha256  # type: ignore[attr-defined]
+    sha = planned[0].plan.sha256  # type: ignore[attr-defined]  # a BenchPlanned: its plan's ref
     assert sha == bundle.ref(RUN, layout.BENCH_PLAN).sha256, "the announced plan is the stored one"
     assert await step.review.on_approved(approval("e" * 64), ctx(bus)) == [] and step.executed == []
     await step.review.on_approved(approval(sha), ctx(bus))
@@ -129,7 +129,8 @@ async def test_a_policy_naming_another_step_does_not_pre_approve_this_one(tmp_pa
     step, bus = Step(bundle), Bus()  # the stand-in is the bench step
     planned = await step.review.on_trigger(request(), ctx(bus))
     assert [e.SCHEMA for e in planned] == ["bench.planned"] and step.executed == []
-    await step.review.on_approved(approval(planned[0].plan.sha256), ctx(bus))  # type: ignore[attr-defined]
+    sha = planned[0].plan.sha256  # type: ignore[attr-defined]  # a BenchPlanned: its plan's ref
+    await step.review.on_approved(approval(sha), ctx(bus))
     assert len(step.executed) == 1
 
 
@@ -141,7 +142,7 @@ async def test_a_pre_approved_campaign_announces_then_runs_at_its_trigger_and_ig
     step, bus = Step(bundle), Bus()
     assert await step.review.on_trigger(request(), ctx(bus)) == []
     assert [e.SCHEMA for e in bus.events] == ["bench.planned"] and len(step.executed) == 1
-    sha = bus.events[0].plan.sha256  # type: ignore[attr-defined]
+    sha = bus.events[0].plan.sha256  # type: ignore[attr-defined]  # a BenchPlanned: its plan's ref
     assert await step.review.on_approved(approval(sha), ctx(bus)) == [] and len(step.executed) == 1
 
 
@@ -150,7 +151,7 @@ async def test_a_plan_changed_after_planning_never_runs(tmp_path: Path) -> None:
     store_campaign(bundle, acknowledged=True)
     step = Step(bundle)
     planned = await step.review.on_trigger(request(), ctx(Bus()))
-    sha = planned[0].plan.sha256  # type: ignore[attr-defined]
+    sha = planned[0].plan.sha256  # type: ignore[attr-defined]  # a BenchPlanned: its plan's ref
     (bundle.run_dir(RUN) / layout.BENCH_PLAN).write_text(json.dumps({"cells": ["something-else"]}))
     with pytest.raises(StepFailed) as failed:
         await step.review.on_approved(approval(sha), ctx(Bus()))

@@ -63,7 +63,7 @@ def deliver(bundle: BundleStore, event, runs: list[str], bus: Bus) -> None:
                         ledger=MemoryLedger(), bus=bus,  # type: ignore[arg-type]  # a recording double
                         resources=Resources(bundle=bundle))
     route = Route("profile.requested", handler, step_key=lambda e: e.event_id, outputs=(ProfileCompleted.SCHEMA,))
-    asyncio.run(consumer.handle(route, OneDelivery(event)))  # type: ignore[arg-type]
+    asyncio.run(consumer.handle(route, OneDelivery(event)))  # type: ignore[arg-type]  # a stand-in for Delivered
 
 
 def test_a_recorded_step_re_emits_the_same_event_instead_of_running(tmp_path: Path) -> None:

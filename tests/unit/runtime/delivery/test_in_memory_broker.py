@@ -46,8 +46,8 @@ class Counting:
 
 def routes(handler: Counting) -> list[Route]:
     # One step per (run, schema, reason): the failing request is its own step.
-    # A ProfileRequested: its reason field.
-    return [Route("profile.requested", handler, step_key=lambda event: event.reason or "step")]  # type: ignore[attr-defined]
+    return [Route("profile.requested", handler,
+                  step_key=lambda event: event.reason or "step")]  # type: ignore[attr-defined]  # a ProfileRequested
 
 
 class InMemory:

@@ -57,8 +57,9 @@ class Script:
         self.kills.append(({p.pgid: p.run_id for p in self.procs}[pgid], self.now))
 
     def reconciler(self) -> Reconciler:
-        return Reconciler(SERVICE, self, deployment=DEPLOYMENT, settle_s=settle_period_s(HEARTBEAT_S),  # type: ignore[arg-type]
-                          keep_runs=lambda: {MINE}, clock=self.clock, sleep=self.sleep, scan=self.scan, kill=self.kill)
+        return Reconciler(SERVICE, self,  # type: ignore[arg-type]  # the script stands in for the Ledger
+                          deployment=DEPLOYMENT, settle_s=settle_period_s(HEARTBEAT_S), keep_runs=lambda: {MINE},
+                          clock=self.clock, sleep=self.sleep, scan=self.scan, kill=self.kill)
 
 
 def test_the_settle_period_is_a_heartbeat_and_a_half() -> None:
@@ -72,7 +73,7 @@ async def test_a_start_right_after_a_reset_waits_for_the_owners_then_cleans_only
     reconciler = script.reconciler()
     assert await reconciler.at_start() == []  # nothing now: the pass waits in the background
     assert script.kills == [] and script.reads == []
-    await asyncio.wait_for(reconciler.pass_task, 1)  # type: ignore[arg-type]
+    await asyncio.wait_for(reconciler.pass_task, 1)  # type: ignore[arg-type]  # at_start scheduled it: not None
     assert script.reads == [115.0], "the leases are read once, a settle period after the reset"
     assert script.kills == [(ORPHAN, 115.0)], "the live run and this instance's own run are never cleaned"
 
@@ -92,7 +93,7 @@ async def test_a_reset_while_the_pass_waits_restarts_its_wait() -> None:
     # A second loss (Redis restarted again): the owners' beats after it are what count.
     script.reset_at = 110.0
     reconciler.note_reset("a running step's lease had vanished")
-    await asyncio.wait_for(reconciler.pass_task, 1)  # type: ignore[arg-type]
+    await asyncio.wait_for(reconciler.pass_task, 1)  # type: ignore[arg-type]  # note_reset scheduled it: not None
     assert script.reads == [125.0]
     assert script.kills == [(ORPHAN, 125.0)]
 
@@ -108,7 +109,7 @@ async def test_a_reset_noticed_during_the_read_is_waited_out_again() -> None:
             reconciler.note_reset("consumer group recreated", schedule=False)
         return held
 
-    script.holders = holders_with_a_reset  # type: ignore[method-assign]
+    script.holders = holders_with_a_reset  # type: ignore[method-assign]  # the Ledger's read, now with a reset in it
     cleaned = await reconciler.run_pass()
     assert script.reads == [100.0, 115.0]
     assert [p.run_id for p in cleaned] == [ORPHAN]
