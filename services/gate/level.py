@@ -16,6 +16,7 @@ from contracts.campaign import GateSpec
 from services.gate import checks
 from services.gate.stats import MIN_TRIALS_FOR_NOISE, VERDICT_NAMES, compare
 from services.shared import sequential
+from services.shared.formatting import number
 
 INTERVAL_METHOD = "Welch t-interval on log per-trial figures (trials are the independent units), exponentiated"
 SEQUENTIAL_METHOD = (
@@ -115,7 +116,8 @@ def decide_level(
         outcome, stopped = "win", "decided"
     elif _within_min_effect(objective, design.min_effect):
         outcome, stopped = "inconclusive", "decided"
-        problems.append(f"no change that matters: the objective's whole interval lies within +-{_pct(design)} "
+        bound = number(100 * design.min_effect, "g")
+        problems.append(f"no change that matters: the objective's whole interval lies within +-{bound} % "
                         "(the minimum effect), and more trials would not show one")
     elif may_continue:
         outcome, stopped = "continue", None
@@ -153,10 +155,6 @@ def decide_level(
         stopped=stopped,
         trials_expected_more=expected,
     )
-
-
-def _pct(design: Design) -> str:
-    return f"{100 * design.min_effect:g} %"
 
 
 def _within_min_effect(m: MetricComparison, min_effect: float) -> bool:
