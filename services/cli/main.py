@@ -25,17 +25,17 @@ from services.runtime.settings import RuntimeSettings
 
 # Offline commands of the step services register themselves when built.
 _OPTIONAL_COMMANDS = (
-    "services.cli.profile_cmd",
-    "services.cli.corpus_cmd",
-    "services.cli.gate_cmd",
-    "services.cli.report_cmd",
-    "services.cli.plan_cmd",
-    "services.cli.validate_cmd",
-    "services.cli.verbs_cmd",
-    "services.cli.mcp_cmd",
-    "services.cli.resume_cmd",
-    "services.cli.next_cmd",
-    "services.cli.cleanup_cmd",
+    "services.cli.commands.profile",
+    "services.cli.commands.corpus",
+    "services.cli.commands.gate",
+    "services.cli.commands.report",
+    "services.cli.commands.plan",
+    "services.cli.commands.validate",
+    "services.cli.commands.verbs",
+    "services.cli.commands.mcp",
+    "services.cli.commands.resume",
+    "services.cli.commands.next",
+    "services.cli.commands.cleanup",
 )
 
 

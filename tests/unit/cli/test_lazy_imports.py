@@ -71,11 +71,11 @@ def test_profile_help_still_names_every_bundled_shape(monkeypatch: pytest.Monkey
 def test_a_step_command_module_that_is_not_built_is_left_out():
     from services.cli import main
 
-    with mock.patch.object(main, "_OPTIONAL_COMMANDS", (*main._OPTIONAL_COMMANDS, "services.cli.nosuch_cmd")):
+    with mock.patch.object(main, "_OPTIONAL_COMMANDS", (*main._OPTIONAL_COMMANDS, "services.cli.commands.nosuch")):
         parser = main.build_parser()
     assert parser.parse_args(["gate", "--baseline", "b", "--candidate", "c", "--objective", "tpot",
                               "--acceptance-floor", "0.5"]).command == "gate"
-    with mock.patch.object(main, "_OPTIONAL_COMMANDS", ("services.cli.nosuch_cmd",)):
+    with mock.patch.object(main, "_OPTIONAL_COMMANDS", ("services.cli.commands.nosuch",)):
         with pytest.raises(SystemExit):
             main.build_parser().parse_args(["gate"])
 
@@ -83,7 +83,7 @@ def test_a_step_command_module_that_is_not_built_is_left_out():
 def test_step_commands_load_their_use_case_only_when_run():
     # gate and report import their use case (services/app/runs/gate.py, report.py) inside the handler:
     # the command modules themselves load neither the gate's scipy nor the publisher's matplotlib.
-    loaded = loaded_after("import services.cli.gate_cmd, services.cli.report_cmd, services.cli.validate_cmd")
+    loaded = loaded_after("from services.cli.commands import gate, report, validate")
     assert loaded & set(HEAVY) == set()
     import services.app.runs.gate
     import services.app.runs.report

@@ -17,7 +17,7 @@ from services.gate.app import final
 from services.gate.simulate import NoiseModel
 from services.runtime.errors import StepFailed
 from services.shared import sequential
-from tests.unit.gate.test_argparse import run, write_cell
+from tests.unit.cli.commands.test_gate import run, write_cell
 from tests.unit.gate.test_decide import arm
 
 ROOT = Path(__file__).resolve().parents[3]

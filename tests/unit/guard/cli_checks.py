@@ -93,10 +93,10 @@ def _spies(calls: list[tuple[str, Any, Any]]) -> dict[str, Callable[..., Any]]:
         "services.app.runs.ops.status": record("status", status, is_async=True),
         "services.app.runs.leftovers.unowned": record("leftovers", [], is_async=True),
         "services.app.runs.leftovers.cleanup": record("cleanup", status, is_async=True),
-        "services.cli.cleanup_cmd.render": record("render_cleanup", "cleanup text"),
+        "services.cli.commands.cleanup.render": record("render_cleanup", "cleanup text"),
         "services.cli.main.render_status": record("render_status", "status text"),
         "services.app.runs.resume.resume": record("resume", status, is_async=True),
-        "services.cli.resume_cmd.render": record("render_resume", "resume text"),
+        "services.cli.commands.resume.render": record("render_resume", "resume text"),
         "services.app.runs.ops.watch": record("watch", None, is_async=True),
         "services.app.runs.ops.dlq_list": record("dlq_list", [], is_async=True),
         "services.app.runs.ops.dlq_replay": record("dlq_replay", "stream", is_async=True),
@@ -108,9 +108,9 @@ def _spies(calls: list[tuple[str, Any, Any]]) -> dict[str, Callable[..., Any]]:
         "services.app.campaign.next_run.write_next": record(
             "write_next", mock.Mock(path=Path("next.yaml"), cells=(), schedule=[], prediction=(), draft="")
         ),
-        "services.cli.mcp_cmd.exec_server": record("exec_mcp_server"),
+        "services.cli.commands.mcp.exec_server": record("exec_mcp_server"),
         "services.mcp.server.serve": record("mcp_serve", 0),
-        "services.cli.report_cmd.render": record("render_publication", "published"),
+        "services.cli.commands.report.render": record("render_publication", "published"),
         "services.app.runs.plans.show_plan": record("show_plan", plan),
         "services.profiler.profile.profile_traffic": record("profile_traffic", through=profiler.profile_traffic),
         "services.profiler.profile.profile_shapes": record("profile_shapes", through=profiler.profile_shapes),
@@ -414,7 +414,7 @@ def _verb_checks(swap: Callable[[list[str], str, str], list[str]]) -> dict[str, 
 
 
 def _gate_files(root: Path) -> None:
-    from tests.unit.gate.test_argparse import write_cell
+    from tests.unit.cli.commands.test_gate import write_cell
 
     if not (root / "standing").exists():
         write_cell(root, "standing", seed=1)

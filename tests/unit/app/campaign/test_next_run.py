@@ -1,5 +1,5 @@
-"""`specdec next RUN_ID` (services/app/campaign/next_run.py, services/cli/next_cmd.py) on stored bundles: the campaign
-it writes submits as it is, benches the standing cell beside the best fixed k and the scheduled cell,
+"""`specdec next RUN_ID` (services/app/campaign/next_run.py, services/cli/commands/next.py) on stored bundles:
+the campaign it writes submits as it is, benches the standing cell beside the best fixed k and the scheduled cell,
 reuses the run's target, traffic, corpus and draft (by its training input key), and pools nothing."""
 
 from __future__ import annotations

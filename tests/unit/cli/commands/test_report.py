@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from services.cli import report_cmd
+from services.cli.commands import report
 from services.runtime.bundle.bundle import BundleStore
 from tests.unit.publisher.synthetic import RUN, Spec, build
 
 
 def specdec(*argv: str) -> int:
     parser = argparse.ArgumentParser(prog="specdec")
-    report_cmd.register(parser.add_subparsers(dest="command", required=True))
+    report.register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -11,7 +11,7 @@ import pytest
 
 from contracts.artifacts.decision import Decision
 from contracts.campaign import SpeculativeConfig
-from services.cli import gate_cmd
+from services.cli.commands import gate
 from services.gate.simulate import NoiseModel, identity, spec_counters, trial_result
 
 NGRAM = SpeculativeConfig(method="ngram", num_speculative_tokens=3, prompt_lookup_min=2, prompt_lookup_max=4)
@@ -20,7 +20,7 @@ QUIET = NoiseModel(trial_cv=0.01, request_cv=0.05)
 
 def run(*argv: str) -> int:
     parser = argparse.ArgumentParser(prog="specdec")
-    gate_cmd.register(parser.add_subparsers(required=True))
+    gate.register(parser.add_subparsers(required=True))
     args = parser.parse_args(["gate", *argv])
     return args.func(args)
 

@@ -1,0 +1,1 @@
+"""The optional `specdec` commands, one module each; services/cli/main.py registers each it finds."""
