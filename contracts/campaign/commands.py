@@ -14,7 +14,7 @@ from contracts.envelope import Strict
 Scheduler = Literal["local", "slurm", "kubernetes"]
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# Set by specdec on every process it starts (services/runtime/procs.py): a declaration could not change them.
+# Set by specdec on every process it starts (services/runtime/processes/procs.py): a declaration could not change them.
 _LABELS = frozenset({"SPECDEC_EXPERIMENT", "SPECDEC_SERVICE", "SPECDEC_DEPLOYMENT"})
 
 

@@ -15,8 +15,8 @@ from contracts.argv import ArgvTemplate
 from contracts.artifacts.results import Evaluation
 from services.bench.errors import EvalError
 from services.bench.loadgen.loadgen import WindowRecord
-from services.runtime import workload_env
-from services.runtime.procs import kill_group, spawn
+from services.runtime.processes import workload_env
+from services.runtime.processes.procs import kill_group, spawn
 from services.shared.secret_args import mask_argv, mask_text
 
 _TAIL_CHARS = 2000
@@ -61,7 +61,8 @@ def run_eval_command(
     env: Mapping[str, str] | None = None,
 ) -> Evaluation:
     """Run the operator's eval against `base_url` and read its accuracy (blocking; use a thread from async code),
-    in `env` (a workload's; services/runtime/workload_env.py builds it, the platform's variables only when None)."""
+    in `env` (a workload's; services/runtime/processes/workload_env.py builds it, the platform's variables only
+    when None)."""
     argv = template.render({**(values or {}), "base_url": base_url, "run_id": run_id})
     shown = mask_argv(argv)
     try:

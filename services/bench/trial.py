@@ -42,7 +42,7 @@ from services.runtime import failpoints
 from services.runtime.bundle.bundle import ArtifactConflict, BundleStore
 from services.runtime.bundle.bundle_paths import parse_uri
 from services.runtime.errors import SpecdecError
-from services.runtime.procs import spawn
+from services.runtime.processes.procs import spawn
 from services.shared import vllm_cli
 from services.shared.secret_args import mask_text
 

@@ -31,7 +31,7 @@ from services.cli.progress_view import ProgressView, progress_view
 from services.cli.up import start, stop, stop_grace_s
 from services.runtime import apps
 from services.runtime.errors import ConfigurationError, SpecdecError
-from services.runtime.procs import deployment_id, end_labelled
+from services.runtime.processes.procs import deployment_id, end_labelled
 from services.runtime.settings import RuntimeSettings
 from services.shared.formatting import concurrency, ms, number
 

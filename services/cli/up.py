@@ -14,8 +14,9 @@ import sys
 import time
 from typing import TextIO
 
-from services.runtime import apps, cpus, procs
-from services.runtime.procs import _die_with_parent
+from services.runtime import apps
+from services.runtime.processes import cpus, procs
+from services.runtime.processes.procs import _die_with_parent
 from services.runtime.settings import RuntimeSettings
 
 
@@ -48,7 +49,7 @@ def start(names: list[str], *, log_dir: str | None = None) -> dict[str, subproce
         )
         if log is not None:
             log.close()
-        # specdec's services stay off the core vLLM's engine binds to (services/runtime/cpus.py).
+        # specdec's services stay off the core vLLM's engine binds to (services/runtime/processes/cpus.py).
         cpus.pin(cpus.specdec_cpus(), children[name].pid)
     return children
 
@@ -60,7 +61,7 @@ def stop_grace_s(shutdown_grace_s: float) -> float:
     return shutdown_grace_s + WORKLOAD_STOP_S
 
 
-# A stopped step ends its servers' groups with SIGTERM and SIGKILL after 5 s (services/runtime/procs.py);
+# A stopped step ends its servers' groups with SIGTERM and SIGKILL after 5 s (services/runtime/processes/procs.py);
 # this leaves that and the service's own exit time.
 WORKLOAD_STOP_S = 15.0
 # What a labelled process gets between SIGTERM and SIGKILL when `up` ends it itself.

@@ -52,7 +52,7 @@ _FAULTS = {
     "durable boundary, once (tests only)",
 }
 
-# Set by specdec on the processes it starts (services/runtime/procs.py): labels, read back by cleanup.
+# Set by specdec on the processes it starts (services/runtime/processes/procs.py): labels, read back by cleanup.
 _CHILDREN = {
     "SPECDEC_EXPERIMENT": "set on every process a step starts: the run it belongs to (cleanup selects by it)",
     "SPECDEC_SERVICE": "set on every process a step starts: the service that started it (reconcile selects by it)",

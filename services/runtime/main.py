@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from services.runtime import apps, failpoints, procs
+from services.runtime import apps, failpoints
 from services.runtime.backoff import delays, dropped
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery import history
@@ -20,6 +20,7 @@ from services.runtime.delivery.service import Service, bootstrap, serve
 from services.runtime.environment import startup_problem
 from services.runtime.errors import invalid_input
 from services.runtime.health import logs
+from services.runtime.processes import procs
 from services.runtime.resources import CapacityRunner, NodeCheck, Resources, TrainingRecheck
 from services.runtime.settings import RuntimeSettings
 

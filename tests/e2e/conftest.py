@@ -28,7 +28,7 @@ import redis
 import yaml
 
 from services.runtime import apps
-from services.runtime.procs import labelled_processes
+from services.runtime.processes.procs import labelled_processes
 from tests.support.campaigns import run_events
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from services.runtime.procs import labelled_processes
+from services.runtime.processes.procs import labelled_processes
 
 # The shared campaign fixture (target build, training, four servers) runs inside the
 # first test's setup: the suite-wide 300 s timeout does not fit it.

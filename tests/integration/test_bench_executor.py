@@ -8,7 +8,7 @@ import pytest
 
 from services.bench.errors import ServerDied, ServerNotReady
 from services.bench.executors.executor import launch, wait_ready
-from services.runtime.procs import labelled_processes
+from services.runtime.processes.procs import labelled_processes
 
 HEALTHY = [sys.executable, "-c", """
 import http.server, sys

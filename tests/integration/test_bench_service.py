@@ -19,7 +19,7 @@ from services.bench import app
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery.service import bootstrap
 from services.runtime.main import resources_for
-from services.runtime.procs import labelled_processes
+from services.runtime.processes.procs import labelled_processes
 from tests.support.services import publish_approval, wait_events
 
 ROOT = Path(__file__).resolve().parents[2]

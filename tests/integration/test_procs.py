@@ -13,7 +13,14 @@ import pytest
 
 from services.runtime.delivery.ledger import MemoryLedger, StepKey
 from services.runtime.delivery.reconcile import reconcile
-from services.runtime.procs import DEPLOYMENT_ENV, EXPERIMENT_ENV, deployment_id, kill_group, labelled_processes, spawn
+from services.runtime.processes.procs import (
+    DEPLOYMENT_ENV,
+    EXPERIMENT_ENV,
+    deployment_id,
+    kill_group,
+    labelled_processes,
+    spawn,
+)
 from tests.support.waiting import alive
 
 SLEEP = [sys.executable, "-c", "import time; time.sleep(120)"]
@@ -44,7 +51,7 @@ def test_child_dies_with_its_parent(tmp_path):
     script = textwrap.dedent(f"""
         import sys, time
         sys.path.insert(0, {str(os.getcwd())!r})
-        from services.runtime.procs import spawn
+        from services.runtime.processes.procs import spawn
         child = spawn({SLEEP!r}, run_id="toy-run-2", service="svc-pdeath-test")
         print(child.pid, flush=True)
         time.sleep(120)

@@ -23,7 +23,7 @@ from services.runtime.delivery.ledger import RedisLedger
 from services.runtime.delivery.reconcile import Reconciler, settle_period_s
 from services.runtime.delivery.service import bootstrap
 from services.runtime.main import reconciler_for
-from services.runtime.procs import DEPLOYMENT_ENV, deployment_id, kill_group, labelled_processes, spawn
+from services.runtime.processes.procs import DEPLOYMENT_ENV, deployment_id, kill_group, labelled_processes, spawn
 from services.runtime.settings import RuntimeSettings
 from tests.integration.test_procs import alive, wait_dead
 

@@ -20,7 +20,7 @@ import pytest
 
 from services.cli.main import main
 from services.cli.up import stop
-from services.runtime.procs import DEPLOYMENT_ENV, deployment_id, end_labelled, labelled_processes
+from services.runtime.processes.procs import DEPLOYMENT_ENV, deployment_id, end_labelled, labelled_processes
 from services.runtime.settings import RuntimeSettings
 from tests.support.cli_runs import restore_logging  # noqa: F401 (autouse fixture)
 from tests.support.waiting import alive, wait_for
@@ -43,7 +43,7 @@ SERVER = textwrap.dedent("""
 SERVICE = textwrap.dedent("""
     import signal, subprocess, sys, time
     sys.path.insert(0, {root!r})
-    from services.runtime import procs
+    from services.runtime.processes import procs
     server = procs.spawn([sys.executable, "-c", {server!r}], run_id=sys.argv[1], service="bench-runner",
                          stdout=subprocess.PIPE)
 

@@ -27,7 +27,7 @@ from services.cli.up import stop
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.delivery.ledger import RedisLedger, StepKey
 from services.runtime.delivery.route import Lease, StepContext
-from services.runtime.procs import DEPLOYMENT_ENV, kill_group, labelled_processes, spawn
+from services.runtime.processes.procs import DEPLOYMENT_ENV, kill_group, labelled_processes, spawn
 from services.runtime.settings import RuntimeSettings
 from tests.support.waiting import alive
 
@@ -49,7 +49,7 @@ SERVER = textwrap.dedent("""
 RUNNER = textwrap.dedent("""
     import subprocess, sys, time
     sys.path.insert(0, {root!r})
-    from services.runtime.procs import spawn
+    from services.runtime.processes.procs import spawn
     server = spawn([sys.executable, "-c", {server!r}], run_id=sys.argv[1], service="bench-runner",
                    stdout=subprocess.PIPE)
     print(server.pid, server.stdout.readline().decode().strip(), flush=True)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from services.runtime.procs import end_labelled, labelled_processes
+from services.runtime.processes.procs import end_labelled, labelled_processes
 from services.trainer_proxy.planning.model import LocalLaunch
 from tests.support.cli_runs import ensure_slurm
 from tests.support.waiting import alive, wait_for

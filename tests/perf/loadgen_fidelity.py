@@ -106,7 +106,8 @@ def _start_server(target: Path, log: Path) -> tuple[subprocess.Popen[bytes], str
             "--enforce-eager", "--speculative-config", json.dumps(NGRAM)]
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"}
     with log.open("wb") as sink:
-        # A process group of its own in this session, as the bench-runner starts servers (services/runtime/procs.py):
+        # A process group of its own in this session, as the bench-runner starts servers
+        # (services/runtime/processes/procs.py):
         # in a session of its own, kernel autogroup scheduling gives the server one CPU share against the
         # clients' and its API server flushes tokens in bursts (docs/bench-runner.md, "Burst delivery").
         proc = subprocess.Popen(argv, env=env, stdout=sink, stderr=subprocess.STDOUT, process_group=0)

@@ -36,7 +36,7 @@ import yaml
 from contracts.catalogue import CATALOGUE
 from services.runtime import apps
 from services.runtime.delivery.broker import decode_entry
-from services.runtime.procs import labelled_processes
+from services.runtime.processes.procs import labelled_processes
 from tests.support.stream_entries import entries
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -377,7 +377,7 @@ def drop_keys(url: str, prefix: str) -> None:
 
 
 def leftovers(run_id: str) -> list[Any]:
-    """Processes on this machine still labelled experiment=<run_id> (services/runtime/procs.py)."""
+    """Processes on this machine still labelled experiment=<run_id> (services/runtime/processes/procs.py)."""
     return [proc for proc in labelled_processes() if proc.run_id == run_id]
 
 

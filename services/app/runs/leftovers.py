@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from services.runtime.errors import SpecdecError
-from services.runtime.procs import Labelled, deployment_id, kill_group, labelled_processes
+from services.runtime.processes.procs import Labelled, deployment_id, kill_group, labelled_processes
 
 ACK_FLAG = "--i-understand-this-kills-processes"
 # What a labelled process gets between SIGTERM and SIGKILL.

@@ -20,9 +20,9 @@ from contracts import layout
 from contracts.catalogue import BENCH as SERVICE
 from services.bench.errors import ServerDied, ServerNotReady
 from services.bench.planning.model import CellPlan, Launch
-from services.runtime import workload_env
 from services.runtime.bundle.bundle import BundleStore
-from services.runtime.procs import DEPLOYMENT_ENV, end_labelled, kill_group, spawn
+from services.runtime.processes import workload_env
+from services.runtime.processes.procs import DEPLOYMENT_ENV, end_labelled, kill_group, spawn
 from services.shared.scheduler.health import wait_healthy
 from services.shared.scheduler.local import kill_labelled
 from services.shared.secret_args import mask_text
@@ -253,7 +253,7 @@ class LocalExecutor:
 
 
 def launch_label(run_id: str) -> dict[str, str]:
-    """The label every process of a local server carries in its environment (services/runtime/procs.py)."""
+    """The label every process of a local server carries in its environment (services/runtime/processes/procs.py)."""
     label = {"experiment": run_id, "service": SERVICE}
     deployment = os.environ.get(DEPLOYMENT_ENV)
     if deployment is not None:

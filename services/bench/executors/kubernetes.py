@@ -24,7 +24,7 @@ from services.bench.executors.executor import free_port, log_tail
 from services.bench.planning.model import CellPlan, KubernetesServe, Launch
 from services.runtime.bundle.bundle import BundleStore
 from services.runtime.errors import StepFailed
-from services.runtime.procs import kill_group, spawn
+from services.runtime.processes.procs import kill_group, spawn
 from services.shared.scheduler.errors import SchedulerError
 from services.shared.scheduler.health import wait_healthy
 from services.shared.scheduler.runner import RunResult, run_short

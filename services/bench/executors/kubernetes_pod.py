@@ -15,7 +15,7 @@ from contracts.catalogue import BENCH as SERVICE
 from contracts.selectors import DEFAULT_GPU_RESOURCE, GPU_RESOURCE, problems
 from services.bench.planning.model import KubernetesServe
 from services.runtime.errors import ConfigurationError, parse_error_at
-from services.runtime.procs import EXPERIMENT_ENV, SERVICE_ENV
+from services.runtime.processes.procs import EXPERIMENT_ENV, SERVICE_ENV
 from services.shared.scheduler import kubernetes
 
 SERVE_PORT = 8000

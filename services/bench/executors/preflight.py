@@ -11,7 +11,7 @@ import subprocess
 from dataclasses import dataclass
 
 from services.bench.planning.model import BenchPlan
-from services.runtime import workload_env
+from services.runtime.processes import workload_env
 from services.shared.suffix_package import DISTRIBUTION, serving_python
 from services.shared.vllm_cli import vllm_console_works
 

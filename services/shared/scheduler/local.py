@@ -1,13 +1,13 @@
 """Label cleanup on this machine: the process groups still labelled with a run.
 
 Every child a service starts carries the experiment label in its environment
-(services/runtime/procs.py); cleanup selects by that label and the owning
+(services/runtime/processes/procs.py); cleanup selects by that label and the owning
 service only, and never kills the caller's own process group.
 """
 
 from __future__ import annotations
 
-from services.runtime.procs import end_labelled
+from services.runtime.processes.procs import end_labelled
 
 
 def kill_labelled(run_id: str, service: str, *, grace_s: float, deployment: str | None = None) -> list[int]:

@@ -42,7 +42,7 @@ class RunResult:
 
 class CommandRunner(Protocol):
     """argv -> RunResult. Raises CommandMissing when argv[0] cannot be executed. `env`, when given, is
-    the child's whole environment (the idle check's: a workload's, services/runtime/workload_env.py)."""
+    the child's whole environment (the idle check's: a workload's, services/runtime/processes/workload_env.py)."""
 
     def __call__(self, argv: Sequence[str], *, timeout_s: float, env: Mapping[str, str] | None = None) -> RunResult: ...
 
@@ -56,7 +56,7 @@ class SubprocessRunner:
 
     def __init__(self, env: Mapping[str, str] | None = None, *, inherit: bool = True) -> None:
         # Extra variables on top of this process's environment (e.g. SLURM_CONF); with inherit False,
-        # the child's whole environment (a workload's: services/runtime/workload_env.py).
+        # the child's whole environment (a workload's: services/runtime/processes/workload_env.py).
         self.env = dict(env or {})
         self.inherit = inherit
 

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from contracts import layout
-from services.runtime import workload_env
-from services.runtime.procs import EXPERIMENT_ENV, kill_group, spawn
+from services.runtime.processes import workload_env
+from services.runtime.processes.procs import EXPERIMENT_ENV, kill_group, spawn
 from services.shared.secret_args import mask_argv
 from services.trainer_proxy.errors import ExecutorError
 from services.trainer_proxy.execution import keeper as keeper_script

@@ -1,6 +1,6 @@
 """The local executor: labelled child processes of the service, exec'd from an argv list (never a shell).
 
-Each child runs in its own process group with the workload's environment (services/runtime/workload_env.py),
+Each child runs in its own process group with the workload's environment (services/runtime/processes/workload_env.py),
 and its whole group is stopped at the timeout, the first non-finite loss and its main process's exit.
 The trainer runs detached under a keeper (detached.py); every other child dies with the service.
 """
@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from contracts.catalogue import TRAINER as SERVICE
-from services.runtime import workload_env
-from services.runtime.procs import kill_group, spawn
+from services.runtime.processes import workload_env
+from services.runtime.processes.procs import kill_group, spawn
 from services.shared.scheduler.local import kill_labelled
 from services.shared.secret_args import mask_argv
 from services.trainer_proxy.errors import ExecutorError

@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from contracts import layout
-from services.runtime import workload_env
-from services.runtime.procs import DEPLOYMENT_ENV, EXPERIMENT_ENV, SERVICE_ENV
+from services.runtime.processes import workload_env
+from services.runtime.processes.procs import DEPLOYMENT_ENV, EXPERIMENT_ENV, SERVICE_ENV
 from services.shared.scheduler.runner import run_short
 from services.shared.scheduler.slurm import (
     ACTIVE_STATES,

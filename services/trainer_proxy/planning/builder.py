@@ -16,7 +16,7 @@ from contracts.artifacts.training import InputKey, ReusedDraft
 from contracts.campaign import Campaign, Scheduler
 from contracts.catalogue import TRAINER as SERVICE
 from contracts.selectors import GRES, PARTITION, problems
-from services.runtime.procs import EXPERIMENT_ENV, SERVICE_ENV
+from services.runtime.processes.procs import EXPERIMENT_ENV, SERVICE_ENV
 from services.shared.scheduler import slurm
 from services.trainer_proxy.errors import PlanError
 from services.trainer_proxy.planning import kubernetes

@@ -14,7 +14,7 @@ from typing import Any
 
 from contracts.catalogue import TRAINER as SERVICE
 from services.runtime.errors import parse_error_at
-from services.runtime.procs import EXPERIMENT_ENV, SERVICE_ENV
+from services.runtime.processes.procs import EXPERIMENT_ENV, SERVICE_ENV
 from services.shared.scheduler import kubernetes as k8s
 from services.shared.scheduler.kubernetes import bundle_volume, dns_name, labels
 from services.trainer_proxy.errors import PlanError

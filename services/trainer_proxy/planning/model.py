@@ -35,7 +35,7 @@ class LocalLaunch(Strict):
         default_factory=list,
         description="commands.train.env: names of the variables the trainer and its probe get from the service's "
         "environment at launch; the values are read then, never written here. Nothing else of the service's "
-        "environment passes but the platform's (services/runtime/workload_env.py).")
+        "environment passes but the platform's (services/runtime/processes/workload_env.py).")
     stdout_path: str = Field(description="Bundle path of the trainer's stdout.")
     stderr_path: str = Field(description="Bundle path of the trainer's stderr.")
 
@@ -55,8 +55,8 @@ class SlurmLaunch(Strict):
         default_factory=list,
         description="commands.train.env: names of the variables the job and the local probe get from the service's "
         "environment at launch; the values are read then, never written here. Nothing else of the service's "
-        "environment passes but the platform's (services/runtime/workload_env.py): sbatch runs with that environment "
-        "and passes it to the job.")
+        "environment passes but the platform's (services/runtime/processes/workload_env.py): sbatch runs with that "
+        "environment and passes it to the job.")
     status_argv: list[str] = Field(description="How the job is watched; {job_id} is filled at submission.")
     cancel_argv: list[str] = Field(description="How the job is stopped at the timeout; {job_id} as above.")
     stdout_path: str = Field(description="Bundle path of the job's stdout (--output).")

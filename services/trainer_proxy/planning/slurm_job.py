@@ -8,7 +8,7 @@ the run's label, is the shared one (services.shared.scheduler.slurm).
 
 from __future__ import annotations
 
-from services.runtime.procs import EXPERIMENT_ENV, SERVICE_ENV
+from services.runtime.processes.procs import EXPERIMENT_ENV, SERVICE_ENV
 
 
 def job_script(argv: list[str], *, run_id: str, service: str) -> str:

@@ -220,7 +220,7 @@ class Recorded:
         self.declared: list[list[str]] = []  # per idle check, the variables it got beyond the platform's
 
     def __call__(self, argv: Any, *, timeout_s: float, env: dict[str, str] | None = None) -> RunResult:
-        from services.runtime.workload_env import is_platform
+        from services.runtime.processes.workload_env import is_platform
 
         argv = [str(a) for a in argv]
         self.calls.append(argv)

@@ -30,7 +30,7 @@ from pydantic import ValidationError
 from contracts.argv import ArgvError, render_token
 from contracts.envelope import RUN_ID_RE
 from services.runtime import apps
-from services.runtime.procs import EXPERIMENT_ENV, SERVICE_ENV
+from services.runtime.processes.procs import EXPERIMENT_ENV, SERVICE_ENV
 from services.runtime.settings import RuntimeSettings
 from tests.support.redis_server import free_port
 

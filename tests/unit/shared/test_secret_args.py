@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from services.runtime.workload_env import MissingVariable, environment, is_platform
+from services.runtime.processes.workload_env import MissingVariable, environment, is_platform
 from services.shared.secret_args import MASK, mask_argv, mask_document, mask_text
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from services.runtime.delivery.ledger import MemoryLedger, StepKey
 from services.runtime.delivery.reconcile import Reconciler, settle_period_s
-from services.runtime.procs import Labelled
+from services.runtime.processes.procs import Labelled
 
 SERVICE = "bench-runner"
 DEPLOYMENT = "toy@127.0.0.1:6379/0"

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from contracts.campaign import CapacitySpec
-from services.runtime.procs import kill_group, spawn
+from services.runtime.processes.procs import kill_group, spawn
 from services.shared.capacity import local
 from services.shared.capacity.check import check_node
 from services.shared.capacity.errors import CapacityConfigError

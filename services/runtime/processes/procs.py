@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit
 
-from services.runtime import cpus
+from services.runtime.processes import cpus
 
 EXPERIMENT_ENV = "SPECDEC_EXPERIMENT"
 SERVICE_ENV = "SPECDEC_SERVICE"
@@ -55,7 +55,7 @@ def _die_with_parent() -> None:
 
 def _workload_child() -> None:
     # A workload (vLLM server, trainer, operator command) gets the whole machine back,
-    # even when its service runs pinned off the engine's core (services/runtime/cpus.py).
+    # even when its service runs pinned off the engine's core (services/runtime/processes/cpus.py).
     _die_with_parent()
     cpus.pin(cpus.machine_cpus())
 
@@ -79,7 +79,7 @@ def spawn(
     detached: bool = False,
 ) -> subprocess.Popen[bytes]:
     """Start argv (no shell) in its own process group with the experiment label. `env` is the child's
-    whole environment: a workload's comes from services/runtime/workload_env.py; None (this process's)
+    whole environment: a workload's comes from services/runtime/processes/workload_env.py; None (this process's)
     is for specdec's own tools only (a `kubectl port-forward`). A `detached` child does not die with
     this process: it must record its own end where a restarted service finds it."""
     child_env = dict(os.environ if env is None else env)

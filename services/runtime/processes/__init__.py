@@ -1,0 +1,1 @@
+"""The processes a service and its workloads run as: labelled children, their cores and their environment."""
