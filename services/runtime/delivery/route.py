@@ -11,19 +11,21 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Any, Protocol, TypeVar
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from contracts.envelope import Event
+from services.runtime.backoff import delays
 from services.runtime.delivery.broker import Bus
 from services.runtime.delivery.ledger import Ledger
 from services.runtime.resources import Resources
 from services.runtime.settings import RuntimeSettings
 
 # Waits between attempts of a progress event over a dropped connection: ~62 s in all.
-EMIT_RETRIES_S = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
+EMIT_RETRIES_S = tuple(islice(delays(0.25, 30.0), 8))  # 0.25, 0.5, ... 16, 30: the one backoff's doubling
 
 T = TypeVar("T")
 
